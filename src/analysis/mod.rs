@@ -1,0 +1,2 @@
+//! Pure analysis over measurements: the online repetition (loop) detector and statistics with
+//! numpy-compatible percentiles. No IO, no clock.

@@ -1,0 +1,66 @@
+//! Command line: clap arguments -> validated config, one file per command. Each command builds
+//! the runtime it needs (the simulated server and the client may want separate ones).
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// An error that ends the process: printed as one line, with the exit code to use.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub code: u8,
+}
+
+impl CliError {
+    /// A usage or configuration error (exit code 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 2,
+        }
+    }
+
+    /// A run that failed (exit code 1).
+    pub fn failed(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 1,
+        }
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CliError {}
+
+pub type CliResult = Result<ExitCode, CliError>;
+
+#[derive(Debug, Parser)]
+#[command(name = "llmspeed", version, about = "How fast does your LLM server serve tokens?")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {}
+
+/// Run a parsed command line.
+pub fn run(cli: Cli) -> CliResult {
+    match cli.command {}
+}
+
+/// A multi-threaded tokio runtime with `threads` workers (0 = one per core).
+pub fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, CliError> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if threads > 0 {
+        b.worker_threads(threads);
+    }
+    b.enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format!("cannot start the async runtime: {e}")))
+}

@@ -1,0 +1,114 @@
+//! The one clock: quanta's TSC-backed counter.
+//!
+//! The hot path takes `raw()` stamps (a `u64`, ~15 ns) the moment a read returns and converts
+//! them to nanoseconds only when a report is built. Tests build a [`Clock::mock`] and move time
+//! by hand, so nothing that involves time needs a sleep or a tight bound.
+
+use std::sync::Arc;
+
+/// A cheap-to-clone clock. All stamps in a [`crate::timeline::Timeline`] come from one `Clock`.
+#[derive(Clone, Debug)]
+pub struct Clock {
+    inner: quanta::Clock,
+}
+
+/// Handle that moves a mocked clock forward (see [`Clock::mock`]).
+pub type MockHandle = Arc<quanta::Mock>;
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock {
+    /// The real clock. Calibration (~0.6 ms) happens once per process inside quanta.
+    pub fn new() -> Self {
+        Self {
+            inner: quanta::Clock::new(),
+        }
+    }
+
+    /// A clock that only moves when the returned handle says so. `raw()` then reads nanoseconds.
+    pub fn mock() -> (Self, MockHandle) {
+        let (inner, mock) = quanta::Clock::mock();
+        (Self { inner }, mock)
+    }
+
+    /// A raw, unscaled stamp. Take it on the hot path; scale later with [`Clock::delta_ns`].
+    #[inline(always)]
+    pub fn raw(&self) -> u64 {
+        self.inner.raw()
+    }
+
+    /// Nanoseconds from `start` to `end` (both raw stamps of this clock); 0 when `end < start`.
+    #[inline]
+    pub fn delta_ns(&self, start: u64, end: u64) -> u64 {
+        if end <= start {
+            return 0;
+        }
+        self.inner.delta_as_nanos(start, end)
+    }
+
+    /// Milliseconds from `start` to `end` as a float, for reports.
+    #[inline]
+    pub fn delta_ms(&self, start: u64, end: u64) -> f64 {
+        self.delta_ns(start, end) as f64 / 1e6
+    }
+
+    /// Signed nanoseconds `end - start`, for comparing stamps that may be in either order.
+    pub fn signed_delta_ns(&self, start: u64, end: u64) -> i64 {
+        if end >= start {
+            self.delta_ns(start, end) as i64
+        } else {
+            -(self.delta_ns(end, start) as i64)
+        }
+    }
+
+    /// Raw stamp `ns` nanoseconds after `base` (used to compute scheduled send times).
+    pub fn add_ns(&self, base: u64, ns: u64) -> u64 {
+        // Scale via the measured ratio of one second; exact for the mock clock (1 raw = 1 ns).
+        let probe = 1_000_000_000u64;
+        let per_sec = self.inner.delta_as_nanos(0, probe);
+        if per_sec == probe {
+            return base.saturating_add(ns);
+        }
+        let raw_per_ns = probe as f64 / per_sec as f64;
+        base.saturating_add((ns as f64 * raw_per_ns) as u64)
+    }
+
+    /// The wrapped quanta clock, for callers that need `now()` as an `Instant`.
+    pub fn quanta(&self) -> &quanta::Clock {
+        &self.inner
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn mock_clock_moves_only_when_told() {
+        let (clock, mock) = Clock::mock();
+        let a = clock.raw();
+        assert_eq!(clock.raw(), a);
+        mock.increment(Duration::from_micros(250));
+        let b = clock.raw();
+        assert_eq!(clock.delta_ns(a, b), 250_000);
+        assert_eq!(clock.delta_ns(b, a), 0);
+        assert_eq!(clock.signed_delta_ns(b, a), -250_000);
+        assert_eq!(clock.add_ns(a, 250_000), b);
+    }
+
+    #[test]
+    fn real_clock_is_monotonic_and_add_ns_round_trips() {
+        let clock = Clock::new();
+        let a = clock.raw();
+        let b = clock.raw();
+        assert!(b >= a);
+        let c = clock.add_ns(a, 1_000_000);
+        let back = clock.delta_ns(a, c);
+        assert!((back as i64 - 1_000_000).abs() < 1_000, "round trip gave {back}");
+    }
+}

@@ -1,0 +1,1 @@
+//! `bench serve`: vLLM's flags, metric definitions and result JSON.

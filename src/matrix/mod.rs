@@ -1,0 +1,1 @@
+//! The speed-test matrix: plan, prefill scouts, sustained-decode cells, verdicts.

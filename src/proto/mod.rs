@@ -1,0 +1,6 @@
+//! sans-IO protocol layer: HTTP/1.1 request encoding and response heads, chunked bodies, SSE
+//! framing, OpenAI stream chunks, Prometheus text.
+//!
+//! Architecture invariant: nothing here touches tokio, a clock or a socket. Every parser takes
+//! bytes and returns `Result<Option<T>, E>`, where `Ok(None)` means "need more bytes"; parsers
+//! are resumable and keep a scan offset so a stream arriving one byte at a time stays O(n).

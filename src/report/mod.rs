@@ -1,0 +1,1 @@
+//! Report model (the only `Serialize` types) and one writer per format.

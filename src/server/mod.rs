@@ -1,0 +1,1 @@
+//! Probing servers (vLLM, SGLang, TGI, llama.cpp, Ollama): model, limits, KV capacity, metrics.

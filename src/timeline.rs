@@ -1,0 +1,329 @@
+//! The per-request timeline: the unit every later feature (stream, matrix, bench serve,
+//! selftest) consumes.
+//!
+//! A `Timeline` is filled by the one read loop in `net`: raw clock stamps for each phase, one
+//! [`EventRecord`] per SSE event that carried output, the final usage, the finish reason and a
+//! classified [`Outcome`]. It must not allocate per token: `events` is pre-sized, text is only
+//! kept when asked for (and then appended to a pre-sized `String`).
+
+use std::fmt;
+
+/// Which part of the output an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Channel {
+    /// Completions `text` or chat `delta.content`.
+    Content,
+    /// Chat `delta.reasoning` / `delta.reasoning_content`.
+    Reasoning,
+    /// Chat `delta.tool_calls`.
+    ToolCall,
+    /// A choice-carrying event with no output text (e.g. the role-only first chat chunk, or the
+    /// chunk that only carries `finish_reason`).
+    Empty,
+}
+
+impl Channel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Content => "content",
+            Channel::Reasoning => "reasoning",
+            Channel::ToolCall => "tool_call",
+            Channel::Empty => "empty",
+        }
+    }
+}
+
+/// Where the per-event token counts came from, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenCountSource {
+    /// Running `usage.completion_tokens` on every chunk (`continuous_usage_stats`): exact.
+    ContinuousUsage,
+    /// Length of the per-chunk `token_ids` array (`return_token_ids`): exact.
+    TokenIds,
+    /// One token per non-empty chunk: an estimate (wrong under output merging or speculation).
+    Chunks,
+}
+
+impl TokenCountSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenCountSource::ContinuousUsage => "continuous_usage",
+            TokenCountSource::TokenIds => "token_ids",
+            TokenCountSource::Chunks => "chunks",
+        }
+    }
+}
+
+/// Token usage as the server reported it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+    /// `usage.prompt_tokens_details.cached_tokens` where the server sends it.
+    pub cached_tokens: Option<u64>,
+}
+
+/// Why a stream ended, as the server said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    Abort,
+    /// Any other value the server sent (kept out of the hot path: no allocation).
+    Other,
+}
+
+impl FinishReason {
+    pub fn parse(s: &[u8]) -> Self {
+        match s {
+            b"stop" | b"eos" | b"stop_sequence" | b"end_turn" => FinishReason::Stop,
+            b"length" | b"max_tokens" => FinishReason::Length,
+            b"tool_calls" | b"function_call" => FinishReason::ToolCalls,
+            b"content_filter" => FinishReason::ContentFilter,
+            b"abort" | b"cancelled" => FinishReason::Abort,
+            _ => FinishReason::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Abort => "abort",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
+/// One SSE event that carried a non-empty `choices` list (role-only, content, reasoning, tool
+/// call, or finish-only). Usage-only events, comments and `[DONE]` are not recorded here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRecord {
+    /// Raw clock stamp of the read that completed this event.
+    pub t: u64,
+    /// Output tokens this event carried (see [`Timeline::token_count_source`]).
+    pub tokens: u32,
+    pub channel: Channel,
+}
+
+/// Classified failure kinds. These are statistics keys: never key counts by message strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ErrorKind {
+    /// TCP connect failed (refused, unreachable, DNS).
+    Connect,
+    /// TLS handshake or certificate failure.
+    Tls,
+    /// The server answered with a non-2xx status.
+    HttpStatus,
+    /// The bytes broke HTTP, chunked, SSE or JSON framing, or the connection closed early.
+    Protocol,
+    /// A 200 stream carried an error event.
+    ServerError,
+    TimeoutConnect,
+    TimeoutFirstByte,
+    /// No event arrived within the allowed gap.
+    TimeoutGap,
+    TimeoutTotal,
+    /// We cancelled it (end of a measurement window, Ctrl-C).
+    Cancelled,
+}
+
+impl ErrorKind {
+    pub const ALL: [ErrorKind; 10] = [
+        ErrorKind::Connect,
+        ErrorKind::Tls,
+        ErrorKind::HttpStatus,
+        ErrorKind::Protocol,
+        ErrorKind::ServerError,
+        ErrorKind::TimeoutConnect,
+        ErrorKind::TimeoutFirstByte,
+        ErrorKind::TimeoutGap,
+        ErrorKind::TimeoutTotal,
+        ErrorKind::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::Tls => "tls",
+            ErrorKind::HttpStatus => "http_status",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::ServerError => "server_error",
+            ErrorKind::TimeoutConnect => "timeout_connect",
+            ErrorKind::TimeoutFirstByte => "timeout_first_byte",
+            ErrorKind::TimeoutGap => "timeout_gap",
+            ErrorKind::TimeoutTotal => "timeout_total",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A classified failure with a human message (built once, off the per-token path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestError {
+    pub kind: ErrorKind,
+    /// HTTP status for [`ErrorKind::HttpStatus`].
+    pub status: Option<u16>,
+    /// One line: what happened, with the server's own message or a body excerpt where there is one.
+    pub message: String,
+}
+
+impl RequestError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            status: None,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.status {
+            Some(s) => write!(f, "{} (HTTP {}): {}", self.kind, s, self.message),
+            None => write!(f, "{}: {}", self.kind, self.message),
+        }
+    }
+}
+
+impl std::error::Error for RequestError {}
+
+/// How a request ended.
+pub type Outcome = Result<(), RequestError>;
+
+/// Everything measured about one streaming request. Stamps are raw [`crate::clock::Clock`]
+/// values; convert with `Clock::delta_ns`.
+#[derive(Clone, Debug)]
+pub struct Timeline {
+    /// When the request should have started (the schedule), not when it did.
+    pub intended_start: u64,
+    /// Just before the first byte of the request was written.
+    pub send_start: Option<u64>,
+    /// The whole request had been written.
+    pub write_done: Option<u64>,
+    /// The response head had been parsed.
+    pub response_head: Option<u64>,
+    /// HTTP status of the response.
+    pub status: Option<u16>,
+    /// The first event with a non-empty `choices` list.
+    pub first_event: Option<u64>,
+    /// The first event that carried output text/tokens (content, reasoning or tool call).
+    pub first_token: Option<u64>,
+    /// The response ended (`[DONE]`, end of body, or failure).
+    pub end: Option<u64>,
+    pub events: Vec<EventRecord>,
+    pub token_count_source: TokenCountSource,
+    /// Output text per channel, only when the request asked for it.
+    pub content_text: Option<String>,
+    pub reasoning_text: Option<String>,
+    pub usage: Option<Usage>,
+    pub finish_reason: Option<FinishReason>,
+    /// The raw finish reason when it was not one we know.
+    pub finish_reason_raw: Option<String>,
+    /// Whether `[DONE]` was seen.
+    pub done: bool,
+    pub outcome: Outcome,
+}
+
+impl Timeline {
+    /// A fresh timeline with room for `expected_events` events (no reallocation until then).
+    pub fn new(intended_start: u64, expected_events: usize, keep_text: bool) -> Self {
+        Self {
+            intended_start,
+            send_start: None,
+            write_done: None,
+            response_head: None,
+            status: None,
+            first_event: None,
+            first_token: None,
+            end: None,
+            events: Vec::with_capacity(expected_events),
+            token_count_source: TokenCountSource::Chunks,
+            content_text: keep_text.then(|| String::with_capacity(expected_events * 6)),
+            reasoning_text: None,
+            usage: None,
+            finish_reason: None,
+            finish_reason_raw: None,
+            done: false,
+            outcome: Ok(()),
+        }
+    }
+
+    /// Output tokens: final usage when the server sent it, else the sum over events.
+    pub fn output_tokens(&self) -> u64 {
+        match self.usage {
+            Some(u) => u.completion_tokens,
+            None => self.event_tokens(),
+        }
+    }
+
+    /// Sum of per-event token counts.
+    pub fn event_tokens(&self) -> u64 {
+        self.events.iter().map(|e| e.tokens as u64).sum()
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.outcome.is_ok()
+    }
+
+    pub fn error_kind(&self) -> Option<ErrorKind> {
+        self.outcome.as_ref().err().map(|e| e.kind)
+    }
+
+    /// Stamp of the last choice-carrying event.
+    pub fn last_event(&self) -> Option<u64> {
+        self.events.last().map(|e| e.t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_tokens_prefers_usage() {
+        let mut t = Timeline::new(0, 4, false);
+        for i in 0..3 {
+            t.events.push(EventRecord {
+                t: i,
+                tokens: 2,
+                channel: Channel::Content,
+            });
+        }
+        assert_eq!(t.output_tokens(), 6);
+        t.usage = Some(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 7,
+            total_tokens: 17,
+            cached_tokens: None,
+        });
+        assert_eq!(t.output_tokens(), 7);
+        assert_eq!(t.event_tokens(), 6);
+        assert_eq!(t.last_event(), Some(2));
+    }
+
+    #[test]
+    fn finish_reason_parses_known_and_other() {
+        let cases: [(&[u8], FinishReason); 4] = [
+            (b"stop", FinishReason::Stop),
+            (b"length", FinishReason::Length),
+            (b"tool_calls", FinishReason::ToolCalls),
+            (b"weird", FinishReason::Other),
+        ];
+        for (input, want) in cases {
+            assert_eq!(FinishReason::parse(input), want, "{input:?}");
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! What to send and when: synthetic prompts of exact token counts, datasets, schedules.
