@@ -196,6 +196,9 @@ fn classify_tls_error(e: &io::Error, authority: &str) -> RequestError {
             rustls::Error::InvalidCertificate(other) => format!(
                 "TLS handshake with {authority} failed: certificate not trusted ({other:?}); use --insecure to skip verification"
             ),
+            rustls::Error::InvalidMessage(_) => format!(
+                "TLS handshake with {authority} failed: the server did not answer in TLS (is it serving plain http?)"
+            ),
             other => format!("TLS handshake with {authority} failed: {other}"),
         };
         return tls_err(msg);
