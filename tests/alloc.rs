@@ -7,7 +7,9 @@ mod support;
 
 use bytes::BytesMut;
 use llmspeed::clock::Clock;
-use llmspeed::net::{Cancel, Client, ClientConfig, NoopObserver, Progress, StreamDecoder, StreamRequest, Target};
+use llmspeed::net::{
+    Cancel, Client, ClientConfig, NoopObserver, Progress, StreamDecoder, StreamRequest, Target,
+};
 use llmspeed::timeline::Timeline;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -111,7 +113,10 @@ fn decode_path_does_not_allocate_per_event() {
     assert_eq!(tl.events.len() as u64, EVENTS);
     assert!(events > 4000, "steady state covers {events} events");
     eprintln!("steady state: {steady} allocations over {events} events");
-    assert_eq!(steady, 0, "allocations in steady state over {events} events");
+    assert_eq!(
+        steady, 0,
+        "allocations in steady state over {events} events"
+    );
 }
 
 #[test]
@@ -120,9 +125,15 @@ fn idle_open_stream_costs_at_most_64_kib() {
     // The server runs on its own thread so its allocations are not counted here.
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
         rt.block_on(async move {
-            let script = respond(vec![Step::Write(CHUNKED_HEAD.as_bytes().to_vec()), Step::Pause(Duration::from_secs(60))]);
+            let script = respond(vec![
+                Step::Write(CHUNKED_HEAD.as_bytes().to_vec()),
+                Step::Pause(Duration::from_secs(60)),
+            ]);
             let mut scripts = vec![respond(vllm_writes(2, 2))];
             scripts.extend(std::iter::repeat_n(script, STREAMS));
             let server = Server::start(scripts).await;
@@ -131,7 +142,10 @@ fn idle_open_stream_costs_at_most_64_kib() {
         });
     });
     let server = rx.recv().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let mut cfg = ClientConfig::new(Target::parse(&server.base_url()).unwrap());
         cfg.max_idle = 0;
@@ -144,7 +158,9 @@ fn idle_open_stream_costs_at_most_64_kib() {
             keep_text: None,
         };
         // Warm up lazily built runtime and client state with one complete request.
-        let warm = client.stream(&req, 0, &mut NoopObserver, &Cancel::new()).await;
+        let warm = client
+            .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+            .await;
         assert!(warm.is_ok(), "{:?}", warm.outcome);
         let cancel = Cancel::new();
         let before = live();
@@ -162,7 +178,11 @@ fn idle_open_stream_costs_at_most_64_kib() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        assert_eq!(server.writes(), writes_before + STREAMS, "all streams got their head");
+        assert_eq!(
+            server.writes(),
+            writes_before + STREAMS,
+            "all streams got their head"
+        );
         // Let every client task read its head and park in the next read.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let per_stream = (live() - before) / STREAMS as i64;
@@ -171,8 +191,14 @@ fn idle_open_stream_costs_at_most_64_kib() {
         for t in tasks {
             let tl = t.await.unwrap();
             assert_eq!(tl.status, Some(200), "{:?}", tl.outcome);
-            assert_eq!(tl.error_kind(), Some(llmspeed::timeline::ErrorKind::Cancelled));
+            assert_eq!(
+                tl.error_kind(),
+                Some(llmspeed::timeline::ErrorKind::Cancelled)
+            );
         }
-        assert!(per_stream <= 64 * 1024, "{per_stream} bytes per idle stream");
+        assert!(
+            per_stream <= 64 * 1024,
+            "{per_stream} bytes per idle stream"
+        );
     });
 }

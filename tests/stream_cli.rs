@@ -40,10 +40,22 @@ async fn json_lines_for_a_good_stream() {
     let server = Server::start(vec![respond(vllm_writes(4, 16))]).await;
     let out = llmspeed(args(
         &server.base_url(),
-        &["--prompt-tokens", "16", "--max-tokens", "4", "--json", "--api-key", "k1"],
+        &[
+            "--prompt-tokens",
+            "16",
+            "--max-tokens",
+            "4",
+            "--json",
+            "--api-key",
+            "k1",
+        ],
     ))
     .await;
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v = lines(&out);
     assert_eq!(v.len(), 5, "4 events + summary");
     for e in &v[..4] {
@@ -55,7 +67,15 @@ async fn json_lines_for_a_good_stream() {
     assert!(v[0]["gap_ms"].is_null());
     assert!(v[1]["gap_ms"].as_f64().is_some());
     let s = &v[4];
-    for key in ["ttft_ms", "events", "output_tokens", "token_count_source", "finish_reason", "usage", "error"] {
+    for key in [
+        "ttft_ms",
+        "events",
+        "output_tokens",
+        "token_count_source",
+        "finish_reason",
+        "usage",
+        "error",
+    ] {
         assert!(s.get(key).is_some(), "summary lacks {key}: {s}");
     }
     assert!(s["ttft_ms"].as_f64().is_some());
@@ -78,12 +98,28 @@ async fn human_output_and_chat() {
     let server = Server::start(vec![respond(vllm_writes(3, 5))]).await;
     let out = llmspeed(args(
         &server.base_url(),
-        &["--prompt", "hello", "--chat", "--show-text", "--no-continuous-usage"],
+        &[
+            "--prompt",
+            "hello",
+            "--chat",
+            "--show-text",
+            "--no-continuous-usage",
+        ],
     ))
     .await;
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
-    for needle in ["TTFT", "decode", "usage: prompt 5 + completion 3", "finish reason: length", " tok1 tok2 tok3"] {
+    for needle in [
+        "TTFT",
+        "decode",
+        "usage: prompt 5 + completion 3",
+        "finish reason: length",
+        " tok1 tok2 tok3",
+    ] {
         assert!(text.contains(needle), "{needle:?} missing in:\n{text}");
     }
     let req = &server.requests()[0];
@@ -94,12 +130,19 @@ async fn human_output_and_chat() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_400_fails_with_the_server_message() {
     let body = r#"{"object":"error","message":"This model's maximum context length is 2048 tokens.","type":"BadRequestError","param":null,"code":400}"#;
-    let server = Server::start(vec![respond(vec![Step::Write(json_response("400 Bad Request", body))])]).await;
+    let server = Server::start(vec![respond(vec![Step::Write(json_response(
+        "400 Bad Request",
+        body,
+    ))])])
+    .await;
     let out = llmspeed(args(&server.base_url(), &["--prompt", "x", "--json"])).await;
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("maximum context length is 2048"), "{stderr}");
+    assert!(
+        stderr.contains("maximum context length is 2048"),
+        "{stderr}"
+    );
     let v = lines(&out);
     let s = v.last().unwrap();
     assert_eq!(s["error"]["kind"], "http_status");
@@ -112,10 +155,17 @@ async fn refused_connection_and_malformed_stream() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let out = llmspeed(args(&format!("http://127.0.0.1:{port}"), &["--prompt", "x"])).await;
+    let out = llmspeed(args(
+        &format!("http://127.0.0.1:{port}"),
+        &["--prompt", "x"],
+    ))
+    .await;
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("connection refused by 127.0.0.1:{port}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("connection refused by 127.0.0.1:{port}")),
+        "{stderr}"
+    );
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 
     let writes = vec![
@@ -136,6 +186,10 @@ async fn usage_errors_exit_2() {
     let out = llmspeed(args("localhost:8000", &["--prompt", "x"])).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("http:// or https://"));
-    let out = llmspeed(args("http://127.0.0.1:1", &["--prompt", "x", "--header", "bad"])).await;
+    let out = llmspeed(args(
+        "http://127.0.0.1:1",
+        &["--prompt", "x", "--header", "bad"],
+    ))
+    .await;
     assert_eq!(out.status.code(), Some(2));
 }

@@ -26,7 +26,9 @@ fn request() -> StreamRequest {
 
 async fn stream(client: &Client) -> Timeline {
     let start = client.clock().raw();
-    client.stream(&request(), start, &mut NoopObserver, &Cancel::new()).await
+    client
+        .stream(&request(), start, &mut NoopObserver, &Cancel::new())
+        .await
 }
 
 async fn one(script: Vec<Step>, tweak: impl FnOnce(&mut ClientConfig)) -> (Server, Timeline) {
@@ -50,7 +52,10 @@ fn assert_ok_stream(tl: &Timeline, tokens: usize) {
         tl.response_head.unwrap(),
         tl.first_token.unwrap(),
     );
-    assert!(s <= w && w <= h && h <= f && f <= tl.end.unwrap(), "stamps in order");
+    assert!(
+        s <= w && w <= h && h <= f && f <= tl.end.unwrap(),
+        "stamps in order"
+    );
     assert!(tl.events.windows(2).all(|p| p[0].t <= p[1].t));
 }
 
@@ -64,13 +69,25 @@ async fn vllm_chunked_stream_with_usage() {
     assert_ok_stream(&tl, 5);
     assert_eq!(tl.token_count_source, TokenCountSource::ContinuousUsage);
     assert!(tl.events.iter().all(|e| e.tokens == 1));
-    assert_eq!(tl.usage.map(|u| (u.prompt_tokens, u.completion_tokens)), Some((7, 5)));
+    assert_eq!(
+        tl.usage.map(|u| (u.prompt_tokens, u.completion_tokens)),
+        Some((7, 5))
+    );
     assert_eq!(tl.finish_reason, Some(FinishReason::Length));
-    assert_eq!(tl.content_text.as_deref(), Some(" tok1 tok2 tok3 tok4 tok5"));
+    assert_eq!(
+        tl.content_text.as_deref(),
+        Some(" tok1 tok2 tok3 tok4 tok5")
+    );
     let req = &server.requests()[0];
-    assert!(req.starts_with("POST /v1/completions HTTP/1.1\r\n"), "{req}");
+    assert!(
+        req.starts_with("POST /v1/completions HTTP/1.1\r\n"),
+        "{req}"
+    );
     let lower = req.to_ascii_lowercase();
-    assert!(lower.contains(&format!("host: {}\r\n", server.addr)), "{req}");
+    assert!(
+        lower.contains(&format!("host: {}\r\n", server.addr)),
+        "{req}"
+    );
     assert!(lower.contains("user-agent: llmspeed/"), "{req}");
     assert!(lower.contains("authorization: bearer sk-test\r\n"), "{req}");
     assert!(lower.contains("x-trace: abc\r\n"), "{req}");
@@ -144,11 +161,18 @@ async fn several_events_per_write_share_one_stamp() {
 #[tokio::test]
 async fn status_400_surfaces_the_server_message() {
     let body = r#"{"error":{"code":400,"message":"request (3024 tokens) exceeds the available context size (2048 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":3024,"n_ctx":2048}}"#;
-    let (_s, tl) = one(respond(vec![Step::Write(json_response("400 Bad Request", body))]), |_| {}).await;
+    let (_s, tl) = one(
+        respond(vec![Step::Write(json_response("400 Bad Request", body))]),
+        |_| {},
+    )
+    .await;
     let e = tl.outcome.clone().unwrap_err();
     assert_eq!(e.kind, ErrorKind::HttpStatus);
     assert_eq!(e.status, Some(400));
-    assert!(e.message.contains("exceeds the available context size"), "{e}");
+    assert!(
+        e.message.contains("exceeds the available context size"),
+        "{e}"
+    );
     assert_eq!(tl.status, Some(400));
     assert!(tl.events.is_empty());
 }
@@ -183,7 +207,10 @@ async fn connection_closed_mid_chunk() {
     let (_s, tl) = one(respond(writes), |_| {}).await;
     let e = tl.outcome.clone().unwrap_err();
     assert_eq!(e.kind, ErrorKind::Protocol);
-    assert!(e.message.contains("closed before the stream finished"), "{e}");
+    assert!(
+        e.message.contains("closed before the stream finished"),
+        "{e}"
+    );
     assert_eq!(tl.events.len(), 1);
 }
 
@@ -196,17 +223,26 @@ async fn stall_past_the_gap_timeout() {
         Step::Pause(Duration::from_secs(5)),
     ];
     let started = std::time::Instant::now();
-    let (_s, tl) = one(respond(writes), |cfg| cfg.timeouts.gap = Some(Duration::from_millis(200))).await;
+    let (_s, tl) = one(respond(writes), |cfg| {
+        cfg.timeouts.gap = Some(Duration::from_millis(200))
+    })
+    .await;
     let e = tl.outcome.clone().unwrap_err();
     assert_eq!(e.kind, ErrorKind::TimeoutGap, "{e}");
     assert!(e.message.contains("gap timeout"), "{e}");
     assert_eq!(tl.events.len(), 2);
-    assert!(started.elapsed() < Duration::from_secs(4), "gave up well before the stall ended");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "gave up well before the stall ended"
+    );
 }
 
 #[tokio::test]
 async fn first_byte_timeout() {
-    let writes = vec![Step::Write(CHUNKED_HEAD.as_bytes().to_vec()), Step::Pause(Duration::from_secs(5))];
+    let writes = vec![
+        Step::Write(CHUNKED_HEAD.as_bytes().to_vec()),
+        Step::Pause(Duration::from_secs(5)),
+    ];
     let (_s, tl) = one(respond(writes), |cfg| {
         cfg.timeouts.first_byte = Some(Duration::from_millis(200))
     })
@@ -222,9 +258,15 @@ async fn total_timeout() {
         writes.push(Step::Write(chunk(vllm_event(n, 3, None).as_bytes())));
         writes.push(Step::Pause(Duration::from_millis(50)));
     }
-    let (_s, tl) = one(respond(writes), |cfg| cfg.timeouts.total = Some(Duration::from_millis(300))).await;
+    let (_s, tl) = one(respond(writes), |cfg| {
+        cfg.timeouts.total = Some(Duration::from_millis(300))
+    })
+    .await;
     assert_eq!(tl.error_kind(), Some(ErrorKind::TimeoutTotal));
-    assert!(!tl.events.is_empty() && tl.events.len() < 50, "partial timeline kept");
+    assert!(
+        !tl.events.is_empty() && tl.events.len() < 50,
+        "partial timeline kept"
+    );
 }
 
 #[tokio::test]
@@ -245,7 +287,9 @@ async fn keep_alive_reuses_one_connection() {
 #[tokio::test]
 async fn never_reuses_after_connection_close() {
     let mut first = respond(vec![Step::Write(
-        CHUNKED_HEAD.replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n").into_bytes(),
+        CHUNKED_HEAD
+            .replace("\r\n\r\n", "\r\nconnection: close\r\n\r\n")
+            .into_bytes(),
     )]);
     for e in vllm_events(1, 1) {
         first.push(Step::Write(chunk(e.as_bytes())));
@@ -311,12 +355,16 @@ async fn cancel_keeps_the_partial_timeline() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         c2.cancel();
     });
-    let tl = client.stream(&request(), client.clock().raw(), &mut NoopObserver, &cancel).await;
+    let tl = client
+        .stream(&request(), client.clock().raw(), &mut NoopObserver, &cancel)
+        .await;
     assert_eq!(tl.error_kind(), Some(ErrorKind::Cancelled));
     assert_eq!(tl.events.len(), 1);
     assert!(tl.end.is_some());
     // Already cancelled: ends at once.
-    let tl = client.stream(&request(), 0, &mut NoopObserver, &cancel).await;
+    let tl = client
+        .stream(&request(), 0, &mut NoopObserver, &cancel)
+        .await;
     assert_eq!(tl.error_kind(), Some(ErrorKind::Cancelled));
 }
 
@@ -324,7 +372,10 @@ async fn cancel_keeps_the_partial_timeline() {
 async fn get_and_post_json_helpers() {
     let models = r#"{"object":"list","data":[{"id":"m","max_model_len":4096}]}"#;
     let mut script = respond(vec![Step::Write(json_response("200 OK", models))]);
-    script.extend(respond(vec![Step::Write(json_response("200 OK", r#"{"count":3}"#))]));
+    script.extend(respond(vec![Step::Write(json_response(
+        "200 OK",
+        r#"{"count":3}"#,
+    ))]));
     script.extend(respond(vec![Step::Write(json_response(
         "404 Not Found",
         r#"{"detail":"Not Found"}"#,
@@ -333,16 +384,31 @@ async fn get_and_post_json_helpers() {
     let client = Client::new(config(&server), Clock::new()).unwrap();
     let r = client.get("/v1/models").await.unwrap();
     assert_eq!((r.status, &r.body[..]), (200, models.as_bytes()));
-    let r = client.post_json("/tokenize", br#"{"prompt":"a b c"}"#).await.unwrap();
+    let r = client
+        .post_json("/tokenize", br#"{"prompt":"a b c"}"#)
+        .await
+        .unwrap();
     assert_eq!(&r.body[..], br#"{"count":3}"#);
     let r = client.get("/metrics").await.unwrap();
     assert_eq!(r.status, 404);
     assert_eq!(r.error_message(), "Not Found");
     let reqs = server.requests();
-    assert!(reqs[0].starts_with("GET /v1/models HTTP/1.1\r\n"), "{}", reqs[0]);
-    assert!(reqs[1].starts_with("POST /tokenize HTTP/1.1\r\n"), "{}", reqs[1]);
+    assert!(
+        reqs[0].starts_with("GET /v1/models HTTP/1.1\r\n"),
+        "{}",
+        reqs[0]
+    );
+    assert!(
+        reqs[1].starts_with("POST /tokenize HTTP/1.1\r\n"),
+        "{}",
+        reqs[1]
+    );
     assert!(reqs[1].ends_with(r#"{"prompt":"a b c"}"#));
-    assert!(reqs[2].starts_with("GET /metrics HTTP/1.1\r\n"), "{}", reqs[2]);
+    assert!(
+        reqs[2].starts_with("GET /metrics HTTP/1.1\r\n"),
+        "{}",
+        reqs[2]
+    );
     assert_eq!(server.accepted(), 1);
 }
 

@@ -57,7 +57,9 @@ async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
         expected_events: 8,
         keep_text: None,
     };
-    client.stream(&req, 0, &mut NoopObserver, &Cancel::new()).await
+    client
+        .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+        .await
 }
 
 #[tokio::test]
@@ -103,7 +105,9 @@ async fn plain_http_server_on_https_url_is_a_tls_error() {
         expected_events: 8,
         keep_text: None,
     };
-    let tl = client.stream(&req, 0, &mut NoopObserver, &Cancel::new()).await;
+    let tl = client
+        .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+        .await;
     let e = tl.outcome.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Tls, "{e}");
     assert!(e.message.contains("plain http"), "{e}");

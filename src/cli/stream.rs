@@ -75,7 +75,9 @@ impl ConnectionArgs {
 
 fn secs(flag: &str, v: f64) -> Result<Option<Duration>, CliError> {
     if !v.is_finite() || v < 0.0 {
-        return Err(CliError::usage(format!("{flag} must be a number of seconds >= 0")));
+        return Err(CliError::usage(format!(
+            "{flag} must be a number of seconds >= 0"
+        )));
     }
     Ok((v > 0.0).then(|| Duration::from_secs_f64(v)))
 }
@@ -89,7 +91,11 @@ pub struct StreamArgs {
     #[arg(long)]
     pub model: String,
     /// Prompt text.
-    #[arg(long, conflicts_with = "prompt_tokens", required_unless_present = "prompt_tokens")]
+    #[arg(
+        long,
+        conflicts_with = "prompt_tokens",
+        required_unless_present = "prompt_tokens"
+    )]
     pub prompt: Option<String>,
     /// Synthetic prompt of N tokens (token ids on completions; about N words with --chat).
     #[arg(long, value_name = "N")]
@@ -138,7 +144,8 @@ pub fn run(args: StreamArgs) -> CliResult {
     let rt = runtime(1)?;
     let clock = Clock::new();
     let tl = rt.block_on(async {
-        let client = Client::new(cfg, clock.clone()).map_err(|e| CliError::failed(e.to_string()))?;
+        let client =
+            Client::new(cfg, clock.clone()).map_err(|e| CliError::failed(e.to_string()))?;
         let cancel = Cancel::new();
         let on_ctrl_c = cancel.clone();
         tokio::spawn(async move {
@@ -174,7 +181,11 @@ fn round3(v: f64) -> f64 {
 fn decode_rate(clock: &Clock, tl: &Timeline) -> Option<f64> {
     let first = tl.first_token?;
     let last = tl.events.iter().rev().find(|e| e.tokens > 0)?.t;
-    let first_tokens = tl.events.iter().find(|e| e.t >= first && e.tokens > 0)?.tokens as u64;
+    let first_tokens = tl
+        .events
+        .iter()
+        .find(|e| e.t >= first && e.tokens > 0)?
+        .tokens as u64;
     let after_first = tl.event_tokens().checked_sub(first_tokens)?;
     let secs = clock.delta_ns(first, last) as f64 / 1e9;
     (secs > 0.0 && after_first > 0).then(|| after_first as f64 / secs)
@@ -239,7 +250,11 @@ fn write_human(
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2} ms"));
     writeln!(out, "POST {url}  (model {model})")?;
     if let Some(s) = tl.status {
-        writeln!(out, "status {s}, response head after {}", opt(ms(clock, start, tl.response_head)))?;
+        writeln!(
+            out,
+            "status {s}, response head after {}",
+            opt(ms(clock, start, tl.response_head))
+        )?;
     }
     writeln!(
         out,
@@ -248,12 +263,22 @@ fn write_human(
         opt(ms(clock, start, tl.first_event))
     )?;
     if !tl.events.is_empty() {
-        writeln!(out, "{:>6} {:>12} {:>10} {:>7}  channel", "event", "t_ms", "gap_ms", "tokens")?;
+        writeln!(
+            out,
+            "{:>6} {:>12} {:>10} {:>7}  channel",
+            "event", "t_ms", "gap_ms", "tokens"
+        )?;
     }
     let mut prev: Option<u64> = None;
     for (i, e) in tl.events.iter().enumerate() {
-        let gap = prev.map_or("-".to_string(), |p| format!("{:.3}", clock.delta_ms(p, e.t)));
-        let ch = if e.channel == Channel::Empty { "(none)" } else { e.channel.as_str() };
+        let gap = prev.map_or("-".to_string(), |p| {
+            format!("{:.3}", clock.delta_ms(p, e.t))
+        });
+        let ch = if e.channel == Channel::Empty {
+            "(none)"
+        } else {
+            e.channel.as_str()
+        };
         writeln!(
             out,
             "{:>6} {:>12.3} {:>10} {:>7}  {ch}",
@@ -284,7 +309,8 @@ fn write_human(
             u.prompt_tokens,
             u.completion_tokens,
             u.total_tokens,
-            u.cached_tokens.map_or(String::new(), |c| format!(" ({c} cached)"))
+            u.cached_tokens
+                .map_or(String::new(), |c| format!(" ({c} cached)"))
         )?,
         None => writeln!(out, "usage: not reported")?,
     }

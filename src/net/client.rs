@@ -93,7 +93,11 @@ impl Client {
             None
         };
         let mut headers = Vec::new();
-        let has = |name: &str| cfg.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(name));
+        let has = |name: &str| {
+            cfg.headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(name))
+        };
         if !has("user-agent") {
             headers.push((
                 "User-Agent".to_string(),
@@ -191,7 +195,12 @@ impl Client {
         if let Some(a) = accept {
             headers.push(("Accept", a));
         }
-        headers.extend(self.inner.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        headers.extend(
+            self.inner
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         let head = RequestHead {
             method,
             path: &path,
@@ -342,10 +351,7 @@ impl Client {
                     tl.end = Some(t);
                     return Err(RequestError::new(
                         ErrorKind::Protocol,
-                        format!(
-                            "connection error after {} events: {e}",
-                            tl.events.len()
-                        ),
+                        format!("connection error after {} events: {e}", tl.events.len()),
                     )
                     .into());
                 }
@@ -408,12 +414,14 @@ impl Client {
         };
         match total {
             None => attempt.await,
-            Some(limit) => tokio::time::timeout(limit, attempt).await.unwrap_or_else(|_| {
-                Err(RequestError::new(
-                    ErrorKind::TimeoutTotal,
-                    format!("{method} {path} took longer than {}", fmt_dur(limit)),
-                ))
-            }),
+            Some(limit) => tokio::time::timeout(limit, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(RequestError::new(
+                        ErrorKind::TimeoutTotal,
+                        format!("{method} {path} took longer than {}", fmt_dur(limit)),
+                    ))
+                }),
         }
     }
 
@@ -445,8 +453,7 @@ impl Client {
             }
             let read = match limit {
                 None => conn.read_buf(&mut buf).await,
-                Some(d) => match tokio::time::timeout_at(last + d, conn.read_buf(&mut buf)).await
-                {
+                Some(d) => match tokio::time::timeout_at(last + d, conn.read_buf(&mut buf)).await {
                     Ok(r) => r,
                     Err(_) => {
                         return Err(RequestError::new(
@@ -484,7 +491,9 @@ impl Client {
                         head = Some(h);
                     }
                     Ok(None) if n == 0 => {
-                        return Err(protocol("connection closed in the middle of the response head"))
+                        return Err(protocol(
+                            "connection closed in the middle of the response head",
+                        ))
                     }
                     Ok(None) => continue,
                     Err(e) => return Err(protocol(format!("invalid response head: {e}"))),
@@ -538,7 +547,10 @@ fn protocol(message: impl Into<String>) -> AttemptError {
 fn stopped(tl: &Timeline) -> RequestError {
     RequestError::new(
         ErrorKind::Cancelled,
-        format!("stopped by the stream observer after {} events", tl.events.len()),
+        format!(
+            "stopped by the stream observer after {} events",
+            tl.events.len()
+        ),
     )
 }
 

@@ -91,7 +91,10 @@ mod tests {
 
     #[test]
     fn header_parsing() {
-        assert_eq!(parse_header("X-A: b c").unwrap(), ("X-A".into(), "b c".into()));
+        assert_eq!(
+            parse_header("X-A: b c").unwrap(),
+            ("X-A".into(), "b c".into())
+        );
         assert_eq!(parse_header("X-A:b").unwrap(), ("X-A".into(), "b".into()));
         assert!(parse_header("no colon").is_err());
         assert!(parse_header(": v").is_err());

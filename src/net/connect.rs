@@ -91,12 +91,14 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
         }
         if let Some(path) = &cfg.ca_file {
             let mut n = 0;
-            let iter = CertificateDer::pem_file_iter(path).map_err(|e| {
-                tls_err(format!("cannot read CA file {}: {e}", path.display()))
-            })?;
+            let iter = CertificateDer::pem_file_iter(path)
+                .map_err(|e| tls_err(format!("cannot read CA file {}: {e}", path.display())))?;
             for cert in iter {
                 let cert = cert.map_err(|e| {
-                    tls_err(format!("bad certificate in CA file {}: {e}", path.display()))
+                    tls_err(format!(
+                        "bad certificate in CA file {}: {e}",
+                        path.display()
+                    ))
                 })?;
                 roots.add(cert).map_err(|e| {
                     tls_err(format!("unusable certificate in {}: {e}", path.display()))

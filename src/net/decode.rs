@@ -467,7 +467,11 @@ mod tests {
     }
 
     /// Feeds `input` in reads of `step` bytes, stamping read i with i.
-    fn run(input: &[u8], step: usize, keep_text: bool) -> (Timeline, Result<Progress, RequestError>) {
+    fn run(
+        input: &[u8],
+        step: usize,
+        keep_text: bool,
+    ) -> (Timeline, Result<Progress, RequestError>) {
         let mut tl = Timeline::new(0, 64, keep_text);
         let mut d = StreamDecoder::new(1 << 20);
         let mut buf = BytesMut::new();
@@ -541,7 +545,13 @@ mod tests {
         let ch: Vec<Channel> = tl.events.iter().map(|e| e.channel).collect();
         assert_eq!(
             ch,
-            [Channel::Empty, Channel::Reasoning, Channel::Content, Channel::ToolCall, Channel::Empty]
+            [
+                Channel::Empty,
+                Channel::Reasoning,
+                Channel::Content,
+                Channel::ToolCall,
+                Channel::Empty
+            ]
         );
         assert_eq!(tl.first_event, Some(tl.events[0].t));
         assert_eq!(tl.first_token, Some(tl.events[1].t));
@@ -594,7 +604,11 @@ mod tests {
                 let (_, r) = run(&input, step, false);
                 let e = r.expect_err(needle);
                 assert_eq!(e.kind, kind, "{needle}: {e}");
-                assert!(e.message.contains(needle), "{needle:?} not in {:?}", e.message);
+                assert!(
+                    e.message.contains(needle),
+                    "{needle:?} not in {:?}",
+                    e.message
+                );
             }
         }
     }
@@ -614,7 +628,10 @@ mod tests {
                 Flow::Continue
             }
         };
-        assert_eq!(d.feed(&mut buf, 7, &mut tl, &mut obs), Ok(Progress::Stopped));
+        assert_eq!(
+            d.feed(&mut buf, 7, &mut tl, &mut obs),
+            Ok(Progress::Stopped)
+        );
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[1].1.as_deref(), Some(&br#"lo \"x\""#[..]));
         assert_eq!(tl.events.len(), 2);

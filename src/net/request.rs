@@ -59,7 +59,9 @@ impl Generation {
             let text = match &self.prompt {
                 Prompt::Text(t) => t,
                 Prompt::TokenIds(_) => {
-                    return Err("token-id prompts work only on /v1/completions (drop --chat)".into())
+                    return Err(
+                        "token-id prompts work only on /v1/completions (drop --chat)".into(),
+                    )
                 }
             };
             m.insert(

@@ -57,7 +57,9 @@ impl Target {
             Scheme::Https => 443,
         };
         let (host, port_str) = if let Some(after) = authority.strip_prefix('[') {
-            let end = after.find(']').ok_or_else(|| err("unclosed '[' in IPv6 host"))?;
+            let end = after
+                .find(']')
+                .ok_or_else(|| err("unclosed '[' in IPv6 host"))?;
             let host = &after[..end];
             let tail = &after[end + 1..];
             if host.parse::<std::net::Ipv6Addr>().is_err() {
@@ -73,7 +75,9 @@ impl Target {
         } else {
             match authority.rsplit_once(':') {
                 Some((h, _)) if h.contains(':') => {
-                    return Err(err("IPv6 hosts must be written in brackets, e.g. http://[::1]:8000"))
+                    return Err(err(
+                        "IPv6 hosts must be written in brackets, e.g. http://[::1]:8000",
+                    ))
                 }
                 Some((h, p)) => (h, Some(p)),
                 None => (authority, None),
@@ -163,7 +167,13 @@ mod tests {
     fn check(url: &str, scheme: Scheme, host: &str, port: u16, prefix: &str, host_header: &str) {
         let t = Target::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
         assert_eq!(
-            (t.scheme, t.host.as_str(), t.port, t.prefix.as_str(), t.host_header.as_str()),
+            (
+                t.scheme,
+                t.host.as_str(),
+                t.port,
+                t.prefix.as_str(),
+                t.host_header.as_str()
+            ),
             (scheme, host, port, prefix, host_header),
             "{url}"
         );
@@ -172,16 +182,58 @@ mod tests {
     #[test]
     fn parses_base_urls() {
         use Scheme::*;
-        check("http://localhost:8000", Http, "localhost", 8000, "", "localhost:8000");
-        check("http://localhost:8000/", Http, "localhost", 8000, "", "localhost:8000");
-        check("http://localhost:8000/v1", Http, "localhost", 8000, "", "localhost:8000");
-        check("http://localhost:8000/v1/", Http, "localhost", 8000, "", "localhost:8000");
-        check("https://api.example.com", Https, "api.example.com", 443, "", "api.example.com");
+        check(
+            "http://localhost:8000",
+            Http,
+            "localhost",
+            8000,
+            "",
+            "localhost:8000",
+        );
+        check(
+            "http://localhost:8000/",
+            Http,
+            "localhost",
+            8000,
+            "",
+            "localhost:8000",
+        );
+        check(
+            "http://localhost:8000/v1",
+            Http,
+            "localhost",
+            8000,
+            "",
+            "localhost:8000",
+        );
+        check(
+            "http://localhost:8000/v1/",
+            Http,
+            "localhost",
+            8000,
+            "",
+            "localhost:8000",
+        );
+        check(
+            "https://api.example.com",
+            Https,
+            "api.example.com",
+            443,
+            "",
+            "api.example.com",
+        );
         check("HTTPS://h:443/proxy/v1", Https, "h", 443, "/proxy", "h");
         check("http://h/proxy", Http, "h", 80, "/proxy", "h");
         check("http://[::1]:8000/v1", Http, "::1", 8000, "", "[::1]:8000");
         check("http://[::1]", Http, "::1", 80, "", "[::1]");
-        check("http://127.0.0.1:9/a?x=1", Http, "127.0.0.1", 9, "/a", "127.0.0.1:9");
+        check(
+            "http://127.0.0.1:9/a?x=1",
+            Http,
+            "127.0.0.1",
+            9,
+            "/a",
+            "127.0.0.1:9",
+        );
     }
 
     #[test]
@@ -210,6 +262,9 @@ mod tests {
         let t = Target::parse("http://h:1/proxy/v1/").unwrap();
         assert_eq!(t.path("/v1/chat/completions"), "/proxy/v1/chat/completions");
         assert_eq!(t.authority(), "h:1");
-        assert_eq!(Target::parse("http://[::1]:2").unwrap().authority(), "[::1]:2");
+        assert_eq!(
+            Target::parse("http://[::1]:2").unwrap().authority(),
+            "[::1]:2"
+        );
     }
 }

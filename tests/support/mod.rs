@@ -47,7 +47,9 @@ impl Server {
     }
 
     async fn start_inner(scripts: Vec<Vec<Step>>, tls: Option<TlsAcceptor>) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local addr");
         let accepted = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -56,7 +58,9 @@ impl Server {
         tokio::spawn(async move {
             let mut scripts = scripts.into_iter();
             loop {
-                let Ok((sock, _)) = listener.accept().await else { return };
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
                 let _ = sock.set_nodelay(true);
                 a.fetch_add(1, Ordering::SeqCst);
                 let script = scripts.next().unwrap_or_else(|| vec![Step::Close]);
@@ -147,7 +151,8 @@ async fn read_request<S: AsyncRead + Unpin>(sock: &mut S, pending: &mut Vec<u8>)
                 .lines()
                 .find_map(|l| {
                     let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length").then(|| v.trim().parse::<usize>().ok())?
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
                 })
                 .unwrap_or(0);
             let total = end + 4 + len;
