@@ -652,6 +652,150 @@ mod tests {
         }
     }
 
+    mod model {
+        //! Model-based property test: any event list, framed into any chunks and split into any
+        //! reads, decodes to exactly what the list says (the naive twin is the list itself).
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        struct Ev {
+            content: String,
+            reasoning: String,
+            /// Tokens this event adds to the running usage (continuous mode only).
+            tokens: u64,
+        }
+
+        fn text() -> impl Strategy<Value = String> {
+            proptest::collection::vec(
+                prop_oneof![
+                    Just("a"),
+                    Just(" b"),
+                    Just("\""),
+                    Just("\\"),
+                    Just("\n"),
+                    Just("é"),
+                    Just("😀")
+                ],
+                0..4,
+            )
+            .prop_map(|v| v.concat())
+        }
+
+        fn event() -> impl Strategy<Value = Ev> {
+            (text(), text(), 0u64..4).prop_map(|(content, reasoning, tokens)| Ev {
+                content,
+                reasoning,
+                tokens,
+            })
+        }
+
+        fn sse(evs: &[Ev], continuous: bool) -> Vec<u8> {
+            let mut out = String::new();
+            let mut running = 0;
+            for (i, e) in evs.iter().enumerate() {
+                running += e.tokens;
+                let finish = if i + 1 == evs.len() {
+                    "\"stop\""
+                } else {
+                    "null"
+                };
+                let mut delta =
+                    format!("\"content\":{}", serde_json::to_string(&e.content).unwrap());
+                if !e.reasoning.is_empty() {
+                    delta.push_str(&format!(
+                        ",\"reasoning_content\":{}",
+                        serde_json::to_string(&e.reasoning).unwrap()
+                    ));
+                }
+                let usage = if continuous {
+                    format!(",\"usage\":{{\"prompt_tokens\":3,\"completion_tokens\":{running},\"total_tokens\":{}}}", running + 3)
+                } else {
+                    String::new()
+                };
+                out.push_str(&format!(
+                    "data: {{\"choices\":[{{\"index\":0,\"delta\":{{{delta}}},\"finish_reason\":{finish}}}]{usage}}}\n\n"
+                ));
+            }
+            out.push_str("data: [DONE]\n\n");
+            out.into_bytes()
+        }
+
+        fn frame(body: &[u8], chunk_sizes: &[usize]) -> Vec<u8> {
+            let mut out = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+            let mut at = 0;
+            let mut i = 0;
+            while at < body.len() {
+                let n = chunk_sizes
+                    .get(i)
+                    .copied()
+                    .unwrap_or(body.len())
+                    .clamp(1, body.len() - at);
+                out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+                out.extend_from_slice(&body[at..at + n]);
+                out.extend_from_slice(b"\r\n");
+                at += n;
+                i += 1;
+            }
+            out.extend_from_slice(b"0\r\n\r\n");
+            out
+        }
+
+        proptest! {
+            #[test]
+            fn decodes_what_was_sent_for_any_framing_and_split(
+                evs in proptest::collection::vec(event(), 1..12),
+                continuous in any::<bool>(),
+                chunk_sizes in proptest::collection::vec(1usize..400, 0..40),
+                cuts in proptest::collection::vec(1usize..300, 0..60),
+            ) {
+                let input = frame(&sse(&evs, continuous), &chunk_sizes);
+                let mut tl = Timeline::new(0, 4, true);
+                let mut d = StreamDecoder::new(1 << 20);
+                let mut buf = BytesMut::new();
+                let mut at = 0;
+                let mut read = 0u64;
+                let mut result = Ok(Progress::NeedMore);
+                while at < input.len() {
+                    let n = cuts.get(read as usize).copied().unwrap_or(input.len()).min(input.len() - at);
+                    buf.extend_from_slice(&input[at..at + n]);
+                    at += n;
+                    read += 1;
+                    result = d.feed(&mut buf, read, &mut tl, &mut NoopObserver);
+                    prop_assert!(result.is_ok(), "{:?}", result);
+                }
+                prop_assert_eq!(result, Ok(Progress::Finished { reusable: true }));
+                prop_assert!(tl.done);
+                prop_assert_eq!(tl.events.len(), evs.len());
+                let want_tokens: Vec<u32> = evs
+                    .iter()
+                    .map(|e| if continuous { e.tokens as u32 } else { (!e.content.is_empty() || !e.reasoning.is_empty()) as u32 })
+                    .collect();
+                let got_tokens: Vec<u32> = tl.events.iter().map(|e| e.tokens).collect();
+                prop_assert_eq!(got_tokens, want_tokens);
+                let want_channels: Vec<Channel> = evs
+                    .iter()
+                    .map(|e| if !e.content.is_empty() { Channel::Content } else if !e.reasoning.is_empty() { Channel::Reasoning } else { Channel::Empty })
+                    .collect();
+                let got_channels: Vec<Channel> = tl.events.iter().map(|e| e.channel).collect();
+                prop_assert_eq!(got_channels, want_channels);
+                let content: String = evs.iter().map(|e| e.content.as_str()).collect();
+                prop_assert_eq!(tl.content_text.as_deref(), Some(content.as_str()));
+                let reasoning: String = evs.iter().map(|e| e.reasoning.as_str()).collect();
+                prop_assert_eq!(tl.reasoning_text.as_deref().unwrap_or(""), reasoning.as_str());
+                prop_assert!(tl.events.windows(2).all(|w| w[0].t <= w[1].t));
+                prop_assert_eq!(tl.finish_reason, Some(FinishReason::Stop));
+                let source = if continuous { TokenCountSource::ContinuousUsage } else { TokenCountSource::Chunks };
+                prop_assert_eq!(tl.token_count_source, source);
+                if continuous {
+                    prop_assert_eq!(tl.usage.map(|u| u.completion_tokens), Some(evs.iter().map(|e| e.tokens).sum::<u64>()));
+                }
+                let first_output = evs.iter().position(|e| !e.content.is_empty() || !e.reasoning.is_empty());
+                prop_assert_eq!(tl.first_token, first_output.map(|i| tl.events[i].t));
+            }
+        }
+    }
+
     #[test]
     fn server_message_shapes() {
         let cases: [(&str, Option<&str>); 5] = [
