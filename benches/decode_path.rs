@@ -5,6 +5,7 @@
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
+use llmspeed::proto::openai;
 use llmspeed::timeline::Timeline;
 use std::hint::black_box;
 
@@ -79,12 +80,34 @@ fn bench(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("events", name), &rs, |b, rs| {
             b.iter(|| black_box(decode_all(black_box(rs), TOKENS as usize)))
         });
-        g.throughput(Throughput::Bytes(input.len() as u64));
-        g.bench_with_input(BenchmarkId::new("bytes", name), &rs, |b, rs| {
-            b.iter(|| black_box(decode_all(black_box(rs), TOKENS as usize)))
-        });
     }
+    let rs = reads(&input, 16 * 1024);
+    g.throughput(Throughput::Bytes(input.len() as u64));
+    g.bench_with_input(BenchmarkId::new("bytes", "16k_reads"), &rs, |b, rs| {
+        b.iter(|| black_box(decode_all(black_box(rs), TOKENS as usize)))
+    });
+    // The OpenAI field extraction alone, on the same event payloads: the rest of the path
+    // (chunked + SSE + timeline) costs the difference.
+    let payloads = sse_payloads(&input);
+    assert_eq!(payloads.len() as u64, events);
+    g.throughput(Throughput::Elements(events));
+    g.bench_function("parts/openai_decode_only", |b| {
+        b.iter(|| {
+            for p in &payloads {
+                let _ = black_box(openai::decode(black_box(p)));
+            }
+        })
+    });
     g.finish();
+}
+
+/// The `data` payloads of every event in the stream (naively cut, for the parts bench).
+fn sse_payloads(input: &[u8]) -> Vec<Vec<u8>> {
+    let text = std::str::from_utf8(input).expect("ascii stream");
+    text.split("data: ")
+        .skip(1)
+        .map(|s| s[..s.find("\n\n").expect("event end")].as_bytes().to_vec())
+        .collect()
 }
 
 criterion_group!(benches, bench);
