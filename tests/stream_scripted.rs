@@ -435,3 +435,37 @@ async fn observer_stops_the_stream() {
     assert_eq!(tl.error_kind(), Some(ErrorKind::Cancelled));
     assert_eq!(tl.events.len(), 3);
 }
+
+#[tokio::test]
+async fn done_without_the_body_end_succeeds_but_is_not_reused() {
+    let mut writes = vec![Step::Write(CHUNKED_HEAD.as_bytes().to_vec())];
+    for e in vllm_events(2, 2) {
+        writes.push(Step::Write(chunk(e.as_bytes())));
+    }
+    // No last chunk: the body never ends.
+    writes.push(Step::Pause(Duration::from_secs(10)));
+    let server = Server::start(vec![respond(writes)]).await;
+    let mut cfg = config(&server);
+    cfg.timeouts.gap = Some(Duration::from_millis(200));
+    let client = Client::new(cfg, Clock::new()).unwrap();
+    let tl = stream(&client).await;
+    assert_ok_stream(&tl, 2);
+    assert_eq!(client.idle_connections(), 0);
+}
+
+#[tokio::test]
+async fn non_streaming_json_answer_is_a_protocol_error() {
+    let body = r#"{"id":"x","object":"text_completion","choices":[{"text":"hi"}]}"#;
+    let (_s, tl) = one(
+        respond(vec![Step::Write(json_response("200 OK", body))]),
+        |_| {},
+    )
+    .await;
+    let e = tl.outcome.clone().unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Protocol);
+    assert!(
+        e.message
+            .contains("without any stream event (content-type: application/json)"),
+        "{e}"
+    );
+}

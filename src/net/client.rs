@@ -20,8 +20,8 @@ use tokio_rustls::TlsConnector;
 const READ_BUF: usize = 8 * 1024;
 /// Reads smaller than this would waste a syscall.
 const MIN_READ: usize = 1024;
-/// How long to wait for the end of the body once `[DONE]` arrived before giving the
-/// connection up (the request itself has succeeded by then).
+/// How long (at most; never longer than the gap timeout) to wait for the end of the body once
+/// `[DONE]` arrived before giving the connection up (the request has succeeded by then).
 const AFTER_DONE_WAIT: Duration = Duration::from_secs(2);
 /// Largest body `get`/`post_json` accept.
 const MAX_FULL_BODY: usize = 64 << 20;
@@ -305,7 +305,10 @@ impl Client {
                 buf.reserve(READ_BUF);
             }
             let (deadline, which) = if tl.done {
-                (Some(last_progress + AFTER_DONE_WAIT), None)
+                let wait = timeouts
+                    .gap
+                    .map_or(AFTER_DONE_WAIT, |g| g.min(AFTER_DONE_WAIT));
+                (Some(last_progress + wait), None)
             } else if seen == 0 {
                 (
                     timeouts.first_byte.map(|d| last_progress + d),

@@ -742,6 +742,45 @@ mod tests {
         }
 
         proptest! {
+            /// The fuzz-style half: arbitrary bytes after a valid head, in arbitrary reads,
+            /// end in a classified outcome and never a panic.
+            #[test]
+            fn arbitrary_bytes_never_panic(
+                body in proptest::collection::vec(any::<u8>(), 0..600),
+                cut in 1usize..64,
+                chunked in any::<bool>(),
+            ) {
+                let mut input = if chunked {
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".to_vec()
+                } else {
+                    b"HTTP/1.1 200 OK\r\n\r\n".to_vec()
+                };
+                input.extend_from_slice(&body);
+                let mut tl = Timeline::new(0, 4, true);
+                let mut d = StreamDecoder::new(256);
+                let mut buf = BytesMut::new();
+                let mut result = Ok(Progress::NeedMore);
+                for piece in input.chunks(cut) {
+                    buf.extend_from_slice(piece);
+                    result = d.feed(&mut buf, 1, &mut tl, &mut NoopObserver);
+                    if result != Ok(Progress::NeedMore) {
+                        break;
+                    }
+                }
+                if result == Ok(Progress::NeedMore) {
+                    result = d.eof(2, &mut tl);
+                }
+                match result {
+                    Ok(p) => prop_assert!(matches!(p, Progress::Finished { .. }), "{:?}", p),
+                    Err(e) => prop_assert!(
+                        matches!(e.kind, ErrorKind::Protocol | ErrorKind::ServerError),
+                        "{e}"
+                    ),
+                }
+            }
+        }
+
+        proptest! {
             #[test]
             fn decodes_what_was_sent_for_any_framing_and_split(
                 evs in proptest::collection::vec(event(), 1..12),
