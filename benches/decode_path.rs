@@ -106,7 +106,7 @@ fn sse_payloads(input: &[u8]) -> Vec<Vec<u8>> {
     let text = std::str::from_utf8(input).expect("ascii stream");
     text.split("data: ")
         .skip(1)
-        .map(|s| s[..s.find("\n\n").expect("event end")].as_bytes().to_vec())
+        .map(|s| s.as_bytes()[..s.find("\n\n").expect("event end")].to_vec())
         .collect()
 }
 
