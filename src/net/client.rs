@@ -300,6 +300,12 @@ impl Client {
         let mut dec = StreamDecoder::new(self.inner.cfg.max_event_bytes);
         let mut last_progress = Instant::now();
         let mut seen = 0u64;
+        // One timer for the whole response, moved forward as events arrive: extending a tokio
+        // timer's deadline is an atomic store, while a fresh timer per read would take the timer
+        // wheel's lock on the per-token path.
+        let timer = tokio::time::sleep_until(last_progress);
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
         loop {
             if buf.capacity() - buf.len() < MIN_READ {
                 buf.reserve(READ_BUF);
@@ -322,16 +328,23 @@ impl Client {
             };
             let read = match deadline {
                 None => conn.read_buf(&mut buf).await,
-                Some(d) => match tokio::time::timeout_at(d, conn.read_buf(&mut buf)).await {
-                    Ok(r) => r,
-                    Err(_) => {
-                        return match which {
-                            // The stream is complete; only the end of the body is late.
-                            None => Ok(false),
-                            Some(kind) => Err(self.timeout_error(kind, tl).into()),
-                        };
+                Some(d) => {
+                    if armed != Some(d) {
+                        timer.as_mut().reset(d);
+                        armed = Some(d);
                     }
-                },
+                    tokio::select! {
+                        biased;
+                        r = conn.read_buf(&mut buf) => r,
+                        _ = &mut timer => {
+                            return match which {
+                                // The stream is complete; only the end of the body is late.
+                                None => Ok(false),
+                                Some(kind) => Err(self.timeout_error(kind, tl).into()),
+                            };
+                        }
+                    }
+                }
             };
             // The stamp every event completed by this read carries: taken before any parsing.
             let t = clock.raw();
