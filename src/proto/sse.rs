@@ -202,11 +202,7 @@ impl SseParser {
                 (None, None) => self.data = Some(value),
             },
             b"event" => self.event = Some(value),
-            b"id" => {
-                if memchr::memchr(0, &buf[value.0..value.1]).is_none() {
-                    self.id = Some(value);
-                }
-            }
+            b"id" if memchr::memchr(0, &buf[value.0..value.1]).is_none() => self.id = Some(value),
             b"retry" => {
                 if let Some(ms) = parse_digits(&buf[value.0..value.1]) {
                     self.retry = Some(ms);
