@@ -177,7 +177,9 @@ impl ChunkedDecoder {
                 State::Data { remaining } => return Ok(Progress::Data { remaining }),
                 State::Size { value, digits } => {
                     let b = byte!();
-                    self.count_line_byte()?;
+                    if b != b'\n' {
+                        self.count_line_byte()?;
+                    }
                     match b {
                         b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
                             if value >> 60 != 0 {
@@ -197,7 +199,9 @@ impl ChunkedDecoder {
                 }
                 State::Ext { value } => {
                     let b = byte!();
-                    self.count_line_byte()?;
+                    if b != b'\n' {
+                        self.count_line_byte()?;
+                    }
                     match b {
                         b'\r' => State::SizeLf { value },
                         b'\n' => self.size_line_done(value)?,
