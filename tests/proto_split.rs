@@ -107,12 +107,10 @@ fn naive_sse(input: &[u8], max: usize) -> (Vec<Ev>, Option<SseError>) {
                 b"data" => data.push(value.to_vec()),
                 b"event" => event = Some(value.to_vec()),
                 b"id" if !value.contains(&0) => id = Some(value.to_vec()),
-                b"retry" => {
-                    if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
-                        // Too many digits for u64: ignored like any other invalid value.
-                        if let Ok(ms) = std::str::from_utf8(value).unwrap().parse() {
-                            retry = Some(ms);
-                        }
+                // Too many digits for u64: ignored like any other invalid value.
+                b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                    if let Ok(ms) = std::str::from_utf8(value).unwrap().parse() {
+                        retry = Some(ms);
                     }
                 }
                 _ => {}
