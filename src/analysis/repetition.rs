@@ -184,6 +184,8 @@ pub struct RepetitionDetector {
     need_max: usize,
     /// Characters kept after a compaction.
     keep: usize,
+    /// Length of the recurrence probe (see `probe_recurs`).
+    probe_len: usize,
     /// Window of characters; `buf[0]` is character number `base` of the stream.
     buf: Vec<u32>,
     base: u64,
@@ -208,11 +210,18 @@ impl RepetitionDetector {
         let interval = cfg.check_interval()?;
         let need_max = cfg.need(cfg.max_period);
         let keep = need_max + interval + 1;
+        // probe_len <= need(p) - K - p for every p; that bound is >= p >= 1 by the choice of K.
+        let probe_len = (1..=cfg.max_period)
+            .map(|p| cfg.need(p) - interval - p)
+            .min()
+            .unwrap_or(1)
+            .clamp(1, 32);
         Ok(Self {
             cfg,
             interval,
             need_max,
             keep,
+            probe_len,
             buf: Vec::with_capacity(2 * keep),
             base: 0,
             consumed: 0,
@@ -375,7 +384,7 @@ impl RepetitionDetector {
         let k = self.interval;
         let j_min = self.cfg.need(1) - k;
         let j_max = ((self.need_max - k) as u64).min(last) as usize;
-        if j_max < j_min {
+        if j_max < j_min || !self.probe_recurs(last) {
             return;
         }
         self.collect_candidates(last, j_min, j_max);
@@ -413,6 +422,19 @@ impl RepetitionDetector {
                 self.finished = true;
             }
         }
+    }
+
+    /// A necessary condition for any candidate, cheap enough to run on every check: the last
+    /// `probe_len` characters before `last` occur again `p <= max_period` characters earlier.
+    /// (If `p` matched since `last`, `B_{j_p}` is `p`-periodic and `probe_len <= j_p - p`.)
+    /// Varied prose fails it at once, so the prefix-function pass runs only on suspicious text.
+    fn probe_recurs(&self, last: u64) -> bool {
+        let l = self.probe_len;
+        let e = self.idx(last);
+        let probe = &self.buf[e - l..e];
+        let tail = probe[l - 1];
+        let max_p = self.cfg.max_period.min(e - l);
+        (1..=max_p).any(|p| self.buf[e - 1 - p] == tail && self.buf[e - l - p..e - p] == *probe)
     }
 
     /// Smallest periods of the blocks `t[last - j, last)` for `j` in `[j_min, j_max]` that are
