@@ -266,6 +266,13 @@ impl RepetitionDetector {
             if self.finished {
                 return;
             }
+            if self.utf8.needed == 0 && self.track.is_none() {
+                let n = self.push_ascii_run(&text[i..]);
+                if n > 0 {
+                    i += n;
+                    continue;
+                }
+            }
             let b = text[i];
             let u = &mut self.utf8;
             if u.needed == 0 {
@@ -325,6 +332,41 @@ impl RepetitionDetector {
             self.finished = true;
         }
         self.verdict.as_ref()
+    }
+
+    /// The fast path for the common case: widens a run of ASCII bytes into the window in one
+    /// go, stopping at the next check or compaction. Returns the bytes consumed.
+    #[inline]
+    fn push_ascii_run(&mut self, text: &[u8]) -> usize {
+        let mut done = 0;
+        loop {
+            if self.buf.len() == self.buf.capacity() {
+                self.compact();
+            }
+            let room = (self.interval - self.since_check).min(self.buf.capacity() - self.buf.len());
+            let rest = &text[done..];
+            let limit = rest.len().min(room);
+            let run = rest[..limit]
+                .iter()
+                .position(|&b| b >= 0x80)
+                .unwrap_or(limit);
+            if run == 0 {
+                return done;
+            }
+            self.buf.extend(rest[..run].iter().map(|&b| u32::from(b)));
+            self.consumed += run as u64;
+            self.since_check += run;
+            done += run;
+            if self.since_check == self.interval {
+                self.check();
+                if self.track.is_some() {
+                    return done;
+                }
+            }
+            if run < limit || done == text.len() {
+                return done;
+            }
+        }
     }
 
     #[inline]
@@ -434,7 +476,12 @@ impl RepetitionDetector {
         let probe = &self.buf[e - l..e];
         let tail = probe[l - 1];
         let max_p = self.cfg.max_period.min(e - l);
-        (1..=max_p).any(|p| self.buf[e - 1 - p] == tail && self.buf[e - l - p..e - p] == *probe)
+        // `ends[k]` is the character `p = max_p - k` places before the probe's last one.
+        let ends = &self.buf[e - 1 - max_p..e - 1];
+        ends.iter().enumerate().any(|(k, &u)| {
+            let p = max_p - k;
+            u == tail && self.buf[e - l - p..e - p] == *probe
+        })
     }
 
     /// Smallest periods of the blocks `t[last - j, last)` for `j` in `[j_min, j_max]` that are
