@@ -95,8 +95,7 @@ impl RepetitionConfig {
         if self.min_span == 0 || self.max_period == 0 {
             return Err(RepetitionConfigError::Zero);
         }
-        if self.min_span > MAX_NEED || self.min_repeats.saturating_mul(self.max_period) > MAX_NEED
-        {
+        if self.min_span > MAX_NEED || self.min_repeats.saturating_mul(self.max_period) > MAX_NEED {
             return Err(RepetitionConfigError::TooLarge);
         }
         // need(p) - 2p = max(S - 2p, (r - 2) p): falling then rising in p, so the minimum is at
@@ -413,7 +412,11 @@ impl RepetitionDetector {
     /// Index in `buf` of stream position `pos` (which must still be in the window).
     #[inline]
     fn idx(&self, pos: u64) -> usize {
-        debug_assert!(pos >= self.base, "position {pos} left the window at {}", self.base);
+        debug_assert!(
+            pos >= self.base,
+            "position {pos} left the window at {}",
+            self.base
+        );
         (pos - self.base) as usize
     }
 
@@ -603,7 +606,9 @@ mod tests {
                         repeats: span / p,
                         span_chars: span,
                         detected_at_chars: n as u64,
-                        excerpt: t[n - need..n - need + p.min(EXCERPT_CHARS)].iter().collect(),
+                        excerpt: t[n - need..n - need + p.min(EXCERPT_CHARS)]
+                            .iter()
+                            .collect(),
                     });
                 }
             }
@@ -633,16 +638,55 @@ mod tests {
     }
 
     const PROSE: &[&str] = &[
-        "The", "model", "answered", "with", "a", "long", "and", "careful", "explanation", "of",
-        "how", "caches", "work,", "then", "moved", "on", "to", "examples.", "Each", "section",
-        "covered", "latency", "throughput", "memory", "and", "scheduling", "in", "turn;", "café",
-        "naïve", "日本語", "の", "説明", "🙂", "über", "façade", "x", "I", "will", "now", "repeat.",
+        "The",
+        "model",
+        "answered",
+        "with",
+        "a",
+        "long",
+        "and",
+        "careful",
+        "explanation",
+        "of",
+        "how",
+        "caches",
+        "work,",
+        "then",
+        "moved",
+        "on",
+        "to",
+        "examples.",
+        "Each",
+        "section",
+        "covered",
+        "latency",
+        "throughput",
+        "memory",
+        "and",
+        "scheduling",
+        "in",
+        "turn;",
+        "café",
+        "naïve",
+        "日本語",
+        "の",
+        "説明",
+        "🙂",
+        "über",
+        "façade",
+        "x",
+        "I",
+        "will",
+        "now",
+        "repeat.",
     ];
 
     /// Varied prose from a seeded generator (no repeated tail long enough to matter).
     fn prose(seed: u64, chars: usize) -> String {
         let mut s = String::new();
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         let mut count = 0;
         while count < chars {
             x ^= x << 13;
@@ -699,7 +743,10 @@ mod tests {
         // default rule is checked on the fast detector alone.
         for blank in [" \n\t".repeat(3000), " ".repeat(9000)] {
             let text = format!("{}{}", prose(5, 200), blank);
-            assert_eq!(run_fast(text.as_bytes(), &[3], RepetitionConfig::default()), None);
+            assert_eq!(
+                run_fast(text.as_bytes(), &[3], RepetitionConfig::default()),
+                None
+            );
             let short = format!("{}{}", prose(5, 200), &blank[..600]);
             check(&short, cfg(4, 128, 32), None);
         }
@@ -712,8 +759,15 @@ mod tests {
         // 3-byte characters: 1400 characters of a 2-character unit is 4200 bytes but below the
         // 4096-character span; 2100 such units (4200 characters) loop.
         check(&"日本".repeat(1400), RepetitionConfig::default(), None);
-        let got = run_fast("日本".repeat(2100).as_bytes(), &[1, 2, 4, 5], Default::default());
-        assert_eq!(got.map(|l| (l.period_chars, l.detected_at_chars)), Some((2, 4096)));
+        let got = run_fast(
+            "日本".repeat(2100).as_bytes(),
+            &[1, 2, 4, 5],
+            Default::default(),
+        );
+        assert_eq!(
+            got.map(|l| (l.period_chars, l.detected_at_chars)),
+            Some((2, 4096))
+        );
     }
 
     #[test]
@@ -726,7 +780,10 @@ mod tests {
         while !d.is_looping() {
             d.push(unit.as_bytes());
             pushed += unit.len();
-            assert!(pushed < 4096 + 1000 + d.check_interval() + unit.len(), "too late");
+            assert!(
+                pushed < 4096 + 1000 + d.check_interval() + unit.len(),
+                "too late"
+            );
         }
         let at = d.verdict().map(|l| l.detected_at_chars);
         d.push(b"something else entirely");
@@ -734,6 +791,24 @@ mod tests {
         let v = d.finish().expect("still flagged");
         assert_eq!(Some(v.detected_at_chars), at);
         assert_eq!(v.period_chars, unit.len());
+    }
+
+    #[test]
+    fn a_run_that_broke_before_the_check_stops_growing() {
+        // K = 8 for this rule; the 2-periodic run meets need = 16 at character 19, breaks at
+        // the 'c' (character 20), and the check at 24 finds it already over. The "ab" after the
+        // 'c' must not extend it, whether it arrives in the same push or later.
+        let c = cfg(3, 16, 4);
+        assert_eq!(c.check_interval(), Ok(8));
+        let text = format!("xyz{}c{}", "ab".repeat(8), "ab".repeat(10));
+        for splits in [vec![], vec![24], vec![20, 25, 26]] {
+            let got = run_fast(text.as_bytes(), &splits, c).expect("a loop");
+            assert_eq!(
+                (got.period_chars, got.span_chars, got.detected_at_chars),
+                (2, 16, 19)
+            );
+            assert_eq!(Some(got), naive(&text, &c));
+        }
     }
 
     #[test]
@@ -798,14 +873,16 @@ mod tests {
             1usize..120,
             proptest::option::of((0u64..1000, 1usize..300)),
         )
-            .prop_map(|(seed, pre, unit, copies, post): (u64, usize, String, usize, _)| {
-                let mut s: String = prose(seed, pre).chars().take(pre).collect();
-                s.push_str(&unit.repeat(copies));
-                if let Some((seed, n)) = post {
-                    s.push_str(&prose(seed, n));
-                }
-                s
-            })
+            .prop_map(
+                |(seed, pre, unit, copies, post): (u64, usize, String, usize, _)| {
+                    let mut s: String = prose(seed, pre).chars().take(pre).collect();
+                    s.push_str(&unit.repeat(copies));
+                    if let Some((seed, n)) = post {
+                        s.push_str(&prose(seed, n));
+                    }
+                    s
+                },
+            )
     }
 
     fn texts() -> impl Strategy<Value = String> {

@@ -163,7 +163,10 @@ mod tests {
     #[track_caller]
     fn check(values: &[f64], p: f64, want: f64) {
         let got = percentile(values, p).expect("non-empty");
-        assert!(close(got, want), "percentile({values:?}, {p}) = {got}, numpy gives {want}");
+        assert!(
+            close(got, want),
+            "percentile({values:?}, {p}) = {got}, numpy gives {want}"
+        );
     }
 
     #[test]

@@ -126,7 +126,9 @@ impl RequestRecord {
         };
         let first = match opts.predicate {
             TtftPredicate::FirstChoice => t.events.first().map(|_| 0),
-            TtftPredicate::FirstContent => t.events.iter().position(|e| e.channel != Channel::Empty),
+            TtftPredicate::FirstContent => {
+                t.events.iter().position(|e| e.channel != Channel::Empty)
+            }
         };
         let chunk_times_ns = match first {
             Some(i) => t.events[i..]
@@ -315,7 +317,9 @@ pub enum MetricsError {
     BadGoodput(String),
     #[error("unknown goodput metric {0:?}: expected ttft, tpot or e2el")]
     UnknownGoodputMetric(String),
-    #[error("invalid goodput objective {0:?}: the value must be a non-negative number of milliseconds")]
+    #[error(
+        "invalid goodput objective {0:?}: the value must be a non-negative number of milliseconds"
+    )]
     NegativeGoodput(String),
 }
 
@@ -386,7 +390,8 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
     let mut failures = BTreeMap::new();
     let mut completed = 0usize;
     let (mut total_input, mut total_output) = (0u64, 0u64);
-    let (mut ttfts, mut tpots, mut itls, mut e2els) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut ttfts, mut tpots, mut itls, mut e2els) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut queue_times_s = Vec::new();
     let mut good = 0usize;
     for r in records {
@@ -410,7 +415,13 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
         }
     }
     let duration_s = duration_ns as f64 / NS_PER_S;
-    let rate = |x: f64| if duration_ns == 0 { 0.0 } else { x / duration_s };
+    let rate = |x: f64| {
+        if duration_ns == 0 {
+            0.0
+        } else {
+            x / duration_s
+        }
+    };
     let ms = |xs: &[f64]| Summary::or_zero(xs, &cfg.percentiles).scaled(1000.0);
     let (max_output_tokens_per_s, max_concurrent_requests_bucketed) = per_second_peaks(records);
     BenchMetrics {
@@ -478,7 +489,12 @@ fn peak_concurrency(records: &[RequestRecord]) -> usize {
     // intervals that touch count as overlapping.
     let mut events: Vec<(u64, u8, i64)> = Vec::with_capacity(records.len() * 2);
     for r in records.iter().filter(|r| r.is_success()) {
-        let end = r.chunk_times_ns.last().copied().unwrap_or(r.start_ns).max(r.start_ns);
+        let end = r
+            .chunk_times_ns
+            .last()
+            .copied()
+            .unwrap_or(r.start_ns)
+            .max(r.start_ns);
         events.push((r.start_ns, 0, 1));
         events.push((end, 1, -1));
     }
@@ -629,7 +645,10 @@ mod tests {
     fn failed_timeline_keeps_its_error_kind() {
         let (clock, _) = Clock::mock();
         let mut t = chat_timeline(&[(5_000, Channel::Content)], None);
-        t.outcome = Err(RequestError::new(ErrorKind::TimeoutGap, "no event for 30 s"));
+        t.outcome = Err(RequestError::new(
+            ErrorKind::TimeoutGap,
+            "no event for 30 s",
+        ));
         let opts = RecordOptions {
             base_raw: 0,
             origin: LatencyOrigin::Scheduled,
@@ -670,7 +689,10 @@ mod tests {
         let m = compute(&[bad, bad2, timeout, silent, good], 4 * S, &cfg());
         assert_eq!((m.completed, m.failed), (1, 4));
         let kinds: Vec<_> = m.failures.iter().map(|(k, n)| (k.as_str(), *n)).collect();
-        assert_eq!(kinds, vec![("http_status", 2), ("timeout_total", 1), ("no_output", 1)]);
+        assert_eq!(
+            kinds,
+            vec![("http_status", 2), ("timeout_total", 1), ("no_output", 1)]
+        );
         // Only the good request counts: 100 input, 2 output, TTFT 100, E2EL 200.
         assert_eq!((m.total_input_tokens, m.total_output_tokens), (100, 2));
         assert_close(m.ttft_ms.mean, 100.0);
@@ -688,7 +710,10 @@ mod tests {
         assert_eq!(m.completed, 0);
         assert_eq!(m.ttft_ms.mean, 0.0);
         assert_eq!(m.itl_ms.percentiles, vec![(99.0, 0.0)]);
-        assert_eq!((m.max_output_tokens_per_s, m.max_concurrent_requests), (0.0, 0));
+        assert_eq!(
+            (m.max_output_tokens_per_s, m.max_concurrent_requests),
+            (0.0, 0)
+        );
         // A zero duration gives zero rates, not NaN.
         let m = compute(&[ok(0, &[1], 1)], 0, &cfg());
         assert_eq!(m.request_throughput, 0.0);
@@ -710,7 +735,10 @@ mod tests {
                 ..cfg()
             };
             let m = compute(&recs, 2 * S, &cfg);
-            (m.good_completed.expect("goodput set"), m.request_goodput.expect("set"))
+            (
+                m.good_completed.expect("goodput set"),
+                m.request_goodput.expect("set"),
+            )
         };
         // TTFT <= 100: A (equal passes) and C.
         assert_eq!(good(&["ttft:100"]), (2, 1.0));
@@ -789,13 +817,25 @@ mod tests {
         let m = compute(&[ok(0, &[10, 20, 40], 3)], S, &cfg);
         // Flag order does not matter: vLLM prints ttft, tpot, itl, e2el.
         let selected = MetricKind::parse_list("e2el,ttft").expect("valid");
-        let keys: Vec<String> = metric_values(&m, &selected).into_iter().map(|(k, _)| k).collect();
+        let keys: Vec<String> = metric_values(&m, &selected)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         assert_eq!(
             keys,
             [
-                "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p50_ttft_ms", "p99_ttft_ms",
-                "p99.9_ttft_ms", "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p50_e2el_ms",
-                "p99_e2el_ms", "p99.9_e2el_ms",
+                "mean_ttft_ms",
+                "median_ttft_ms",
+                "std_ttft_ms",
+                "p50_ttft_ms",
+                "p99_ttft_ms",
+                "p99.9_ttft_ms",
+                "mean_e2el_ms",
+                "median_e2el_ms",
+                "std_e2el_ms",
+                "p50_e2el_ms",
+                "p99_e2el_ms",
+                "p99.9_e2el_ms",
             ]
         );
         let values = metric_values(&m, &[MetricKind::Itl]);
