@@ -83,6 +83,21 @@ fn bench(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    // The costliest text that is never flagged: blank filler passes the cheap recurrence probe,
+    // so every check runs the prefix-function pass and scans the blank candidate.
+    let blank: Vec<u8> = b" \n".iter().copied().cycle().take(text.len()).collect();
+    group.bench_function("blank_1MB_token_pieces", |b| {
+        b.iter_batched_ref(
+            || RepetitionDetector::new(RepetitionConfig::default()).expect("default config"),
+            |d| {
+                for r in &ranges {
+                    d.push(&blank[r.clone()]);
+                }
+                assert!(d.finish().is_none(), "blank periods are ignored");
+            },
+            BatchSize::LargeInput,
+        )
+    });
     group.finish();
 }
 
