@@ -26,16 +26,20 @@
 //!    then divides `p`, and the whole tail is `q`-periodic, so `q` matched no later than `p`. One
 //!    prefix-function (KMP failure) pass over the *reversed* region before `last` gives the
 //!    smallest period of every `B_j` at once; the candidates are the distinct values `q <= j/2`.
-//!    For prose there are none; for a loop there are one or a few (each at least doubles).
+//!    For a loop there is typically one. Before that pass a cheap necessary test runs: the last
+//!    few (up to 32) characters before `last` must recur `p <= max_period` characters earlier.
+//!    Varied prose fails it, so on prose a check costs ~1 comparison per character.
 //! 2. **Verification.** For each candidate, one pass over the last `need(q) + K` characters
 //!    counts consecutive matches `t[i] == t[i - q]` and finds the first `n` where the run reaches
 //!    `need(q)` with a non-whitespace period. The earliest `n` (then the smallest `q`) wins,
 //!    which is exactly the rule above.
 //!
-//! A check costs `O(need_max)` for the prefix function plus `O(need_max + K)` per candidate,
-//! once per `K` characters. With the defaults (`min_span` 4096, `min_repeats` 4, `max_period`
-//! 2048) `K` is 2048 and a check reads about 6K characters: ~3 comparisons per character. The
-//! characters live in a `Vec<u32>` of `2 * (need_max + K)` slots, compacted in place when full.
+//! A full check costs `O(need_max)` for the prefix function plus `O(need_max + K)` per
+//! candidate, once per `K` characters. With the defaults (`min_span` 4096, `min_repeats` 4,
+//! `max_period` 2048) `K` is 2048 and a full check reads about 6K characters: ~3 comparisons per
+//! character. `min_repeats >= 3` is required: with 2, `need(p) - 2p` reaches 0 and no `K` works.
+//! The characters live in a `Vec<u32>` of `2 * (need_max + K)` slots (~80 KB by default),
+//! compacted in place when full; runs of ASCII are widened into it in bulk.
 //!
 //! A verdict therefore appears up to `K` characters after the rule was first met (the verdict
 //! itself is exact: the same period and position as checking every character).
