@@ -198,7 +198,7 @@ pub struct RepetitionDetector {
     last_check: u64,
     since_check: usize,
     utf8: Utf8,
-    /// Scratch for the prefix function and the reversed block (capacity `need_max`).
+    /// Scratch for the prefix function and the reversed block (capacity `need_max` once used).
     prefix: Vec<u32>,
     reversed: Vec<u32>,
     /// Scratch for candidate periods.
@@ -232,13 +232,27 @@ impl RepetitionDetector {
             last_check: 0,
             since_check: 0,
             utf8: Utf8::new(),
-            prefix: Vec::with_capacity(need_max),
-            reversed: Vec::with_capacity(need_max),
+            // Only suspicious text needs these: allocated on the first full check.
+            prefix: Vec::new(),
+            reversed: Vec::new(),
             candidates: Vec::with_capacity(64),
             verdict: None,
             track: None,
             finished: false,
         })
+    }
+
+    /// Ready for a new stream, keeping the buffers (a closed loop restarts streams constantly).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.base = 0;
+        self.consumed = 0;
+        self.last_check = 0;
+        self.since_check = 0;
+        self.utf8 = Utf8::new();
+        self.verdict = None;
+        self.track = None;
+        self.finished = false;
     }
 
     pub fn config(&self) -> &RepetitionConfig {
@@ -502,6 +516,8 @@ impl RepetitionDetector {
         // reverse have the same periods.
         let r = &mut self.reversed;
         r.clear();
+        r.reserve_exact(self.need_max);
+        self.prefix.reserve_exact(self.need_max);
         r.extend(self.buf[end - j_max..end].iter().rev());
         let pi = &mut self.prefix;
         pi.clear();
@@ -853,6 +869,20 @@ mod tests {
             Some(RepetitionConfigError::TooLarge)
         );
         assert_eq!(RepetitionConfig::default().check_interval(), Ok(2048));
+    }
+
+    #[test]
+    fn reset_starts_a_fresh_stream() {
+        let c = cfg(3, 64, 16);
+        let mut d = RepetitionDetector::new(c).expect("valid");
+        d.push("loop ".repeat(100).as_bytes());
+        assert!(d.finish().is_some());
+        d.reset();
+        assert!(d.verdict().is_none());
+        let text = format!("{}{}", prose(9, 300), "xyz!".repeat(40));
+        d.push(text.as_bytes());
+        assert_eq!(d.finish().cloned(), naive(&text, &c));
+        assert_eq!(d.chars(), text.chars().count() as u64);
     }
 
     #[test]
