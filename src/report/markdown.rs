@@ -27,7 +27,7 @@ fn cell_text(s: &str) -> String {
 
 fn kv_line(w: &mut impl Write, name: &str, value: Option<&str>) -> io::Result<()> {
     match value {
-        Some(v) if !v.is_empty() => writeln!(w, "- {name}: {}", cell_text(v)),
+        Some(v) if !v.is_empty() => writeln!(w, "- {name}: {}", v.replace(['\n', '\r'], " ")),
         _ => Ok(()),
     }
 }
@@ -106,7 +106,9 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     kv_line(
         w,
         "VRAM",
-        h.vram_gb.map(|v| format!("{} GB", trim_float(v))).as_deref(),
+        h.vram_gb
+            .map(|v| format!("{} GB", trim_float(v)))
+            .as_deref(),
     )?;
     kv_line(w, "OS", h.os.as_deref())?;
     kv_line(w, "Hardware", h.description.as_deref())?;
@@ -212,11 +214,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         writeln!(w, "## Launch command")?;
         writeln!(w)?;
         // A fence longer than any backtick run inside, so the command prints verbatim.
-        let longest = cmd
-            .split(|c| c != '`')
-            .map(str::len)
-            .max()
-            .unwrap_or(0);
+        let longest = cmd.split(|c| c != '`').map(str::len).max().unwrap_or(0);
         let fence = "`".repeat(longest.max(2) + 1);
         writeln!(w, "{fence}")?;
         writeln!(w, "{cmd}")?;
@@ -253,7 +251,10 @@ fn prefill(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(w)?;
     writeln!(w, "## Prefill")?;
     writeln!(w)?;
-    writeln!(w, "Prompt tok/s by context length (cold prompt, `max_tokens: 1`).")?;
+    writeln!(
+        w,
+        "Prompt tok/s by context length (cold prompt, `max_tokens: 1`)."
+    )?;
     writeln!(w)?;
     writeln!(
         w,
@@ -385,7 +386,10 @@ fn all_measurements(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     )?;
     writeln!(w)?;
     writeln!(w, "| Phase | Context | Requests at once | Status | Total tok/s | Per request tok/s | TTFT | Time between tokens | Average active requests | Completed requests | Output tokens | Measured for |")?;
-    writeln!(w, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        w,
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
     for p in &r.prefill {
         writeln!(w, "{}", prefill_line(p))?;
     }
@@ -459,10 +463,16 @@ fn legend(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(w, "- **Valid**: all requests ran at once for the whole window; the cell shows total output tok/s and median TTFT.")?;
     writeln!(w, "- **Looped**: at least one stream kept repeating the same text; its figures are kept, in brackets, but describe a model stuck in a loop.")?;
     writeln!(w, "- **Over capacity**: not run, because this many requests at this context (each with its full output) would exceed the server's KV cache, or its limit on running requests.")?;
-    writeln!(w, "- **Failed**: requests failed; the error kinds and counts are shown.")?;
+    writeln!(
+        w,
+        "- **Failed**: requests failed; the error kinds and counts are shown."
+    )?;
     writeln!(w, "- **Queued**: the server kept requests waiting during the window, so it never ran this many at once; figures are kept, in brackets.")?;
     writeln!(w, "- **Skipped**: not run, because the context plus the output does not fit the model's maximum length.")?;
-    writeln!(w, "- **Pending**: planned but not run (the run stopped early).")?;
+    writeln!(
+        w,
+        "- **Pending**: planned but not run (the run stopped early)."
+    )?;
     if !r.methodology.is_empty() {
         writeln!(w)?;
         writeln!(w, "## Method")?;

@@ -291,10 +291,7 @@ macro_rules! by_name {
             pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
                 let s = String::deserialize(d)?;
                 from_name(&s).ok_or_else(|| {
-                    D::Error::custom(format!(
-                        "unknown {} '{s}'",
-                        stringify!($module)
-                    ))
+                    D::Error::custom(format!("unknown {} '{s}'", stringify!($module)))
                 })
             }
 
@@ -314,10 +311,7 @@ macro_rules! by_name {
                     match Option::<String>::deserialize(d)? {
                         None => Ok(None),
                         Some(s) => from_name(&s).map(Some).ok_or_else(|| {
-                            D::Error::custom(format!(
-                                "unknown {} '{s}'",
-                                stringify!($module)
-                            ))
+                            D::Error::custom(format!("unknown {} '{s}'", stringify!($module)))
                         }),
                     }
                 }
@@ -331,7 +325,12 @@ by_name!(kv_source, KvSource, KvSource::ALL);
 by_name!(
     channel,
     Channel,
-    [Channel::Content, Channel::Reasoning, Channel::ToolCall, Channel::Empty]
+    [
+        Channel::Content,
+        Channel::Reasoning,
+        Channel::ToolCall,
+        Channel::Empty
+    ]
 );
 by_name!(
     token_count_source,
