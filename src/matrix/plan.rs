@@ -778,4 +778,78 @@ mod tests {
             "{r}"
         );
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn parsers_never_panic(s in "\\PC{0,40}") {
+                let _ = parse_contexts("--contexts", &s);
+                let _ = parse_concurrency(&s);
+            }
+
+            #[test]
+            fn parsers_never_panic_on_list_like_input(s in "[0-9kKmM.,_ =max]{0,30}") {
+                let _ = parse_contexts("--contexts", &s);
+                let _ = parse_concurrency(&s);
+            }
+
+            /// Any list we print reads back as the same numbers (k-suffixed where whole).
+            #[test]
+            fn written_lists_read_back(values in proptest::collection::vec(1u64..(1 << 30), 1..8)) {
+                let text: Vec<String> = values
+                    .iter()
+                    .map(|&v| if v % 1024 == 0 { format!("{}k", v / 1024) } else { v.to_string() })
+                    .collect();
+                let parsed = parse_contexts("--contexts", &text.join(",")).unwrap();
+                let want: Vec<ContextSpec> = values.iter().map(|&v| ContextSpec::Tokens(v)).collect();
+                prop_assert_eq!(parsed, want);
+                let conc = parse_concurrency(&values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).unwrap();
+                let mut sorted = values.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                prop_assert_eq!(conc, sorted);
+            }
+
+            /// Every planned cell's verdict is the capacity rule applied directly.
+            #[test]
+            fn plan_verdicts_follow_the_rule(
+                mml in 2_000u64..400_000,
+                kv in 1u64..4_000_000,
+                running in proptest::option::of(1u64..256),
+                max_tokens in 1u64..8192,
+            ) {
+                let limits = ServerLimits {
+                    max_model_len: Some(mml),
+                    kv_tokens: Some((kv, KvSource::UserFlag)),
+                    max_running: running,
+                };
+                let cfg = PlanConfig { max_tokens, ..Default::default() };
+                let plan = Plan::new(&cfg, limits);
+                for cell in &plan.cells {
+                    let ctx = plan.contexts[cell.context].tokens;
+                    let c = cell.concurrency;
+                    let want = if ctx + max_tokens > mml {
+                        "skip"
+                    } else if c * (ctx + max_tokens) > kv || running.is_some_and(|r| c > r) {
+                        "over"
+                    } else {
+                        "run"
+                    };
+                    let got = match cell.status {
+                        None => "run",
+                        Some(CellStatus::Skipped) => "skip",
+                        Some(CellStatus::OverCapacity(_)) => "over",
+                        _ => "?",
+                    };
+                    prop_assert_eq!(got, want, "ctx {} c {}", ctx, c);
+                }
+                for p in &plan.prefill {
+                    prop_assert_eq!(p.status.is_none(), p.context.tokens < mml);
+                }
+            }
+        }
+    }
 }

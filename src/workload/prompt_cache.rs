@@ -379,4 +379,37 @@ mod tests {
             assert!(e.contains(path.to_str().unwrap()), "{e}");
         }
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn decode_never_panics(s in "\\PC{0,200}") {
+                let k = CacheKey { model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
+                let _ = decode(Path::new("p"), &k, &s);
+            }
+
+            /// Damage anywhere in a real file gives an error or a prompt, never a panic.
+            #[test]
+            fn damaged_files_never_panic(cut in 0usize..400, byte in 0u8..128, at in 0usize..400) {
+                let k = CacheKey { model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
+                let cached = CachedPrompt {
+                    prompt: Prompt::Chat(vec![
+                        ChatMessage { role: Role::User, content: "héllo\nworld".into() },
+                        ChatMessage { role: Role::Assistant, content: "ok".into() },
+                    ]),
+                    tokens: 9,
+                };
+                let mut bytes = encode(&k, &cached).into_bytes();
+                let at = at % bytes.len();
+                bytes[at] = byte;
+                bytes.truncate(cut.min(bytes.len()));
+                if let Ok(text) = String::from_utf8(bytes) {
+                    let _ = decode(Path::new("p"), &k, &text);
+                }
+            }
+        }
+    }
 }

@@ -1256,4 +1256,31 @@ mod tests {
             Err(TokenIdError::EmptyRange { start: 5, end: 5 })
         );
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(24))]
+
+            /// Calibration (interpolation + bisection) finds the same prompt as the naive twin:
+            /// a linear scan for the longest prose whose count stays within the target.
+            #[test]
+            fn calibration_matches_a_linear_scan(target in 60u64..1500, seed in 0u64..1000) {
+                let mut b = PromptBuilder::new("p", target, seed, PromptKind::Completion);
+                let got = b.calibrate(target, fake_count, 20).unwrap();
+                let mut naive = PromptBuilder::new("p", target, seed, PromptKind::Completion);
+                let mut best = 0;
+                for words in 0.. {
+                    if fake_count(&naive.build(words)).unwrap() > target {
+                        break;
+                    }
+                    best = words;
+                }
+                prop_assert_eq!(got.prose_words, best);
+                prop_assert!(got.calls <= 20);
+            }
+        }
+    }
 }
