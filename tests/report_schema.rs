@@ -5,7 +5,7 @@ mod report_common;
 
 use llmspeed::matrix::plan::{Plan, PlanConfig};
 use llmspeed::matrix::status::{KvSource, ServerLimits};
-use llmspeed::report::{json, rows_from_plan, MatrixReport};
+use llmspeed::report::{json, methodology, rows_from_plan, MatrixReport};
 use serde_json::{json, Value};
 
 fn schema() -> Value {
@@ -60,6 +60,8 @@ fn a_report_straight_from_the_seed_plan_validates() {
     let plan = Plan::new(&PlanConfig::default(), limits);
     let mut report = report_common::report();
     (report.prefill, report.decode) = rows_from_plan(&plan);
+    report.methodology = methodology(&report.metadata.settings);
+    assert!(report.methodology.len() >= 8);
     report.metadata.server_limits = limits.into();
     report.metadata.interrupted = Some("interrupted by Ctrl-C".into());
     assert_eq!(report.decode.len(), 48);

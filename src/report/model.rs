@@ -471,3 +471,44 @@ pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec
         .collect();
     (prefill, decode)
 }
+
+/// The standard methodology sentences for a report with these settings: every figure's
+/// definition, in words a reader of `results.json` alone can follow.
+pub fn methodology(s: &Settings) -> Vec<String> {
+    let mut m = vec![
+        "Prompts are generated English prose with no repeated 8-word sequence, behind a unique first line per run and context, ending with a request for a long, detailed answer.".to_string(),
+        match s.prompt_tokens {
+            PromptTokens::TokenIds => "Prompt sizes are exact: token-id prompts on /v1/completions.",
+            PromptTokens::TokenizeEndpoint => "Prompt sizes are exact within a few tokens: the prose length was binary-searched against the server's tokenize endpoint.",
+            PromptTokens::LocalTokenizer => "Prompt sizes are exact within a few tokens: the prose length was binary-searched against a local tokenizer.",
+            PromptTokens::UsageEstimate => "Prompt sizes are approximate: scaled from usage.prompt_tokens of a probe request.",
+        }
+        .to_string(),
+    ];
+    if s.prefill_mode == PrefillMode::DuringDecodeWarmup {
+        m.push(format!(
+            "Prefill: per context, {} cold streaming request{} with max_tokens 1; prefill tok/s = usage.prompt_tokens / TTFT (median). This also puts the prompt in the server's prefix cache for the decode cells.",
+            s.prefill_samples,
+            if s.prefill_samples == 1 { "" } else { "s" }
+        ));
+    }
+    m.push(format!(
+        "Sustained decode: C streams in a closed loop (each restarted as soon as it ends), max_tokens {}{}. The {} s window opens once every stream has produced a token and, where the server reports it, C requests are running and none waiting.",
+        s.max_tokens,
+        if s.ignore_eos { " with ignore_eos" } else { "" },
+        s.duration_s
+    ));
+    m.extend(
+        [
+            "Total tok/s: output tokens stamped inside the window, all streams, divided by the window length (measured_s).",
+            "Per request tok/s: median over requests of 1 / time between tokens; time between tokens = (t_last - t_first) / (tokens - 1).",
+            "TTFT: from the request being written to its first token event; medians over the requests of the cell.",
+            "Average active requests: the server's running-request count sampled at 1 Hz or faster (the client's own count where the server exposes none).",
+            "Over capacity: not run when C × (context + max_tokens) exceeds the server's KV-cache tokens, or C exceeds its running-request limit. Skipped: context + max_tokens exceeds max_model_len.",
+            "Looped: a stream's tail repeated one period at least 4 times over at least 4096 characters by default (reasoning and answer checked separately); the cell's figures are kept and marked.",
+            "Queued: the server reported waiting requests during the window, so it never ran C at once; figures are kept and marked.",
+        ]
+        .map(String::from),
+    );
+    m
+}

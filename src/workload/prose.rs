@@ -316,7 +316,7 @@ impl Rng {
     }
 
     fn below(&mut self, n: usize) -> usize {
-        ((self.next() >> 32) * n as u64 >> 32) as usize
+        (((self.next() >> 32) * n as u64) >> 32) as usize
     }
 
     fn pick(&mut self, v: &[u32]) -> u32 {
@@ -635,7 +635,7 @@ impl Prose {
         let f = &v.f;
         let past_tense = self.rng.chance(45);
         match self.rng.below(12) {
-            0 | 1 | 2 => {
+            0..=2 => {
                 self.clause(past_tense);
                 self.end(".");
             }
