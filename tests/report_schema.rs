@@ -72,11 +72,13 @@ fn a_report_straight_from_the_seed_plan_validates() {
     assert_eq!(value["decode"][0]["status"]["kind"], "pending");
 }
 
+type Breakage = Box<dyn Fn(&mut Value)>;
+
 #[test]
 fn broken_reports_are_rejected() {
     let v = validator();
     let good = to_value(&report_common::report());
-    let breakages: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let breakages: Vec<(&str, Breakage)> = vec![
         (
             "no metadata",
             Box::new(|r| {
