@@ -170,7 +170,7 @@ pub fn decode<'d>(path: &Path, key: &CacheKey, data: &'d str) -> Result<CachedPr
     let number = |l: &str, name: &str| -> Result<u64, CacheError> {
         l.strip_prefix(name)
             .and_then(|v| v.strip_prefix(' '))
-            .and_then(|v| v.parse().ok())
+            .and_then(canonical_number)
             .ok_or_else(|| corrupt(format!("expected '{name} <number>', found '{l}'")))
     };
     let tokens = number(line(&mut rest, "tokens")?, "tokens")?;
@@ -188,9 +188,9 @@ pub fn decode<'d>(path: &Path, key: &CacheKey, data: &'d str) -> Result<CachedPr
                 "expected 'part <role> <bytes>', found '{header}'"
             )));
         };
-        let len: usize = len
-            .parse()
-            .map_err(|_| corrupt(format!("bad part length '{len}'")))?;
+        let len = canonical_number(len)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| corrupt(format!("bad part length '{len}'")))?;
         if rest.len() < len + 1 || !rest.is_char_boundary(len) || rest.as_bytes()[len] != b'\n' {
             return Err(corrupt(format!(
                 "part '{label}' of {len} bytes is cut short"
@@ -219,6 +219,18 @@ pub fn decode<'d>(path: &Path, key: &CacheKey, data: &'d str) -> Result<CachedPr
         ),
     };
     Ok(CachedPrompt { prompt, tokens })
+}
+
+/// Digits only, no sign, no leading zero: one spelling per number, so a file that decodes
+/// re-encodes to the same bytes.
+fn canonical_number(s: &str) -> Option<u64> {
+    let ok =
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) && (s == "0" || !s.starts_with('0'));
+    if ok {
+        s.parse().ok()
+    } else {
+        None
+    }
 }
 
 /// The cached prompt for `key`, `Ok(None)` when there is none. A file that exists but does not
