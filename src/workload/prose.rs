@@ -1079,6 +1079,8 @@ mod tests {
         let text = generate(7, 1_300_000);
         assert!(text.len() >= 1_300_000);
         assert_eq!(first_repeat(&text), None);
+        // The numbered-note fallback was never needed: redrawing a sentence sufficed.
+        assert!(!text.contains("See note"));
     }
 
     #[test]
