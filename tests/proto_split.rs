@@ -511,3 +511,103 @@ proptest! {
         prop_assert_eq!(parse_head(&input, &sizes), whole);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Chunked then SSE, as the read loop runs them: events may span chunks, chunks may hold several.
+
+fn encode_chunked(body: &[u8], sizes: &[usize]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut k = 0;
+    while pos < body.len() {
+        let n = sizes[k % sizes.len()].min(body.len() - pos);
+        k += 1;
+        out.extend_from_slice(format!("{n:x}\r\n").as_bytes());
+        out.extend_from_slice(&body[pos..pos + n]);
+        out.extend_from_slice(b"\r\n");
+        pos += n;
+    }
+    out.extend_from_slice(b"0\r\n\r\n");
+    out
+}
+
+fn chunked_then_sse(input: &[u8], reads: &[usize]) -> Vec<Ev> {
+    let mut dec = ChunkedDecoder::new();
+    let mut sse = SseParser::new(1 << 20);
+    let (mut raw, mut body) = (BytesMut::new(), BytesMut::new());
+    let mut out = Vec::new();
+    let mut pos = 0;
+    let mut k = 0;
+    while pos < input.len() {
+        let n = reads[k % reads.len()].max(1).min(input.len() - pos);
+        k += 1;
+        raw.extend_from_slice(&input[pos..pos + n]);
+        pos += n;
+        while let Some(Chunk::Data(d)) = dec.decode(&mut raw).unwrap() {
+            body.extend_from_slice(&d);
+            while let Some(e) = sse.next_event(&mut body).unwrap() {
+                out.push(Ev {
+                    data: e.data.to_vec(),
+                    event: e.event.map(|b| b.to_vec()),
+                    id: e.id.map(|b| b.to_vec()),
+                    retry: e.retry,
+                });
+            }
+        }
+    }
+    assert!(dec.is_done());
+    out
+}
+
+proptest! {
+    #[test]
+    fn sse_over_chunked_matches_naive(
+        stream in sse_input(),
+        chunk_sizes in prop::collection::vec(1usize..400, 1..8),
+        reads in read_sizes(),
+    ) {
+        let input = encode_chunked(&stream, &chunk_sizes);
+        prop_assert_eq!(chunked_then_sse(&input, &reads), naive_sse(&stream, 1 << 20).0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One byte per read stays linear: with a rescan these would take minutes, not milliseconds.
+
+#[test]
+fn byte_at_a_time_is_linear() {
+    let mut line = b"data: ".to_vec();
+    line.extend(std::iter::repeat_n(b'x', 512 * 1024));
+    line.extend_from_slice(b"\r\n\r\n");
+    let mut p = SseParser::new(1 << 20);
+    let mut buf = BytesMut::new();
+    let mut got = None;
+    for &b in &line {
+        buf.extend_from_slice(&[b]);
+        if let Some(e) = p.next_event(&mut buf).unwrap() {
+            got = Some(e.data.len());
+        }
+    }
+    assert_eq!(got, Some(512 * 1024));
+
+    let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+    for i in 0..2000 {
+        head.extend_from_slice(format!("X-Filler-{i}: abcdefghijklmnopqrstuvwxyz\r\n").as_bytes());
+    }
+    head.extend_from_slice(b"Content-Length: 0\r\n\r\n");
+    // More fields than httparse takes: the head is found in linear time, then rejected.
+    let mut p = HeadParser::new(1 << 20);
+    let mut buf = BytesMut::new();
+    let mut result = Ok(None);
+    for &b in &head {
+        buf.extend_from_slice(&[b]);
+        result = p.parse(&mut buf, "GET");
+        if !matches!(result, Ok(None)) {
+            break;
+        }
+    }
+    assert_eq!(
+        result.map(|h| h.map(|h| h.status)),
+        Err(llmspeed::proto::http1::HeadError::TooManyHeaders)
+    );
+}

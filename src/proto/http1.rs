@@ -166,7 +166,7 @@ impl HeadParser {
     }
 
     /// Parses the final response head for a request sent with `request_method`, consuming it
-    /// (and any 1xx heads before it) from `buf`. `Ok(None)`: need more bytes.
+    /// (and any 1xx heads before it) from `buf`. `Ok(None)`: append more bytes and call again.
     pub fn parse(
         &mut self,
         buf: &mut BytesMut,
@@ -198,7 +198,8 @@ impl HeadParser {
     /// Offset just past the blank line ending the head (CRLF CRLF, or bare LFs), resuming the
     /// search where the last call stopped. Looks back at most two bytes before `scan`.
     fn find_end(&mut self, buf: &[u8]) -> Option<usize> {
-        let mut from = self.scan;
+        // Clamped so that a caller who cleared the buffer gets a fresh search, not a panic.
+        let mut from = self.scan.min(buf.len());
         while let Some(i) = memchr::memchr(b'\n', &buf[from..]) {
             let lf = from + i;
             let before = &buf[..lf];

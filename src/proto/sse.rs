@@ -90,7 +90,9 @@ impl SseParser {
 
     /// The next complete event. `Ok(None)`: feed more bytes into `buf` (appending) and call
     /// again; bytes of dispatched events, comments and dropped events are consumed from `buf`.
+    /// Between calls the caller may only append to `buf`: the parser keeps offsets into it.
     pub fn next_event(&mut self, buf: &mut BytesMut) -> Result<Option<Event>, SseError> {
+        debug_assert!(self.scan <= buf.len(), "SSE buffer shrank between calls");
         if self.at_stream_start {
             let n = buf.len().min(BOM.len());
             if buf[..n] != BOM[..n] {
