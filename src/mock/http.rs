@@ -412,6 +412,7 @@ async fn generate(
         fault,
         stall: None,
         state: State::Streaming,
+        truncate_flushed: false,
         line: String::with_capacity(512),
     };
     let mut r = Response::new(MockBody::Sse(Box::new(body)));
@@ -529,6 +530,7 @@ pub struct SseBody {
     fault: Option<Fault>,
     stall: Option<Pin<Box<tokio::time::Sleep>>>,
     state: State,
+    truncate_flushed: bool,
     line: String,
 }
 
@@ -646,6 +648,14 @@ impl SseBody {
         self.state = State::Ended;
     }
 
+    /// Return `Pending` for a moment: hyper flushes its buffer whenever the body is pending,
+    /// so the bytes handed out so far reach the socket before a byte-level fault.
+    fn flush_pause(&mut self, cx: &mut Context<'_>) {
+        let mut s = Box::pin(tokio::time::sleep(std::time::Duration::from_millis(1)));
+        let _ = s.as_mut().poll(cx);
+        self.stall = Some(s);
+    }
+
     /// Faults that fire once `sent_tokens` tokens are out.
     fn fire_faults(&mut self, cx: &mut Context<'_>) {
         let Some(f) = self.fault else { return };
@@ -656,6 +666,8 @@ impl SseBody {
                 self.ctl.reset_on_close();
                 self.pending.clear();
                 self.state = State::Abort;
+                // Let hyper flush what it already holds before the RST, else it is lost.
+                self.flush_pause(cx);
             }
             Fault::StallAfter { after, ms } if n >= after => {
                 self.fault = None;
@@ -712,10 +724,19 @@ impl SseBody {
                 if let Some((choice, index, due_ns)) = p.token {
                     if let Some(Fault::TruncateAfter(k)) = self.fault {
                         if self.sent_tokens >= k {
+                            if !self.truncate_flushed {
+                                // First get the earlier chunks out whole, then cut this one.
+                                self.truncate_flushed = true;
+                                self.pending.push_front(p);
+                                self.flush_pause(cx);
+                                continue;
+                            }
                             self.fault = None;
                             self.ctl.arm_truncate();
                             self.state = State::Abort;
                             self.pending.clear();
+                            // Pending next, so hyper writes (and cuts) this chunk first.
+                            self.flush_pause(cx);
                         }
                     }
                     self.sent_tokens += 1;
