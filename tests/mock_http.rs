@@ -399,7 +399,10 @@ async fn prefix_cache_makes_the_repeat_fast() {
     let s = post(srv.addr, "/v1/completions", salted)
         .await
         .first_event_after();
-    assert!(s > Duration::from_millis(100), "salted TTFT {s:?} must miss");
+    assert!(
+        s > Duration::from_millis(100),
+        "salted TTFT {s:?} must miss"
+    );
     let metrics =
         String::from_utf8(request(srv.addr, "GET", "/metrics", None, &[]).await.body).unwrap();
     assert!(
