@@ -817,12 +817,12 @@ impl SseBody {
                         }
                     }
                     self.sent_tokens += 1;
-                    if let Some(t) = &self.app.trace {
-                        t.record(TraceRec {
+                    if let Some(t) = &self.ctl.stamper {
+                        t.queue(TraceRec {
                             request_id_json: self.rid_json.clone(),
                             choice,
                             index,
-                            t_ns: self.app.driver.now_ns(),
+                            t_ns: 0,
                             due_ns,
                         });
                     }
