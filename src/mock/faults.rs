@@ -4,6 +4,7 @@
 //! Everything here is off the normal path: a connection without an armed fault pays one relaxed
 //! atomic load per write.
 
+use super::trace::WriteStamper;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -11,7 +12,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
-use super::trace::WriteStamper;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// One fault. Token counts are output tokens already sent on the stream.
