@@ -4,3 +4,7 @@
 //! Architecture invariant: nothing here touches tokio, a clock or a socket. Every parser takes
 //! bytes and returns `Result<Option<T>, E>`, where `Ok(None)` means "need more bytes"; parsers
 //! are resumable and keep a scan offset so a stream arriving one byte at a time stays O(n).
+
+pub mod json;
+pub mod openai;
+pub mod prometheus;
