@@ -109,6 +109,9 @@ mod tests {
         assert!(b >= a);
         let c = clock.add_ns(a, 1_000_000);
         let back = clock.delta_ns(a, c);
-        assert!((back as i64 - 1_000_000).abs() < 1_000, "round trip gave {back}");
+        assert!(
+            (back as i64 - 1_000_000).abs() < 1_000,
+            "round trip gave {back}"
+        );
     }
 }

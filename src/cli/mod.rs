@@ -40,7 +40,11 @@ impl std::error::Error for CliError {}
 pub type CliResult = Result<ExitCode, CliError>;
 
 #[derive(Debug, Parser)]
-#[command(name = "llmspeed", version, about = "How fast does your LLM server serve tokens?")]
+#[command(
+    name = "llmspeed",
+    version,
+    about = "How fast does your LLM server serve tokens?"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -436,7 +436,10 @@ impl<'a> Scanner<'a> {
             if !d.is_ascii_digit() {
                 return Ok(None);
             }
-            v = match v.checked_mul(10).and_then(|v| v.checked_add((d - b'0') as u64)) {
+            v = match v
+                .checked_mul(10)
+                .and_then(|v| v.checked_add((d - b'0') as u64))
+            {
                 Some(v) => v,
                 None => return Ok(None),
             };
@@ -637,7 +640,11 @@ impl<'a> Scanner<'a> {
                     _ => {
                         return Err(self.unexpected(
                             c,
-                            if in_object { "',' or '}'" } else { "',' or ']'" },
+                            if in_object {
+                                "',' or '}'"
+                            } else {
+                                "',' or ']'"
+                            },
                         ))
                     }
                 }
@@ -710,7 +717,10 @@ mod tests {
         let cases: &[(&str, bool)] = &[
             (r#"{}"#, true),
             (r#"[]"#, true),
-            (r#" { "a" : [ 1 , -2.5e3 , "x\"y" , { } , [ [ ] ] , null , true , false ] } "#, true),
+            (
+                r#" { "a" : [ 1 , -2.5e3 , "x\"y" , { } , [ [ ] ] , null , true , false ] } "#,
+                true,
+            ),
             (r#"{"a":1,}"#, false),
             (r#"[1,]"#, false),
             (r#"[1 2]"#, false),

@@ -413,9 +413,7 @@ fn usage(sc: &mut Scanner<'_>) -> Res<Option<Usage>> {
     let mut first = true;
     while let Some(key) = sc.next_key(&mut first)? {
         match key.key(&mut kb) {
-            b"prompt_tokens" => {
-                u.prompt_tokens = opt_u64(sc, "usage.prompt_tokens")?.unwrap_or(0)
-            }
+            b"prompt_tokens" => u.prompt_tokens = opt_u64(sc, "usage.prompt_tokens")?.unwrap_or(0),
             b"completion_tokens" => {
                 u.completion_tokens = opt_u64(sc, "usage.completion_tokens")?.unwrap_or(0)
             }

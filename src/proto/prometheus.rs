@@ -51,7 +51,10 @@ pub fn parse(text: &str) -> Result<Vec<Sample>, PromError> {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let sample = parse_line(trimmed).map_err(|reason| PromError { line: i + 1, reason })?;
+        let sample = parse_line(trimmed).map_err(|reason| PromError {
+            line: i + 1,
+            reason,
+        })?;
         out.push(sample);
     }
     Ok(out)
@@ -130,7 +133,9 @@ fn parse_value(s: &str) -> Option<f64> {
         "-Inf" => Some(f64::NEG_INFINITY),
         _ => {
             // Rust also takes "inf"/"infinity"/"nan" in any case; the format does not.
-            if s.bytes().any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E') {
+            if s.bytes()
+                .any(|c| c.is_ascii_alphabetic() && c != b'e' && c != b'E')
+            {
                 return None;
             }
             s.parse().ok()
@@ -295,7 +300,9 @@ process_start_time_seconds 1.76e+09
         assert_eq!(sum(&got, "vllm:prompt_tokens_total"), Some(124456.0));
         assert_eq!(sum(&got, "vllm:gpu_cache_usage_perc"), None);
         assert_eq!(sum(&got, "process_start_time_seconds"), Some(1.76e9));
-        let info = find(&got, "vllm:cache_config_info").next().expect("cache info");
+        let info = find(&got, "vllm:cache_config_info")
+            .next()
+            .expect("cache info");
         assert_eq!(info.label("kv_cache_size_tokens"), Some("1891232"));
         assert_eq!(info.label("num_gpu_blocks"), Some("118202"));
         assert_eq!(info.label("block_size"), Some("16"));
@@ -392,13 +399,22 @@ llamacpp:predicted_tokens_seconds 41.7\n";
         check("a inf\n", err(1, "value is not a number"));
         check("a 1 2 3\n", err(1, "unexpected text after the timestamp"));
         check("a 1 1.5\n", err(1, "timestamp is not an integer"));
-        check("a{b=\"1\" 2\n", err(1, "expected ',' or '}' after a label value"));
+        check(
+            "a{b=\"1\" 2\n",
+            err(1, "expected ',' or '}' after a label value"),
+        );
         check("a{b=\"1 2\n", err(1, "unterminated label value"));
         check("a{b=1} 2\n", err(1, "expected '\"' to open a label value"));
         check("a{b} 2\n", err(1, "expected '=' after a label name"));
         check("a{=\"x\"} 2\n", err(1, "expected a label name"));
-        check("a{b=\"\\t\"} 2\n", err(1, "invalid escape in a label value"));
-        check("a{b=\"x\"", err(1, "expected ',' or '}' after a label value"));
+        check(
+            "a{b=\"\\t\"} 2\n",
+            err(1, "invalid escape in a label value"),
+        );
+        check(
+            "a{b=\"x\"",
+            err(1, "expected ',' or '}' after a label value"),
+        );
         check("a{", err(1, "unterminated label set"));
         check("a{b=\"x\"}2\n", err(1, "expected a blank before the value"));
         check("\n\n# c\nx 1\nx{} y\n", err(5, "value is not a number"));
