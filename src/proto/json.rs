@@ -23,7 +23,7 @@ pub enum JsonError {
     Unexpected {
         at: usize,
         found: u8,
-        expected: &'static str,
+        expected: Expected,
     },
     TooDeep {
         at: usize,
@@ -55,8 +55,9 @@ impl fmt::Display for JsonError {
                 expected,
             } => write!(
                 f,
-                "unexpected {} at byte {at}, expected {expected}",
-                std::ascii::escape_default(found)
+                "unexpected {} at byte {at}, expected {}",
+                std::ascii::escape_default(found),
+                expected.as_str()
             ),
             JsonError::TooDeep { at } => {
                 write!(f, "JSON nested deeper than {MAX_DEPTH} at byte {at}")
@@ -73,6 +74,35 @@ impl fmt::Display for JsonError {
 }
 
 impl std::error::Error for JsonError {}
+
+/// What the scanner wanted where it found something else. A byte-sized enum rather than a
+/// string keeps `Result`s small on the per-event path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    Value,
+    ObjectOpen,
+    ArrayOpen,
+    Key,
+    Colon,
+    CommaOrBrace,
+    CommaOrBracket,
+    String,
+}
+
+impl Expected {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Expected::Value => "a JSON value",
+            Expected::ObjectOpen => "'{'",
+            Expected::ArrayOpen => "'['",
+            Expected::Key => "a key string",
+            Expected::Colon => "':'",
+            Expected::CommaOrBrace => "',' or '}'",
+            Expected::CommaOrBracket => "',' or ']'",
+            Expected::String => "a string",
+        }
+    }
+}
 
 /// What the next value is, judged by its first byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +126,7 @@ impl<'a> Str<'a> {
     /// The unescaped bytes for comparing against a key we know. Keys are almost never escaped;
     /// when they are, they are unescaped into `buf` (too long for `buf` means "not a key we
     /// know", since all of ours are short).
+    #[inline(always)]
     pub fn key<'b>(&self, buf: &'b mut [u8; 32]) -> &'b [u8]
     where
         'a: 'b,
@@ -103,6 +134,14 @@ impl<'a> Str<'a> {
         if !self.has_escapes {
             return self.raw;
         }
+        self.key_slow(buf)
+    }
+
+    #[cold]
+    fn key_slow<'b>(&self, buf: &'b mut [u8; 32]) -> &'b [u8]
+    where
+        'a: 'b,
+    {
         let mut n = 0;
         let mut ok = true;
         unescape(self.raw, |piece| {
@@ -204,7 +243,7 @@ fn is_special(b: u8) -> bool {
 /// Index of the first special byte in `s`, eight bytes at a time. For each test the lowest
 /// flagged byte is exact (false positives only appear above a true hit, through the borrow),
 /// so the lowest bit of the union is the first special byte.
-#[inline]
+#[inline(always)]
 pub fn find_special(s: &[u8]) -> Option<usize> {
     let mut i = 0;
     while i + 8 <= s.len() {
@@ -268,7 +307,8 @@ impl<'a> Scanner<'a> {
         self.buf.get(self.pos).copied().ok_or(JsonError::Eof)
     }
 
-    fn unexpected(&self, found: u8, expected: &'static str) -> JsonError {
+    #[cold]
+    fn unexpected(&self, found: u8, expected: Expected) -> JsonError {
         JsonError::Unexpected {
             at: self.pos,
             found,
@@ -277,7 +317,7 @@ impl<'a> Scanner<'a> {
     }
 
     /// The kind of the next value (skipping whitespace), without consuming it.
-    #[inline]
+    #[inline(always)]
     pub fn peek(&mut self) -> Result<Kind, JsonError> {
         let b = self.peek_ws()?;
         Ok(match b {
@@ -287,7 +327,7 @@ impl<'a> Scanner<'a> {
             b'-' | b'0'..=b'9' => Kind::Number,
             b't' | b'f' => Kind::Bool,
             b'n' => Kind::Null,
-            _ => return Err(self.unexpected(b, "a JSON value")),
+            _ => return Err(self.unexpected(b, Expected::Value)),
         })
     }
 
@@ -303,7 +343,7 @@ impl<'a> Scanner<'a> {
     pub fn enter_object(&mut self) -> Result<(), JsonError> {
         let b = self.peek_ws()?;
         if b != b'{' {
-            return Err(self.unexpected(b, "'{'"));
+            return Err(self.unexpected(b, Expected::ObjectOpen));
         }
         self.push()?;
         self.pos += 1;
@@ -313,7 +353,7 @@ impl<'a> Scanner<'a> {
     /// The next key of the object being walked (the scanner then sits before its value), or
     /// `None` after consuming the closing `}`. `first` starts `true` for each object; the caller
     /// must consume every value (read or [`Scanner::skip`]) before asking for the next key.
-    #[inline]
+    #[inline(always)]
     pub fn next_key(&mut self, first: &mut bool) -> Result<Option<Str<'a>>, JsonError> {
         let mut b = self.peek_ws()?;
         if *first {
@@ -334,16 +374,16 @@ impl<'a> Scanner<'a> {
                     self.depth -= 1;
                     return Ok(None);
                 }
-                _ => return Err(self.unexpected(b, "',' or '}'")),
+                _ => return Err(self.unexpected(b, Expected::CommaOrBrace)),
             }
         }
         if b != b'"' {
-            return Err(self.unexpected(b, "a key string"));
+            return Err(self.unexpected(b, Expected::Key));
         }
         let key = self.string_body()?;
         let b = self.peek_ws()?;
         if b != b':' {
-            return Err(self.unexpected(b, "':'"));
+            return Err(self.unexpected(b, Expected::Colon));
         }
         self.pos += 1;
         Ok(Some(key))
@@ -353,7 +393,7 @@ impl<'a> Scanner<'a> {
     pub fn enter_array(&mut self) -> Result<(), JsonError> {
         let b = self.peek_ws()?;
         if b != b'[' {
-            return Err(self.unexpected(b, "'['"));
+            return Err(self.unexpected(b, Expected::ArrayOpen));
         }
         self.push()?;
         self.pos += 1;
@@ -362,7 +402,7 @@ impl<'a> Scanner<'a> {
 
     /// `true` when another element follows (the scanner sits before it), `false` after consuming
     /// the closing `]`.
-    #[inline]
+    #[inline(always)]
     pub fn next_element(&mut self, first: &mut bool) -> Result<bool, JsonError> {
         let b = self.peek_ws()?;
         if *first {
@@ -384,22 +424,22 @@ impl<'a> Scanner<'a> {
                 self.depth -= 1;
                 Ok(false)
             }
-            _ => Err(self.unexpected(b, "',' or ']'")),
+            _ => Err(self.unexpected(b, Expected::CommaOrBracket)),
         }
     }
 
     /// Reads a string value.
-    #[inline]
+    #[inline(always)]
     pub fn string(&mut self) -> Result<Str<'a>, JsonError> {
         let b = self.peek_ws()?;
         if b != b'"' {
-            return Err(self.unexpected(b, "a string"));
+            return Err(self.unexpected(b, Expected::String));
         }
         self.string_body()
     }
 
     /// `self.pos` is at the opening quote.
-    #[inline]
+    #[inline(always)]
     fn string_body(&mut self) -> Result<Str<'a>, JsonError> {
         let start = self.pos + 1;
         let mut i = start;
@@ -475,6 +515,7 @@ impl<'a> Scanner<'a> {
     /// Consumes one number (first byte `b`) after checking the JSON grammar, and returns its text.
     /// Numbers that could overflow `f64` (an exponent, or hundreds of digits) are parsed to reject
     /// infinities, as serde_json does.
+    #[inline]
     fn number_text(&mut self, b: u8) -> Result<&'a [u8], JsonError> {
         let start = self.pos;
         let buf = self.buf;
@@ -548,21 +589,21 @@ impl<'a> Scanner<'a> {
                 self.pos = end;
                 Ok(())
             }
-            Some(_) => Err(self.unexpected(self.buf[self.pos], "a JSON value")),
+            Some(_) => Err(self.unexpected(self.buf[self.pos], Expected::Value)),
             None => {
                 // Truncated `nul` is EOF; `nux` is garbage.
                 let rest = &self.buf[self.pos..];
                 if word.starts_with(rest) {
                     Err(JsonError::Eof)
                 } else {
-                    Err(self.unexpected(self.buf[self.pos], "a JSON value"))
+                    Err(self.unexpected(self.buf[self.pos], Expected::Value))
                 }
             }
         }
     }
 
     /// Consumes `null` if that is what comes next.
-    #[inline]
+    #[inline(always)]
     pub fn eat_null(&mut self) -> Result<bool, JsonError> {
         if self.peek_ws()? == b'n' {
             self.literal(b"null")?;
@@ -572,7 +613,19 @@ impl<'a> Scanner<'a> {
     }
 
     /// Skips one complete value of any kind, without recursion.
+    #[inline(always)]
     pub fn skip(&mut self) -> Result<(), JsonError> {
+        // Scalars are most of what chunks carry that we do not read: keep them off the
+        // general container loop.
+        match self.peek_ws()? {
+            b'"' => self.string_body().map(drop),
+            b @ (b'-' | b'0'..=b'9') => self.number_text(b).map(drop),
+            b'n' => self.literal(b"null"),
+            _ => self.skip_any(),
+        }
+    }
+
+    fn skip_any(&mut self) -> Result<(), JsonError> {
         // Bit k set: the container opened at relative depth k is an object.
         let mut stack: u64 = 0;
         let mut level: u32 = 0;
@@ -595,7 +648,7 @@ impl<'a> Scanner<'a> {
                             let c = self.peek_ws()?;
                             if c != b'}' {
                                 if c != b'"' {
-                                    return Err(self.unexpected(c, "a key string"));
+                                    return Err(self.unexpected(c, Expected::Key));
                                 }
                                 self.key_colon()?;
                                 fresh = false;
@@ -612,7 +665,7 @@ impl<'a> Scanner<'a> {
                     b't' => self.literal(b"true")?,
                     b'f' => self.literal(b"false")?,
                     b'n' => self.literal(b"null")?,
-                    _ => return Err(self.unexpected(b, "a JSON value")),
+                    _ => return Err(self.unexpected(b, Expected::Value)),
                 }
                 if level == 0 {
                     return Ok(());
@@ -629,7 +682,7 @@ impl<'a> Scanner<'a> {
                         if in_object {
                             let k = self.peek_ws()?;
                             if k != b'"' {
-                                return Err(self.unexpected(k, "a key string"));
+                                return Err(self.unexpected(k, Expected::Key));
                             }
                             self.key_colon()?;
                         }
@@ -641,9 +694,9 @@ impl<'a> Scanner<'a> {
                         return Err(self.unexpected(
                             c,
                             if in_object {
-                                "',' or '}'"
+                                Expected::CommaOrBrace
                             } else {
-                                "',' or ']'"
+                                Expected::CommaOrBracket
                             },
                         ))
                     }
@@ -664,7 +717,7 @@ impl<'a> Scanner<'a> {
         self.string_body()?;
         let b = self.peek_ws()?;
         if b != b':' {
-            return Err(self.unexpected(b, "':'"));
+            return Err(self.unexpected(b, Expected::Colon));
         }
         self.pos += 1;
         Ok(())
