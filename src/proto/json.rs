@@ -467,8 +467,34 @@ impl<'a> Scanner<'a> {
 
     /// Reads a number as a non-negative integer. `Ok(None)` when it is a valid JSON number but
     /// not one that fits a `u64` (negative, fractional, exponent, too large).
+    #[inline]
     pub fn u64(&mut self) -> Result<Option<u64>, JsonError> {
         let b = self.peek_ws()?;
+        if b.is_ascii_digit() {
+            // Fast path for the common case, a plain integer of at most 19 digits (cannot
+            // overflow): one pass that validates and accumulates.
+            let buf = self.buf;
+            let mut i = self.pos;
+            let mut v: u64 = 0;
+            let end = buf.len().min(self.pos + 19);
+            while i < end {
+                let d = buf[i].wrapping_sub(b'0');
+                if d > 9 {
+                    break;
+                }
+                v = v * 10 + d as u64;
+                i += 1;
+            }
+            let digits = i - self.pos;
+            let delimited = matches!(
+                buf.get(i),
+                Some(b',' | b'}' | b']' | b' ' | b'\n' | b'\r' | b'\t')
+            );
+            if digits <= 19 && (b != b'0' || digits == 1) && delimited {
+                self.pos = i;
+                return Ok(Some(v));
+            }
+        }
         let start = self.pos;
         let text = self.number_text(b)?;
         let mut v: u64 = 0;

@@ -607,6 +607,16 @@ fn nulls_and_wrong_types() {
         r#"{"timings":{"prompt_ms":"fast"}}"#,
         Want::Field("timings.prompt_ms"),
     );
+    check(r#"{"usage":{"prompt_tokens":01}}"#, Want::JsonError);
+    check(r#"{"usage":{"prompt_tokens":1x}}"#, Want::JsonError);
+    check(r#"{"usage":{"prompt_tokens":1"#, Want::JsonError);
+    check(
+        r#"{"usage":{"prompt_tokens":0,"completion_tokens":9999999999999999999}}"#,
+        is(Chunk {
+            usage: usage(0, 9_999_999_999_999_999_999, None),
+            ..Chunk::default()
+        }),
+    );
     check(
         r#"{"usage":{"completion_tokens":18446744073709551615}}"#,
         is(Chunk {
