@@ -5,6 +5,10 @@
 //! bytes and returns `Result<Option<T>, E>`, where `Ok(None)` means "need more bytes"; parsers
 //! are resumable and keep a scan offset so a stream arriving one byte at a time stays O(n).
 
+pub mod body;
+pub mod chunked;
+pub mod http1;
 pub mod json;
 pub mod openai;
 pub mod prometheus;
+pub mod sse;
