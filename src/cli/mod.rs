@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod mock;
 pub mod stream;
 
 use clap::{Parser, Subcommand};
@@ -54,6 +55,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
+    Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
 }
@@ -61,6 +64,7 @@ pub enum Command {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
+        Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
     }
 }
