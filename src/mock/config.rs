@@ -45,6 +45,12 @@ pub struct MockConfig {
     /// Faults drawn per request (a request header `x-mock-fault` overrides them).
     pub faults: Vec<FaultRule>,
     pub trace: Option<PathBuf>,
+    /// An in-process trace sink (see [`super::trace::TraceSink::memory`]); used instead of
+    /// `trace` when set.
+    pub trace_sink: Option<super::trace::TraceSink>,
+    /// Held before a generation request reaches the engine: a fixed extra time to first token
+    /// on top of the engine's own (the self-test's `--first-token`). Zero by default.
+    pub admission_delay: std::time::Duration,
 }
 
 impl MockConfig {
@@ -116,6 +122,8 @@ impl MockConfig {
             loop_fraction: 1.0,
             faults: Vec::new(),
             trace: None,
+            trace_sink: None,
+            admission_delay: std::time::Duration::ZERO,
         }
     }
 

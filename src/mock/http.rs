@@ -458,6 +458,9 @@ async fn generate(
             }
         })
         .collect();
+    if !app.cfg.admission_delay.is_zero() {
+        tokio::time::sleep(app.cfg.admission_delay).await;
+    }
     let rx = match app.driver.submit(seqs) {
         Ok(rx) => rx,
         Err(e @ AdmitError::LargerThanCache { .. }) => return bad_request(&e.to_string()),
@@ -867,6 +870,7 @@ impl SseBody {
                             index,
                             t_ns: 0,
                             due_ns,
+                            t_raw: 0,
                         });
                     }
                 }

@@ -64,12 +64,13 @@ pub async fn serve(
     config
         .validate()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let (trace, trace_thread) = match &config.trace {
-        Some(p) => {
+    let (trace, trace_thread) = match (&config.trace_sink, &config.trace) {
+        (Some(s), _) => (Some(s.clone()), None),
+        (None, Some(p)) => {
             let (s, h) = TraceSink::create(p)?;
             (Some(s), Some(h))
         }
-        None => (None, None),
+        (None, None) => (None, None),
     };
     let app = Arc::new(App {
         driver: Driver::start(config.engine.clone(), Clock::new())?,

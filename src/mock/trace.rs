@@ -22,6 +22,9 @@ pub struct TraceRec {
     pub index: u32,
     pub t_ns: u64,
     pub due_ns: u64,
+    /// `t_ns` as a raw [`crate::clock::Clock`] stamp (not written to the file): lets an
+    /// in-process reader put server writes and client reads on one timeline.
+    pub t_raw: u64,
 }
 
 /// Sending half; cheap to clone. The writer thread ends when every clone is dropped.
@@ -54,6 +57,13 @@ impl TraceSink {
                 w.flush()
             })?;
         Ok((TraceSink { tx }, handle))
+    }
+
+    /// An in-memory sink (the self-test reads the records back in-process; no file, no
+    /// formatting). The receiver gets every record until every sink clone is dropped.
+    pub fn memory() -> (TraceSink, mpsc::Receiver<TraceRec>) {
+        let (tx, rx) = mpsc::channel();
+        (TraceSink { tx }, rx)
     }
 
     #[inline]
@@ -95,9 +105,11 @@ impl WriteStamper {
         if q.is_empty() {
             return;
         }
-        let t = self.clock.delta_ns(self.start, self.clock.raw());
+        let raw = self.clock.raw();
+        let t = self.clock.delta_ns(self.start, raw);
         for mut r in q.drain(..) {
             r.t_ns = t;
+            r.t_raw = raw;
             self.sink.record(r);
         }
     }
