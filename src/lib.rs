@@ -14,6 +14,7 @@ pub mod mock;
 pub mod net;
 pub mod proto;
 pub mod report;
+pub mod selftest;
 pub mod server;
 pub mod timeline;
 pub mod workload;

@@ -2,6 +2,7 @@
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
 pub mod mock;
+pub mod selftest;
 pub mod stream;
 
 use clap::{Parser, Subcommand};
@@ -59,6 +60,8 @@ pub enum Command {
     Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
+    /// Measure this machine's measurement error against a simulated server's ground truth.
+    Selftest(selftest::SelftestArgs),
 }
 
 /// Run a parsed command line.
@@ -66,6 +69,7 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
+        Command::Selftest(args) => selftest::run(args),
     }
 }
 

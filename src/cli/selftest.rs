@@ -1,0 +1,107 @@
+//! `llmspeed selftest`: flags -> [`Shape`], run, print a table or one JSON object. Exits 1 when
+//! any stream failed, so scripts can trust a zero exit.
+
+use super::{CliError, CliResult};
+use crate::selftest::{self, Shape};
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct SelftestArgs {
+    /// Concurrent streams, all started together.
+    #[arg(long, default_value_t = 128)]
+    pub streams: usize,
+    /// True gap between tokens (the simulated decode step): 1ms, 250us, 0.01s.
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub gap: Duration,
+    /// Output tokens per stream.
+    #[arg(long, default_value_t = 500)]
+    pub tokens: u32,
+    /// Server-side delay before each request reaches the engine (TTFT is this plus one or two
+    /// gaps).
+    #[arg(long, default_value = "0ms", value_parser = parse_duration)]
+    pub first_token: Duration,
+    /// Worker threads of the client's runtime (the server has its own threads).
+    #[arg(long, default_value_t = 1)]
+    pub client_threads: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `10ms`, `250us`, `1.5s`, `2m`; a bare number is milliseconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (try 10ms, 250us, 1.5s)"))?;
+    let secs = match unit.trim() {
+        "" | "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "ns" => v / 1e9,
+        "s" => v,
+        "m" => v * 60.0,
+        other => return Err(format!("unknown unit `{other}` in `{s}` (ns, us, ms, s, m)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("`{s}` is not a valid duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+pub fn run(a: SelftestArgs) -> CliResult {
+    let shape = Shape {
+        streams: a.streams,
+        gap: a.gap,
+        tokens: a.tokens,
+        first_token: a.first_token,
+        client_threads: a.client_threads,
+    };
+    shape.validate().map_err(CliError::usage)?;
+    let report = selftest::run(&shape).map_err(|e| CliError::failed(e.to_string()))?;
+    let mut out = std::io::stdout().lock();
+    let written = if a.json {
+        serde_json::to_writer(&mut out, &report)
+            .map_err(std::io::Error::other)
+            .and_then(|_| std::io::Write::write_all(&mut out, b"\n"))
+    } else {
+        selftest::write_table(&mut out, &report)
+    };
+    written.map_err(|e| CliError::failed(format!("cannot write the report: {e}")))?;
+    if report.failed_streams > 0 {
+        return Err(CliError::failed(format!(
+            "{} of {} streams failed; first: {}",
+            report.failed_streams,
+            report.streams,
+            report.first_error.as_deref().unwrap_or("unknown")
+        )));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        let cases = [
+            ("10ms", Duration::from_millis(10)),
+            ("250us", Duration::from_micros(250)),
+            ("1.5s", Duration::from_millis(1500)),
+            ("50", Duration::from_millis(50)),
+            ("2m", Duration::from_secs(120)),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_duration(s).unwrap(), want, "{s}");
+        }
+        assert!(parse_duration("fast").is_err());
+        assert!(parse_duration("10h").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}
