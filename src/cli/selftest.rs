@@ -46,7 +46,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ns" => v / 1e9,
         "s" => v,
         "m" => v * 60.0,
-        other => return Err(format!("unknown unit `{other}` in `{s}` (ns, us, ms, s, m)")),
+        other => {
+            return Err(format!(
+                "unknown unit `{other}` in `{s}` (ns, us, ms, s, m)"
+            ))
+        }
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(format!("`{s}` is not a valid duration"));

@@ -181,7 +181,10 @@ fn drive(
     g.max_tokens = Some(shape.tokens);
     g.ignore_eos = true;
     g.continuous_usage = true;
-    let req = Arc::new(g.stream_request(Some(false)).map_err(SelftestError::Client)?);
+    let req = Arc::new(
+        g.stream_request(Some(false))
+            .map_err(SelftestError::Client)?,
+    );
     let target = Target::parse(&format!("http://{addr}/v1"))
         .map_err(|e| SelftestError::Client(e.to_string()))?;
     let mut clients = Vec::with_capacity(shape.streams);
@@ -485,21 +488,37 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         "  tokens            {} received, {} matched to the server trace ({} traced), {} failed stream(s)",
         r.tokens, r.tokens_matched, r.trace_records, r.failed_streams
     )?;
-    writeln!(w, "  {:<17} {:>10} {:>10} {:>10} {:>10}", "", "mean", "p50", "p99", "max")?;
+    writeln!(
+        w,
+        "  {:<17} {:>10} {:>10} {:>10} {:>10}",
+        "", "mean", "p50", "p99", "max"
+    )?;
     writeln!(
         w,
         "  {:<17} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
-        "TTFT error ms", r.ttft_error_ms_mean, r.ttft_error_ms_p50, r.ttft_error_ms_p99, r.ttft_error_ms_max
+        "TTFT error ms",
+        r.ttft_error_ms_mean,
+        r.ttft_error_ms_p50,
+        r.ttft_error_ms_p99,
+        r.ttft_error_ms_max
     )?;
     writeln!(
         w,
         "  {:<17} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
-        "gap error us", r.gap_error_us_mean, r.gap_error_us_p50, r.gap_error_us_p99, r.gap_error_us_max
+        "gap error us",
+        r.gap_error_us_mean,
+        r.gap_error_us_p50,
+        r.gap_error_us_p99,
+        r.gap_error_us_max
     )?;
     writeln!(
         w,
         "  {:<17} {:>10} {:>10.1} {:>10.1} {:>10.1}",
-        "server lag us", "", r.server_write_lag_us_p50, r.server_write_lag_us_p99, r.server_write_lag_us_max
+        "server lag us",
+        "",
+        r.server_write_lag_us_p50,
+        r.server_write_lag_us_p99,
+        r.server_write_lag_us_max
     )?;
     writeln!(
         w,
@@ -511,7 +530,11 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         "  client CPU        {:.0} ns/token ({:.1} ms total)",
         r.client_cpu_ns_per_token, r.client_cpu_ms
     )?;
-    writeln!(w, "  peak RSS          {:.1} MB (whole process: server and client)", r.peak_rss_mb)?;
+    writeln!(
+        w,
+        "  peak RSS          {:.1} MB (whole process: server and client)",
+        r.peak_rss_mb
+    )?;
     if let Some(e) = &r.first_error {
         writeln!(w, "  first failure     {e}")?;
     }

@@ -1,0 +1,120 @@
+//! `llmspeed selftest` in-process at a small shape: the JSON carries every promised key, every
+//! token is matched to a server trace record, and the error figures are finite and sane.
+//! Bounds are deliberately generous (a loaded CI machine must pass); the real numbers are
+//! measured with release builds and recorded in docs/selftest.md.
+
+use llmspeed::selftest::{run, write_table, Shape};
+use serde_json::Value;
+use std::time::Duration;
+
+fn small() -> Shape {
+    Shape {
+        streams: 16,
+        gap: Duration::from_millis(2),
+        tokens: 50,
+        first_token: Duration::from_millis(5),
+        client_threads: 1,
+    }
+}
+
+#[test]
+fn small_selftest_matches_every_token_and_reports_sane_errors() {
+    let report = run(&small()).expect("selftest runs");
+    let json = serde_json::to_value(&report).unwrap();
+    let num = |k: &str| -> f64 {
+        json.get(k)
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("missing numeric key {k} in {json}"))
+    };
+    for k in [
+        "streams",
+        "gap_ms",
+        "first_token_ms",
+        "tokens",
+        "ttft_error_ms_mean",
+        "ttft_error_ms_p99",
+        "gap_error_us_p50",
+        "gap_error_us_p99",
+        "gap_error_us_max",
+        "client_cpu_ns_per_token",
+        "peak_rss_mb",
+        "server_write_lag_us_p99",
+    ] {
+        assert!(num(k).is_finite(), "{k} is not finite: {json}");
+    }
+    assert_eq!(report.failed_streams, 0, "{:?}", report.first_error);
+    assert_eq!(num("streams"), 16.0);
+    assert_eq!(num("gap_ms"), 2.0);
+    assert_eq!(report.tokens, 16 * 50);
+    assert_eq!(
+        report.trace_records,
+        16 * 50,
+        "the server traced every token"
+    );
+    assert_eq!(
+        report.tokens_matched,
+        16 * 50,
+        "every token matched a trace line"
+    );
+    // Sane, not tight: errors are far below the shape's own time scales even on a busy box.
+    assert!(report.ttft_error_ms_mean.abs() < 200.0, "{json}");
+    assert!(report.gap_error_us_p50 >= 0.0 && report.gap_error_us_p50 < 100_000.0);
+    assert!(report.gap_error_us_p50 <= report.gap_error_us_p99);
+    assert!(report.gap_error_us_p99 <= report.gap_error_us_max);
+    // TTFT is the 5 ms admission delay plus one or two 2 ms steps, plus connect time.
+    assert!(report.true_ttft_ms_mean >= 5.0, "{json}");
+    assert!(report.client_cpu_ns_per_token > 0.0);
+    assert!(report.peak_rss_mb > 1.0);
+
+    let mut table = Vec::new();
+    write_table(&mut table, &report).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    assert!(table.contains("gap error us"), "{table}");
+    assert!(table.contains("800 matched"), "{table}");
+}
+
+#[test]
+fn invalid_shapes_are_refused_before_anything_starts() {
+    let mut s = small();
+    s.tokens = 1;
+    let e = run(&s).unwrap_err().to_string();
+    assert!(e.contains("--tokens"), "{e}");
+}
+
+#[test]
+fn cli_json_is_one_object_and_exits_zero() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args([
+            "selftest",
+            "--streams",
+            "4",
+            "--gap",
+            "1ms",
+            "--tokens",
+            "10",
+        ])
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["tokens"], 40);
+    assert_eq!(v["failed_streams"], 0);
+    assert!(v["gap_error_us_p99"].as_f64().is_some());
+}
+
+#[test]
+fn cli_refuses_a_bad_gap() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["selftest", "--gap", "fast"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a duration"));
+}
