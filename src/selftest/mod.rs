@@ -112,6 +112,9 @@ pub struct Report {
     pub server_write_lag_us_max: f64,
     /// CPU time of the client's runtime threads (and the thread driving it) per token.
     pub client_cpu_ns_per_token: f64,
+    /// The same split into user space (our code) and kernel (recv, epoll, TCP ACKs).
+    pub client_cpu_user_ns_per_token: f64,
+    pub client_cpu_sys_ns_per_token: f64,
     pub client_cpu_ms: f64,
     /// Peak resident memory of the whole process (server and client together).
     pub peak_rss_mb: f64,
@@ -129,17 +132,16 @@ pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
     let run = drive(shape, server.addr, &clock);
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
-    let (timelines, client_cpu_ns) = run?;
+    let (timelines, (user_ns, sys_ns)) = run?;
     stopped?;
     // The server has returned: every sink clone is gone and the trace is complete.
     let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
     let mut report = analyse(shape, &clock, &timelines, &trace);
-    report.client_cpu_ms = client_cpu_ns as f64 / 1e6;
-    report.client_cpu_ns_per_token = if report.tokens > 0 {
-        client_cpu_ns as f64 / report.tokens as f64
-    } else {
-        0.0
-    };
+    let per_token = |ns: u64| ns as f64 / report.tokens.max(1) as f64;
+    report.client_cpu_ms = (user_ns + sys_ns) as f64 / 1e6;
+    report.client_cpu_ns_per_token = per_token(user_ns + sys_ns);
+    report.client_cpu_user_ns_per_token = per_token(user_ns);
+    report.client_cpu_sys_ns_per_token = per_token(sys_ns);
     report.peak_rss_mb = peak_rss_mb();
     report.wall_s = wall.elapsed().as_secs_f64();
     Ok(report)
@@ -171,12 +173,12 @@ fn request_id(i: usize) -> String {
 }
 
 /// Start every stream at once on the client's own runtime; returns the timelines (in stream
-/// order) and the client's CPU time in ns.
+/// order) and the client's CPU time in ns (user, system).
 fn drive(
     shape: &Shape,
     addr: std::net::SocketAddr,
     clock: &Clock,
-) -> Result<(Vec<Timeline>, u64), SelftestError> {
+) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
     let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
     g.max_tokens = Some(shape.tokens);
     g.ignore_eos = true;
@@ -203,7 +205,7 @@ fn drive(
         );
     }
 
-    let worker_cpu = Arc::new(AtomicU64::new(0));
+    let worker_cpu = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let stop_cpu = worker_cpu.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(shape.client_threads)
@@ -211,7 +213,9 @@ fn drive(
         .enable_all()
         // A thread's CPU clock starts at zero, so its value at exit is all it ever used.
         .on_thread_stop(move || {
-            stop_cpu.fetch_add(thread_cpu_ns(), Ordering::Relaxed);
+            let (user, sys) = thread_cpu_ns();
+            stop_cpu[0].fetch_add(user, Ordering::Relaxed);
+            stop_cpu[1].fetch_add(sys, Ordering::Relaxed);
         })
         .build()
         .map_err(|e| SelftestError::Client(format!("runtime: {e}")))?;
@@ -246,10 +250,12 @@ fn drive(
         }
         out
     });
-    let main_cpu = thread_cpu_ns().saturating_sub(main_cpu0);
+    let main_cpu1 = thread_cpu_ns();
     // Joins the workers, which runs their stop hooks.
     drop(rt);
-    Ok((timelines, worker_cpu.load(Ordering::Relaxed) + main_cpu))
+    let user = worker_cpu[0].load(Ordering::Relaxed) + main_cpu1.0.saturating_sub(main_cpu0.0);
+    let sys = worker_cpu[1].load(Ordering::Relaxed) + main_cpu1.1.saturating_sub(main_cpu0.1);
+    Ok((timelines, (user, sys)))
 }
 
 /// Per-stream ground truth: for each token index, (write stamp raw, t_ns, due_ns).
@@ -355,6 +361,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         server_write_lag_us_p99: lag.p99,
         server_write_lag_us_max: lag.max,
         client_cpu_ns_per_token: 0.0,
+        client_cpu_user_ns_per_token: 0.0,
+        client_cpu_sys_ns_per_token: 0.0,
         client_cpu_ms: 0.0,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
@@ -436,18 +444,16 @@ impl ServerThread {
     }
 }
 
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if rc != 0 {
-        return 0;
+/// CPU time of the calling thread so far: (user ns, system ns).
+fn thread_cpu_ns() -> (u64, u64) {
+    // SAFETY: rusage is plain data; getrusage only writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a rusage; RUSAGE_THREAD is valid on Linux.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0, 0);
     }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
+    (ns(ru.ru_utime), ns(ru.ru_stime))
 }
 
 /// Peak resident set of the process in MB (Linux reports KiB).
@@ -527,8 +533,11 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
-        "  client CPU        {:.0} ns/token ({:.1} ms total)",
-        r.client_cpu_ns_per_token, r.client_cpu_ms
+        "  client CPU        {:.0} ns/token: {:.0} user + {:.0} kernel ({:.1} ms total)",
+        r.client_cpu_ns_per_token,
+        r.client_cpu_user_ns_per_token,
+        r.client_cpu_sys_ns_per_token,
+        r.client_cpu_ms
     )?;
     writeln!(
         w,
