@@ -1,1 +1,3 @@
 //! `bench serve`: vLLM's flags, metric definitions and result JSON.
+
+pub mod metrics;
