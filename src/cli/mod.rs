@@ -1,6 +1,8 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod stream;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -51,11 +53,16 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
+    Stream(stream::StreamArgs),
+}
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
-    match cli.command {}
+    match cli.command {
+        Command::Stream(args) => stream::run(args),
+    }
 }
 
 /// A multi-threaded tokio runtime with `threads` workers (0 = one per core).
