@@ -69,8 +69,12 @@ struct Resp {
 
 impl Resp {
     fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("body is not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     /// SSE `data:` payloads in order.
@@ -101,7 +105,8 @@ fn dechunk(mut b: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>, bool) {
         let Some(eol) = find(b, b"\r\n") else {
             return (body, chunks, false);
         };
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap().trim(), 16).unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap().trim(), 16).unwrap();
         if size == 0 {
             return (body, chunks, &b[eol..] == b"\r\n\r\n");
         }
@@ -117,7 +122,13 @@ fn dechunk(mut b: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>, bool) {
     }
 }
 
-async fn request(addr: SocketAddr, method: &str, path: &str, body: Option<&Value>, headers: &[(&str, &str)]) -> Resp {
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+    headers: &[(&str, &str)],
+) -> Resp {
     let mut s = TcpStream::connect(addr).await.unwrap();
     s.set_nodelay(true).unwrap();
     let payload = body.map(|b| b.to_string()).unwrap_or_default();
@@ -146,13 +157,30 @@ async fn request(addr: SocketAddr, method: &str, path: &str, body: Option<&Value
     }
     let head_end = find(&raw, b"\r\n\r\n").map(|i| i + 4).unwrap_or(raw.len());
     let head = String::from_utf8_lossy(&raw[..head_end]).to_string();
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let (body, chunks, complete) = if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let (body, chunks, complete) = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         dechunk(&raw[head_end..])
     } else {
         (raw[head_end..].to_vec(), Vec::new(), true)
     };
-    Resp { status, head, body, chunks, complete, read_error, reads, raw, sent_at }
+    Resp {
+        status,
+        head,
+        body,
+        chunks,
+        complete,
+        read_error,
+        reads,
+        raw,
+        sent_at,
+    }
 }
 
 async fn post(addr: SocketAddr, path: &str, body: Value) -> Resp {
@@ -164,7 +192,9 @@ fn token_events(r: &Resp) -> Vec<Value> {
         .iter()
         .filter(|e| *e != "[DONE]")
         .filter_map(|e| serde_json::from_str::<Value>(e).ok())
-        .filter(|v| v["choices"].as_array().is_some_and(|c| !c.is_empty()) && v.get("error").is_none())
+        .filter(|v| {
+            v["choices"].as_array().is_some_and(|c| !c.is_empty()) && v.get("error").is_none()
+        })
         .filter(|v| {
             let c = &v["choices"][0];
             c.get("text").is_some() || c["delta"].get("content").is_some_and(|x| x != "")
@@ -181,7 +211,9 @@ fn stream_body(prompt: &str, max_tokens: u32) -> Value {
 async fn token_counts_and_usage_agree() {
     let srv = Server::start(test_config()).await;
     let prompt = " the".repeat(100);
-    let t = post(srv.addr, "/tokenize", json!({"prompt": prompt})).await.json();
+    let t = post(srv.addr, "/tokenize", json!({"prompt": prompt}))
+        .await
+        .json();
     assert_eq!(t["count"], 100);
     let r = post(srv.addr, "/v1/completions", stream_body(&prompt, 40)).await;
     assert_eq!(r.status, 200);
@@ -202,12 +234,22 @@ async fn token_counts_and_usage_agree() {
     assert!(toks[38]["choices"][0]["finish_reason"].is_null());
     let usage: Value = serde_json::from_str(&ev[ev.len() - 2]).unwrap();
     assert_eq!(usage["choices"], json!([]));
-    assert_eq!(usage["usage"], json!({"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140}));
+    assert_eq!(
+        usage["usage"],
+        json!({"prompt_tokens": 100, "completion_tokens": 40, "total_tokens": 140})
+    );
     // The text re-tokenizes to exactly the streamed token count.
-    let text: String = toks.iter().map(|v| v["choices"][0]["text"].as_str().unwrap()).collect();
-    let t = post(srv.addr, "/tokenize", json!({"prompt": text})).await.json();
+    let text: String = toks
+        .iter()
+        .map(|v| v["choices"][0]["text"].as_str().unwrap())
+        .collect();
+    let t = post(srv.addr, "/tokenize", json!({"prompt": text}))
+        .await
+        .json();
     assert_eq!(t["count"], 40);
-    let d = post(srv.addr, "/detokenize", json!({"tokens": t["tokens"]})).await.json();
+    let d = post(srv.addr, "/detokenize", json!({"tokens": t["tokens"]}))
+        .await
+        .json();
     assert_eq!(d["prompt"], text);
     srv.stop().await;
 }
@@ -216,14 +258,26 @@ async fn token_counts_and_usage_agree() {
 async fn chat_stream_has_vllm_shape() {
     let srv = Server::start(test_config()).await;
     let messages = json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "the house"}]);
-    let count = post(srv.addr, "/tokenize", json!({"messages": messages})).await.json()["count"].as_u64().unwrap();
+    let count = post(srv.addr, "/tokenize", json!({"messages": messages}))
+        .await
+        .json()["count"]
+        .as_u64()
+        .unwrap();
     let body = json!({"messages": messages, "max_completion_tokens": 5, "ignore_eos": true, "stream": true,
         "return_token_ids": true, "stream_options": {"include_usage": true}});
     let r = post(srv.addr, "/v1/chat/completions", body).await;
-    let ev: Vec<Value> = r.events().iter().filter(|e| *e != "[DONE]").map(|e| serde_json::from_str(e).unwrap()).collect();
+    let ev: Vec<Value> = r
+        .events()
+        .iter()
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
     assert_eq!(ev.len(), 1 + 5 + 1, "role chunk, 5 tokens, usage");
     assert_eq!(ev[0]["object"], "chat.completion.chunk");
-    assert_eq!(ev[0]["choices"][0]["delta"], json!({"role": "assistant", "content": ""}));
+    assert_eq!(
+        ev[0]["choices"][0]["delta"],
+        json!({"role": "assistant", "content": ""})
+    );
     for v in &ev[1..6] {
         assert_eq!(v["choices"][0]["token_ids"].as_array().unwrap().len(), 1);
     }
@@ -232,7 +286,13 @@ async fn chat_stream_has_vllm_shape() {
     assert_eq!(ev[6]["usage"]["prompt_tokens"], count);
     assert_eq!(r.events().last().unwrap(), "[DONE]");
     // Non-streaming: one JSON body with usage.
-    let full = post(srv.addr, "/v1/chat/completions", json!({"messages": messages, "max_tokens": 7, "ignore_eos": true})).await.json();
+    let full = post(
+        srv.addr,
+        "/v1/chat/completions",
+        json!({"messages": messages, "max_tokens": 7, "ignore_eos": true}),
+    )
+    .await
+    .json();
     assert_eq!(full["object"], "chat.completion");
     assert_eq!(full["usage"]["completion_tokens"], 7);
     assert_eq!(full["usage"]["prompt_tokens"], count);
@@ -243,15 +303,41 @@ async fn chat_stream_has_vllm_shape() {
 async fn prompt_forms_and_eos() {
     let srv = Server::start(test_config()).await;
     // Token ids, list of strings (two choices), and an early stop without ignore_eos.
-    let ids = post(srv.addr, "/v1/completions", json!({"prompt": [300, 301, 302], "max_tokens": 3})).await.json();
+    let ids = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": [300, 301, 302], "max_tokens": 3}),
+    )
+    .await
+    .json();
     assert_eq!(ids["usage"]["prompt_tokens"], 3);
-    let two = post(srv.addr, "/v1/completions", json!({"prompt": [" the", " the house"], "max_tokens": 4, "ignore_eos": true})).await.json();
+    let two = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": [" the", " the house"], "max_tokens": 4, "ignore_eos": true}),
+    )
+    .await
+    .json();
     assert_eq!(two["choices"].as_array().unwrap().len(), 2);
-    assert_eq!(two["usage"], json!({"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11, "prompt_tokens_details": {"cached_tokens": 0}}));
-    let stop = post(srv.addr, "/v1/completions", json!({"prompt": "the", "max_tokens": 5000})).await.json();
+    assert_eq!(
+        two["usage"],
+        json!({"prompt_tokens": 3, "completion_tokens": 8, "total_tokens": 11, "prompt_tokens_details": {"cached_tokens": 0}})
+    );
+    let stop = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": "the", "max_tokens": 5000}),
+    )
+    .await
+    .json();
     assert_eq!(stop["choices"][0]["finish_reason"], "stop");
     assert!(stop["usage"]["completion_tokens"].as_u64().unwrap() < 5000);
-    let bad = post(srv.addr, "/v1/completions", json!({"prompt": [1, 99999999]})).await;
+    let bad = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": [1, 99999999]}),
+    )
+    .await;
     assert_eq!(bad.status, 400);
     srv.stop().await;
 }
@@ -259,20 +345,38 @@ async fn prompt_forms_and_eos() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_look_like_vllm() {
     let srv = Server::start(test_config()).await;
-    let r = post(srv.addr, "/v1/completions", json!({"model": "other", "prompt": "x", "max_tokens": 1})).await;
+    let r = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"model": "other", "prompt": "x", "max_tokens": 1}),
+    )
+    .await;
     assert_eq!(r.status, 404);
     let e = &r.json()["error"];
     assert_eq!(e["code"], 404);
     for k in ["message", "type", "param", "code"] {
         assert!(e.get(k).is_some(), "error.{k}");
     }
-    let r = post(srv.addr, "/v1/completions", json!({"prompt": " the".repeat(30000), "max_tokens": 3000})).await;
+    let r = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": " the".repeat(30000), "max_tokens": 3000}),
+    )
+    .await;
     assert_eq!(r.status, 400);
-    assert!(r.json()["error"]["message"].as_str().unwrap().contains("maximum context length is 32768"));
+    assert!(r.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("maximum context length is 32768"));
     assert!(r.head.to_ascii_lowercase().contains("content-length"));
-    let m = request(srv.addr, "GET", "/v1/models", None, &[]).await.json();
+    let m = request(srv.addr, "GET", "/v1/models", None, &[])
+        .await
+        .json();
     assert_eq!(m["data"][0]["max_model_len"], 32768);
-    assert_eq!(request(srv.addr, "GET", "/health", None, &[]).await.status, 200);
+    assert_eq!(
+        request(srv.addr, "GET", "/health", None, &[]).await.status,
+        200
+    );
     assert!(request(srv.addr, "GET", "/version", None, &[]).await.json()["version"].is_string());
     srv.stop().await;
 }
@@ -282,7 +386,8 @@ async fn prefix_cache_makes_the_repeat_fast() {
     let mut cfg = MockConfig::profile(Profile::Seed);
     cfg.engine.time_scale = 0.2;
     let srv = Server::start(cfg).await;
-    let body = json!({"prompt": " the".repeat(8192), "max_tokens": 1, "stream": true, "ignore_eos": true});
+    let body =
+        json!({"prompt": " the".repeat(8192), "max_tokens": 1, "stream": true, "ignore_eos": true});
     let cold = post(srv.addr, "/v1/completions", body.clone()).await;
     let warm = post(srv.addr, "/v1/completions", body.clone()).await;
     let (c, w) = (cold.first_event_after(), warm.first_event_after());
@@ -291,11 +396,20 @@ async fn prefix_cache_makes_the_repeat_fast() {
     assert!(w * 3 < c, "warm TTFT {w:?} vs cold {c:?}");
     let mut salted = body.clone();
     salted["cache_salt"] = json!("nonce-1");
-    let s = post(srv.addr, "/v1/completions", salted).await.first_event_after();
+    let s = post(srv.addr, "/v1/completions", salted)
+        .await
+        .first_event_after();
     assert!(s > Duration::from_millis(40), "salted TTFT {s:?} must miss");
-    let metrics = String::from_utf8(request(srv.addr, "GET", "/metrics", None, &[]).await.body).unwrap();
-    assert!(metrics.contains("vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"mock-model\"} 24576.0"), "{metrics}");
-    assert!(metrics.contains("vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"mock-model\"} 8176.0"));
+    let metrics =
+        String::from_utf8(request(srv.addr, "GET", "/metrics", None, &[]).await.body).unwrap();
+    assert!(
+        metrics.contains(
+            "vllm:prefix_cache_queries_total{engine=\"0\",model_name=\"mock-model\"} 24576.0"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics
+        .contains("vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"mock-model\"} 8176.0"));
     srv.stop().await;
 }
 
@@ -324,15 +438,24 @@ async fn requests_beyond_kv_capacity_wait() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut seen = (0.0, 0.0, 0.0);
     while Instant::now() < deadline {
-        let m = String::from_utf8(request(srv.addr, "GET", "/metrics", None, &[]).await.body).unwrap();
+        let m =
+            String::from_utf8(request(srv.addr, "GET", "/metrics", None, &[]).await.body).unwrap();
         // Arrivals join at step boundaries, so early snapshots may show 3 waiting and 1 running.
-        seen = (metric(&m, "vllm:num_requests_waiting"), metric(&m, "vllm:num_requests_running"), metric(&m, "vllm:kv_cache_usage_perc"));
+        seen = (
+            metric(&m, "vllm:num_requests_waiting"),
+            metric(&m, "vllm:num_requests_running"),
+            metric(&m, "vllm:kv_cache_usage_perc"),
+        );
         if seen.0 == 2.0 && seen.1 == 2.0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!((seen.0, seen.1), (2.0, 2.0), "never saw two running and two waiting");
+    assert_eq!(
+        (seen.0, seen.1),
+        (2.0, 2.0),
+        "never saw two running and two waiting"
+    );
     assert!(seen.2 > 0.9);
     for r in reqs {
         assert_eq!(r.await.unwrap().json()["usage"]["completion_tokens"], 200);
@@ -342,7 +465,14 @@ async fn requests_beyond_kv_capacity_wait() {
 
 async fn faulted(addr: SocketAddr, fault: &str, tokens: u32) -> Resp {
     let body = stream_body(" the", tokens);
-    request(addr, "POST", "/v1/completions", Some(&body), &[("x-mock-fault", fault)]).await
+    request(
+        addr,
+        "POST",
+        "/v1/completions",
+        Some(&body),
+        &[("x-mock-fault", fault)],
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -358,7 +488,10 @@ async fn faults_produce_the_expected_bytes() {
     assert_eq!(r.status, 200);
     assert!(!r.complete);
     assert_eq!(token_events(&r).len(), 3);
-    assert!(matches!(r.read_error, None | Some(std::io::ErrorKind::ConnectionReset)));
+    assert!(matches!(
+        r.read_error,
+        None | Some(std::io::ErrorKind::ConnectionReset)
+    ));
     // Error event inside a 200 stream, then [DONE] and a clean end.
     let r = faulted(srv.addr, "error-after=2", 20).await;
     assert!(r.complete);
@@ -370,15 +503,26 @@ async fn faults_produce_the_expected_bytes() {
     // Malformed JSON once, then the stream carries on to the end.
     let r = faulted(srv.addr, "malformed-after=1", 5).await;
     assert!(r.complete);
-    let bad = r.events().iter().filter(|e| *e != "[DONE]" && serde_json::from_str::<Value>(e).is_err()).count();
+    let bad = r
+        .events()
+        .iter()
+        .filter(|e| *e != "[DONE]" && serde_json::from_str::<Value>(e).is_err())
+        .count();
     assert_eq!(bad, 1);
     assert_eq!(token_events(&r).len(), 5);
     // Truncated chunk: two whole token chunks, then part of one, then the connection ends.
     let r = faulted(srv.addr, "truncate-after=2", 20).await;
     assert!(!r.complete);
     assert_eq!(token_events(&r).len(), 2);
-    let tail = String::from_utf8_lossy(&r.body).rsplit("\n\n").next().unwrap().to_string();
-    assert!(tail.starts_with("data: {") && serde_json::from_str::<Value>(&tail[6..]).is_err(), "tail {tail:?}");
+    let tail = String::from_utf8_lossy(&r.body)
+        .rsplit("\n\n")
+        .next()
+        .unwrap()
+        .to_string();
+    assert!(
+        tail.starts_with("data: {") && serde_json::from_str::<Value>(&tail[6..]).is_err(),
+        "tail {tail:?}"
+    );
     // Stall: a gap of at least the stall after token 2.
     let r = faulted(srv.addr, "stall-after=2:300", 4).await;
     assert!(r.complete);
@@ -392,12 +536,21 @@ async fn faults_produce_the_expected_bytes() {
         }
         ends
     };
-    assert!(t[2] - t[1] >= Duration::from_millis(250), "stall gap {:?}", t[2] - t[1]);
+    assert!(
+        t[2] - t[1] >= Duration::from_millis(250),
+        "stall gap {:?}",
+        t[2] - t[1]
+    );
     // Drip: the whole response arrives in many tiny reads.
     let r = faulted(srv.addr, "drip", 2).await;
     assert!(r.complete);
     assert_eq!(token_events(&r).len(), 2);
-    assert!(r.reads.len() > r.raw.len() / 4, "{} reads for {} bytes", r.reads.len(), r.raw.len());
+    assert!(
+        r.reads.len() > r.raw.len() / 4,
+        "{} reads for {} bytes",
+        r.reads.len(),
+        r.raw.len()
+    );
     // Bad header spelling is a 400, not a silent no-op.
     assert_eq!(faulted(srv.addr, "explode", 2).await.status, 400);
     srv.stop().await;
@@ -410,7 +563,12 @@ async fn fault_probabilities_from_config() {
     let srv = Server::start(cfg).await;
     let mut n503 = 0;
     for _ in 0..40 {
-        let r = post(srv.addr, "/v1/completions", json!({"prompt": "the", "max_tokens": 1})).await;
+        let r = post(
+            srv.addr,
+            "/v1/completions",
+            json!({"prompt": "the", "max_tokens": 1}),
+        )
+        .await;
         assert!(r.status == 200 || r.status == 503);
         n503 += (r.status == 503) as u32;
     }
@@ -426,13 +584,28 @@ async fn trace_matches_what_was_streamed() {
     cfg.trace = Some(path.clone());
     let srv = Server::start(cfg).await;
     let (ba, bb) = (stream_body(" the", 30), stream_body(" a", 20));
-    let a = request(srv.addr, "POST", "/v1/completions", Some(&ba), &[("x-request-id", "req-a")]);
-    let b = request(srv.addr, "POST", "/v1/completions", Some(&bb), &[("x-request-id", "req-b")]);
+    let a = request(
+        srv.addr,
+        "POST",
+        "/v1/completions",
+        Some(&ba),
+        &[("x-request-id", "req-a")],
+    );
+    let b = request(
+        srv.addr,
+        "POST",
+        "/v1/completions",
+        Some(&bb),
+        &[("x-request-id", "req-b")],
+    );
     let (a, b) = tokio::join!(a, b);
     assert_eq!((token_events(&a).len(), token_events(&b).len()), (30, 20));
     srv.stop().await;
     let text = std::fs::read_to_string(&path).unwrap();
-    let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 50);
     for (id, n) in [("req-a", 30u64), ("req-b", 20)] {
         let mine: Vec<&Value> = lines.iter().filter(|l| l["request_id"] == id).collect();
@@ -452,8 +625,19 @@ async fn loop_after_repeats_in_the_stream() {
     let mut cfg = test_config();
     cfg.loop_after = Some(50);
     let srv = Server::start(cfg).await;
-    let r = post(srv.addr, "/v1/completions", json!({"prompt": "the", "max_tokens": 200, "ignore_eos": true, "return_token_ids": true})).await.json();
-    let ids: Vec<u64> = r["choices"][0]["token_ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    let r = post(
+        srv.addr,
+        "/v1/completions",
+        json!({"prompt": "the", "max_tokens": 200, "ignore_eos": true, "return_token_ids": true}),
+    )
+    .await
+    .json();
+    let ids: Vec<u64> = r["choices"][0]["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
     assert_eq!(ids.len(), 200);
     let p = llmspeed::mock::text::LOOP_PERIOD;
     assert!((50 + p..200).all(|i| ids[i] == ids[i - p]));

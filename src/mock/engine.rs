@@ -125,7 +125,10 @@ pub struct Emission {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdmitError {
     /// Prompt plus `max_tokens` needs more blocks than the whole KV cache has.
-    LargerThanCache { needed_tokens: u64, kv_tokens: u64 },
+    LargerThanCache {
+        needed_tokens: u64,
+        kv_tokens: u64,
+    },
     DuplicateTag(u64),
 }
 
@@ -640,7 +643,11 @@ mod tests {
         e.advance(MS - 1, &mut out);
         assert!(out.is_empty());
         e.advance(10 * MS, &mut out);
-        assert_eq!(out.len(), 5, "a late driver gets every due token, stamped on schedule");
+        assert_eq!(
+            out.len(),
+            5,
+            "a late driver gets every due token, stamped on schedule"
+        );
         assert_eq!(out[4].due_ns, MS + 4 * 1_100_000);
     }
 
@@ -657,7 +664,11 @@ mod tests {
         let out1 = run(&mut e1);
         let last1 = out1.iter().map(|x| x.due_ns).max().unwrap();
         // Per-stream gap: 1.4 ms at batch 4 vs 1.1 ms alone; total tokens 4x in < 4x the time.
-        let gaps4: Vec<u64> = out.iter().filter(|x| x.tag == 0).map(|x| x.due_ns).collect();
+        let gaps4: Vec<u64> = out
+            .iter()
+            .filter(|x| x.tag == 0)
+            .map(|x| x.due_ns)
+            .collect();
         assert_eq!(gaps4[2] - gaps4[1], 1_400_000);
         assert!(last > last1 && last < 2 * last1);
     }
@@ -678,14 +689,19 @@ mod tests {
         out.extend(run(&mut e));
         assert_eq!(out.len(), 15);
         // The third request gets a slot only when the first one has finished.
-        let last0 = out.iter().filter(|x| x.tag == 0).map(|x| x.due_ns).max().unwrap();
+        let last0 = out
+            .iter()
+            .filter(|x| x.tag == 0)
+            .map(|x| x.due_ns)
+            .max()
+            .unwrap();
         assert!(first_token_ns(&out, 2) > last0);
     }
 
     #[test]
     fn kv_admission_queues_what_does_not_fit() {
         let mut e = Engine::new(params()); // 64 blocks
-        // Each needs (400 + 112) / 16 = 32 blocks: two fit, the third waits.
+                                           // Each needs (400 + 112) / 16 = 32 blocks: two fit, the third waits.
         for tag in 0..3 {
             e.add(0, seq(tag, 400, 112)).unwrap();
         }
@@ -724,7 +740,12 @@ mod tests {
             rate_tok_s: 42_600.0,
             half_ctx: 22_600.0,
         };
-        for (len, want) in [(8192.0, 31_500.0), (65536.0, 11_000.0), (131072.0, 6_300.0), (262144.0, 3_400.0)] {
+        for (len, want) in [
+            (8192.0, 31_500.0),
+            (65536.0, 11_000.0),
+            (131072.0, 6_300.0),
+            (262144.0, 3_400.0),
+        ] {
             let got = len / c.seconds(len);
             assert!((got - want).abs() / want < 0.05, "{len}: {got} vs {want}");
             assert!((c.rate_at(len) - got).abs() < 1e-6);
@@ -738,7 +759,11 @@ mod tests {
         e.add(0, seq(1, 8192, 1)).unwrap();
         let out = run(&mut e);
         let want = (c.seconds(8192.0) * 1e9) as i64;
-        assert!((out[0].due_ns as i64 - want).abs() < 10, "{} vs {want}", out[0].due_ns);
+        assert!(
+            (out[0].due_ns as i64 - want).abs() < 10,
+            "{} vs {want}",
+            out[0].due_ns
+        );
     }
 
     #[test]
@@ -767,7 +792,11 @@ mod tests {
         let warm = run(&mut e)[0];
         // 1000 tokens = 62 full blocks; all of them hit (62 * 16 = 992 < 999).
         assert_eq!(warm.cached_tokens, 992);
-        assert!(warm.due_ns - cold < cold / 10, "warm {} cold {cold}", warm.due_ns - cold);
+        assert!(
+            warm.due_ns - cold < cold / 10,
+            "warm {} cold {cold}",
+            warm.due_ns - cold
+        );
         let mut salted = seq(3, 1000, 1);
         salted.salt = Some("nonce".into());
         let t = warm.due_ns;

@@ -102,8 +102,8 @@ impl std::str::FromStr for FaultRule {
 /// The first rule that fires for request number `n` (deterministic in `n`).
 pub fn pick(rules: &[FaultRule], n: u64) -> Option<Fault> {
     rules.iter().enumerate().find_map(|(i, r)| {
-        let u = super::text::mix64(n.wrapping_mul(31).wrapping_add(i as u64)) as f64
-            / u64::MAX as f64;
+        let u =
+            super::text::mix64(n.wrapping_mul(31).wrapping_add(i as u64)) as f64 / u64::MAX as f64;
         (u < r.probability).then_some(r.fault)
     })
 }

@@ -92,7 +92,11 @@ fn bad_request(message: &str) -> Response<MockBody> {
 }
 
 /// Route one request.
-pub async fn handle(app: Arc<App>, ctl: Arc<ConnCtl>, req: Request<Incoming>) -> Response<MockBody> {
+pub async fn handle(
+    app: Arc<App>,
+    ctl: Arc<ConnCtl>,
+    req: Request<Incoming>,
+) -> Response<MockBody> {
     ctl.clear();
     let request_id = req
         .headers()
@@ -107,14 +111,19 @@ pub async fn handle(app: Arc<App>, ctl: Arc<ConnCtl>, req: Request<Incoming>) ->
     let path = req.uri().path().to_owned();
     let mut resp = match (&method, path.as_str()) {
         (&Method::GET, "/health") => respond(StatusCode::OK, "application/json", Bytes::new()),
-        (&Method::GET, "/version") => json_response(StatusCode::OK, &json!({"version": app.cfg.version})),
+        (&Method::GET, "/version") => {
+            json_response(StatusCode::OK, &json!({"version": app.cfg.version}))
+        }
         (&Method::GET, "/v1/models") => json_response(StatusCode::OK, &models(&app)),
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
             super::metrics::render(&app.cfg, &app.driver.stats()),
         ),
-        (&Method::POST, "/tokenize" | "/detokenize" | "/v1/completions" | "/v1/chat/completions") => {
+        (
+            &Method::POST,
+            "/tokenize" | "/detokenize" | "/v1/completions" | "/v1/chat/completions",
+        ) => {
             let body = match read_json(req).await {
                 Ok(v) => v,
                 Err(r) => return r,
@@ -134,8 +143,17 @@ pub async fn handle(app: Arc<App>, ctl: Arc<ConnCtl>, req: Request<Incoming>) ->
                 }
             }
         }
-        (_, "/health" | "/version" | "/v1/models" | "/metrics" | "/tokenize" | "/detokenize"
-        | "/v1/completions" | "/v1/chat/completions") => error_response(
+        (
+            _,
+            "/health"
+            | "/version"
+            | "/v1/models"
+            | "/metrics"
+            | "/tokenize"
+            | "/detokenize"
+            | "/v1/completions"
+            | "/v1/chat/completions",
+        ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("method {method} not allowed on {path}"),
             None,
@@ -154,7 +172,8 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Response<MockBody>> 
         .await
         .map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?
         .to_bytes();
-    serde_json::from_slice(&body).map_err(|e| bad_request(&format!("request body is not valid JSON: {e}")))
+    serde_json::from_slice(&body)
+        .map_err(|e| bad_request(&format!("request body is not valid JSON: {e}")))
 }
 
 fn models(app: &App) -> Value {
@@ -174,7 +193,10 @@ fn chat_prompt(body: &Value) -> Result<String, String> {
     let mut parts = Vec::with_capacity(msgs.len());
     let mut joined = Vec::with_capacity(msgs.len());
     for m in msgs {
-        let role = m.get("role").and_then(Value::as_str).ok_or("every message needs a string `role`")?;
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or("every message needs a string `role`")?;
         let content = match m.get("content") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Array(items)) => items
@@ -188,9 +210,15 @@ fn chat_prompt(body: &Value) -> Result<String, String> {
         joined.push((role.to_owned(), content));
     }
     for (r, c) in &joined {
-        parts.push(ChatMessage { role: r, content: c });
+        parts.push(ChatMessage {
+            role: r,
+            content: c,
+        });
     }
-    let add = body.get("add_generation_prompt").and_then(Value::as_bool).unwrap_or(true);
+    let add = body
+        .get("add_generation_prompt")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
     Ok(apply_chat_template(&parts, add))
 }
 
@@ -202,7 +230,12 @@ fn completion_prompts(app: &App, body: &Value) -> Result<Vec<Vec<u32>>, String> 
                 v.as_u64()
                     .filter(|&id| id < app.tok.vocab_size() as u64)
                     .map(|id| id as u32)
-                    .ok_or_else(|| format!("token id {v} is outside the vocabulary (0..{})", app.tok.vocab_size()))
+                    .ok_or_else(|| {
+                        format!(
+                            "token id {v} is outside the vocabulary (0..{})",
+                            app.tok.vocab_size()
+                        )
+                    })
             })
             .collect()
     };
@@ -213,11 +246,19 @@ fn completion_prompts(app: &App, body: &Value) -> Result<Vec<Vec<u32>>, String> 
             Value::Number(_) => vec![ids(a)?],
             Value::String(_) => a
                 .iter()
-                .map(|v| v.as_str().map(|s| app.tok.encode(s)).ok_or("mixed `prompt` list".to_string()))
+                .map(|v| {
+                    v.as_str()
+                        .map(|s| app.tok.encode(s))
+                        .ok_or("mixed `prompt` list".to_string())
+                })
                 .collect::<Result<_, _>>()?,
             Value::Array(_) => a
                 .iter()
-                .map(|v| v.as_array().ok_or("mixed `prompt` list".to_string()).and_then(|x| ids(x)))
+                .map(|v| {
+                    v.as_array()
+                        .ok_or("mixed `prompt` list".to_string())
+                        .and_then(|x| ids(x))
+                })
                 .collect::<Result<_, _>>()?,
             _ => return Err("`prompt` must be a string, a list of strings or token ids".into()),
         },
@@ -260,7 +301,10 @@ fn detokenize(app: &App, body: &Value) -> Response<MockBody> {
     }
     match app.tok.decode(&ids) {
         Ok(s) => json_response(StatusCode::OK, &json!({"prompt": s})),
-        Err(id) => bad_request(&format!("token id {id} is outside the vocabulary (0..{})", app.tok.vocab_size())),
+        Err(id) => bad_request(&format!(
+            "token id {id} is outside the vocabulary (0..{})",
+            app.tok.vocab_size()
+        )),
     }
 }
 
@@ -340,7 +384,10 @@ async fn generate(
     let continuous = get_bool(opts.and_then(|o| o.get("continuous_usage_stats")));
     let return_token_ids = get_bool(body.get("return_token_ids"));
     let ignore_eos = get_bool(body.get("ignore_eos"));
-    let salt = body.get("cache_salt").and_then(Value::as_str).map(str::to_owned);
+    let salt = body
+        .get("cache_salt")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let user_seed = body.get("seed").and_then(Value::as_u64).unwrap_or(0);
     let loops = app.cfg.loop_after.filter(|_| {
         let f = app.cfg.loop_fraction;
@@ -403,7 +450,9 @@ async fn generate(
         rx,
         meta,
         guard,
-        rid_json: serde_json::to_string(&rid).unwrap_or_else(|_| "\"?\"".into()).into(),
+        rid_json: serde_json::to_string(&rid)
+            .unwrap_or_else(|_| "\"?\"".into())
+            .into(),
         pending: VecDeque::with_capacity(4),
         role_sent: vec![false; choices as usize],
         finished: 0,
@@ -461,7 +510,11 @@ async fn collect_full(
     let mut left = n;
     while left > 0 {
         let Some(e) = rx.recv().await else {
-            return error_response(StatusCode::SERVICE_UNAVAILABLE, "server is shutting down", None);
+            return error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server is shutting down",
+                None,
+            );
         };
         let c = (e.tag - guard.base) as usize;
         if e.index == 0 {
@@ -490,7 +543,11 @@ async fn collect_full(
             c
         })
         .collect();
-    let object = if meta.chat { "chat.completion" } else { "text_completion" };
+    let object = if meta.chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
     json_response(
         StatusCode::OK,
         &json!({"id": meta.id, "object": object, "created": meta.created, "model": meta.model, "choices": choices,
@@ -561,7 +618,11 @@ impl SseBody {
     }
 
     fn head_into(&mut self) {
-        let object = if self.meta.chat { "chat.completion.chunk" } else { "text_completion" };
+        let object = if self.meta.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
         self.line.clear();
         let _ = write!(
             self.line,
@@ -605,11 +666,13 @@ impl SseBody {
         if self.meta.chat {
             self.line.push_str("\"delta\":{\"content\":\"");
             escape_into(&mut self.line, &piece);
-            self.line.push_str("\"},\"logprobs\":null,\"finish_reason\":");
+            self.line
+                .push_str("\"},\"logprobs\":null,\"finish_reason\":");
         } else {
             self.line.push_str("\"text\":\"");
             escape_into(&mut self.line, &piece);
-            self.line.push_str("\",\"logprobs\":null,\"finish_reason\":");
+            self.line
+                .push_str("\",\"logprobs\":null,\"finish_reason\":");
         }
         match e.finish {
             Some(f) => {
@@ -679,11 +742,19 @@ impl SseBody {
             Fault::ErrorAfter(k) if n >= k => {
                 self.fault = None;
                 self.pending.clear();
-                self.app.driver.abort(&(self.guard.base..self.guard.base + self.guard.choices).collect::<Vec<_>>());
+                self.app.driver.abort(
+                    &(self.guard.base..self.guard.base + self.guard.choices).collect::<Vec<_>>(),
+                );
                 let msg = "mock fault: the engine failed while generating";
                 let body = json!({"error": {"message": msg, "type": "InternalServerError", "param": null, "code": 500}});
-                self.pending.push_back(Pending { bytes: Bytes::from(format!("data: {body}\n\n")), token: None });
-                self.pending.push_back(Pending { bytes: Bytes::from_static(b"data: [DONE]\n\n"), token: None });
+                self.pending.push_back(Pending {
+                    bytes: Bytes::from(format!("data: {body}\n\n")),
+                    token: None,
+                });
+                self.pending.push_back(Pending {
+                    bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                    token: None,
+                });
                 self.state = State::Ended;
             }
             Fault::MalformedAfter(k) if n >= k => {
@@ -692,13 +763,19 @@ impl SseBody {
                     "data: {{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\n\n",
                     self.meta.id
                 );
-                self.pending.push_front(Pending { bytes: Bytes::from(bad), token: None });
+                self.pending.push_front(Pending {
+                    bytes: Bytes::from(bad),
+                    token: None,
+                });
             }
             _ => {}
         }
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         loop {
             if let Some(s) = self.stall.as_mut() {
                 if s.as_mut().poll(cx).is_pending() {
@@ -764,7 +841,10 @@ impl SseBody {
                 Poll::Ready(None) => {
                     // The engine stopped (server shutting down): end the stream as vLLM does
                     // when aborted, with [DONE] and no usage.
-                    self.pending.push_back(Pending { bytes: Bytes::from_static(b"data: [DONE]\n\n"), token: None });
+                    self.pending.push_back(Pending {
+                        bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                        token: None,
+                    });
                     self.state = State::Ended;
                 }
                 Poll::Pending => return Poll::Pending,

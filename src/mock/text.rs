@@ -157,6 +157,10 @@ mod tests {
         assert_eq!(tail_period(&toks[..100], 90), None);
         let mut plain = TextGen::new(7, None);
         let p: Vec<u32> = (0..100).map(|_| plain.next_token()).collect();
-        assert_eq!(&toks[..100], &p[..], "the loop must not change the text before N");
+        assert_eq!(
+            &toks[..100],
+            &p[..],
+            "the loop must not change the text before N"
+        );
     }
 }

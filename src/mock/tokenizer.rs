@@ -11,7 +11,9 @@
 use std::collections::HashMap;
 
 /// Punctuation and whitespace tokens that follow the byte tokens.
-const PUNCT: [&str; 12] = [".", ",", "?", "!", ";", ":", "\n", "\n\n", " ", "-", "'", "\""];
+const PUNCT: [&str; 12] = [
+    ".", ",", "?", "!", ";", ":", "\n", "\n\n", " ", "-", "'", "\"",
+];
 
 /// Real English words first (they make generated text read like prose), then invented words
 /// built from syllables fill the vocabulary up to [`BASE_WORDS`].

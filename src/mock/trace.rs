@@ -33,7 +33,10 @@ impl TraceSink {
     /// Create the file and start the writer thread.
     pub fn create(path: &Path) -> io::Result<(TraceSink, JoinHandle<io::Result<()>>)> {
         let file = std::fs::File::create(path).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot create trace file {}: {e}", path.display()))
+            io::Error::new(
+                e.kind(),
+                format!("cannot create trace file {}: {e}", path.display()),
+            )
         })?;
         let (tx, rx) = mpsc::channel::<TraceRec>();
         let handle = std::thread::Builder::new()

@@ -1,1 +1,4 @@
 //! What to send and when: synthetic prompts of exact token counts, datasets, schedules.
+
+pub mod datasets;
+pub mod schedule;
