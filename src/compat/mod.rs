@@ -1,3 +1,4 @@
 //! `bench serve`: vLLM's flags, metric definitions and result JSON.
 
+pub mod args;
 pub mod metrics;
