@@ -3,3 +3,4 @@
 pub mod args;
 pub mod metrics;
 pub mod result;
+pub mod run;
