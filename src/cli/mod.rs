@@ -2,6 +2,7 @@
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
 pub mod mock;
+pub mod bench;
 pub mod stream;
 
 use clap::{Parser, Subcommand};
@@ -59,6 +60,8 @@ pub enum Command {
     Stream(stream::StreamArgs),
     /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
     Mock(mock::MockArgs),
+    /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
+    Bench(bench::BenchArgs),
 }
 
 /// Run a parsed command line.
@@ -66,6 +69,7 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Stream(args) => stream::run(args),
         Command::Mock(a) => mock::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
 

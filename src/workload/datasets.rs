@@ -18,8 +18,9 @@ use std::sync::Arc;
 
 /// First id of the range random prompts draw from: past special and byte tokens.
 pub const VOCAB_LO: u32 = 1000;
-/// Size of that range (ids `1000..20000`): ordinary words in every common tokenizer.
-pub const VOCAB_SPAN: u32 = 19_000;
+/// Size of that range (ids `1000..8000`): ordinary pieces in every common tokenizer, and inside
+/// the simulated server's small vocabulary (8460 ids).
+pub const VOCAB_SPAN: u32 = 7_000;
 
 /// What a prompt is.
 #[derive(Clone, Debug, PartialEq, Eq)]
