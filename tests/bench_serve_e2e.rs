@@ -149,22 +149,37 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     let cfg = config(
         mock.addr,
         &[
-            "--num-prompts", "40", "--random-input-len", "64", "--random-output-len", "20",
-            "--request-rate", "80", "--save-result", "--result-dir", &out_dir_s,
-            "--seed", "3",
+            "--num-prompts",
+            "40",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "20",
+            "--request-rate",
+            "80",
+            "--save-result",
+            "--result-dir",
+            &out_dir_s,
+            "--seed",
+            "3",
         ],
     );
     let mut log = Vec::new();
     let out = run::run(&cfg, Clock::new(), &mut log).await.expect("run");
     let mut console = Vec::new();
-    let saved = run::report(&cfg, &out, &mut console).unwrap().expect("saved");
+    let saved = run::report(&cfg, &out, &mut console)
+        .unwrap()
+        .expect("saved");
     mock.stop().await;
 
     let console = String::from_utf8(console).unwrap();
     assert!(console.contains("============ Serving Benchmark Result ============"));
     assert!(console.contains("Successful requests:                     40"));
     let name = saved.file_name().unwrap().to_str().unwrap();
-    assert!(name.starts_with("openai-80.0qps-mock-model-") && name.ends_with(".json"), "{name}");
+    assert!(
+        name.starts_with("openai-80.0qps-mock-model-") && name.ends_with(".json"),
+        "{name}"
+    );
 
     let text = std::fs::read_to_string(&saved).unwrap();
     let Ordered(pairs) = serde_json::from_str(&text).unwrap();
@@ -195,10 +210,7 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
         "client ITL {client_itl_mean} ms vs server gaps {server_mean} ms"
     );
     // Per-request decode spans (first to last token), sorted, agree request for request.
-    let mut server_spans: Vec<f64> = writes
-        .iter()
-        .map(|w| (w[19] - w[0]) as f64 / 1e6)
-        .collect();
+    let mut server_spans: Vec<f64> = writes.iter().map(|w| (w[19] - w[0]) as f64 / 1e6).collect();
     let mut client_spans: Vec<f64> = out
         .detailed
         .itls
@@ -208,7 +220,10 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     server_spans.sort_by(f64::total_cmp);
     client_spans.sort_by(f64::total_cmp);
     for (c, s) in client_spans.iter().zip(&server_spans) {
-        assert!((c - s).abs() < 0.2 * s + 5.0, "span client {c} ms vs server {s} ms");
+        assert!(
+            (c - s).abs() < 0.2 * s + 5.0,
+            "span client {c} ms vs server {s} ms"
+        );
     }
     // TTFT: the client's first-token stamps sit a near-constant delivery delay after the
     // server's first writes (sorted, both clocks monotonic): the spread of that delay is small.
@@ -223,7 +238,8 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     c_first.sort_by(f64::total_cmp);
     s_first.sort_by(f64::total_cmp);
     let d: Vec<f64> = c_first.iter().zip(&s_first).map(|(c, s)| c - s).collect();
-    let spread = d.iter().copied().fold(f64::MIN, f64::max) - d.iter().copied().fold(f64::MAX, f64::min);
+    let spread =
+        d.iter().copied().fold(f64::MIN, f64::max) - d.iter().copied().fold(f64::MAX, f64::min);
     assert!(spread < 25.0, "first-token delay spread {spread} ms");
     // Fast prefill: TTFT is about one decode step plus delivery, far below 100 ms.
     let ttft = v["median_ttft_ms"].as_f64().unwrap();
@@ -236,16 +252,35 @@ async fn concurrency_limit_queues_and_is_reported() {
     let cfg = config(
         mock.addr,
         &[
-            "--num-prompts", "12", "--random-input-len", "32", "--random-output-len", "10",
-            "--max-concurrency", "2", "--num-warmups", "2", "--backend", "openai-chat",
-            "--percentile-metrics", "ttft,e2el", "--metric-percentiles", "50,99.9",
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "10",
+            "--max-concurrency",
+            "2",
+            "--num-warmups",
+            "2",
+            "--backend",
+            "openai-chat",
+            "--percentile-metrics",
+            "ttft,e2el",
+            "--metric-percentiles",
+            "50,99.9",
         ],
     );
-    let out = run::run(&cfg, Clock::new(), &mut Vec::new()).await.expect("run");
+    let out = run::run(&cfg, Clock::new(), &mut Vec::new())
+        .await
+        .expect("run");
     mock.stop().await;
     let m = &out.metrics;
     assert_eq!((m.completed, m.failed), (12, 0));
-    assert!(m.max_concurrent_requests <= 2, "{}", m.max_concurrent_requests);
+    assert!(
+        m.max_concurrent_requests <= 2,
+        "{}",
+        m.max_concurrent_requests
+    );
     // Twelve requests, two slots, everything scheduled at 0: most waited for a slot.
     let waited = m.queue_times_s.iter().filter(|&&q| q > 0.005).count();
     assert!(waited >= 6, "queue times {:?}", m.queue_times_s);
@@ -255,8 +290,16 @@ async fn concurrency_limit_queues_and_is_reported() {
     assert_eq!(
         tail,
         [
-            "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p50_ttft_ms", "p99.9_ttft_ms",
-            "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p50_e2el_ms", "p99.9_e2el_ms",
+            "mean_ttft_ms",
+            "median_ttft_ms",
+            "std_ttft_ms",
+            "p50_ttft_ms",
+            "p99.9_ttft_ms",
+            "mean_e2el_ms",
+            "median_e2el_ms",
+            "std_e2el_ms",
+            "p50_e2el_ms",
+            "p99.9_e2el_ms",
             "llmspeed"
         ]
     );
@@ -266,17 +309,40 @@ async fn concurrency_limit_queues_and_is_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_requests_are_counted_by_kind() {
     let mock = start_mock(None).await;
-    let cfg = config(mock.addr, &["--num-prompts", "5", "--model", "not-served", "--save-detailed"]);
-    let out = run::run(&cfg, Clock::new(), &mut Vec::new()).await.expect("run");
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "5",
+            "--model",
+            "not-served",
+            "--save-detailed",
+        ],
+    );
+    let out = run::run(&cfg, Clock::new(), &mut Vec::new())
+        .await
+        .expect("run");
     mock.stop().await;
     assert_eq!((out.metrics.completed, out.metrics.failed), (0, 5));
     assert_eq!(out.extras["failures_by_kind"]["http_status"], 5);
-    assert!(out.detailed.errors.iter().all(|e| e.contains("404")), "{:?}", out.detailed.errors);
+    assert!(
+        out.detailed.errors.iter().all(|e| e.contains("404")),
+        "{:?}",
+        out.detailed.errors
+    );
     let keys: Vec<String> = out.pairs(true).into_iter().map(|(k, _)| k).collect();
     let at = keys.iter().position(|k| k == "queue_times").unwrap();
     assert_eq!(
         &keys[at + 1..at + 8],
-        ["input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"]
+        [
+            "input_lens",
+            "output_lens",
+            "ttfts",
+            "itls",
+            "start_times",
+            "generated_texts",
+            "errors"
+        ]
     );
 }
 
@@ -288,9 +354,25 @@ fn the_binary_runs_and_appends_results() {
     let file = dir.path().join("r.json");
     let run_once = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
-            .args(["bench", "serve", "--base-url", &format!("http://{}", mock.addr)])
-            .args(["--num-prompts", "6", "--random-input-len", "16", "--random-output-len", "4"])
-            .args(["--append-result", "--result-filename", file.to_str().unwrap()])
+            .args([
+                "bench",
+                "serve",
+                "--base-url",
+                &format!("http://{}", mock.addr),
+            ])
+            .args([
+                "--num-prompts",
+                "6",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "4",
+            ])
+            .args([
+                "--append-result",
+                "--result-filename",
+                file.to_str().unwrap(),
+            ])
             .args(["--label", "ci", "--metadata", "run=1"])
             .output()
             .unwrap()

@@ -3,8 +3,8 @@
 //! says so.
 
 use clap::Parser;
-use llmspeed::cli::{Cli, Command};
 use llmspeed::cli::bench::BenchCommand;
+use llmspeed::cli::{Cli, Command};
 use llmspeed::compat::args::{ServeArgs, ServeConfig};
 
 fn args(argv: &[&str]) -> Result<ServeArgs, String> {
@@ -28,67 +28,162 @@ fn every_vllm_flag_parses() {
     type Check = fn(&ServeConfig) -> bool;
     let table: &[(&[&str], Check)] = &[
         (&["--backend", "vllm"], |c| c.backend.as_str() == "vllm"),
-        (&["--backend", "openai"], |c| c.endpoint == "/v1/completions"),
-        (&["--backend", "openai-chat"], |c| c.endpoint == "/v1/chat/completions"),
-        (&["--base-url", "https://h:9/"], |c| c.base_url == "https://h:9"),
-        (&["--host", "10.1.2.3", "--port", "9000"], |c| c.base_url == "http://10.1.2.3:9000"),
+        (&["--backend", "openai"], |c| {
+            c.endpoint == "/v1/completions"
+        }),
+        (&["--backend", "openai-chat"], |c| {
+            c.endpoint == "/v1/chat/completions"
+        }),
+        (&["--base-url", "https://h:9/"], |c| {
+            c.base_url == "https://h:9"
+        }),
+        (&["--host", "10.1.2.3", "--port", "9000"], |c| {
+            c.base_url == "http://10.1.2.3:9000"
+        }),
         (&["--host", "::1"], |c| c.base_url == "http://[::1]:8000"),
-        (&["--endpoint", "/v2/completions"], |c| c.endpoint == "/v2/completions"),
+        (&["--endpoint", "/v2/completions"], |c| {
+            c.endpoint == "/v2/completions"
+        }),
         (&["--header", "A=1", "B=2"], |c| c.headers.len() == 2),
         (&["--insecure"], |c| c.insecure),
-        (&["--model", "org/m"], |c| c.model.as_deref() == Some("org/m")),
-        (&["--served-model-name", "m2"], |c| c.served_model_name.as_deref() == Some("m2")),
-        (&["--tokenizer", "org/tok"], |c| c.tokenizer.as_deref() == Some("org/tok")),
-        (&["--max-concurrency", "64"], |c| c.max_concurrency == Some(64)),
+        (&["--model", "org/m"], |c| {
+            c.model.as_deref() == Some("org/m")
+        }),
+        (&["--served-model-name", "m2"], |c| {
+            c.served_model_name.as_deref() == Some("m2")
+        }),
+        (&["--tokenizer", "org/tok"], |c| {
+            c.tokenizer.as_deref() == Some("org/tok")
+        }),
+        (&["--max-concurrency", "64"], |c| {
+            c.max_concurrency == Some(64)
+        }),
         (&["--num-prompts", "10"], |c| c.dataset.num_prompts == 10),
         (&["--request-rate", "inf"], |c| c.request_rate.is_infinite()),
         (&["--request-rate", "2.5"], |c| c.request_rate == 2.5),
         (&["--burstiness", "0.5"], |c| c.schedule.burstiness == 0.5),
         (
-            &["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
+            &[
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "9",
+            ],
             |c| c.schedule.ramp.is_some_and(|r| r.end_rps == 9.0),
         ),
         (
-            &["--ramp-up-strategy", "exponential", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
+            &[
+                "--ramp-up-strategy",
+                "exponential",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "9",
+            ],
             |c| c.schedule.ramp.is_some(),
         ),
         (&["--num-warmups", "3"], |c| c.num_warmups == 3),
-        (&["--ready-check-timeout-sec", "5"], |c| c.ready_check_timeout_s == 5),
-        (&["--seed", "42"], |c| c.schedule.seed == 42 && c.dataset.seed == 42),
+        (&["--ready-check-timeout-sec", "5"], |c| {
+            c.ready_check_timeout_s == 5
+        }),
+        (&["--seed", "42"], |c| {
+            c.schedule.seed == 42 && c.dataset.seed == 42
+        }),
         (&["--disable-tqdm"], |_| true),
-        (&["--ignore-eos", "--dataset-name", "custom", "--dataset-path", "x"], |c| c.ignore_eos),
-        (&["--dataset-name", "sharegpt", "--dataset-path", "x.json"], |c| c.dataset.kind.as_str() == "sharegpt" && !c.ignore_eos),
-        (&["--dataset-name", "sonnet", "--dataset-path", "s.txt"], |c| c.dataset.kind.as_str() == "sonnet"),
-        (&["--dataset-name", "prefix_repetition"], |c| c.dataset.kind.as_str() == "prefix_repetition"),
-        (&["--random-input-len", "8192"], |c| c.dataset.random_input_len == 8192),
-        (&["--random-output-len", "7"], |c| c.dataset.random_output_len == 7),
-        (&["--random-range-ratio", "0.3"], |c| c.dataset.random_range_ratio == 0.3),
-        (&["--random-prefix-len", "100"], |c| c.dataset.random_prefix_len == 100),
-        (&["--sharegpt-output-len", "33"], |c| c.dataset.sharegpt_output_len == Some(33)),
-        (&["--sonnet-input-len", "600"], |c| c.dataset.sonnet_input_len == 600),
-        (&["--sonnet-output-len", "50"], |c| c.dataset.sonnet_output_len == 50),
-        (&["--sonnet-prefix-len", "100"], |c| c.dataset.sonnet_prefix_len == 100),
-        (&["--prefix-repetition-prefix-len", "5"], |c| c.dataset.prefix_repetition_prefix_len == 5),
-        (&["--prefix-repetition-suffix-len", "6"], |c| c.dataset.prefix_repetition_suffix_len == 6),
-        (&["--prefix-repetition-num-prefixes", "7"], |c| c.dataset.prefix_repetition_num_prefixes == 7),
-        (&["--prefix-repetition-output-len", "8"], |c| c.dataset.prefix_repetition_output_len == 8),
-        (&["--custom-output-len", "9"], |c| c.dataset.custom_output_len == 9),
+        (
+            &[
+                "--ignore-eos",
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x",
+            ],
+            |c| c.ignore_eos,
+        ),
+        (
+            &["--dataset-name", "sharegpt", "--dataset-path", "x.json"],
+            |c| c.dataset.kind.as_str() == "sharegpt" && !c.ignore_eos,
+        ),
+        (
+            &["--dataset-name", "sonnet", "--dataset-path", "s.txt"],
+            |c| c.dataset.kind.as_str() == "sonnet",
+        ),
+        (&["--dataset-name", "prefix_repetition"], |c| {
+            c.dataset.kind.as_str() == "prefix_repetition"
+        }),
+        (&["--random-input-len", "8192"], |c| {
+            c.dataset.random_input_len == 8192
+        }),
+        (&["--random-output-len", "7"], |c| {
+            c.dataset.random_output_len == 7
+        }),
+        (&["--random-range-ratio", "0.3"], |c| {
+            c.dataset.random_range_ratio == 0.3
+        }),
+        (&["--random-prefix-len", "100"], |c| {
+            c.dataset.random_prefix_len == 100
+        }),
+        (&["--sharegpt-output-len", "33"], |c| {
+            c.dataset.sharegpt_output_len == Some(33)
+        }),
+        (&["--sonnet-input-len", "600"], |c| {
+            c.dataset.sonnet_input_len == 600
+        }),
+        (&["--sonnet-output-len", "50"], |c| {
+            c.dataset.sonnet_output_len == 50
+        }),
+        (&["--sonnet-prefix-len", "100"], |c| {
+            c.dataset.sonnet_prefix_len == 100
+        }),
+        (&["--prefix-repetition-prefix-len", "5"], |c| {
+            c.dataset.prefix_repetition_prefix_len == 5
+        }),
+        (&["--prefix-repetition-suffix-len", "6"], |c| {
+            c.dataset.prefix_repetition_suffix_len == 6
+        }),
+        (&["--prefix-repetition-num-prefixes", "7"], |c| {
+            c.dataset.prefix_repetition_num_prefixes == 7
+        }),
+        (&["--prefix-repetition-output-len", "8"], |c| {
+            c.dataset.prefix_repetition_output_len == 8
+        }),
+        (&["--custom-output-len", "9"], |c| {
+            c.dataset.custom_output_len == 9
+        }),
         (&["--temperature", "0.6"], |c| c.extra["temperature"] == 0.6),
         (&["--top-p", "0.9"], |c| c.extra["top_p"] == 0.9),
         (&["--top-k", "20"], |c| c.extra["top_k"] == 20),
         (&["--min-p", "0.1"], |c| c.extra["min_p"] == 0.1),
-        (&["--frequency-penalty", "0.2"], |c| c.extra["frequency_penalty"] == 0.2),
-        (&["--presence-penalty", "0.3"], |c| c.extra["presence_penalty"] == 0.3),
-        (&["--repetition-penalty", "1.1"], |c| c.extra["repetition_penalty"] == 1.1),
+        (&["--frequency-penalty", "0.2"], |c| {
+            c.extra["frequency_penalty"] == 0.2
+        }),
+        (&["--presence-penalty", "0.3"], |c| {
+            c.extra["presence_penalty"] == 0.3
+        }),
+        (&["--repetition-penalty", "1.1"], |c| {
+            c.extra["repetition_penalty"] == 1.1
+        }),
         (&["--extra-body", "{\"seed\": 1}"], |c| c.extra["seed"] == 1),
-        (&["--percentile-metrics", "ttft,tpot,itl,e2el"], |c| c.metrics.len() == 4),
-        (&["--metric-percentiles", "25,50,99.9"], |c| c.percentiles == [25.0, 50.0, 99.9]),
-        (&["--goodput", "ttft:500", "tpot:50"], |c| c.goodput.is_some_and(|g| g.tpot_ms == Some(50.0))),
+        (&["--percentile-metrics", "ttft,tpot,itl,e2el"], |c| {
+            c.metrics.len() == 4
+        }),
+        (&["--metric-percentiles", "25,50,99.9"], |c| {
+            c.percentiles == [25.0, 50.0, 99.9]
+        }),
+        (&["--goodput", "ttft:500", "tpot:50"], |c| {
+            c.goodput.is_some_and(|g| g.tpot_ms == Some(50.0))
+        }),
         (&["--save-result"], |c| c.save_result),
         (&["--save-detailed"], |c| c.save_detailed),
         (&["--append-result"], |c| c.append_result),
-        (&["--result-dir", "out"], |c| c.result_dir.as_deref() == Some(std::path::Path::new("out"))),
-        (&["--result-filename", "r.json"], |c| c.result_filename.as_deref() == Some("r.json")),
+        (&["--result-dir", "out"], |c| {
+            c.result_dir.as_deref() == Some(std::path::Path::new("out"))
+        }),
+        (&["--result-filename", "r.json"], |c| {
+            c.result_filename.as_deref() == Some("r.json")
+        }),
         (&["--metadata", "a=1", "b=x"], |c| c.metadata.len() == 2),
         (&["--label", "L"], |c| c.label.as_deref() == Some("L")),
         (&["--request-id-prefix", "benchmark-serving"], |_| true),
@@ -132,8 +227,23 @@ fn bad_values_get_one_line_errors() {
         (&["--request-rate", "fast"], "number or inf"),
         (&["--burstiness", "0"], "burstiness"),
         (&["--ramp-up-strategy", "linear"], "needs both"),
-        (&["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "2", "--request-rate", "5"], "leave --request-rate"),
-        (&["--percentile-metrics", "ttft,foo"], "unknown percentile metric"),
+        (
+            &[
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "2",
+                "--request-rate",
+                "5",
+            ],
+            "leave --request-rate",
+        ),
+        (
+            &["--percentile-metrics", "ttft,foo"],
+            "unknown percentile metric",
+        ),
         (&["--metric-percentiles", "101"], "0 to 100"),
         (&["--goodput", "ttft"], "KEY:VALUE"),
         (&["--dataset-name", "sonnet"], "--dataset-path"),

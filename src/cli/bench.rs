@@ -38,7 +38,8 @@ fn serve(a: &ServeArgs) -> CliResult {
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut stdout = std::io::stdout().lock();
-    let saved = run::report(&cfg, &out, &mut stdout).map_err(|e| CliError::failed(e.to_string()))?;
+    let saved =
+        run::report(&cfg, &out, &mut stdout).map_err(|e| CliError::failed(e.to_string()))?;
     if let Some(p) = saved {
         eprintln!("saved {}", p.display());
     }

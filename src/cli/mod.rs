@@ -1,8 +1,8 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
-pub mod mock;
 pub mod bench;
+pub mod mock;
 pub mod stream;
 
 use clap::{Parser, Subcommand};

@@ -71,7 +71,9 @@ impl std::str::FromStr for RequestRate {
             .parse()
             .map_err(|_| format!("invalid request rate {s:?}: expected a number or inf"))?;
         if v.is_nan() || v <= 0.0 {
-            return Err(format!("invalid request rate {s:?}: must be above 0 (or inf)"));
+            return Err(format!(
+                "invalid request rate {s:?}: must be above 0 (or inf)"
+            ));
         }
         Ok(RequestRate(v))
     }
@@ -201,13 +203,29 @@ pub struct ServeArgs {
     #[arg(long, help_heading = "Custom dataset options")]
     pub custom_skip_chat_template: bool,
 
-    #[arg(long, default_value_t = 256, help_heading = "Prefix repetition dataset options")]
+    #[arg(
+        long,
+        default_value_t = 256,
+        help_heading = "Prefix repetition dataset options"
+    )]
     pub prefix_repetition_prefix_len: u32,
-    #[arg(long, default_value_t = 256, help_heading = "Prefix repetition dataset options")]
+    #[arg(
+        long,
+        default_value_t = 256,
+        help_heading = "Prefix repetition dataset options"
+    )]
     pub prefix_repetition_suffix_len: u32,
-    #[arg(long, default_value_t = 10, help_heading = "Prefix repetition dataset options")]
+    #[arg(
+        long,
+        default_value_t = 10,
+        help_heading = "Prefix repetition dataset options"
+    )]
     pub prefix_repetition_num_prefixes: u32,
-    #[arg(long, default_value_t = 128, help_heading = "Prefix repetition dataset options")]
+    #[arg(
+        long,
+        default_value_t = 128,
+        help_heading = "Prefix repetition dataset options"
+    )]
     pub prefix_repetition_output_len: u32,
 
     // ---- load ----
@@ -295,16 +313,31 @@ pub struct ServeArgs {
 
     // ---- ours ----
     /// Where latency starts: the scheduled send time (default) or the actual send, as vLLM.
-    #[arg(long, value_enum, default_value = "scheduled", help_heading = "llmspeed extras")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "scheduled",
+        help_heading = "llmspeed extras"
+    )]
     pub latency_from: LatencyFrom,
     /// Which event is the first token: the first with choices (vLLM) or the first with text.
-    #[arg(long, value_enum, default_value = "choice", help_heading = "llmspeed extras")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "choice",
+        help_heading = "llmspeed extras"
+    )]
     pub ttft_from: TtftFrom,
     /// Do not ask for continuous_usage_stats (some OpenAI-compatible servers reject it).
     #[arg(long, help_heading = "llmspeed extras")]
     pub no_continuous_usage: bool,
     /// API key [env: OPENAI_API_KEY].
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true, help_heading = "llmspeed extras")]
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        help_heading = "llmspeed extras"
+    )]
     pub api_key: Option<String>,
     /// Client runtime threads (0 = one per core).
     #[arg(long, default_value_t = 0, help_heading = "llmspeed extras")]
@@ -371,7 +404,11 @@ fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
 /// vLLM's `--metadata` values: JSON when they parse as a number, boolean or null, else text.
 fn metadata_value(v: &str) -> serde_json::Value {
     match serde_json::from_str::<serde_json::Value>(v) {
-        Ok(j @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_) | serde_json::Value::Null)) => j,
+        Ok(
+            j @ (serde_json::Value::Number(_)
+            | serde_json::Value::Bool(_)
+            | serde_json::Value::Null),
+        ) => j,
         _ => serde_json::Value::String(v.to_string()),
     }
 }
@@ -380,19 +417,28 @@ impl ServeArgs {
     /// Checks every flag and refuses the unsupported ones, each with a one-line message.
     pub fn validate(&self) -> Result<ServeConfig, String> {
         if self.profile {
-            return Err(unsupported("--profile", "it drives vLLM's torch profiler endpoints"));
+            return Err(unsupported(
+                "--profile",
+                "it drives vLLM's torch profiler endpoints",
+            ));
         }
         if self.use_beam_search {
             return Err(unsupported("--use-beam-search", "streaming beam search"));
         }
         if self.logprobs.is_some() {
-            return Err(unsupported("--logprobs", "logprobs make events larger; planned"));
+            return Err(unsupported(
+                "--logprobs",
+                "logprobs make events larger; planned",
+            ));
         }
         if !self.lora_modules.is_empty() {
             return Err(unsupported("--lora-modules", "LoRA model rotation"));
         }
         if self.hf_subset.is_some() || self.hf_split.is_some() || self.hf_output_len.is_some() {
-            return Err(unsupported("--hf-subset/--hf-split/--hf-output-len", "Hugging Face datasets"));
+            return Err(unsupported(
+                "--hf-subset/--hf-split/--hf-output-len",
+                "Hugging Face datasets",
+            ));
         }
         if self.custom_skip_chat_template {
             return Err(unsupported(
@@ -401,10 +447,16 @@ impl ServeArgs {
             ));
         }
         if self.tokenizer_mode != "auto" {
-            return Err(unsupported("--tokenizer-mode", "no local tokenizer is loaded"));
+            return Err(unsupported(
+                "--tokenizer-mode",
+                "no local tokenizer is loaded",
+            ));
         }
         if self.request_id_prefix != "benchmark-serving" {
-            return Err(unsupported("--request-id-prefix", "per-request ids are not sent yet"));
+            return Err(unsupported(
+                "--request-id-prefix",
+                "per-request ids are not sent yet",
+            ));
         }
         if let Some(t) = &self.tokenizer {
             if std::path::Path::new(t).exists() {
@@ -474,7 +526,8 @@ impl ServeArgs {
         if self.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
         }
-        let metrics = MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
+        let metrics =
+            MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
         let percentiles = parse_percentiles(&self.metric_percentiles).map_err(|e| e.to_string())?;
         let goodput = if self.goodput.is_empty() {
             None
@@ -529,10 +582,15 @@ impl ServeArgs {
             prefix_repetition_output_len: self.prefix_repetition_output_len,
             custom_output_len: self.custom_output_len,
         };
-        if matches!(kind, DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom)
-            && self.dataset_path.is_none()
+        if matches!(
+            kind,
+            DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+        ) && self.dataset_path.is_none()
         {
-            return Err(format!("--dataset-name {} needs --dataset-path", kind.as_str()));
+            return Err(format!(
+                "--dataset-name {} needs --dataset-path",
+                kind.as_str()
+            ));
         }
         Ok(ServeConfig {
             backend,
@@ -596,7 +654,10 @@ mod tests {
         assert_eq!(c.backend, Backend::OpenAi);
         assert!(c.request_rate.is_infinite());
         assert_eq!(c.dataset.num_prompts, 1000);
-        assert_eq!(c.metrics, vec![MetricKind::Ttft, MetricKind::Tpot, MetricKind::Itl]);
+        assert_eq!(
+            c.metrics,
+            vec![MetricKind::Ttft, MetricKind::Tpot, MetricKind::Itl]
+        );
         assert_eq!(c.percentiles, vec![99.0]);
         assert!(c.ignore_eos, "random forces ignore_eos");
         assert_eq!(c.extra["temperature"], 0.0);
@@ -614,18 +675,31 @@ mod tests {
     #[test]
     fn headers_metadata_and_extra_body() {
         let c = parse(&[
-            "--header", "X-A=1", "X-B: two",
-            "--metadata", "gpu=H200", "tp=8",
-            "--extra-body", r#"{"temperature": 0.7, "cache_salt": "s"}"#,
-            "--top-k", "5",
+            "--header",
+            "X-A=1",
+            "X-B: two",
+            "--metadata",
+            "gpu=H200",
+            "tp=8",
+            "--extra-body",
+            r#"{"temperature": 0.7, "cache_salt": "s"}"#,
+            "--top-k",
+            "5",
         ])
         .unwrap();
-        assert_eq!(c.headers, vec![("X-A".into(), "1".into()), ("X-B".into(), "two".into())]);
+        assert_eq!(
+            c.headers,
+            vec![("X-A".into(), "1".into()), ("X-B".into(), "two".into())]
+        );
         assert_eq!(c.metadata[0], ("gpu".into(), serde_json::json!("H200")));
         assert_eq!(c.metadata[1], ("tp".into(), serde_json::json!(8)));
         assert_eq!(c.extra["temperature"], 0.7);
         assert_eq!(c.extra["top_k"], 5);
-        assert!(parse(&["--extra-body", "[1]"]).unwrap_err().contains("JSON object"));
-        assert!(parse(&["--header", "novalue"]).unwrap_err().contains("KEY=VALUE"));
+        assert!(parse(&["--extra-body", "[1]"])
+            .unwrap_err()
+            .contains("JSON object"));
+        assert!(parse(&["--header", "novalue"])
+            .unwrap_err()
+            .contains("KEY=VALUE"));
     }
 }

@@ -241,10 +241,25 @@ pub fn write_summary(w: &mut impl Write, info: &RunInfo, m: &BenchMetrics) -> io
         row_f(w, "Request goodput (req/s):", g)?;
     }
     row_f(w, "Output token throughput (tok/s):", m.output_throughput)?;
-    row_f(w, "Peak output token throughput (tok/s):", m.max_output_tokens_per_s)?;
-    row_f(w, "Peak concurrent requests:", m.max_concurrent_requests as f64)?;
-    row_f(w, "Total Token throughput (tok/s):", m.total_token_throughput)?;
-    for kind in MetricKind::ALL.into_iter().filter(|k| info.selected.contains(k)) {
+    row_f(
+        w,
+        "Peak output token throughput (tok/s):",
+        m.max_output_tokens_per_s,
+    )?;
+    row_f(
+        w,
+        "Peak concurrent requests:",
+        m.max_concurrent_requests as f64,
+    )?;
+    row_f(
+        w,
+        "Total Token throughput (tok/s):",
+        m.total_token_throughput,
+    )?;
+    for kind in MetricKind::ALL
+        .into_iter()
+        .filter(|k| info.selected.contains(k))
+    {
         let (header, name) = match kind {
             MetricKind::Ttft => ("Time to First Token", "TTFT"),
             MetricKind::Tpot => ("Time per Output Token (excl. 1st token)", "TPOT"),
@@ -295,7 +310,10 @@ mod tests {
             queue_ns: 0,
         };
         compute(
-            &[r(0, &[50_000_000, 60_000_000]), r(0, &[70_000_000, 90_000_000])],
+            &[
+                r(0, &[50_000_000, 60_000_000]),
+                r(0, &[70_000_000, 90_000_000]),
+            ],
             1_000_000_000,
             &MetricsConfig::default(),
         )
@@ -310,7 +328,10 @@ mod tests {
         let leap = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(951_825_600);
         assert_eq!(format_date(leap), "20000229-120000");
         let mut i = info();
-        assert_eq!(default_filename(&i), "openai-infqps-My-Model-20261130-051500.json");
+        assert_eq!(
+            default_filename(&i),
+            "openai-infqps-My-Model-20261130-051500.json"
+        );
         i.request_rate = 10.0;
         i.max_concurrency = Some(8);
         i.label = Some("run".into());
@@ -327,8 +348,14 @@ mod tests {
         write_summary(&mut out, &info(), &metrics()).unwrap();
         let s = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines[0], "============ Serving Benchmark Result ============");
-        assert_eq!(lines[1], "Successful requests:                     2         ");
+        assert_eq!(
+            lines[0],
+            "============ Serving Benchmark Result ============"
+        );
+        assert_eq!(
+            lines[1],
+            "Successful requests:                     2         "
+        );
         assert!(s.contains("\nBenchmark duration (s):                  1.00      \n"));
         assert!(s.contains("\n---------------Time to First Token----------------\n"));
         assert!(s.contains("\n-----Time per Output Token (excl. 1st token)------\n"));
@@ -342,8 +369,20 @@ mod tests {
     fn json_keeps_order_and_appends_lines() {
         let pairs = result_pairs(&info(), &metrics(), None, json!({"x": 1}));
         let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(&keys[..9], ["date", "endpoint_type", "backend", "label", "model_id",
-            "tokenizer_id", "num_prompts", "gpu", "request_rate"]);
+        assert_eq!(
+            &keys[..9],
+            [
+                "date",
+                "endpoint_type",
+                "backend",
+                "label",
+                "model_id",
+                "tokenizer_id",
+                "num_prompts",
+                "gpu",
+                "request_rate"
+            ]
+        );
         assert_eq!(*keys.last().unwrap(), "llmspeed");
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sub/r.json");

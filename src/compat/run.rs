@@ -37,7 +37,9 @@ const PREBUILD_MAX_TOKENS: u64 = 64 << 20;
 pub enum RunError {
     #[error("{0}")]
     Setup(String),
-    #[error("the server did not answer GET /v1/models within {0} s (--ready-check-timeout-sec): {1}")]
+    #[error(
+        "the server did not answer GET /v1/models within {0} s (--ready-check-timeout-sec): {1}"
+    )]
     NotReady(u64, String),
     #[error("{0}")]
     Dataset(#[from] datasets::DatasetError),
@@ -141,7 +143,10 @@ async fn server_count(client: &Client, model: &str, text: &str) -> Result<Option
     }
     let v: Value = serde_json::from_slice(&r.body)
         .map_err(|e| format!("POST /tokenize did not return JSON: {e}"))?;
-    match (v.get("count").and_then(Value::as_u64), v.get("tokens").and_then(Value::as_array)) {
+    match (
+        v.get("count").and_then(Value::as_u64),
+        v.get("tokens").and_then(Value::as_array),
+    ) {
         (Some(n), _) => Ok(Some(n)),
         (None, Some(t)) => Ok(Some(t.len() as u64)),
         _ => Err("POST /tokenize answered without \"count\" or \"tokens\"".into()),
@@ -212,7 +217,9 @@ async fn load_samples(
         for s in samples.iter_mut() {
             ids.clear();
             if s.write_ids(&mut ids) {
-                let text = detokenize(client, model, &ids).await.map_err(RunError::Setup)?;
+                let text = detokenize(client, model, &ids)
+                    .await
+                    .map_err(RunError::Setup)?;
                 s.prompt = PromptSource::Text(text);
             }
         }
@@ -220,17 +227,30 @@ async fn load_samples(
     Ok((samples, counting))
 }
 
-/// Writes `n` in decimal.
+/// Decimal digits of 0..100, two bytes each, so a number is written two digits at a time.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Writes `n` in decimal (a 4,000-token prompt is 4,000 of these per request body).
 fn push_u32(out: &mut Vec<u8>, mut n: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
-    loop {
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     out.extend_from_slice(&buf[i..]);
 }
@@ -256,10 +276,7 @@ impl BodyBuilder {
         };
         if self.chat {
             let t = text.ok_or("token-id prompts need /v1/completions")?;
-            m.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": t}]),
-            );
+            m.insert("messages".into(), json!([{"role": "user", "content": t}]));
             m.insert("max_completion_tokens".into(), json!(s.output_len));
         } else {
             if let Some(t) = text {
@@ -324,13 +341,18 @@ struct Done {
     index: usize,
     timeline: Timeline,
     queue_ns: u64,
-    /// Scheduled time -> the request was first written (includes connecting and the slot wait).
+    /// Request start (scheduled, or slot granted) -> first byte written: timer lag, dispatch
+    /// and connecting.
     send_lag_ns: u64,
 }
 
 /// Runs the whole benchmark: ready check, model, dataset, warm-ups, the measured run. Progress
 /// lines go to `log`.
-pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) -> Result<RunOutput, RunError> {
+pub async fn run(
+    cfg: &ServeConfig,
+    clock: Clock,
+    log: &mut (dyn Write + Send),
+) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
     let models = ready_models(&client, cfg.ready_check_timeout_s).await?;
     let model = match &cfg.model {
@@ -339,10 +361,16 @@ pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) 
             RunError::Setup("GET /v1/models listed no model; pass --model".into())
         })?,
     };
-    let request_model = cfg.served_model_name.clone().unwrap_or_else(|| model.clone());
+    let request_model = cfg
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| model.clone());
     let (samples, counting) = load_samples(cfg, &client, &request_model).await?;
     if counting == TokenCounting::Estimate {
-        let _ = writeln!(log, "note: the server has no /tokenize; prompt lengths are estimated as bytes/4");
+        let _ = writeln!(
+            log,
+            "note: the server has no /tokenize; prompt lengths are estimated as bytes/4"
+        );
     }
     let builder = Arc::new(BodyBuilder {
         model: request_model.clone(),
@@ -365,7 +393,9 @@ pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) 
 
     if cfg.num_warmups > 0 {
         let _ = writeln!(log, "warming up with {} request(s)", cfg.num_warmups);
-        let slots = Arc::new(Semaphore::new(cfg.max_concurrency.unwrap_or(cfg.num_warmups)));
+        let slots = Arc::new(Semaphore::new(
+            cfg.max_concurrency.unwrap_or(cfg.num_warmups),
+        ));
         let mut set = JoinSet::new();
         for i in 0..cfg.num_warmups {
             let req = make(&samples[i % samples.len()], &mut ids)?;
@@ -403,7 +433,9 @@ pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) 
         cfg.base_url,
         cfg.endpoint,
         result::py_float(cfg.request_rate),
-        cfg.max_concurrency.map(|n| n.to_string()).unwrap_or_else(|| "none".into())
+        cfg.max_concurrency
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "none".into())
     );
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
@@ -441,9 +473,10 @@ pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) 
                 (scheduled, 0)
             };
             let timeline = c.stream(&req, intended, &mut NoopObserver, &cancel).await;
+            // Lag behind the request's own start (the slot wait is queue time, not lag).
             let send_lag_ns = timeline
                 .send_start
-                .map(|t| clock.delta_ns(scheduled, t))
+                .map(|t| clock.delta_ns(intended, t))
                 .unwrap_or(0);
             Done {
                 index: i,
@@ -484,13 +517,22 @@ pub async fn run(cfg: &ServeConfig, clock: Clock, log: &mut (dyn Write + Send)) 
     let mut sources: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
-        let rec = RequestRecord::from_timeline(&d.timeline, &clock, &opts, s.prompt_len, d.queue_ns);
+        let rec =
+            RequestRecord::from_timeline(&d.timeline, &clock, &opts, s.prompt_len, d.queue_ns);
         send_lag_ns.push(d.send_lag_ns);
-        *sources.entry(d.timeline.token_count_source.as_str()).or_default() += 1;
+        *sources
+            .entry(d.timeline.token_count_source.as_str())
+            .or_default() += 1;
         detailed.input_lens.push(s.prompt_len);
-        detailed.output_lens.push(if rec.is_success() { rec.output_tokens } else { 0 });
+        detailed.output_lens.push(if rec.is_success() {
+            rec.output_tokens
+        } else {
+            0
+        });
         detailed.ttfts.push(rec.ttft_ns().unwrap_or(0) as f64 / 1e9);
-        detailed.itls.push(rec.itls_ns().map(|g| g as f64 / 1e9).collect());
+        detailed
+            .itls
+            .push(rec.itls_ns().map(|g| g as f64 / 1e9).collect());
         detailed.start_times.push(rec.start_ns as f64 / 1e9);
         detailed
             .generated_texts
@@ -570,7 +612,11 @@ pub fn result_path(cfg: &ServeConfig, info: &RunInfo) -> PathBuf {
 
 /// Prints vLLM's summary (and failures by kind) and saves the JSON when asked; returns the
 /// saved path.
-pub fn report(cfg: &ServeConfig, out: &RunOutput, w: &mut impl Write) -> Result<Option<PathBuf>, RunError> {
+pub fn report(
+    cfg: &ServeConfig,
+    out: &RunOutput,
+    w: &mut impl Write,
+) -> Result<Option<PathBuf>, RunError> {
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
     if !out.metrics.failures.is_empty() {
         let kinds: Vec<String> = out
@@ -645,10 +691,19 @@ mod tests {
             assert_eq!(v["stream_options"]["include_usage"], true);
         }
         let mut n = Vec::new();
-        for k in [0u32, 7, 10, 4_294_967_295] {
+        for k in [0u32, 7, 10, 99, 100, 1000, 7999, 12_345, 4_294_967_295] {
             n.clear();
             push_u32(&mut n, k);
             assert_eq!(n, k.to_string().as_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn push_u32_matches_to_string(n: u32) {
+            let mut out = Vec::new();
+            push_u32(&mut out, n);
+            proptest::prop_assert_eq!(out, n.to_string().into_bytes());
         }
     }
 
@@ -659,7 +714,8 @@ mod tests {
             prompt_len: 1,
             output_len: 5,
         };
-        let v: Value = serde_json::from_slice(&builder(true).body(&s, &mut Vec::new()).unwrap()).unwrap();
+        let v: Value =
+            serde_json::from_slice(&builder(true).body(&s, &mut Vec::new()).unwrap()).unwrap();
         assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
         assert_eq!(v["max_completion_tokens"], 5);
         assert!(v.get("prompt").is_none());
