@@ -198,8 +198,9 @@ pub struct RepetitionDetector {
     last_check: u64,
     since_check: usize,
     utf8: Utf8,
-    /// Scratch for the prefix function (capacity `need_max`).
+    /// Scratch for the prefix function and the reversed block (capacity `need_max` once used).
     prefix: Vec<u32>,
+    reversed: Vec<u32>,
     /// Scratch for candidate periods.
     candidates: Vec<usize>,
     verdict: Option<Loop>,
@@ -231,12 +232,27 @@ impl RepetitionDetector {
             last_check: 0,
             since_check: 0,
             utf8: Utf8::new(),
-            prefix: Vec::with_capacity(need_max),
+            // Only suspicious text needs these: allocated on the first full check.
+            prefix: Vec::new(),
+            reversed: Vec::new(),
             candidates: Vec::with_capacity(64),
             verdict: None,
             track: None,
             finished: false,
         })
+    }
+
+    /// Ready for a new stream, keeping the buffers (a closed loop restarts streams constantly).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.base = 0;
+        self.consumed = 0;
+        self.last_check = 0;
+        self.since_check = 0;
+        self.utf8 = Utf8::new();
+        self.verdict = None;
+        self.track = None;
+        self.finished = false;
     }
 
     pub fn config(&self) -> &RepetitionConfig {
@@ -496,20 +512,22 @@ impl RepetitionDetector {
     fn collect_candidates(&mut self, last: u64, j_min: usize, j_max: usize) {
         self.candidates.clear();
         let end = self.idx(last);
-        let block = &self.buf[end - j_max..end];
-        // Reversed view: r[i] = block[j_max - 1 - i]; a prefix of r of length j is B_j reversed,
-        // and a string and its reverse have the same periods.
-        let r = |i: usize| block[j_max - 1 - i];
+        // Reversed copy: a prefix of `r` of length j is B_j reversed, and a string and its
+        // reverse have the same periods.
+        let r = &mut self.reversed;
+        r.clear();
+        r.reserve_exact(self.need_max);
+        self.prefix.reserve_exact(self.need_max);
+        r.extend(self.buf[end - j_max..end].iter().rev());
         let pi = &mut self.prefix;
         pi.clear();
         pi.push(0);
         let mut kk = 0usize;
-        for i in 1..j_max {
-            let ri = r(i);
-            while kk > 0 && r(kk) != ri {
+        for &ri in &r[1..] {
+            while kk > 0 && r[kk] != ri {
                 kk = pi[kk - 1] as usize;
             }
-            if r(kk) == ri {
+            if r[kk] == ri {
                 kk += 1;
             }
             pi.push(kk as u32);
@@ -529,28 +547,32 @@ impl RepetitionDetector {
         let threshold = (need - q) as u64;
         // Runs that start before `i0` reached the threshold at or before `last`.
         let i0 = (q as u64).max((last + 1 + q as u64).saturating_sub(need as u64));
+        if i0 >= c {
+            return None;
+        }
+        let lo = self.idx(i0 - q as u64);
+        let w = &self.buf[lo..self.idx(c)];
         let mut m = 0u64;
         let mut found: Option<u64> = None;
-        for i in i0..c {
-            let a = self.buf[self.idx(i)];
-            let b = self.buf[self.idx(i - q as u64)];
+        // w[k + q] is character i0 + k, w[k] the one a period earlier.
+        for (k, (a, b)) in w[q..].iter().zip(w).enumerate() {
             if a == b {
                 m += 1;
                 if found.is_none() && m == threshold {
-                    let n = i + 1;
-                    let s = self.idx(n - q as u64);
-                    let blank = self.buf[s..s + q]
+                    // The period ending at n = i0 + k + 1 is w[k + 1..k + 1 + q].
+                    let blank = w[k + 1..k + 1 + q]
                         .iter()
                         .all(|&u| char::from_u32(u).is_some_and(char::is_whitespace));
                     if !blank {
-                        found = Some(n);
+                        found = Some(i0 + k as u64 + 1);
                     }
                 }
             } else {
                 if let Some(n) = found {
+                    let i = i0 + k as u64;
                     return Some(Run {
                         first: n,
-                        span: need + (i + 1 - n) as usize - 1,
+                        span: need + (i - n) as usize,
                         alive: false,
                     });
                 }
@@ -850,6 +872,20 @@ mod tests {
     }
 
     #[test]
+    fn reset_starts_a_fresh_stream() {
+        let c = cfg(3, 64, 16);
+        let mut d = RepetitionDetector::new(c).expect("valid");
+        d.push("loop ".repeat(100).as_bytes());
+        assert!(d.finish().is_some());
+        d.reset();
+        assert!(d.verdict().is_none());
+        let text = format!("{}{}", prose(9, 300), "xyz!".repeat(40));
+        d.push(text.as_bytes());
+        assert_eq!(d.finish().cloned(), naive(&text, &c));
+        assert_eq!(d.chars(), text.chars().count() as u64);
+    }
+
+    #[test]
     fn memory_stays_bounded_on_a_long_stream() {
         let mut d = RepetitionDetector::new(RepetitionConfig::default()).expect("valid");
         let cap = d.buf.capacity();
@@ -859,7 +895,7 @@ mod tests {
         }
         assert!(d.finish().is_none());
         assert_eq!(d.buf.capacity(), cap);
-        assert!(d.prefix.capacity() <= d.need_max);
+        assert!(d.prefix.capacity() <= d.need_max && d.reversed.capacity() <= d.need_max);
     }
 
     /// A text that may hold a loop: prose, then `copies` of a unit (optionally whitespace), then

@@ -16,8 +16,8 @@
 //! - E2EL: last counted event - start.
 //! - TPOT: `(E2EL - TTFT) / (output_tokens - 1)`, only when `output_tokens > 1` (for goodput a
 //!   request with one token has TPOT 0, as in vLLM).
-//! - Output tokens: `usage.completion_tokens`; without usage, the sum of per-event counts (vLLM
-//!   retokenises the text instead).
+//! - Output tokens: `usage.completion_tokens`; when that is missing or 0, the sum of per-event
+//!   counts (vLLM retokenises the text instead).
 //! - Statistics: mean, median, population std, numpy-linear percentiles; an empty list reports
 //!   zeros (vLLM's `np.mean(xs or 0)`).
 //! - `max_output_tokens_per_s`: counted events in 1-second buckets measured from the earliest
@@ -140,7 +140,11 @@ impl RequestRecord {
         RequestRecord {
             start_ns: clock.delta_ns(opts.base_raw, start_raw),
             chunk_times_ns,
-            output_tokens: t.output_tokens(),
+            // vLLM falls back to counting the text when usage is missing *or zero*.
+            output_tokens: match t.output_tokens() {
+                0 => t.event_tokens(),
+                n => n,
+            },
             input_tokens,
             error: t.error_kind(),
             queue_ns,
@@ -658,6 +662,14 @@ mod tests {
         assert_eq!(r.failure(), Some(FailureKind::Error(ErrorKind::TimeoutGap)));
         // Without usage, the per-event counts give the tokens.
         assert_eq!(r.output_tokens, 1);
+        // A usage of 0 next to output events falls back to the events too (vLLM's `if not`).
+        let mut t = chat_timeline(
+            &[(5_000, Channel::Content), (6_000, Channel::Content)],
+            Some(0),
+        );
+        t.outcome = Ok(());
+        let r = RequestRecord::from_timeline(&t, &clock, &opts, 10, 0);
+        assert_eq!((r.output_tokens, r.is_success()), (2, true));
     }
 
     #[test]
@@ -789,6 +801,23 @@ mod tests {
         assert_eq!(m.max_concurrent_requests, 3);
         // vLLM's bucketed count puts all four in second 0.
         assert_eq!(m.max_concurrent_requests_bucketed, 4);
+    }
+
+    proptest::proptest! {
+        /// The sweep line against its naive twin: the most closed intervals containing any
+        /// interval start (a peak is always reached at some start).
+        #[test]
+        fn sweep_line_matches_naive(
+            spans in proptest::collection::vec((0u64..50, 0u64..20), 0..40),
+        ) {
+            let recs: Vec<_> = spans.iter().map(|&(s, len)| ok(s, &[s + len], 1)).collect();
+            let naive = spans
+                .iter()
+                .map(|&(t, _)| spans.iter().filter(|&&(s, len)| s <= t && t <= s + len).count())
+                .max()
+                .unwrap_or(0);
+            proptest::prop_assert_eq!(peak_concurrency(&recs), naive);
+        }
     }
 
     #[test]

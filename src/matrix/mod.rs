@@ -1,1 +1,4 @@
 //! The speed-test matrix: plan, prefill scouts, sustained-decode cells, verdicts.
+
+pub mod plan;
+pub mod status;

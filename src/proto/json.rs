@@ -495,7 +495,6 @@ impl<'a> Scanner<'a> {
                 return Ok(Some(v));
             }
         }
-        let start = self.pos;
         let text = self.number_text(b)?;
         let mut v: u64 = 0;
         for &d in text {
@@ -510,7 +509,6 @@ impl<'a> Scanner<'a> {
                 None => return Ok(None),
             };
         }
-        debug_assert!(self.pos > start);
         Ok(Some(v))
     }
 

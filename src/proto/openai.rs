@@ -6,6 +6,10 @@
 //! deserialise whole chunks: it walks the bytes once with [`super::json::Scanner`], reads the
 //! keys it knows and skips the rest. Text stays borrowed and escaped until a caller that keeps
 //! text asks for it ([`Text::unescape_into`]). Malformed JSON is an error, never a guess.
+//!
+//! The input is one complete SSE `data` payload (the SSE parser has already framed it), so unlike
+//! the framing parsers there is no "need more bytes" state: a truncated payload is an error.
+//! Servers never repeat a key; if one does, the later value wins for scalar fields.
 
 use super::json::{self, JsonError, Kind, Scanner, Str};
 use crate::timeline::Usage;

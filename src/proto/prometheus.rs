@@ -391,6 +391,58 @@ llamacpp:predicted_tokens_seconds 41.7\n";
         check("# only a comment\n#\n", Ok(vec![]));
     }
 
+    fn escape_label(v: &str) -> String {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+
+    proptest::proptest! {
+        /// Any page we render from samples parses back to the same samples, whatever the
+        /// comments, blank lines, line endings, timestamps and label contents.
+        #[test]
+        fn rendered_pages_round_trip(
+            samples in proptest::collection::vec((
+                "[a-zA-Z_:][a-zA-Z0-9_:]{0,12}",
+                proptest::collection::vec(("[a-zA-Z_][a-zA-Z0-9_]{0,6}", "\\PC{0,8}|[\\\\\"\n]{0,4}"), 0..4),
+                proptest::num::f64::NORMAL | proptest::num::f64::ZERO,
+                proptest::option::of(proptest::num::i64::ANY),
+            ), 0..8),
+            crlf in proptest::bool::ANY,
+            comments in proptest::bool::ANY,
+        ) {
+            let eol = if crlf { "\r\n" } else { "\n" };
+            let mut page = String::new();
+            for (name, labels, value, ts) in &samples {
+                if comments {
+                    page.push_str(&format!("# HELP {name} a help text{eol}# TYPE {name} gauge{eol}{eol}"));
+                }
+                page.push_str(name);
+                if !labels.is_empty() {
+                    let ls: Vec<String> = labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+                        .collect();
+                    page.push_str(&format!("{{{}}}", ls.join(",")));
+                }
+                page.push_str(&format!(" {value:?}"));
+                if let Some(ts) = ts {
+                    page.push_str(&format!(" {ts}"));
+                }
+                page.push_str(eol);
+            }
+            let want: Vec<Sample> = samples
+                .iter()
+                .map(|(name, labels, value, _)| Sample {
+                    name: name.clone(),
+                    labels: labels.clone(),
+                    value: *value,
+                })
+                .collect();
+            proptest::prop_assert_eq!(parse(&page), Ok(want), "{}", page);
+        }
+    }
+
     #[test]
     fn malformed_lines_name_the_line() {
         check("ok 1\n9bad 1\n", err(2, "expected a metric name"));

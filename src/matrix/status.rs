@@ -1,0 +1,331 @@
+//! Cell statuses of the speed-test matrix and the rules that give them.
+//!
+//! Owns the verdict vocabulary (Valid, Looped, Over capacity, Failed, Queued, Skipped, Pending)
+//! and two pure rules: the pre-run capacity/fit verdict from server limits, and the post-run
+//! verdict from what a cell observed. It must never measure, sleep or touch the network, and it
+//! holds no serde code: the report module decides how statuses are written.
+
+use crate::timeline::ErrorKind;
+
+/// Where a server's KV-cache capacity (in tokens) came from, so the report can say how much to
+/// trust the Over-capacity verdicts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KvSource {
+    /// vLLM `cache_config_info{kv_cache_size_tokens}`: exact on recent builds.
+    KvCacheSizeTokens,
+    /// vLLM `num_gpu_blocks × block_size`: overstates hybrid and sliding-window models.
+    BlocksTimesBlockSize,
+    /// SGLang `/get_server_info` `max_total_num_tokens`.
+    SglangMaxTotalNumTokens,
+    /// TGI `/info` `max_batch_total_tokens`.
+    TgiMaxBatchTotalTokens,
+    /// llama.cpp `/props` `total_slots × n_ctx` (n_ctx per slot).
+    LlamaCppSlotsTimesCtx,
+    /// `--kv-budget` on the command line.
+    UserFlag,
+}
+
+impl KvSource {
+    pub const ALL: [KvSource; 6] = [
+        KvSource::KvCacheSizeTokens,
+        KvSource::BlocksTimesBlockSize,
+        KvSource::SglangMaxTotalNumTokens,
+        KvSource::TgiMaxBatchTotalTokens,
+        KvSource::LlamaCppSlotsTimesCtx,
+        KvSource::UserFlag,
+    ];
+
+    /// Stable identifier (used as the JSON value).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvSource::KvCacheSizeTokens => "kv_cache_size_tokens",
+            KvSource::BlocksTimesBlockSize => "num_gpu_blocks_x_block_size",
+            KvSource::SglangMaxTotalNumTokens => "max_total_num_tokens",
+            KvSource::TgiMaxBatchTotalTokens => "max_batch_total_tokens",
+            KvSource::LlamaCppSlotsTimesCtx => "slots_x_n_ctx",
+            KvSource::UserFlag => "kv_budget_flag",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Human words for the report header.
+    pub fn describe(self) -> &'static str {
+        match self {
+            KvSource::KvCacheSizeTokens => "vLLM kv_cache_size_tokens",
+            KvSource::BlocksTimesBlockSize => "vLLM num_gpu_blocks × block_size",
+            KvSource::SglangMaxTotalNumTokens => "SGLang max_total_num_tokens",
+            KvSource::TgiMaxBatchTotalTokens => "TGI max_batch_total_tokens",
+            KvSource::LlamaCppSlotsTimesCtx => "llama.cpp slots × n_ctx",
+            KvSource::UserFlag => "--kv-budget",
+        }
+    }
+}
+
+/// What the server can hold, as probed or overridden. `None` = not known: no verdict is drawn
+/// from an unknown limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub max_model_len: Option<u64>,
+    pub kv_tokens: Option<(u64, KvSource)>,
+    /// Most requests the server runs at once (`--max-num-seqs`, SGLang `max_running_requests`,
+    /// llama.cpp slots).
+    pub max_running: Option<u64>,
+}
+
+/// Why a cell is not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CapacityReason {
+    /// `concurrency × (context + max_tokens)` exceeds the KV capacity.
+    KvCache { needed_tokens: u64, kv_tokens: u64 },
+    /// More streams than the server runs at once.
+    RunningLimit { max_running: u64 },
+}
+
+/// A cell's verdict. Figures of a cell (kept even when Looped or Queued) live in the report; the
+/// status only says how to read them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CellStatus {
+    /// Measured with all C streams running and no loop.
+    Valid,
+    /// At least one stream repeated itself; the figures are kept but marked.
+    Looped,
+    /// Not run: it would exceed the server's KV cache or running limit.
+    OverCapacity(CapacityReason),
+    /// Requests failed; error kinds with counts, most frequent first.
+    Failed(Vec<(ErrorKind, u64)>),
+    /// The server kept requests waiting during the window: it never ran C at once.
+    Queued,
+    /// Not run: context + max_tokens does not fit `max_model_len`.
+    Skipped,
+    /// Planned but not (yet) run: an interrupted run's partial report.
+    Pending,
+}
+
+impl CellStatus {
+    /// Stable identifier (used as the JSON `kind` and CSV value).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CellStatus::Valid => "valid",
+            CellStatus::Looped => "looped",
+            CellStatus::OverCapacity(_) => "over_capacity",
+            CellStatus::Failed(_) => "failed",
+            CellStatus::Queued => "queued",
+            CellStatus::Skipped => "skipped",
+            CellStatus::Pending => "pending",
+        }
+    }
+
+    /// Words for tables.
+    pub fn label(&self) -> &'static str {
+        match self {
+            CellStatus::Valid => "Valid",
+            CellStatus::Looped => "Looped",
+            CellStatus::OverCapacity(_) => "Over capacity",
+            CellStatus::Failed(_) => "Failed",
+            CellStatus::Queued => "Queued",
+            CellStatus::Skipped => "Skipped",
+            CellStatus::Pending => "Pending",
+        }
+    }
+
+    /// Whether the cell was run (its figures mean something, even if marked).
+    pub fn was_run(&self) -> bool {
+        matches!(
+            self,
+            CellStatus::Valid | CellStatus::Looped | CellStatus::Failed(_) | CellStatus::Queued
+        )
+    }
+}
+
+/// The pre-run verdict of a decode cell: `None` when it should run.
+///
+/// Skipped (does not fit the model) wins over Over capacity, because a prompt that the server
+/// refuses outright says nothing about memory.
+pub fn pre_run(
+    limits: &ServerLimits,
+    context: u64,
+    max_tokens: u64,
+    concurrency: u64,
+) -> Option<CellStatus> {
+    if let Some(mml) = limits.max_model_len {
+        if context.saturating_add(max_tokens) > mml {
+            return Some(CellStatus::Skipped);
+        }
+    }
+    if let Some((kv, _)) = limits.kv_tokens {
+        let needed = concurrency.saturating_mul(context.saturating_add(max_tokens));
+        if needed > kv {
+            return Some(CellStatus::OverCapacity(CapacityReason::KvCache {
+                needed_tokens: needed,
+                kv_tokens: kv,
+            }));
+        }
+    }
+    if let Some(max_running) = limits.max_running {
+        if concurrency > max_running {
+            return Some(CellStatus::OverCapacity(CapacityReason::RunningLimit {
+                max_running,
+            }));
+        }
+    }
+    None
+}
+
+/// What a finished decode cell observed, for the post-run verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CellObservation {
+    /// Streams flagged by the repetition detector during the cell.
+    pub looped_streams: u64,
+    /// Failed requests by kind; `Cancelled` (our own end-of-window cancel) must not be counted.
+    pub errors: Vec<(ErrorKind, u64)>,
+    /// Requests that completed or were measured successfully.
+    pub ok_requests: u64,
+    /// Whether the server reported waiting requests (or fewer than C running) inside the window.
+    pub server_queued: bool,
+}
+
+/// The post-run verdict. Failures dominate when no request succeeded, or when they are at least
+/// as many as the successes; a loop is reported before queueing because a looping model's
+/// throughput is not the engine's.
+pub fn post_run(obs: &CellObservation) -> CellStatus {
+    let mut errors: Vec<(ErrorKind, u64)> = obs
+        .errors
+        .iter()
+        .copied()
+        .filter(|&(k, n)| k != ErrorKind::Cancelled && n > 0)
+        .collect();
+    // Merge duplicate kinds so the report shows one count per kind.
+    errors.sort_by_key(|&(k, _)| k);
+    errors.dedup_by(|b, a| {
+        if a.0 == b.0 {
+            a.1 += b.1;
+            true
+        } else {
+            false
+        }
+    });
+    errors.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let failed: u64 = errors.iter().map(|e| e.1).sum();
+    if failed > 0 && (obs.ok_requests == 0 || failed >= obs.ok_requests) {
+        return CellStatus::Failed(errors);
+    }
+    if obs.looped_streams > 0 {
+        return CellStatus::Looped;
+    }
+    if obs.server_queued {
+        return CellStatus::Queued;
+    }
+    CellStatus::Valid
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(mml: u64, kv: u64) -> ServerLimits {
+        ServerLimits {
+            max_model_len: Some(mml),
+            kv_tokens: Some((kv, KvSource::UserFlag)),
+            max_running: None,
+        }
+    }
+
+    #[test]
+    fn skipped_beats_over_capacity() {
+        let l = limits(10_000, 100);
+        assert_eq!(pre_run(&l, 8192, 4096, 4), Some(CellStatus::Skipped));
+    }
+
+    #[test]
+    fn capacity_rule_is_strictly_greater() {
+        let l = limits(1_000_000, 4 * (1000 + 100));
+        assert_eq!(pre_run(&l, 1000, 100, 4), None);
+        assert!(matches!(
+            pre_run(&l, 1000, 100, 5),
+            Some(CellStatus::OverCapacity(CapacityReason::KvCache {
+                needed_tokens: 5500,
+                kv_tokens: 4400
+            }))
+        ));
+    }
+
+    #[test]
+    fn running_limit() {
+        let l = ServerLimits {
+            max_running: Some(8),
+            ..Default::default()
+        };
+        assert_eq!(pre_run(&l, 1 << 20, 4096, 8), None);
+        assert_eq!(
+            pre_run(&l, 1, 1, 9),
+            Some(CellStatus::OverCapacity(CapacityReason::RunningLimit {
+                max_running: 8
+            }))
+        );
+    }
+
+    #[test]
+    fn unknown_limits_run_everything() {
+        assert_eq!(
+            pre_run(&ServerLimits::default(), u64::MAX, u64::MAX, u64::MAX),
+            None
+        );
+    }
+
+    #[test]
+    fn post_run_verdicts() {
+        let ok = CellObservation {
+            ok_requests: 10,
+            ..Default::default()
+        };
+        assert_eq!(post_run(&ok), CellStatus::Valid);
+        let cancelled_only = CellObservation {
+            errors: vec![(ErrorKind::Cancelled, 7)],
+            ..ok.clone()
+        };
+        assert_eq!(post_run(&cancelled_only), CellStatus::Valid);
+        let looped = CellObservation {
+            looped_streams: 1,
+            server_queued: true,
+            ..ok.clone()
+        };
+        assert_eq!(post_run(&looped), CellStatus::Looped);
+        let queued = CellObservation {
+            server_queued: true,
+            ..ok.clone()
+        };
+        assert_eq!(post_run(&queued), CellStatus::Queued);
+        let failed = CellObservation {
+            ok_requests: 2,
+            looped_streams: 1,
+            errors: vec![
+                (ErrorKind::TimeoutGap, 1),
+                (ErrorKind::HttpStatus, 2),
+                (ErrorKind::TimeoutGap, 2),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            post_run(&failed),
+            CellStatus::Failed(vec![(ErrorKind::TimeoutGap, 3), (ErrorKind::HttpStatus, 2)])
+        );
+        // A few failures among many successes do not sink the cell.
+        let mostly_ok = CellObservation {
+            ok_requests: 50,
+            errors: vec![(ErrorKind::Protocol, 1)],
+            ..Default::default()
+        };
+        assert_eq!(post_run(&mostly_ok), CellStatus::Valid);
+    }
+
+    #[test]
+    fn kv_source_round_trips() {
+        for k in KvSource::ALL {
+            assert_eq!(KvSource::parse(k.as_str()), Some(k));
+        }
+        assert_eq!(KvSource::parse("nope"), None);
+    }
+}

@@ -1,0 +1,514 @@
+//! The matrix report: everything a run measured, in the shape written to `results.json`.
+//!
+//! These are the crate's only `Serialize` types (rule 7: serialise at the edge). Units are in
+//! field names. Domain enums from other modules (`CellStatus`, `ErrorKind`, `Channel`, ...) are
+//! written through the `with` modules at the bottom of this file, as their stable `as_str`
+//! names, so their home modules stay free of serde. The model does no I/O and computes no
+//! statistics: the measuring code fills it, the writers read it.
+
+use crate::matrix::status::{CapacityReason, CellStatus, KvSource, ServerLimits};
+use crate::timeline::{Channel, ErrorKind, FinishReason, TokenCountSource};
+use serde::{Deserialize, Serialize};
+
+/// Bumped when a field changes meaning or disappears (adding optional fields does not).
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MatrixReport {
+    pub schema_version: u32,
+    pub metadata: Metadata,
+    /// Plain sentences defining each figure, for readers of the JSON alone.
+    pub methodology: Vec<String>,
+    pub prefill: Vec<PrefillRow>,
+    /// Row-major over (context, concurrency), as planned.
+    pub decode: Vec<DecodeCell>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Metadata {
+    pub tool: String,
+    pub tool_version: String,
+    /// RFC 3339 start of the run (UTC).
+    pub date: String,
+    /// When the run stopped early (Ctrl-C, error), why; `None` for a complete run.
+    pub interrupted: Option<String>,
+    pub base_url: Option<String>,
+    pub hardware: Hardware,
+    pub engine: Engine,
+    pub model: ModelInfo,
+    pub server_limits: Limits,
+    pub settings: Settings,
+    pub launch_command: Option<String>,
+    pub notes: Option<String>,
+}
+
+/// Facts that cannot be probed come from flags (`--gpu`, `--hardware`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hardware {
+    /// e.g. "Discrete GPU".
+    pub kind: Option<String>,
+    pub gpu: Option<String>,
+    pub vram_gb: Option<f64>,
+    pub os: Option<String>,
+    /// Free text from `--hardware`.
+    pub description: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Engine {
+    /// vllm, sglang, tgi, llama.cpp, ollama, openai.
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub quantization: Option<String>,
+    pub backend: Option<String>,
+    pub repository: Option<String>,
+    /// `--engine-build`.
+    pub build: Option<String>,
+    pub commit: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The id requests were sent with (served model name).
+    pub id: String,
+    /// The full model name where known (e.g. the Hugging Face repository).
+    pub name: Option<String>,
+    pub revision: Option<String>,
+}
+
+/// Server limits as used for the plan, with where the KV figure came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_model_len: Option<u64>,
+    pub kv_cache_tokens: Option<u64>,
+    #[serde(with = "kv_source::option")]
+    pub kv_cache_source: Option<KvSource>,
+    pub max_running_requests: Option<u64>,
+}
+
+impl From<ServerLimits> for Limits {
+    fn from(l: ServerLimits) -> Self {
+        Self {
+            max_model_len: l.max_model_len,
+            kv_cache_tokens: l.kv_tokens.map(|k| k.0),
+            kv_cache_source: l.kv_tokens.map(|k| k.1),
+            max_running_requests: l.max_running,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefillMode {
+    /// A cold `max_tokens: 1` scout per context, just before its decode cells.
+    DuringDecodeWarmup,
+    /// Not measured.
+    Off,
+}
+
+/// How prompt token counts were made exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptTokens {
+    /// Token-id prompts on `/v1/completions`: exact by construction.
+    TokenIds,
+    /// Binary search against the server's tokenize endpoint: exact within a few tokens.
+    TokenizeEndpoint,
+    /// A local `tokenizer.json`.
+    LocalTokenizer,
+    /// Scaled from `usage.prompt_tokens`: approximate.
+    UsageEstimate,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub duration_s: f64,
+    pub max_tokens: u64,
+    pub prefill_mode: PrefillMode,
+    pub prefill_samples: u32,
+    /// Decode contexts in tokens, ascending.
+    pub contexts: Vec<u64>,
+    pub prefill_contexts: Vec<u64>,
+    pub concurrency: Vec<u64>,
+    /// "chat" or "completion".
+    pub endpoint: String,
+    pub prompt_tokens: PromptTokens,
+    pub seed: u64,
+    pub ignore_eos: bool,
+}
+
+/// One prefill measurement (median of its samples).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefillRow {
+    pub context: u64,
+    pub context_label: String,
+    #[serde(with = "status")]
+    pub status: CellStatus,
+    /// `usage.prompt_tokens` of the scout.
+    pub prompt_tokens: Option<u64>,
+    pub ttft_ms: Option<f64>,
+    /// prompt tokens / TTFT.
+    pub prefill_tok_per_s: Option<f64>,
+    pub samples: u32,
+    /// Every sample's TTFT, in order.
+    pub ttft_ms_samples: Vec<f64>,
+}
+
+/// A repetition found in one stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopInfo {
+    /// How many of the cell's streams looped.
+    pub streams: u64,
+    #[serde(with = "channel")]
+    pub channel: Channel,
+    pub period_chars: u64,
+    pub repeats: u64,
+    /// One period of the repeated text (shortened).
+    pub excerpt: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorCount {
+    #[serde(with = "error_kind")]
+    pub kind: ErrorKind,
+    pub count: u64,
+}
+
+/// One sustained-decode cell.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecodeCell {
+    pub context: u64,
+    pub context_label: String,
+    pub concurrency: u64,
+    #[serde(with = "status")]
+    pub status: CellStatus,
+    /// Tokens stamped inside the window / window length, all streams together.
+    pub output_tok_per_s: Option<f64>,
+    /// Median over requests of 1 / time between tokens.
+    pub per_request_tok_per_s: Option<f64>,
+    pub ttft_ms_p50: Option<f64>,
+    /// Median over requests of (t_last - t_first) / (tokens - 1).
+    pub tbt_ms_p50: Option<f64>,
+    /// Server `num_requests_running` sampled at ≥1 Hz, else the client's count.
+    pub avg_active_requests: Option<f64>,
+    /// Requests that ended on their own inside the window.
+    pub completed_requests: Option<u64>,
+    /// Output tokens stamped inside the window.
+    pub output_tokens: Option<u64>,
+    pub measured_s: Option<f64>,
+    #[serde(with = "token_count_source::option")]
+    pub token_count_source: Option<TokenCountSource>,
+    /// The server's `generation_tokens_total` delta over the window, where exposed.
+    pub server_output_tokens: Option<u64>,
+    /// client count - server count.
+    pub token_count_diff: Option<i64>,
+    pub loop_info: Option<LoopInfo>,
+    /// Failed requests by kind (also for cells that are not Failed overall).
+    pub errors: Vec<ErrorCount>,
+    /// The client process's CPU use during the window (100 = one core).
+    pub client_cpu_percent: Option<f64>,
+    /// How late the client's timers fired during the window (a saturated client shows here).
+    pub timer_lag_ms_p99: Option<f64>,
+    pub timer_lag_ms_max: Option<f64>,
+    pub requests: Vec<RequestSummary>,
+}
+
+impl DecodeCell {
+    /// A cell with a status and no figures (not run, or not yet run).
+    pub fn empty(context: u64, context_label: &str, concurrency: u64, status: CellStatus) -> Self {
+        Self {
+            context,
+            context_label: context_label.to_string(),
+            concurrency,
+            status,
+            output_tok_per_s: None,
+            per_request_tok_per_s: None,
+            ttft_ms_p50: None,
+            tbt_ms_p50: None,
+            avg_active_requests: None,
+            completed_requests: None,
+            output_tokens: None,
+            measured_s: None,
+            token_count_source: None,
+            server_output_tokens: None,
+            token_count_diff: None,
+            loop_info: None,
+            errors: Vec::new(),
+            client_cpu_percent: None,
+            timer_lag_ms_p99: None,
+            timer_lag_ms_max: None,
+            requests: Vec::new(),
+        }
+    }
+
+    /// Whether the figures mean anything (a cell that ran and produced tokens).
+    pub fn has_figures(&self) -> bool {
+        self.output_tok_per_s.is_some()
+    }
+}
+
+/// One request of a decode cell, summarised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestSummary {
+    /// Which of the C streams sent it.
+    pub stream: u32,
+    /// Start relative to the window start (negative: started before it).
+    pub start_ms: f64,
+    pub ttft_ms: Option<f64>,
+    pub tbt_ms_mean: Option<f64>,
+    pub output_tokens: u64,
+    /// Tokens of this request stamped inside the window.
+    pub window_tokens: u64,
+    #[serde(with = "finish_reason::option")]
+    pub finish_reason: Option<FinishReason>,
+    #[serde(with = "error_kind::option")]
+    pub error: Option<ErrorKind>,
+    pub looped: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// serde for other modules' enums, by their stable names.
+
+macro_rules! by_name {
+    ($module:ident, $ty:ty, $all:expr) => {
+        // Each type uses the plain form, the `Option` form, or both.
+        #[allow(dead_code)]
+        pub(crate) mod $module {
+            use super::*;
+            use serde::de::Error as _;
+            use serde::{Deserializer, Serializer};
+
+            const ALL: &[$ty] = &$all;
+
+            pub fn from_name(s: &str) -> Option<$ty> {
+                ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+
+            pub fn serialize<S: Serializer>(v: &$ty, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(v.as_str())
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                let s = String::deserialize(d)?;
+                from_name(&s).ok_or_else(|| {
+                    D::Error::custom(format!("unknown {} '{s}'", stringify!($module)))
+                })
+            }
+
+            pub mod option {
+                use super::*;
+
+                pub fn serialize<S: Serializer>(v: &Option<$ty>, s: S) -> Result<S::Ok, S::Error> {
+                    match v {
+                        Some(v) => s.serialize_some(v.as_str()),
+                        None => s.serialize_none(),
+                    }
+                }
+
+                pub fn deserialize<'de, D: Deserializer<'de>>(
+                    d: D,
+                ) -> Result<Option<$ty>, D::Error> {
+                    match Option::<String>::deserialize(d)? {
+                        None => Ok(None),
+                        Some(s) => from_name(&s).map(Some).ok_or_else(|| {
+                            D::Error::custom(format!("unknown {} '{s}'", stringify!($module)))
+                        }),
+                    }
+                }
+            }
+        }
+    };
+}
+
+by_name!(error_kind, ErrorKind, ErrorKind::ALL);
+by_name!(kv_source, KvSource, KvSource::ALL);
+by_name!(
+    channel,
+    Channel,
+    [
+        Channel::Content,
+        Channel::Reasoning,
+        Channel::ToolCall,
+        Channel::Empty
+    ]
+);
+by_name!(
+    token_count_source,
+    TokenCountSource,
+    [
+        TokenCountSource::ContinuousUsage,
+        TokenCountSource::TokenIds,
+        TokenCountSource::Chunks
+    ]
+);
+by_name!(
+    finish_reason,
+    FinishReason,
+    [
+        FinishReason::Stop,
+        FinishReason::Length,
+        FinishReason::ToolCalls,
+        FinishReason::ContentFilter,
+        FinishReason::Abort,
+        FinishReason::Other
+    ]
+);
+
+/// `CellStatus` as `{"kind": "...", ...details}`.
+pub(crate) mod status {
+    use super::*;
+    use serde::{Deserializer, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(tag = "limit", rename_all = "snake_case")]
+    enum CapacityRepr {
+        KvCache { needed_tokens: u64, kv_tokens: u64 },
+        RunningLimit { max_running: u64 },
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(tag = "kind", rename_all = "snake_case")]
+    enum StatusRepr {
+        Valid,
+        Looped,
+        OverCapacity { reason: CapacityRepr },
+        Failed { errors: Vec<ErrorCount> },
+        Queued,
+        Skipped,
+        Pending,
+    }
+
+    pub fn serialize<S: Serializer>(v: &CellStatus, s: S) -> Result<S::Ok, S::Error> {
+        let repr = match v {
+            CellStatus::Valid => StatusRepr::Valid,
+            CellStatus::Looped => StatusRepr::Looped,
+            CellStatus::OverCapacity(CapacityReason::KvCache {
+                needed_tokens,
+                kv_tokens,
+            }) => StatusRepr::OverCapacity {
+                reason: CapacityRepr::KvCache {
+                    needed_tokens: *needed_tokens,
+                    kv_tokens: *kv_tokens,
+                },
+            },
+            CellStatus::OverCapacity(CapacityReason::RunningLimit { max_running }) => {
+                StatusRepr::OverCapacity {
+                    reason: CapacityRepr::RunningLimit {
+                        max_running: *max_running,
+                    },
+                }
+            }
+            CellStatus::Failed(errors) => StatusRepr::Failed {
+                errors: errors
+                    .iter()
+                    .map(|&(kind, count)| ErrorCount { kind, count })
+                    .collect(),
+            },
+            CellStatus::Queued => StatusRepr::Queued,
+            CellStatus::Skipped => StatusRepr::Skipped,
+            CellStatus::Pending => StatusRepr::Pending,
+        };
+        repr.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CellStatus, D::Error> {
+        Ok(match StatusRepr::deserialize(d)? {
+            StatusRepr::Valid => CellStatus::Valid,
+            StatusRepr::Looped => CellStatus::Looped,
+            StatusRepr::OverCapacity {
+                reason:
+                    CapacityRepr::KvCache {
+                        needed_tokens,
+                        kv_tokens,
+                    },
+            } => CellStatus::OverCapacity(CapacityReason::KvCache {
+                needed_tokens,
+                kv_tokens,
+            }),
+            StatusRepr::OverCapacity {
+                reason: CapacityRepr::RunningLimit { max_running },
+            } => CellStatus::OverCapacity(CapacityReason::RunningLimit { max_running }),
+            StatusRepr::Failed { errors } => {
+                CellStatus::Failed(errors.into_iter().map(|e| (e.kind, e.count)).collect())
+            }
+            StatusRepr::Queued => CellStatus::Queued,
+            StatusRepr::Skipped => CellStatus::Skipped,
+            StatusRepr::Pending => CellStatus::Pending,
+        })
+    }
+}
+
+/// The rows of a report for `plan` before anything ran: cells the plan will not run carry their
+/// verdict (Over capacity, Skipped), the rest are Pending, to be replaced as they finish. A
+/// report written from this is already valid, which is what makes partial reports possible.
+pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec<DecodeCell>) {
+    let prefill = plan
+        .prefill
+        .iter()
+        .map(|p| PrefillRow {
+            context: p.context.tokens,
+            context_label: p.context.label.clone(),
+            status: p.status.clone().unwrap_or(CellStatus::Pending),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prefill_tok_per_s: None,
+            samples: 0,
+            ttft_ms_samples: Vec::new(),
+        })
+        .collect();
+    let decode = plan
+        .cells
+        .iter()
+        .map(|c| {
+            let ctx = &plan.contexts[c.context];
+            DecodeCell::empty(
+                ctx.tokens,
+                &ctx.label,
+                c.concurrency,
+                c.status.clone().unwrap_or(CellStatus::Pending),
+            )
+        })
+        .collect();
+    (prefill, decode)
+}
+
+/// The standard methodology sentences for a report with these settings: every figure's
+/// definition, in words a reader of `results.json` alone can follow.
+pub fn methodology(s: &Settings) -> Vec<String> {
+    let mut m = vec![
+        "Prompts are generated English prose with no repeated 8-word sequence, behind a unique first line per run and context, ending with a request for a long, detailed answer.".to_string(),
+        match s.prompt_tokens {
+            PromptTokens::TokenIds => "Prompt sizes are exact: token-id prompts on /v1/completions.",
+            PromptTokens::TokenizeEndpoint => "Prompt sizes are exact within a few tokens: the prose length was binary-searched against the server's tokenize endpoint.",
+            PromptTokens::LocalTokenizer => "Prompt sizes are exact within a few tokens: the prose length was binary-searched against a local tokenizer.",
+            PromptTokens::UsageEstimate => "Prompt sizes are approximate: scaled from usage.prompt_tokens of a probe request.",
+        }
+        .to_string(),
+    ];
+    if s.prefill_mode == PrefillMode::DuringDecodeWarmup {
+        m.push(format!(
+            "Prefill: per context, {} cold streaming request{} with max_tokens 1; prefill tok/s = usage.prompt_tokens / TTFT (median). This also puts the prompt in the server's prefix cache for the decode cells.",
+            s.prefill_samples,
+            if s.prefill_samples == 1 { "" } else { "s" }
+        ));
+    }
+    m.push(format!(
+        "Sustained decode: C streams in a closed loop (each restarted as soon as it ends), max_tokens {}{}. The {} s window opens once every stream has produced a token and, where the server reports it, C requests are running and none waiting.",
+        s.max_tokens,
+        if s.ignore_eos { " with ignore_eos" } else { "" },
+        s.duration_s
+    ));
+    m.extend(
+        [
+            "Total tok/s: output tokens stamped inside the window, all streams, divided by the window length (measured_s).",
+            "Per request tok/s: median over requests of 1 / time between tokens; time between tokens = (t_last - t_first) / (tokens - 1).",
+            "TTFT: from the request being written to its first token event; medians over the requests of the cell.",
+            "Average active requests: the server's running-request count sampled at 1 Hz or faster (the client's own count where the server exposes none).",
+            "Over capacity: not run when C × (context + max_tokens) exceeds the server's KV-cache tokens, or C exceeds its running-request limit. Skipped: context + max_tokens exceeds max_model_len.",
+            "Looped: a stream's tail repeated one period at least 4 times over at least 4096 characters by default (reasoning and answer checked separately); the cell's figures are kept and marked.",
+            "Queued: the server reported waiting requests during the window, so it never ran C at once; figures are kept and marked.",
+        ]
+        .map(String::from),
+    );
+    m
+}

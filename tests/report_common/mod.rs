@@ -1,0 +1,206 @@
+//! A small, realistic matrix report shared by the report tests: every status appears once or
+//! more, with the figures the seed report shows for its valid cells.
+
+#![allow(dead_code)]
+
+use llmspeed::matrix::status::{CapacityReason, CellStatus, KvSource, ServerLimits};
+use llmspeed::report::*;
+use llmspeed::timeline::{Channel, ErrorKind, FinishReason, TokenCountSource};
+
+pub fn report() -> MatrixReport {
+    let limits = ServerLimits {
+        max_model_len: Some(262_144),
+        kv_tokens: Some((1_600_000, KvSource::KvCacheSizeTokens)),
+        max_running: Some(4),
+    };
+    let metadata = Metadata {
+        tool: "llmspeed".into(),
+        tool_version: "0.1.0".into(),
+        date: "2026-11-30T04:00:00Z".into(),
+        interrupted: None,
+        base_url: Some("http://127.0.0.1:8000".into()),
+        hardware: Hardware {
+            kind: Some("Discrete GPU".into()),
+            gpu: Some("RTX PRO 6000 Blackwell Server Edition".into()),
+            vram_gb: Some(96.0),
+            os: Some("linux".into()),
+            description: None,
+        },
+        engine: Engine {
+            name: Some("vllm".into()),
+            version: Some("0.30.1rc1.dev452+g73a583112".into()),
+            quantization: Some("NVFP4".into()),
+            backend: Some("cuda".into()),
+            repository: Some("github.com/vllm-project/vllm".into()),
+            build: Some("cuda-13.2".into()),
+            commit: Some("73a5831127a9".into()),
+        },
+        model: ModelInfo {
+            id: "gemma".into(),
+            name: Some("RedHatAI/gemma-4-26B-A4B-it-NVFP4".into()),
+            revision: Some("main".into()),
+        },
+        server_limits: limits.into(),
+        settings: Settings {
+            duration_s: 30.0,
+            max_tokens: 4096,
+            prefill_mode: PrefillMode::DuringDecodeWarmup,
+            prefill_samples: 1,
+            contexts: vec![8192, 131_072, 257_984],
+            prefill_contexts: vec![8192, 131_072, 262_143],
+            concurrency: vec![1, 2, 4, 8],
+            endpoint: "chat".into(),
+            prompt_tokens: PromptTokens::TokenizeEndpoint,
+            seed: 1,
+            ignore_eos: true,
+        },
+        launch_command: Some(
+            "vllm serve RedHatAI/gemma-4-26B-A4B-it-NVFP4 --served-model-name gemma --max-model-len 262144 --limit-mm-per-prompt '{\"image\":4}'"
+                .into(),
+        ),
+        notes: Some("Example run | hand-built".into()),
+    };
+    let prefill = vec![
+        PrefillRow {
+            context: 8192,
+            context_label: "8K".into(),
+            status: CellStatus::Valid,
+            prompt_tokens: Some(8_190),
+            ttft_ms: Some(261.0),
+            prefill_tok_per_s: Some(31_379.3),
+            samples: 1,
+            ttft_ms_samples: vec![261.0],
+        },
+        PrefillRow {
+            context: 131_072,
+            context_label: "128K".into(),
+            status: CellStatus::Valid,
+            prompt_tokens: Some(131_070),
+            ttft_ms: Some(19_927.4),
+            prefill_tok_per_s: Some(6_473.0),
+            samples: 1,
+            ttft_ms_samples: vec![19_927.4],
+        },
+        PrefillRow {
+            context: 262_143,
+            context_label: "256K".into(),
+            status: CellStatus::Failed(vec![(ErrorKind::HttpStatus, 1)]),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prefill_tok_per_s: None,
+            samples: 1,
+            ttft_ms_samples: vec![],
+        },
+    ];
+
+    let valid =
+        |ctx: u64, label: &str, c: u64, total: f64, per: f64, ttft: f64, tbt: f64, toks: u64| {
+            let mut cell = DecodeCell::empty(ctx, label, c, CellStatus::Valid);
+            cell.output_tok_per_s = Some(total);
+            cell.per_request_tok_per_s = Some(per);
+            cell.ttft_ms_p50 = Some(ttft);
+            cell.tbt_ms_p50 = Some(tbt);
+            cell.avg_active_requests = Some(c as f64);
+            cell.completed_requests = Some(0);
+            cell.output_tokens = Some(toks);
+            cell.measured_s = Some(30.0);
+            cell.token_count_source = Some(TokenCountSource::ContinuousUsage);
+            cell.server_output_tokens = Some(toks);
+            cell.token_count_diff = Some(0);
+            cell.client_cpu_percent = Some(1.5);
+            cell.timer_lag_ms_p99 = Some(0.2);
+            cell.timer_lag_ms_max = Some(0.9);
+            cell.requests = (0..c as u32)
+                .map(|s| RequestSummary {
+                    stream: s,
+                    start_ms: -1_200.0,
+                    ttft_ms: Some(ttft),
+                    tbt_ms_mean: Some(tbt),
+                    output_tokens: toks / c,
+                    window_tokens: toks / c,
+                    finish_reason: None,
+                    error: Some(ErrorKind::Cancelled),
+                    looped: false,
+                })
+                .collect();
+            cell
+        };
+
+    let mut decode = Vec::new();
+    // 8K row: valid, looped (figures kept), queued, over capacity (running limit).
+    decode.push(valid(8192, "8K", 1, 101.2, 101.5, 45.3, 9.9, 3_036));
+    let mut looped = valid(8192, "8K", 2, 190.4, 95.3, 52.0, 10.5, 5_712);
+    looped.status = CellStatus::Looped;
+    looped.loop_info = Some(LoopInfo {
+        streams: 1,
+        channel: Channel::Reasoning,
+        period_chars: 41,
+        repeats: 112,
+        excerpt: "The answer is the answer, \"as\" noted. ".into(),
+    });
+    looped.requests[1].looped = true;
+    looped.requests[1].finish_reason = Some(FinishReason::Length);
+    looped.requests[1].error = None;
+    decode.push(looped);
+    let mut queued = valid(8192, "8K", 4, 310.0, 88.1, 2_450.0, 11.3, 9_300);
+    queued.status = CellStatus::Queued;
+    queued.avg_active_requests = Some(3.2);
+    queued.token_count_diff = Some(-12);
+    queued.server_output_tokens = Some(9_312);
+    decode.push(queued);
+    decode.push(DecodeCell::empty(
+        8192,
+        "8K",
+        8,
+        CellStatus::OverCapacity(CapacityReason::RunningLimit { max_running: 4 }),
+    ));
+    // 128K row: the seed's two valid cells, a failed one, one over the KV cache.
+    decode.push(valid(131_072, "128K", 1, 95.7, 95.9, 446.0, 10.4, 2_869));
+    decode.push(valid(131_072, "128K", 2, 176.9, 88.6, 603.0, 11.3, 5_308));
+    let mut failed = DecodeCell::empty(
+        131_072,
+        "128K",
+        4,
+        CellStatus::Failed(vec![(ErrorKind::TimeoutGap, 3), (ErrorKind::HttpStatus, 1)]),
+    );
+    failed.errors = vec![
+        ErrorCount {
+            kind: ErrorKind::TimeoutGap,
+            count: 3,
+        },
+        ErrorCount {
+            kind: ErrorKind::HttpStatus,
+            count: 1,
+        },
+    ];
+    failed.completed_requests = Some(0);
+    failed.output_tokens = Some(0);
+    decode.push(failed);
+    decode.push(DecodeCell::empty(
+        131_072,
+        "128K",
+        8,
+        CellStatus::OverCapacity(CapacityReason::KvCache {
+            needed_tokens: 8 * 135_168,
+            kv_tokens: 1_000_000,
+        }),
+    ));
+    // 251K row: one short valid cell, then pending (run interrupted) and skipped.
+    let mut short = valid(257_984, "251K", 1, 68.4, 68.9, 998.0, 14.5, 605);
+    short.measured_s = Some(8.8);
+    decode.push(short);
+    decode.push(DecodeCell::empty(257_984, "251K", 2, CellStatus::Pending));
+    decode.push(DecodeCell::empty(257_984, "251K", 4, CellStatus::Skipped));
+    decode.push(DecodeCell::empty(257_984, "251K", 8, CellStatus::Skipped));
+
+    MatrixReport {
+        schema_version: SCHEMA_VERSION,
+        metadata,
+        methodology: vec![
+            "Total tok/s: output tokens stamped inside the window divided by the window length."
+                .into(),
+        ],
+        prefill,
+        decode,
+    }
+}

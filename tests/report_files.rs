@@ -1,0 +1,57 @@
+//! The results folder: three files written atomically, readable back for `--resume`, and the
+//! terminal summary.
+
+mod report_common;
+
+use llmspeed::report::{console, files};
+
+#[test]
+fn writes_three_files_and_reads_json_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results").join("run-1");
+    let report = report_common::report();
+    files::write_all(&out, &report).unwrap();
+    // Overwriting (after the next cell) works and leaves no temporary files.
+    files::write_all(&out, &report).unwrap();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["report.md", "results.csv", "results.json"]);
+    assert_eq!(files::read_json(&out).unwrap(), report);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.starts_with("# Speed test matrix\n"));
+}
+
+#[test]
+fn read_errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = files::read_json(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.starts_with("cannot read ") && e.contains("results.json"),
+        "{e}"
+    );
+    std::fs::write(dir.path().join("results.json"), "{\"schema_version\": 1}").unwrap();
+    let e = files::read_json(dir.path()).unwrap_err().to_string();
+    assert!(
+        e.contains("is not a results file this version can resume from"),
+        "{e}"
+    );
+}
+
+#[test]
+fn console_summary_grid() {
+    let s = console::summary(&report_common::report());
+    let expected = "\
+prefill     8K:    31.4K tok/s  TTFT 261 ms  [Valid]
+prefill   128K:  6,473.0 tok/s  TTFT 19,927 ms  [Valid]
+prefill   256K:        — tok/s  TTFT —  [Failed]
+decode        1       2       4       8
+8K        101.2 190.4 L 310.0 Q    over
+128K       95.7   176.9    FAIL    over
+251K       68.4       ·    skip    skip
+total output tok/s; L = looped, Q = queued (figures kept), over = over capacity, skip = does not fit, · = not run
+";
+    assert_eq!(s, expected, "\n{s}");
+}
