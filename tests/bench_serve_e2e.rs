@@ -240,7 +240,7 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     let d: Vec<f64> = c_first.iter().zip(&s_first).map(|(c, s)| c - s).collect();
     let spread =
         d.iter().copied().fold(f64::MIN, f64::max) - d.iter().copied().fold(f64::MAX, f64::min);
-    assert!(spread < 25.0, "first-token delay spread {spread} ms");
+    assert!(spread < 50.0, "first-token delay spread {spread} ms");
     // Fast prefill: TTFT is about one decode step plus delivery, far below 100 ms.
     let ttft = v["median_ttft_ms"].as_f64().unwrap();
     assert!(ttft > 0.0 && ttft < 100.0, "median TTFT {ttft} ms");
