@@ -336,6 +336,20 @@ fn lag_summary(ns: &[u64]) -> Value {
     json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max})
 }
 
+/// The timer wheel's resolution is 1 ms: sleeping to the deadline would start requests up to
+/// a millisecond late, and that lateness lands in TTFT (latency runs from the schedule). So we
+/// sleep to just before the deadline and yield (letting other tasks run) for the rest.
+const SPIN_NS: u64 = 1_500_000;
+
+async fn wait_until(clock: &Clock, base: tokio::time::Instant, off_ns: u64, scheduled_raw: u64) {
+    if off_ns > SPIN_NS {
+        tokio::time::sleep_until(base + Duration::from_nanos(off_ns - SPIN_NS)).await;
+    }
+    while clock.raw() < scheduled_raw {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// What one request task hands back.
 struct Done {
     index: usize,
@@ -452,10 +466,10 @@ pub async fn run(
             None => make(s, &mut ids)?,
         };
         let off = offsets[i];
-        if off > 0 {
-            tokio::time::sleep_until(base_instant + Duration::from_nanos(off)).await;
-        }
         let scheduled = clock.add_ns(base_raw, off);
+        if off > 0 {
+            wait_until(&clock, base_instant, off, scheduled).await;
+        }
         timer_lag_ns.push(clock.delta_ns(scheduled, clock.raw()));
         let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
         set.spawn(async move {

@@ -708,6 +708,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Dataset files come from users: any content gives samples or an error, never a panic.
+        #[test]
+        fn file_datasets_never_panic(
+            text in "(\\PC|[\\[\\]{}\":,\n])*",
+            kind in 0usize..3,
+        ) {
+            let f = file(&text);
+            let kind = [DatasetKind::ShareGpt, DatasetKind::Custom, DatasetKind::Sonnet][kind];
+            let cfg = DatasetConfig {
+                kind,
+                path: Some(f.path().into()),
+                num_prompts: 3,
+                sonnet_input_len: 40,
+                sonnet_prefix_len: 5,
+                ..Default::default()
+            };
+            if let Ok(s) = load(&cfg, &mut words) {
+                proptest::prop_assert_eq!(s.len(), 3);
+            }
+        }
+    }
+
     #[test]
     fn dataset_names() {
         assert_eq!(
