@@ -74,6 +74,11 @@ impl Driver {
         self.shared.now_ns()
     }
 
+    /// The clock and start stamp behind [`Driver::now_ns`].
+    pub fn time_base(&self) -> (Clock, u64) {
+        (self.shared.clock.clone(), self.shared.start)
+    }
+
     /// Submit sequences (one per choice) that share one receiver.
     pub fn submit(&self, seqs: Vec<NewSeq>) -> Result<UnboundedReceiver<Emission>, AdmitError> {
         let (tx, rx) = unbounded_channel();

@@ -894,3 +894,76 @@ mod tests {
         assert!((50 + p..200).all(|i| toks[i] == toks[i - p]));
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// (arrival gap µs, prompt length, max_tokens, salt choice, prompt family) per request.
+    fn workload() -> impl Strategy<Value = Vec<(u64, usize, u32, u8, u8)>> {
+        prop::collection::vec((0u64..3000, 1usize..300, 1u32..60, 0u8..3, 0u8..4), 1..25)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever arrives: every request gets exactly its tokens in order, time never goes
+        /// backwards, the batch and the cache stay within bounds, and all blocks come back.
+        #[test]
+        fn engine_invariants(reqs in workload(), seqs in 1u32..6, kv_blocks in 24u64..80) {
+            let p = EngineParams {
+                kv_tokens: 16 * kv_blocks,
+                block_size: 16,
+                max_num_seqs: seqs,
+                max_num_batched_tokens: 128,
+                prefill: PrefillCurve { rate_tok_s: 200_000.0, half_ctx: 5_000.0 },
+                decode: DecodeCost { base_us: 500.0, per_seq_us: 50.0, per_ktok_total_us: 3.0, per_ktok_max_us: 5.0 },
+                time_scale: 1.0,
+            };
+            let mut e = Engine::new(p);
+            let mut now = 0u64;
+            let mut out = Vec::new();
+            let mut expected = HashMap::new();
+            for (tag, &(gap, len, max, salt, family)) in reqs.iter().enumerate() {
+                now += gap * 1000;
+                e.advance(now, &mut out);
+                let s = NewSeq {
+                    tag: tag as u64,
+                    prompt: (0..len as u32).map(|i| 300 + family as u32 * 1000 + i).collect(),
+                    salt: (salt > 0).then(|| format!("salt{salt}")),
+                    max_tokens: max,
+                    min_tokens: 0,
+                    ignore_eos: true,
+                    seed: tag as u64,
+                    loop_after: None,
+                };
+                match e.add(now, s) {
+                    Ok(()) => { expected.insert(tag as u64, max); }
+                    Err(AdmitError::LargerThanCache { .. }) => prop_assert!((len as u64 + max as u64).div_ceil(16) > kv_blocks),
+                    Err(other) => prop_assert!(false, "{other}"),
+                }
+                let st = e.stats();
+                prop_assert!(st.running <= seqs);
+                prop_assert!(st.used_blocks <= st.num_blocks);
+            }
+            while let Some(t) = e.next_wakeup() {
+                e.advance(t, &mut out);
+                let st = e.stats();
+                prop_assert!(st.running <= seqs && st.used_blocks <= st.num_blocks);
+            }
+            for w in out.windows(2) {
+                prop_assert!(w[1].due_ns >= w[0].due_ns);
+            }
+            for (&tag, &max) in &expected {
+                let idx: Vec<u32> = out.iter().filter(|x| x.tag == tag).map(|x| x.index).collect();
+                prop_assert_eq!(idx, (0..max).collect::<Vec<_>>());
+                let last = out.iter().rfind(|x| x.tag == tag).unwrap();
+                prop_assert_eq!(last.finish, Some(Finish::Length));
+            }
+            let st = e.stats();
+            prop_assert_eq!((st.running, st.waiting, st.used_blocks), (0, 0, 0));
+            prop_assert!(st.prefix_cache_hits_total <= st.prefix_cache_queries_total);
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! Everything here is off the normal path: a connection without an armed fault pays one relaxed
 //! atomic load per write.
 
+use super::trace::WriteStamper;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -114,13 +115,23 @@ pub struct ConnCtl {
     drip: AtomicBool,
     truncate: AtomicBool,
     fd: i32,
+    /// Present when `--trace` is on.
+    pub stamper: Option<WriteStamper>,
 }
 
 impl ConnCtl {
-    pub fn new(fd: i32) -> Self {
+    pub fn new(fd: i32, stamper: Option<WriteStamper>) -> Self {
         Self {
             fd,
+            stamper,
             ..Self::default()
+        }
+    }
+
+    #[inline]
+    fn written(&self) {
+        if let Some(s) = &self.stamper {
+            s.written();
         }
     }
 
@@ -199,6 +210,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
         if this.ctl.truncate.load(Ordering::Relaxed) {
             let half = (buf.len() / 2).max(1).min(buf.len());
             let _ = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..half]));
+            this.ctl.written();
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "mock fault: chunk truncated",
@@ -210,10 +222,15 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
                 this.pause = None;
             }
             let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..1]))?;
+            this.ctl.written();
             this.pause = Some(Box::pin(tokio::time::sleep(DRIP_PAUSE)));
             return Poll::Ready(Ok(n));
         }
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let r = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
+        if matches!(r, Ok(n) if n > 0) {
+            this.ctl.written();
+        }
+        Poll::Ready(r)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

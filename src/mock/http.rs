@@ -6,7 +6,7 @@
 use super::engine::{AdmitError, Emission, NewSeq};
 use super::faults::{self, ConnCtl, Fault};
 use super::text::mix64;
-use super::tokenizer::{apply_chat_template, ChatMessage};
+use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
 use super::trace::TraceRec;
 use super::App;
 use bytes::Bytes;
@@ -223,24 +223,24 @@ fn chat_prompt(body: &Value) -> Result<String, String> {
 }
 
 /// A completions `prompt` -> one token list per choice.
-fn completion_prompts(app: &App, body: &Value) -> Result<Vec<Vec<u32>>, String> {
+fn completion_prompts(tok: &Tokenizer, body: &Value) -> Result<Vec<Vec<u32>>, String> {
     let ids = |a: &[Value]| -> Result<Vec<u32>, String> {
         a.iter()
             .map(|v| {
                 v.as_u64()
-                    .filter(|&id| id < app.tok.vocab_size() as u64)
+                    .filter(|&id| id < tok.vocab_size() as u64)
                     .map(|id| id as u32)
                     .ok_or_else(|| {
                         format!(
                             "token id {v} is outside the vocabulary (0..{})",
-                            app.tok.vocab_size()
+                            tok.vocab_size()
                         )
                     })
             })
             .collect()
     };
     let prompts = match body.get("prompt") {
-        Some(Value::String(s)) => vec![app.tok.encode(s)],
+        Some(Value::String(s)) => vec![tok.encode(s)],
         Some(Value::Array(a)) if a.is_empty() => return Err("`prompt` is empty".into()),
         Some(Value::Array(a)) => match &a[0] {
             Value::Number(_) => vec![ids(a)?],
@@ -248,7 +248,7 @@ fn completion_prompts(app: &App, body: &Value) -> Result<Vec<Vec<u32>>, String> 
                 .iter()
                 .map(|v| {
                     v.as_str()
-                        .map(|s| app.tok.encode(s))
+                        .map(|s| tok.encode(s))
                         .ok_or("mixed `prompt` list".to_string())
                 })
                 .collect::<Result<_, _>>()?,
@@ -323,6 +323,74 @@ fn get_bool(v: Option<&Value>) -> bool {
     v.and_then(Value::as_bool).unwrap_or(false)
 }
 
+/// A generation request, validated; every field as vLLM reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenRequest {
+    /// One token list per choice; each non-empty.
+    pub prompts: Vec<Vec<u32>>,
+    /// `None`: up to `max_model_len`.
+    pub max_tokens: Option<u32>,
+    pub min_tokens: u32,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub continuous: bool,
+    pub return_token_ids: bool,
+    pub ignore_eos: bool,
+    pub salt: Option<String>,
+    pub user_seed: u64,
+}
+
+/// Validate a completions (`chat == false`) or chat completions body. Pure, so it is fuzzed
+/// (`fuzz/fuzz_targets/mock_request.rs`). Every error is a 400 with this message.
+pub fn parse_generate(
+    tok: &Tokenizer,
+    max_model_len: u32,
+    body: &Value,
+    chat: bool,
+) -> Result<GenRequest, String> {
+    let prompts = if chat {
+        chat_prompt(body).map(|s| vec![tok.encode(&s)])
+    } else {
+        completion_prompts(tok, body)
+    }?;
+    let max_key = if chat && body.get("max_completion_tokens").is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max_tokens = get_u32(body, max_key)?;
+    let min_tokens = get_u32(body, "min_tokens")?.unwrap_or(0);
+    let mml = max_model_len;
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0) as u64;
+    let want = longest + max_tokens.unwrap_or(0) as u64;
+    if longest >= mml as u64 || want > mml as u64 {
+        let what = if chat { "messages" } else { "prompt" };
+        return Err(format!(
+            "This model's maximum context length is {mml} tokens. However, you requested {want} tokens ({longest} in the {what}, {} in the completion). Please reduce the length of the {what} or completion.",
+            max_tokens.unwrap_or(0)
+        ));
+    }
+    if max_tokens == Some(0) {
+        return Err(format!("`{max_key}` must be at least 1"));
+    }
+    let opts = body.get("stream_options");
+    Ok(GenRequest {
+        prompts,
+        max_tokens,
+        min_tokens,
+        stream: get_bool(body.get("stream")),
+        include_usage: get_bool(opts.and_then(|o| o.get("include_usage"))),
+        continuous: get_bool(opts.and_then(|o| o.get("continuous_usage_stats"))),
+        return_token_ids: get_bool(body.get("return_token_ids")),
+        ignore_eos: get_bool(body.get("ignore_eos")),
+        salt: body
+            .get("cache_salt")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        user_seed: body.get("seed").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
 /// Completions and chat completions, streaming or not.
 async fn generate(
     app: &Arc<App>,
@@ -347,48 +415,23 @@ async fn generate(
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return error_response(status, &format!("mock fault: HTTP {code}"), None);
     }
-    let prompts = if chat {
-        chat_prompt(body).map(|s| vec![app.tok.encode(&s)])
-    } else {
-        completion_prompts(app, body)
-    };
-    let prompts = match prompts {
-        Ok(p) => p,
+    let g = match parse_generate(&app.tok, app.cfg.max_model_len, body, chat) {
+        Ok(g) => g,
         Err(e) => return bad_request(&e),
     };
-    let max_key = if chat && body.get("max_completion_tokens").is_some() {
-        "max_completion_tokens"
-    } else {
-        "max_tokens"
-    };
-    let (max_tokens, min_tokens) = match (get_u32(body, max_key), get_u32(body, "min_tokens")) {
-        (Ok(a), Ok(b)) => (a, b.unwrap_or(0)),
-        (Err(e), _) | (_, Err(e)) => return bad_request(&e),
-    };
+    let GenRequest {
+        prompts,
+        max_tokens,
+        min_tokens,
+        stream,
+        include_usage,
+        continuous,
+        return_token_ids,
+        ignore_eos,
+        salt,
+        user_seed,
+    } = g;
     let mml = app.cfg.max_model_len;
-    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0) as u32;
-    if longest >= mml || longest as u64 + max_tokens.unwrap_or(0) as u64 > mml as u64 {
-        let what = if chat { "messages" } else { "prompt" };
-        return bad_request(&format!(
-            "This model's maximum context length is {mml} tokens. However, you requested {} tokens ({longest} in the {what}, {} in the completion). Please reduce the length of the {what} or completion.",
-            longest as u64 + max_tokens.unwrap_or(0) as u64,
-            max_tokens.unwrap_or(0)
-        ));
-    }
-    if max_tokens == Some(0) {
-        return bad_request(&format!("`{max_key}` must be at least 1"));
-    }
-    let stream = get_bool(body.get("stream"));
-    let opts = body.get("stream_options");
-    let include_usage = get_bool(opts.and_then(|o| o.get("include_usage")));
-    let continuous = get_bool(opts.and_then(|o| o.get("continuous_usage_stats")));
-    let return_token_ids = get_bool(body.get("return_token_ids"));
-    let ignore_eos = get_bool(body.get("ignore_eos"));
-    let salt = body
-        .get("cache_salt")
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let user_seed = body.get("seed").and_then(Value::as_u64).unwrap_or(0);
     let loops = app.cfg.loop_after.filter(|_| {
         let f = app.cfg.loop_fraction;
         ((n + 1) as f64 * f).floor() > (n as f64 * f).floor()
@@ -817,12 +860,12 @@ impl SseBody {
                         }
                     }
                     self.sent_tokens += 1;
-                    if let Some(t) = &self.app.trace {
-                        t.record(TraceRec {
+                    if let Some(t) = &self.ctl.stamper {
+                        t.queue(TraceRec {
                             request_id_json: self.rid_json.clone(),
                             choice,
                             index,
-                            t_ns: self.app.driver.now_ns(),
+                            t_ns: 0,
                             due_ns,
                         });
                     }
@@ -850,5 +893,89 @@ impl SseBody {
                 Poll::Pending => return Poll::Pending,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One table row: body, chat?, expected Ok(prompt lengths, max_tokens) or Err(substring).
+    fn check(body: Value, chat: bool, expect: Result<(Vec<usize>, Option<u32>), &str>) {
+        let tok = Tokenizer::new();
+        let got = parse_generate(&tok, 100, &body, chat);
+        match (got, expect) {
+            (Ok(g), Ok((lens, max))) => {
+                assert_eq!(
+                    g.prompts.iter().map(Vec::len).collect::<Vec<_>>(),
+                    lens,
+                    "{body}"
+                );
+                assert_eq!(g.max_tokens, max, "{body}");
+            }
+            (Err(e), Err(want)) => assert!(e.contains(want), "{body}: {e}"),
+            (got, want) => panic!("{body}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn generate_requests_parse_like_vllm() {
+        check(
+            json!({"prompt": " the the", "max_tokens": 5}),
+            false,
+            Ok((vec![2], Some(5))),
+        );
+        check(json!({"prompt": [1, 2, 3]}), false, Ok((vec![3], None)));
+        check(
+            json!({"prompt": ["a", " the house"]}),
+            false,
+            Ok((vec![1, 2], None)),
+        );
+        check(
+            json!({"prompt": [[1], [2, 3]]}),
+            false,
+            Ok((vec![1, 2], None)),
+        );
+        check(json!({"prompt": []}), false, Err("empty"));
+        check(
+            json!({"prompt": [1, "a"]}),
+            false,
+            Err("outside the vocabulary"),
+        );
+        check(json!({"prompt": ""}), false, Err("at least one token"));
+        check(json!({"prompt": 5}), false, Err("`prompt` is required"));
+        check(
+            json!({"prompt": "the", "max_tokens": -1}),
+            false,
+            Err("non-negative"),
+        );
+        check(
+            json!({"prompt": "the", "max_tokens": 0}),
+            false,
+            Err("at least 1"),
+        );
+        check(
+            json!({"prompt": " the".repeat(90), "max_tokens": 11}),
+            false,
+            Err("maximum context length is 100"),
+        );
+        check(
+            json!({"prompt": " the".repeat(100)}),
+            false,
+            Err("maximum context length"),
+        );
+        let msgs = json!([{"role": "user", "content": "the"}]);
+        check(
+            json!({"messages": msgs, "max_completion_tokens": 3, "max_tokens": 9}),
+            true,
+            Ok((vec![6], Some(3))),
+        );
+        check(
+            json!({"messages": msgs, "max_tokens": 9}),
+            true,
+            Ok((vec![6], Some(9))),
+        );
+        check(json!({"messages": [{"content": "x"}]}), true, Err("`role`"));
+        check(json!({"prompt": "x"}), true, Err("`messages`"));
     }
 }

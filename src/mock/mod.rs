@@ -99,7 +99,11 @@ pub async fn serve(
                     }
                 };
                 let _ = sock.set_nodelay(true);
-                let ctl = Arc::new(ConnCtl::new(sock.as_raw_fd()));
+                let stamper = app.trace.as_ref().map(|t| {
+                    let (clock, start) = app.driver.time_base();
+                    trace::WriteStamper::new(t.clone(), clock, start)
+                });
+                let ctl = Arc::new(ConnCtl::new(sock.as_raw_fd(), stamper));
                 let app = app.clone();
                 let mut stop = stop_rx.clone();
                 conns.spawn(async move {
