@@ -391,7 +391,7 @@ fn the_binary_runs_and_appends_results() {
     for l in lines {
         let v: Value = serde_json::from_str(l).unwrap();
         assert_eq!(v["label"], "ci");
-        assert_eq!(v["run"], 1);
+        assert_eq!(v["run"], "1", "metadata values stay strings, as in vLLM");
         assert_eq!(v["completed"], 6);
     }
 }

@@ -401,18 +401,6 @@ fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
     Ok((k.to_string(), v.to_string()))
 }
 
-/// vLLM's `--metadata` values: JSON when they parse as a number, boolean or null, else text.
-fn metadata_value(v: &str) -> serde_json::Value {
-    match serde_json::from_str::<serde_json::Value>(v) {
-        Ok(
-            j @ (serde_json::Value::Number(_)
-            | serde_json::Value::Bool(_)
-            | serde_json::Value::Null),
-        ) => j,
-        _ => serde_json::Value::String(v.to_string()),
-    }
-}
-
 impl ServeArgs {
     /// Checks every flag and refuses the unsupported ones, each with a one-line message.
     pub fn validate(&self) -> Result<ServeConfig, String> {
@@ -561,7 +549,8 @@ impl ServeArgs {
         let metadata = self
             .metadata
             .iter()
-            .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, metadata_value(&v))))
+            // vLLM stores every value as the string given.
+            .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
             .collect::<Result<Vec<_>, String>>()?;
         let dataset = DatasetConfig {
             kind,
@@ -692,7 +681,7 @@ mod tests {
             vec![("X-A".into(), "1".into()), ("X-B".into(), "two".into())]
         );
         assert_eq!(c.metadata[0], ("gpu".into(), serde_json::json!("H200")));
-        assert_eq!(c.metadata[1], ("tp".into(), serde_json::json!(8)));
+        assert_eq!(c.metadata[1], ("tp".into(), serde_json::json!("8")));
         assert_eq!(c.extra["temperature"], 0.7);
         assert_eq!(c.extra["top_k"], 5);
         assert!(parse(&["--extra-body", "[1]"])
