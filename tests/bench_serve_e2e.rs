@@ -7,6 +7,7 @@ use llmspeed::clock::Clock;
 use llmspeed::compat::args::{ServeArgs, ServeConfig};
 use llmspeed::compat::run;
 use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::net::Cancel;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -165,7 +166,9 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
         ],
     );
     let mut log = Vec::new();
-    let out = run::run(&cfg, Clock::new(), &mut log).await.expect("run");
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
+        .await
+        .expect("run");
     let mut console = Vec::new();
     let saved = run::report(&cfg, &out, &mut console)
         .unwrap()
@@ -270,7 +273,7 @@ async fn concurrency_limit_queues_and_is_reported() {
             "50,99.9",
         ],
     );
-    let out = run::run(&cfg, Clock::new(), &mut Vec::new())
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
         .await
         .expect("run");
     mock.stop().await;
@@ -319,7 +322,7 @@ async fn failed_requests_are_counted_by_kind() {
             "--save-detailed",
         ],
     );
-    let out = run::run(&cfg, Clock::new(), &mut Vec::new())
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
         .await
         .expect("run");
     mock.stop().await;
@@ -394,4 +397,42 @@ fn the_binary_runs_and_appends_results() {
         assert_eq!(v["run"], "1", "metadata values stay strings, as in vLLM");
         assert_eq!(v["completed"], 6);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_stops_dispatch_and_keeps_what_was_measured() {
+    let mock = start_mock(None).await;
+    // 40 requests at 20/s would take ~2 s; cancel after 400 ms.
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "40",
+            "--request-rate",
+            "20",
+            "--random-output-len",
+            "200",
+        ],
+    );
+    let cancel = Cancel::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        c.cancel();
+    });
+    let mut log = Vec::new();
+    let out = run::run(&cfg, Clock::new(), &cancel, &mut log)
+        .await
+        .expect("run");
+    mock.stop().await;
+    let m = &out.metrics;
+    let sent = m.completed + m.failed;
+    assert!(sent > 0 && sent < 40, "sent {sent}");
+    // 200 tokens at 2 ms each outlive the 400 ms: the requests in flight end as cancelled.
+    assert!(
+        m.failures.keys().any(|k| k.as_str() == "cancelled"),
+        "{:?}",
+        m.failures
+    );
+    assert!(String::from_utf8(log).unwrap().contains("interrupted"));
 }

@@ -5,6 +5,7 @@ use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::compat::args::ServeArgs;
 use crate::compat::run;
+use crate::net::Cancel;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -33,8 +34,17 @@ fn serve(a: &ServeArgs) -> CliResult {
     let rt = runtime(cfg.threads)?;
     let out = rt
         .block_on(async {
+            let cancel = Cancel::new();
+            let on_signal = cancel.clone();
+            // Ctrl-C ends the run early but keeps (and reports) what was measured.
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted: cancelling requests in flight");
+                    on_signal.cancel();
+                }
+            });
             let mut log = std::io::stderr();
-            run::run(&cfg, Clock::new(), &mut log).await
+            run::run(&cfg, Clock::new(), &cancel, &mut log).await
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut stdout = std::io::stdout().lock();

@@ -16,7 +16,7 @@ use crate::compat::metrics::{
     TtftPredicate,
 };
 use crate::compat::result::{self, Detailed, RunInfo};
-use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target};
+use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::Timeline;
 use crate::workload::datasets::{self, PromptSource, Sample};
 use bytes::Bytes;
@@ -98,6 +98,15 @@ fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     cc.insecure = cfg.insecure;
     cc.keep_text = cfg.save_detailed;
     cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
+    // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
+    // of a big run wait minutes in the server's queue before their first byte, and that is a
+    // measurement, not a failure.
+    cc.timeouts = Timeouts {
+        connect: Some(Duration::from_secs(60)),
+        first_byte: None,
+        gap: None,
+        total: Some(Duration::from_secs(6 * 3600)),
+    };
     Client::new(cc, clock).map_err(|e| RunError::Setup(e.to_string()))
 }
 
@@ -361,10 +370,12 @@ struct Done {
 }
 
 /// Runs the whole benchmark: ready check, model, dataset, warm-ups, the measured run. Progress
-/// lines go to `log`.
+/// lines go to `log`. Cancelling `cancel` (Ctrl-C) stops dispatching, ends the requests in
+/// flight as `cancelled`, and still reports what was measured.
 pub async fn run(
     cfg: &ServeConfig,
     clock: Clock,
+    cancel: &Cancel,
     log: &mut (dyn Write + Send),
 ) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
@@ -403,7 +414,6 @@ pub async fn run(
         })
     };
     let mut ids = Vec::new();
-    let cancel = Cancel::new();
 
     if cfg.num_warmups > 0 {
         let _ = writeln!(log, "warming up with {} request(s)", cfg.num_warmups);
@@ -461,6 +471,14 @@ pub async fn run(
     let base_instant = tokio::time::Instant::now();
     let mut prebuilt = prebuilt.into_iter();
     for (i, s) in samples.iter().enumerate() {
+        if cancel.is_cancelled() {
+            let _ = writeln!(
+                log,
+                "interrupted: {i} of {} requests were sent",
+                samples.len()
+            );
+            break;
+        }
         let req = match prebuilt.next() {
             Some(r) => r,
             None => make(s, &mut ids)?,
