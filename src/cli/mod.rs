@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod bench;
 pub mod mock;
 pub mod stream;
 
@@ -55,17 +56,20 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
-    Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
+    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
+    Mock(mock::MockArgs),
+    /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
+    Bench(bench::BenchArgs),
 }
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
-        Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
+        Command::Mock(a) => mock::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
 
