@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod bench;
 pub mod mock;
 pub mod selftest;
 pub mod stream;
@@ -56,10 +57,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
-    Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
+    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
+    Mock(mock::MockArgs),
+    /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
+    Bench(bench::BenchArgs),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
 }
@@ -67,8 +70,9 @@ pub enum Command {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
-        Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
+        Command::Mock(a) => mock::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Selftest(args) => selftest::run(args),
     }
 }
