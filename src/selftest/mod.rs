@@ -106,6 +106,12 @@ pub struct Report {
     pub gap_error_us_p50: f64,
     pub gap_error_us_p99: f64,
     pub gap_error_us_max: f64,
+    /// Client read stamp minus server write stamp, every matched token: where gap error comes
+    /// from (its jitter). Negative when the server was descheduled between its write returning
+    /// and its stamp: the ground truth's own noise.
+    pub delivery_us_min: f64,
+    pub delivery_us_p50: f64,
+    pub delivery_us_p99: f64,
     /// Server write time minus the engine's due time: how late the server itself ran.
     pub server_write_lag_us_p50: f64,
     pub server_write_lag_us_p99: f64,
@@ -282,6 +288,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let mut ttft_err_ms = Vec::with_capacity(timelines.len());
     let mut true_ttft_ms = Vec::with_capacity(timelines.len());
     let mut gap_err_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
+    let mut delivery_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
     let mut errors: HashMap<&'static str, usize> = HashMap::new();
     let mut first_error = None;
     let (mut tokens, mut matched) = (0u64, 0u64);
@@ -315,6 +322,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
                 continue;
             };
             matched += 1;
+            delivery_us.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e3);
             if k == 0 {
                 ttft_err_ms.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
                 if let Some(send) = tl.send_start {
@@ -336,6 +344,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let ttft = Fig::of(&ttft_err_ms);
     let gap = Fig::of(&gap_err_us);
     let lag = Fig::of(&lag_us);
+    let delivery = Fig::of(&delivery_us);
     Report {
         streams: shape.streams,
         tokens_per_stream: shape.tokens,
@@ -357,6 +366,9 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         gap_error_us_p50: gap.p50,
         gap_error_us_p99: gap.p99,
         gap_error_us_max: gap.max,
+        delivery_us_min: delivery.min,
+        delivery_us_p50: delivery.p50,
+        delivery_us_p99: delivery.p99,
         server_write_lag_us_p50: lag.p50,
         server_write_lag_us_p99: lag.p99,
         server_write_lag_us_max: lag.max,
@@ -371,6 +383,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
 
 /// mean / p50 / p99 / max of a sample, zeros when empty (numpy-compatible percentiles).
 struct Fig {
+    min: f64,
     mean: f64,
     p50: f64,
     p99: f64,
@@ -382,6 +395,7 @@ impl Fig {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
         Fig {
+            min: s.first().copied().unwrap_or(0.0),
             mean: stats::mean(&s).unwrap_or(0.0),
             p50: stats::percentile_sorted(&s, 50.0).unwrap_or(0.0),
             p99: stats::percentile_sorted(&s, 99.0).unwrap_or(0.0),
@@ -528,6 +542,15 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
+        "  {:<17} {:>10} {:>10.1} {:>10.1} {:>10}",
+        "delivery us",
+        format!("min {:.1}", r.delivery_us_min),
+        r.delivery_us_p50,
+        r.delivery_us_p99,
+        ""
+    )?;
+    writeln!(
+        w,
         "  true TTFT         {:.2} ms mean (server first write - client send)",
         r.true_ttft_ms_mean
     )?;
@@ -606,6 +629,8 @@ mod tests {
         assert!((r.gap_error_us_max - 0.15).abs() < 1e-9);
         assert!((r.gap_error_us_mean - 0.1).abs() < 1e-9);
         assert!((r.server_write_lag_us_max - 5.0).abs() < 1e-9);
+        assert!((r.delivery_us_min - 0.1).abs() < 1e-9);
+        assert!((r.delivery_us_p50 - 0.2).abs() < 1e-9);
     }
 
     #[test]
