@@ -8,4 +8,7 @@
 pub mod body;
 pub mod chunked;
 pub mod http1;
+pub mod json;
+pub mod openai;
+pub mod prometheus;
 pub mod sse;
