@@ -1,6 +1,8 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod mock;
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -51,11 +53,16 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {}
+pub enum Command {
+    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
+    Mock(mock::MockArgs),
+}
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
-    match cli.command {}
+    match cli.command {
+        Command::Mock(a) => mock::run(a),
+    }
 }
 
 /// A multi-threaded tokio runtime with `threads` workers (0 = one per core).

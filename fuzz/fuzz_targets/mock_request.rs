@@ -1,0 +1,30 @@
+//! The mock server's request parsing: any body never panics, and what it accepts respects
+//! `max_model_len`; the tokenizer round-trips any text; fault specs parse or fail cleanly.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use llmspeed::mock::faults::FaultRule;
+use llmspeed::mock::http::parse_generate;
+use llmspeed::mock::tokenizer::Tokenizer;
+use std::sync::OnceLock;
+
+static TOK: OnceLock<Tokenizer> = OnceLock::new();
+
+fuzz_target!(|data: &[u8]| {
+    let tok = TOK.get_or_init(Tokenizer::new);
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(tok.decode(&tok.encode(text)).as_deref(), Ok(text));
+        let _ = text.parse::<FaultRule>();
+    }
+    if let Ok(body) = serde_json::from_slice::<serde_json::Value>(data) {
+        for chat in [false, true] {
+            if let Ok(g) = parse_generate(tok, 4096, &body, chat) {
+                for p in &g.prompts {
+                    assert!(!p.is_empty());
+                    assert!(p.len() as u64 + g.max_tokens.unwrap_or(0) as u64 <= 4096);
+                    assert!(p.iter().all(|&t| t < tok.vocab_size()));
+                }
+            }
+        }
+    }
+});

@@ -1,0 +1,132 @@
+//! `llmspeed mock`: flags -> [`MockConfig`], bind, print the settings and URL, serve until
+//! Ctrl-C. The server runs on its own current-thread runtime (the engine has its own thread).
+
+use super::{CliError, CliResult};
+use crate::mock::faults::FaultRule;
+use crate::mock::{MockConfig, Profile};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct MockArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to bind (0 = any free port).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Preset: seed (a real GPU's shape), fast (sub-ms token gaps), demo (small and quick).
+    #[arg(long, default_value = "seed", value_parser = |s: &str| s.parse::<Profile>())]
+    pub profile: Profile,
+    /// Multiply every simulated duration (0.01 runs the profile 100x faster).
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// Served model name.
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub max_model_len: Option<u32>,
+    /// KV cache size in tokens.
+    #[arg(long)]
+    pub kv_tokens: Option<u64>,
+    #[arg(long)]
+    pub block_size: Option<u32>,
+    #[arg(long)]
+    pub max_num_seqs: Option<u32>,
+    /// Token budget of one engine step (chunked prefill size).
+    #[arg(long)]
+    pub max_num_batched_tokens: Option<u32>,
+    /// Prefill speed for short prompts, tokens/s.
+    #[arg(long)]
+    pub prefill_rate: Option<f64>,
+    /// Context (tokens) at which prefill speed has halved.
+    #[arg(long)]
+    pub prefill_half_ctx: Option<f64>,
+    /// Decode step: fixed part, microseconds.
+    #[arg(long)]
+    pub decode_base_us: Option<f64>,
+    /// Decode step: added per sequence in the batch, microseconds.
+    #[arg(long)]
+    pub decode_per_seq_us: Option<f64>,
+    /// Decode step: added per 1000 tokens of context summed over the batch, microseconds.
+    #[arg(long)]
+    pub decode_per_ktok_us: Option<f64>,
+    /// Decode step: added per 1000 tokens of the longest context, microseconds.
+    #[arg(long)]
+    pub decode_per_ktok_max_us: Option<f64>,
+    /// Streams start repeating a fixed period after N tokens.
+    #[arg(long)]
+    pub loop_after: Option<u64>,
+    /// Fraction of requests that loop (with --loop-after).
+    #[arg(long, default_value_t = 1.0)]
+    pub loop_fraction: f64,
+    /// Inject a fault: SPEC or SPEC@PROBABILITY; SPEC is status=500, reset-after=N,
+    /// stall-after=N:MS, error-after=N, malformed-after=N, truncate-after=N or drip. Repeatable.
+    #[arg(long = "fault", value_parser = |s: &str| s.parse::<FaultRule>())]
+    pub faults: Vec<FaultRule>,
+    /// Write one JSON line per token write (ground truth) to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+impl MockArgs {
+    pub fn config(&self) -> Result<MockConfig, CliError> {
+        let mut c = MockConfig::profile(self.profile);
+        let e = &mut c.engine;
+        macro_rules! set {
+            ($dst:expr, $src:expr) => {
+                if let Some(v) = $src {
+                    $dst = v;
+                }
+            };
+        }
+        set!(e.time_scale, self.time_scale);
+        set!(e.kv_tokens, self.kv_tokens);
+        set!(e.block_size, self.block_size);
+        set!(e.max_num_seqs, self.max_num_seqs);
+        set!(e.max_num_batched_tokens, self.max_num_batched_tokens);
+        set!(e.prefill.rate_tok_s, self.prefill_rate);
+        set!(e.prefill.half_ctx, self.prefill_half_ctx);
+        set!(e.decode.base_us, self.decode_base_us);
+        set!(e.decode.per_seq_us, self.decode_per_seq_us);
+        set!(e.decode.per_ktok_total_us, self.decode_per_ktok_us);
+        set!(e.decode.per_ktok_max_us, self.decode_per_ktok_max_us);
+        set!(c.max_model_len, self.max_model_len);
+        set!(c.model, self.model.clone());
+        c.loop_after = self.loop_after;
+        c.loop_fraction = self.loop_fraction;
+        c.faults = self.faults.clone();
+        c.trace = self.trace.clone();
+        c.validate().map_err(CliError::usage)?;
+        Ok(c)
+    }
+}
+
+pub fn run(args: MockArgs) -> CliResult {
+    let config = args.config()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::failed(format!("cannot start the async runtime: {e}")))?;
+    rt.block_on(async {
+        let addr = format!("{}:{}", args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| CliError::failed(format!("cannot bind {addr}: {e}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| CliError::failed(format!("cannot read the bound address: {e}")))?;
+        println!("llmspeed mock ({:?} profile)", args.profile);
+        println!("{}", config.describe());
+        println!("serving on http://{local}/v1  (Ctrl-C to stop)");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        crate::mock::serve(listener, config, shutdown)
+            .await
+            .map_err(|e| CliError::failed(format!("mock server failed: {e}")))?;
+        eprintln!("llmspeed mock: stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

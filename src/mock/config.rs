@@ -1,0 +1,177 @@
+//! Server settings and the `--profile` presets. Plain data; the CLI fills it from flags and
+//! tests build it directly.
+
+use super::engine::{DecodeCost, EngineParams, PrefillCurve};
+use super::faults::FaultRule;
+use std::path::PathBuf;
+
+/// A named starting point for every engine parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// Roughly the seed report's GPU: KV 1.1M tokens, max_model_len 262144, prefill 31.5K tok/s
+    /// at 8K falling to 3.5K at 256K, ≈96 tok/s per stream at 128K × 1.
+    Seed,
+    /// Sub-millisecond token gaps and nearly free prefill, for stress tests of the client.
+    Fast,
+    /// Small `max_model_len` (32768), fast enough that a whole speed-test matrix takes a minute.
+    Demo,
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "seed" => Ok(Profile::Seed),
+            "fast" => Ok(Profile::Fast),
+            "demo" => Ok(Profile::Demo),
+            _ => Err(format!("unknown profile `{s}` (seed, fast, demo)")),
+        }
+    }
+}
+
+/// Everything `serve` needs.
+#[derive(Clone, Debug)]
+pub struct MockConfig {
+    /// Served model name; requests naming another model get 404.
+    pub model: String,
+    pub max_model_len: u32,
+    pub engine: EngineParams,
+    /// What `GET /version` reports.
+    pub version: String,
+    /// Streams start repeating a fixed period after this many tokens...
+    pub loop_after: Option<u64>,
+    /// ...in this fraction of requests (chosen by arrival order, exactly).
+    pub loop_fraction: f64,
+    /// Faults drawn per request (a request header `x-mock-fault` overrides them).
+    pub faults: Vec<FaultRule>,
+    pub trace: Option<PathBuf>,
+}
+
+impl MockConfig {
+    pub fn profile(p: Profile) -> Self {
+        let engine = match p {
+            Profile::Seed => EngineParams {
+                kv_tokens: 1_100_000,
+                block_size: 16,
+                max_num_seqs: 256,
+                max_num_batched_tokens: 8192,
+                prefill: PrefillCurve {
+                    rate_tok_s: 42_600.0,
+                    half_ctx: 22_600.0,
+                },
+                // Fitted to 10.4 ms/step at 128K x 1, 11.3 at 128K x 2, 14.5 at 251K x 1.
+                decode: DecodeCost {
+                    base_us: 6080.0,
+                    per_seq_us: 50.0,
+                    per_ktok_total_us: 7.03,
+                    per_ktok_max_us: 26.3,
+                },
+                time_scale: 1.0,
+            },
+            Profile::Fast => EngineParams {
+                kv_tokens: 4_194_304,
+                block_size: 16,
+                max_num_seqs: 1024,
+                max_num_batched_tokens: 65536,
+                prefill: PrefillCurve {
+                    rate_tok_s: 50_000_000.0,
+                    half_ctx: 1e9,
+                },
+                decode: DecodeCost {
+                    base_us: 500.0,
+                    per_seq_us: 1.0,
+                    per_ktok_total_us: 0.0,
+                    per_ktok_max_us: 0.0,
+                },
+                time_scale: 1.0,
+            },
+            Profile::Demo => EngineParams {
+                kv_tokens: 262_144,
+                block_size: 16,
+                max_num_seqs: 64,
+                max_num_batched_tokens: 8192,
+                prefill: PrefillCurve {
+                    rate_tok_s: 400_000.0,
+                    half_ctx: 22_600.0,
+                },
+                decode: DecodeCost {
+                    base_us: 1500.0,
+                    per_seq_us: 20.0,
+                    per_ktok_total_us: 2.0,
+                    per_ktok_max_us: 10.0,
+                },
+                time_scale: 1.0,
+            },
+        };
+        let max_model_len = match p {
+            Profile::Seed => 262_144,
+            Profile::Fast | Profile::Demo => 32_768,
+        };
+        MockConfig {
+            model: "mock-model".into(),
+            max_model_len,
+            engine,
+            version: "0.11.0+mock".into(),
+            loop_after: None,
+            loop_fraction: 1.0,
+            faults: Vec::new(),
+            trace: None,
+        }
+    }
+
+    /// One line per setting, for the startup banner.
+    pub fn describe(&self) -> String {
+        let e = &self.engine;
+        format!(
+            "model {} | max_model_len {} | KV {} tokens in blocks of {} ({} blocks, max concurrency {:.2} at full length) | max_num_seqs {} | batch budget {} tokens\n\
+             prefill {:.0} tok/s / (1 + ctx/{:.0}) | decode step {:.0} us + {:.1} us/seq + {:.2} us/Ktok total + {:.2} us/Ktok longest | time scale {}\n\
+             loop after {:?} tokens (fraction {}) | {} fault rule(s) | trace {}",
+            self.model,
+            self.max_model_len,
+            e.num_blocks() as u64 * e.block_size as u64,
+            e.block_size,
+            e.num_blocks(),
+            (e.num_blocks() as u64 * e.block_size as u64) as f64 / self.max_model_len as f64,
+            e.max_num_seqs,
+            e.max_num_batched_tokens,
+            e.prefill.rate_tok_s,
+            e.prefill.half_ctx,
+            e.decode.base_us,
+            e.decode.per_seq_us,
+            e.decode.per_ktok_total_us,
+            e.decode.per_ktok_max_us,
+            e.time_scale,
+            self.loop_after,
+            self.loop_fraction,
+            self.faults.len(),
+            self.trace
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "off".into()),
+        )
+    }
+
+    /// Reject settings the engine cannot run with.
+    pub fn validate(&self) -> Result<(), String> {
+        let e = &self.engine;
+        if e.block_size == 0 || e.kv_tokens < e.block_size as u64 {
+            return Err("--kv-tokens must hold at least one block".into());
+        }
+        if e.max_num_seqs == 0 || e.max_num_batched_tokens == 0 {
+            return Err("--max-num-seqs and --max-num-batched-tokens must be positive".into());
+        }
+        if !(e.time_scale > 0.0 && e.time_scale.is_finite()) {
+            return Err("--time-scale must be a positive number".into());
+        }
+        if !(e.prefill.rate_tok_s > 0.0 && e.prefill.half_ctx > 0.0) {
+            return Err("prefill rate and half-context must be positive".into());
+        }
+        if self.max_model_len == 0 {
+            return Err("--max-model-len must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.loop_fraction) {
+            return Err("--loop-fraction must be in 0..=1".into());
+        }
+        Ok(())
+    }
+}

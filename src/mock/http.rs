@@ -1,0 +1,981 @@
+//! The HTTP face of the mock: hyper 1 service, routing, vLLM-shaped JSON, and the SSE body that
+//! turns engine emissions into one chunk per event (uvicorn-style). Byte-level faults are
+//! delegated to [`super::faults::FaultIo`]; this module only decides when they fire.
+//! It must never use the client's HTTP code (`crate::net`, `crate::proto`).
+
+use super::engine::{AdmitError, Emission, NewSeq};
+use super::faults::{self, ConnCtl, Fault};
+use super::text::mix64;
+use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
+use super::trace::TraceRec;
+use super::App;
+use bytes::Bytes;
+use http::{header, Method, Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Largest request body accepted (a 256K-token prompt as an id array is ~2 MB).
+const MAX_BODY: usize = 64 << 20;
+
+/// Every response body the mock sends.
+pub enum MockBody {
+    Full(Option<Bytes>),
+    Sse(Box<SseBody>),
+}
+
+impl Body for MockBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            MockBody::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            MockBody::Sse(s) => s.poll_next(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, MockBody::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            MockBody::Full(Some(b)) => SizeHint::with_exact(b.len() as u64),
+            MockBody::Full(None) => SizeHint::with_exact(0),
+            MockBody::Sse(_) => SizeHint::default(),
+        }
+    }
+}
+
+fn respond(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<MockBody> {
+    let mut r = Response::new(MockBody::Full(Some(body.into())));
+    *r.status_mut() = status;
+    if let Ok(v) = header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> Response<MockBody> {
+    respond(status, "application/json", v.to_string())
+}
+
+/// vLLM's error body: `{"error":{"message","type","param","code"}}`.
+fn error_response(status: StatusCode, message: &str, param: Option<&str>) -> Response<MockBody> {
+    let kind = match status.as_u16() {
+        400 => "BadRequestError",
+        404 => "NotFoundError",
+        429 => "RateLimitError",
+        503 => "ServiceUnavailableError",
+        _ => "InternalServerError",
+    };
+    json_response(
+        status,
+        &json!({"error": {"message": message, "type": kind, "param": param, "code": status.as_u16()}}),
+    )
+}
+
+fn bad_request(message: &str) -> Response<MockBody> {
+    error_response(StatusCode::BAD_REQUEST, message, None)
+}
+
+/// Route one request.
+pub async fn handle(
+    app: Arc<App>,
+    ctl: Arc<ConnCtl>,
+    req: Request<Incoming>,
+) -> Response<MockBody> {
+    ctl.clear();
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let fault_header = req
+        .headers()
+        .get("x-mock-fault")
+        .map(|v| v.to_str().map(str::parse::<Fault>));
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let mut resp = match (&method, path.as_str()) {
+        (&Method::GET, "/health") => respond(StatusCode::OK, "application/json", Bytes::new()),
+        (&Method::GET, "/version") => {
+            json_response(StatusCode::OK, &json!({"version": app.cfg.version}))
+        }
+        (&Method::GET, "/v1/models") => json_response(StatusCode::OK, &models(&app)),
+        (&Method::GET, "/metrics") => respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            super::metrics::render(&app.cfg, &app.driver.stats()),
+        ),
+        (
+            &Method::POST,
+            "/tokenize" | "/detokenize" | "/v1/completions" | "/v1/chat/completions",
+        ) => {
+            let body = match read_json(req).await {
+                Ok(v) => v,
+                Err(r) => return r,
+            };
+            match path.as_str() {
+                "/tokenize" => tokenize(&app, &body),
+                "/detokenize" => detokenize(&app, &body),
+                _ => {
+                    let fault = match fault_header {
+                        Some(Ok(Ok(f))) => Some(f),
+                        Some(Ok(Err(e))) => return bad_request(&format!("x-mock-fault: {e}")),
+                        Some(Err(_)) => return bad_request("x-mock-fault is not ASCII"),
+                        None => None,
+                    };
+                    let chat = path == "/v1/chat/completions";
+                    generate(&app, &ctl, &body, chat, request_id.clone(), fault).await
+                }
+            }
+        }
+        (
+            _,
+            "/health"
+            | "/version"
+            | "/v1/models"
+            | "/metrics"
+            | "/tokenize"
+            | "/detokenize"
+            | "/v1/completions"
+            | "/v1/chat/completions",
+        ) => error_response(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &format!("method {method} not allowed on {path}"),
+            None,
+        ),
+        _ => error_response(StatusCode::NOT_FOUND, &format!("no route {path}"), None),
+    };
+    if let Some(id) = request_id.and_then(|id| header::HeaderValue::from_str(&id).ok()) {
+        resp.headers_mut().insert("x-request-id", id);
+    }
+    resp
+}
+
+async fn read_json(req: Request<Incoming>) -> Result<Value, Response<MockBody>> {
+    let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
+        .collect()
+        .await
+        .map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?
+        .to_bytes();
+    serde_json::from_slice(&body)
+        .map_err(|e| bad_request(&format!("request body is not valid JSON: {e}")))
+}
+
+fn models(app: &App) -> Value {
+    json!({"object": "list", "data": [{
+        "id": app.cfg.model, "object": "model", "created": app.created, "owned_by": "vllm",
+        "root": app.cfg.model, "parent": null, "max_model_len": app.cfg.max_model_len,
+        "permission": []
+    }]})
+}
+
+/// `messages` -> text through the fixed chat template.
+fn chat_prompt(body: &Value) -> Result<String, String> {
+    let msgs = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("`messages` must be an array")?;
+    let mut parts = Vec::with_capacity(msgs.len());
+    let mut joined = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or("every message needs a string `role`")?;
+        let content = match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|i| i.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            None | Some(Value::Null) => String::new(),
+            Some(_) => return Err("message `content` must be a string or a list of parts".into()),
+        };
+        joined.push((role.to_owned(), content));
+    }
+    for (r, c) in &joined {
+        parts.push(ChatMessage {
+            role: r,
+            content: c,
+        });
+    }
+    let add = body
+        .get("add_generation_prompt")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    Ok(apply_chat_template(&parts, add))
+}
+
+/// A completions `prompt` -> one token list per choice.
+fn completion_prompts(tok: &Tokenizer, body: &Value) -> Result<Vec<Vec<u32>>, String> {
+    let ids = |a: &[Value]| -> Result<Vec<u32>, String> {
+        a.iter()
+            .map(|v| {
+                v.as_u64()
+                    .filter(|&id| id < tok.vocab_size() as u64)
+                    .map(|id| id as u32)
+                    .ok_or_else(|| {
+                        format!(
+                            "token id {v} is outside the vocabulary (0..{})",
+                            tok.vocab_size()
+                        )
+                    })
+            })
+            .collect()
+    };
+    let prompts = match body.get("prompt") {
+        Some(Value::String(s)) => vec![tok.encode(s)],
+        Some(Value::Array(a)) if a.is_empty() => return Err("`prompt` is empty".into()),
+        Some(Value::Array(a)) => match &a[0] {
+            Value::Number(_) => vec![ids(a)?],
+            Value::String(_) => a
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .map(|s| tok.encode(s))
+                        .ok_or("mixed `prompt` list".to_string())
+                })
+                .collect::<Result<_, _>>()?,
+            Value::Array(_) => a
+                .iter()
+                .map(|v| {
+                    v.as_array()
+                        .ok_or("mixed `prompt` list".to_string())
+                        .and_then(|x| ids(x))
+                })
+                .collect::<Result<_, _>>()?,
+            _ => return Err("`prompt` must be a string, a list of strings or token ids".into()),
+        },
+        _ => return Err("`prompt` is required (string, list of strings, or token ids)".into()),
+    };
+    if prompts.iter().any(Vec::is_empty) {
+        return Err("a prompt must have at least one token".into());
+    }
+    Ok(prompts)
+}
+
+fn tokenize(app: &App, body: &Value) -> Response<MockBody> {
+    let tokens = if body.get("messages").is_some() {
+        match chat_prompt(body) {
+            Ok(s) => app.tok.encode(&s),
+            Err(e) => return bad_request(&e),
+        }
+    } else {
+        match body.get("prompt").and_then(Value::as_str) {
+            Some(s) => app.tok.encode(s),
+            None => return bad_request("`prompt` (string) or `messages` is required"),
+        }
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({"count": tokens.len(), "max_model_len": app.cfg.max_model_len, "tokens": tokens, "token_strs": null}),
+    )
+}
+
+fn detokenize(app: &App, body: &Value) -> Response<MockBody> {
+    let Some(arr) = body.get("tokens").and_then(Value::as_array) else {
+        return bad_request("`tokens` must be a list of token ids");
+    };
+    let mut ids = Vec::with_capacity(arr.len());
+    for v in arr {
+        match v.as_u64().and_then(|x| u32::try_from(x).ok()) {
+            Some(id) => ids.push(id),
+            None => return bad_request(&format!("token id {v} is not a non-negative integer")),
+        }
+    }
+    match app.tok.decode(&ids) {
+        Ok(s) => json_response(StatusCode::OK, &json!({"prompt": s})),
+        Err(id) => bad_request(&format!(
+            "token id {id} is outside the vocabulary (0..{})",
+            app.tok.vocab_size()
+        )),
+    }
+}
+
+fn get_u32(body: &Value, key: &str) -> Result<Option<u32>, String> {
+    match body.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .and_then(|x| u32::try_from(x).ok())
+            .map(Some)
+            .ok_or_else(|| format!("`{key}` must be a non-negative integer")),
+    }
+}
+
+fn get_bool(v: Option<&Value>) -> bool {
+    v.and_then(Value::as_bool).unwrap_or(false)
+}
+
+/// A generation request, validated; every field as vLLM reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenRequest {
+    /// One token list per choice; each non-empty.
+    pub prompts: Vec<Vec<u32>>,
+    /// `None`: up to `max_model_len`.
+    pub max_tokens: Option<u32>,
+    pub min_tokens: u32,
+    pub stream: bool,
+    pub include_usage: bool,
+    pub continuous: bool,
+    pub return_token_ids: bool,
+    pub ignore_eos: bool,
+    pub salt: Option<String>,
+    pub user_seed: u64,
+}
+
+/// Validate a completions (`chat == false`) or chat completions body. Pure, so it is fuzzed
+/// (`fuzz/fuzz_targets/mock_request.rs`). Every error is a 400 with this message.
+pub fn parse_generate(
+    tok: &Tokenizer,
+    max_model_len: u32,
+    body: &Value,
+    chat: bool,
+) -> Result<GenRequest, String> {
+    let prompts = if chat {
+        chat_prompt(body).map(|s| vec![tok.encode(&s)])
+    } else {
+        completion_prompts(tok, body)
+    }?;
+    let max_key = if chat && body.get("max_completion_tokens").is_some() {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max_tokens = get_u32(body, max_key)?;
+    let min_tokens = get_u32(body, "min_tokens")?.unwrap_or(0);
+    let mml = max_model_len;
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0) as u64;
+    let want = longest + max_tokens.unwrap_or(0) as u64;
+    if longest >= mml as u64 || want > mml as u64 {
+        let what = if chat { "messages" } else { "prompt" };
+        return Err(format!(
+            "This model's maximum context length is {mml} tokens. However, you requested {want} tokens ({longest} in the {what}, {} in the completion). Please reduce the length of the {what} or completion.",
+            max_tokens.unwrap_or(0)
+        ));
+    }
+    if max_tokens == Some(0) {
+        return Err(format!("`{max_key}` must be at least 1"));
+    }
+    let opts = body.get("stream_options");
+    Ok(GenRequest {
+        prompts,
+        max_tokens,
+        min_tokens,
+        stream: get_bool(body.get("stream")),
+        include_usage: get_bool(opts.and_then(|o| o.get("include_usage"))),
+        continuous: get_bool(opts.and_then(|o| o.get("continuous_usage_stats"))),
+        return_token_ids: get_bool(body.get("return_token_ids")),
+        ignore_eos: get_bool(body.get("ignore_eos")),
+        salt: body
+            .get("cache_salt")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        user_seed: body.get("seed").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// Completions and chat completions, streaming or not.
+async fn generate(
+    app: &Arc<App>,
+    ctl: &Arc<ConnCtl>,
+    body: &Value,
+    chat: bool,
+    request_id: Option<String>,
+    header_fault: Option<Fault>,
+) -> Response<MockBody> {
+    if let Some(m) = body.get("model").and_then(Value::as_str) {
+        if m != app.cfg.model {
+            return error_response(
+                StatusCode::NOT_FOUND,
+                &format!("The model `{m}` does not exist."),
+                Some("model"),
+            );
+        }
+    }
+    let n = app.requests.fetch_add(1, Ordering::Relaxed);
+    let fault = header_fault.or_else(|| faults::pick(&app.cfg.faults, n));
+    if let Some(Fault::Status(code)) = fault {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return error_response(status, &format!("mock fault: HTTP {code}"), None);
+    }
+    let g = match parse_generate(&app.tok, app.cfg.max_model_len, body, chat) {
+        Ok(g) => g,
+        Err(e) => return bad_request(&e),
+    };
+    let GenRequest {
+        prompts,
+        max_tokens,
+        min_tokens,
+        stream,
+        include_usage,
+        continuous,
+        return_token_ids,
+        ignore_eos,
+        salt,
+        user_seed,
+    } = g;
+    let mml = app.cfg.max_model_len;
+    let loops = app.cfg.loop_after.filter(|_| {
+        let f = app.cfg.loop_fraction;
+        ((n + 1) as f64 * f).floor() > (n as f64 * f).floor()
+    });
+    let choices = prompts.len() as u64;
+    let base = app.tags.fetch_add(choices, Ordering::Relaxed);
+    let prompt_tokens: u64 = prompts.iter().map(|p| p.len() as u64).sum();
+    let seqs: Vec<NewSeq> = prompts
+        .into_iter()
+        .enumerate()
+        .map(|(i, prompt)| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&prompt, &mut h);
+            let seed = mix64(std::hash::Hasher::finish(&h) ^ user_seed ^ i as u64);
+            NewSeq {
+                tag: base + i as u64,
+                max_tokens: max_tokens.unwrap_or(mml - prompt.len() as u32),
+                prompt,
+                salt: salt.clone(),
+                min_tokens,
+                ignore_eos,
+                seed,
+                loop_after: loops,
+            }
+        })
+        .collect();
+    let rx = match app.driver.submit(seqs) {
+        Ok(rx) => rx,
+        Err(e @ AdmitError::LargerThanCache { .. }) => return bad_request(&e.to_string()),
+        Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
+    };
+    let prefix = if chat { "chatcmpl" } else { "cmpl" };
+    let id = format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base));
+    let rid = request_id.unwrap_or_else(|| id.clone());
+    let meta = Meta {
+        chat,
+        id,
+        model: app.cfg.model.clone(),
+        created: app.created,
+        include_usage,
+        continuous,
+        return_token_ids,
+        prompt_tokens,
+    };
+    let guard = AbortGuard {
+        app: app.clone(),
+        base,
+        choices,
+    };
+    if !stream {
+        return collect_full(app, meta, rx, guard).await;
+    }
+    if fault == Some(Fault::Drip) {
+        ctl.set_drip();
+    }
+    let body = SseBody {
+        app: app.clone(),
+        ctl: ctl.clone(),
+        rx,
+        meta,
+        guard,
+        rid_json: serde_json::to_string(&rid)
+            .unwrap_or_else(|_| "\"?\"".into())
+            .into(),
+        pending: VecDeque::with_capacity(4),
+        role_sent: vec![false; choices as usize],
+        finished: 0,
+        completion_tokens: 0,
+        sent_tokens: 0,
+        fault,
+        stall: None,
+        state: State::Streaming,
+        truncate_flushed: false,
+        line: String::with_capacity(512),
+    };
+    let mut r = Response::new(MockBody::Sse(Box::new(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    r
+}
+
+/// Frees the engine's sequences if the response is dropped before they finish.
+struct AbortGuard {
+    app: Arc<App>,
+    base: u64,
+    choices: u64,
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        let tags: Vec<u64> = (self.base..self.base + self.choices).collect();
+        self.app.driver.abort(&tags);
+    }
+}
+
+struct Meta {
+    chat: bool,
+    id: String,
+    model: String,
+    created: u64,
+    include_usage: bool,
+    continuous: bool,
+    return_token_ids: bool,
+    prompt_tokens: u64,
+}
+
+async fn collect_full(
+    app: &App,
+    meta: Meta,
+    mut rx: UnboundedReceiver<Emission>,
+    guard: AbortGuard,
+) -> Response<MockBody> {
+    let n = guard.choices as usize;
+    let mut toks: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut fin: Vec<Option<&'static str>> = vec![None; n];
+    let mut cached = 0u64;
+    let mut left = n;
+    while left > 0 {
+        let Some(e) = rx.recv().await else {
+            return error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server is shutting down",
+                None,
+            );
+        };
+        let c = (e.tag - guard.base) as usize;
+        if e.index == 0 {
+            cached += e.cached_tokens as u64;
+        }
+        toks[c].push(e.token);
+        if let Some(f) = e.finish {
+            fin[c] = Some(f.as_str());
+            left -= 1;
+        }
+    }
+    let completion: u64 = toks.iter().map(|t| t.len() as u64).sum();
+    let choices: Vec<Value> = toks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let text = app.tok.decode(t).unwrap_or_default();
+            let mut c = if meta.chat {
+                json!({"index": i, "message": {"role": "assistant", "content": text, "reasoning_content": null, "tool_calls": []}, "logprobs": null, "finish_reason": fin[i], "stop_reason": null})
+            } else {
+                json!({"index": i, "text": text, "logprobs": null, "finish_reason": fin[i], "stop_reason": null, "prompt_logprobs": null})
+            };
+            if meta.return_token_ids {
+                c["token_ids"] = json!(t);
+            }
+            c
+        })
+        .collect();
+    let object = if meta.chat {
+        "chat.completion"
+    } else {
+        "text_completion"
+    };
+    json_response(
+        StatusCode::OK,
+        &json!({"id": meta.id, "object": object, "created": meta.created, "model": meta.model, "choices": choices,
+            "usage": {"prompt_tokens": meta.prompt_tokens, "completion_tokens": completion, "total_tokens": meta.prompt_tokens + completion,
+                "prompt_tokens_details": {"cached_tokens": cached}}}),
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Streaming,
+    /// Emit `Err` on the next poll so hyper drops the connection.
+    Abort,
+    Ended,
+}
+
+/// One queued chunk; token chunks carry what the trace needs.
+struct Pending {
+    bytes: Bytes,
+    token: Option<(u32, u32, u64)>,
+}
+
+/// The streaming body: emissions in, one SSE event per chunk out.
+pub struct SseBody {
+    app: Arc<App>,
+    ctl: Arc<ConnCtl>,
+    rx: UnboundedReceiver<Emission>,
+    meta: Meta,
+    guard: AbortGuard,
+    rid_json: Arc<str>,
+    pending: VecDeque<Pending>,
+    role_sent: Vec<bool>,
+    finished: u64,
+    completion_tokens: u64,
+    /// Token chunks handed to hyper so far (fault triggers count these).
+    sent_tokens: u32,
+    fault: Option<Fault>,
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    state: State,
+    truncate_flushed: bool,
+    line: String,
+}
+
+fn escape_into(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+}
+
+impl SseBody {
+    fn usage_into(&mut self) {
+        let (p, c) = (self.meta.prompt_tokens, self.completion_tokens);
+        let _ = write!(
+            self.line,
+            ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{c}}}",
+            p + c
+        );
+    }
+
+    fn head_into(&mut self) {
+        let object = if self.meta.chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        self.line.clear();
+        let _ = write!(
+            self.line,
+            "data: {{\"id\":\"{}\",\"object\":\"{object}\",\"created\":{},\"model\":\"",
+            self.meta.id, self.meta.created
+        );
+        let model = std::mem::take(&mut self.meta.model);
+        escape_into(&mut self.line, &model);
+        self.meta.model = model;
+        self.line.push_str("\",\"choices\":[");
+    }
+
+    fn push_line(&mut self, token: Option<(u32, u32, u64)>) {
+        self.line.push_str("}\n\n");
+        self.pending.push_back(Pending {
+            bytes: Bytes::copy_from_slice(self.line.as_bytes()),
+            token,
+        });
+    }
+
+    /// The chunk(s) for one emission.
+    fn on_emission(&mut self, e: Emission) {
+        let choice = (e.tag - self.guard.base) as u32;
+        if self.meta.chat && !self.role_sent[choice as usize] {
+            self.role_sent[choice as usize] = true;
+            self.head_into();
+            let _ = write!(
+                self.line,
+                "{{\"index\":{choice},\"delta\":{{\"role\":\"assistant\",\"content\":\"\"}},\"logprobs\":null,\"finish_reason\":null}}]"
+            );
+            if self.meta.continuous {
+                self.usage_into();
+            }
+            self.push_line(None);
+        }
+        self.completion_tokens += 1;
+        let app = self.app.clone();
+        let piece = String::from_utf8_lossy(app.tok.piece(e.token).unwrap_or(b""));
+        self.head_into();
+        let _ = write!(self.line, "{{\"index\":{choice},");
+        if self.meta.chat {
+            self.line.push_str("\"delta\":{\"content\":\"");
+            escape_into(&mut self.line, &piece);
+            self.line
+                .push_str("\"},\"logprobs\":null,\"finish_reason\":");
+        } else {
+            self.line.push_str("\"text\":\"");
+            escape_into(&mut self.line, &piece);
+            self.line
+                .push_str("\",\"logprobs\":null,\"finish_reason\":");
+        }
+        match e.finish {
+            Some(f) => {
+                let _ = write!(self.line, "\"{}\"", f.as_str());
+            }
+            None => self.line.push_str("null"),
+        }
+        self.line.push_str(",\"stop_reason\":null");
+        if self.meta.return_token_ids {
+            let _ = write!(self.line, ",\"token_ids\":[{}]", e.token);
+        }
+        self.line.push_str("}]");
+        if self.meta.continuous {
+            self.usage_into();
+        }
+        self.push_line(Some((choice, e.index, e.due_ns)));
+        if e.finish.is_some() {
+            self.finished += 1;
+            if self.finished == self.guard.choices {
+                self.finish_stream();
+            }
+        }
+    }
+
+    fn finish_stream(&mut self) {
+        if self.meta.include_usage {
+            self.head_into();
+            self.line.push(']');
+            self.usage_into();
+            self.push_line(None);
+        }
+        self.pending.push_back(Pending {
+            bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+            token: None,
+        });
+        self.state = State::Ended;
+    }
+
+    /// Return `Pending` for a moment: hyper flushes its buffer whenever the body is pending,
+    /// so the bytes handed out so far reach the socket before a byte-level fault.
+    fn flush_pause(&mut self, cx: &mut Context<'_>) {
+        let mut s = Box::pin(tokio::time::sleep(std::time::Duration::from_millis(1)));
+        let _ = s.as_mut().poll(cx);
+        self.stall = Some(s);
+    }
+
+    /// Faults that fire once `sent_tokens` tokens are out.
+    fn fire_faults(&mut self, cx: &mut Context<'_>) {
+        let Some(f) = self.fault else { return };
+        let n = self.sent_tokens;
+        match f {
+            Fault::ResetAfter(k) if n >= k => {
+                self.fault = None;
+                self.ctl.reset_on_close();
+                self.pending.clear();
+                self.state = State::Abort;
+                // Let hyper flush what it already holds before the RST, else it is lost.
+                self.flush_pause(cx);
+            }
+            Fault::StallAfter { after, ms } if n >= after => {
+                self.fault = None;
+                let mut s = Box::pin(tokio::time::sleep(std::time::Duration::from_millis(ms)));
+                // Register the timer now so its wake-up is not lost.
+                let _ = s.as_mut().poll(cx);
+                self.stall = Some(s);
+            }
+            Fault::ErrorAfter(k) if n >= k => {
+                self.fault = None;
+                self.pending.clear();
+                self.app.driver.abort(
+                    &(self.guard.base..self.guard.base + self.guard.choices).collect::<Vec<_>>(),
+                );
+                let msg = "mock fault: the engine failed while generating";
+                let body = json!({"error": {"message": msg, "type": "InternalServerError", "param": null, "code": 500}});
+                self.pending.push_back(Pending {
+                    bytes: Bytes::from(format!("data: {body}\n\n")),
+                    token: None,
+                });
+                self.pending.push_back(Pending {
+                    bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                    token: None,
+                });
+                self.state = State::Ended;
+            }
+            Fault::MalformedAfter(k) if n >= k => {
+                self.fault = None;
+                let bad = format!(
+                    "data: {{\"id\":\"{}\",\"object\":\"text_completion\",\"choices\":[{{\"index\":0,\"text\":\n\n",
+                    self.meta.id
+                );
+                self.pending.push_front(Pending {
+                    bytes: Bytes::from(bad),
+                    token: None,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        loop {
+            if let Some(s) = self.stall.as_mut() {
+                if s.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.stall = None;
+            }
+            if self.state == State::Abort {
+                self.state = State::Ended;
+                self.pending.clear();
+                return Poll::Ready(Some(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "mock fault: connection reset",
+                ))));
+            }
+            if self.stall.is_none() && self.state != State::Ended {
+                self.fire_faults(cx);
+                if self.stall.is_some() || self.state == State::Abort {
+                    continue;
+                }
+            }
+            if let Some(p) = self.pending.pop_front() {
+                if let Some((choice, index, due_ns)) = p.token {
+                    if let Some(Fault::TruncateAfter(k)) = self.fault {
+                        if self.sent_tokens >= k {
+                            if !self.truncate_flushed {
+                                // First get the earlier chunks out whole, then cut this one.
+                                self.truncate_flushed = true;
+                                self.pending.push_front(p);
+                                self.flush_pause(cx);
+                                continue;
+                            }
+                            self.fault = None;
+                            self.ctl.arm_truncate();
+                            self.state = State::Abort;
+                            self.pending.clear();
+                            // Pending next, so hyper writes (and cuts) this chunk first.
+                            self.flush_pause(cx);
+                        }
+                    }
+                    self.sent_tokens += 1;
+                    if let Some(t) = &self.ctl.stamper {
+                        t.queue(TraceRec {
+                            request_id_json: self.rid_json.clone(),
+                            choice,
+                            index,
+                            t_ns: 0,
+                            due_ns,
+                        });
+                    }
+                }
+                return Poll::Ready(Some(Ok(Frame::data(p.bytes))));
+            }
+            if self.state == State::Ended {
+                return Poll::Ready(None);
+            }
+            match self.rx.poll_recv(cx) {
+                Poll::Ready(Some(e)) => {
+                    self.on_emission(e);
+                    // Drain whatever else is already due (usually nothing) so the queue of
+                    // chunks reflects the engine, one chunk per poll.
+                }
+                Poll::Ready(None) => {
+                    // The engine stopped (server shutting down): end the stream as vLLM does
+                    // when aborted, with [DONE] and no usage.
+                    self.pending.push_back(Pending {
+                        bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                        token: None,
+                    });
+                    self.state = State::Ended;
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One table row: body, chat?, expected Ok(prompt lengths, max_tokens) or Err(substring).
+    fn check(body: Value, chat: bool, expect: Result<(Vec<usize>, Option<u32>), &str>) {
+        let tok = Tokenizer::new();
+        let got = parse_generate(&tok, 100, &body, chat);
+        match (got, expect) {
+            (Ok(g), Ok((lens, max))) => {
+                assert_eq!(
+                    g.prompts.iter().map(Vec::len).collect::<Vec<_>>(),
+                    lens,
+                    "{body}"
+                );
+                assert_eq!(g.max_tokens, max, "{body}");
+            }
+            (Err(e), Err(want)) => assert!(e.contains(want), "{body}: {e}"),
+            (got, want) => panic!("{body}: got {got:?}, want {want:?}"),
+        }
+    }
+
+    #[test]
+    fn generate_requests_parse_like_vllm() {
+        check(
+            json!({"prompt": " the the", "max_tokens": 5}),
+            false,
+            Ok((vec![2], Some(5))),
+        );
+        check(json!({"prompt": [1, 2, 3]}), false, Ok((vec![3], None)));
+        check(
+            json!({"prompt": ["a", " the house"]}),
+            false,
+            Ok((vec![1, 2], None)),
+        );
+        check(
+            json!({"prompt": [[1], [2, 3]]}),
+            false,
+            Ok((vec![1, 2], None)),
+        );
+        check(json!({"prompt": []}), false, Err("empty"));
+        check(
+            json!({"prompt": [1, "a"]}),
+            false,
+            Err("outside the vocabulary"),
+        );
+        check(json!({"prompt": ""}), false, Err("at least one token"));
+        check(json!({"prompt": 5}), false, Err("`prompt` is required"));
+        check(
+            json!({"prompt": "the", "max_tokens": -1}),
+            false,
+            Err("non-negative"),
+        );
+        check(
+            json!({"prompt": "the", "max_tokens": 0}),
+            false,
+            Err("at least 1"),
+        );
+        check(
+            json!({"prompt": " the".repeat(90), "max_tokens": 11}),
+            false,
+            Err("maximum context length is 100"),
+        );
+        check(
+            json!({"prompt": " the".repeat(100)}),
+            false,
+            Err("maximum context length"),
+        );
+        let msgs = json!([{"role": "user", "content": "the"}]);
+        check(
+            json!({"messages": msgs, "max_completion_tokens": 3, "max_tokens": 9}),
+            true,
+            Ok((vec![6], Some(3))),
+        );
+        check(
+            json!({"messages": msgs, "max_tokens": 9}),
+            true,
+            Ok((vec![6], Some(9))),
+        );
+        check(json!({"messages": [{"content": "x"}]}), true, Err("`role`"));
+        check(json!({"prompt": "x"}), true, Err("`messages`"));
+    }
+}

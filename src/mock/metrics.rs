@@ -1,0 +1,122 @@
+//! `/metrics` in Prometheus text format with vLLM's metric names and labels
+//! (`model_name`, `engine="0"`). Formatting only; the numbers come from the engine.
+
+use super::config::MockConfig;
+use super::engine::EngineStats;
+use std::fmt::Write;
+
+/// Render the exposition text.
+pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
+    let e = &cfg.engine;
+    let kv_tokens = s.num_blocks as u64 * e.block_size as u64;
+    let labels = format!(
+        "engine=\"0\",model_name=\"{}\"",
+        cfg.model.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    let mut o = String::with_capacity(2048);
+    let _ = writeln!(
+        o,
+        "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig"
+    );
+    let _ = writeln!(o, "# TYPE vllm:cache_config_info gauge");
+    let _ = writeln!(
+        o,
+        "vllm:cache_config_info{{block_size=\"{}\",cache_dtype=\"auto\",enable_prefix_caching=\"True\",engine=\"0\",gpu_memory_utilization=\"0.9\",kv_cache_max_concurrency=\"{:.2}\",kv_cache_size_tokens=\"{}\",num_cpu_blocks=\"0\",num_gpu_blocks=\"{}\",prefix_caching_hash_algo=\"builtin\"}} 1.0",
+        e.block_size,
+        kv_tokens as f64 / cfg.max_model_len as f64,
+        kv_tokens,
+        s.num_blocks
+    );
+    let gauges = [
+        (
+            "vllm:num_requests_running",
+            "Number of requests in model execution batches.",
+            s.running as f64,
+        ),
+        (
+            "vllm:num_requests_waiting",
+            "Number of requests waiting to be processed.",
+            s.waiting as f64,
+        ),
+        (
+            "vllm:kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            s.kv_usage(),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        let _ = writeln!(
+            o,
+            "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {v:?}"
+        );
+    }
+    let counters = [
+        (
+            "vllm:num_preemptions_total",
+            "Cumulative number of preemption from the engine.",
+            s.preemptions_total,
+        ),
+        (
+            "vllm:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            s.prompt_tokens_total,
+        ),
+        (
+            "vllm:generation_tokens_total",
+            "Number of generation tokens processed.",
+            s.generation_tokens_total,
+        ),
+        (
+            "vllm:prefix_cache_queries_total",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            s.prefix_cache_queries_total,
+        ),
+        (
+            "vllm:prefix_cache_hits_total",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            s.prefix_cache_hits_total,
+        ),
+        (
+            "vllm:request_success_total",
+            "Count of successfully processed requests.",
+            s.finished_total,
+        ),
+    ];
+    for (name, help, v) in counters {
+        let _ = writeln!(
+            o,
+            "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{{labels}}} {:?}",
+            v as f64
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::config::Profile;
+
+    #[test]
+    fn seed_profile_reports_vllm_names() {
+        let cfg = MockConfig::profile(Profile::Seed);
+        let stats = EngineStats {
+            running: 2,
+            waiting: 3,
+            used_blocks: 10,
+            num_blocks: cfg.engine.num_blocks(),
+            prompt_tokens_total: 7,
+            ..EngineStats::default()
+        };
+        let text = render(&cfg, &stats);
+        assert!(text.contains("kv_cache_size_tokens=\"1100000\""), "{text}");
+        assert!(text.contains("num_gpu_blocks=\"68750\""));
+        assert!(
+            text.contains("vllm:num_requests_waiting{engine=\"0\",model_name=\"mock-model\"} 3.0")
+        );
+        assert!(
+            text.contains("vllm:prompt_tokens_total{engine=\"0\",model_name=\"mock-model\"} 7.0")
+        );
+        assert!(text.contains("kv_cache_max_concurrency=\"4.20\""));
+    }
+}
