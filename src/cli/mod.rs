@@ -2,6 +2,7 @@
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
 pub mod mock;
+pub mod stream;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -56,12 +57,15 @@ pub struct Cli {
 pub enum Command {
     /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
     Mock(mock::MockArgs),
+    /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
+    Stream(stream::StreamArgs),
 }
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Mock(a) => mock::run(a),
+        Command::Stream(args) => stream::run(args),
     }
 }
 

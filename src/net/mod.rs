@@ -1,4 +1,31 @@
 //! TCP/TLS connections, the keep-alive pool, and the one read loop that stamps each read and
 //! feeds the `proto` parsers into a [`crate::timeline::Timeline`].
 //!
-//! Architecture invariant: only this module reads client sockets.
+//! What lives here: base-URL parsing ([`Target`]), client configuration ([`ClientConfig`]),
+//! connecting and classifying connect/TLS failures (`connect`), the per-target keep-alive pool
+//! (`pool`), the sans-IO [`StreamDecoder`] that turns bytes into timeline entries, request
+//! bodies for the OpenAI endpoints ([`request`]), and the [`Client`] that ties them together.
+//!
+//! Architecture invariants:
+//! - Only this module reads client sockets, and only `client` holds the read loop. The loop
+//!   takes `clock.raw()` the moment a read returns, before any parsing; every event completed
+//!   by that read carries that stamp.
+//! - Nothing on the per-token path (`StreamDecoder::feed`) allocates, formats, locks or
+//!   tokenizes: it appends to pre-sized vectors. The pool's lock is taken once per request.
+//! - Every request ends with a classified outcome ([`crate::timeline::ErrorKind`]); nothing
+//!   here panics on server data.
+
+mod client;
+mod config;
+mod connect;
+mod decode;
+mod observer;
+mod pool;
+pub mod request;
+mod target;
+
+pub use client::{Client, Response, StreamRequest};
+pub use config::{parse_header, ClientConfig, Timeouts};
+pub use decode::{Progress, StreamDecoder};
+pub use observer::{Cancel, Flow, NoopObserver, StreamObserver};
+pub use target::{Scheme, Target, TargetError};

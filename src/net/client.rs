@@ -1,0 +1,586 @@
+//! The [`Client`]: connects, pools, writes requests, and runs the one read loop.
+
+use super::config::ClientConfig;
+use super::connect::{self, Conn};
+use super::decode::{self, Progress, StreamDecoder};
+use super::observer::{Cancel, StreamObserver};
+use super::pool::Pool;
+use crate::clock::Clock;
+use crate::proto::body::{BodyChunk, BodyDecoder};
+use crate::proto::http1::{encode_request, HeadParser, RequestHead};
+use crate::timeline::{ErrorKind, RequestError, Timeline};
+use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+
+/// Read buffer per request; grows only for events larger than this.
+const READ_BUF: usize = 8 * 1024;
+/// Reads smaller than this would waste a syscall.
+const MIN_READ: usize = 1024;
+/// How long (at most; never longer than the gap timeout) to wait for the end of the body once
+/// `[DONE]` arrived before giving the connection up (the request has succeeded by then).
+const AFTER_DONE_WAIT: Duration = Duration::from_secs(2);
+/// Largest body `get`/`post_json` accept.
+const MAX_FULL_BODY: usize = 64 << 20;
+
+/// One streaming request.
+#[derive(Clone, Debug)]
+pub struct StreamRequest {
+    /// API path such as `/v1/completions`; the target's prefix is added.
+    pub path: String,
+    /// The JSON body (see [`super::request`]).
+    pub body: Bytes,
+    /// Room to reserve for event records (max tokens + a few); more still works.
+    pub expected_events: usize,
+    /// Keep the output text; `None` uses [`ClientConfig::keep_text`].
+    pub keep_text: Option<bool>,
+}
+
+/// A complete non-streaming response.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: Option<String>,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The server's message for a non-2xx answer, as one line.
+    pub fn error_message(&self) -> String {
+        decode::server_message(&self.body).unwrap_or_else(|| decode::excerpt(&self.body))
+    }
+}
+
+/// The HTTP client of one target. Cheap to clone; clones share the connection pool.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    cfg: ClientConfig,
+    clock: Clock,
+    tls: Option<TlsConnector>,
+    pool: Pool,
+    /// User-Agent, Authorization and the custom headers, in that order.
+    headers: Vec<(String, String)>,
+}
+
+/// Why an attempt failed: a dead pooled connection may be retried, anything else may not.
+enum AttemptError {
+    Dead(String),
+    Failed(RequestError),
+}
+
+impl From<RequestError> for AttemptError {
+    fn from(e: RequestError) -> Self {
+        AttemptError::Failed(e)
+    }
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig, clock: Clock) -> Result<Self, RequestError> {
+        let tls = if cfg.target.is_tls() {
+            Some(TlsConnector::from(connect::tls_config(&cfg)?))
+        } else {
+            None
+        };
+        let mut headers = Vec::new();
+        let has = |name: &str| {
+            cfg.headers
+                .iter()
+                .any(|(k, _)| k.eq_ignore_ascii_case(name))
+        };
+        if !has("user-agent") {
+            headers.push((
+                "User-Agent".to_string(),
+                concat!("llmspeed/", env!("CARGO_PKG_VERSION")).to_string(),
+            ));
+        }
+        if let (Some(key), false) = (&cfg.api_key, has("authorization")) {
+            headers.push(("Authorization".to_string(), format!("Bearer {key}")));
+        }
+        headers.extend(cfg.headers.iter().cloned());
+        let pool = Pool::new(cfg.max_idle);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                cfg,
+                clock,
+                tls,
+                pool,
+                headers,
+            }),
+        })
+    }
+
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.cfg
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
+    }
+
+    /// Idle keep-alive connections in the pool now.
+    pub fn idle_connections(&self) -> usize {
+        self.inner.pool.idle_count()
+    }
+
+    /// Sends one streaming request and records its timeline. Never panics and always returns a
+    /// classified outcome; on failure or cancellation the partial timeline is kept.
+    pub async fn stream<O: StreamObserver + ?Sized>(
+        &self,
+        req: &StreamRequest,
+        intended_start: u64,
+        observer: &mut O,
+        cancel: &Cancel,
+    ) -> Timeline {
+        let keep_text = req.keep_text.unwrap_or(self.inner.cfg.keep_text);
+        let mut tl = Timeline::new(intended_start, req.expected_events, keep_text);
+        let total = self.inner.cfg.timeouts.total;
+        let deadline = total.map(|d| Instant::now() + d);
+        enum End {
+            Done(Result<(), RequestError>),
+            Cancelled,
+            Total,
+        }
+        let end = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => End::Cancelled,
+            _ = sleep_until(deadline) => End::Total,
+            r = self.run_stream(req, &mut tl, observer) => End::Done(r),
+        };
+        tl.outcome = match end {
+            End::Done(r) => r,
+            End::Cancelled => Err(RequestError::new(
+                ErrorKind::Cancelled,
+                format!("cancelled after {} events", tl.events.len()),
+            )),
+            End::Total => Err(RequestError::new(
+                ErrorKind::TimeoutTotal,
+                format!(
+                    "the request took longer than the total limit of {} ({} events received)",
+                    fmt_dur(total.unwrap_or_default()),
+                    tl.events.len()
+                ),
+            )),
+        };
+        if tl.end.is_none() {
+            tl.end = Some(self.inner.clock.raw());
+        }
+        tl
+    }
+
+    /// `GET path` (prefix added), read to the end. Any status is returned; only transport and
+    /// framing failures are errors.
+    pub async fn get(&self, path: &str) -> Result<Response, RequestError> {
+        self.full("GET", path, &[]).await
+    }
+
+    /// `POST path` with a JSON body, read to the end.
+    pub async fn post_json(&self, path: &str, body: &[u8]) -> Result<Response, RequestError> {
+        self.full("POST", path, body).await
+    }
+
+    fn encode(&self, method: &str, path: &str, body: &[u8], accept: Option<&str>) -> BytesMut {
+        let path = self.inner.cfg.target.path(path);
+        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(self.inner.headers.len() + 1);
+        if let Some(a) = accept {
+            headers.push(("Accept", a));
+        }
+        headers.extend(
+            self.inner
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let head = RequestHead {
+            method,
+            path: &path,
+            host: &self.inner.cfg.target.host_header,
+            headers: &headers,
+            content_type: (method == "POST").then_some("application/json"),
+            keep_alive: true,
+        };
+        let mut out = BytesMut::with_capacity(256 + path.len() + body.len());
+        encode_request(&mut out, &head, body);
+        out
+    }
+
+    async fn fresh_conn(&self) -> Result<Conn, RequestError> {
+        let target = &self.inner.cfg.target;
+        let fut = connect::connect(target, self.inner.tls.as_ref());
+        match self.inner.cfg.timeouts.connect {
+            None => fut.await,
+            Some(limit) => match tokio::time::timeout(limit, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(RequestError::new(
+                    ErrorKind::TimeoutConnect,
+                    format!(
+                        "connecting to {} took longer than {}",
+                        target.authority(),
+                        fmt_dur(limit)
+                    ),
+                )),
+            },
+        }
+    }
+
+    /// A pooled connection when there is one (`true`), else a new one.
+    async fn conn(&self, allow_pooled: bool) -> Result<(Conn, bool), RequestError> {
+        if allow_pooled {
+            if let Some(c) = self.inner.pool.take() {
+                return Ok((c, true));
+            }
+        }
+        Ok((self.fresh_conn().await?, false))
+    }
+
+    async fn run_stream<O: StreamObserver + ?Sized>(
+        &self,
+        req: &StreamRequest,
+        tl: &mut Timeline,
+        observer: &mut O,
+    ) -> Result<(), RequestError> {
+        let wbuf = self.encode("POST", &req.path, &req.body, Some("text/event-stream"));
+        let mut retried = false;
+        loop {
+            let (mut conn, pooled) = self.conn(!retried).await?;
+            match self.stream_on(&mut conn, &wbuf, tl, observer).await {
+                Ok(reusable) => {
+                    if reusable {
+                        self.inner.pool.put(conn);
+                    }
+                    return Ok(());
+                }
+                // A pooled connection the server had already closed (llama.cpp drops idle
+                // ones after 5 s): not the server's failure; try once on a fresh connection.
+                Err(AttemptError::Dead(_)) if pooled => {
+                    retried = true;
+                    tl.send_start = None;
+                    tl.write_done = None;
+                }
+                Err(AttemptError::Dead(why)) => {
+                    return Err(RequestError::new(
+                        ErrorKind::Protocol,
+                        format!(
+                            "{} closed the connection without a response: {why}",
+                            self.inner.cfg.target.authority()
+                        ),
+                    ))
+                }
+                Err(AttemptError::Failed(e)) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt on one connection. `Ok(reusable)` on success.
+    async fn stream_on<O: StreamObserver + ?Sized>(
+        &self,
+        conn: &mut Conn,
+        request: &[u8],
+        tl: &mut Timeline,
+        observer: &mut O,
+    ) -> Result<bool, AttemptError> {
+        let clock = &self.inner.clock;
+        let timeouts = self.inner.cfg.timeouts;
+        tl.send_start = Some(clock.raw());
+        if let Err(e) = conn.write_all(request).await {
+            return Err(AttemptError::Dead(format!("write failed: {e}")));
+        }
+        tl.write_done = Some(clock.raw());
+        let mut buf = BytesMut::with_capacity(READ_BUF);
+        let mut dec = StreamDecoder::new(self.inner.cfg.max_event_bytes);
+        let mut last_progress = Instant::now();
+        let mut seen = 0u64;
+        // One timer for the whole response, moved forward as events arrive: extending a tokio
+        // timer's deadline is an atomic store, while a fresh timer per read would take the timer
+        // wheel's lock on the per-token path.
+        let timer = tokio::time::sleep_until(last_progress);
+        tokio::pin!(timer);
+        let mut armed: Option<Instant> = None;
+        loop {
+            if buf.capacity() - buf.len() < MIN_READ {
+                buf.reserve(READ_BUF);
+            }
+            let (deadline, which) = if tl.done {
+                let wait = timeouts
+                    .gap
+                    .map_or(AFTER_DONE_WAIT, |g| g.min(AFTER_DONE_WAIT));
+                (Some(last_progress + wait), None)
+            } else if seen == 0 {
+                (
+                    timeouts.first_byte.map(|d| last_progress + d),
+                    Some(ErrorKind::TimeoutFirstByte),
+                )
+            } else {
+                (
+                    timeouts.gap.map(|d| last_progress + d),
+                    Some(ErrorKind::TimeoutGap),
+                )
+            };
+            let read = match deadline {
+                None => conn.read_buf(&mut buf).await,
+                Some(d) => {
+                    if armed != Some(d) {
+                        timer.as_mut().reset(d);
+                        armed = Some(d);
+                    }
+                    tokio::select! {
+                        biased;
+                        r = conn.read_buf(&mut buf) => r,
+                        _ = &mut timer => {
+                            return match which {
+                                // The stream is complete; only the end of the body is late.
+                                None => Ok(false),
+                                Some(kind) => Err(self.timeout_error(kind, tl).into()),
+                            };
+                        }
+                    }
+                }
+            };
+            // The stamp every event completed by this read carries: taken before any parsing.
+            let t = clock.raw();
+            match read {
+                Ok(0) => {
+                    if !dec.received_any() {
+                        return Err(AttemptError::Dead("end of file".to_string()));
+                    }
+                    return match dec.eof(t, tl)? {
+                        Progress::Finished { .. } => Ok(false),
+                        Progress::Stopped => Err(stopped(tl).into()),
+                        Progress::NeedMore => Ok(false),
+                    };
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if !dec.received_any() {
+                        return Err(AttemptError::Dead(format!("read failed: {e}")));
+                    }
+                    tl.end = Some(t);
+                    return Err(RequestError::new(
+                        ErrorKind::Protocol,
+                        format!("connection error after {} events: {e}", tl.events.len()),
+                    )
+                    .into());
+                }
+            }
+            match dec.feed(&mut buf, t, tl, observer)? {
+                Progress::NeedMore => {}
+                Progress::Finished { reusable } => return Ok(reusable && buf.is_empty()),
+                Progress::Stopped => return Err(stopped(tl).into()),
+            }
+            if dec.events_seen() != seen {
+                seen = dec.events_seen();
+                last_progress = Instant::now();
+            }
+        }
+    }
+
+    fn timeout_error(&self, kind: ErrorKind, tl: &Timeline) -> RequestError {
+        let t = self.inner.cfg.timeouts;
+        let message = match kind {
+            ErrorKind::TimeoutFirstByte => format!(
+                "no stream event within {} of sending the request (first-byte timeout)",
+                fmt_dur(t.first_byte.unwrap_or_default())
+            ),
+            _ => format!(
+                "no stream event for {} after {} events (gap timeout)",
+                fmt_dur(t.gap.unwrap_or_default()),
+                tl.events.len()
+            ),
+        };
+        RequestError::new(kind, message)
+    }
+
+    async fn full(&self, method: &str, path: &str, body: &[u8]) -> Result<Response, RequestError> {
+        let wbuf = self.encode(method, path, body, None);
+        let total = self.inner.cfg.timeouts.total;
+        let attempt = async {
+            let mut retried = false;
+            loop {
+                let (mut conn, pooled) = self.conn(!retried).await?;
+                match self.full_on(&mut conn, &wbuf, method).await {
+                    Ok((resp, reusable)) => {
+                        if reusable {
+                            self.inner.pool.put(conn);
+                        }
+                        return Ok(resp);
+                    }
+                    Err(AttemptError::Dead(_)) if pooled => retried = true,
+                    Err(AttemptError::Dead(why)) => {
+                        return Err(RequestError::new(
+                            ErrorKind::Protocol,
+                            format!(
+                                "{} closed the connection without a response: {why}",
+                                self.inner.cfg.target.authority()
+                            ),
+                        ))
+                    }
+                    Err(AttemptError::Failed(e)) => return Err(e),
+                }
+            }
+        };
+        match total {
+            None => attempt.await,
+            Some(limit) => tokio::time::timeout(limit, attempt)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(RequestError::new(
+                        ErrorKind::TimeoutTotal,
+                        format!("{method} {path} took longer than {}", fmt_dur(limit)),
+                    ))
+                }),
+        }
+    }
+
+    async fn full_on(
+        &self,
+        conn: &mut Conn,
+        request: &[u8],
+        method: &str,
+    ) -> Result<(Response, bool), AttemptError> {
+        let timeouts = self.inner.cfg.timeouts;
+        if let Err(e) = conn.write_all(request).await {
+            return Err(AttemptError::Dead(format!("write failed: {e}")));
+        }
+        let mut buf = BytesMut::with_capacity(READ_BUF);
+        let mut head_parser = HeadParser::new(decode::MAX_HEAD_BYTES);
+        let mut head = None;
+        let mut decoder = None::<BodyDecoder>;
+        let mut body = BytesMut::new();
+        let mut received = false;
+        let mut last = Instant::now();
+        loop {
+            let (limit, kind) = if head.is_none() {
+                (timeouts.first_byte, ErrorKind::TimeoutFirstByte)
+            } else {
+                (timeouts.gap, ErrorKind::TimeoutGap)
+            };
+            if buf.capacity() - buf.len() < MIN_READ {
+                buf.reserve(READ_BUF);
+            }
+            let read = match limit {
+                None => conn.read_buf(&mut buf).await,
+                Some(d) => match tokio::time::timeout_at(last + d, conn.read_buf(&mut buf)).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        return Err(RequestError::new(
+                            kind,
+                            format!("{method} got no data for {}", fmt_dur(d)),
+                        )
+                        .into())
+                    }
+                },
+            };
+            last = Instant::now();
+            let n = match read {
+                Ok(n) => n,
+                Err(e) if !received => return Err(AttemptError::Dead(format!("read failed: {e}"))),
+                Err(e) => {
+                    return Err(RequestError::new(
+                        ErrorKind::Protocol,
+                        format!("connection error while reading the response: {e}"),
+                    )
+                    .into())
+                }
+            };
+            if n == 0 && !received {
+                return Err(AttemptError::Dead("end of file".to_string()));
+            }
+            received = true;
+            if head.is_none() {
+                match head_parser.parse(&mut buf, method) {
+                    Ok(Some(h)) if (100..200).contains(&h.status) => {
+                        head_parser = HeadParser::new(decode::MAX_HEAD_BYTES);
+                        continue;
+                    }
+                    Ok(Some(h)) => {
+                        decoder = Some(BodyDecoder::new(h.body));
+                        head = Some(h);
+                    }
+                    Ok(None) if n == 0 => {
+                        return Err(protocol(
+                            "connection closed in the middle of the response head",
+                        ))
+                    }
+                    Ok(None) => continue,
+                    Err(e) => return Err(protocol(format!("invalid response head: {e}"))),
+                }
+            }
+            let (Some(h), Some(dec)) = (head.as_ref(), decoder.as_mut()) else {
+                continue;
+            };
+            loop {
+                let chunk = if dec.is_done() {
+                    Ok(Some(BodyChunk::End))
+                } else if n == 0 && buf.is_empty() {
+                    dec.eof()
+                } else {
+                    dec.decode(&mut buf)
+                };
+                match chunk {
+                    Ok(Some(BodyChunk::Data(d))) => {
+                        if body.len() + d.len() > MAX_FULL_BODY {
+                            return Err(protocol(format!(
+                                "response body larger than {} MiB",
+                                MAX_FULL_BODY >> 20
+                            )));
+                        }
+                        body.extend_from_slice(&d);
+                    }
+                    Ok(Some(BodyChunk::End)) => {
+                        let reusable = h.keep_alive && buf.is_empty() && n != 0;
+                        let resp = Response {
+                            status: h.status,
+                            content_type: h.content_type.clone(),
+                            body: body.freeze(),
+                        };
+                        return Ok((resp, reusable));
+                    }
+                    Ok(None) if n == 0 => {
+                        return Err(protocol("connection closed before the response body ended"))
+                    }
+                    Ok(None) => break,
+                    Err(e) => return Err(protocol(format!("broken response body: {e}"))),
+                }
+            }
+        }
+    }
+}
+
+fn protocol(message: impl Into<String>) -> AttemptError {
+    AttemptError::Failed(RequestError::new(ErrorKind::Protocol, message))
+}
+
+fn stopped(tl: &Timeline) -> RequestError {
+    RequestError::new(
+        ErrorKind::Cancelled,
+        format!(
+            "stopped by the stream observer after {} events",
+            tl.events.len()
+        ),
+    )
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn fmt_dur(d: Duration) -> String {
+    if d.as_secs() >= 1 && d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}

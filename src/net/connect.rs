@@ -1,0 +1,277 @@
+//! TCP and TLS connection set-up, and the classification of their failures.
+//!
+//! Failures become [`RequestError`]s here, once, with a one-line message a person can act on
+//! ("connection refused by 127.0.0.1:8000", "certificate not trusted; use --insecure ...").
+
+use super::config::ClientConfig;
+use super::target::Target;
+use crate::timeline::{ErrorKind, RequestError};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+/// One open connection to the target, plain or TLS.
+pub(crate) enum Conn {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// Builds the rustls client configuration once per [`super::Client`].
+pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, RequestError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(format!("cannot set up TLS: {e}")))?;
+    let mut config = if cfg.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert { provider }))
+            .with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        if cfg.system_roots {
+            let found = rustls_native_certs::load_native_certs();
+            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(tls_err(
+                    "no usable system root certificates found (drop --system-roots to use the bundled roots)",
+                ));
+            }
+        } else {
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        }
+        if let Some(path) = &cfg.ca_file {
+            let mut n = 0;
+            let iter = CertificateDer::pem_file_iter(path)
+                .map_err(|e| tls_err(format!("cannot read CA file {}: {e}", path.display())))?;
+            for cert in iter {
+                let cert = cert.map_err(|e| {
+                    tls_err(format!(
+                        "bad certificate in CA file {}: {e}",
+                        path.display()
+                    ))
+                })?;
+                roots.add(cert).map_err(|e| {
+                    tls_err(format!("unusable certificate in {}: {e}", path.display()))
+                })?;
+                n += 1;
+            }
+            if n == 0 {
+                return Err(tls_err(format!(
+                    "CA file {} holds no PEM certificates",
+                    path.display()
+                )));
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    // We speak HTTP/1.1 only; saying so stops an h2-preferring server from choosing h2.
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set.
+pub(crate) async fn connect(
+    target: &Target,
+    tls: Option<&TlsConnector>,
+) -> Result<Conn, RequestError> {
+    let authority = target.authority();
+    let addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
+        .await
+        .map_err(|e| {
+            RequestError::new(
+                ErrorKind::Connect,
+                format!("cannot resolve host {:?}: {e}", target.host),
+            )
+        })?;
+    let mut last: Option<io::Error> = None;
+    let mut stream = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let stream = match stream {
+        Some(s) => s,
+        None => {
+            let e = last.unwrap_or_else(|| io::Error::other("no addresses"));
+            return Err(RequestError::new(
+                ErrorKind::Connect,
+                describe_connect_error(&e, &authority),
+            ));
+        }
+    };
+    // Nagle would hold our small request writes back; the latency it adds is what we measure.
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = tls else {
+        return Ok(Conn::Plain(stream));
+    };
+    let name = ServerName::try_from(target.host.clone())
+        .map_err(|_| tls_err(format!("{:?} is not a valid TLS server name", target.host)))?;
+    match tls.connect(name, stream).await {
+        Ok(s) => Ok(Conn::Tls(Box::new(s))),
+        Err(e) => Err(classify_tls_error(&e, &authority)),
+    }
+}
+
+fn describe_connect_error(e: &io::Error, authority: &str) -> String {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => format!("connection refused by {authority}"),
+        io::ErrorKind::TimedOut => format!("connection to {authority} timed out"),
+        _ => match e.raw_os_error() {
+            Some(libc::ENETUNREACH) => format!("network unreachable for {authority}"),
+            Some(libc::EHOSTUNREACH) => format!("host unreachable: {authority}"),
+            _ => format!("cannot connect to {authority}: {e}"),
+        },
+    }
+}
+
+fn classify_tls_error(e: &io::Error, authority: &str) -> RequestError {
+    if let Some(tls) = e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+        use rustls::CertificateError as C;
+        let msg = match tls {
+            rustls::Error::InvalidCertificate(C::UnknownIssuer)
+            | rustls::Error::InvalidCertificate(C::BadSignature) => format!(
+                "TLS handshake with {authority} failed: certificate not trusted (unknown issuer); use --insecure to skip verification or --ca-cert to trust it"
+            ),
+            rustls::Error::InvalidCertificate(C::NotValidForName)
+            | rustls::Error::InvalidCertificate(C::NotValidForNameContext { .. }) => format!(
+                "TLS handshake with {authority} failed: certificate not valid for this host name; use --insecure to skip verification"
+            ),
+            rustls::Error::InvalidCertificate(C::Expired)
+            | rustls::Error::InvalidCertificate(C::ExpiredContext { .. }) => format!(
+                "TLS handshake with {authority} failed: certificate expired; use --insecure to skip verification"
+            ),
+            rustls::Error::InvalidCertificate(other) => format!(
+                "TLS handshake with {authority} failed: certificate not trusted ({other:?}); use --insecure to skip verification"
+            ),
+            rustls::Error::InvalidMessage(_) => format!(
+                "TLS handshake with {authority} failed: the server did not answer in TLS (is it serving plain http?)"
+            ),
+            other => format!("TLS handshake with {authority} failed: {other}"),
+        };
+        return tls_err(msg);
+    }
+    if e.kind() == io::ErrorKind::UnexpectedEof {
+        return tls_err(format!(
+            "TLS handshake with {authority} failed: the server closed the connection (is it serving plain http?)"
+        ));
+    }
+    if e.kind() == io::ErrorKind::InvalidData {
+        return tls_err(format!(
+            "TLS handshake with {authority} failed: {e} (is it serving plain http?)"
+        ));
+    }
+    tls_err(format!("TLS handshake with {authority} failed: {e}"))
+}
+
+fn tls_err(message: impl Into<String>) -> RequestError {
+    RequestError::new(ErrorKind::Tls, message)
+}
+
+/// `--insecure`: accepts any certificate but still checks the handshake signatures, so the
+/// connection is encrypted and behaves like a verified one (same round trips, same cost).
+#[derive(Debug)]
+struct AcceptAnyCert {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for AcceptAnyCert {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}

@@ -1,0 +1,204 @@
+//! Allocation proofs with a counting global allocator (counts per thread, so parallel tests do
+//! not disturb each other):
+//! - the whole decode path (`StreamDecoder::feed`) does not allocate per event in steady state;
+//! - an idle open stream costs at most 64 KiB of heap.
+
+mod support;
+
+use bytes::BytesMut;
+use llmspeed::clock::Clock;
+use llmspeed::net::{
+    Cancel, Client, ClientConfig, NoopObserver, Progress, StreamDecoder, StreamRequest, Target,
+};
+use llmspeed::timeline::Timeline;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Duration;
+use support::*;
+
+struct Counting;
+
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    static LIVE: Cell<i64> = const { Cell::new(0) };
+}
+
+fn note(allocs: u64, bytes: i64) {
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + allocs));
+    let _ = LIVE.try_with(|c| c.set(c.get() + bytes));
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note(1, layout.size() as i64);
+        System.alloc(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note(0, -(layout.size() as i64));
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note(1, new_size as i64 - layout.size() as i64);
+        System.realloc(ptr, layout, new_size)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note(1, layout.size() as i64);
+        System.alloc_zeroed(layout)
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocs() -> u64 {
+    ALLOCS.with(|c| c.get())
+}
+
+fn live() -> i64 {
+    LIVE.with(|c| c.get())
+}
+
+/// A realistic vLLM completions stream: chunked, one SSE event per chunk, continuous usage.
+fn vllm_stream(tokens: u64) -> Vec<u8> {
+    let mut bytes = CHUNKED_HEAD.as_bytes().to_vec();
+    for e in vllm_events(tokens, 1000) {
+        bytes.extend(chunk(e.as_bytes()));
+    }
+    bytes.extend_from_slice(LAST_CHUNK);
+    bytes
+}
+
+#[test]
+fn decode_path_does_not_allocate_per_event() {
+    const EVENTS: u64 = 5000;
+    const WARMUP_READS: usize = 200;
+    let input = vllm_stream(EVENTS);
+    // Read sizes as a socket hands them out: whole events, several at once, and splits.
+    let sizes = [291, 97, 1024, 33, 640, 290, 4096, 1, 580];
+    let mut reads = Vec::new();
+    let mut at = 0;
+    for i in 0.. {
+        if at >= input.len() {
+            break;
+        }
+        let n = sizes[i % sizes.len()].min(input.len() - at);
+        reads.push(&input[at..at + n]);
+        at += n;
+    }
+    let mut tl = Timeline::new(0, EVENTS as usize + 8, false);
+    let mut dec = StreamDecoder::new(1 << 20);
+    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut steady_start = None;
+    let mut events_at_steady = 0;
+    let mut finished = false;
+    for (i, read) in reads.iter().enumerate() {
+        if i == WARMUP_READS {
+            steady_start = Some(allocs());
+            events_at_steady = tl.events.len();
+        }
+        // What the client's read loop does around a socket read.
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(8 * 1024);
+        }
+        buf.extend_from_slice(read);
+        match dec.feed(&mut buf, i as u64, &mut tl, &mut NoopObserver) {
+            Ok(Progress::NeedMore) => {}
+            Ok(Progress::Finished { .. }) => finished = true,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    let steady = allocs() - steady_start.expect("enough reads");
+    let events = tl.events.len() - events_at_steady;
+    assert!(finished && tl.done && tl.outcome.is_ok());
+    assert_eq!(tl.events.len() as u64, EVENTS);
+    assert!(events > 4000, "steady state covers {events} events");
+    eprintln!("steady state: {steady} allocations over {events} events");
+    assert_eq!(
+        steady, 0,
+        "allocations in steady state over {events} events"
+    );
+}
+
+#[test]
+fn idle_open_stream_costs_at_most_64_kib() {
+    const STREAMS: usize = 200;
+    // The server runs on its own thread so its allocations are not counted here.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let script = respond(vec![
+                Step::Write(CHUNKED_HEAD.as_bytes().to_vec()),
+                Step::Pause(Duration::from_secs(60)),
+            ]);
+            let mut scripts = vec![respond(vllm_writes(2, 2))];
+            scripts.extend(std::iter::repeat_n(script, STREAMS));
+            let server = Server::start(scripts).await;
+            tx.send(server).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    let server = rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let mut cfg = ClientConfig::new(Target::parse(&server.base_url()).unwrap());
+        cfg.max_idle = 0;
+        let client = Client::new(cfg, Clock::new()).unwrap();
+        let req = StreamRequest {
+            path: "/v1/completions".into(),
+            body: bytes::Bytes::from(vec![b' '; 600]),
+            // Room for 1024 output tokens, as a real decode request reserves.
+            expected_events: 1028,
+            keep_text: None,
+        };
+        // Warm up lazily built runtime and client state with one complete request.
+        let warm = client
+            .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+            .await;
+        assert!(warm.is_ok(), "{:?}", warm.outcome);
+        let cancel = Cancel::new();
+        let before = live();
+        let mut tasks = Vec::new();
+        for _ in 0..STREAMS {
+            let (client, req, cancel) = (client.clone(), req.clone(), cancel.clone());
+            tasks.push(tokio::spawn(async move {
+                client.stream(&req, 0, &mut NoopObserver, &cancel).await
+            }));
+        }
+        let writes_before = vllm_writes(2, 2).len();
+        for _ in 0..500 {
+            if server.writes() >= writes_before + STREAMS {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            server.writes(),
+            writes_before + STREAMS,
+            "all streams got their head"
+        );
+        // Let every client task read its head and park in the next read.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let per_stream = (live() - before) / STREAMS as i64;
+        eprintln!("idle open stream: {per_stream} bytes of heap each ({STREAMS} streams)");
+        cancel.cancel();
+        for t in tasks {
+            let tl = t.await.unwrap();
+            assert_eq!(tl.status, Some(200), "{:?}", tl.outcome);
+            assert_eq!(
+                tl.error_kind(),
+                Some(llmspeed::timeline::ErrorKind::Cancelled)
+            );
+        }
+        assert!(
+            per_stream <= 64 * 1024,
+            "{per_stream} bytes per idle stream"
+        );
+    });
+}
