@@ -1,7 +1,9 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod matrix;
 pub mod mock;
+pub mod probe;
 pub mod stream;
 
 use clap::{Parser, Subcommand};
@@ -59,6 +61,10 @@ pub enum Command {
     Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
+    /// Detect a server's engine, model, limits and KV capacity.
+    Probe(probe::ProbeArgs),
+    /// The speed-test matrix: prefill per context, sustained decode per (context, concurrency).
+    Matrix(Box<matrix::MatrixArgs>),
 }
 
 /// Run a parsed command line.
@@ -66,6 +72,8 @@ pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
+        Command::Probe(args) => probe::run(args),
+        Command::Matrix(args) => matrix::run(*args),
     }
 }
 

@@ -2,3 +2,6 @@
 
 pub mod plan;
 pub mod status;
+pub mod cell;
+pub mod run;
+pub mod scout;
