@@ -99,6 +99,14 @@ async fn worker(
         let intended = client.clock().raw();
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
+        // The detectors check at intervals; run the last check on what the stream left.
+        if w.looped.is_none() {
+            if let Some(l) = w.content.finish() {
+                w.looped = Some((Channel::Content, l.clone()));
+            } else if let Some(l) = w.reasoning.finish() {
+                w.looped = Some((Channel::Reasoning, l.clone()));
+            }
+        }
         out.push(Finished {
             stream,
             tl,
