@@ -153,7 +153,10 @@ fn matrix_against_the_mock_matches_the_capacity_rule_and_the_server() {
                 // the two counter reads sit a few ms outside the window, so allow a little.
                 let diff = cell.token_count_diff.expect("the mock exposes the counter");
                 let tolerance = (out_tokens as f64 * 0.10) as i64 + 64;
-                assert!(diff.abs() <= tolerance, "diff {diff} for {out_tokens} tokens");
+                assert!(
+                    diff.abs() <= tolerance,
+                    "diff {diff} for {out_tokens} tokens"
+                );
                 let avg = cell.avg_active_requests.unwrap();
                 assert!(
                     (avg - cell.concurrency as f64).abs() <= 0.5 * cell.concurrency as f64,
@@ -174,7 +177,11 @@ fn matrix_against_the_mock_matches_the_capacity_rule_and_the_server() {
         assert_eq!(p.status, CellStatus::Valid);
         assert_eq!(p.samples, 2);
         let n = p.prompt_tokens.unwrap();
-        assert!(n <= p.context && n + 16 >= p.context, "{n} for {}", p.context);
+        assert!(
+            n <= p.context && n + 16 >= p.context,
+            "{n} for {}",
+            p.context
+        );
         assert!(p.prefill_tok_per_s.unwrap() > 0.0);
     }
 

@@ -108,7 +108,9 @@ pub struct MatrixArgs {
 
 fn secs(flag: &str, v: f64) -> Result<Duration, CliError> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(CliError::usage(format!("{flag} must be a positive number of seconds")));
+        return Err(CliError::usage(format!(
+            "{flag} must be a positive number of seconds"
+        )));
     }
     Ok(Duration::from_secs_f64(v))
 }
@@ -148,7 +150,11 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             .or_else(|| parse_contexts("--prefill-contexts", "2k,8k,max").ok());
         plan.concurrency = plan.concurrency.or_else(|| Some(vec![1, 4, 16, 64]));
     }
-    let duration = if a.mock && a.duration == 30.0 { 5.0 } else { a.duration };
+    let duration = if a.mock && a.duration == 30.0 {
+        5.0
+    } else {
+        a.duration
+    };
     let repetition = RepetitionConfig {
         min_repeats: a.loop_min_repeats,
         min_span: a.loop_min_span,
@@ -211,9 +217,11 @@ pub async fn run_async(
     if dry_run {
         return Ok(prepared.report);
     }
-    execute(client, cfg, prepared, stop, &mut |line| eprintln!("[matrix] {line}"))
-        .await
-        .map_err(CliError::failed)
+    execute(client, cfg, prepared, stop, &mut |line| {
+        eprintln!("[matrix] {line}")
+    })
+    .await
+    .map_err(CliError::failed)
 }
 
 pub fn run(a: MatrixArgs) -> CliResult {
@@ -251,7 +259,8 @@ pub fn run(a: MatrixArgs) -> CliResult {
         (conn.client_config()?, conn.base_url.clone(), None)
     };
     let cfg = config(&a, &base_url)?;
-    let client = Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
+    let client =
+        Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
     if let Some(s) = mock_stop {
         s.cancel();

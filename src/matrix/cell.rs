@@ -225,9 +225,8 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
     cell.tbt_ms_p50 = stats::median(&tbts);
     cell.per_request_tok_per_s = stats::median(&rates);
     cell.completed_requests = Some(completed);
-    cell.avg_active_requests = stats::mean(input.running).or_else(|| {
-        (window_s > 0.0).then(|| active_ns / 1e9 / window_s)
-    });
+    cell.avg_active_requests =
+        stats::mean(input.running).or_else(|| (window_s > 0.0).then(|| active_ns / 1e9 / window_s));
     let _ = input.concurrency;
 }
 
@@ -290,8 +289,7 @@ pub async fn run_cell(
         }
         let waited = clock.delta_ns(gate_start, clock.raw());
         // Every stream failing before any token: the cell cannot measure anything.
-        if ready.load(Ordering::Relaxed) == 0 && failures.load(Ordering::Relaxed) >= 2 * c as u64
-        {
+        if ready.load(Ordering::Relaxed) == 0 && failures.load(Ordering::Relaxed) >= 2 * c as u64 {
             gate_timed_out = true;
             break;
         }
@@ -311,7 +309,9 @@ pub async fn run_cell(
             server_queued = true;
         }
         if let Some(n) = &names {
-            gen.0 = sample_once(client, n).await.and_then(|s| s.generation_tokens);
+            gen.0 = sample_once(client, n)
+                .await
+                .and_then(|s| s.generation_tokens);
         }
         open = clock.raw();
         cpu.0 = cpu_seconds();
@@ -326,7 +326,9 @@ pub async fn run_cell(
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
         if let Some(n) = &names {
-            gen.1 = sample_once(client, n).await.and_then(|s| s.generation_tokens);
+            gen.1 = sample_once(client, n)
+                .await
+                .and_then(|s| s.generation_tokens);
         }
     }
     cancel.cancel();

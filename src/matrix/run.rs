@@ -131,7 +131,9 @@ async fn count_tokens(
             "messages": chat_messages(m),
             "add_generation_prompt": true
         }),
-        (TokenizeStyle::Content, prose::Prompt::Text(t)) => json!({"content": t, "add_special": true}),
+        (TokenizeStyle::Content, prose::Prompt::Text(t)) => {
+            json!({"content": t, "add_special": true})
+        }
         (TokenizeStyle::Content, prose::Prompt::Chat(m)) => {
             let joined: Vec<&str> = m.iter().map(|m| m.content.as_str()).collect();
             json!({"content": joined.join("\n\n"), "add_special": true})
@@ -142,12 +144,20 @@ async fn count_tokens(
         .await
         .map_err(|e| e.to_string())?;
     if !r.is_success() {
-        return Err(format!("/tokenize answered {}: {}", r.status, r.error_message()));
+        return Err(format!(
+            "/tokenize answered {}: {}",
+            r.status,
+            r.error_message()
+        ));
     }
     let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("/tokenize: {e}"))?;
     v.get("count")
         .and_then(Value::as_u64)
-        .or_else(|| v.get("tokens").and_then(Value::as_array).map(|a| a.len() as u64))
+        .or_else(|| {
+            v.get("tokens")
+                .and_then(Value::as_array)
+                .map(|a| a.len() as u64)
+        })
         .ok_or_else(|| "/tokenize answer has neither count nor tokens".to_string())
 }
 
@@ -165,7 +175,12 @@ async fn usage_count(client: &Client, g: &Generation) -> Result<u64, String> {
         .await
         .map_err(|e| e.to_string())?;
     if !r.is_success() {
-        return Err(format!("{} answered {}: {}", g.path(), r.status, r.error_message()));
+        return Err(format!(
+            "{} answered {}: {}",
+            g.path(),
+            r.status,
+            r.error_message()
+        ));
     }
     let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("usage: {e}"))?;
     v.pointer("/usage/prompt_tokens")
@@ -268,8 +283,7 @@ impl Run<'_> {
                                 Generation::new(&model, NetPrompt::Text(t.clone()))
                             }
                             prose::Prompt::Chat(m) => {
-                                let mut g =
-                                    Generation::new(&model, NetPrompt::Text(String::new()));
+                                let mut g = Generation::new(&model, NetPrompt::Text(String::new()));
                                 g.chat = true;
                                 g.extra.insert("messages".into(), chat_messages(m));
                                 g
@@ -372,7 +386,9 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         return Err("token-id prompts work only on /v1/completions (drop --chat)".into());
     }
     if mode == PromptTokens::TokenizeEndpoint && info.tokenize.is_none() {
-        return Err("the server has no /tokenize endpoint (try --prompt-mode token-ids or usage)".into());
+        return Err(
+            "the server has no /tokenize endpoint (try --prompt-mode token-ids or usage)".into(),
+        );
     }
     let settings = Settings {
         duration_s: cfg.duration.as_secs_f64(),
@@ -512,11 +528,17 @@ pub async fn execute(
             interrupted = true;
             break;
         }
-        progress(&format!("context {}: preparing a {}-token prompt", ctx.label, ctx.tokens));
+        progress(&format!(
+            "context {}: preparing a {}-token prompt",
+            ctx.label, ctx.tokens
+        ));
         let prompt = match run.prepare(ctx.tokens, cfg.seed).await {
             Ok(p) => p,
             Err(e) => {
-                progress(&format!("context {}: cannot build the prompt: {e}", ctx.label));
+                progress(&format!(
+                    "context {}: cannot build the prompt: {e}",
+                    ctx.label
+                ));
                 continue;
             }
         };
@@ -592,8 +614,14 @@ pub async fn execute(
                 write(&report)?;
                 if looped && cfg.retry_looped && attempt == 0 {
                     attempt += 1;
-                    progress(&format!("cell {} x {}: looped; retrying once with a fresh prompt", ctx.label, c));
-                    match run.prepare(ctx.tokens, mix(cfg.seed, 0x5EED + attempt)).await {
+                    progress(&format!(
+                        "cell {} x {}: looped; retrying once with a fresh prompt",
+                        ctx.label, c
+                    ));
+                    match run
+                        .prepare(ctx.tokens, mix(cfg.seed, 0x5EED + attempt))
+                        .await
+                    {
                         Ok(p) => {
                             run.warm(&p.generation, 1, stop).await;
                             generation = p.generation;
@@ -609,7 +637,9 @@ pub async fn execute(
     // Prefill-only contexts (e.g. the full max_model_len - 1).
     if !interrupted {
         for (i, p) in plan.prefill.iter().enumerate() {
-            if prefill_done[i] || p.status.is_some() || report.prefill[i].status != CellStatus::Pending
+            if prefill_done[i]
+                || p.status.is_some()
+                || report.prefill[i].status != CellStatus::Pending
             {
                 continue;
             }
@@ -621,7 +651,10 @@ pub async fn execute(
             let prompt = match run.prepare(p.context.tokens, cfg.seed).await {
                 Ok(x) => x,
                 Err(e) => {
-                    progress(&format!("prefill {}: cannot build the prompt: {e}", p.context.label));
+                    progress(&format!(
+                        "prefill {}: cannot build the prompt: {e}",
+                        p.context.label
+                    ));
                     continue;
                 }
             };

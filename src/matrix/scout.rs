@@ -43,7 +43,8 @@ pub async fn prefill(
         g.max_tokens = Some(1);
         g.ignore_eos = false;
         if i > 0 {
-            g.extra.insert("cache_salt".into(), json!(format!("{salt}-{i}")));
+            g.extra
+                .insert("cache_salt".into(), json!(format!("{salt}-{i}")));
         }
         let req = match g.stream_request(Some(false)) {
             Ok(r) => r,

@@ -269,21 +269,18 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         .first()
         .and_then(|m| str_of(m, "owned_by"))
         .unwrap_or_default();
-    let sgl = c
-        .server_info
-        .as_ref()
-        .and_then(Fetched::json)
-        .filter(|v| v.get("max_total_num_tokens").is_some() || v.get("context_length").is_some());
+    let sgl =
+        c.server_info.as_ref().and_then(Fetched::json).filter(|v| {
+            v.get("max_total_num_tokens").is_some() || v.get("context_length").is_some()
+        });
     let tgi = c
         .info
         .as_ref()
         .and_then(Fetched::json)
         .filter(|v| v.get("max_batch_total_tokens").is_some() || v.get("model_id").is_some());
-    let props = c
-        .props
-        .as_ref()
-        .and_then(Fetched::json)
-        .filter(|v| v.get("total_slots").is_some() || v.get("default_generation_settings").is_some());
+    let props = c.props.as_ref().and_then(Fetched::json).filter(|v| {
+        v.get("total_slots").is_some() || v.get("default_generation_settings").is_some()
+    });
     let ollama = c
         .api_version
         .as_ref()
@@ -324,7 +321,8 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         EngineKind::Vllm => kv = vllm_kv(&samples),
         EngineKind::Sglang => {
             if let Some(v) = &sgl {
-                kv = u64_of(v, "max_total_num_tokens").map(|n| (n, KvSource::SglangMaxTotalNumTokens));
+                kv = u64_of(v, "max_total_num_tokens")
+                    .map(|n| (n, KvSource::SglangMaxTotalNumTokens));
                 max_running = u64_of(v, "max_running_requests")
                     .map(|n| found(n, "/get_server_info max_running_requests"));
                 if max_model_len.is_none() {
@@ -361,7 +359,9 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
                     .and_then(|g| u64_of(g, "n_ctx"))
                     .or_else(|| u64_of(v, "n_ctx"));
                 if let (Some(s), Some(n)) = (slots, n_ctx) {
-                    kv = s.checked_mul(n).map(|t| (t, KvSource::LlamaCppSlotsTimesCtx));
+                    kv = s
+                        .checked_mul(n)
+                        .map(|t| (t, KvSource::LlamaCppSlotsTimesCtx));
                 }
                 max_running = slots.map(|n| found(n, "/props total_slots"));
                 if let Some(n) = n_ctx {
@@ -399,10 +399,13 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         missing.push("engine version".to_string());
     }
     if max_model_len.is_none() {
-        missing.push("max_model_len (pass --max-model-len; contexts are not checked against it)".into());
+        missing.push(
+            "max_model_len (pass --max-model-len; contexts are not checked against it)".into(),
+        );
     }
     if kv.is_none() {
-        missing.push("KV capacity (pass --kv-budget; no cell is marked Over capacity by KV)".into());
+        missing
+            .push("KV capacity (pass --kv-budget; no cell is marked Over capacity by KV)".into());
     }
     if max_running.is_none() {
         missing.push("running-request limit (pass --max-num-seqs if the server has one)".into());
@@ -468,7 +471,10 @@ pub async fn collect(client: &Client, model_hint: Option<&str>) -> Result<Collec
     let model_json = model.as_deref().map(Value::from).unwrap_or(Value::Null);
     // Tokenize: vLLM/SGLang dialect first, then llama.cpp's.
     let body = serde_json::json!({"model": model_json, "prompt": "hello world"});
-    if let Ok(r) = client.post_json("/tokenize", body.to_string().as_bytes()).await {
+    if let Ok(r) = client
+        .post_json("/tokenize", body.to_string().as_bytes())
+        .await
+    {
         let v: Option<Value> = serde_json::from_slice(&r.body).ok();
         if r.is_success() && v.as_ref().and_then(|v| v.get("tokens")).is_some() {
             c.tokenize = Some(TokenizeStyle::PromptCount);
@@ -476,7 +482,10 @@ pub async fn collect(client: &Client, model_hint: Option<&str>) -> Result<Collec
     }
     if c.tokenize.is_none() {
         let body = serde_json::json!({"content": "hello world"});
-        if let Ok(r) = client.post_json("/tokenize", body.to_string().as_bytes()).await {
+        if let Ok(r) = client
+            .post_json("/tokenize", body.to_string().as_bytes())
+            .await
+        {
             let v: Option<Value> = serde_json::from_slice(&r.body).ok();
             if r.is_success() && v.as_ref().and_then(|v| v.get("tokens")).is_some() {
                 c.tokenize = Some(TokenizeStyle::Content);
@@ -513,7 +522,9 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
 
     fn vllm() -> Collected {
         Collected {
-            models: Some(Fetched::ok(r#"{"object":"list","data":[{"id":"gemma","object":"model","owned_by":"vllm","root":"RedHatAI/gemma","max_model_len":262144}]}"#)),
+            models: Some(Fetched::ok(
+                r#"{"object":"list","data":[{"id":"gemma","object":"model","owned_by":"vllm","root":"RedHatAI/gemma","max_model_len":262144}]}"#,
+            )),
             version: Some(Fetched::ok(r#"{"version":"0.30.1rc1.dev452+g73a583112"}"#)),
             metrics: Some(Fetched::ok(VLLM_METRICS)),
             tokenize: Some(TokenizeStyle::PromptCount),
@@ -574,7 +585,10 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
         };
         let i = check(c, Overrides::default());
         assert_eq!(i.engine, EngineKind::Sglang);
-        assert_eq!(i.kv_tokens, Some((412_345, KvSource::SglangMaxTotalNumTokens)));
+        assert_eq!(
+            i.kv_tokens,
+            Some((412_345, KvSource::SglangMaxTotalNumTokens))
+        );
         assert_eq!(i.max_running.map(|f| f.value), Some(256));
         assert_eq!(i.max_model_len.map(|f| f.value), Some(40_960));
         assert_eq!(i.version.as_deref(), Some("0.5.4"));
@@ -588,14 +602,19 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
                 status: 404,
                 body: String::new(),
             }),
-            info: Some(Fetched::ok(r#"{"model_id":"meta-llama/Llama-3.1-8B-Instruct","max_concurrent_requests":128,"max_total_tokens":8192,"max_batch_total_tokens":262144,"version":"3.3.4"}"#)),
+            info: Some(Fetched::ok(
+                r#"{"model_id":"meta-llama/Llama-3.1-8B-Instruct","max_concurrent_requests":128,"max_total_tokens":8192,"max_batch_total_tokens":262144,"version":"3.3.4"}"#,
+            )),
             metrics: Some(Fetched::ok("tgi_queue_size 0\ntgi_batch_current_size 0\n")),
             ..Collected::default()
         };
         let i = check(c, Overrides::default());
         assert_eq!(i.engine, EngineKind::Tgi);
         assert_eq!(i.model.as_deref(), Some("meta-llama/Llama-3.1-8B-Instruct"));
-        assert_eq!(i.kv_tokens, Some((262_144, KvSource::TgiMaxBatchTotalTokens)));
+        assert_eq!(
+            i.kv_tokens,
+            Some((262_144, KvSource::TgiMaxBatchTotalTokens))
+        );
         assert_eq!(i.max_running.map(|f| f.value), Some(128));
         assert_eq!(i.max_model_len.map(|f| f.value), Some(8192));
         assert!(i.has_metrics);
@@ -604,8 +623,12 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
     #[test]
     fn llamacpp_from_props_slots_times_ctx() {
         let c = Collected {
-            models: Some(Fetched::ok(r#"{"models":[{"name":"m.gguf","model":"m.gguf"}],"object":"list","data":[{"id":"m.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx_train":131072}}]}"#)),
-            props: Some(Fetched::ok(r#"{"default_generation_settings":{"n_ctx":2048,"params":{}},"total_slots":4,"model_path":"/models/m.gguf","build_info":"b6500-abc"}"#)),
+            models: Some(Fetched::ok(
+                r#"{"models":[{"name":"m.gguf","model":"m.gguf"}],"object":"list","data":[{"id":"m.gguf","object":"model","owned_by":"llamacpp","meta":{"n_ctx_train":131072}}]}"#,
+            )),
+            props: Some(Fetched::ok(
+                r#"{"default_generation_settings":{"n_ctx":2048,"params":{}},"total_slots":4,"model_path":"/models/m.gguf","build_info":"b6500-abc"}"#,
+            )),
             tokenize: Some(TokenizeStyle::Content),
             ..Collected::default()
         };
@@ -622,7 +645,9 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
     #[test]
     fn ollama_from_api_version() {
         let c = Collected {
-            models: Some(Fetched::ok(r#"{"object":"list","data":[{"id":"llama3.2:3b","object":"model","created":1,"owned_by":"library"}]}"#)),
+            models: Some(Fetched::ok(
+                r#"{"object":"list","data":[{"id":"llama3.2:3b","object":"model","created":1,"owned_by":"library"}]}"#,
+            )),
             api_version: Some(Fetched::ok(r#"{"version":"0.12.3"}"#)),
             ..Collected::default()
         };

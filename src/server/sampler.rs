@@ -141,10 +141,7 @@ impl Sampler {
     pub async fn stop(self) -> Vec<MetricsSample> {
         self.cancel.cancel();
         let _ = self.task.await;
-        self.samples
-            .lock()
-            .map(|v| v.clone())
-            .unwrap_or_default()
+        self.samples.lock().map(|v| v.clone()).unwrap_or_default()
     }
 }
 
