@@ -74,6 +74,19 @@ fn run_matrix(
     conc: &[u64],
     tweak: impl FnOnce(&mut MatrixConfig),
 ) -> MatrixReport {
+    run_matrix_stopping(mock, out, contexts, conc, tweak, None)
+}
+
+/// As [`run_matrix`], pressing "Ctrl-C" once the first decode cell is in `results.json` (plus
+/// `stop_after`, so the stop lands inside the next cell).
+fn run_matrix_stopping(
+    mock: MockConfig,
+    out: &Path,
+    contexts: &[u64],
+    conc: &[u64],
+    tweak: impl FnOnce(&mut MatrixConfig),
+    stop_after: Option<Duration>,
+) -> MatrixReport {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -94,7 +107,26 @@ fn run_matrix(
         .unwrap();
         let mut cfg = matrix_config(out, &url, contexts, conc);
         tweak(&mut cfg);
-        let report = run_async(&client, &cfg, false, &Cancel::new()).await;
+        let stop = Cancel::new();
+        if let Some(d) = stop_after {
+            let s = stop.clone();
+            let json = out.join("results.json");
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let done = std::fs::read_to_string(&json)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .is_some_and(|v| v["decode"][0]["status"]["kind"] != "pending");
+                    if done {
+                        break;
+                    }
+                }
+                tokio::time::sleep(d).await;
+                s.cancel();
+            });
+        }
+        let report = run_async(&client, &cfg, false, &stop).await;
         shutdown.cancel();
         server.await.unwrap().unwrap();
         report.unwrap()
@@ -215,4 +247,37 @@ fn a_looping_server_gives_looped_cells_with_figures_kept() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("Looped"), "{md}");
+}
+
+#[test]
+fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("partial");
+    // Two 2 s cells; stop during the second.
+    let long = |c: &mut MatrixConfig| c.duration = Duration::from_secs(2);
+    let r = run_matrix_stopping(
+        mock_config(None),
+        &out,
+        &[512],
+        &[1, 2],
+        long,
+        Some(Duration::from_millis(500)),
+    );
+    assert!(r.metadata.interrupted.is_some());
+    assert_eq!(r.decode[0].status, CellStatus::Valid);
+    assert_eq!(r.decode[1].status, CellStatus::Pending);
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(schema_errors(&json).is_empty());
+    assert!(json["metadata"]["interrupted"].is_string());
+
+    // Resume: the finished cell is kept as it was, the pending one is measured now.
+    let first = r.decode[0].clone();
+    let r2 = run_matrix(mock_config(None), &out, &[512], &[1, 2], |c| {
+        c.resume = true
+    });
+    assert!(r2.metadata.interrupted.is_none());
+    assert_eq!(r2.decode[0], first);
+    assert_eq!(r2.decode[1].status, CellStatus::Valid);
+    assert_eq!(r2.prefill[0], r.prefill[0]);
 }
