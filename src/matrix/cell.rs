@@ -18,6 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How often the live progress line is printed during a window.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
 /// How a cell runs.
 #[derive(Clone, Debug)]
 pub struct CellConfig {
@@ -46,6 +49,8 @@ struct Watch {
     looped: Option<(Channel, Loop)>,
     saw_token: bool,
     ready: Arc<AtomicU64>,
+    /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
+    tokens: Arc<AtomicU64>,
 }
 
 impl StreamObserver for Watch {
@@ -54,6 +59,7 @@ impl StreamObserver for Watch {
             self.saw_token = true;
             self.ready.fetch_add(1, Ordering::Relaxed);
         }
+        self.tokens.fetch_add(rec.tokens as u64, Ordering::Relaxed);
         if let (Some(t), None) = (text, &self.looped) {
             let det = match rec.channel {
                 Channel::Content => &mut self.content,
@@ -78,6 +84,7 @@ async fn worker(
     cancel: Cancel,
     ready: Arc<AtomicU64>,
     failures: Arc<AtomicU64>,
+    tokens: Arc<AtomicU64>,
     rep: RepetitionConfig,
 ) -> Vec<Finished> {
     let mut out = Vec::new();
@@ -91,6 +98,7 @@ async fn worker(
         looped: None,
         saw_token: false,
         ready,
+        tokens,
     };
     while !cancel.is_cancelled() {
         w.content.reset();
@@ -244,11 +252,13 @@ pub async fn run_cell(
     cfg: &CellConfig,
     mut cell: DecodeCell,
     stop: &Cancel,
+    progress: &mut dyn FnMut(&str),
 ) -> CellRun {
     let clock = client.clock().clone();
     let c = cfg.concurrency.max(1);
     let ready = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(AtomicU64::new(0));
+    let tokens = Arc::new(AtomicU64::new(0));
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
@@ -261,6 +271,7 @@ pub async fn run_cell(
                 cancel.clone(),
                 ready.clone(),
                 failures.clone(),
+                tokens.clone(),
                 cfg.repetition,
             ))
         })
@@ -317,9 +328,32 @@ pub async fn run_cell(
         cpu.0 = cpu_seconds();
         let lag_cancel = Cancel::new();
         let lag = lag_probe(clock.clone(), lag_cancel.clone());
-        tokio::select! {
-            _ = stop.cancelled() => { interrupted = true; }
-            _ = tokio::time::sleep(cfg.duration) => {}
+        let end = tokio::time::Instant::now() + cfg.duration;
+        let (mut last_t, mut last_n) = (clock.raw(), tokens.load(Ordering::Relaxed));
+        loop {
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => { interrupted = true; break; }
+                _ = tokio::time::sleep(left.min(PROGRESS_EVERY)) => {}
+            }
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            if !left.is_zero() {
+                let (t, n) = (clock.raw(), tokens.load(Ordering::Relaxed));
+                let s = clock.delta_ns(last_t, t) as f64 / 1e9;
+                if s > 0.0 {
+                    progress(&format!(
+                        "cell {} x {}: {:.0} tok/s live, {:.0} s left",
+                        cell.context_label,
+                        c,
+                        n.saturating_sub(last_n) as f64 / s,
+                        left.as_secs_f64()
+                    ));
+                }
+                (last_t, last_n) = (t, n);
+            }
         }
         close = clock.raw();
         cpu.1 = cpu_seconds();

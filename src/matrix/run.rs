@@ -594,7 +594,7 @@ pub async fn execute(
                     c,
                     CellStatus::Pending,
                 );
-                let r = run_cell(client, &req, names, &cell_cfg(c), blank, stop).await;
+                let r = run_cell(client, &req, names, &cell_cfg(c), blank, stop, progress).await;
                 if r.interrupted {
                     interrupted = true;
                     break 'rows;
