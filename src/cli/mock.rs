@@ -130,3 +130,89 @@ pub fn run(args: MockArgs) -> CliResult {
         Ok(ExitCode::SUCCESS)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::cli::{Cli, Command};
+    use crate::mock::faults::Fault;
+    use clap::Parser;
+
+    fn config(args: &[&str]) -> Result<crate::mock::MockConfig, String> {
+        let cli = Cli::try_parse_from(["llmspeed", "mock"].iter().chain(args))
+            .map_err(|e| e.to_string())?;
+        match cli.command {
+            Command::Mock(a) => a.config().map_err(|e| e.message),
+            #[allow(unreachable_patterns)]
+            _ => Err("not the mock command".into()),
+        }
+    }
+
+    #[test]
+    fn flags_override_the_profile() {
+        let c = config(&[
+            "--profile",
+            "demo",
+            "--kv-tokens",
+            "4096",
+            "--block-size",
+            "32",
+            "--max-num-seqs",
+            "3",
+            "--time-scale",
+            "0.01",
+            "--model",
+            "m",
+            "--max-model-len",
+            "2048",
+            "--decode-base-us",
+            "7",
+            "--prefill-rate",
+            "1000",
+            "--loop-after",
+            "64",
+            "--loop-fraction",
+            "0.5",
+            "--fault",
+            "drip@0.25",
+            "--fault",
+            "reset-after=3",
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                c.engine.kv_tokens,
+                c.engine.block_size,
+                c.engine.max_num_seqs
+            ),
+            (4096, 32, 3)
+        );
+        assert_eq!((c.model.as_str(), c.max_model_len), ("m", 2048));
+        assert_eq!(
+            (
+                c.engine.time_scale,
+                c.engine.decode.base_us,
+                c.engine.prefill.rate_tok_s
+            ),
+            (0.01, 7.0, 1000.0)
+        );
+        assert_eq!((c.loop_after, c.loop_fraction), (Some(64), 0.5));
+        assert_eq!(c.faults.len(), 2);
+        assert_eq!(c.faults[1].fault, Fault::ResetAfter(3));
+        // Untouched values keep the demo profile's.
+        assert_eq!(c.engine.decode.per_seq_us, 20.0);
+    }
+
+    #[test]
+    fn bad_flags_are_usage_errors() {
+        assert!(config(&["--time-scale", "0"])
+            .unwrap_err()
+            .contains("--time-scale"));
+        assert!(config(&["--loop-fraction", "2"])
+            .unwrap_err()
+            .contains("--loop-fraction"));
+        assert!(config(&["--fault", "status=200"]).is_err());
+        assert!(config(&["--profile", "gpu"])
+            .unwrap_err()
+            .contains("unknown profile"));
+    }
+}
