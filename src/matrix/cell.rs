@@ -48,18 +48,29 @@ struct Watch {
     reasoning: RepetitionDetector,
     looped: Option<(Channel, Loop)>,
     saw_token: bool,
-    ready: Arc<AtomicU64>,
+    shared: Arc<Counters>,
+}
+
+/// Counters every stream of a cell bumps.
+#[derive(Default)]
+struct Counters {
+    /// Streams that have produced a token.
+    ready: AtomicU64,
+    /// Failed requests (not our own cancellations).
+    failures: AtomicU64,
     /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
-    tokens: Arc<AtomicU64>,
+    tokens: AtomicU64,
 }
 
 impl StreamObserver for Watch {
     fn on_event(&mut self, rec: &EventRecord, text: Option<&[u8]>) -> Flow {
         if rec.tokens > 0 && !self.saw_token {
             self.saw_token = true;
-            self.ready.fetch_add(1, Ordering::Relaxed);
+            self.shared.ready.fetch_add(1, Ordering::Relaxed);
         }
-        self.tokens.fetch_add(rec.tokens as u64, Ordering::Relaxed);
+        self.shared
+            .tokens
+            .fetch_add(rec.tokens as u64, Ordering::Relaxed);
         if let (Some(t), None) = (text, &self.looped) {
             let det = match rec.channel {
                 Channel::Content => &mut self.content,
@@ -82,9 +93,7 @@ async fn worker(
     client: Client,
     req: Arc<StreamRequest>,
     cancel: Cancel,
-    ready: Arc<AtomicU64>,
-    failures: Arc<AtomicU64>,
-    tokens: Arc<AtomicU64>,
+    shared: Arc<Counters>,
     rep: RepetitionConfig,
 ) -> Vec<Finished> {
     let mut out = Vec::new();
@@ -97,8 +106,7 @@ async fn worker(
         reasoning,
         looped: None,
         saw_token: false,
-        ready,
-        tokens,
+        shared,
     };
     while !cancel.is_cancelled() {
         w.content.reset();
@@ -121,7 +129,7 @@ async fn worker(
             looped: w.looped.take(),
         });
         if failed {
-            failures.fetch_add(1, Ordering::Relaxed);
+            w.shared.failures.fetch_add(1, Ordering::Relaxed);
             // A refusing server must not be hammered in a tight loop.
             tokio::select! {
                 _ = cancel.cancelled() => {}
@@ -256,9 +264,8 @@ pub async fn run_cell(
 ) -> CellRun {
     let clock = client.clock().clone();
     let c = cfg.concurrency.max(1);
-    let ready = Arc::new(AtomicU64::new(0));
-    let failures = Arc::new(AtomicU64::new(0));
-    let tokens = Arc::new(AtomicU64::new(0));
+    let shared = Arc::new(Counters::default());
+    let (ready, failures, tokens) = (&shared.ready, &shared.failures, &shared.tokens);
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
@@ -269,9 +276,7 @@ pub async fn run_cell(
                 client.clone(),
                 req.clone(),
                 cancel.clone(),
-                ready.clone(),
-                failures.clone(),
-                tokens.clone(),
+                shared.clone(),
                 cfg.repetition,
             ))
         })
