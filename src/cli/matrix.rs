@@ -225,6 +225,11 @@ pub async fn run_async(
 }
 
 pub fn run(a: MatrixArgs) -> CliResult {
+    // Flags first: a typo must not start a server or a run.
+    let mut cfg = config(&a, "")?;
+    if !a.mock && a.conn.is_none() {
+        return Err(CliError::usage("--base-url is required (or --mock)"));
+    }
     let rt = runtime(0)?;
     let stop = Cancel::new();
     let s = stop.clone();
@@ -258,7 +263,7 @@ pub fn run(a: MatrixArgs) -> CliResult {
             .ok_or_else(|| CliError::usage("--base-url is required (or --mock)"))?;
         (conn.client_config()?, conn.base_url.clone(), None)
     };
-    let cfg = config(&a, &base_url)?;
+    cfg.base_url = base_url;
     let client =
         Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
