@@ -281,3 +281,32 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
     assert_eq!(r2.decode[1].status, CellStatus::Valid);
     assert_eq!(r2.prefill[0], r.prefill[0]);
 }
+
+#[test]
+fn prefill_agrees_with_the_simulated_engine() {
+    // The seed profile prefills an L-token prompt at 42.6K / (1 + L / 22.6K) tok/s: 36.1K tok/s
+    // (113 ms) at 4096. The scout's figure includes one decode step and the HTTP round trip, so
+    // allow 25%.
+    let dir = tempfile::tempdir().unwrap();
+    let mut mock = MockConfig::profile(Profile::Seed);
+    mock.max_model_len = 8192;
+    let r = run_matrix(mock, &dir.path().join("p"), &[4096], &[1], |c| {
+        c.plan.max_tokens = 64;
+        c.plan.prefill_samples = 3;
+    });
+    let p = &r.prefill[0];
+    assert_eq!(p.status, CellStatus::Valid);
+    assert_eq!(p.samples, 3);
+    let expected = 42_600.0 / (1.0 + p.prompt_tokens.unwrap() as f64 / 22_600.0);
+    let got = p.prefill_tok_per_s.unwrap();
+    assert!(
+        (got / expected - 1.0).abs() < 0.25,
+        "prefill {got:.0} tok/s, engine model {expected:.0}"
+    );
+    // Cold samples: the salted ones took as long as the first (no prefix-cache hit).
+    let s = &p.ttft_ms_samples;
+    assert!(s[1] > 0.5 * s[0] && s[2] > 0.5 * s[0], "{s:?}");
+    // The decode cell then ran on the warm prompt: its TTFT is far below the cold one.
+    let ttft = r.decode[0].ttft_ms_p50.unwrap();
+    assert!(ttft < 0.5 * s[0], "warm TTFT {ttft} vs cold {}", s[0]);
+}
