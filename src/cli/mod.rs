@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod bench;
 pub mod matrix;
 pub mod mock;
 pub mod probe;
@@ -57,10 +58,12 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
-    Mock(mock::MockArgs),
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
+    /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
+    Mock(mock::MockArgs),
+    /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
+    Bench(bench::BenchArgs),
     /// Detect a server's engine, model, limits and KV capacity.
     Probe(probe::ProbeArgs),
     /// The speed-test matrix: prefill per context, sustained decode per (context, concurrency).
@@ -70,8 +73,9 @@ pub enum Command {
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
-        Command::Mock(a) => mock::run(a),
         Command::Stream(args) => stream::run(args),
+        Command::Mock(a) => mock::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Probe(args) => probe::run(args),
         Command::Matrix(args) => matrix::run(*args),
     }

@@ -320,10 +320,10 @@ fn write_human(
         (None, None) => "-",
     };
     writeln!(out, "finish reason: {reason}")?;
-    if let Some(r) = &tl.reasoning_text {
+    if let Some(r) = tl.reasoning_text.as_ref().filter(|t| !t.is_empty()) {
         writeln!(out, "--- reasoning ---\n{r}")?;
     }
-    if let Some(t) = &tl.content_text {
+    if let Some(t) = tl.content_text.as_ref().filter(|t| !t.is_empty()) {
         writeln!(out, "--- text ---\n{t}")?;
     }
     Ok(())

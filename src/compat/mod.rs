@@ -1,3 +1,6 @@
 //! `bench serve`: vLLM's flags, metric definitions and result JSON.
 
+pub mod args;
 pub mod metrics;
+pub mod result;
+pub mod run;

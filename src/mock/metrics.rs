@@ -109,14 +109,14 @@ mod tests {
             ..EngineStats::default()
         };
         let text = render(&cfg, &stats);
-        assert!(text.contains("kv_cache_size_tokens=\"1100000\""), "{text}");
-        assert!(text.contains("num_gpu_blocks=\"68750\""));
+        assert!(text.contains("kv_cache_size_tokens=\"1835008\""), "{text}");
+        assert!(text.contains("num_gpu_blocks=\"114688\""));
         assert!(
             text.contains("vllm:num_requests_waiting{engine=\"0\",model_name=\"mock-model\"} 3.0")
         );
         assert!(
             text.contains("vllm:prompt_tokens_total{engine=\"0\",model_name=\"mock-model\"} 7.0")
         );
-        assert!(text.contains("kv_cache_max_concurrency=\"4.20\""));
+        assert!(text.contains("kv_cache_max_concurrency=\"7.00\""));
     }
 }

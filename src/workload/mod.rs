@@ -1,4 +1,6 @@
 //! What to send and when: synthetic prompts of exact token counts, datasets, schedules.
 
+pub mod datasets;
 pub mod prompt_cache;
 pub mod prose;
+pub mod schedule;

@@ -1,0 +1,57 @@
+//! `llmspeed bench serve`: the drop-in for `vllm bench serve`. Parses and validates the flags,
+//! builds the runtime, runs `compat::run` and prints or saves the result. Owns no measurement.
+
+use super::{runtime, CliError, CliResult};
+use crate::clock::Clock;
+use crate::compat::args::ServeArgs;
+use crate::compat::run;
+use crate::net::Cancel;
+use std::process::ExitCode;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum BenchCommand {
+    /// Benchmark online serving like `vllm bench serve`: same flags, same result JSON.
+    Serve(Box<ServeArgs>),
+}
+
+pub fn run(args: BenchArgs) -> CliResult {
+    match args.command {
+        BenchCommand::Serve(a) => serve(&a),
+    }
+}
+
+fn serve(a: &ServeArgs) -> CliResult {
+    let cfg = a.validate().map_err(CliError::usage)?;
+    if let Some(t) = &cfg.tokenizer {
+        eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");
+    }
+    let rt = runtime(cfg.threads)?;
+    let out = rt
+        .block_on(async {
+            let cancel = Cancel::new();
+            let on_signal = cancel.clone();
+            // Ctrl-C ends the run early but keeps (and reports) what was measured.
+            tokio::spawn(async move {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted: cancelling requests in flight");
+                    on_signal.cancel();
+                }
+            });
+            let mut log = std::io::stderr();
+            run::run(&cfg, Clock::new(), &cancel, &mut log).await
+        })
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    let mut stdout = std::io::stdout().lock();
+    let saved =
+        run::report(&cfg, &out, &mut stdout).map_err(|e| CliError::failed(e.to_string()))?;
+    if let Some(p) = saved {
+        eprintln!("saved {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

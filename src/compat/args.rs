@@ -1,0 +1,694 @@
+//! `llmspeed bench serve` flags: `vllm bench serve`'s names, defaults and meanings, grouped in
+//! `--help` as vLLM groups them, plus a few of our own under "llmspeed extras".
+//!
+//! Owns parsing and validating the flags into plain values the runner uses. It must never
+//! do IO beyond checking that a `--tokenizer` path exists; flags we do not support yet are
+//! accepted by the parser and refused by [`ServeArgs::validate`] with a message that says so
+//! (never silently ignored).
+
+use crate::compat::metrics::{parse_percentiles, GoodputSlo, MetricKind};
+use crate::workload::datasets::{DatasetConfig, DatasetKind};
+use crate::workload::schedule::{Ramp, RampStrategy, ScheduleConfig};
+use std::path::PathBuf;
+
+/// Which API flavour to speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Vllm,
+    OpenAi,
+    OpenAiChat,
+}
+
+impl Backend {
+    pub fn parse(s: &str) -> Result<Backend, String> {
+        match s {
+            "vllm" => Ok(Backend::Vllm),
+            "openai" => Ok(Backend::OpenAi),
+            "openai-chat" => Ok(Backend::OpenAiChat),
+            "tgi" | "lmdeploy" | "deepspeed-mii" | "tensorrt-llm" | "scalellm" | "sglang"
+            | "llama.cpp" | "openai-audio" | "openai-embeddings" | "vllm-pooling"
+            | "vllm-rerank" | "infinity-embeddings" => Err(format!(
+                "--backend {s} is not supported yet by llmspeed (supported: vllm, openai, openai-chat; \
+                 most servers speak openai or openai-chat)"
+            )),
+            _ => Err(format!(
+                "unknown --backend {s:?} (supported: vllm, openai, openai-chat)"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Backend::Vllm => "vllm",
+            Backend::OpenAi => "openai",
+            Backend::OpenAiChat => "openai-chat",
+        }
+    }
+
+    pub fn is_chat(self) -> bool {
+        self == Backend::OpenAiChat
+    }
+
+    /// The endpoint vLLM's backend talks to when `--endpoint` is not given.
+    pub fn default_endpoint(self) -> &'static str {
+        if self.is_chat() {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        }
+    }
+}
+
+/// `--request-rate`: a number or `inf`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestRate(pub f64);
+
+impl std::str::FromStr for RequestRate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let v: f64 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid request rate {s:?}: expected a number or inf"))?;
+        if v.is_nan() || v <= 0.0 {
+            return Err(format!(
+                "invalid request rate {s:?}: must be above 0 (or inf)"
+            ));
+        }
+        Ok(RequestRate(v))
+    }
+}
+
+/// Which event counts as the first token (see `compat::metrics::TtftPredicate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TtftFrom {
+    /// The first event with a non-empty `choices` list (current vLLM).
+    Choice,
+    /// The first event that carried output text (older vLLM versions).
+    Content,
+}
+
+/// Where latency starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LatencyFrom {
+    /// The scheduled send time: a late send is counted, not hidden.
+    Scheduled,
+    /// Just before the request was written, as vLLM measures.
+    Sent,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(about = "Drop-in for `vllm bench serve`: same flags, same result JSON")]
+pub struct ServeArgs {
+    // ---- general (vLLM's ungrouped flags) ----
+    /// API flavour: vllm and openai use /v1/completions, openai-chat /v1/chat/completions.
+    #[arg(long, default_value = "openai", help_heading = "Server")]
+    pub backend: String,
+    /// Server base URL (overrides --host/--port), e.g. http://localhost:8000.
+    #[arg(long, help_heading = "Server")]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "127.0.0.1", help_heading = "Server")]
+    pub host: String,
+    #[arg(long, default_value_t = 8000, help_heading = "Server")]
+    pub port: u16,
+    /// API path [default: /v1/completions, /v1/chat/completions for openai-chat].
+    #[arg(long, help_heading = "Server")]
+    pub endpoint: Option<String>,
+    /// Extra request headers, KEY=VALUE (also 'Key: value'); several may follow one flag.
+    #[arg(long = "header", num_args = 1.., value_name = "KEY=VALUE", help_heading = "Server")]
+    pub header: Vec<String>,
+    /// Accept any TLS certificate.
+    #[arg(long, help_heading = "Server")]
+    pub insecure: bool,
+    /// Model name [default: the first model in /v1/models].
+    #[arg(long, help_heading = "Server")]
+    pub model: Option<String>,
+    /// Name sent in the request's "model" field when it differs from --model.
+    #[arg(long, help_heading = "Server")]
+    pub served_model_name: Option<String>,
+    /// Tokenizer id, recorded as tokenizer_id. A local tokenizer is not loaded: texts are
+    /// counted with the server's /tokenize.
+    #[arg(long, help_heading = "Server")]
+    pub tokenizer: Option<String>,
+    /// Accepted for compatibility; only "auto" (no local tokenizer is loaded).
+    #[arg(long, default_value = "auto", help_heading = "Server")]
+    pub tokenizer_mode: String,
+    /// Accepted for compatibility: no model code is ever loaded.
+    #[arg(long, help_heading = "Server")]
+    pub trust_remote_code: bool,
+    /// Seconds to wait for the server to answer /v1/models before starting (0 = no wait).
+    #[arg(long, default_value_t = 600, help_heading = "Server")]
+    pub ready_check_timeout_sec: u64,
+    /// Prefix of the request ids (not supported yet: only the default is accepted).
+    #[arg(long, default_value = "benchmark-serving", help_heading = "Server")]
+    pub request_id_prefix: String,
+    /// Not supported yet (vLLM's torch profiler hooks).
+    #[arg(long, help_heading = "Server")]
+    pub profile: bool,
+    /// Not supported yet.
+    #[arg(long, help_heading = "Server")]
+    pub use_beam_search: bool,
+    /// Not supported yet.
+    #[arg(long, help_heading = "Server")]
+    pub logprobs: Option<u32>,
+    /// Not supported yet.
+    #[arg(long, num_args = 1.., help_heading = "Server")]
+    pub lora_modules: Vec<String>,
+
+    // ---- dataset ----
+    /// random, sharegpt, sonnet, custom or prefix_repetition.
+    #[arg(long, default_value = "random", help_heading = "Dataset options")]
+    pub dataset_name: String,
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL).
+    #[arg(long, help_heading = "Dataset options")]
+    pub dataset_path: Option<PathBuf>,
+    #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
+    pub num_prompts: usize,
+    /// Not supported yet (Hugging Face datasets).
+    #[arg(long, help_heading = "Dataset options")]
+    pub hf_subset: Option<String>,
+    /// Not supported yet (Hugging Face datasets).
+    #[arg(long, help_heading = "Dataset options")]
+    pub hf_split: Option<String>,
+    /// Not supported yet (Hugging Face datasets).
+    #[arg(long, help_heading = "Dataset options")]
+    pub hf_output_len: Option<u32>,
+
+    #[arg(long, default_value_t = 1024, help_heading = "Random dataset options")]
+    pub random_input_len: u32,
+    #[arg(long, default_value_t = 128, help_heading = "Random dataset options")]
+    pub random_output_len: u32,
+    /// Lengths are uniform in [L(1-r), L(1+r)] (Python vLLM's meaning).
+    #[arg(long, default_value_t = 0.0, help_heading = "Random dataset options")]
+    pub random_range_ratio: f64,
+    /// Tokens of a random prefix shared by every prompt.
+    #[arg(long, default_value_t = 0, help_heading = "Random dataset options")]
+    pub random_prefix_len: u32,
+
+    /// Output length for every request [default: each reply's own length].
+    #[arg(long, help_heading = "ShareGPT dataset options")]
+    pub sharegpt_output_len: Option<u32>,
+
+    #[arg(long, default_value_t = 550, help_heading = "Sonnet dataset options")]
+    pub sonnet_input_len: u32,
+    #[arg(long, default_value_t = 150, help_heading = "Sonnet dataset options")]
+    pub sonnet_output_len: u32,
+    #[arg(long, default_value_t = 200, help_heading = "Sonnet dataset options")]
+    pub sonnet_prefix_len: u32,
+
+    /// Output length for rows without "output_tokens".
+    #[arg(long, default_value_t = 256, help_heading = "Custom dataset options")]
+    pub custom_output_len: u32,
+    /// Not supported yet (no local chat template).
+    #[arg(long, help_heading = "Custom dataset options")]
+    pub custom_skip_chat_template: bool,
+
+    #[arg(
+        long,
+        default_value_t = 256,
+        help_heading = "Prefix repetition dataset options"
+    )]
+    pub prefix_repetition_prefix_len: u32,
+    #[arg(
+        long,
+        default_value_t = 256,
+        help_heading = "Prefix repetition dataset options"
+    )]
+    pub prefix_repetition_suffix_len: u32,
+    #[arg(
+        long,
+        default_value_t = 10,
+        help_heading = "Prefix repetition dataset options"
+    )]
+    pub prefix_repetition_num_prefixes: u32,
+    #[arg(
+        long,
+        default_value_t = 128,
+        help_heading = "Prefix repetition dataset options"
+    )]
+    pub prefix_repetition_output_len: u32,
+
+    // ---- load ----
+    /// Most requests in flight; the wait for a slot is reported as queue time.
+    #[arg(long, help_heading = "Load options")]
+    pub max_concurrency: Option<usize>,
+    /// Requests per second, or inf to send everything at once.
+    #[arg(long, default_value = "inf", help_heading = "Load options")]
+    pub request_rate: RequestRate,
+    /// Gamma shape of the inter-arrival times: 1.0 is Poisson, lower is burstier.
+    #[arg(long, default_value_t = 1.0, help_heading = "Load options")]
+    pub burstiness: f64,
+    /// linear or exponential ramp of the rate from --ramp-up-start-rps to --ramp-up-end-rps.
+    #[arg(long, help_heading = "Load options")]
+    pub ramp_up_strategy: Option<RampStrategy>,
+    #[arg(long, help_heading = "Load options")]
+    pub ramp_up_start_rps: Option<f64>,
+    #[arg(long, help_heading = "Load options")]
+    pub ramp_up_end_rps: Option<f64>,
+    /// Requests sent (and discarded) before the measured run.
+    #[arg(long, default_value_t = 0, help_heading = "Load options")]
+    pub num_warmups: usize,
+    /// Seeds prompts and the schedule.
+    #[arg(long, default_value_t = 0, help_heading = "Load options")]
+    pub seed: u64,
+    /// Accepted for compatibility: llmspeed prints no progress bar.
+    #[arg(long, help_heading = "Load options")]
+    pub disable_tqdm: bool,
+
+    // ---- sampling ----
+    /// Ask the server to ignore end-of-sequence (always on for random datasets, as in vLLM).
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub ignore_eos: bool,
+    /// [default: 0.0, greedy, as vLLM sets it]
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub temperature: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub top_p: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub top_k: Option<i64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub min_p: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub frequency_penalty: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub presence_penalty: Option<f64>,
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub repetition_penalty: Option<f64>,
+    /// A JSON object merged into every request body.
+    #[arg(long, help_heading = "Sampling parameters")]
+    pub extra_body: Option<String>,
+
+    // ---- metrics ----
+    /// Metrics to report percentiles for: ttft, tpot, itl, e2el.
+    #[arg(long, default_value = "ttft,tpot,itl", help_heading = "Metric options")]
+    pub percentile_metrics: String,
+    /// Percentiles to report, comma-separated (e.g. 25,50,99.9).
+    #[arg(long, default_value = "99", help_heading = "Metric options")]
+    pub metric_percentiles: String,
+    /// Service level objectives KEY:MS (ttft, tpot, e2el) for request_goodput.
+    #[arg(long, num_args = 1.., value_name = "KEY:VALUE", help_heading = "Metric options")]
+    pub goodput: Vec<String>,
+
+    // ---- output ----
+    /// Save the result JSON.
+    #[arg(long, help_heading = "Output options")]
+    pub save_result: bool,
+    /// Also save per-request lists (lengths, TTFTs, ITLs, texts, errors).
+    #[arg(long, help_heading = "Output options")]
+    pub save_detailed: bool,
+    /// Append to the result file as a new JSON line instead of replacing it.
+    #[arg(long, help_heading = "Output options")]
+    pub append_result: bool,
+    #[arg(long, help_heading = "Output options")]
+    pub result_dir: Option<PathBuf>,
+    /// [default: {label or backend}-{rate}qps[-concurrency{N}]-{model}-{date}.json]
+    #[arg(long, help_heading = "Output options")]
+    pub result_filename: Option<String>,
+    /// KEY=VALUE pairs recorded in the result JSON.
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE", help_heading = "Output options")]
+    pub metadata: Vec<String>,
+    /// Label used in the result file name and as "label" [default: the backend].
+    #[arg(long, help_heading = "Output options")]
+    pub label: Option<String>,
+
+    // ---- ours ----
+    /// Where latency starts: the scheduled send time (default) or the actual send, as vLLM.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "scheduled",
+        help_heading = "llmspeed extras"
+    )]
+    pub latency_from: LatencyFrom,
+    /// Which event is the first token: the first with choices (vLLM) or the first with text.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "choice",
+        help_heading = "llmspeed extras"
+    )]
+    pub ttft_from: TtftFrom,
+    /// Do not ask for continuous_usage_stats (some OpenAI-compatible servers reject it).
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub no_continuous_usage: bool,
+    /// API key [env: OPENAI_API_KEY].
+    #[arg(
+        long,
+        env = "OPENAI_API_KEY",
+        hide_env_values = true,
+        help_heading = "llmspeed extras"
+    )]
+    pub api_key: Option<String>,
+    /// Client runtime threads (0 = one per core).
+    #[arg(long, default_value_t = 0, help_heading = "llmspeed extras")]
+    pub threads: usize,
+}
+
+/// Everything the runner needs, checked.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub backend: Backend,
+    pub base_url: String,
+    pub endpoint: String,
+    pub headers: Vec<(String, String)>,
+    pub insecure: bool,
+    pub api_key: Option<String>,
+    pub model: Option<String>,
+    pub served_model_name: Option<String>,
+    pub tokenizer: Option<String>,
+    pub ready_check_timeout_s: u64,
+    pub dataset: DatasetConfig,
+    pub schedule: ScheduleConfig,
+    /// `--request-rate` as given (`inf` or a number), for the result.
+    pub request_rate: f64,
+    pub max_concurrency: Option<usize>,
+    pub num_warmups: usize,
+    pub ignore_eos: bool,
+    /// Sampling fields and `--extra-body`, merged into every body (extra body last).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+    pub continuous_usage: bool,
+    pub metrics: Vec<MetricKind>,
+    pub percentiles: Vec<f64>,
+    pub goodput: Option<GoodputSlo>,
+    pub save_result: bool,
+    pub save_detailed: bool,
+    pub append_result: bool,
+    pub result_dir: Option<PathBuf>,
+    pub result_filename: Option<String>,
+    pub metadata: Vec<(String, serde_json::Value)>,
+    pub label: Option<String>,
+    pub latency_from: LatencyFrom,
+    pub ttft_from: TtftFrom,
+    pub threads: usize,
+}
+
+fn unsupported(flag: &str, why: &str) -> String {
+    format!("{flag} is not supported yet by llmspeed bench serve ({why})")
+}
+
+/// `KEY=VALUE` (vLLM) or `Key: value`.
+fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
+    let (k, v) = match (s.find('='), s.find(':')) {
+        (Some(e), Some(c)) if c < e => s.split_at(c),
+        (Some(e), _) => s.split_at(e),
+        (None, Some(c)) => s.split_at(c),
+        (None, None) => return Err(format!("{what} {s:?} must look like KEY=VALUE")),
+    };
+    let (k, v) = (k.trim(), v[1..].trim());
+    if k.is_empty() {
+        return Err(format!("{what} {s:?} has an empty key"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+impl ServeArgs {
+    /// Checks every flag and refuses the unsupported ones, each with a one-line message.
+    pub fn validate(&self) -> Result<ServeConfig, String> {
+        if self.profile {
+            return Err(unsupported(
+                "--profile",
+                "it drives vLLM's torch profiler endpoints",
+            ));
+        }
+        if self.use_beam_search {
+            return Err(unsupported("--use-beam-search", "streaming beam search"));
+        }
+        if self.logprobs.is_some() {
+            return Err(unsupported(
+                "--logprobs",
+                "logprobs make events larger; planned",
+            ));
+        }
+        if !self.lora_modules.is_empty() {
+            return Err(unsupported("--lora-modules", "LoRA model rotation"));
+        }
+        if self.hf_subset.is_some() || self.hf_split.is_some() || self.hf_output_len.is_some() {
+            return Err(unsupported(
+                "--hf-subset/--hf-split/--hf-output-len",
+                "Hugging Face datasets",
+            ));
+        }
+        if self.custom_skip_chat_template {
+            return Err(unsupported(
+                "--custom-skip-chat-template",
+                "no local chat template is applied; prompts are always sent as written",
+            ));
+        }
+        if self.tokenizer_mode != "auto" {
+            return Err(unsupported(
+                "--tokenizer-mode",
+                "no local tokenizer is loaded",
+            ));
+        }
+        if self.request_id_prefix != "benchmark-serving" {
+            return Err(unsupported(
+                "--request-id-prefix",
+                "per-request ids are not sent yet",
+            ));
+        }
+        if let Some(t) = &self.tokenizer {
+            if std::path::Path::new(t).exists() {
+                return Err(unsupported(
+                    "--tokenizer with a local tokenizer",
+                    "texts are counted with the server's /tokenize; pass the tokenizer's hub id or leave it out",
+                ));
+            }
+        }
+        let backend = Backend::parse(&self.backend)?;
+        let kind = DatasetKind::parse(&self.dataset_name)?;
+        let base_url = match &self.base_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None if self.host.contains(':') && !self.host.starts_with('[') => {
+                format!("http://[{}]:{}", self.host, self.port)
+            }
+            None => format!("http://{}:{}", self.host, self.port),
+        };
+        let endpoint = self
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| backend.default_endpoint().to_string());
+        if !endpoint.starts_with('/') {
+            return Err(format!("--endpoint {endpoint:?} must start with /"));
+        }
+        if backend.is_chat() != endpoint.ends_with("/chat/completions") {
+            return Err(format!(
+                "--backend {} does not match --endpoint {endpoint} (openai-chat goes with /v1/chat/completions, vllm and openai with /v1/completions)",
+                backend.as_str()
+            ));
+        }
+        let headers = self
+            .header
+            .iter()
+            .map(|h| {
+                let (k, v) = split_kv(h, "--header")?;
+                crate::proto::http1::validate_header(&k, &v).map_err(|e| e.to_string())?;
+                Ok((k, v))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let ramp = match (self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps) {
+            (None, None, None) => None,
+            (Some(strategy), Some(start_rps), Some(end_rps)) => {
+                if self.request_rate.0.is_finite() {
+                    return Err("--ramp-up-strategy sets the rate itself: leave --request-rate at inf".into());
+                }
+                Some(Ramp {
+                    strategy,
+                    start_rps,
+                    end_rps,
+                })
+            }
+            _ => {
+                return Err("--ramp-up-strategy needs both --ramp-up-start-rps and --ramp-up-end-rps (and they need it)".into())
+            }
+        };
+        let schedule = ScheduleConfig {
+            rate: self.request_rate.0,
+            burstiness: self.burstiness,
+            ramp,
+            seed: self.seed,
+        };
+        schedule.validate().map_err(|e| e.to_string())?;
+        if self.max_concurrency == Some(0) {
+            return Err("--max-concurrency must be at least 1".into());
+        }
+        if self.num_prompts == 0 {
+            return Err("--num-prompts must be at least 1".into());
+        }
+        let metrics =
+            MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
+        let percentiles = parse_percentiles(&self.metric_percentiles).map_err(|e| e.to_string())?;
+        let goodput = if self.goodput.is_empty() {
+            None
+        } else {
+            Some(GoodputSlo::parse(&self.goodput).map_err(|e| e.to_string())?)
+        };
+        let mut extra = serde_json::Map::new();
+        // vLLM defaults to greedy decoding when no temperature is given.
+        extra.insert("temperature".into(), self.temperature.unwrap_or(0.0).into());
+        let opt = [
+            ("top_p", self.top_p),
+            ("min_p", self.min_p),
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+            ("repetition_penalty", self.repetition_penalty),
+        ];
+        for (k, v) in opt {
+            if let Some(v) = v {
+                extra.insert(k.into(), v.into());
+            }
+        }
+        if let Some(k) = self.top_k {
+            extra.insert("top_k".into(), k.into());
+        }
+        if let Some(body) = &self.extra_body {
+            match serde_json::from_str::<serde_json::Value>(body) {
+                Ok(serde_json::Value::Object(m)) => extra.extend(m),
+                _ => return Err(format!("--extra-body must be a JSON object, got {body:?}")),
+            }
+        }
+        let metadata = self
+            .metadata
+            .iter()
+            // vLLM stores every value as the string given.
+            .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
+            .collect::<Result<Vec<_>, String>>()?;
+        let dataset = DatasetConfig {
+            kind,
+            path: self.dataset_path.clone(),
+            num_prompts: self.num_prompts,
+            seed: self.seed,
+            random_input_len: self.random_input_len,
+            random_output_len: self.random_output_len,
+            random_range_ratio: self.random_range_ratio,
+            random_prefix_len: self.random_prefix_len,
+            sharegpt_output_len: self.sharegpt_output_len,
+            sonnet_input_len: self.sonnet_input_len,
+            sonnet_output_len: self.sonnet_output_len,
+            sonnet_prefix_len: self.sonnet_prefix_len,
+            prefix_repetition_prefix_len: self.prefix_repetition_prefix_len,
+            prefix_repetition_suffix_len: self.prefix_repetition_suffix_len,
+            prefix_repetition_num_prefixes: self.prefix_repetition_num_prefixes,
+            prefix_repetition_output_len: self.prefix_repetition_output_len,
+            custom_output_len: self.custom_output_len,
+        };
+        if matches!(
+            kind,
+            DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+        ) && self.dataset_path.is_none()
+        {
+            return Err(format!(
+                "--dataset-name {} needs --dataset-path",
+                kind.as_str()
+            ));
+        }
+        Ok(ServeConfig {
+            backend,
+            base_url,
+            endpoint,
+            headers,
+            insecure: self.insecure,
+            api_key: self.api_key.clone().filter(|k| !k.is_empty()),
+            model: self.model.clone(),
+            served_model_name: self.served_model_name.clone(),
+            tokenizer: self.tokenizer.clone(),
+            ready_check_timeout_s: self.ready_check_timeout_sec,
+            dataset,
+            schedule,
+            request_rate: self.request_rate.0,
+            max_concurrency: self.max_concurrency,
+            num_warmups: self.num_warmups,
+            // vLLM forces ignore_eos for the random dataset so outputs have their set length.
+            ignore_eos: self.ignore_eos || kind == DatasetKind::Random,
+            extra,
+            continuous_usage: !self.no_continuous_usage,
+            metrics,
+            percentiles,
+            goodput,
+            save_result: self.save_result,
+            save_detailed: self.save_detailed,
+            append_result: self.append_result,
+            result_dir: self.result_dir.clone(),
+            result_filename: self.result_filename.clone(),
+            metadata,
+            label: self.label.clone(),
+            latency_from: self.latency_from,
+            ttft_from: self.ttft_from,
+            threads: self.threads,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ServeArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ServeConfig, String> {
+        let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        t.a.validate()
+    }
+
+    #[test]
+    fn defaults_match_vllm() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.base_url, "http://127.0.0.1:8000");
+        assert_eq!(c.endpoint, "/v1/completions");
+        assert_eq!(c.backend, Backend::OpenAi);
+        assert!(c.request_rate.is_infinite());
+        assert_eq!(c.dataset.num_prompts, 1000);
+        assert_eq!(
+            c.metrics,
+            vec![MetricKind::Ttft, MetricKind::Tpot, MetricKind::Itl]
+        );
+        assert_eq!(c.percentiles, vec![99.0]);
+        assert!(c.ignore_eos, "random forces ignore_eos");
+        assert_eq!(c.extra["temperature"], 0.0);
+        assert!(c.goodput.is_none());
+    }
+
+    #[test]
+    fn chat_backend_picks_the_chat_endpoint_and_mismatch_is_refused() {
+        let c = parse(&["--backend", "openai-chat"]).unwrap();
+        assert_eq!(c.endpoint, "/v1/chat/completions");
+        let e = parse(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err();
+        assert!(e.contains("does not match"), "{e}");
+    }
+
+    #[test]
+    fn headers_metadata_and_extra_body() {
+        let c = parse(&[
+            "--header",
+            "X-A=1",
+            "X-B: two",
+            "--metadata",
+            "gpu=H200",
+            "tp=8",
+            "--extra-body",
+            r#"{"temperature": 0.7, "cache_salt": "s"}"#,
+            "--top-k",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.headers,
+            vec![("X-A".into(), "1".into()), ("X-B".into(), "two".into())]
+        );
+        assert_eq!(c.metadata[0], ("gpu".into(), serde_json::json!("H200")));
+        assert_eq!(c.metadata[1], ("tp".into(), serde_json::json!("8")));
+        assert_eq!(c.extra["temperature"], 0.7);
+        assert_eq!(c.extra["top_k"], 5);
+        assert!(parse(&["--extra-body", "[1]"])
+            .unwrap_err()
+            .contains("JSON object"));
+        assert!(parse(&["--header", "novalue"])
+            .unwrap_err()
+            .contains("KEY=VALUE"));
+    }
+}

@@ -1,0 +1,755 @@
+//! The `bench serve` runner: prepares prompts, sends them on the schedule, collects timelines
+//! and turns them into vLLM's metrics plus our own figures.
+//!
+//! Owns the one dispatch loop (generic over the schedule's offsets: `inf`, gamma arrivals and
+//! ramps are all just offsets), the `--max-concurrency` slots, warm-ups, request bodies, and the
+//! client-side measurements vLLM lacks (send lag, timer lag, client CPU time). It must never
+//! parse server bytes (that is `net`/`proto`), compute vLLM's metrics itself (that is
+//! `compat::metrics`), or format results (that is `compat::result`). Nothing here runs per
+//! token: each request is one spawned task around `Client::stream`.
+
+use crate::analysis::stats::Summary;
+use crate::clock::Clock;
+use crate::compat::args::{LatencyFrom, ServeConfig, TtftFrom};
+use crate::compat::metrics::{
+    compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestRecord,
+    TtftPredicate,
+};
+use crate::compat::result::{self, Detailed, RunInfo};
+use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
+use crate::timeline::Timeline;
+use crate::workload::datasets::{self, PromptSource, Sample};
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+/// Above this many prompt tokens in total, bodies are built just before each send instead of
+/// all up front (8K x 100K token-id prompts would need ~5 GB of JSON).
+const PREBUILD_MAX_TOKENS: u64 = 64 << 20;
+
+/// A run that could not be done, as one line.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Setup(String),
+    #[error(
+        "the server did not answer GET /v1/models within {0} s (--ready-check-timeout-sec): {1}"
+    )]
+    NotReady(u64, String),
+    #[error("{0}")]
+    Dataset(#[from] datasets::DatasetError),
+    #[error("cannot save the result to {0}: {1}")]
+    Save(String, std::io::Error),
+}
+
+/// How text prompts were measured in tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenCounting {
+    /// Token-id prompts: exact by construction.
+    Exact,
+    /// The server's `/tokenize`.
+    Server,
+    /// No `/tokenize`: bytes / 4.
+    Estimate,
+}
+
+impl TokenCounting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenCounting::Exact => "exact",
+            TokenCounting::Server => "server_tokenize",
+            TokenCounting::Estimate => "estimate_bytes_div_4",
+        }
+    }
+}
+
+/// Everything a finished run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub info: RunInfo,
+    pub metrics: BenchMetrics,
+    pub detailed: Detailed,
+    /// The `llmspeed` key of the result JSON.
+    pub extras: Value,
+}
+
+impl RunOutput {
+    /// The result JSON as ordered pairs (`--save-detailed` decides the per-request lists).
+    pub fn pairs(&self, detailed: bool) -> Vec<(String, Value)> {
+        result::result_pairs(
+            &self.info,
+            &self.metrics,
+            detailed.then_some(&self.detailed),
+            self.extras.clone(),
+        )
+    }
+}
+
+fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
+    let target = Target::parse(&cfg.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
+    let mut cc = ClientConfig::new(target);
+    cc.headers = cfg.headers.clone();
+    cc.api_key = cfg.api_key.clone();
+    cc.insecure = cfg.insecure;
+    cc.keep_text = cfg.save_detailed;
+    cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
+    // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
+    // of a big run wait minutes in the server's queue before their first byte, and that is a
+    // measurement, not a failure.
+    cc.timeouts = Timeouts {
+        connect: Some(Duration::from_secs(60)),
+        first_byte: None,
+        gap: None,
+        total: Some(Duration::from_secs(6 * 3600)),
+    };
+    Client::new(cc, clock).map_err(|e| RunError::Setup(e.to_string()))
+}
+
+/// Waits for `GET /v1/models` to answer 200 and returns the model ids.
+async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, RunError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
+    loop {
+        let why = match client.get("/v1/models").await {
+            Ok(r) if r.is_success() => {
+                let v: Value = serde_json::from_slice(&r.body).map_err(|e| {
+                    RunError::Setup(format!("GET /v1/models did not return JSON: {e}"))
+                })?;
+                let ids = v
+                    .get("data")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|m| m.get("id").and_then(Value::as_str).map(String::from))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                return Ok(ids);
+            }
+            Ok(r) => format!("HTTP {}: {}", r.status, r.error_message()),
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(RunError::NotReady(timeout_s, why));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// `POST /tokenize` -> `count`; `None` when the server has no usable tokenize endpoint.
+async fn server_count(client: &Client, model: &str, text: &str) -> Result<Option<u64>, String> {
+    let body = json!({"model": model, "prompt": text, "add_special_tokens": false}).to_string();
+    let r = client
+        .post_json("/tokenize", body.as_bytes())
+        .await
+        .map_err(|e| format!("POST /tokenize: {e}"))?;
+    if !r.is_success() {
+        return Ok(None);
+    }
+    let v: Value = serde_json::from_slice(&r.body)
+        .map_err(|e| format!("POST /tokenize did not return JSON: {e}"))?;
+    match (
+        v.get("count").and_then(Value::as_u64),
+        v.get("tokens").and_then(Value::as_array),
+    ) {
+        (Some(n), _) => Ok(Some(n)),
+        (None, Some(t)) => Ok(Some(t.len() as u64)),
+        _ => Err("POST /tokenize answered without \"count\" or \"tokens\"".into()),
+    }
+}
+
+/// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint).
+async fn detokenize(client: &Client, model: &str, ids: &[u32]) -> Result<String, String> {
+    let body = json!({"model": model, "tokens": ids}).to_string();
+    let r = client
+        .post_json("/detokenize", body.as_bytes())
+        .await
+        .map_err(|e| format!("POST /detokenize: {e}"))?;
+    if !r.is_success() {
+        return Err(format!(
+            "random prompts on the chat endpoint need the server's /detokenize, which answered HTTP {}: {} \
+             (use --backend openai with /v1/completions for token-id prompts)",
+            r.status,
+            r.error_message()
+        ));
+    }
+    let v: Value = serde_json::from_slice(&r.body)
+        .map_err(|e| format!("POST /detokenize did not return JSON: {e}"))?;
+    v.get("prompt")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .ok_or_else(|| "POST /detokenize answered without \"prompt\"".into())
+}
+
+/// Loads the dataset, measuring texts with the server's `/tokenize` when it has one.
+async fn load_samples(
+    cfg: &ServeConfig,
+    client: &Client,
+    model: &str,
+) -> Result<(Vec<Sample>, TokenCounting), RunError> {
+    use crate::workload::datasets::DatasetKind;
+    let needs_count = matches!(
+        cfg.dataset.kind,
+        DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+    );
+    let mut counting = TokenCounting::Exact;
+    if needs_count {
+        counting = match server_count(client, model, "probe").await {
+            Ok(Some(_)) => TokenCounting::Server,
+            _ => TokenCounting::Estimate,
+        };
+    }
+    let dcfg = cfg.dataset.clone();
+    let (client2, model2) = (client.clone(), model.to_string());
+    let handle = tokio::runtime::Handle::current();
+    // Dataset loading is synchronous; its token counter calls back into the runtime from a
+    // blocking thread (only before the measured run).
+    let mut samples = tokio::task::spawn_blocking(move || {
+        let mut count = |t: &str| -> Result<u64, String> {
+            match counting {
+                TokenCounting::Server => handle
+                    .block_on(server_count(&client2, &model2, t))?
+                    .ok_or_else(|| "POST /tokenize stopped answering".to_string()),
+                _ => Ok(datasets::estimate_tokens(t)),
+            }
+        };
+        datasets::load(&dcfg, &mut count)
+    })
+    .await
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
+    if cfg.backend.is_chat() {
+        let mut ids = Vec::new();
+        for s in samples.iter_mut() {
+            ids.clear();
+            if s.write_ids(&mut ids) {
+                let text = detokenize(client, model, &ids)
+                    .await
+                    .map_err(RunError::Setup)?;
+                s.prompt = PromptSource::Text(text);
+            }
+        }
+    }
+    Ok((samples, counting))
+}
+
+/// Decimal digits of 0..100, two bytes each, so a number is written two digits at a time.
+const DIGIT_PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
+/// Writes `n` in decimal (a 4,000-token prompt is 4,000 of these per request body).
+fn push_u32(out: &mut Vec<u8>, mut n: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    while n >= 100 {
+        let d = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if n >= 10 {
+        let d = n as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + n as u8;
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Builds request bodies as vLLM's openai backends send them.
+pub struct BodyBuilder {
+    pub model: String,
+    pub chat: bool,
+    pub ignore_eos: bool,
+    pub continuous_usage: bool,
+    /// Sampling fields and `--extra-body` (merged last, so they win).
+    pub extra: Map<String, Value>,
+}
+
+impl BodyBuilder {
+    /// The JSON body for one sample. Token ids are written straight into the buffer.
+    pub fn body(&self, s: &Sample, ids: &mut Vec<u32>) -> Result<Vec<u8>, String> {
+        let mut m = Map::new();
+        m.insert("model".into(), json!(self.model));
+        let text = match &s.prompt {
+            PromptSource::Text(t) => Some(t.as_str()),
+            PromptSource::Synthetic { .. } => None,
+        };
+        if self.chat {
+            let t = text.ok_or("token-id prompts need /v1/completions")?;
+            m.insert("messages".into(), json!([{"role": "user", "content": t}]));
+            m.insert("max_completion_tokens".into(), json!(s.output_len));
+        } else {
+            if let Some(t) = text {
+                m.insert("prompt".into(), json!(t));
+            }
+            m.insert("max_tokens".into(), json!(s.output_len));
+        }
+        m.insert("stream".into(), json!(true));
+        let mut so = Map::new();
+        so.insert("include_usage".into(), json!(true));
+        if self.continuous_usage {
+            so.insert("continuous_usage_stats".into(), json!(true));
+        }
+        m.insert("stream_options".into(), Value::Object(so));
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), json!(true));
+        }
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        let rest = serde_json::to_vec(&Value::Object(m)).map_err(|e| e.to_string())?;
+        if self.chat || text.is_some() {
+            return Ok(rest);
+        }
+        ids.clear();
+        s.write_ids(ids);
+        let mut out = Vec::with_capacity(rest.len() + 16 + ids.len() * 6);
+        out.extend_from_slice(b"{\"prompt\":[");
+        for (i, &id) in ids.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_u32(&mut out, id);
+        }
+        out.extend_from_slice(b"],");
+        out.extend_from_slice(&rest[1..]);
+        Ok(out)
+    }
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_times() -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct we pass; a zeroed rusage is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer to an owned struct.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+fn lag_summary(ns: &[u64]) -> Value {
+    let ms: Vec<f64> = ns.iter().map(|&n| n as f64 / 1e6).collect();
+    let s = Summary::or_zero(&ms, &[50.0, 99.0]);
+    let max = ms.iter().copied().fold(0.0, f64::max);
+    json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max})
+}
+
+/// The timer wheel's resolution is 1 ms: sleeping to the deadline would start requests up to
+/// a millisecond late, and that lateness lands in TTFT (latency runs from the schedule). So we
+/// sleep to just before the deadline and yield (letting other tasks run) for the rest.
+const SPIN_NS: u64 = 1_500_000;
+
+async fn wait_until(clock: &Clock, base: tokio::time::Instant, off_ns: u64, scheduled_raw: u64) {
+    if off_ns > SPIN_NS {
+        tokio::time::sleep_until(base + Duration::from_nanos(off_ns - SPIN_NS)).await;
+    }
+    while clock.raw() < scheduled_raw {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// What one request task hands back.
+struct Done {
+    index: usize,
+    timeline: Timeline,
+    queue_ns: u64,
+    /// Request start (scheduled, or slot granted) -> first byte written: timer lag, dispatch
+    /// and connecting.
+    send_lag_ns: u64,
+}
+
+/// Runs the whole benchmark: ready check, model, dataset, warm-ups, the measured run. Progress
+/// lines go to `log`. Cancelling `cancel` (Ctrl-C) stops dispatching, ends the requests in
+/// flight as `cancelled`, and still reports what was measured.
+pub async fn run(
+    cfg: &ServeConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+) -> Result<RunOutput, RunError> {
+    let client = client_for(cfg, clock.clone())?;
+    let models = ready_models(&client, cfg.ready_check_timeout_s).await?;
+    let model = match &cfg.model {
+        Some(m) => m.clone(),
+        None => models.first().cloned().ok_or_else(|| {
+            RunError::Setup("GET /v1/models listed no model; pass --model".into())
+        })?,
+    };
+    let request_model = cfg
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| model.clone());
+    let (samples, counting) = load_samples(cfg, &client, &request_model).await?;
+    if counting == TokenCounting::Estimate {
+        let _ = writeln!(
+            log,
+            "note: the server has no /tokenize; prompt lengths are estimated as bytes/4"
+        );
+    }
+    let builder = Arc::new(BodyBuilder {
+        model: request_model.clone(),
+        chat: cfg.backend.is_chat(),
+        ignore_eos: cfg.ignore_eos,
+        continuous_usage: cfg.continuous_usage,
+        extra: cfg.extra.clone(),
+    });
+    let path = cfg.endpoint.clone();
+    let make = |s: &Sample, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
+        Ok(StreamRequest {
+            path: path.clone(),
+            body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
+            expected_events: s.output_len as usize + 8,
+            keep_text: Some(cfg.save_detailed),
+        })
+    };
+    let mut ids = Vec::new();
+
+    if cfg.num_warmups > 0 {
+        let _ = writeln!(log, "warming up with {} request(s)", cfg.num_warmups);
+        let slots = Arc::new(Semaphore::new(
+            cfg.max_concurrency.unwrap_or(cfg.num_warmups),
+        ));
+        let mut set = JoinSet::new();
+        for i in 0..cfg.num_warmups {
+            let req = make(&samples[i % samples.len()], &mut ids)?;
+            let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+            set.spawn(async move {
+                let _permit = slots.acquire_owned().await;
+                let start = c.clock().raw();
+                c.stream(&req, start, &mut NoopObserver, &cancel).await
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            if let Ok(t) = r {
+                if let Err(e) = &t.outcome {
+                    let _ = writeln!(log, "warm-up request failed: {e}");
+                }
+            }
+        }
+    }
+
+    let offsets = cfg
+        .schedule
+        .offsets_ns(samples.len())
+        .map_err(|e| RunError::Setup(e.to_string()))?;
+    let total_tokens: u64 = samples.iter().map(|s| s.prompt_len).sum();
+    let mut prebuilt = Vec::new();
+    if total_tokens <= PREBUILD_MAX_TOKENS {
+        for s in &samples {
+            prebuilt.push(make(s, &mut ids)?);
+        }
+    }
+    let _ = writeln!(
+        log,
+        "sending {} requests to {}{} (model {request_model}, rate {}, max concurrency {})",
+        samples.len(),
+        cfg.base_url,
+        cfg.endpoint,
+        result::py_float(cfg.request_rate),
+        cfg.max_concurrency
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "none".into())
+    );
+    let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
+    let mut timer_lag_ns = Vec::with_capacity(samples.len());
+    let mut set: JoinSet<Done> = JoinSet::new();
+    let (cpu_u0, cpu_s0) = cpu_times();
+    let wall0 = std::time::Instant::now();
+    // Everything is measured from here: vLLM's "just before the first dispatch".
+    let base_raw = clock.raw();
+    let base_instant = tokio::time::Instant::now();
+    let mut prebuilt = prebuilt.into_iter();
+    for (i, s) in samples.iter().enumerate() {
+        if cancel.is_cancelled() {
+            let _ = writeln!(
+                log,
+                "interrupted: {i} of {} requests were sent",
+                samples.len()
+            );
+            break;
+        }
+        let req = match prebuilt.next() {
+            Some(r) => r,
+            None => make(s, &mut ids)?,
+        };
+        let off = offsets[i];
+        let scheduled = clock.add_ns(base_raw, off);
+        if off > 0 {
+            wait_until(&clock, base_instant, off, scheduled).await;
+        }
+        timer_lag_ns.push(clock.delta_ns(scheduled, clock.raw()));
+        let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+        set.spawn(async move {
+            let _permit = match &slots {
+                Some(s) => s.clone().acquire_owned().await.ok(),
+                None => None,
+            };
+            let clock = c.clock().clone();
+            // With a concurrency limit, the request's own clock starts when it gets a slot;
+            // the wait is queue time, reported separately (vLLM's split).
+            let (intended, queue_ns) = if slots.is_some() {
+                let now = clock.raw();
+                (now.max(scheduled), clock.delta_ns(scheduled, now))
+            } else {
+                (scheduled, 0)
+            };
+            let timeline = c.stream(&req, intended, &mut NoopObserver, &cancel).await;
+            // Lag behind the request's own start (the slot wait is queue time, not lag).
+            let send_lag_ns = timeline
+                .send_start
+                .map(|t| clock.delta_ns(intended, t))
+                .unwrap_or(0);
+            Done {
+                index: i,
+                timeline,
+                queue_ns,
+                send_lag_ns,
+            }
+        });
+    }
+    let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok(d) => {
+                let i = d.index;
+                done[i] = Some(d);
+            }
+            Err(e) => return Err(RunError::Setup(format!("a request task failed: {e}"))),
+        }
+    }
+    let end_raw = clock.raw();
+    let wall_s = wall0.elapsed().as_secs_f64();
+    let (cpu_u1, cpu_s1) = cpu_times();
+
+    let opts = RecordOptions {
+        base_raw,
+        origin: match cfg.latency_from {
+            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
+            LatencyFrom::Sent => LatencyOrigin::Sent,
+        },
+        predicate: match cfg.ttft_from {
+            TtftFrom::Choice => TtftPredicate::FirstChoice,
+            TtftFrom::Content => TtftPredicate::FirstContent,
+        },
+    };
+    let mut records = Vec::with_capacity(samples.len());
+    let mut detailed = Detailed::default();
+    let mut send_lag_ns = Vec::with_capacity(samples.len());
+    let mut sources: std::collections::BTreeMap<&'static str, usize> = Default::default();
+    for (s, d) in samples.iter().zip(done) {
+        let Some(d) = d else { continue };
+        let rec =
+            RequestRecord::from_timeline(&d.timeline, &clock, &opts, s.prompt_len, d.queue_ns);
+        send_lag_ns.push(d.send_lag_ns);
+        *sources
+            .entry(d.timeline.token_count_source.as_str())
+            .or_default() += 1;
+        detailed.input_lens.push(s.prompt_len);
+        detailed.output_lens.push(if rec.is_success() {
+            rec.output_tokens
+        } else {
+            0
+        });
+        detailed.ttfts.push(rec.ttft_ns().unwrap_or(0) as f64 / 1e9);
+        detailed
+            .itls
+            .push(rec.itls_ns().map(|g| g as f64 / 1e9).collect());
+        detailed.start_times.push(rec.start_ns as f64 / 1e9);
+        detailed
+            .generated_texts
+            .push(d.timeline.content_text.clone().unwrap_or_default());
+        detailed.errors.push(match rec.failure() {
+            None => String::new(),
+            Some(f) => match &d.timeline.outcome {
+                Err(e) => e.to_string(),
+                Ok(()) => format!("{f}: the stream ended without a first token"),
+            },
+        });
+        records.push(rec);
+    }
+    let metrics = compute(
+        &records,
+        clock.delta_ns(base_raw, end_raw),
+        &MetricsConfig {
+            percentiles: cfg.percentiles.clone(),
+            goodput: cfg.goodput,
+        },
+    );
+    let failures: Map<String, Value> = metrics
+        .failures
+        .iter()
+        .map(|(k, n)| (k.as_str().to_string(), json!(n)))
+        .collect();
+    let (cpu_u, cpu_s) = (cpu_u1 - cpu_u0, cpu_s1 - cpu_s0);
+    let extras = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
+        "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
+        "prompt_token_counting": counting.as_str(),
+        "token_count_source": sources,
+        "num_warmups": cfg.num_warmups,
+        "failures_by_kind": failures,
+        "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
+        "send_lag_ms": lag_summary(&send_lag_ns),
+        "timer_lag_ms": lag_summary(&timer_lag_ns),
+        "client_cpu_user_s": cpu_u,
+        "client_cpu_sys_s": cpu_s,
+        "client_cpu_percent_of_one_core": if wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / wall_s } else { 0.0 },
+    });
+    let info = RunInfo {
+        date: result::format_date(SystemTime::now()),
+        backend: cfg.backend.as_str().to_string(),
+        label: cfg.label.clone(),
+        model_id: model.clone(),
+        tokenizer_id: cfg.tokenizer.clone().unwrap_or(model),
+        num_prompts: cfg.dataset.num_prompts,
+        metadata: cfg.metadata.clone(),
+        request_rate: cfg.request_rate,
+        burstiness: cfg.schedule.burstiness,
+        max_concurrency: cfg.max_concurrency,
+        ramp: cfg.schedule.ramp,
+        selected: cfg.metrics.clone(),
+        goodput: cfg.goodput.is_some(),
+    };
+    Ok(RunOutput {
+        info,
+        metrics,
+        detailed,
+        extras,
+    })
+}
+
+/// Where `--save-result` writes: `--result-dir` joined with `--result-filename` or vLLM's name.
+pub fn result_path(cfg: &ServeConfig, info: &RunInfo) -> PathBuf {
+    let name = cfg
+        .result_filename
+        .clone()
+        .unwrap_or_else(|| result::default_filename(info));
+    match &cfg.result_dir {
+        Some(d) => d.join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+/// Prints vLLM's summary (and failures by kind) and saves the JSON when asked; returns the
+/// saved path.
+pub fn report(
+    cfg: &ServeConfig,
+    out: &RunOutput,
+    w: &mut impl Write,
+) -> Result<Option<PathBuf>, RunError> {
+    let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
+    if !out.metrics.failures.is_empty() {
+        let kinds: Vec<String> = out
+            .metrics
+            .failures
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        writeln!(w, "Failed requests by kind: {}", kinds.join(", ")).map_err(io)?;
+        if let Some(e) = out.detailed.errors.iter().find(|e| !e.is_empty()) {
+            writeln!(w, "First error: {e}").map_err(io)?;
+        }
+    }
+    result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
+    let x = &out.extras;
+    writeln!(
+        w,
+        "llmspeed: send lag p99 {:.2} ms, timer lag p99 {:.2} ms, client CPU {:.2} s ({:.0}% of one core)",
+        x["send_lag_ms"]["p99"].as_f64().unwrap_or(0.0),
+        x["timer_lag_ms"]["p99"].as_f64().unwrap_or(0.0),
+        x["client_cpu_user_s"].as_f64().unwrap_or(0.0) + x["client_cpu_sys_s"].as_f64().unwrap_or(0.0),
+        x["client_cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
+    )
+    .map_err(io)?;
+    if !(cfg.save_result || cfg.append_result) {
+        return Ok(None);
+    }
+    let path = result_path(cfg, &out.info);
+    result::save(&path, &out.pairs(cfg.save_detailed), cfg.append_result)
+        .map_err(|e| RunError::Save(path.display().to_string(), e))?;
+    Ok(Some(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::datasets::{random, DatasetConfig};
+
+    fn builder(chat: bool) -> BodyBuilder {
+        let mut extra = Map::new();
+        extra.insert("temperature".into(), json!(0.0));
+        BodyBuilder {
+            model: "m".into(),
+            chat,
+            ignore_eos: true,
+            continuous_usage: true,
+            extra,
+        }
+    }
+
+    #[test]
+    fn token_id_body_matches_serde_json() {
+        let s = random(&DatasetConfig {
+            num_prompts: 3,
+            random_input_len: 50,
+            random_prefix_len: 3,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut ids = Vec::new();
+        for x in &s {
+            let body = builder(false).body(x, &mut ids).unwrap();
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            let mut want = Vec::new();
+            x.write_ids(&mut want);
+            // The hand-written id array is the naive serde_json encoding, number for number.
+            assert_eq!(v["prompt"], json!(want));
+            assert_eq!(v["max_tokens"], 128);
+            assert_eq!(v["stream"], true);
+            assert_eq!(v["ignore_eos"], true);
+            assert_eq!(v["temperature"], 0.0);
+            assert_eq!(v["stream_options"]["include_usage"], true);
+        }
+        let mut n = Vec::new();
+        for k in [0u32, 7, 10, 99, 100, 1000, 7999, 12_345, 4_294_967_295] {
+            n.clear();
+            push_u32(&mut n, k);
+            assert_eq!(n, k.to_string().as_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn push_u32_matches_to_string(n: u32) {
+            let mut out = Vec::new();
+            push_u32(&mut out, n);
+            proptest::prop_assert_eq!(out, n.to_string().into_bytes());
+        }
+    }
+
+    #[test]
+    fn chat_body_uses_messages_and_max_completion_tokens() {
+        let s = Sample {
+            prompt: PromptSource::Text("hi".into()),
+            prompt_len: 1,
+            output_len: 5,
+        };
+        let v: Value =
+            serde_json::from_slice(&builder(true).body(&s, &mut Vec::new()).unwrap()).unwrap();
+        assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert_eq!(v["max_completion_tokens"], 5);
+        assert!(v.get("prompt").is_none());
+    }
+}

@@ -1,0 +1,747 @@
+//! `vllm bench serve`'s datasets: `random`, `sharegpt`, `sonnet`, `custom`, `prefix_repetition`.
+//!
+//! Owns turning dataset flags (and files) into [`Sample`]s: a prompt, its length in tokens and
+//! the output length to ask for, deterministic for a seed. It must never do network IO or read
+//! a clock: where a text must be measured in tokens, the caller passes a counter (the runner
+//! uses the server's `/tokenize`).
+//!
+//! Random prompts are token ids built arithmetically from a per-prompt offset, as vLLM does
+//! (`(offset + i + j) mod vocab`), so a prompt costs one pass over its ids, and a [`Sample`]
+//! only stores `(offset, length)` until [`Sample::write_ids`] materialises it: 100,000 prompts
+//! of 8K tokens never need 3 GB of ids at once.
+
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// First id of the range random prompts draw from: past special and byte tokens.
+pub const VOCAB_LO: u32 = 1000;
+/// Size of that range (ids `1000..8000`): ordinary pieces in every common tokenizer, and inside
+/// the simulated server's small vocabulary (8460 ids).
+pub const VOCAB_SPAN: u32 = 7_000;
+
+/// What a prompt is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PromptSource {
+    /// Text, sent as is (completions `prompt` or the chat user message).
+    Text(String),
+    /// Token ids `prefix ++ [(VOCAB_LO + (start + j) % VOCAB_SPAN) for j in 0..len]`.
+    Synthetic {
+        prefix: Arc<[u32]>,
+        start: u32,
+        len: u32,
+    },
+}
+
+/// One request's worth of dataset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub prompt: PromptSource,
+    /// Prompt length in tokens (exact for token-id prompts, the counter's figure for text).
+    pub prompt_len: u64,
+    /// Output tokens to ask for (`max_tokens`).
+    pub output_len: u32,
+}
+
+impl Sample {
+    /// Appends the prompt's token ids to `out` (empty for text prompts); returns whether it
+    /// was a token-id prompt.
+    pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
+        match &self.prompt {
+            PromptSource::Text(_) => false,
+            PromptSource::Synthetic { prefix, start, len } => {
+                out.reserve(prefix.len() + *len as usize);
+                out.extend_from_slice(prefix);
+                let mut id = start % VOCAB_SPAN;
+                for _ in 0..*len {
+                    out.push(VOCAB_LO + id);
+                    id += 1;
+                    if id == VOCAB_SPAN {
+                        id = 0;
+                    }
+                }
+                true
+            }
+        }
+    }
+}
+
+/// Which dataset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetKind {
+    Random,
+    ShareGpt,
+    Sonnet,
+    Custom,
+    PrefixRepetition,
+}
+
+impl DatasetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetKind::Random => "random",
+            DatasetKind::ShareGpt => "sharegpt",
+            DatasetKind::Sonnet => "sonnet",
+            DatasetKind::Custom => "custom",
+            DatasetKind::PrefixRepetition => "prefix_repetition",
+        }
+    }
+
+    /// Parses `--dataset-name`; vLLM's other names are known but refused clearly.
+    pub fn parse(s: &str) -> Result<DatasetKind, String> {
+        match s {
+            "random" => Ok(DatasetKind::Random),
+            "sharegpt" => Ok(DatasetKind::ShareGpt),
+            "sonnet" => Ok(DatasetKind::Sonnet),
+            "custom" => Ok(DatasetKind::Custom),
+            "prefix_repetition" => Ok(DatasetKind::PrefixRepetition),
+            "hf" | "burstgpt" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition)"
+            )),
+            _ => Err(format!(
+                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition)"
+            )),
+        }
+    }
+}
+
+/// Every dataset flag, with vLLM's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatasetConfig {
+    pub kind: DatasetKind,
+    pub path: Option<PathBuf>,
+    pub num_prompts: usize,
+    pub seed: u64,
+    pub random_input_len: u32,
+    pub random_output_len: u32,
+    pub random_range_ratio: f64,
+    pub random_prefix_len: u32,
+    pub sharegpt_output_len: Option<u32>,
+    pub sonnet_input_len: u32,
+    pub sonnet_output_len: u32,
+    pub sonnet_prefix_len: u32,
+    pub prefix_repetition_prefix_len: u32,
+    pub prefix_repetition_suffix_len: u32,
+    pub prefix_repetition_num_prefixes: u32,
+    pub prefix_repetition_output_len: u32,
+    pub custom_output_len: u32,
+}
+
+impl Default for DatasetConfig {
+    fn default() -> Self {
+        Self {
+            kind: DatasetKind::Random,
+            path: None,
+            num_prompts: 1000,
+            seed: 0,
+            random_input_len: 1024,
+            random_output_len: 128,
+            random_range_ratio: 0.0,
+            random_prefix_len: 0,
+            sharegpt_output_len: None,
+            sonnet_input_len: 550,
+            sonnet_output_len: 150,
+            sonnet_prefix_len: 200,
+            prefix_repetition_prefix_len: 256,
+            prefix_repetition_suffix_len: 256,
+            prefix_repetition_num_prefixes: 10,
+            prefix_repetition_output_len: 128,
+            custom_output_len: 256,
+        }
+    }
+}
+
+/// Counts the tokens of a text (the server's `/tokenize`, or an estimate).
+pub type TokenCounter<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
+
+/// A dataset that cannot be built, with a one-line reason.
+#[derive(Debug, thiserror::Error)]
+pub enum DatasetError {
+    #[error("--dataset-name {0} needs --dataset-path")]
+    NoPath(&'static str),
+    #[error("cannot read {path}: {err}")]
+    Read { path: String, err: std::io::Error },
+    #[error("{path}: {msg}")]
+    Format { path: String, msg: String },
+    #[error("{0}")]
+    Invalid(String),
+    #[error("counting tokens failed: {0}")]
+    Count(String),
+}
+
+/// Builds the samples. `count` measures texts (sharegpt, sonnet, custom); token-id datasets
+/// never call it.
+pub fn load(
+    cfg: &DatasetConfig,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
+    match cfg.kind {
+        DatasetKind::Random => random(cfg),
+        DatasetKind::PrefixRepetition => prefix_repetition(cfg),
+        DatasetKind::ShareGpt => sharegpt(cfg, count),
+        DatasetKind::Sonnet => sonnet(cfg, count),
+        DatasetKind::Custom => custom(cfg, count),
+    }
+}
+
+/// `[floor(L(1-r)), ceil(L(1+r))]`, at least 1 token: Python's reading of the range ratio.
+pub fn range_bounds(len: u32, ratio: f64) -> (u32, u32) {
+    let lo = (len as f64 * (1.0 - ratio)).floor().max(1.0) as u32;
+    let hi = (len as f64 * (1.0 + ratio)).ceil().max(lo as f64) as u32;
+    (lo, hi)
+}
+
+/// The `random` dataset.
+pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let r = cfg.random_range_ratio;
+    if !(0.0..1.0).contains(&r) {
+        return Err(DatasetError::Invalid(format!(
+            "--random-range-ratio must be in [0, 1), got {r}"
+        )));
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let prefix: Arc<[u32]> = random_ids(&mut rng, cfg.random_prefix_len as usize).into();
+    let (in_lo, in_hi) = range_bounds(cfg.random_input_len, r);
+    let (out_lo, out_hi) = range_bounds(cfg.random_output_len, r);
+    let mut out = Vec::with_capacity(cfg.num_prompts);
+    for i in 0..cfg.num_prompts {
+        let len = rng.gen_range(in_lo..=in_hi);
+        let output_len = rng.gen_range(out_lo..=out_hi);
+        // vLLM: (offset + i + arange(len)) % vocab, offset uniform over the vocabulary.
+        let start = (rng.gen_range(0..VOCAB_SPAN) + i as u32 % VOCAB_SPAN) % VOCAB_SPAN;
+        out.push(Sample {
+            prompt: PromptSource::Synthetic {
+                prefix: prefix.clone(),
+                start,
+                len,
+            },
+            prompt_len: prefix.len() as u64 + len as u64,
+            output_len,
+        });
+    }
+    Ok(out)
+}
+
+fn random_ids(rng: &mut StdRng, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| VOCAB_LO + rng.gen_range(0..VOCAB_SPAN))
+        .collect()
+}
+
+/// The `prefix_repetition` dataset: `num_prefixes` shared prefixes, each followed by unique
+/// suffixes, shuffled.
+pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let n_pre = cfg.prefix_repetition_num_prefixes as usize;
+    if n_pre == 0 {
+        return Err(DatasetError::Invalid(
+            "--prefix-repetition-num-prefixes must be at least 1".into(),
+        ));
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let per = cfg.num_prompts / n_pre;
+    let mut out = Vec::with_capacity(cfg.num_prompts);
+    let suffix = cfg.prefix_repetition_suffix_len;
+    for _ in 0..n_pre {
+        let prefix: Arc<[u32]> =
+            random_ids(&mut rng, cfg.prefix_repetition_prefix_len as usize).into();
+        for _ in 0..per {
+            out.push(Sample {
+                prompt: PromptSource::Synthetic {
+                    prefix: prefix.clone(),
+                    start: rng.gen_range(0..VOCAB_SPAN),
+                    len: suffix,
+                },
+                prompt_len: prefix.len() as u64 + suffix as u64,
+                output_len: cfg.prefix_repetition_output_len,
+            });
+        }
+    }
+    out.shuffle(&mut rng);
+    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    Ok(out)
+}
+
+/// vLLM oversamples a short dataset by drawing extra samples at random.
+fn fill_to(out: &mut Vec<Sample>, n: usize, rng: &mut StdRng) {
+    if out.is_empty() {
+        return;
+    }
+    let have = out.len();
+    while out.len() < n {
+        let s = out[rng.gen_range(0..have)].clone();
+        out.push(s);
+    }
+    out.truncate(n);
+}
+
+fn need_path(cfg: &DatasetConfig) -> Result<&PathBuf, DatasetError> {
+    cfg.path
+        .as_ref()
+        .ok_or(DatasetError::NoPath(cfg.kind.as_str()))
+}
+
+fn read(path: &PathBuf) -> Result<String, DatasetError> {
+    std::fs::read_to_string(path).map_err(|err| DatasetError::Read {
+        path: path.display().to_string(),
+        err,
+    })
+}
+
+fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError> {
+    count(text).map_err(DatasetError::Count)
+}
+
+/// The `sharegpt` dataset: a JSON list of `{"conversations": [{"from", "value"}, ...]}`. The
+/// prompt is the first human turn, the output length the next turn's token count (or
+/// `--sharegpt-output-len`). vLLM's filters apply: prompt and output at least 4 tokens (the
+/// output check is skipped with a fixed output length), prompt at most 1024, sum at most 2048.
+pub fn sharegpt(
+    cfg: &DatasetConfig,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
+    let path = need_path(cfg)?;
+    let text = read(path)?;
+    let fmt = |msg: String| DatasetError::Format {
+        path: path.display().to_string(),
+        msg,
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| fmt(format!("not valid JSON: {e}")))?;
+    let list = v
+        .as_array()
+        .ok_or_else(|| fmt("expected a JSON list of conversations".into()))?;
+    let mut pairs: Vec<(&str, &str)> = Vec::new();
+    for entry in list {
+        let Some(conv) = entry.get("conversations").and_then(|c| c.as_array()) else {
+            continue;
+        };
+        let Some(h) = conv.iter().position(|t| turn(t).0 == "human") else {
+            continue;
+        };
+        if let (Some(p), Some(next)) = (turn(&conv[h]).1, conv.get(h + 1)) {
+            if let Some(reply) = turn(next).1 {
+                pairs.push((p, reply));
+            }
+        }
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    pairs.shuffle(&mut rng);
+    let mut out = Vec::with_capacity(cfg.num_prompts);
+    for (prompt, reply) in pairs {
+        if out.len() >= cfg.num_prompts {
+            break;
+        }
+        let prompt_len = counted(count, prompt)?;
+        let output_len = match cfg.sharegpt_output_len {
+            Some(n) => n as u64,
+            None => counted(count, reply)?,
+        };
+        let min_ok = prompt_len >= 4 && (cfg.sharegpt_output_len.is_some() || output_len >= 4);
+        if !min_ok || prompt_len > 1024 || prompt_len + output_len > 2048 {
+            continue;
+        }
+        out.push(Sample {
+            prompt: PromptSource::Text(prompt.to_string()),
+            prompt_len,
+            output_len: output_len as u32,
+        });
+    }
+    if out.is_empty() {
+        return Err(fmt(
+            "no usable conversation (a human turn followed by a reply, within vLLM's length limits)".into(),
+        ));
+    }
+    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    Ok(out)
+}
+
+fn turn(t: &serde_json::Value) -> (&str, Option<&str>) {
+    (
+        t.get("from").and_then(|f| f.as_str()).unwrap_or(""),
+        t.get("value").and_then(|f| f.as_str()),
+    )
+}
+
+/// The instruction vLLM's sonnet dataset puts before the poem lines.
+pub const SONNET_BASE: &str = "Pick as many lines as you can from these poem lines:\n";
+
+/// The `sonnet` dataset: the instruction, the first lines of the file as a shared prefix of
+/// about `--sonnet-prefix-len` tokens, then random lines up to `--sonnet-input-len` tokens.
+/// vLLM measures lengths through the model's chat template; without a tokenizer we measure the
+/// plain prompt, so lengths differ by the template's few tokens.
+pub fn sonnet(
+    cfg: &DatasetConfig,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
+    let path = need_path(cfg)?;
+    let text = read(path)?;
+    let lines: Vec<&str> = text
+        .split_inclusive('\n')
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    if lines.is_empty() {
+        return Err(DatasetError::Format {
+            path: path.display().to_string(),
+            msg: "the file has no lines".into(),
+        });
+    }
+    let mut total = 0u64;
+    for l in &lines {
+        total += counted(count, l)?;
+    }
+    let avg = (total as f64 / lines.len() as f64).max(1e-9);
+    let base = counted(count, SONNET_BASE)? as f64;
+    let input = cfg.sonnet_input_len as f64;
+    if input <= base {
+        return Err(DatasetError::Invalid(format!(
+            "--sonnet-input-len {} must exceed the instruction's {base} tokens",
+            cfg.sonnet_input_len
+        )));
+    }
+    let mut n_input = ((input - base) / avg).round() as usize;
+    let n_prefix = (((cfg.sonnet_prefix_len as f64 - base) / avg)
+        .round()
+        .max(0.0) as usize)
+        .min(lines.len())
+        .min(n_input);
+    let mut prefix = String::from(SONNET_BASE);
+    for l in &lines[..n_prefix] {
+        prefix.push_str(l);
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut out = Vec::with_capacity(cfg.num_prompts);
+    let mut misses = 0usize;
+    while out.len() < cfg.num_prompts {
+        let mut p = prefix.clone();
+        for _ in n_prefix..n_input {
+            p.push_str(lines[rng.gen_range(0..lines.len())]);
+        }
+        let len = counted(count, &p)?;
+        if len <= cfg.sonnet_input_len as u64 {
+            misses = 0;
+            out.push(Sample {
+                prompt: PromptSource::Text(p),
+                prompt_len: len,
+                output_len: cfg.sonnet_output_len,
+            });
+            continue;
+        }
+        // vLLM retries forever when rounding the line count overshoots; after 50 misses in a
+        // row we take one line fewer instead.
+        misses += 1;
+        if misses >= 50 {
+            if n_input <= n_prefix {
+                return Err(DatasetError::Invalid(format!(
+                    "cannot fit sonnet prompts in --sonnet-input-len {}; raise it or lower --sonnet-prefix-len",
+                    cfg.sonnet_input_len
+                )));
+            }
+            n_input -= 1;
+            misses = 0;
+        }
+    }
+    Ok(out)
+}
+
+/// The `custom` dataset: JSON lines with `prompt` and an optional `output_tokens` (else
+/// `--custom-output-len`), shuffled by the seed.
+pub fn custom(
+    cfg: &DatasetConfig,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
+    let path = need_path(cfg)?;
+    let text = read(path)?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fmt = |msg: String| DatasetError::Format {
+            path: format!("{}:{}", path.display(), i + 1),
+            msg,
+        };
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| fmt(format!("not valid JSON: {e}")))?;
+        let prompt = v
+            .get("prompt")
+            .and_then(|p| p.as_str())
+            .ok_or_else(|| fmt("needs a string field \"prompt\"".into()))?
+            .to_string();
+        let output = match v.get("output_tokens") {
+            None | Some(serde_json::Value::Null) => cfg.custom_output_len,
+            Some(o) => o
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| fmt("\"output_tokens\" must be a non-negative integer".into()))?,
+        };
+        rows.push((prompt, output));
+    }
+    if rows.is_empty() {
+        return Err(DatasetError::Format {
+            path: path.display().to_string(),
+            msg: "no prompts".into(),
+        });
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    rows.shuffle(&mut rng);
+    rows.truncate(cfg.num_prompts);
+    let mut out = Vec::with_capacity(cfg.num_prompts);
+    for (prompt, output_len) in rows {
+        let prompt_len = counted(count, &prompt)?;
+        out.push(Sample {
+            prompt: PromptSource::Text(prompt),
+            prompt_len,
+            output_len,
+        });
+    }
+    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    Ok(out)
+}
+
+/// A token count without a tokenizer: one token per 4 bytes, rounded up (the usual English
+/// average). Used only when the server has no `/tokenize`, and reported as an estimate.
+pub fn estimate_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn words(s: &str) -> Result<u64, String> {
+        Ok(s.split_whitespace().count() as u64)
+    }
+
+    /// The naive twin of `write_ids`: vLLM's formula written directly.
+    fn naive_ids(prefix: &[u32], start: u32, len: u32) -> Vec<u32> {
+        let mut v = prefix.to_vec();
+        v.extend(
+            (0..len).map(|j| VOCAB_LO + ((start as u64 + j as u64) % VOCAB_SPAN as u64) as u32),
+        );
+        v
+    }
+
+    #[test]
+    fn random_lengths_are_exact_and_deterministic() {
+        let cfg = DatasetConfig {
+            num_prompts: 50,
+            random_input_len: 300,
+            random_prefix_len: 7,
+            ..Default::default()
+        };
+        let a = random(&cfg).unwrap();
+        assert_eq!(a, random(&cfg).unwrap());
+        let mut ids = Vec::new();
+        for s in &a {
+            ids.clear();
+            assert!(s.write_ids(&mut ids));
+            assert_eq!(ids.len() as u64, s.prompt_len);
+            assert_eq!(s.prompt_len, 307);
+            assert_eq!(s.output_len, 128);
+            assert!(ids
+                .iter()
+                .all(|&i| (VOCAB_LO..VOCAB_LO + VOCAB_SPAN).contains(&i)));
+            if let PromptSource::Synthetic { prefix, start, len } = &s.prompt {
+                assert_eq!(ids, naive_ids(prefix, *start, *len));
+            }
+        }
+        let other = random(&DatasetConfig { seed: 1, ..cfg }).unwrap();
+        assert_ne!(a, other);
+    }
+
+    #[test]
+    fn range_ratio_has_pythons_meaning() {
+        assert_eq!(range_bounds(1000, 0.25), (750, 1250));
+        assert_eq!(range_bounds(10, 0.0), (10, 10));
+        assert_eq!(range_bounds(1, 0.99), (1, 2));
+        let cfg = DatasetConfig {
+            num_prompts: 2000,
+            random_input_len: 100,
+            random_output_len: 40,
+            random_range_ratio: 0.5,
+            ..Default::default()
+        };
+        let s = random(&cfg).unwrap();
+        let (lo, hi) = (
+            s.iter().map(|x| x.prompt_len).min().unwrap(),
+            s.iter().map(|x| x.prompt_len).max().unwrap(),
+        );
+        // Uniform over [50, 150]: 2000 draws reach both ends' neighbourhoods.
+        assert!(
+            (50..=55).contains(&lo) && (145..=150).contains(&hi),
+            "{lo} {hi}"
+        );
+        assert!(s.iter().all(|x| (20..=60).contains(&x.output_len)));
+        assert!(random(&DatasetConfig {
+            random_range_ratio: 1.0,
+            ..cfg
+        })
+        .is_err());
+    }
+
+    #[test]
+    fn prefix_repetition_shares_prefixes() {
+        let cfg = DatasetConfig {
+            kind: DatasetKind::PrefixRepetition,
+            num_prompts: 40,
+            prefix_repetition_prefix_len: 16,
+            prefix_repetition_suffix_len: 8,
+            prefix_repetition_num_prefixes: 4,
+            ..Default::default()
+        };
+        let s = prefix_repetition(&cfg).unwrap();
+        assert_eq!(s.len(), 40);
+        let mut prefixes = std::collections::BTreeSet::new();
+        let mut ids = Vec::new();
+        for x in &s {
+            ids.clear();
+            x.write_ids(&mut ids);
+            assert_eq!(ids.len(), 24);
+            prefixes.insert(ids[..16].to_vec());
+        }
+        assert_eq!(prefixes.len(), 4);
+    }
+
+    fn file(content: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(content.as_bytes()).unwrap();
+        f
+    }
+
+    #[test]
+    fn sharegpt_takes_the_first_human_turn_and_the_reply_length() {
+        let f = file(
+            r#"[
+            {"conversations": [{"from": "system", "value": "be nice"},
+                               {"from": "human", "value": "one two three four five"},
+                               {"from": "gpt", "value": "a b c d e f"}]},
+            {"conversations": [{"from": "human", "value": "too short"}, {"from": "gpt", "value": "x y z w v"}]},
+            {"conversations": [{"from": "human", "value": "lonely turn"}]},
+            {"id": 3}
+        ]"#,
+        );
+        let cfg = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(f.path().into()),
+            num_prompts: 3,
+            ..Default::default()
+        };
+        let s = load(&cfg, &mut words).unwrap();
+        // Only the first conversation passes the 4-token minimum; it is oversampled to 3.
+        assert_eq!(s.len(), 3);
+        assert!(s.iter().all(
+            |x| x.prompt == PromptSource::Text("one two three four five".into())
+                && x.prompt_len == 5
+                && x.output_len == 6
+        ));
+        let fixed = DatasetConfig {
+            sharegpt_output_len: Some(9),
+            ..cfg.clone()
+        };
+        assert!(load(&fixed, &mut words)
+            .unwrap()
+            .iter()
+            .all(|x| x.output_len == 9));
+        let none = DatasetConfig { path: None, ..cfg };
+        assert!(load(&none, &mut words)
+            .unwrap_err()
+            .to_string()
+            .contains("--dataset-path"));
+    }
+
+    #[test]
+    fn custom_reads_prompts_and_optional_output_tokens() {
+        let f = file("{\"prompt\": \"a b c\", \"output_tokens\": 7}\n\n{\"prompt\": \"d e\"}\n");
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Custom,
+            path: Some(f.path().into()),
+            num_prompts: 2,
+            ..Default::default()
+        };
+        let mut s = load(&cfg, &mut words).unwrap();
+        s.sort_by_key(|x| x.prompt_len);
+        assert_eq!((s[0].prompt_len, s[0].output_len), (2, 256));
+        assert_eq!((s[1].prompt_len, s[1].output_len), (3, 7));
+        let bad = file("{\"text\": \"x\"}\n");
+        let err = load(
+            &DatasetConfig {
+                path: Some(bad.path().into()),
+                ..cfg
+            },
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains(":1:") && err.contains("\"prompt\""), "{err}");
+    }
+
+    #[test]
+    fn sonnet_builds_prompts_within_the_input_length() {
+        let poem: String = (0..40)
+            .map(|i| format!("line {i} of the poem here\n"))
+            .collect();
+        let f = file(&poem);
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Sonnet,
+            path: Some(f.path().into()),
+            num_prompts: 5,
+            sonnet_input_len: 100,
+            sonnet_prefix_len: 40,
+            ..Default::default()
+        };
+        let s = load(&cfg, &mut words).unwrap();
+        assert_eq!(s.len(), 5);
+        for x in &s {
+            let PromptSource::Text(t) = &x.prompt else {
+                panic!("sonnet prompts are text")
+            };
+            assert!(t.starts_with(SONNET_BASE));
+            assert!(
+                t.contains("line 0 of the poem"),
+                "the shared prefix comes first"
+            );
+            assert!(x.prompt_len <= 100 && x.prompt_len > 80, "{}", x.prompt_len);
+            assert_eq!(x.output_len, 150);
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Dataset files come from users: any content gives samples or an error, never a panic.
+        #[test]
+        fn file_datasets_never_panic(
+            text in "(\\PC|[\\[\\]{}\":,\n])*",
+            kind in 0usize..3,
+        ) {
+            let f = file(&text);
+            let kind = [DatasetKind::ShareGpt, DatasetKind::Custom, DatasetKind::Sonnet][kind];
+            let cfg = DatasetConfig {
+                kind,
+                path: Some(f.path().into()),
+                num_prompts: 3,
+                sonnet_input_len: 40,
+                sonnet_prefix_len: 5,
+                ..Default::default()
+            };
+            if let Ok(s) = load(&cfg, &mut words) {
+                proptest::prop_assert_eq!(s.len(), 3);
+            }
+        }
+    }
+
+    #[test]
+    fn dataset_names() {
+        assert_eq!(
+            DatasetKind::parse("prefix_repetition"),
+            Ok(DatasetKind::PrefixRepetition)
+        );
+        assert!(DatasetKind::parse("hf")
+            .unwrap_err()
+            .contains("not supported yet"));
+        assert!(DatasetKind::parse("nope").unwrap_err().contains("unknown"));
+        assert_eq!(estimate_tokens("abcdefghi"), 3);
+    }
+}

@@ -1,0 +1,438 @@
+//! `bench serve` end to end against the simulated server on 127.0.0.1:0: the result file's keys,
+//! order and types against `tests/data/bench_serve_keys.txt`, and the measured token times
+//! against the server's ground-truth trace.
+
+use clap::Parser;
+use llmspeed::clock::Clock;
+use llmspeed::compat::args::{ServeArgs, ServeConfig};
+use llmspeed::compat::run;
+use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::net::Cancel;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+struct Mock {
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Sub-millisecond prefill and a 2 ms decode step: gaps big enough to compare, a run in ~1 s.
+async fn start_mock(trace: Option<&Path>) -> Mock {
+    let mut cfg = MockConfig::profile(Profile::Fast);
+    cfg.engine.decode.base_us = 2000.0;
+    cfg.trace = trace.map(Path::to_path_buf);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, cfg, async move {
+        let _ = rx.await;
+    }));
+    Mock { addr, stop, task }
+}
+
+impl Mock {
+    async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("mock did not stop")
+            .unwrap()
+            .expect("mock failed");
+    }
+}
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    a: ServeArgs,
+}
+
+fn config(addr: SocketAddr, extra: &[&str]) -> ServeConfig {
+    let url = format!("http://{addr}");
+    let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
+    argv.extend_from_slice(extra);
+    Wrap::parse_from(argv).a.validate().expect("valid flags")
+}
+
+/// A JSON object's keys and values in file order.
+struct Ordered(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Ordered, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = m.next_entry::<String, Value>()? {
+                    out.push((k, v));
+                }
+                Ok(Ordered(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::String(_) => "str",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        // An empty list counts as a list of floats (vLLM's empty latencies are one).
+        Value::Array(a) if a.iter().all(|x| x.is_f64()) => "list[float]",
+        Value::Array(_) => "list",
+        Value::Object(_) => "object",
+    }
+}
+
+fn check_keys(pairs: &[(String, Value)]) {
+    let want: Vec<(String, String)> = include_str!("data/bench_serve_keys.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let (k, t) = l.split_once(' ').expect("KEY TYPE");
+            (k.to_string(), t.to_string())
+        })
+        .collect();
+    let got: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let want_keys: Vec<&str> = want.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(got, want_keys, "keys and order");
+    for ((k, v), (_, types)) in pairs.iter().zip(&want) {
+        let t = type_of(v);
+        let ok = types.split('|').any(|w| w == t);
+        assert!(ok, "{k}: got {t} ({v}), want {types}");
+    }
+}
+
+/// Ground truth: per request, the server's write times of its token chunks (ns, server clock).
+fn trace_writes(path: &Path) -> Vec<Vec<u64>> {
+    let mut by_req: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    for line in std::fs::read_to_string(path).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        by_req
+            .entry(v["request_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push((v["index"].as_u64().unwrap(), v["t_ns"].as_u64().unwrap()));
+    }
+    by_req
+        .into_values()
+        .map(|mut w| {
+            w.sort();
+            w.into_iter().map(|(_, t)| t).collect()
+        })
+        .collect()
+}
+
+fn mean(xs: &[f64]) -> f64 {
+    xs.iter().sum::<f64>() / xs.len() as f64
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn result_file_has_vllms_keys_and_times_match_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mock = start_mock(Some(&trace)).await;
+    let out_dir = dir.path().join("results");
+    let out_dir_s = out_dir.to_str().unwrap().to_string();
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "40",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "20",
+            "--request-rate",
+            "80",
+            "--save-result",
+            "--result-dir",
+            &out_dir_s,
+            "--seed",
+            "3",
+        ],
+    );
+    let mut log = Vec::new();
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
+        .await
+        .expect("run");
+    let mut console = Vec::new();
+    let saved = run::report(&cfg, &out, &mut console)
+        .unwrap()
+        .expect("saved");
+    mock.stop().await;
+
+    let console = String::from_utf8(console).unwrap();
+    assert!(console.contains("============ Serving Benchmark Result ============"));
+    assert!(console.contains("Successful requests:                     40"));
+    let name = saved.file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("openai-80.0qps-mock-model-") && name.ends_with(".json"),
+        "{name}"
+    );
+
+    let text = std::fs::read_to_string(&saved).unwrap();
+    let Ordered(pairs) = serde_json::from_str(&text).unwrap();
+    check_keys(&pairs);
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["completed"], 40);
+    assert_eq!(v["failed"], 0);
+    assert_eq!(v["total_input_tokens"], 40 * 64);
+    assert_eq!(v["total_output_tokens"], 40 * 20);
+    assert_eq!(v["request_rate"], 80.0);
+    assert_eq!(v["llmspeed"]["token_count_source"]["continuous_usage"], 40);
+
+    // Ground truth: every request wrote 20 token chunks.
+    let writes = trace_writes(&trace);
+    assert_eq!(writes.len(), 40);
+    assert!(writes.iter().all(|w| w.len() == 20));
+    let server_gaps: Vec<f64> = writes
+        .iter()
+        .flat_map(|w| w.windows(2).map(|p| (p[1] - p[0]) as f64 / 1e6))
+        .collect();
+    // The client saw one event per token chunk: the same number of gaps, the same mean gap.
+    // The mean is dominated by the 2 ms decode step; 25% + 0.3 ms absorbs a loaded machine.
+    let client_itl_mean = v["mean_itl_ms"].as_f64().unwrap();
+    let server_mean = mean(&server_gaps);
+    assert_eq!(server_gaps.len(), 40 * 19);
+    assert!(
+        (client_itl_mean - server_mean).abs() < 0.25 * server_mean + 0.3,
+        "client ITL {client_itl_mean} ms vs server gaps {server_mean} ms"
+    );
+    // Per-request decode spans (first to last token), sorted, agree request for request.
+    let mut server_spans: Vec<f64> = writes.iter().map(|w| (w[19] - w[0]) as f64 / 1e6).collect();
+    let mut client_spans: Vec<f64> = out
+        .detailed
+        .itls
+        .iter()
+        .map(|g| g.iter().sum::<f64>() * 1e3)
+        .collect();
+    server_spans.sort_by(f64::total_cmp);
+    client_spans.sort_by(f64::total_cmp);
+    for (c, s) in client_spans.iter().zip(&server_spans) {
+        assert!(
+            (c - s).abs() < 0.2 * s + 5.0,
+            "span client {c} ms vs server {s} ms"
+        );
+    }
+    // TTFT: the client's first-token stamps sit a near-constant delivery delay after the
+    // server's first writes (sorted, both clocks monotonic): the spread of that delay is small.
+    let mut c_first: Vec<f64> = out
+        .detailed
+        .start_times
+        .iter()
+        .zip(&out.detailed.ttfts)
+        .map(|(s, t)| (s + t) * 1e3)
+        .collect();
+    let mut s_first: Vec<f64> = writes.iter().map(|w| w[0] as f64 / 1e6).collect();
+    c_first.sort_by(f64::total_cmp);
+    s_first.sort_by(f64::total_cmp);
+    let d: Vec<f64> = c_first.iter().zip(&s_first).map(|(c, s)| c - s).collect();
+    let spread =
+        d.iter().copied().fold(f64::MIN, f64::max) - d.iter().copied().fold(f64::MAX, f64::min);
+    assert!(spread < 50.0, "first-token delay spread {spread} ms");
+    // Fast prefill: TTFT is about one decode step plus delivery, far below 100 ms.
+    let ttft = v["median_ttft_ms"].as_f64().unwrap();
+    assert!(ttft > 0.0 && ttft < 100.0, "median TTFT {ttft} ms");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrency_limit_queues_and_is_reported() {
+    let mock = start_mock(None).await;
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "10",
+            "--max-concurrency",
+            "2",
+            "--num-warmups",
+            "2",
+            "--backend",
+            "openai-chat",
+            "--percentile-metrics",
+            "ttft,e2el",
+            "--metric-percentiles",
+            "50,99.9",
+        ],
+    );
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
+        .await
+        .expect("run");
+    mock.stop().await;
+    let m = &out.metrics;
+    assert_eq!((m.completed, m.failed), (12, 0));
+    assert!(
+        m.max_concurrent_requests <= 2,
+        "{}",
+        m.max_concurrent_requests
+    );
+    // Twelve requests, two slots, everything scheduled at 0: most waited for a slot.
+    let waited = m.queue_times_s.iter().filter(|&&q| q > 0.005).count();
+    assert!(waited >= 6, "queue times {:?}", m.queue_times_s);
+    let pairs = out.pairs(false);
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    let tail = &keys[keys.len() - 11..];
+    assert_eq!(
+        tail,
+        [
+            "mean_ttft_ms",
+            "median_ttft_ms",
+            "std_ttft_ms",
+            "p50_ttft_ms",
+            "p99.9_ttft_ms",
+            "mean_e2el_ms",
+            "median_e2el_ms",
+            "std_e2el_ms",
+            "p50_e2el_ms",
+            "p99.9_e2el_ms",
+            "llmspeed"
+        ]
+    );
+    assert_eq!(out.info.backend, "openai-chat");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_requests_are_counted_by_kind() {
+    let mock = start_mock(None).await;
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "5",
+            "--model",
+            "not-served",
+            "--save-detailed",
+        ],
+    );
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
+        .await
+        .expect("run");
+    mock.stop().await;
+    assert_eq!((out.metrics.completed, out.metrics.failed), (0, 5));
+    assert_eq!(out.extras["failures_by_kind"]["http_status"], 5);
+    assert!(
+        out.detailed.errors.iter().all(|e| e.contains("404")),
+        "{:?}",
+        out.detailed.errors
+    );
+    let keys: Vec<String> = out.pairs(true).into_iter().map(|(k, _)| k).collect();
+    let at = keys.iter().position(|k| k == "queue_times").unwrap();
+    assert_eq!(
+        &keys[at + 1..at + 8],
+        [
+            "input_lens",
+            "output_lens",
+            "ttfts",
+            "itls",
+            "start_times",
+            "generated_texts",
+            "errors"
+        ]
+    );
+}
+
+#[test]
+fn the_binary_runs_and_appends_results() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mock = rt.block_on(start_mock(None));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    let run_once = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+            .args([
+                "bench",
+                "serve",
+                "--base-url",
+                &format!("http://{}", mock.addr),
+            ])
+            .args([
+                "--num-prompts",
+                "6",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "4",
+            ])
+            .args([
+                "--append-result",
+                "--result-filename",
+                file.to_str().unwrap(),
+            ])
+            .args(["--label", "ci", "--metadata", "run=1"])
+            .output()
+            .unwrap()
+    };
+    let a = run_once();
+    let b = run_once();
+    rt.block_on(mock.stop());
+    for o in [&a, &b] {
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(stdout.contains("Serving Benchmark Result"), "{stdout}");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    for l in lines {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["label"], "ci");
+        assert_eq!(v["run"], "1", "metadata values stay strings, as in vLLM");
+        assert_eq!(v["completed"], 6);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_stops_dispatch_and_keeps_what_was_measured() {
+    let mock = start_mock(None).await;
+    // 40 requests at 20/s would take ~2 s; cancel after 400 ms.
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "40",
+            "--request-rate",
+            "20",
+            "--random-output-len",
+            "200",
+        ],
+    );
+    let cancel = Cancel::new();
+    let c = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        c.cancel();
+    });
+    let mut log = Vec::new();
+    let out = run::run(&cfg, Clock::new(), &cancel, &mut log)
+        .await
+        .expect("run");
+    mock.stop().await;
+    let m = &out.metrics;
+    let sent = m.completed + m.failed;
+    assert!(sent > 0 && sent < 40, "sent {sent}");
+    // 200 tokens at 2 ms each outlive the 400 ms: the requests in flight end as cancelled.
+    assert!(
+        m.failures.keys().any(|k| k.as_str() == "cancelled"),
+        "{:?}",
+        m.failures
+    );
+    assert!(String::from_utf8(log).unwrap().contains("interrupted"));
+}

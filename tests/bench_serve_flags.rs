@@ -1,0 +1,279 @@
+//! Every flag of `vllm bench serve` (the list in shared/reference/peers.md) parses under
+//! `llmspeed bench serve`, and the ones we do not support yet are refused with a message that
+//! says so.
+
+use clap::Parser;
+use llmspeed::cli::bench::BenchCommand;
+use llmspeed::cli::{Cli, Command};
+use llmspeed::compat::args::{ServeArgs, ServeConfig};
+
+fn args(argv: &[&str]) -> Result<ServeArgs, String> {
+    let full = ["llmspeed", "bench", "serve"].iter().chain(argv).copied();
+    let cli = Cli::try_parse_from(full).map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Bench(b) => match b.command {
+            BenchCommand::Serve(a) => Ok(*a),
+        },
+        _ => Err("not bench serve".into()),
+    }
+}
+
+fn check(argv: &[&str]) -> Result<ServeConfig, String> {
+    args(argv)?.validate()
+}
+
+#[test]
+fn every_vllm_flag_parses() {
+    // (flag and value(s), a check on the validated config)
+    type Check = fn(&ServeConfig) -> bool;
+    let table: &[(&[&str], Check)] = &[
+        (&["--backend", "vllm"], |c| c.backend.as_str() == "vllm"),
+        (&["--backend", "openai"], |c| {
+            c.endpoint == "/v1/completions"
+        }),
+        (&["--backend", "openai-chat"], |c| {
+            c.endpoint == "/v1/chat/completions"
+        }),
+        (&["--base-url", "https://h:9/"], |c| {
+            c.base_url == "https://h:9"
+        }),
+        (&["--host", "10.1.2.3", "--port", "9000"], |c| {
+            c.base_url == "http://10.1.2.3:9000"
+        }),
+        (&["--host", "::1"], |c| c.base_url == "http://[::1]:8000"),
+        (&["--endpoint", "/v2/completions"], |c| {
+            c.endpoint == "/v2/completions"
+        }),
+        (&["--header", "A=1", "B=2"], |c| c.headers.len() == 2),
+        (&["--insecure"], |c| c.insecure),
+        (&["--model", "org/m"], |c| {
+            c.model.as_deref() == Some("org/m")
+        }),
+        (&["--served-model-name", "m2"], |c| {
+            c.served_model_name.as_deref() == Some("m2")
+        }),
+        (&["--tokenizer", "org/tok"], |c| {
+            c.tokenizer.as_deref() == Some("org/tok")
+        }),
+        (&["--max-concurrency", "64"], |c| {
+            c.max_concurrency == Some(64)
+        }),
+        (&["--num-prompts", "10"], |c| c.dataset.num_prompts == 10),
+        (&["--request-rate", "inf"], |c| c.request_rate.is_infinite()),
+        (&["--request-rate", "2.5"], |c| c.request_rate == 2.5),
+        (&["--burstiness", "0.5"], |c| c.schedule.burstiness == 0.5),
+        (
+            &[
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "9",
+            ],
+            |c| c.schedule.ramp.is_some_and(|r| r.end_rps == 9.0),
+        ),
+        (
+            &[
+                "--ramp-up-strategy",
+                "exponential",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "9",
+            ],
+            |c| c.schedule.ramp.is_some(),
+        ),
+        (&["--num-warmups", "3"], |c| c.num_warmups == 3),
+        (&["--ready-check-timeout-sec", "5"], |c| {
+            c.ready_check_timeout_s == 5
+        }),
+        (&["--seed", "42"], |c| {
+            c.schedule.seed == 42 && c.dataset.seed == 42
+        }),
+        (&["--disable-tqdm"], |_| true),
+        (
+            &[
+                "--ignore-eos",
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x",
+            ],
+            |c| c.ignore_eos,
+        ),
+        (
+            &["--dataset-name", "sharegpt", "--dataset-path", "x.json"],
+            |c| c.dataset.kind.as_str() == "sharegpt" && !c.ignore_eos,
+        ),
+        (
+            &["--dataset-name", "sonnet", "--dataset-path", "s.txt"],
+            |c| c.dataset.kind.as_str() == "sonnet",
+        ),
+        (&["--dataset-name", "prefix_repetition"], |c| {
+            c.dataset.kind.as_str() == "prefix_repetition"
+        }),
+        (&["--random-input-len", "8192"], |c| {
+            c.dataset.random_input_len == 8192
+        }),
+        (&["--random-output-len", "7"], |c| {
+            c.dataset.random_output_len == 7
+        }),
+        (&["--random-range-ratio", "0.3"], |c| {
+            c.dataset.random_range_ratio == 0.3
+        }),
+        (&["--random-prefix-len", "100"], |c| {
+            c.dataset.random_prefix_len == 100
+        }),
+        (&["--sharegpt-output-len", "33"], |c| {
+            c.dataset.sharegpt_output_len == Some(33)
+        }),
+        (&["--sonnet-input-len", "600"], |c| {
+            c.dataset.sonnet_input_len == 600
+        }),
+        (&["--sonnet-output-len", "50"], |c| {
+            c.dataset.sonnet_output_len == 50
+        }),
+        (&["--sonnet-prefix-len", "100"], |c| {
+            c.dataset.sonnet_prefix_len == 100
+        }),
+        (&["--prefix-repetition-prefix-len", "5"], |c| {
+            c.dataset.prefix_repetition_prefix_len == 5
+        }),
+        (&["--prefix-repetition-suffix-len", "6"], |c| {
+            c.dataset.prefix_repetition_suffix_len == 6
+        }),
+        (&["--prefix-repetition-num-prefixes", "7"], |c| {
+            c.dataset.prefix_repetition_num_prefixes == 7
+        }),
+        (&["--prefix-repetition-output-len", "8"], |c| {
+            c.dataset.prefix_repetition_output_len == 8
+        }),
+        (&["--custom-output-len", "9"], |c| {
+            c.dataset.custom_output_len == 9
+        }),
+        (&["--temperature", "0.6"], |c| c.extra["temperature"] == 0.6),
+        (&["--top-p", "0.9"], |c| c.extra["top_p"] == 0.9),
+        (&["--top-k", "20"], |c| c.extra["top_k"] == 20),
+        (&["--min-p", "0.1"], |c| c.extra["min_p"] == 0.1),
+        (&["--frequency-penalty", "0.2"], |c| {
+            c.extra["frequency_penalty"] == 0.2
+        }),
+        (&["--presence-penalty", "0.3"], |c| {
+            c.extra["presence_penalty"] == 0.3
+        }),
+        (&["--repetition-penalty", "1.1"], |c| {
+            c.extra["repetition_penalty"] == 1.1
+        }),
+        (&["--extra-body", "{\"seed\": 1}"], |c| c.extra["seed"] == 1),
+        (&["--percentile-metrics", "ttft,tpot,itl,e2el"], |c| {
+            c.metrics.len() == 4
+        }),
+        (&["--metric-percentiles", "25,50,99.9"], |c| {
+            c.percentiles == [25.0, 50.0, 99.9]
+        }),
+        (&["--goodput", "ttft:500", "tpot:50"], |c| {
+            c.goodput.is_some_and(|g| g.tpot_ms == Some(50.0))
+        }),
+        (&["--save-result"], |c| c.save_result),
+        (&["--save-detailed"], |c| c.save_detailed),
+        (&["--append-result"], |c| c.append_result),
+        (&["--result-dir", "out"], |c| {
+            c.result_dir.as_deref() == Some(std::path::Path::new("out"))
+        }),
+        (&["--result-filename", "r.json"], |c| {
+            c.result_filename.as_deref() == Some("r.json")
+        }),
+        (&["--metadata", "a=1", "b=x"], |c| c.metadata.len() == 2),
+        (&["--label", "L"], |c| c.label.as_deref() == Some("L")),
+        (&["--request-id-prefix", "benchmark-serving"], |_| true),
+        (&["--trust-remote-code"], |_| true),
+        (&["--tokenizer-mode", "auto"], |_| true),
+    ];
+    for (argv, ok) in table {
+        let c = check(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        assert!(ok(&c), "{argv:?} parsed but did not take effect");
+    }
+}
+
+#[test]
+fn unsupported_flags_are_refused_clearly() {
+    let table: &[&[&str]] = &[
+        &["--profile"],
+        &["--use-beam-search"],
+        &["--logprobs", "5"],
+        &["--lora-modules", "a", "b"],
+        &["--dataset-name", "hf", "--dataset-path", "org/ds"],
+        &["--hf-split", "train"],
+        &["--backend", "tgi"],
+        &["--tokenizer-mode", "slow"],
+        &["--request-id-prefix", "mine"],
+        &["--custom-skip-chat-template"],
+        // A local tokenizer directory (this crate's own folder exists).
+        &["--tokenizer", "."],
+    ];
+    for argv in table {
+        let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));
+        let e = a.validate().expect_err("must be refused");
+        assert!(e.contains("not supported yet"), "{argv:?}: {e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+    }
+}
+
+#[test]
+fn bad_values_get_one_line_errors() {
+    let table: &[(&[&str], &str)] = &[
+        (&["--request-rate", "0"], "above 0"),
+        (&["--request-rate", "fast"], "number or inf"),
+        (&["--burstiness", "0"], "burstiness"),
+        (&["--ramp-up-strategy", "linear"], "needs both"),
+        (
+            &[
+                "--ramp-up-strategy",
+                "linear",
+                "--ramp-up-start-rps",
+                "1",
+                "--ramp-up-end-rps",
+                "2",
+                "--request-rate",
+                "5",
+            ],
+            "leave --request-rate",
+        ),
+        (
+            &["--percentile-metrics", "ttft,foo"],
+            "unknown percentile metric",
+        ),
+        (&["--metric-percentiles", "101"], "0 to 100"),
+        (&["--goodput", "ttft"], "KEY:VALUE"),
+        (&["--dataset-name", "sonnet"], "--dataset-path"),
+        (&["--dataset-name", "nope"], "unknown --dataset-name"),
+        (&["--max-concurrency", "0"], "at least 1"),
+        (&["--endpoint", "v1/completions"], "must start with /"),
+    ];
+    for (argv, want) in table {
+        let e = match args(argv) {
+            Err(e) => e,
+            Ok(a) => a.validate().expect_err("must fail"),
+        };
+        assert!(e.contains(want), "{argv:?}: {e}");
+    }
+}
+
+#[test]
+fn help_groups_flags_like_vllm() {
+    let e = Cli::try_parse_from(["llmspeed", "bench", "serve", "--help"]).unwrap_err();
+    let help = e.to_string();
+    for heading in [
+        "Random dataset options:",
+        "ShareGPT dataset options:",
+        "Sonnet dataset options:",
+        "Custom dataset options:",
+        "Prefix repetition dataset options:",
+        "Sampling parameters:",
+        "Metric options:",
+        "Output options:",
+    ] {
+        assert!(help.contains(heading), "missing {heading}");
+    }
+}
