@@ -431,7 +431,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             },
             model: ModelInfo {
                 id: model,
-                name: None,
+                name: info.model_name.clone(),
                 revision: None,
             },
             server_limits: Limits::from(info.limits()),

@@ -126,6 +126,9 @@ pub struct ServerInfo {
     /// First served model id.
     pub model: Option<String>,
     pub models: Vec<String>,
+    /// The full model name where the server gives one (vLLM's `root`: the Hugging Face
+    /// repository behind a `--served-model-name`).
+    pub model_name: Option<String>,
     pub version: Option<String>,
     pub max_model_len: Option<Found<u64>>,
     pub kv_tokens: Option<(u64, KvSource)>,
@@ -154,6 +157,9 @@ impl ServerInfo {
         o.push_str(&format!("engine          {}\n", self.engine.as_str()));
         o.push_str(&format!("version         {}\n", opt(self.version.clone())));
         o.push_str(&format!("model           {}\n", opt(self.model.clone())));
+        if let Some(n) = &self.model_name {
+            o.push_str(&format!("model name      {n}\n"));
+        }
         o.push_str(&format!(
             "max_model_len   {}\n",
             opt(self
@@ -204,6 +210,7 @@ impl ServerInfo {
             "version": self.version,
             "model": self.model,
             "models": self.models,
+            "model_name": self.model_name,
             "max_model_len": self.max_model_len.map(|f| f.value),
             "max_model_len_source": self.max_model_len.map(|f| f.source),
             "kv_cache_tokens": self.kv_tokens.map(|k| k.0),
@@ -309,6 +316,10 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         .filter_map(|m| str_of(m, "id"))
         .collect();
     let mut model = models.first().cloned();
+    let model_name = model_entries
+        .first()
+        .and_then(|m| str_of(m, "root"))
+        .filter(|r| Some(r) != model.as_ref());
     let mut version = version_json.as_ref().and_then(|v| str_of(v, "version"));
     let mut max_model_len = model_entries
         .first()
@@ -417,6 +428,7 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         engine,
         model,
         models,
+        model_name,
         version,
         max_model_len,
         kv_tokens: kv,
@@ -538,6 +550,7 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
         let i = check(vllm(), Overrides::default());
         assert_eq!(i.engine, EngineKind::Vllm);
         assert_eq!(i.model.as_deref(), Some("gemma"));
+        assert_eq!(i.model_name.as_deref(), Some("RedHatAI/gemma"));
         assert_eq!(i.version.as_deref(), Some("0.30.1rc1.dev452+g73a583112"));
         assert_eq!(i.max_model_len.map(|f| f.value), Some(262_144));
         assert_eq!(i.kv_tokens, Some((1_833_216, KvSource::KvCacheSizeTokens)));
