@@ -310,3 +310,55 @@ fn prefill_agrees_with_the_simulated_engine() {
     let ttft = r.decode[0].ttft_ms_p50.unwrap();
     assert!(ttft < 0.5 * s[0], "warm TTFT {ttft} vs cold {}", s[0]);
 }
+
+#[test]
+fn on_loop_retry_reruns_a_looped_cell_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("retry");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (report, lines) = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = Cancel::new();
+        let sd = shutdown.clone();
+        let server = tokio::spawn(async move {
+            llmspeed::mock::serve(listener, mock_config(Some(30)), async move {
+                sd.cancelled().await
+            })
+            .await
+        });
+        let client = Client::new(
+            ClientConfig::new(Target::parse(&url).unwrap()),
+            Clock::new(),
+        )
+        .unwrap();
+        let mut cfg = matrix_config(&out, &url, &[512], &[1]);
+        cfg.retry_looped = true;
+        let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
+            .await
+            .unwrap();
+        let mut lines = Vec::new();
+        let report = llmspeed::matrix::run::execute(
+            &client,
+            &cfg,
+            prepared,
+            &Cancel::new(),
+            &mut |l: &str| lines.push(l.to_string()),
+        )
+        .await
+        .unwrap();
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+        (report, lines)
+    });
+    let retries = lines.iter().filter(|l| l.contains("retrying once")).count();
+    assert_eq!(retries, 1, "{lines:#?}");
+    let runs = lines.iter().filter(|l| l.contains("running (")).count();
+    assert_eq!(runs, 2, "{lines:#?}");
+    // Every stream of this server loops, so the retry loops too and the cell says so.
+    assert_eq!(report.decode[0].status, CellStatus::Looped);
+}
