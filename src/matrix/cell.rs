@@ -171,7 +171,6 @@ pub struct WindowInput<'a> {
     pub clock: &'a Clock,
     pub open: u64,
     pub close: u64,
-    pub concurrency: u64,
     /// Server running-request samples inside the window.
     pub running: &'a [f64],
 }
@@ -243,7 +242,6 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
     cell.completed_requests = Some(completed);
     cell.avg_active_requests =
         stats::mean(input.running).or_else(|| (window_s > 0.0).then(|| active_ns / 1e9 / window_s));
-    let _ = input.concurrency;
 }
 
 /// What the caller gets back besides the cell: whether the user stopped the run mid-cell.
@@ -407,7 +405,6 @@ pub async fn run_cell(
                 clock: &clock,
                 open,
                 close,
-                concurrency: c as u64,
                 running: &running,
             },
             &reqs,
@@ -508,7 +505,6 @@ mod tests {
                 clock: &clock,
                 open,
                 close,
-                concurrency: 2,
                 running: &[],
             },
             &[(0, &a), (1, &b)],
@@ -541,7 +537,6 @@ mod tests {
                 clock: &clock,
                 open: 0,
                 close: clock.add_ns(0, 1_000_000_000),
-                concurrency: 4,
                 running: &[4.0, 3.0],
             },
             &[(0, &a)],
