@@ -362,3 +362,25 @@ fn on_loop_retry_reruns_a_looped_cell_once() {
     // Every stream of this server loops, so the retry loops too and the cell says so.
     assert_eq!(report.decode[0].status, CellStatus::Looped);
 }
+
+#[test]
+fn a_refusing_server_gives_failed_cells_with_error_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mock = mock_config(None);
+    mock.faults = vec!["status=500".parse().unwrap()];
+    let r = run_matrix(mock, &dir.path().join("f"), &[512], &[1, 2], |_| {});
+    assert!(matches!(r.prefill[0].status, CellStatus::Failed(_)));
+    for cell in &r.decode {
+        match &cell.status {
+            CellStatus::Failed(kinds) => {
+                assert_eq!(kinds.len(), 1, "{kinds:?}");
+                assert_eq!(kinds[0].0, llmspeed::timeline::ErrorKind::HttpStatus);
+                assert!(kinds[0].1 >= 2 * cell.concurrency);
+            }
+            other => panic!("{} x {}: {other:?}", cell.context, cell.concurrency),
+        }
+        assert!(!cell.has_figures());
+    }
+    let md = std::fs::read_to_string(dir.path().join("f/report.md")).unwrap();
+    assert!(md.contains("Failed"), "{md}");
+}

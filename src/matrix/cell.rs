@@ -314,7 +314,8 @@ pub async fn run_cell(
     }
 
     let mut server_queued = false;
-    let (mut open, mut close) = (clock.raw(), clock.raw());
+    let (mut open, mut close) = (0u64, 0u64);
+    let mut opened = false;
     let mut gen = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
@@ -328,6 +329,7 @@ pub async fn run_cell(
                 .and_then(|s| s.generation_tokens);
         }
         open = clock.raw();
+        opened = true;
         cpu.0 = cpu_seconds();
         let lag_cancel = Cancel::new();
         let lag = lag_probe(clock.clone(), lag_cancel.clone());
@@ -398,7 +400,7 @@ pub async fn run_cell(
     }
 
     let reqs: Vec<(u32, &Timeline)> = finished.iter().map(|f| (f.stream, &f.tl)).collect();
-    if close > open {
+    if opened {
         window_figures(
             &mut cell,
             &WindowInput {
