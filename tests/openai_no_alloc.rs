@@ -3,23 +3,35 @@
 
 use llmspeed::proto::openai::{decode, StreamItem};
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::cell::Cell;
 
 struct Counting;
 
-static ALLOCS: AtomicUsize = AtomicUsize::new(0);
+// Per thread: the test harness's own threads allocate too, and must not be counted.
+thread_local! {
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count() {
+    // `try_with`: the slot may be gone while the thread is being torn down.
+    let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+}
+
+fn allocs() -> u64 {
+    ALLOCS.with(Cell::get)
+}
 
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.alloc(layout)
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         System.dealloc(ptr, layout)
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        count();
         System.realloc(ptr, layout, new_size)
     }
 }
@@ -42,7 +54,7 @@ fn decoding_events_does_not_allocate() {
     for e in EVENTS {
         let _ = decode(e.as_bytes());
     }
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = allocs();
     let mut seen = 0u64;
     for _ in 0..1000 {
         for e in EVENTS {
@@ -53,7 +65,7 @@ fn decoding_events_does_not_allocate() {
             }
         }
     }
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = allocs();
     assert_eq!(after - before, 0, "decode allocated");
     // Per round: two chunks with one choice, an error, a chunk with none, [DONE], a failure.
     assert_eq!(seen, 1000 * 6);
