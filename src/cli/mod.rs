@@ -2,7 +2,9 @@
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
 pub mod bench;
+pub mod matrix;
 pub mod mock;
+pub mod probe;
 pub mod selftest;
 pub mod stream;
 
@@ -63,6 +65,10 @@ pub enum Command {
     Mock(mock::MockArgs),
     /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
     Bench(bench::BenchArgs),
+    /// Detect a server's engine, model, limits and KV capacity.
+    Probe(probe::ProbeArgs),
+    /// The speed-test matrix: prefill per context, sustained decode per (context, concurrency).
+    Matrix(Box<matrix::MatrixArgs>),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
 }
@@ -73,6 +79,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Stream(args) => stream::run(args),
         Command::Mock(a) => mock::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Probe(args) => probe::run(args),
+        Command::Matrix(args) => matrix::run(*args),
         Command::Selftest(args) => selftest::run(args),
     }
 }

@@ -1,4 +1,7 @@
 //! The speed-test matrix: plan, prefill scouts, sustained-decode cells, verdicts.
 
+pub mod cell;
 pub mod plan;
+pub mod run;
+pub mod scout;
 pub mod status;

@@ -1,1 +1,14 @@
-//! Probing servers (vLLM, SGLang, TGI, llama.cpp, Ollama): model, limits, KV capacity, metrics.
+//! Probing servers (vLLM, SGLang, TGI, llama.cpp, Ollama, generic OpenAI): which engine, which
+//! model, its limits and KV capacity, and live `/metrics` sampling during a matrix cell.
+//!
+//! `probe` keeps detection pure (collected endpoint responses -> [`ServerInfo`]) behind a thin
+//! async fetch layer; `sampler` polls `/metrics` on its own task. Neither is on the per-token
+//! path, and neither ever sends a generation request that produces more than one token.
+
+pub mod probe;
+pub mod sampler;
+
+pub use probe::{
+    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, TokenizeStyle,
+};
+pub use sampler::{MetricNames, MetricsSample, Sampler};

@@ -1,0 +1,283 @@
+//! `llmspeed matrix`: flags -> [`MatrixConfig`], Ctrl-C -> a clean stop, progress on stderr,
+//! the summary on stdout. `--mock` runs against the built-in simulated server (demo profile,
+//! reduced plan) so the first command in the README works without a GPU.
+
+use super::probe::LimitArgs;
+use super::stream::ConnectionArgs;
+use super::{runtime, CliError, CliResult};
+use crate::analysis::repetition::RepetitionConfig;
+use crate::clock::Clock;
+use crate::matrix::plan::{parse_concurrency, parse_contexts, PlanConfig, DEFAULT_MARGIN};
+use crate::matrix::run::{
+    default_out_dir, estimate, execute, plan_run, HeaderFacts, MatrixConfig, PromptMode,
+};
+use crate::net::{Cancel, Client, ClientConfig, Target};
+use crate::report::console;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnLoop {
+    /// Keep the looped cell's figures, marked Looped.
+    Keep,
+    /// Rerun a looped cell once with a fresh prompt seed.
+    Retry,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PromptModeArg {
+    Auto,
+    TokenIds,
+    Tokenize,
+    Usage,
+}
+
+/// The speed-test matrix.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MatrixArgs {
+    #[command(flatten)]
+    pub conn: Option<ConnectionArgs>,
+    /// Run against the built-in simulated server (demo profile) with a reduced plan.
+    #[arg(long, conflicts_with = "base_url")]
+    pub mock: bool,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Model name (default: the first served model).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Decode contexts, e.g. `8k,32k,max` (default 8K,16K,32K,64K,128K,max).
+    #[arg(long)]
+    pub contexts: Option<String>,
+    /// Prefill-only contexts (default: the decode contexts plus max_model_len - 1).
+    #[arg(long)]
+    pub prefill_contexts: Option<String>,
+    /// Concurrency levels, e.g. `1,2,4` or `1..128`.
+    #[arg(long)]
+    pub concurrency: Option<String>,
+    #[arg(long, default_value_t = 4096)]
+    pub max_tokens: u64,
+    /// Window length per decode cell, in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub duration: f64,
+    #[arg(long, default_value_t = 1)]
+    pub prefill_samples: u32,
+    /// Use /v1/chat/completions (three turns) instead of /v1/completions.
+    #[arg(long)]
+    pub chat: bool,
+    #[arg(long, value_enum, default_value_t = PromptModeArg::Auto)]
+    pub prompt_mode: PromptModeArg,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Let streams stop at end-of-sequence (default: ignore_eos).
+    #[arg(long)]
+    pub no_ignore_eos: bool,
+    #[arg(long, value_enum, default_value_t = OnLoop::Keep)]
+    pub on_loop: OnLoop,
+    /// Loop rule: full repetitions of the period.
+    #[arg(long, default_value_t = 4)]
+    pub loop_min_repeats: usize,
+    /// Loop rule: characters the repeating tail must span.
+    #[arg(long, default_value_t = 4096)]
+    pub loop_min_span: usize,
+    /// Results folder (default results/<date>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Continue an interrupted run in this folder.
+    #[arg(long, conflicts_with = "out")]
+    pub resume: Option<PathBuf>,
+    /// Seconds to wait for the readiness gate before opening the window anyway.
+    #[arg(long, default_value_t = 120.0)]
+    pub ready_timeout: f64,
+    #[arg(long)]
+    pub gpu: Option<String>,
+    #[arg(long)]
+    pub vram_gb: Option<f64>,
+    #[arg(long)]
+    pub hardware: Option<String>,
+    #[arg(long)]
+    pub launch_command: Option<String>,
+    #[arg(long)]
+    pub engine_build: Option<String>,
+    #[arg(long)]
+    pub notes: Option<String>,
+    /// Print the plan and estimate, then stop.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn secs(flag: &str, v: f64) -> Result<Duration, CliError> {
+    if !(v.is_finite() && v > 0.0) {
+        return Err(CliError::usage(format!(
+            "{flag} must be a positive number of seconds"
+        )));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> {
+    let usage = |e: crate::matrix::plan::PlanError| CliError::usage(e.to_string());
+    let mut plan = PlanConfig {
+        contexts: a
+            .contexts
+            .as_deref()
+            .map(|s| parse_contexts("--contexts", s))
+            .transpose()
+            .map_err(usage)?,
+        prefill_contexts: a
+            .prefill_contexts
+            .as_deref()
+            .map(|s| parse_contexts("--prefill-contexts", s))
+            .transpose()
+            .map_err(usage)?,
+        concurrency: a
+            .concurrency
+            .as_deref()
+            .map(parse_concurrency)
+            .transpose()
+            .map_err(usage)?,
+        max_tokens: a.max_tokens,
+        margin: DEFAULT_MARGIN,
+        prefill_samples: a.prefill_samples.max(1),
+    };
+    if a.mock {
+        // Reduced plan: about a minute against the demo profile.
+        plan.contexts = plan
+            .contexts
+            .or_else(|| parse_contexts("--contexts", "2k,8k,max").ok());
+        plan.prefill_contexts = plan
+            .prefill_contexts
+            .or_else(|| parse_contexts("--prefill-contexts", "2k,8k,max").ok());
+        plan.concurrency = plan.concurrency.or_else(|| Some(vec![1, 4, 16, 64]));
+    }
+    let duration = if a.mock && a.duration == 30.0 {
+        5.0
+    } else {
+        a.duration
+    };
+    let repetition = RepetitionConfig {
+        min_repeats: a.loop_min_repeats,
+        min_span: a.loop_min_span,
+        ..RepetitionConfig::default()
+    };
+    crate::analysis::repetition::RepetitionDetector::new(repetition)
+        .map_err(|e| CliError::usage(format!("loop rule: {e}")))?;
+    Ok(MatrixConfig {
+        plan,
+        duration: secs("--duration", duration)?,
+        model: a.model.clone(),
+        chat: a.chat,
+        prompt_mode: match a.prompt_mode {
+            PromptModeArg::Auto => PromptMode::Auto,
+            PromptModeArg::TokenIds => PromptMode::TokenIds,
+            PromptModeArg::Tokenize => PromptMode::Tokenize,
+            PromptModeArg::Usage => PromptMode::Usage,
+        },
+        seed: a.seed,
+        ignore_eos: !a.no_ignore_eos,
+        out_dir: a
+            .resume
+            .clone()
+            .or_else(|| a.out.clone())
+            .unwrap_or_else(default_out_dir),
+        resume: a.resume.is_some(),
+        retry_looped: a.on_loop == OnLoop::Retry,
+        repetition,
+        overrides: a.limits.overrides(),
+        header: HeaderFacts {
+            gpu: a.gpu.clone(),
+            vram_gb: a.vram_gb,
+            hardware: a.hardware.clone(),
+            launch_command: a.launch_command.clone(),
+            engine_build: a.engine_build.clone(),
+            notes: a.notes.clone(),
+        },
+        ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
+        drain_timeout: Duration::from_secs(60),
+        base_url: base_url.to_string(),
+        skip_warmup: false,
+    })
+}
+
+/// Probe, plan, run and write; shared by the CLI and the end-to-end tests.
+pub async fn run_async(
+    client: &Client,
+    cfg: &MatrixConfig,
+    dry_run: bool,
+    stop: &Cancel,
+) -> Result<crate::report::MatrixReport, CliError> {
+    let prepared = plan_run(client, cfg).await.map_err(CliError::failed)?;
+    eprint!("{}", prepared.info.render());
+    eprintln!("{}", prepared.plan.render());
+    eprintln!(
+        "estimate: about {:.0} s; results in {}",
+        estimate(&prepared.plan, cfg),
+        cfg.out_dir.display()
+    );
+    if dry_run {
+        return Ok(prepared.report);
+    }
+    execute(client, cfg, prepared, stop, &mut |line| {
+        eprintln!("[matrix] {line}")
+    })
+    .await
+    .map_err(CliError::failed)
+}
+
+pub fn run(a: MatrixArgs) -> CliResult {
+    // Flags first: a typo must not start a server or a run.
+    let mut cfg = config(&a, "")?;
+    if !a.mock && a.conn.is_none() {
+        return Err(CliError::usage("--base-url is required (or --mock)"));
+    }
+    let rt = runtime(0)?;
+    let stop = Cancel::new();
+    let s = stop.clone();
+    rt.spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("[matrix] stopping after Ctrl-C; the partial report stays valid");
+            s.cancel();
+        }
+    });
+    let (client_cfg, base_url, mock_stop) = if a.mock {
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .map_err(|e| CliError::failed(format!("cannot start the simulated server: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| CliError::failed(e.to_string()))?;
+        let cfg = crate::mock::MockConfig::profile(crate::mock::Profile::Demo);
+        let shutdown = Cancel::new();
+        let sd = shutdown.clone();
+        rt.spawn(async move {
+            let _ = crate::mock::serve(listener, cfg, async move { sd.cancelled().await }).await;
+        });
+        let url = format!("http://{addr}");
+        eprintln!("[matrix] simulated server (demo profile) at {url}");
+        let target = Target::parse(&url).map_err(|e| CliError::failed(e.to_string()))?;
+        (ClientConfig::new(target), url, Some(shutdown))
+    } else {
+        let conn = a
+            .conn
+            .as_ref()
+            .ok_or_else(|| CliError::usage("--base-url is required (or --mock)"))?;
+        (conn.client_config()?, conn.base_url.clone(), None)
+    };
+    cfg.base_url = base_url;
+    let client =
+        Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
+    let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
+    if let Some(s) = mock_stop {
+        s.cancel();
+    }
+    let report = report?;
+    if !a.dry_run {
+        println!("{}", console::summary(&report));
+        println!("results: {}", cfg.out_dir.display());
+    }
+    Ok(if report.metadata.interrupted.is_some() {
+        ExitCode::from(130)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

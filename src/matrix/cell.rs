@@ -1,0 +1,548 @@
+//! One sustained-decode cell: C streams in a closed loop sharing one warm prompt, a readiness
+//! gate, a fixed window, then cancel and drain. Produces a [`DecodeCell`] with its verdict.
+//!
+//! Owns the window arithmetic (tokens stamped inside `[open, close)`), the per-stream loop
+//! detectors (run live through the stream observer, one per channel) and the client's own
+//! CPU/timer-lag figures. It must never format, lock or allocate per token: the observer only
+//! bumps counters and feeds the detectors; everything else is computed after the window.
+
+use crate::analysis::repetition::{Loop, RepetitionConfig, RepetitionDetector};
+use crate::analysis::stats;
+use crate::clock::Clock;
+use crate::matrix::status::{post_run, CellObservation};
+use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
+use crate::report::{DecodeCell, ErrorCount, LoopInfo, RequestSummary};
+use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
+use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often the live progress line is printed during a window.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// How a cell runs.
+#[derive(Clone, Debug)]
+pub struct CellConfig {
+    pub concurrency: u32,
+    pub duration: Duration,
+    /// Longest wait for the readiness gate before the window opens anyway (and the cell is
+    /// judged on what the server reported).
+    pub ready_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub repetition: RepetitionConfig,
+    /// `/metrics` polling period during the cell (≤ 1 s).
+    pub sample_period: Duration,
+}
+
+/// One finished request of the cell.
+struct Finished {
+    stream: u32,
+    tl: Timeline,
+    looped: Option<(Channel, Loop)>,
+}
+
+/// The live observer of one stream: first-token readiness and loop detection.
+struct Watch {
+    content: RepetitionDetector,
+    reasoning: RepetitionDetector,
+    looped: Option<(Channel, Loop)>,
+    saw_token: bool,
+    shared: Arc<Counters>,
+}
+
+/// Counters every stream of a cell bumps.
+#[derive(Default)]
+struct Counters {
+    /// Streams that have produced a token.
+    ready: AtomicU64,
+    /// Failed requests (not our own cancellations).
+    failures: AtomicU64,
+    /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
+    tokens: AtomicU64,
+}
+
+impl StreamObserver for Watch {
+    fn on_event(&mut self, rec: &EventRecord, text: Option<&[u8]>) -> Flow {
+        if rec.tokens > 0 && !self.saw_token {
+            self.saw_token = true;
+            self.shared.ready.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared
+            .tokens
+            .fetch_add(rec.tokens as u64, Ordering::Relaxed);
+        if let (Some(t), None) = (text, &self.looped) {
+            let det = match rec.channel {
+                Channel::Content => &mut self.content,
+                Channel::Reasoning => &mut self.reasoning,
+                _ => return Flow::Continue,
+            };
+            det.push(t);
+            if let Some(l) = det.verdict() {
+                // Once per request: the clone happens at most once.
+                self.looped = Some((rec.channel, l.clone()));
+            }
+        }
+        // A looping stream keeps running: its figures are kept and marked, not thrown away.
+        Flow::Continue
+    }
+}
+
+async fn worker(
+    stream: u32,
+    client: Client,
+    req: Arc<StreamRequest>,
+    cancel: Cancel,
+    shared: Arc<Counters>,
+    rep: RepetitionConfig,
+) -> Vec<Finished> {
+    let mut out = Vec::new();
+    let det = || RepetitionDetector::new(rep);
+    let (Ok(content), Ok(reasoning)) = (det(), det()) else {
+        return out;
+    };
+    let mut w = Watch {
+        content,
+        reasoning,
+        looped: None,
+        saw_token: false,
+        shared,
+    };
+    while !cancel.is_cancelled() {
+        w.content.reset();
+        w.reasoning.reset();
+        w.looped = None;
+        let intended = client.clock().raw();
+        let tl = client.stream(&req, intended, &mut w, &cancel).await;
+        let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
+        // The detectors check at intervals; run the last check on what the stream left.
+        if w.looped.is_none() {
+            if let Some(l) = w.content.finish() {
+                w.looped = Some((Channel::Content, l.clone()));
+            } else if let Some(l) = w.reasoning.finish() {
+                w.looped = Some((Channel::Reasoning, l.clone()));
+            }
+        }
+        out.push(Finished {
+            stream,
+            tl,
+            looped: w.looped.take(),
+        });
+        if failed {
+            w.shared.failures.fetch_add(1, Ordering::Relaxed);
+            // A refusing server must not be hammered in a tight loop.
+            tokio::select! {
+                _ = cancel.cancelled() => {}
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+        }
+    }
+    out
+}
+
+/// CPU seconds (user + system) this process has used.
+fn cpu_seconds() -> Option<f64> {
+    // SAFETY: getrusage only writes the struct we hand it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (rc == 0).then(|| {
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    })
+}
+
+/// Measures how late a 10 ms timer fires while the cell runs (a saturated client shows here).
+fn lag_probe(clock: Clock, cancel: Cancel) -> tokio::task::JoinHandle<Vec<f64>> {
+    tokio::spawn(async move {
+        let period = Duration::from_millis(10);
+        let mut lags = Vec::with_capacity(4096);
+        while !cancel.is_cancelled() {
+            let t0 = clock.raw();
+            tokio::time::sleep(period).await;
+            let slept = clock.delta_ns(t0, clock.raw()) as f64 / 1e6;
+            lags.push((slept - 10.0).max(0.0));
+        }
+        lags
+    })
+}
+
+/// The pure half: figures of a cell from its requests and the window bounds.
+pub struct WindowInput<'a> {
+    pub clock: &'a Clock,
+    pub open: u64,
+    pub close: u64,
+    /// Server running-request samples inside the window.
+    pub running: &'a [f64],
+}
+
+/// Per-request and whole-window figures. Tokens count when their event is stamped inside
+/// `[open, close)`; requests that straddle the window contribute only their inside part.
+pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u32, &Timeline)]) {
+    let c = input.clock;
+    let window_s = c.delta_ns(input.open, input.close) as f64 / 1e9;
+    let mut total = 0u64;
+    let mut ttfts = Vec::new();
+    let mut rates = Vec::new();
+    let mut tbts = Vec::new();
+    let mut completed = 0u64;
+    let mut active_ns = 0f64;
+    for &(stream, tl) in requests {
+        let inside: u64 = tl
+            .events
+            .iter()
+            .filter(|e| e.t >= input.open && e.t < input.close)
+            .map(|e| e.tokens as u64)
+            .sum();
+        total += inside;
+        let start = tl.send_start.unwrap_or(tl.intended_start);
+        let ttft = tl.first_token.map(|t| c.delta_ns(start, t) as f64 / 1e6);
+        if let Some(t) = ttft {
+            ttfts.push(t);
+        }
+        // Time between tokens from the first token event to the last, over the tokens after
+        // the first event (an event may carry several tokens).
+        let tok_events: Vec<&EventRecord> = tl.events.iter().filter(|e| e.tokens > 0).collect();
+        let tbt = match (tok_events.first(), tok_events.last()) {
+            (Some(f), Some(l)) if tok_events.len() > 1 => {
+                let after: u64 = tok_events[1..].iter().map(|e| e.tokens as u64).sum();
+                (after > 0).then(|| c.delta_ns(f.t, l.t) as f64 / 1e6 / after as f64)
+            }
+            _ => None,
+        };
+        if let Some(t) = tbt.filter(|t| *t > 0.0) {
+            tbts.push(t);
+            rates.push(1000.0 / t);
+        }
+        let end = tl.end.unwrap_or(input.close);
+        if tl.is_ok() && end >= input.open && end < input.close {
+            completed += 1;
+        }
+        let (a, b) = (start.max(input.open), end.min(input.close));
+        if b > a {
+            active_ns += c.delta_ns(a, b) as f64;
+        }
+        cell.requests.push(RequestSummary {
+            stream,
+            start_ms: c.signed_delta_ns(input.open, start) as f64 / 1e6,
+            ttft_ms: ttft,
+            tbt_ms_mean: tbt,
+            output_tokens: tl.output_tokens(),
+            window_tokens: inside,
+            finish_reason: tl.finish_reason,
+            error: tl.error_kind().filter(|k| *k != ErrorKind::Cancelled),
+            looped: false,
+        });
+    }
+    cell.measured_s = Some(window_s);
+    cell.output_tokens = Some(total);
+    cell.output_tok_per_s = (window_s > 0.0).then(|| total as f64 / window_s);
+    cell.ttft_ms_p50 = stats::median(&ttfts);
+    cell.tbt_ms_p50 = stats::median(&tbts);
+    cell.per_request_tok_per_s = stats::median(&rates);
+    cell.completed_requests = Some(completed);
+    cell.avg_active_requests =
+        stats::mean(input.running).or_else(|| (window_s > 0.0).then(|| active_ns / 1e9 / window_s));
+}
+
+/// What the caller gets back besides the cell: whether the user stopped the run mid-cell.
+pub struct CellRun {
+    pub cell: DecodeCell,
+    pub interrupted: bool,
+}
+
+/// Run one decode cell. `cell` arrives with its context, label and concurrency filled.
+pub async fn run_cell(
+    client: &Client,
+    req: &StreamRequest,
+    names: Option<MetricNames>,
+    cfg: &CellConfig,
+    mut cell: DecodeCell,
+    stop: &Cancel,
+    progress: &mut dyn FnMut(&str),
+) -> CellRun {
+    let clock = client.clock().clone();
+    let c = cfg.concurrency.max(1);
+    let shared = Arc::new(Counters::default());
+    let (ready, failures, tokens) = (&shared.ready, &shared.failures, &shared.tokens);
+    let cancel = Cancel::new();
+    let req = Arc::new(req.clone());
+    let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
+    let workers: Vec<_> = (0..c)
+        .map(|i| {
+            tokio::spawn(worker(
+                i,
+                client.clone(),
+                req.clone(),
+                cancel.clone(),
+                shared.clone(),
+                cfg.repetition,
+            ))
+        })
+        .collect();
+
+    // Readiness gate: every stream has a token and (where metrics exist) the server runs C with
+    // none waiting.
+    let gate_start = clock.raw();
+    let mut interrupted = false;
+    let mut gate_timed_out = false;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => { interrupted = true; break; }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        let all_ready = ready.load(Ordering::Relaxed) >= c as u64;
+        let server_ready = match &sampler {
+            Some(s) => s
+                .latest()
+                .filter(|m| m.t > gate_start)
+                .is_some_and(|m| m.running >= c as f64 && m.waiting <= 0.0),
+            None => true,
+        };
+        if all_ready && server_ready {
+            break;
+        }
+        let waited = clock.delta_ns(gate_start, clock.raw());
+        // Every stream failing before any token: the cell cannot measure anything.
+        if ready.load(Ordering::Relaxed) == 0 && failures.load(Ordering::Relaxed) >= 2 * c as u64 {
+            gate_timed_out = true;
+            break;
+        }
+        if waited >= cfg.ready_timeout.as_nanos() as u64 {
+            gate_timed_out = true;
+            break;
+        }
+    }
+
+    let mut server_queued = false;
+    let (mut open, mut close) = (0u64, 0u64);
+    let mut opened = false;
+    let mut gen = (None, None);
+    let mut cpu = (None, None);
+    let mut lags = Vec::new();
+    if !interrupted && ready.load(Ordering::Relaxed) > 0 {
+        if gate_timed_out && names.is_some() {
+            server_queued = true;
+        }
+        if let Some(n) = &names {
+            gen.0 = sample_once(client, n)
+                .await
+                .and_then(|s| s.generation_tokens);
+        }
+        open = clock.raw();
+        opened = true;
+        cpu.0 = cpu_seconds();
+        let lag_cancel = Cancel::new();
+        let lag = lag_probe(clock.clone(), lag_cancel.clone());
+        let end = tokio::time::Instant::now() + cfg.duration;
+        let (mut last_t, mut last_n) = (clock.raw(), tokens.load(Ordering::Relaxed));
+        loop {
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            tokio::select! {
+                _ = stop.cancelled() => { interrupted = true; break; }
+                _ = tokio::time::sleep(left.min(PROGRESS_EVERY)) => {}
+            }
+            let left = end.saturating_duration_since(tokio::time::Instant::now());
+            if !left.is_zero() {
+                let (t, n) = (clock.raw(), tokens.load(Ordering::Relaxed));
+                let s = clock.delta_ns(last_t, t) as f64 / 1e9;
+                if s > 0.0 {
+                    progress(&format!(
+                        "cell {} x {}: {:.0} tok/s live, {:.0} s left",
+                        cell.context_label,
+                        c,
+                        n.saturating_sub(last_n) as f64 / s,
+                        left.as_secs_f64()
+                    ));
+                }
+                (last_t, last_n) = (t, n);
+            }
+        }
+        close = clock.raw();
+        cpu.1 = cpu_seconds();
+        lag_cancel.cancel();
+        lags = lag.await.unwrap_or_default();
+        if let Some(n) = &names {
+            gen.1 = sample_once(client, n)
+                .await
+                .and_then(|s| s.generation_tokens);
+        }
+    }
+    cancel.cancel();
+    let mut finished = Vec::new();
+    for w in workers {
+        if let Ok(v) = w.await {
+            finished.extend(v);
+        }
+    }
+    let samples = match sampler {
+        Some(s) => s.stop().await,
+        None => Vec::new(),
+    };
+    if let Some(n) = &names {
+        // The next cell must start on an idle server.
+        wait_drained(client, n, cfg.drain_timeout, &clock).await;
+    }
+
+    let in_window: Vec<_> = samples
+        .iter()
+        .filter(|s| s.t >= open && s.t <= close)
+        .collect();
+    let running: Vec<f64> = in_window.iter().map(|s| s.running).collect();
+    if !in_window.is_empty() {
+        let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
+        // A restarted stream waits a moment for admission; only persistent waiting is queueing.
+        if waiting * 2 > in_window.len() {
+            server_queued = true;
+        }
+    }
+
+    let reqs: Vec<(u32, &Timeline)> = finished.iter().map(|f| (f.stream, &f.tl)).collect();
+    if opened {
+        window_figures(
+            &mut cell,
+            &WindowInput {
+                clock: &clock,
+                open,
+                close,
+                running: &running,
+            },
+            &reqs,
+        );
+        for (r, f) in cell.requests.iter_mut().zip(&finished) {
+            r.looped = f.looped.is_some();
+        }
+    }
+    let mut errors: Vec<(ErrorKind, u64)> = Vec::new();
+    for f in &finished {
+        if let Some(k) = f.tl.error_kind().filter(|k| *k != ErrorKind::Cancelled) {
+            match errors.iter_mut().find(|e| e.0 == k) {
+                Some(e) => e.1 += 1,
+                None => errors.push((k, 1)),
+            }
+        }
+    }
+    cell.errors = errors
+        .iter()
+        .map(|&(kind, count)| ErrorCount { kind, count })
+        .collect();
+    let mut looped_streams: Vec<u32> = finished
+        .iter()
+        .filter(|f| f.looped.is_some())
+        .map(|f| f.stream)
+        .collect();
+    looped_streams.sort_unstable();
+    looped_streams.dedup();
+    if let Some((channel, l)) = finished.iter().find_map(|f| f.looped.as_ref()) {
+        cell.loop_info = Some(LoopInfo {
+            streams: looped_streams.len() as u64,
+            channel: *channel,
+            period_chars: l.period_chars as u64,
+            repeats: l.repeats as u64,
+            excerpt: l.excerpt.clone(),
+        });
+    }
+    cell.token_count_source = finished.first().map(|f| f.tl.token_count_source);
+    if let (Some(a), Some(b), Some(client_n)) = (gen.0, gen.1, cell.output_tokens) {
+        let server = (b - a).max(0.0) as u64;
+        cell.server_output_tokens = Some(server);
+        cell.token_count_diff = Some(client_n as i64 - server as i64);
+    }
+    let window_s = clock.delta_ns(open, close) as f64 / 1e9;
+    if let (Some(a), Some(b)) = cpu {
+        if window_s > 0.0 {
+            cell.client_cpu_percent = Some((b - a) / window_s * 100.0);
+        }
+    }
+    cell.timer_lag_ms_p99 = stats::percentile(&lags, 99.0);
+    cell.timer_lag_ms_max = lags.iter().copied().reduce(f64::max);
+    let ok_requests = cell
+        .requests
+        .iter()
+        .filter(|r| r.error.is_none() && r.window_tokens > 0)
+        .count() as u64;
+    cell.status = post_run(&CellObservation {
+        looped_streams: looped_streams.len() as u64,
+        errors,
+        ok_requests,
+        server_queued,
+    });
+    CellRun { cell, interrupted }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::matrix::status::CellStatus;
+
+    fn tl(clock: &Clock, start_ms: u64, token_ms: &[u64]) -> Timeline {
+        let at = |ms: u64| clock.add_ns(0, ms * 1_000_000);
+        let mut t = Timeline::new(at(start_ms), 8, false);
+        t.send_start = Some(at(start_ms));
+        for &ms in token_ms {
+            t.events.push(EventRecord {
+                t: at(ms),
+                tokens: 1,
+                channel: Channel::Content,
+            });
+        }
+        t.first_token = token_ms.first().map(|&ms| at(ms));
+        t.end = token_ms.last().map(|&ms| at(ms + 1));
+        t
+    }
+
+    #[test]
+    fn only_tokens_inside_the_window_count() {
+        let (clock, _h) = Clock::mock();
+        let a = tl(&clock, 0, &[100, 200, 300, 400, 500]);
+        let b = tl(&clock, 150, &[250, 350, 1500]);
+        let mut cell = DecodeCell::empty(1024, "1K", 2, CellStatus::Pending);
+        let open = clock.add_ns(0, 200_000_000);
+        let close = clock.add_ns(0, 1_200_000_000);
+        window_figures(
+            &mut cell,
+            &WindowInput {
+                clock: &clock,
+                open,
+                close,
+                running: &[],
+            },
+            &[(0, &a), (1, &b)],
+        );
+        // a: 200, 300, 400, 500 inside; b: 250, 350 inside; 1500 is after close.
+        assert_eq!(cell.output_tokens, Some(6));
+        let tps = cell.output_tok_per_s.unwrap();
+        assert!((tps - 6.0).abs() < 1e-6, "{tps}");
+        assert_eq!(cell.measured_s, Some(1.0));
+        // TTFT 100 ms and 100 ms.
+        assert!((cell.ttft_ms_p50.unwrap() - 100.0).abs() < 1e-6);
+        // a: (500-100)/4 = 100 ms; b: (1500-250)/2 = 625 ms.
+        assert!((cell.tbt_ms_p50.unwrap() - 362.5).abs() < 1e-6);
+        assert_eq!(cell.completed_requests, Some(1));
+        assert_eq!(cell.requests.len(), 2);
+        assert_eq!(cell.requests[1].window_tokens, 2);
+        // Client count of active requests: a active 200..501, b 200..1200 => 0.301 + 1.0.
+        let active = cell.avg_active_requests.unwrap();
+        assert!((active - 1.301).abs() < 1e-3, "{active}");
+    }
+
+    #[test]
+    fn server_samples_win_for_average_active() {
+        let (clock, _h) = Clock::mock();
+        let a = tl(&clock, 0, &[10, 20]);
+        let mut cell = DecodeCell::empty(1024, "1K", 4, CellStatus::Pending);
+        window_figures(
+            &mut cell,
+            &WindowInput {
+                clock: &clock,
+                open: 0,
+                close: clock.add_ns(0, 1_000_000_000),
+                running: &[4.0, 3.0],
+            },
+            &[(0, &a)],
+        );
+        assert_eq!(cell.avg_active_requests, Some(3.5));
+    }
+}

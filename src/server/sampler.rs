@@ -1,0 +1,193 @@
+//! Live `/metrics` sampling during a matrix cell: running and waiting requests, the generation
+//! token counter and preemptions, polled on its own task at a fixed period (≥ 1 Hz).
+//!
+//! Owns the per-engine metric names. It must never run on the per-token path: streams never
+//! wait for it, and a slow or failing `/metrics` only leaves gaps in the samples.
+
+use super::probe::EngineKind;
+use crate::clock::Clock;
+use crate::net::{Cancel, Client};
+use crate::proto::prometheus;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The metric names of one engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricNames {
+    pub running: &'static str,
+    pub waiting: &'static str,
+    pub generation_tokens: Option<&'static str>,
+    pub preemptions: Option<&'static str>,
+}
+
+impl MetricNames {
+    pub fn for_engine(e: EngineKind) -> Option<MetricNames> {
+        match e {
+            EngineKind::Vllm => Some(MetricNames {
+                running: "vllm:num_requests_running",
+                waiting: "vllm:num_requests_waiting",
+                generation_tokens: Some("vllm:generation_tokens_total"),
+                preemptions: Some("vllm:num_preemptions_total"),
+            }),
+            EngineKind::Sglang => Some(MetricNames {
+                running: "sglang:num_running_reqs",
+                waiting: "sglang:num_queue_reqs",
+                generation_tokens: Some("sglang:generation_tokens_total"),
+                preemptions: None,
+            }),
+            EngineKind::Tgi => Some(MetricNames {
+                running: "tgi_batch_current_size",
+                waiting: "tgi_queue_size",
+                generation_tokens: None,
+                preemptions: None,
+            }),
+            EngineKind::LlamaCpp => Some(MetricNames {
+                running: "llamacpp:requests_processing",
+                waiting: "llamacpp:requests_deferred",
+                generation_tokens: Some("llamacpp:tokens_predicted_total"),
+                preemptions: None,
+            }),
+            EngineKind::Ollama | EngineKind::OpenAi => None,
+        }
+    }
+
+    /// Read one page into a sample; `None` when the page lacks the running gauge.
+    pub fn read(&self, t: u64, text: &str) -> Option<MetricsSample> {
+        let s = prometheus::parse(text).ok()?;
+        Some(MetricsSample {
+            t,
+            running: prometheus::sum(&s, self.running)?,
+            waiting: prometheus::sum(&s, self.waiting).unwrap_or(0.0),
+            generation_tokens: self.generation_tokens.and_then(|n| prometheus::sum(&s, n)),
+            preemptions: self.preemptions.and_then(|n| prometheus::sum(&s, n)),
+        })
+    }
+}
+
+/// One `/metrics` reading.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MetricsSample {
+    /// Raw clock stamp taken when the page arrived.
+    pub t: u64,
+    pub running: f64,
+    pub waiting: f64,
+    pub generation_tokens: Option<f64>,
+    pub preemptions: Option<f64>,
+}
+
+/// Fetch and read `/metrics` once.
+pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<MetricsSample> {
+    let r = client.get("/metrics").await.ok()?;
+    if !r.is_success() {
+        return None;
+    }
+    let t = client.clock().raw();
+    names.read(t, std::str::from_utf8(&r.body).ok()?)
+}
+
+/// A polling task; samples accumulate until [`Sampler::stop`].
+pub struct Sampler {
+    samples: Arc<Mutex<Vec<MetricsSample>>>,
+    cancel: Cancel,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Sampler {
+    /// Start polling every `period` (keep it ≤ 1 s).
+    pub fn start(client: Client, names: MetricNames, period: Duration) -> Sampler {
+        let samples = Arc::new(Mutex::new(Vec::with_capacity(256)));
+        let cancel = Cancel::new();
+        let (s, c) = (samples.clone(), cancel.clone());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                if let Some(m) = sample_once(&client, &names).await {
+                    if let Ok(mut v) = s.lock() {
+                        v.push(m);
+                    }
+                }
+            }
+        });
+        Sampler {
+            samples,
+            cancel,
+            task,
+        }
+    }
+
+    /// The newest sample, if any.
+    pub fn latest(&self) -> Option<MetricsSample> {
+        self.samples.lock().ok().and_then(|v| v.last().copied())
+    }
+
+    /// Samples stamped in `[from, to]`.
+    pub fn between(&self, from: u64, to: u64) -> Vec<MetricsSample> {
+        self.samples
+            .lock()
+            .map(|v| {
+                v.iter()
+                    .filter(|s| s.t >= from && s.t <= to)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub async fn stop(self) -> Vec<MetricsSample> {
+        self.cancel.cancel();
+        let _ = self.task.await;
+        self.samples.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
+/// Wait until the server reports no running requests (or `timeout`); returns whether it drained.
+pub async fn wait_drained(
+    client: &Client,
+    names: &MetricNames,
+    timeout: Duration,
+    clock: &Clock,
+) -> bool {
+    let start = clock.raw();
+    loop {
+        if let Some(s) = sample_once(client, names).await {
+            if s.running <= 0.0 && s.waiting <= 0.0 {
+                return true;
+            }
+        }
+        if clock.delta_ns(start, clock.raw()) >= timeout.as_nanos() as u64 {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_vllm_page_summing_engines() {
+        let n = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        let page = "vllm:num_requests_running{engine=\"0\"} 3\nvllm:num_requests_running{engine=\"1\"} 2\n\
+                    vllm:num_requests_waiting{engine=\"0\"} 1\nvllm:generation_tokens_total{engine=\"0\"} 100\n";
+        let s = n.read(7, page).unwrap();
+        assert_eq!(s.t, 7);
+        assert_eq!(s.running, 5.0);
+        assert_eq!(s.waiting, 1.0);
+        assert_eq!(s.generation_tokens, Some(100.0));
+        assert_eq!(s.preemptions, None);
+    }
+
+    #[test]
+    fn page_without_running_gauge_is_no_sample() {
+        let n = MetricNames::for_engine(EngineKind::LlamaCpp).unwrap();
+        assert_eq!(n.read(0, "vllm:num_requests_running 1\n"), None);
+        assert_eq!(n.read(0, "not { prometheus"), None);
+        assert!(MetricNames::for_engine(EngineKind::Ollama).is_none());
+    }
+}

@@ -1,0 +1,386 @@
+//! `llmspeed matrix` end to end against the in-process simulated server (`127.0.0.1:0`): the
+//! Over-capacity cells are exactly those the capacity rule predicts from the server's KV
+//! capacity, a default server gives no Looped cell and a looping one does, decode totals agree
+//! with the server's own `generation_tokens_total`, and the results folder is complete and
+//! matches the schema.
+
+use llmspeed::analysis::repetition::RepetitionConfig;
+use llmspeed::cli::matrix::run_async;
+use llmspeed::clock::Clock;
+use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
+use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
+use llmspeed::matrix::status::{pre_run, CellStatus, KvSource, ServerLimits};
+use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::net::{Cancel, Client, ClientConfig, Target};
+use llmspeed::report::MatrixReport;
+use llmspeed::server::Overrides;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+const KV: u64 = 3072;
+const MAX_TOKENS: u64 = 256;
+
+fn mock_config(loop_after: Option<u64>) -> MockConfig {
+    let mut m = MockConfig::profile(Profile::Fast);
+    m.max_model_len = 4096;
+    m.engine.kv_tokens = KV;
+    m.loop_after = loop_after;
+    m
+}
+
+fn matrix_config(out: &Path, base_url: &str, contexts: &[u64], conc: &[u64]) -> MatrixConfig {
+    MatrixConfig {
+        plan: PlanConfig {
+            contexts: Some(contexts.iter().map(|&c| ContextSpec::Tokens(c)).collect()),
+            prefill_contexts: Some(contexts.iter().map(|&c| ContextSpec::Tokens(c)).collect()),
+            concurrency: Some(conc.to_vec()),
+            max_tokens: MAX_TOKENS,
+            margin: 64,
+            prefill_samples: 2,
+        },
+        duration: Duration::from_millis(1000),
+        model: None,
+        chat: false,
+        prompt_mode: PromptMode::Auto,
+        seed: 7,
+        ignore_eos: true,
+        out_dir: out.to_path_buf(),
+        resume: false,
+        retry_looped: false,
+        repetition: RepetitionConfig {
+            min_repeats: 4,
+            min_span: 600,
+            max_period: 512,
+        },
+        overrides: Overrides::default(),
+        header: HeaderFacts {
+            gpu: Some("Simulated GPU".into()),
+            launch_command: Some("llmspeed mock --profile fast".into()),
+            ..HeaderFacts::default()
+        },
+        ready_timeout: Duration::from_secs(20),
+        drain_timeout: Duration::from_secs(10),
+        base_url: base_url.into(),
+        skip_warmup: false,
+    }
+}
+
+/// Serve the mock, run the matrix, stop the mock.
+fn run_matrix(
+    mock: MockConfig,
+    out: &Path,
+    contexts: &[u64],
+    conc: &[u64],
+    tweak: impl FnOnce(&mut MatrixConfig),
+) -> MatrixReport {
+    run_matrix_stopping(mock, out, contexts, conc, tweak, None)
+}
+
+/// As [`run_matrix`], pressing "Ctrl-C" once the first decode cell is in `results.json` (plus
+/// `stop_after`, so the stop lands inside the next cell).
+fn run_matrix_stopping(
+    mock: MockConfig,
+    out: &Path,
+    contexts: &[u64],
+    conc: &[u64],
+    tweak: impl FnOnce(&mut MatrixConfig),
+    stop_after: Option<Duration>,
+) -> MatrixReport {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = Cancel::new();
+        let sd = shutdown.clone();
+        let server = tokio::spawn(async move {
+            llmspeed::mock::serve(listener, mock, async move { sd.cancelled().await }).await
+        });
+        let client = Client::new(
+            ClientConfig::new(Target::parse(&url).unwrap()),
+            Clock::new(),
+        )
+        .unwrap();
+        let mut cfg = matrix_config(out, &url, contexts, conc);
+        tweak(&mut cfg);
+        let stop = Cancel::new();
+        if let Some(d) = stop_after {
+            let s = stop.clone();
+            let json = out.join("results.json");
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let done = std::fs::read_to_string(&json)
+                        .ok()
+                        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                        .is_some_and(|v| v["decode"][0]["status"]["kind"] != "pending");
+                    if done {
+                        break;
+                    }
+                }
+                tokio::time::sleep(d).await;
+                s.cancel();
+            });
+        }
+        let report = run_async(&client, &cfg, false, &stop).await;
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+        report.unwrap()
+    })
+}
+
+fn schema_errors(v: &Value) -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/results.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let val = jsonschema::validator_for(&schema).unwrap();
+    val.iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}
+
+#[test]
+fn matrix_against_the_mock_matches_the_capacity_rule_and_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let contexts = [512u64, 1024];
+    let conc = [1u64, 2, 4];
+    let r = run_matrix(mock_config(None), &out, &contexts, &conc, |_| {});
+
+    // The probe found the KV capacity the mock was configured with.
+    assert_eq!(r.metadata.server_limits.kv_cache_tokens, Some(KV));
+    assert_eq!(r.metadata.engine.name.as_deref(), Some("vllm"));
+    assert!(r.metadata.interrupted.is_none());
+    let limits = ServerLimits {
+        max_model_len: Some(4096),
+        kv_tokens: Some((KV, KvSource::KvCacheSizeTokens)),
+        max_running: None,
+    };
+    assert_eq!(r.decode.len(), 6);
+    let mut over = 0;
+    for cell in &r.decode {
+        let predicted = pre_run(&limits, cell.context, MAX_TOKENS, cell.concurrency);
+        match predicted {
+            Some(p) => {
+                over += 1;
+                assert_eq!(cell.status, p, "{} x {}", cell.context, cell.concurrency);
+                assert!(!cell.has_figures());
+            }
+            None => {
+                assert_eq!(
+                    cell.status,
+                    CellStatus::Valid,
+                    "{} x {}: {:?}",
+                    cell.context,
+                    cell.concurrency,
+                    cell.errors
+                );
+                let out_tokens = cell.output_tokens.unwrap();
+                assert!(out_tokens > 0);
+                assert!(cell.loop_info.is_none());
+                // Client count vs the server's generation_tokens_total delta over the window:
+                // the two counter reads sit a few ms outside the window, so allow a little.
+                let diff = cell.token_count_diff.expect("the mock exposes the counter");
+                let tolerance = (out_tokens as f64 * 0.10) as i64 + 64;
+                assert!(
+                    diff.abs() <= tolerance,
+                    "diff {diff} for {out_tokens} tokens"
+                );
+                let avg = cell.avg_active_requests.unwrap();
+                assert!(
+                    (avg - cell.concurrency as f64).abs() <= 0.5 * cell.concurrency as f64,
+                    "avg active {avg} at C={}",
+                    cell.concurrency
+                );
+                assert!(cell.ttft_ms_p50.is_some() && cell.tbt_ms_p50.is_some());
+                assert!(cell.measured_s.unwrap() >= 0.9);
+            }
+        }
+    }
+    // 1024 x 4 needs 4 x (1024 + 256) = 5120 > 3072; nothing else is over.
+    assert_eq!(over, 1);
+
+    // Prefill: both contexts measured, prompt sizes within a few tokens of the target.
+    assert_eq!(r.prefill.len(), 2);
+    for p in &r.prefill {
+        assert_eq!(p.status, CellStatus::Valid);
+        assert_eq!(p.samples, 2);
+        let n = p.prompt_tokens.unwrap();
+        assert!(
+            n <= p.context && n + 16 >= p.context,
+            "{n} for {}",
+            p.context
+        );
+        assert!(p.prefill_tok_per_s.unwrap() > 0.0);
+    }
+
+    // The results folder.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("| Context | 1 | 2 | 4 |"), "{md}");
+    assert!(md.contains("Over capacity"), "{md}");
+    assert!(md.contains("llmspeed mock --profile fast"));
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let errs = schema_errors(&json);
+    assert!(errs.is_empty(), "{errs:#?}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    // Header + 2 prefill rows + 6 decode rows.
+    assert_eq!(csv.lines().count(), 1 + 2 + 6, "{csv}");
+}
+
+#[test]
+fn a_looping_server_gives_looped_cells_with_figures_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("loop");
+    let r = run_matrix(mock_config(Some(30)), &out, &[512], &[1, 2], |_| {});
+    for cell in &r.decode {
+        assert_eq!(cell.status, CellStatus::Looped, "{:?}", cell.errors);
+        let l = cell.loop_info.as_ref().expect("loop details");
+        assert!(l.streams >= 1 && l.streams <= cell.concurrency);
+        assert!(l.repeats >= 4);
+        assert!(l.period_chars > 0 && !l.excerpt.is_empty());
+        assert!(cell.output_tok_per_s.unwrap() > 0.0, "figures are kept");
+        assert!(cell.requests.iter().any(|q| q.looped));
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("Looped"), "{md}");
+}
+
+#[test]
+fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("partial");
+    // Two 2 s cells; stop during the second.
+    let long = |c: &mut MatrixConfig| c.duration = Duration::from_secs(2);
+    let r = run_matrix_stopping(
+        mock_config(None),
+        &out,
+        &[512],
+        &[1, 2],
+        long,
+        Some(Duration::from_millis(500)),
+    );
+    assert!(r.metadata.interrupted.is_some());
+    assert_eq!(r.decode[0].status, CellStatus::Valid);
+    assert_eq!(r.decode[1].status, CellStatus::Pending);
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(schema_errors(&json).is_empty());
+    assert!(json["metadata"]["interrupted"].is_string());
+
+    // Resume: the finished cell is kept as it was, the pending one is measured now.
+    let first = r.decode[0].clone();
+    let r2 = run_matrix(mock_config(None), &out, &[512], &[1, 2], |c| {
+        c.resume = true
+    });
+    assert!(r2.metadata.interrupted.is_none());
+    assert_eq!(r2.decode[0], first);
+    assert_eq!(r2.decode[1].status, CellStatus::Valid);
+    assert_eq!(r2.prefill[0], r.prefill[0]);
+}
+
+#[test]
+fn prefill_agrees_with_the_simulated_engine() {
+    // The seed profile prefills an L-token prompt at 42.6K / (1 + L / 22.6K) tok/s: 36.1K tok/s
+    // (113 ms) at 4096. The scout's figure includes one decode step and the HTTP round trip, so
+    // allow 25%.
+    let dir = tempfile::tempdir().unwrap();
+    let mut mock = MockConfig::profile(Profile::Seed);
+    mock.max_model_len = 8192;
+    let r = run_matrix(mock, &dir.path().join("p"), &[4096], &[1], |c| {
+        c.plan.max_tokens = 64;
+        c.plan.prefill_samples = 3;
+    });
+    let p = &r.prefill[0];
+    assert_eq!(p.status, CellStatus::Valid);
+    assert_eq!(p.samples, 3);
+    let expected = 42_600.0 / (1.0 + p.prompt_tokens.unwrap() as f64 / 22_600.0);
+    let got = p.prefill_tok_per_s.unwrap();
+    assert!(
+        (got / expected - 1.0).abs() < 0.25,
+        "prefill {got:.0} tok/s, engine model {expected:.0}"
+    );
+    // Cold samples: the salted ones took as long as the first (no prefix-cache hit).
+    let s = &p.ttft_ms_samples;
+    assert!(s[1] > 0.5 * s[0] && s[2] > 0.5 * s[0], "{s:?}");
+    // The decode cell then ran on the warm prompt: its TTFT is far below the cold one.
+    let ttft = r.decode[0].ttft_ms_p50.unwrap();
+    assert!(ttft < 0.5 * s[0], "warm TTFT {ttft} vs cold {}", s[0]);
+}
+
+#[test]
+fn on_loop_retry_reruns_a_looped_cell_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("retry");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (report, lines) = rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = Cancel::new();
+        let sd = shutdown.clone();
+        let server = tokio::spawn(async move {
+            llmspeed::mock::serve(listener, mock_config(Some(30)), async move {
+                sd.cancelled().await
+            })
+            .await
+        });
+        let client = Client::new(
+            ClientConfig::new(Target::parse(&url).unwrap()),
+            Clock::new(),
+        )
+        .unwrap();
+        let mut cfg = matrix_config(&out, &url, &[512], &[1]);
+        cfg.retry_looped = true;
+        let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
+            .await
+            .unwrap();
+        let mut lines = Vec::new();
+        let report = llmspeed::matrix::run::execute(
+            &client,
+            &cfg,
+            prepared,
+            &Cancel::new(),
+            &mut |l: &str| lines.push(l.to_string()),
+        )
+        .await
+        .unwrap();
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+        (report, lines)
+    });
+    let retries = lines.iter().filter(|l| l.contains("retrying once")).count();
+    assert_eq!(retries, 1, "{lines:#?}");
+    let runs = lines.iter().filter(|l| l.contains("running (")).count();
+    assert_eq!(runs, 2, "{lines:#?}");
+    // Every stream of this server loops, so the retry loops too and the cell says so.
+    assert_eq!(report.decode[0].status, CellStatus::Looped);
+}
+
+#[test]
+fn a_refusing_server_gives_failed_cells_with_error_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut mock = mock_config(None);
+    mock.faults = vec!["status=500".parse().unwrap()];
+    let r = run_matrix(mock, &dir.path().join("f"), &[512], &[1, 2], |_| {});
+    assert!(matches!(r.prefill[0].status, CellStatus::Failed(_)));
+    for cell in &r.decode {
+        match &cell.status {
+            CellStatus::Failed(kinds) => {
+                assert_eq!(kinds.len(), 1, "{kinds:?}");
+                assert_eq!(kinds[0].0, llmspeed::timeline::ErrorKind::HttpStatus);
+                assert!(kinds[0].1 >= 2 * cell.concurrency);
+            }
+            other => panic!("{} x {}: {other:?}", cell.context, cell.concurrency),
+        }
+        assert!(!cell.has_figures());
+    }
+    let md = std::fs::read_to_string(dir.path().join("f/report.md")).unwrap();
+    assert!(md.contains("Failed"), "{md}");
+}
