@@ -16,5 +16,6 @@ pub mod proto;
 pub mod report;
 pub mod selftest;
 pub mod server;
+pub mod sys;
 pub mod timeline;
 pub mod workload;

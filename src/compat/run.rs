@@ -326,18 +326,6 @@ impl BodyBuilder {
     }
 }
 
-/// User + system CPU seconds of this process so far.
-fn cpu_times() -> (f64, f64) {
-    // SAFETY: getrusage only writes the struct we pass; a zeroed rusage is a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer to an owned struct.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return (0.0, 0.0);
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
-}
-
 fn lag_summary(ns: &[u64]) -> Value {
     let ms: Vec<f64> = ns.iter().map(|&n| n as f64 / 1e6).collect();
     let s = Summary::or_zero(&ms, &[50.0, 99.0]);
@@ -464,7 +452,7 @@ pub async fn run(
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
-    let (cpu_u0, cpu_s0) = cpu_times();
+    let cpu0 = crate::sys::process_cpu().unwrap_or_default();
     let wall0 = std::time::Instant::now();
     // Everything is measured from here: vLLM's "just before the first dispatch".
     let base_raw = clock.raw();
@@ -530,7 +518,7 @@ pub async fn run(
     }
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
-    let (cpu_u1, cpu_s1) = cpu_times();
+    let cpu1 = crate::sys::process_cpu().unwrap_or_default();
 
     let opts = RecordOptions {
         base_raw,
@@ -591,7 +579,8 @@ pub async fn run(
         .iter()
         .map(|(k, n)| (k.as_str().to_string(), json!(n)))
         .collect();
-    let (cpu_u, cpu_s) = (cpu_u1 - cpu_u0, cpu_s1 - cpu_s0);
+    let cpu = cpu1.since(cpu0);
+    let (cpu_u, cpu_s) = (cpu.user_ns as f64 / 1e9, cpu.system_ns as f64 / 1e9);
     let extras = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },

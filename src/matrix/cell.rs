@@ -140,17 +140,6 @@ async fn worker(
     out
 }
 
-/// CPU seconds (user + system) this process has used.
-fn cpu_seconds() -> Option<f64> {
-    // SAFETY: getrusage only writes the struct we hand it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    (rc == 0).then(|| {
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        tv(ru.ru_utime) + tv(ru.ru_stime)
-    })
-}
-
 /// Measures how late a 10 ms timer fires while the cell runs (a saturated client shows here).
 fn lag_probe(clock: Clock, cancel: Cancel) -> tokio::task::JoinHandle<Vec<f64>> {
     tokio::spawn(async move {
@@ -330,7 +319,7 @@ pub async fn run_cell(
         }
         open = clock.raw();
         opened = true;
-        cpu.0 = cpu_seconds();
+        cpu.0 = crate::sys::process_cpu().map(crate::sys::CpuTime::total_s);
         let lag_cancel = Cancel::new();
         let lag = lag_probe(clock.clone(), lag_cancel.clone());
         let end = tokio::time::Instant::now() + cfg.duration;
@@ -361,7 +350,7 @@ pub async fn run_cell(
             }
         }
         close = clock.raw();
-        cpu.1 = cpu_seconds();
+        cpu.1 = crate::sys::process_cpu().map(crate::sys::CpuTime::total_s);
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
         if let Some(n) = &names {

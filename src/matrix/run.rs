@@ -19,6 +19,7 @@ use crate::report::{
 };
 use crate::server::probe::SAFE_TOKEN_IDS;
 use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo, TokenizeStyle};
+use crate::sys::unix_now;
 use crate::workload::prose::{self, PromptBuilder, PromptKind};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -75,32 +76,9 @@ struct Prepared {
     tokens: u64,
 }
 
-/// RFC 3339 UTC for a Unix time (civil-from-days; no date crate needed).
+/// RFC 3339 UTC for a Unix time.
 pub fn rfc3339(unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    crate::sys::UtcDateTime::from_unix(unix_s).rfc3339()
 }
 
 /// The default results folder: `results/<date>-<time>`.

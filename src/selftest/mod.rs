@@ -148,7 +148,7 @@ pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
     report.client_cpu_ns_per_token = per_token(user_ns + sys_ns);
     report.client_cpu_user_ns_per_token = per_token(user_ns);
     report.client_cpu_sys_ns_per_token = per_token(sys_ns);
-    report.peak_rss_mb = peak_rss_mb();
+    report.peak_rss_mb = crate::sys::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     report.wall_s = wall.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -219,13 +219,13 @@ fn drive(
         .enable_all()
         // A thread's CPU clock starts at zero, so its value at exit is all it ever used.
         .on_thread_stop(move || {
-            let (user, sys) = thread_cpu_ns();
+            let (user, sys) = thread_cpu_ns_pair();
             stop_cpu[0].fetch_add(user, Ordering::Relaxed);
             stop_cpu[1].fetch_add(sys, Ordering::Relaxed);
         })
         .build()
         .map_err(|e| SelftestError::Client(format!("runtime: {e}")))?;
-    let main_cpu0 = thread_cpu_ns();
+    let main_cpu0 = thread_cpu_ns_pair();
     let timelines = rt.block_on(async move {
         let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
         let mut tasks = Vec::with_capacity(shape.streams);
@@ -256,7 +256,7 @@ fn drive(
         }
         out
     });
-    let main_cpu1 = thread_cpu_ns();
+    let main_cpu1 = thread_cpu_ns_pair();
     // Joins the workers, which runs their stop hooks.
     drop(rt);
     let user = worker_cpu[0].load(Ordering::Relaxed) + main_cpu1.0.saturating_sub(main_cpu0.0);
@@ -458,29 +458,6 @@ impl ServerThread {
     }
 }
 
-/// CPU time of the calling thread so far: (user ns, system ns).
-fn thread_cpu_ns() -> (u64, u64) {
-    // SAFETY: rusage is plain data; getrusage only writes it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a rusage; RUSAGE_THREAD is valid on Linux.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return (0, 0);
-    }
-    let ns = |t: libc::timeval| t.tv_sec as u64 * 1_000_000_000 + t.tv_usec as u64 * 1_000;
-    (ns(ru.ru_utime), ns(ru.ru_stime))
-}
-
-/// Peak resident set of the process in MB (Linux reports KiB).
-fn peak_rss_mb() -> f64 {
-    // SAFETY: rusage is plain data; getrusage only writes it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a rusage; RUSAGE_SELF is always valid.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
-    }
-    ru.ru_maxrss as f64 / 1024.0
-}
-
 /// Every stream needs two descriptors in this process (client and server side).
 fn raise_fd_limit(want: u64) {
     let mut lim = libc::rlimit {
@@ -571,6 +548,12 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         writeln!(w, "  first failure     {e}")?;
     }
     Ok(())
+}
+
+/// CPU time of the calling thread so far: (user ns, system ns); zeros if the kernel refuses.
+fn thread_cpu_ns_pair() -> (u64, u64) {
+    let t = crate::sys::thread_cpu().unwrap_or_default();
+    (t.user_ns, t.system_ns)
 }
 
 #[cfg(test)]
