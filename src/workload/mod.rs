@@ -4,3 +4,4 @@ pub mod datasets;
 pub mod prompt_cache;
 pub mod prose;
 pub mod schedule;
+pub mod tokenizer;

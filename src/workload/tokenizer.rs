@@ -1,0 +1,395 @@
+//! Local Hugging Face tokenizers (`--tokenizer`): count prompt tokens on this machine, so prompt
+//! calibration needs neither the server's `/tokenize` nor `usage.prompt_tokens`.
+//!
+//! Owns: resolving a `--tokenizer` spec (a `tokenizer.json`, a directory holding one, or a model
+//! id found in the local Hugging Face cache) and counting the tokens of a text with it.
+//!
+//! Must never: download anything (no hub access: a missing model is an error naming where we
+//! looked), or run on the per-token path — counting happens while prompts are built, before any
+//! request is sent. The `tokenizers` crate is behind the optional `hf-tokenizer` feature; without
+//! it the same API exists and [`LocalTokenizer::load`] says how to rebuild.
+//!
+//! Chat prompts are not counted here: their count depends on the model's Jinja chat template
+//! (`tokenizer_config.json`), which this module does not apply. Chat prompt lengths come from the
+//! server (`/tokenize` with `messages`, or `usage.prompt_tokens`); [`LocalTokenizer::count_prompt`]
+//! answers [`TokenizerError::ChatTemplate`] for them.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use super::prose::Prompt;
+
+/// The file a directory or a cache snapshot must contain.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// Errors of resolving, loading and using a local tokenizer. One line each.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenizerError {
+    #[error("--tokenizer: built without the hf-tokenizer feature; rebuild with --features hf-tokenizer")]
+    NotBuilt,
+    #[error("--tokenizer: {path} is a directory without a {TOKENIZER_FILE}")]
+    NoFileInDir { path: PathBuf },
+    #[error("--tokenizer: {spec:?} is neither an existing file or directory nor a model id (org/name)")]
+    BadSpec { spec: String },
+    #[error("--tokenizer: model {model} not found in the local Hugging Face cache; looked in {looked}")]
+    NotInCache { model: String, looked: String },
+    #[error("--tokenizer: no Hugging Face cache directory: none of HF_HUB_CACHE, HF_HOME, HOME is set")]
+    NoCacheDir,
+    #[error("--tokenizer: cannot read {path}: {message}")]
+    Load { path: PathBuf, message: String },
+    #[error("tokenizer {path}: encoding failed: {message}")]
+    Encode { path: PathBuf, message: String },
+    #[error("tokenizer {path}: chat prompts need the model's chat template, which is not applied locally; count chat prompts with the server")]
+    ChatTemplate { path: PathBuf },
+}
+
+/// Where the local Hugging Face hub cache is, and which setting said so (for error messages).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HubCache {
+    pub dir: PathBuf,
+    /// `"HF_HUB_CACHE"`, `"HF_HOME"`, `"HOME"` or `"given"`.
+    pub source: &'static str,
+}
+
+impl HubCache {
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            source: "given",
+        }
+    }
+
+    /// The cache the `huggingface_hub` library would use: `$HF_HUB_CACHE`, else `$HF_HOME/hub`,
+    /// else `~/.cache/huggingface/hub`.
+    pub fn from_env() -> Option<Self> {
+        Self::from_vars(|k| std::env::var_os(k))
+    }
+
+    /// [`HubCache::from_env`] over any variable lookup, so the rule is testable without touching
+    /// the process environment. Empty values count as unset, as in `huggingface_hub`.
+    pub fn from_vars(get: impl Fn(&str) -> Option<OsString>) -> Option<Self> {
+        let get = |k: &str| get(k).filter(|v| !v.is_empty());
+        if let Some(d) = get("HF_HUB_CACHE") {
+            return Some(Self {
+                dir: d.into(),
+                source: "HF_HUB_CACHE",
+            });
+        }
+        if let Some(h) = get("HF_HOME") {
+            return Some(Self {
+                dir: PathBuf::from(h).join("hub"),
+                source: "HF_HOME",
+            });
+        }
+        get("HOME").map(|h| Self {
+            dir: PathBuf::from(h).join(".cache/huggingface/hub"),
+            source: "HOME",
+        })
+    }
+
+    /// The `tokenizer.json` of `model` (`org/name` or `name`) in this cache: the snapshot that
+    /// `refs/main` names when it has one, else the most recently modified snapshot that has one.
+    pub fn find(&self, model: &str) -> Result<PathBuf, TokenizerError> {
+        let repo = self.dir.join(format!("models--{}", model.replace('/', "--")));
+        let snapshots = repo.join("snapshots");
+        let not_found = |why: &str| TokenizerError::NotInCache {
+            model: model.to_string(),
+            looked: format!(
+                "{}/<rev>/{TOKENIZER_FILE} (cache from {}; {why})",
+                snapshots.display(),
+                self.source
+            ),
+        };
+        if let Ok(rev) = std::fs::read_to_string(repo.join("refs").join("main")) {
+            let f = snapshots.join(rev.trim()).join(TOKENIZER_FILE);
+            if !rev.trim().is_empty() && f.is_file() {
+                return Ok(f);
+            }
+        }
+        let entries = std::fs::read_dir(&snapshots).map_err(|_| not_found("no such directory"))?;
+        let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
+        for e in entries.flatten() {
+            let f = e.path().join(TOKENIZER_FILE);
+            if !f.is_file() {
+                continue;
+            }
+            let t = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH);
+            // Ties (coarse mtimes) go to the larger name, so the choice does not depend on the
+            // order read_dir happens to return.
+            if best.as_ref().is_none_or(|(bt, bp)| (t, &f) > (*bt, bp)) {
+                best = Some((t, f));
+            }
+        }
+        best.map(|(_, f)| f)
+            .ok_or_else(|| not_found("no snapshot has one"))
+    }
+}
+
+/// Turns a `--tokenizer` spec into the path of a `tokenizer.json`: an existing file is taken
+/// as is, an existing directory must contain one, anything else that looks like a model id is
+/// looked up in `cache`. Does not parse the file.
+pub fn resolve_with(spec: &str, cache: Option<&HubCache>) -> Result<PathBuf, TokenizerError> {
+    let p = Path::new(spec);
+    if p.is_file() {
+        return Ok(p.to_path_buf());
+    }
+    if p.is_dir() {
+        let f = p.join(TOKENIZER_FILE);
+        return if f.is_file() {
+            Ok(f)
+        } else {
+            Err(TokenizerError::NoFileInDir {
+                path: p.to_path_buf(),
+            })
+        };
+    }
+    if !looks_like_model_id(spec) {
+        return Err(TokenizerError::BadSpec {
+            spec: spec.to_string(),
+        });
+    }
+    cache.ok_or(TokenizerError::NoCacheDir)?.find(spec)
+}
+
+/// [`resolve_with`] using the cache named by the environment.
+pub fn resolve(spec: &str) -> Result<PathBuf, TokenizerError> {
+    resolve_with(spec, HubCache::from_env().as_ref())
+}
+
+/// `name` or `org/name` with the characters the hub allows; anything path-like (absolute,
+/// relative with dots, several slashes, a file extension on a lone name) is not an id, so a
+/// mistyped path is reported as a path rather than searched for in the cache.
+fn looks_like_model_id(spec: &str) -> bool {
+    let parts: Vec<&str> = spec.split('/').collect();
+    let ok_part = |s: &str| {
+        !s.is_empty()
+            && !s.starts_with('.')
+            && !s.starts_with('-')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    match parts.as_slice() {
+        [name] => ok_part(name) && !name.ends_with(".json"),
+        [org, name] => ok_part(org) && ok_part(name),
+        _ => false,
+    }
+}
+
+/// A `tokenizer.json` loaded for counting. Truncation and padding configured in the file are
+/// switched off: a tokenizer saved with `max_length: 512` would otherwise cap every count.
+pub struct LocalTokenizer {
+    path: PathBuf,
+    inner: Inner,
+}
+
+#[cfg(feature = "hf-tokenizer")]
+type Inner = tokenizers::Tokenizer;
+
+/// Without the feature no tokenizer can be loaded, so a `LocalTokenizer` cannot exist.
+#[cfg(not(feature = "hf-tokenizer"))]
+enum Inner {}
+
+impl fmt::Debug for LocalTokenizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalTokenizer")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalTokenizer {
+    /// Whether this build can load tokenizers at all.
+    pub const AVAILABLE: bool = cfg!(feature = "hf-tokenizer");
+
+    /// Loads the tokenizer a `--tokenizer` spec names (see [`resolve`]).
+    pub fn load(spec: &str) -> Result<Self, TokenizerError> {
+        if !Self::AVAILABLE {
+            return Err(TokenizerError::NotBuilt);
+        }
+        Self::load_file(&resolve(spec)?)
+    }
+
+    /// Loads the tokenizer a spec names, looking model ids up in `cache` (tests, callers that
+    /// resolved the cache themselves).
+    pub fn load_with(spec: &str, cache: Option<&HubCache>) -> Result<Self, TokenizerError> {
+        if !Self::AVAILABLE {
+            return Err(TokenizerError::NotBuilt);
+        }
+        Self::load_file(&resolve_with(spec, cache)?)
+    }
+
+    /// Loads a `tokenizer.json` file.
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn load_file(path: &Path) -> Result<Self, TokenizerError> {
+        let load_err = |message: String| TokenizerError::Load {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut t = tokenizers::Tokenizer::from_file(path).map_err(|e| load_err(e.to_string()))?;
+        t.with_truncation(None)
+            .map_err(|e| load_err(e.to_string()))?;
+        t.with_padding(None);
+        Ok(Self {
+            path: path.to_path_buf(),
+            inner: t,
+        })
+    }
+
+    /// Loads a `tokenizer.json` file.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn load_file(_path: &Path) -> Result<Self, TokenizerError> {
+        Err(TokenizerError::NotBuilt)
+    }
+
+    /// The `tokenizer.json` this was loaded from (for reports: which counter was used).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Tokens of `text` as a completions prompt: with the special tokens the tokenizer adds
+    /// (BOS and the like), because servers add them too — vLLM's `/tokenize` and
+    /// `/v1/completions` both default to `add_special_tokens: true`.
+    pub fn count(&self, text: &str) -> Result<u64, TokenizerError> {
+        self.count_with(text, true)
+    }
+
+    /// Tokens of `text`, with or without the tokenizer's special tokens.
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn count_with(&self, text: &str, add_special_tokens: bool) -> Result<u64, TokenizerError> {
+        // encode_fast skips the offsets we would throw away.
+        self.inner
+            .encode_fast(text, add_special_tokens)
+            .map(|e| e.len() as u64)
+            .map_err(|e| TokenizerError::Encode {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Tokens of `text`, with or without the tokenizer's special tokens.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn count_with(&self, _text: &str, _add_special_tokens: bool) -> Result<u64, TokenizerError> {
+        match self.inner {}
+    }
+
+    /// Tokens of a prompt, for [`super::prose::PromptBuilder::calibrate`]. Text prompts only;
+    /// chat prompts answer [`TokenizerError::ChatTemplate`] (see the module docs).
+    pub fn count_prompt(&self, prompt: &Prompt) -> Result<u64, TokenizerError> {
+        match prompt {
+            Prompt::Text(t) => self.count(t),
+            Prompt::Chat(_) => Err(TokenizerError::ChatTemplate {
+                path: self.path.clone(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| {
+            v.iter()
+                .find(|(kk, _)| kk == k)
+                .map(|(_, vv)| OsString::from(vv))
+        }
+    }
+
+    #[test]
+    fn cache_dir_follows_huggingface_hub_precedence() {
+        let all = [("HF_HUB_CACHE", "/a"), ("HF_HOME", "/b"), ("HOME", "/c")];
+        let c = HubCache::from_vars(vars(&all)).unwrap();
+        assert_eq!((c.dir, c.source), (PathBuf::from("/a"), "HF_HUB_CACHE"));
+        let c = HubCache::from_vars(vars(&all[1..])).unwrap();
+        assert_eq!((c.dir, c.source), (PathBuf::from("/b/hub"), "HF_HOME"));
+        let c = HubCache::from_vars(vars(&[("HF_HUB_CACHE", ""), ("HOME", "/c")])).unwrap();
+        assert_eq!(
+            (c.dir, c.source),
+            (PathBuf::from("/c/.cache/huggingface/hub"), "HOME")
+        );
+        assert_eq!(HubCache::from_vars(vars(&[])), None);
+    }
+
+    #[test]
+    fn model_ids_and_paths_are_told_apart() {
+        for id in ["gpt2", "Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "a_b/c.d"] {
+            assert!(looks_like_model_id(id), "{id}");
+        }
+        for p in [
+            "",
+            "/abs/path",
+            "./rel",
+            "../up/x",
+            "a/b/c",
+            "tokenizer.json",
+            "org/",
+            "~/x",
+            "a b/c",
+        ] {
+            assert!(!looks_like_model_id(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn resolution_errors_say_what_was_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let e = resolve_with(d, None).unwrap_err().to_string();
+        assert!(e.contains("directory without a tokenizer.json"), "{e}");
+        let e = resolve_with("./no/such/file.json", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("neither an existing file"), "{e}");
+        let e = resolve_with("org/model", None).unwrap_err().to_string();
+        assert!(e.contains("HF_HUB_CACHE, HF_HOME, HOME"), "{e}");
+        let cache = HubCache::at(dir.path());
+        let e = resolve_with("org/model", Some(&cache))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("models--org--model/snapshots"), "{e}");
+        assert!(e.contains("no such directory"), "{e}");
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn cache_prefers_refs_main_then_newest_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("models--org--m");
+        for rev in ["aaa", "bbb", "ccc"] {
+            std::fs::create_dir_all(repo.join("snapshots").join(rev)).unwrap();
+        }
+        // ccc has no tokenizer.json, so it never counts even though it is newest by name.
+        std::fs::write(repo.join("snapshots/aaa/tokenizer.json"), "{}").unwrap();
+        std::fs::write(repo.join("snapshots/bbb/tokenizer.json"), "{}").unwrap();
+        let cache = HubCache::at(dir.path());
+        // bbb was written last (or in the same mtime tick, where the larger name wins).
+        assert!(cache.find("org/m").unwrap().ends_with("bbb/tokenizer.json"));
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs/main"), "aaa\n").unwrap();
+        assert!(cache.find("org/m").unwrap().ends_with("aaa/tokenizer.json"));
+        std::fs::write(repo.join("refs/main"), "ccc").unwrap();
+        assert!(cache.find("org/m").unwrap().ends_with("bbb/tokenizer.json"));
+        std::fs::remove_file(repo.join("snapshots/aaa/tokenizer.json")).unwrap();
+        std::fs::remove_file(repo.join("snapshots/bbb/tokenizer.json")).unwrap();
+        let e = cache.find("org/m").unwrap_err().to_string();
+        assert!(e.contains("no snapshot has one"), "{e}");
+    }
+
+    #[cfg(not(feature = "hf-tokenizer"))]
+    #[test]
+    fn without_the_feature_load_says_how_to_rebuild() {
+        let e = LocalTokenizer::load("org/model").unwrap_err();
+        assert!(matches!(e, TokenizerError::NotBuilt));
+        assert!(e.to_string().contains("rebuild with --features hf-tokenizer"));
+        assert!(!LocalTokenizer::AVAILABLE);
+    }
+}
