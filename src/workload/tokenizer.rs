@@ -26,15 +26,23 @@ pub const TOKENIZER_FILE: &str = "tokenizer.json";
 /// Errors of resolving, loading and using a local tokenizer. One line each.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
-    #[error("--tokenizer: built without the hf-tokenizer feature; rebuild with --features hf-tokenizer")]
+    #[error(
+        "--tokenizer: built without the hf-tokenizer feature; rebuild with --features hf-tokenizer"
+    )]
     NotBuilt,
     #[error("--tokenizer: {path} is a directory without a {TOKENIZER_FILE}")]
     NoFileInDir { path: PathBuf },
-    #[error("--tokenizer: {spec:?} is neither an existing file or directory nor a model id (org/name)")]
+    #[error(
+        "--tokenizer: {spec:?} is neither an existing file or directory nor a model id (org/name)"
+    )]
     BadSpec { spec: String },
-    #[error("--tokenizer: model {model} not found in the local Hugging Face cache; looked in {looked}")]
+    #[error(
+        "--tokenizer: model {model} not found in the local Hugging Face cache; looked in {looked}"
+    )]
     NotInCache { model: String, looked: String },
-    #[error("--tokenizer: no Hugging Face cache directory: none of HF_HUB_CACHE, HF_HOME, HOME is set")]
+    #[error(
+        "--tokenizer: no Hugging Face cache directory: none of HF_HUB_CACHE, HF_HOME, HOME is set"
+    )]
     NoCacheDir,
     #[error("--tokenizer: cannot read {path}: {message}")]
     Load { path: PathBuf, message: String },
@@ -91,7 +99,9 @@ impl HubCache {
     /// The `tokenizer.json` of `model` (`org/name` or `name`) in this cache: the snapshot that
     /// `refs/main` names when it has one, else the most recently modified snapshot that has one.
     pub fn find(&self, model: &str) -> Result<PathBuf, TokenizerError> {
-        let repo = self.dir.join(format!("models--{}", model.replace('/', "--")));
+        let repo = self
+            .dir
+            .join(format!("models--{}", model.replace('/', "--")));
         let snapshots = repo.join("snapshots");
         let not_found = |why: &str| TokenizerError::NotInCache {
             model: model.to_string(),
@@ -272,7 +282,11 @@ impl LocalTokenizer {
 
     /// Tokens of `text`, with or without the tokenizer's special tokens.
     #[cfg(not(feature = "hf-tokenizer"))]
-    pub fn count_with(&self, _text: &str, _add_special_tokens: bool) -> Result<u64, TokenizerError> {
+    pub fn count_with(
+        &self,
+        _text: &str,
+        _add_special_tokens: bool,
+    ) -> Result<u64, TokenizerError> {
         match self.inner {}
     }
 
@@ -321,7 +335,12 @@ mod tests {
 
     #[test]
     fn model_ids_and_paths_are_told_apart() {
-        for id in ["gpt2", "Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "a_b/c.d"] {
+        for id in [
+            "gpt2",
+            "Qwen/Qwen3-8B",
+            "meta-llama/Llama-3.1-8B-Instruct",
+            "a_b/c.d",
+        ] {
             assert!(looks_like_model_id(id), "{id}");
         }
         for p in [
@@ -389,7 +408,9 @@ mod tests {
     fn without_the_feature_load_says_how_to_rebuild() {
         let e = LocalTokenizer::load("org/model").unwrap_err();
         assert!(matches!(e, TokenizerError::NotBuilt));
-        assert!(e.to_string().contains("rebuild with --features hf-tokenizer"));
+        assert!(e
+            .to_string()
+            .contains("rebuild with --features hf-tokenizer"));
         assert!(!LocalTokenizer::AVAILABLE);
     }
 }
