@@ -167,7 +167,7 @@ fn the_reader_rejects_broken_documents() {
 #[test]
 fn decode_svg_has_one_cell_per_grid_cell() {
     let r = report_common::report();
-    let doc = render(|w, r| svg::write_decode(w, r), &r);
+    let doc = render(svg::write_decode, &r);
     let elements = parse(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
     assert_eq!(elements[0].name, "svg");
     let cells: Vec<&Element> = elements
@@ -196,7 +196,7 @@ fn decode_svg_has_one_cell_per_grid_cell() {
 #[test]
 fn prefill_svg_has_one_row_per_context_with_two_bars() {
     let r = report_common::report();
-    let doc = render(|w, r| svg::write_prefill(w, r), &r);
+    let doc = render(svg::write_prefill, &r);
     let elements = parse(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
     let rows = elements
         .iter()
@@ -219,8 +219,8 @@ fn hostile_labels_stay_text() {
     }
     r.prefill[0].context_label = "</svg>".into();
     for doc in [
-        render(|w, r| svg::write_decode(w, r), &r),
-        render(|w, r| svg::write_prefill(w, r), &r),
+        render(svg::write_decode, &r),
+        render(svg::write_prefill, &r),
     ] {
         parse(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
     }
@@ -232,8 +232,8 @@ fn an_empty_report_is_still_a_picture() {
     r.decode.clear();
     r.prefill.clear();
     for doc in [
-        render(|w, r| svg::write_decode(w, r), &r),
-        render(|w, r| svg::write_prefill(w, r), &r),
+        render(svg::write_decode, &r),
+        render(svg::write_prefill, &r),
     ] {
         let e = parse(&doc).unwrap_or_else(|e| panic!("{e}\n{doc}"));
         assert_eq!(e[0].name, "svg");

@@ -299,6 +299,15 @@ pub fn write_prefill(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             escape(&p.context_label),
             p.status.as_str()
         )?;
+        // A tooltip: the counted size behind the label.
+        if let Some(n) = p.prompt_tokens {
+            writeln!(
+                w,
+                "<title>{}: {} prompt tokens</title>",
+                escape(&p.context_label),
+                group_digits(n)
+            )?;
+        }
         writeln!(
             w,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" font-weight=\"bold\">{}</text>",
@@ -340,17 +349,10 @@ pub fn write_prefill(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             };
             writeln!(
                 w,
-                "<text x=\"{}\" y=\"{}\">{}</text>",
+                "<text x=\"{:.1}\" y=\"{}\">{}</text>",
                 x + len + 6.0,
                 y + rh / 2.0 + 4.0,
                 escape(&text)
-            )?;
-        }
-        if let Some(n) = p.prompt_tokens {
-            writeln!(
-                w,
-                "<title>{} prompt tokens</title>",
-                escape(&group_digits(n))
             )?;
         }
         writeln!(w, "</g>")?;
