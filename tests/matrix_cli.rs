@@ -69,6 +69,7 @@ fn usage_errors_are_one_line_with_code_2() {
         vec!["matrix", "--mock", "--contexts", "8q"],
         vec!["matrix", "--mock", "--duration", "0"],
         vec!["matrix", "--mock", "--concurrency", ""],
+        vec!["matrix", "--mock", "--ready-stable", "NaN"],
     ] {
         let o = llmspeed(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
