@@ -393,14 +393,18 @@ pub async fn run(
         extra: cfg.extra.clone(),
     });
     let path = cfg.endpoint.clone();
-    let make = |s: &Sample, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
-        Ok(StreamRequest {
-            path: path.clone(),
-            body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
-            expected_events: s.output_len as usize + 8,
-            keep_text: Some(cfg.save_detailed),
-        })
-    };
+    // `index` is the sample's position, which names the request as vLLM does; warm-ups are
+    // not benchmark requests and carry no id.
+    let make =
+        |s: &Sample, index: Option<usize>, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
+            Ok(StreamRequest {
+                path: path.clone(),
+                body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
+                expected_events: s.output_len as usize + 8,
+                keep_text: Some(cfg.save_detailed),
+                request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
+            })
+        };
     let mut ids = Vec::new();
 
     if cfg.num_warmups > 0 {
@@ -410,7 +414,7 @@ pub async fn run(
         ));
         let mut set = JoinSet::new();
         for i in 0..cfg.num_warmups {
-            let req = make(&samples[i % samples.len()], &mut ids)?;
+            let req = make(&samples[i % samples.len()], None, &mut ids)?;
             let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = slots.acquire_owned().await;
@@ -434,8 +438,8 @@ pub async fn run(
     let total_tokens: u64 = samples.iter().map(|s| s.prompt_len).sum();
     let mut prebuilt = Vec::new();
     if total_tokens <= PREBUILD_MAX_TOKENS {
-        for s in &samples {
-            prebuilt.push(make(s, &mut ids)?);
+        for (i, s) in samples.iter().enumerate() {
+            prebuilt.push(make(s, Some(i), &mut ids)?);
         }
     }
     let _ = writeln!(
@@ -469,7 +473,7 @@ pub async fn run(
         }
         let req = match prebuilt.next() {
             Some(r) => r,
-            None => make(s, &mut ids)?,
+            None => make(s, Some(i), &mut ids)?,
         };
         let off = offsets[i];
         let scheduled = clock.add_ns(base_raw, off);
