@@ -177,13 +177,21 @@ pub fn load(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
 ) -> Result<Vec<Sample>, DatasetError> {
-    match cfg.kind {
+    let samples = match cfg.kind {
         DatasetKind::Random => random(cfg),
         DatasetKind::PrefixRepetition => prefix_repetition(cfg),
         DatasetKind::ShareGpt => sharegpt(cfg, count),
         DatasetKind::Sonnet => sonnet(cfg, count),
         DatasetKind::Custom => custom(cfg, count),
+    }?;
+    // Callers index samples round-robin (warm-ups): an empty set must be an error here.
+    if samples.is_empty() {
+        return Err(DatasetError::Invalid(format!(
+            "--dataset-name {} produced no prompts (is --num-prompts 0?)",
+            cfg.kind.as_str()
+        )));
     }
+    Ok(samples)
 }
 
 /// `[floor(L(1-r)), ceil(L(1+r))]`, at least 1 token: Python's reading of the range ratio.
@@ -238,6 +246,13 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
         return Err(DatasetError::Invalid(
             "--prefix-repetition-num-prefixes must be at least 1".into(),
         ));
+    }
+    if cfg.num_prompts < n_pre {
+        // vLLM's rule too: fewer prompts than prefixes would leave every prefix empty.
+        return Err(DatasetError::Invalid(format!(
+            "--num-prompts ({}) must be at least --prefix-repetition-num-prefixes ({n_pre})",
+            cfg.num_prompts
+        )));
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let per = cfg.num_prompts / n_pre;
@@ -795,5 +810,28 @@ mod tests {
             PromptSource::Text(t) => t.lines().count() <= 100 + SONNET_BASE.lines().count(),
             _ => false,
         }));
+    }
+
+    #[test]
+    fn fewer_prompts_than_prefixes_is_an_error_not_an_empty_set() {
+        // An empty set made `bench serve --num-warmups 1` divide by zero picking a warm-up.
+        let cfg = DatasetConfig {
+            kind: DatasetKind::PrefixRepetition,
+            num_prompts: 2,
+            prefix_repetition_num_prefixes: 4,
+            ..Default::default()
+        };
+        let err = load(&cfg, &mut words).unwrap_err().to_string();
+        assert!(
+            err.contains("must be at least --prefix-repetition-num-prefixes"),
+            "{err}"
+        );
+        let none = DatasetConfig {
+            kind: DatasetKind::Random,
+            num_prompts: 0,
+            ..Default::default()
+        };
+        let err = load(&none, &mut words).unwrap_err().to_string();
+        assert!(err.contains("produced no prompts"), "{err}");
     }
 }
