@@ -33,6 +33,8 @@ fn mock_run_writes_a_report_chat_prompts() {
         "Test GPU",
         "--out",
         out.to_str().unwrap(),
+        "--prompt-cache",
+        dir.path().join("cache").to_str().unwrap(),
     ]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
@@ -56,6 +58,9 @@ fn mock_run_writes_a_report_chat_prompts() {
         "chat prompt of {n} tokens for 1K"
     );
     assert!(out.join("report.md").exists() && out.join("results.csv").exists());
+    assert!(stderr.contains("calibrated in"), "{stderr}");
+    let cached = std::fs::read_dir(dir.path().join("cache")).unwrap().count();
+    assert_eq!(cached, 1, "one prompt (1K, chat) in the cache");
 }
 
 #[test]
@@ -64,6 +69,7 @@ fn usage_errors_are_one_line_with_code_2() {
         vec!["matrix", "--mock", "--contexts", "8q"],
         vec!["matrix", "--mock", "--duration", "0"],
         vec!["matrix", "--mock", "--concurrency", ""],
+        vec!["matrix", "--mock", "--ready-stable", "NaN"],
     ] {
         let o = llmspeed(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

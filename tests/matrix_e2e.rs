@@ -60,9 +60,11 @@ fn matrix_config(out: &Path, base_url: &str, contexts: &[u64], conc: &[u64]) -> 
             ..HeaderFacts::default()
         },
         ready_timeout: Duration::from_secs(20),
+        ready_stable: Duration::from_millis(600),
         drain_timeout: Duration::from_secs(10),
         base_url: base_url.into(),
         skip_warmup: false,
+        prompt_cache: None,
     }
 }
 
@@ -383,4 +385,66 @@ fn a_refusing_server_gives_failed_cells_with_error_kinds() {
     }
     let md = std::fs::read_to_string(dir.path().join("f/report.md")).unwrap();
     assert!(md.contains("Failed"), "{md}");
+}
+
+#[test]
+fn a_second_run_takes_its_prompts_from_the_cache() {
+    use llmspeed::workload::prompt_cache::{self, CacheKey};
+    use llmspeed::workload::prose::{prompt_prefix, PromptKind};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("prompts");
+    let contexts = [700u64, 1500];
+    let run = |name: &str| {
+        let calls = Arc::new(AtomicU64::new(0));
+        let mut mock = mock_config(None);
+        mock.tokenize_calls = Some(calls.clone());
+        let c = cache.clone();
+        let r = run_matrix(mock, &dir.path().join(name), &contexts, &[1], |cfg| {
+            cfg.prompt_cache = Some(c);
+            cfg.duration = Duration::from_millis(300);
+            cfg.plan.prefill_samples = 1;
+        });
+        (r, calls.load(Ordering::Relaxed))
+    };
+    let (first, first_calls) = run("a");
+    let (second, second_calls) = run("b");
+
+    // The probe's one-word `/tokenize`, then one confirming count per context, against a
+    // search per context the first time.
+    assert_eq!(second_calls, 1 + contexts.len() as u64);
+    assert!(
+        first_calls >= 2 * second_calls + 2,
+        "first run {first_calls} /tokenize calls, second {second_calls}"
+    );
+    for (a, b) in first.prefill.iter().zip(&second.prefill) {
+        assert_eq!(b.status, CellStatus::Valid);
+        let n = b.prompt_tokens.unwrap();
+        assert_eq!(Some(n), a.prompt_tokens, "context {}", b.context);
+        assert!(
+            n <= b.context && n + 16 >= b.context,
+            "{n} for {}",
+            b.context
+        );
+    }
+    // The cache holds the calibrated prompts under a placeholder run id, never a real one.
+    for &context in &contexts {
+        let key = CacheKey {
+            model: "mock-model",
+            context,
+            seed: 7,
+            kind: PromptKind::Completion,
+        };
+        let c = prompt_cache::load(&cache, &key).unwrap().expect("cached");
+        let llmspeed::workload::prose::Prompt::Text(t) = &c.prompt else {
+            panic!("a completion prompt")
+        };
+        assert!(
+            t.starts_with(&prompt_prefix("xxxxxxxx", context, 7)),
+            "{}",
+            &t[..80]
+        );
+    }
 }

@@ -1,4 +1,4 @@
-//! The results folder: three files written atomically, readable back for `--resume`, and the
+//! The results folder: five files written atomically, readable back for `--resume`, and the
 //! terminal summary.
 
 mod report_common;
@@ -6,7 +6,7 @@ mod report_common;
 use llmspeed::report::{console, files};
 
 #[test]
-fn writes_three_files_and_reads_json_back() {
+fn writes_five_files_and_reads_json_back() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results").join("run-1");
     let report = report_common::report();
@@ -18,7 +18,16 @@ fn writes_three_files_and_reads_json_back() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["report.md", "results.csv", "results.json"]);
+    assert_eq!(
+        names,
+        [
+            "decode.svg",
+            "prefill.svg",
+            "report.md",
+            "results.csv",
+            "results.json"
+        ]
+    );
     assert_eq!(files::read_json(&out).unwrap(), report);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.starts_with("# Speed test matrix\n"));

@@ -124,6 +124,8 @@ Total tok/s · rows are context length, columns are simultaneous requests.
 
 TTFT in the grid is measured after the prefill scout has put the prompt in the server's prefix cache, so it mostly excludes prefill; cold prefill is in the Prefill table.
 
+Pictures: [decode.svg](decode.svg) (this grid as a heatmap) · [prefill.svg](prefill.svg) (prefill tok/s and TTFT per context).
+
 ## All measurements
 
 Latencies are medians. Total tok/s is output across all simultaneous requests; for prefill rows it is prompt tok/s.

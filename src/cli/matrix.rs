@@ -9,7 +9,8 @@ use crate::analysis::repetition::RepetitionConfig;
 use crate::clock::Clock;
 use crate::matrix::plan::{parse_concurrency, parse_contexts, PlanConfig, DEFAULT_MARGIN};
 use crate::matrix::run::{
-    default_out_dir, estimate, execute, plan_run, HeaderFacts, MatrixConfig, PromptMode,
+    default_out_dir, default_prompt_cache, estimate, execute, plan_run, HeaderFacts, MatrixConfig,
+    PromptMode,
 };
 use crate::net::{Cancel, Client, ClientConfig, Target};
 use crate::report::console;
@@ -89,6 +90,17 @@ pub struct MatrixArgs {
     /// Seconds to wait for the readiness gate before opening the window anyway.
     #[arg(long, default_value_t = 120.0)]
     pub ready_timeout: f64,
+    /// Seconds the server's /metrics must keep showing every stream running and none waiting
+    /// before the window opens (default 3; 1 with --mock; 0 opens on the first such sample).
+    #[arg(long, value_name = "SECONDS")]
+    pub ready_stable: Option<f64>,
+    /// Folder of calibrated prompts, reused across runs (default
+    /// $XDG_CACHE_HOME/llmspeed/prompts or ~/.cache/llmspeed/prompts).
+    #[arg(long, value_name = "DIR")]
+    pub prompt_cache: Option<PathBuf>,
+    /// Calibrate every prompt afresh and store nothing.
+    #[arg(long, conflicts_with = "prompt_cache")]
+    pub no_prompt_cache: bool,
     #[arg(long)]
     pub gpu: Option<String>,
     #[arg(long)]
@@ -193,6 +205,20 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             notes: a.notes.clone(),
         },
         ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
+        ready_stable: {
+            let v = a.ready_stable.unwrap_or(if a.mock { 1.0 } else { 3.0 });
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(CliError::usage(
+                    "--ready-stable must be zero or a positive number of seconds",
+                ));
+            }
+            Duration::from_secs_f64(v)
+        },
+        prompt_cache: if a.no_prompt_cache {
+            None
+        } else {
+            a.prompt_cache.clone().or_else(default_prompt_cache)
+        },
         drain_timeout: Duration::from_secs(60),
         base_url: base_url.to_string(),
         skip_warmup: false,

@@ -29,6 +29,9 @@ pub struct CellConfig {
     /// Longest wait for the readiness gate before the window opens anyway (and the cell is
     /// judged on what the server reported).
     pub ready_timeout: Duration,
+    /// The server's metrics must show the gate condition in consecutive samples spanning this
+    /// long before the window opens (zero: the first qualifying sample opens it).
+    pub ready_stable: Duration,
     pub drain_timeout: Duration,
     pub repetition: RepetitionConfig,
     /// `/metrics` polling period during the cell (≤ 1 s).
@@ -239,6 +242,46 @@ pub struct CellRun {
     pub interrupted: bool,
 }
 
+/// The stability half of the readiness gate: it opens once qualifying `/metrics` samples have
+/// held, without a failing one between, from the first of them to one at least `need_ns` later.
+/// Works on sample times in nanoseconds, so it is tested without a clock.
+#[derive(Clone, Copy, Debug)]
+pub struct StableGate {
+    need_ns: u64,
+    /// Time of the first qualifying sample of the current unbroken run.
+    since: Option<u64>,
+    /// The last sample seen; the sampler's latest may be read many times.
+    last: Option<u64>,
+    open: bool,
+}
+
+impl StableGate {
+    pub fn new(need: Duration) -> Self {
+        Self {
+            need_ns: need.as_nanos().min(u64::MAX as u128) as u64,
+            since: None,
+            last: None,
+            open: false,
+        }
+    }
+
+    /// Feed the sample at `t_ns` (whether it met the condition); true once the gate is open.
+    /// A sample seen before (same time) is not counted again.
+    pub fn observe(&mut self, t_ns: u64, qualifies: bool) -> bool {
+        if self.open || self.last.is_some_and(|l| t_ns <= l) {
+            return self.open;
+        }
+        self.last = Some(t_ns);
+        if !qualifies {
+            self.since = None;
+            return false;
+        }
+        let since = *self.since.get_or_insert(t_ns);
+        self.open = t_ns - since >= self.need_ns;
+        self.open
+    }
+}
+
 /// Run one decode cell. `cell` arrives with its context, label and concurrency filled.
 pub async fn run_cell(
     client: &Client,
@@ -272,6 +315,7 @@ pub async fn run_cell(
     // Readiness gate: every stream has a token and (where metrics exist) the server runs C with
     // none waiting.
     let gate_start = clock.raw();
+    let mut stable = StableGate::new(cfg.ready_stable);
     let mut interrupted = false;
     let mut gate_timed_out = false;
     loop {
@@ -281,10 +325,12 @@ pub async fn run_cell(
         }
         let all_ready = ready.load(Ordering::Relaxed) >= c as u64;
         let server_ready = match &sampler {
-            Some(s) => s
-                .latest()
-                .filter(|m| m.t > gate_start)
-                .is_some_and(|m| m.running >= c as f64 && m.waiting <= 0.0),
+            Some(s) => s.latest().filter(|m| m.t > gate_start).is_some_and(|m| {
+                stable.observe(
+                    clock.delta_ns(gate_start, m.t),
+                    m.running >= c as f64 && m.waiting <= 0.0,
+                )
+            }),
             None => true,
         };
         if all_ready && server_ready {
@@ -465,6 +511,67 @@ pub async fn run_cell(
 mod tests {
     use super::*;
     use crate::matrix::status::CellStatus;
+
+    const MS: u64 = 1_000_000;
+
+    /// Feed (time in ms, qualifies) samples; the time (ms) at which the gate opened.
+    fn opens_at(need_ms: u64, samples: &[(u64, bool)]) -> Option<u64> {
+        let mut g = StableGate::new(Duration::from_millis(need_ms));
+        samples
+            .iter()
+            .find(|&&(t, ok)| g.observe(t * MS, ok))
+            .map(|&(t, _)| t)
+    }
+
+    #[test]
+    fn stable_gate_needs_the_condition_held_for_the_whole_span() {
+        let every_500 = |oks: &[bool]| -> Vec<(u64, bool)> {
+            oks.iter()
+                .enumerate()
+                .map(|(i, &ok)| (500 + 500 * i as u64, ok))
+                .collect()
+        };
+        // Zero: the first qualifying sample.
+        assert_eq!(opens_at(0, &every_500(&[false, true, true])), Some(1000));
+        // 3 s: seven qualifying samples, the first at 1000 ms, the last at 4000 ms.
+        assert_eq!(
+            opens_at(
+                3000,
+                &every_500(
+                    &[false; 1]
+                        .iter()
+                        .chain(&[true; 8])
+                        .copied()
+                        .collect::<Vec<_>>()
+                )
+            ),
+            Some(4000)
+        );
+        // A failing sample restarts the span.
+        let mut oks = vec![true; 4];
+        oks.push(false);
+        oks.extend([true; 8]);
+        assert_eq!(opens_at(3000, &every_500(&oks)), Some(6000));
+        // Never held long enough.
+        assert_eq!(
+            opens_at(3000, &every_500(&[true, true, false, true, true, true])),
+            None
+        );
+    }
+
+    #[test]
+    fn stable_gate_counts_a_repeated_sample_once_and_stays_open() {
+        let mut g = StableGate::new(Duration::from_millis(1000));
+        assert!(!g.observe(100 * MS, true));
+        // The sampler's latest read again and again is still one sample.
+        for _ in 0..10 {
+            assert!(!g.observe(100 * MS, true));
+        }
+        // An older sample (out of order) is ignored too.
+        assert!(!g.observe(50 * MS, false));
+        assert!(g.observe(1100 * MS, true));
+        assert!(g.observe(1200 * MS, false), "an open gate stays open");
+    }
 
     fn tl(clock: &Clock, start_ms: u64, token_ms: &[u64]) -> Timeline {
         let at = |ms: u64| clock.add_ns(0, ms * 1_000_000);

@@ -168,15 +168,27 @@ pub fn parse_concurrency(s: &str) -> Result<Vec<u64>, PlanError> {
     Ok(out)
 }
 
-/// The short label of a context, as the seed writes it: whole kibitokens rounded down (`251K`
-/// for 257,984), `M` for whole mebitokens, the plain number below 10K when not a whole K.
+/// The short label of a context, as the seed writes it: the nearest whole kibitoken (`256K` for
+/// the 262,143 tokens of a full 262,144 window), `M` for whole mebitokens, the plain number
+/// below 10K when not a whole K. Contexts cut to fit the model use [`fitted_label`].
 pub fn context_label(tokens: u64) -> String {
-    if tokens >= 1 << 20 && tokens % (1 << 20) == 0 {
-        format!("{}M", tokens >> 20)
-    } else if tokens % 1024 == 0 || tokens >= 10 * 1024 {
-        format!("{}K", tokens >> 10)
-    } else {
+    k_label(tokens, (tokens + 512) >> 10)
+}
+
+/// The label of a context trimmed to what fits the model: whole kibitokens rounded down (`251K`
+/// for the seed's 257,984 = 262,144 - 4,096 - 64), so the label never claims more room than
+/// the model has.
+pub fn fitted_label(tokens: u64) -> String {
+    k_label(tokens, tokens >> 10)
+}
+
+fn k_label(tokens: u64, k: u64) -> String {
+    if tokens % 1024 != 0 && tokens < 10 * 1024 {
         group_digits(tokens)
+    } else if k >= 1024 && k % 1024 == 0 {
+        format!("{}M", k >> 10)
+    } else {
+        format!("{k}K")
     }
 }
 
@@ -208,6 +220,15 @@ impl Context {
             tokens,
             label: context_label(tokens),
             trimmed_from: None,
+        }
+    }
+
+    /// A context cut to fit the model (`max`, or a trimmed request).
+    fn fitted(tokens: u64, trimmed_from: Option<u64>) -> Self {
+        Self {
+            tokens,
+            label: fitted_label(tokens),
+            trimmed_from,
         }
     }
 }
@@ -309,7 +330,7 @@ impl Plan {
         for spec in decode_specs {
             match (*spec, limits.max_model_len, decode_fit) {
                 (ContextSpec::Max, Some(_), Some(fit)) if fit > 0 => {
-                    contexts.push(Context::new(fit))
+                    contexts.push(Context::fitted(fit, None))
                 }
                 (ContextSpec::Max, Some(m), _) => notes.push(format!(
                     "decode context 'max' left out: max_model_len {m} leaves no room for {max_tokens} output tokens"
@@ -323,10 +344,7 @@ impl Plan {
                         && fit > 0
                         && fit as f64 >= t as f64 * (1.0 - MAX_TRIM) =>
                 {
-                    contexts.push(Context {
-                        trimmed_from: Some(t),
-                        ..Context::new(fit)
-                    })
+                    contexts.push(Context::fitted(fit, Some(t)))
                 }
                 (ContextSpec::Tokens(t), _, _) => contexts.push(Context::new(t)),
             }
@@ -531,12 +549,8 @@ impl Plan {
 }
 
 fn prefill_max(max_model_len: u64) -> Context {
-    // Labelled by the window it fills (`256K` for 262,143 tokens in a 262,144 model), as the seed.
-    Context {
-        tokens: max_model_len - 1,
-        label: context_label(max_model_len),
-        trimmed_from: None,
-    }
+    // Nearest-K labelling gives the window it fills (`256K` for 262,143 tokens), as the seed.
+    Context::new(max_model_len - 1)
 }
 
 #[cfg(test)]
@@ -787,10 +801,30 @@ mod tests {
 
     #[test]
     fn labels() {
-        assert_eq!(context_label(8192), "8K");
-        assert_eq!(context_label(257_984), "251K");
+        // Every label of the seed, from the token counts that produce them.
+        for (tokens, label) in [
+            (8192, "8K"),
+            (16_384, "16K"),
+            (32_768, "32K"),
+            (65_536, "64K"),
+            (131_072, "128K"),
+            (262_143, "256K"),
+            (262_144, "256K"),
+        ] {
+            assert_eq!(context_label(tokens), label, "{tokens}");
+        }
+        // The seed's 251K column: 262,144 - 4,096 - 64 fitted (251.94 Ki) rounds down...
+        assert_eq!(fitted_label(257_984), "251K");
+        // ...while a context asked for by number takes the nearest K.
+        assert_eq!(context_label(257_984), "252K");
+        assert_eq!(context_label(12_800), "13K");
+        assert_eq!(context_label(12_700), "12K");
         assert_eq!(context_label(1 << 20), "1M");
+        assert_eq!(context_label((1 << 20) - 1), "1M");
+        assert_eq!(fitted_label((1 << 20) - 1), "1023K");
+        assert_eq!(context_label(3 << 19), "1536K");
         assert_eq!(context_label(1500), "1,500");
+        assert_eq!(context_label(8191), "8,191");
         assert_eq!(group_digits(1_234_567), "1,234,567");
         assert_eq!(group_digits(12), "12");
     }

@@ -20,6 +20,7 @@ use crate::report::{
 use crate::server::probe::SAFE_TOKEN_IDS;
 use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo, TokenizeStyle};
 use crate::sys::unix_now;
+use crate::workload::prompt_cache::{self, CacheKey, CachedPrompt};
 use crate::workload::prose::{self, PromptBuilder, PromptKind};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -64,16 +65,41 @@ pub struct MatrixConfig {
     pub overrides: Overrides,
     pub header: HeaderFacts,
     pub ready_timeout: Duration,
+    /// How long the server's metrics must keep showing the gate condition before the window
+    /// opens.
+    pub ready_stable: Duration,
     pub drain_timeout: Duration,
     pub base_url: String,
     /// Skip the warm-up request (tests).
     pub skip_warmup: bool,
+    /// Calibrated prompts are kept here by (model, context, seed, kind); `None` calibrates
+    /// every run.
+    pub prompt_cache: Option<PathBuf>,
 }
 
 /// A prompt ready to send, and its size.
 struct Prepared {
     generation: Generation,
     tokens: u64,
+    /// Where the prompt came from (cache, calibration), for the progress line.
+    note: Option<String>,
+}
+
+/// The run id a cached prompt is stored under. Never sent: a loaded prompt gets this run's id
+/// (see [`prose::Prompt::replace_prefix`]).
+const CACHE_RUN_ID: &str = "xxxxxxxx";
+
+/// The default prompt cache: `$XDG_CACHE_HOME/llmspeed/prompts`, else
+/// `~/.cache/llmspeed/prompts`; `None` when neither variable is set.
+pub fn default_prompt_cache() -> Option<PathBuf> {
+    let non_empty = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    non_empty("XDG_CACHE_HOME")
+        .or_else(|| non_empty("HOME").map(|h| h.join(".cache")))
+        .map(|d| d.join("llmspeed").join("prompts"))
 }
 
 /// RFC 3339 UTC for a Unix time.
@@ -221,8 +247,101 @@ impl Run<'_> {
                 Ok(Prepared {
                     generation: g,
                     tokens: target,
+                    note: None,
                 })
             }
+            PromptTokens::TokenizeEndpoint
+            | PromptTokens::LocalTokenizer
+            | PromptTokens::UsageEstimate => self.calibrated(target, seed, kind).await,
+        }
+    }
+
+    /// Count `p` the way this run counts: `/tokenize`, or the usage of a one-token request.
+    async fn count(&self, p: &prose::Prompt) -> Result<u64, String> {
+        match self.mode {
+            PromptTokens::UsageEstimate => usage_count(self.client, &self.generation(p)).await,
+            _ => {
+                let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
+                count_tokens(self.client, style, &self.model, p).await
+            }
+        }
+    }
+
+    /// A calibrated prompt: from the cache when it holds one for this (model, context, seed,
+    /// kind) and one count confirms its size with this run's first line, else calibrated and
+    /// stored. The first line differs per run, and a tokenizer may split two run ids into
+    /// different numbers of tokens; the confirming count is what keeps the size exact.
+    async fn calibrated(
+        &self,
+        target: u64,
+        seed: u64,
+        kind: PromptKind,
+    ) -> Result<Prepared, String> {
+        let key = CacheKey {
+            model: &self.model,
+            context: target,
+            seed,
+            kind,
+        };
+        let stored_prefix = prose::prompt_prefix(CACHE_RUN_ID, target, seed);
+        let run_prefix = prose::prompt_prefix(&self.run_id, target, seed);
+        let mut notes = Vec::new();
+        if let Some(dir) = &self.cfg.prompt_cache {
+            match prompt_cache::load(dir, &key) {
+                Ok(Some(c)) => {
+                    let mut p = c.prompt;
+                    if !p.replace_prefix(&stored_prefix, &run_prefix) {
+                        notes.push("cached prompt has another first line; recalibrating".into());
+                    } else {
+                        let n = self.count(&p).await?;
+                        if n == c.tokens && n <= target {
+                            return Ok(Prepared {
+                                generation: self.generation(&p),
+                                tokens: n,
+                                note: Some(format!("{n} tokens, from the prompt cache (1 count)")),
+                            });
+                        }
+                        notes.push(format!(
+                            "cached prompt counts {n} tokens now, {} when stored; recalibrating",
+                            c.tokens
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => notes.push(format!("{e}; recalibrating")),
+            }
+        }
+        let (prompt, tokens, calls) = self.calibrate(target, seed, kind).await?;
+        notes.push(format!("{tokens} tokens, calibrated in {calls} counts"));
+        if let Some(dir) = &self.cfg.prompt_cache {
+            let mut stored = prompt.clone();
+            // Always true: the builder wrote `run_prefix`.
+            if stored.replace_prefix(&run_prefix, &stored_prefix) {
+                let cached = CachedPrompt {
+                    prompt: stored,
+                    tokens,
+                };
+                if let Err(e) = prompt_cache::store(dir, &key, &cached) {
+                    notes.push(format!("not cached: {e}"));
+                }
+            }
+        }
+        Ok(Prepared {
+            generation: self.generation(&prompt),
+            tokens,
+            note: Some(notes.join("; ")),
+        })
+    }
+
+    /// Search for the prompt size; returns the prompt, its count and the counting calls.
+    async fn calibrate(
+        &self,
+        target: u64,
+        seed: u64,
+        kind: PromptKind,
+    ) -> Result<(prose::Prompt, u64, u32), String> {
+        match self.mode {
+            PromptTokens::TokenIds => Err("token-id prompts need no calibration".into()),
             PromptTokens::TokenizeEndpoint | PromptTokens::LocalTokenizer => {
                 let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
                 let handle = tokio::runtime::Handle::current();
@@ -242,10 +361,7 @@ impl Run<'_> {
                 })
                 .await
                 .map_err(|e| format!("calibration task: {e}"))??;
-                Ok(Prepared {
-                    generation: self.generation(&cal.prompt),
-                    tokens: cal.tokens,
-                })
+                Ok((cal.prompt, cal.tokens, cal.calls))
             }
             PromptTokens::UsageEstimate => {
                 // Few calls: each one prefills the whole prompt on the server.
@@ -282,10 +398,7 @@ impl Run<'_> {
                 })
                 .await
                 .map_err(|e| format!("calibration task: {e}"))??;
-                Ok(Prepared {
-                    generation: self.generation(&cal.prompt),
-                    tokens: cal.tokens,
-                })
+                Ok((cal.prompt, cal.tokens, cal.calls))
             }
         }
     }
@@ -458,7 +571,16 @@ pub async fn execute(
         model: report.metadata.model.id.clone(),
         info: &info,
         mode: report.metadata.settings.prompt_tokens,
-        run_id: format!("{:08x}", mix(unix_now(), std::process::id() as u64) as u32),
+        // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ.
+        run_id: format!(
+            "{:08x}",
+            mix(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+                std::process::id() as u64
+            ) as u32
+        ),
     };
     let names = if info.has_metrics {
         MetricNames::for_engine(info.engine)
@@ -469,6 +591,7 @@ pub async fn execute(
         concurrency: c as u32,
         duration: cfg.duration,
         ready_timeout: cfg.ready_timeout,
+        ready_stable: cfg.ready_stable,
         drain_timeout: cfg.drain_timeout,
         repetition: cfg.repetition,
         sample_period: Duration::from_millis(500),
@@ -511,7 +634,12 @@ pub async fn execute(
             ctx.label, ctx.tokens
         ));
         let prompt = match run.prepare(ctx.tokens, cfg.seed).await {
-            Ok(p) => p,
+            Ok(p) => {
+                if let Some(n) = &p.note {
+                    progress(&format!("context {}: prompt: {n}", ctx.label));
+                }
+                p
+            }
             Err(e) => {
                 progress(&format!(
                     "context {}: cannot build the prompt: {e}",
@@ -627,7 +755,12 @@ pub async fn execute(
             }
             progress(&format!("prefill {}: preparing", p.context.label));
             let prompt = match run.prepare(p.context.tokens, cfg.seed).await {
-                Ok(x) => x,
+                Ok(x) => {
+                    if let Some(n) = &x.note {
+                        progress(&format!("prefill {}: prompt: {n}", p.context.label));
+                    }
+                    x
+                }
                 Err(e) => {
                     progress(&format!(
                         "prefill {}: cannot build the prompt: {e}",

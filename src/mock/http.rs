@@ -271,6 +271,9 @@ fn completion_prompts(tok: &Tokenizer, body: &Value) -> Result<Vec<Vec<u32>>, St
 }
 
 fn tokenize(app: &App, body: &Value) -> Response<MockBody> {
+    if let Some(n) = &app.cfg.tokenize_calls {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     let tokens = if body.get("messages").is_some() {
         match chat_prompt(body) {
             Ok(s) => app.tok.encode(&s),

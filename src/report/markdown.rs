@@ -233,7 +233,7 @@ fn trim_float(v: f64) -> String {
 }
 
 /// Decode row labels in report order (first appearance).
-fn row_labels(r: &MatrixReport) -> Vec<&str> {
+pub(crate) fn row_labels(r: &MatrixReport) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for c in &r.decode {
         if out.last() != Some(&c.context_label.as_str()) && !out.contains(&c.context_label.as_str())
@@ -344,6 +344,11 @@ fn decode_grid(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(
         w,
         "TTFT in the grid is measured after the prefill scout has put the prompt in the server's prefix cache, so it mostly excludes prefill; cold prefill is in the Prefill table."
+    )?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Pictures: [decode.svg](decode.svg) (this grid as a heatmap) · [prefill.svg](prefill.svg) (prefill tok/s and TTFT per context)."
     )
 }
 

@@ -1,7 +1,7 @@
 //! Report model (the only `Serialize` types) and one writer per format.
 //!
 //! `model` holds what a matrix run measured; `markdown`, `json` and `csv` each write it in one
-//! function; `files` writes the three into a results folder atomically; `console` renders the
+//! function; `svg` draws the decode grid and the prefill rows; `files` writes them all into a results folder atomically; `console` renders the
 //! end-of-run summary; `format` holds the number formatting the human-facing writers share. Writers never
 //! compute statistics and never decide verdicts: they print what the model says.
 
@@ -12,5 +12,6 @@ pub mod format;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod svg;
 
 pub use model::*;

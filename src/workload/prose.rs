@@ -900,12 +900,38 @@ pub enum CalibrateError<E> {
     NotGrowing { words: usize, tokens: u64 },
 }
 
+/// The first line of every prompt: unique per run so the first request of a run is a genuine
+/// prefix-cache miss.
+pub fn prompt_prefix(run_id: &str, context_tokens: u64, seed: u64) -> String {
+    format!("[llmspeed run {run_id} context {context_tokens} seed {seed}]")
+}
+
+impl Prompt {
+    /// Replace the first line's `old` prefix with `new` (a cached prompt stored under a
+    /// placeholder run id gets this run's id). `false`, and nothing changed, when the prompt
+    /// does not start with `old`.
+    pub fn replace_prefix(&mut self, old: &str, new: &str) -> bool {
+        let first = match self {
+            Prompt::Chat(m) => match m.first_mut() {
+                Some(m) => &mut m.content,
+                None => return false,
+            },
+            Prompt::Text(t) => t,
+        };
+        if !first.starts_with(old) {
+            return false;
+        }
+        first.replace_range(..old.len(), new);
+        true
+    }
+}
+
 impl PromptBuilder {
     /// `run_id` and `context_tokens` go into the first line; `seed` picks the prose.
     pub fn new(run_id: &str, context_tokens: u64, seed: u64, kind: PromptKind) -> Self {
         Self {
             kind,
-            prefix: format!("[llmspeed run {run_id} context {context_tokens} seed {seed}]"),
+            prefix: prompt_prefix(run_id, context_tokens, seed),
             prose: Prose::new(seed),
         }
     }
@@ -1071,6 +1097,24 @@ mod tests {
             }
         }
         None
+    }
+
+    #[test]
+    fn replace_prefix_swaps_the_run_id_and_nothing_else() {
+        for kind in [PromptKind::Chat, PromptKind::Completion] {
+            let mut cached = PromptBuilder::new("xxxxxxxx", 4096, 3, kind).build(200);
+            let fresh = PromptBuilder::new("0badc0de", 4096, 3, kind).build(200);
+            assert_ne!(cached, fresh);
+            let (old, new) = (
+                prompt_prefix("xxxxxxxx", 4096, 3),
+                prompt_prefix("0badc0de", 4096, 3),
+            );
+            assert!(cached.replace_prefix(&old, &new));
+            assert_eq!(cached, fresh);
+            // A prompt of another context or seed is left alone.
+            assert!(!cached.replace_prefix(&prompt_prefix("0badc0de", 4096, 4), &old));
+            assert_eq!(cached, fresh);
+        }
     }
 
     #[test]
