@@ -519,6 +519,16 @@ impl ServeArgs {
         if self.max_concurrency == Some(0) {
             return Err("--max-concurrency must be at least 1".into());
         }
+        // Both size a semaphore, which panics past its permit limit.
+        let most = tokio::sync::Semaphore::MAX_PERMITS;
+        for (flag, n) in [
+            ("--max-concurrency", self.max_concurrency.unwrap_or(0)),
+            ("--num-warmups", self.num_warmups),
+        ] {
+            if n > most {
+                return Err(format!("{flag} must be at most {most}, got {n}"));
+            }
+        }
         if self.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
         }
@@ -699,5 +709,16 @@ mod tests {
         assert!(parse(&["--header", "novalue"])
             .unwrap_err()
             .contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn semaphore_sizes_past_tokios_limit_are_refused() {
+        // These used to pass validation and panic in `Semaphore::new` when the run started.
+        let max = usize::MAX.to_string();
+        for flag in ["--max-concurrency", "--num-warmups"] {
+            let e = parse(&[flag, &max]).unwrap_err();
+            assert!(e.starts_with(&format!("{flag} must be at most")), "{e}");
+        }
+        assert!(parse(&["--max-concurrency", "100000", "--num-warmups", "3"]).is_ok());
     }
 }

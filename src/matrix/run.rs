@@ -557,11 +557,17 @@ pub async fn execute(
         mut report,
     } = prepared;
     if cfg.resume {
-        if let Ok(old) = files::read_json(&cfg.out_dir) {
-            let kept = merge_resumed(&mut report, &old);
-            report.metadata.date = old.metadata.date.clone();
-            progress(&format!("resume: {kept} finished measurements kept"));
-        }
+        // A results file that cannot be read is never overwritten: it holds measurements that
+        // took hours, and the user must decide what to do with it.
+        let old = files::read_json(&cfg.out_dir).map_err(|e| {
+            format!(
+                "cannot resume from {}: {e} (nothing was overwritten; move the folder away to start afresh)",
+                cfg.out_dir.display()
+            )
+        })?;
+        let kept = merge_resumed(&mut report, &old);
+        report.metadata.date = old.metadata.date.clone();
+        progress(&format!("resume: {kept} finished measurements kept"));
     }
     let write = |r: &MatrixReport| files::write_all(&cfg.out_dir, r).map_err(|e| e.to_string());
     write(&report)?;
