@@ -307,7 +307,8 @@ impl BodyBuilder {
             m.insert(k.clone(), v.clone());
         }
         let rest = serde_json::to_vec(&Value::Object(m)).map_err(|e| e.to_string())?;
-        if self.chat || text.is_some() {
+        // `--extra-body` wins over everything, the prompt included: never write a second key.
+        if self.chat || text.is_some() || self.extra.contains_key("prompt") {
             return Ok(rest);
         }
         ids.clear();
@@ -730,6 +731,23 @@ mod tests {
             push_u32(&mut out, n);
             proptest::prop_assert_eq!(out, n.to_string().into_bytes());
         }
+    }
+
+    #[test]
+    fn extra_body_prompt_replaces_the_token_ids_without_a_second_key() {
+        let s = random(&DatasetConfig {
+            num_prompts: 1,
+            random_input_len: 8,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut b = builder(false);
+        b.extra.insert("prompt".into(), json!("from --extra-body"));
+        let body = b.body(&s[0], &mut Vec::new()).unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert_eq!(text.matches("\"prompt\"").count(), 1, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["prompt"], "from --extra-body");
     }
 
     #[test]
