@@ -204,7 +204,7 @@ async fn unknown_model_is_a_404() {
 
 /// One request with `x-mock-fault: spec`; returns its timeline.
 async fn with_fault(s: &Server, spec: &str, max_tokens: u32, gap: Option<Duration>) -> Timeline {
-    let c = client_for(&s, &[("x-mock-fault", spec)], gap);
+    let c = client_for(s, &[("x-mock-fault", spec)], gap);
     run(&c, &req(&gen(" the house", max_tokens))).await
 }
 
