@@ -578,14 +578,17 @@ pub async fn execute(
         info: &info,
         mode: report.metadata.settings.prompt_tokens,
         // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ.
+        // Eight decimal digits: tokenizers split a fixed-width digit string the same way
+        // whatever the digits (hex letters can form words), so a cached prompt keeps its exact
+        // token count when this run's id replaces the stored placeholder.
         run_id: format!(
-            "{:08x}",
+            "{:08}",
             mix(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos() as u64),
                 std::process::id() as u64
-            ) as u32
+            ) % 100_000_000
         ),
     };
     let names = if info.has_metrics {
