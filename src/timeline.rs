@@ -237,9 +237,16 @@ pub struct Timeline {
     pub outcome: Outcome,
 }
 
+/// The most events a [`Timeline`] reserves up front (16 MiB); longer streams grow the vector.
+pub const MAX_PREALLOC_EVENTS: usize = 1 << 20;
+
 impl Timeline {
-    /// A fresh timeline with room for `expected_events` events (no reallocation until then).
+    /// A fresh timeline with room for `expected_events` events (no reallocation until then),
+    /// at most [`MAX_PREALLOC_EVENTS`].
     pub fn new(intended_start: u64, expected_events: usize, keep_text: bool) -> Self {
+        // The hint comes from `max_tokens` or a dataset's output length, which a user (or a
+        // dataset file) may set to billions: preallocating that aborts the process.
+        let expected_events = expected_events.min(MAX_PREALLOC_EVENTS);
         Self {
             intended_start,
             send_start: None,
@@ -325,5 +332,17 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(FinishReason::parse(input), want, "{input:?}");
         }
+    }
+
+    #[test]
+    fn an_absurd_event_hint_does_not_preallocate_it() {
+        // `--max-tokens 4294967295` (or a dataset asking for that) used to abort the process
+        // on a 64 GiB allocation before the first request.
+        let t = Timeline::new(0, usize::MAX, true);
+        assert!(t.events.capacity() <= MAX_PREALLOC_EVENTS);
+        assert!(t
+            .content_text
+            .as_ref()
+            .is_some_and(|s| s.capacity() <= 6 * MAX_PREALLOC_EVENTS));
     }
 }

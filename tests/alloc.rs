@@ -156,6 +156,7 @@ fn idle_open_stream_costs_at_most_64_kib() {
             // Room for 1024 output tokens, as a real decode request reserves.
             expected_events: 1028,
             keep_text: None,
+            request_id: None,
         };
         // Warm up lazily built runtime and client state with one complete request.
         let warm = client

@@ -186,7 +186,9 @@ fn every_vllm_flag_parses() {
         }),
         (&["--metadata", "a=1", "b=x"], |c| c.metadata.len() == 2),
         (&["--label", "L"], |c| c.label.as_deref() == Some("L")),
-        (&["--request-id-prefix", "benchmark-serving"], |_| true),
+        (&["--request-id-prefix", "run7-"], |c| {
+            c.request_id_prefix == "run7-"
+        }),
         (&["--trust-remote-code"], |_| true),
         (&["--tokenizer-mode", "auto"], |_| true),
     ];
@@ -207,7 +209,6 @@ fn unsupported_flags_are_refused_clearly() {
         &["--hf-split", "train"],
         &["--backend", "tgi"],
         &["--tokenizer-mode", "slow"],
-        &["--request-id-prefix", "mine"],
         &["--custom-skip-chat-template"],
         // A local tokenizer directory (this crate's own folder exists).
         &["--tokenizer", "."],
@@ -250,6 +251,7 @@ fn bad_values_get_one_line_errors() {
         (&["--dataset-name", "nope"], "unknown --dataset-name"),
         (&["--max-concurrency", "0"], "at least 1"),
         (&["--endpoint", "v1/completions"], "must start with /"),
+        (&["--request-id-prefix", "a\r\nb"], "--request-id-prefix"),
     ];
     for (argv, want) in table {
         let e = match args(argv) {

@@ -70,6 +70,8 @@ fn usage_errors_are_one_line_with_code_2() {
         vec!["matrix", "--mock", "--duration", "0"],
         vec!["matrix", "--mock", "--concurrency", ""],
         vec!["matrix", "--mock", "--ready-stable", "NaN"],
+        vec!["matrix", "--mock", "--max-tokens", "0"],
+        vec!["matrix", "--mock", "--max-tokens", "4294967297"],
     ] {
         let o = llmspeed(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -89,6 +89,28 @@ fn run_matrix_stopping(
     tweak: impl FnOnce(&mut MatrixConfig),
     stop_after: Option<Duration>,
 ) -> MatrixReport {
+    run_matrix_inner(mock, out, contexts, conc, tweak, stop_after).unwrap()
+}
+
+/// As [`run_matrix`], returning the run's error instead of panicking on it.
+fn run_matrix_result(
+    mock: MockConfig,
+    out: &Path,
+    contexts: &[u64],
+    conc: &[u64],
+    tweak: impl FnOnce(&mut MatrixConfig),
+) -> Result<MatrixReport, String> {
+    run_matrix_inner(mock, out, contexts, conc, tweak, None)
+}
+
+fn run_matrix_inner(
+    mock: MockConfig,
+    out: &Path,
+    contexts: &[u64],
+    conc: &[u64],
+    tweak: impl FnOnce(&mut MatrixConfig),
+    stop_after: Option<Duration>,
+) -> Result<MatrixReport, String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -131,7 +153,7 @@ fn run_matrix_stopping(
         let report = run_async(&client, &cfg, false, &stop).await;
         shutdown.cancel();
         server.await.unwrap().unwrap();
-        report.unwrap()
+        report.map_err(|e| e.message)
     })
 }
 
@@ -282,6 +304,23 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
     assert_eq!(r2.decode[0], first);
     assert_eq!(r2.decode[1].status, CellStatus::Valid);
     assert_eq!(r2.prefill[0], r.prefill[0]);
+}
+
+#[test]
+fn resume_refuses_an_unreadable_results_file_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("damaged");
+    std::fs::create_dir_all(&out).unwrap();
+    let damaged = "{\"metadata\": {\"tool\": \"llmspeed\", \"trunc";
+    std::fs::write(out.join("results.json"), damaged).unwrap();
+    let err = run_matrix_result(mock_config(None), &out, &[512], &[1], |c| c.resume = true)
+        .expect_err("a damaged results.json must stop --resume");
+    assert!(err.contains("cannot resume"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.json")).unwrap(),
+        damaged,
+        "the damaged file must be left as it was"
+    );
 }
 
 #[test]

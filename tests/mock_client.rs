@@ -4,60 +4,29 @@
 //! and the client-side error kind every injected fault must produce.
 
 use llmspeed::clock::Clock;
-use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::request::{Generation, Prompt};
 use llmspeed::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target};
 use llmspeed::proto::prometheus;
 use llmspeed::timeline::{Channel, ErrorKind, Timeline, TokenCountSource};
-use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
-struct Server {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-}
+mod support;
+use support::mock::MockServer as Server;
 
-impl Server {
-    async fn start(cfg: MockConfig) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, cfg, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-        }
+/// A client for the mock at `s`, with extra headers and an optional gap timeout.
+fn client_for(s: &Server, headers: &[(&str, &str)], gap: Option<Duration>) -> Client {
+    let mut cfg = ClientConfig::new(Target::parse(&format!("{}/v1", s.url())).unwrap());
+    cfg.headers = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    if gap.is_some() {
+        cfg.timeouts.gap = gap;
     }
-
-    fn client(&self, headers: &[(&str, &str)], gap: Option<Duration>) -> Client {
-        let mut cfg =
-            ClientConfig::new(Target::parse(&format!("http://{}/v1", self.addr)).unwrap());
-        cfg.headers = headers
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        if gap.is_some() {
-            cfg.timeouts.gap = gap;
-        }
-        // Generous: nothing here should take long, but a loaded CI machine must not fail us.
-        cfg.timeouts.total = Some(Duration::from_secs(60));
-        Client::new(cfg, Clock::new()).unwrap()
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let r = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("serve did not return after shutdown");
-        r.unwrap().expect("serve failed");
-    }
+    // Generous: nothing here should take long, but a loaded CI machine must not fail us.
+    cfg.timeouts.total = Some(Duration::from_secs(60));
+    Client::new(cfg, Clock::new()).unwrap()
 }
 
 /// Fast profile, 1 ms steps: quick but with real gaps between tokens.
@@ -94,7 +63,7 @@ fn ttft_ns(client: &Client, tl: &Timeline) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_counts_and_continuous_usage_agree() {
     let s = Server::start(fast()).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let tl = run(&c, &req(&gen(" the house", 40))).await;
     assert!(tl.is_ok(), "{:?}", tl.outcome);
     assert!(tl.done);
@@ -120,7 +89,7 @@ async fn token_counts_and_continuous_usage_agree() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_role_only_first_chunk_is_the_first_event() {
     let s = Server::start(fast()).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let mut g = gen("Say something.", 10);
     g.chat = true;
     let tl = run(&c, &req(&g)).await;
@@ -142,7 +111,7 @@ async fn prefix_cache_makes_the_repeat_ttft_far_smaller() {
     let mut cfg = MockConfig::profile(Profile::Seed);
     cfg.engine.time_scale = 0.1;
     let s = Server::start(cfg).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let prompt = " the".repeat(8000);
     let r = req(&gen(&prompt, 4));
     let cold = run(&c, &r).await;
@@ -172,7 +141,7 @@ async fn requests_beyond_kv_capacity_wait_and_metrics_show_it() {
     cfg.engine.kv_tokens = 512;
     cfg.engine.decode.base_us = 2000.0;
     let s = Server::start(cfg).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let r = req(&gen(" the", 200));
     let mut tasks = Vec::new();
     for _ in 0..4 {
@@ -210,7 +179,7 @@ async fn requests_beyond_kv_capacity_wait_and_metrics_show_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn max_model_len_overflow_is_a_400_with_the_servers_message() {
     let s = Server::start(fast()).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let tl = run(&c, &req(&gen(" the", 40_000))).await;
     let e = tl.outcome.unwrap_err();
     assert_eq!(e.kind, ErrorKind::HttpStatus);
@@ -223,7 +192,7 @@ async fn max_model_len_overflow_is_a_400_with_the_servers_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_model_is_a_404() {
     let s = Server::start(fast()).await;
-    let c = s.client(&[], None);
+    let c = client_for(&s, &[], None);
     let mut g = gen(" the", 4);
     g.model = "no-such-model".into();
     let e = run(&c, &req(&g)).await.outcome.unwrap_err();
@@ -235,7 +204,7 @@ async fn unknown_model_is_a_404() {
 
 /// One request with `x-mock-fault: spec`; returns its timeline.
 async fn with_fault(s: &Server, spec: &str, max_tokens: u32, gap: Option<Duration>) -> Timeline {
-    let c = s.client(&[("x-mock-fault", spec)], gap);
+    let c = client_for(s, &[("x-mock-fault", spec)], gap);
     run(&c, &req(&gen(" the house", max_tokens))).await
 }
 

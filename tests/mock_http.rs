@@ -3,44 +3,15 @@
 //! code with either the mock or llmspeed's own client.
 
 use llmspeed::mock::faults::FaultRule;
-use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::mock::{MockConfig, Profile};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use tokio::net::TcpStream;
 
-struct Server {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-}
-
-impl Server {
-    async fn start(cfg: MockConfig) -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, cfg, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            addr,
-            stop: Some(tx),
-            task,
-        }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().unwrap().send(());
-        let r = tokio::time::timeout(Duration::from_secs(10), self.task)
-            .await
-            .expect("serve did not return after shutdown");
-        r.unwrap().expect("serve failed");
-    }
-}
+mod support;
+use support::mock::MockServer as Server;
 
 /// A fast, small configuration for tests.
 fn test_config() -> MockConfig {

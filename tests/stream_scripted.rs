@@ -21,6 +21,7 @@ fn request() -> StreamRequest {
         body: Bytes::from_static(br#"{"model":"m","prompt":"hi","stream":true}"#),
         expected_events: 64,
         keep_text: None,
+        request_id: None,
     }
 }
 
@@ -94,6 +95,56 @@ async fn vllm_chunked_stream_with_usage() {
     assert!(lower.contains("content-type: application/json"), "{req}");
     assert!(!lower.contains("accept-encoding"), "{req}");
     assert!(req.ends_with(r#""stream":true}"#), "{req}");
+}
+
+#[tokio::test]
+async fn request_id_is_sent_per_request_and_replaces_a_configured_one() {
+    // Both requests on one kept-alive connection.
+    let mut script = respond(vllm_writes(2, 3));
+    script.extend(respond(vllm_writes(2, 3)));
+    let server = Server::start(vec![script]).await;
+    let mut cfg = config(&server);
+    cfg.headers
+        .push(("X-Request-Id".into(), "configured".into()));
+    // One client for both requests: the id belongs to the request, not the client.
+    let client = Client::new(cfg, Clock::new()).unwrap();
+    for id in ["bench-0", "bench-1"] {
+        let req = StreamRequest {
+            request_id: Some(id.into()),
+            ..request()
+        };
+        let start = client.clock().raw();
+        let tl = client
+            .stream(&req, start, &mut NoopObserver, &Cancel::new())
+            .await;
+        assert_ok_stream(&tl, 2);
+    }
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 2);
+    for (req, id) in reqs.iter().zip(["bench-0", "bench-1"]) {
+        let lower = req.to_ascii_lowercase();
+        assert!(lower.contains(&format!("x-request-id: {id}\r\n")), "{req}");
+        assert_eq!(lower.matches("x-request-id:").count(), 1, "{req}");
+    }
+}
+
+#[tokio::test]
+async fn request_id_that_would_break_the_head_is_refused_before_sending() {
+    let server = Server::start(vec![respond(vllm_writes(2, 3))]).await;
+    let client = Client::new(config(&server), Clock::new()).unwrap();
+    let req = StreamRequest {
+        request_id: Some("a\r\nX-Evil: 1".into()),
+        ..request()
+    };
+    let start = client.clock().raw();
+    let tl = client
+        .stream(&req, start, &mut NoopObserver, &Cancel::new())
+        .await;
+    let e = tl.outcome.expect_err("must fail");
+    assert_eq!(e.kind, ErrorKind::Protocol);
+    assert!(e.message.contains("request id"), "{}", e.message);
+    assert!(tl.send_start.is_none(), "nothing was sent");
+    assert!(server.requests().is_empty());
 }
 
 #[tokio::test]

@@ -56,6 +56,7 @@ async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
         body: Bytes::from_static(b"{}"),
         expected_events: 8,
         keep_text: None,
+        request_id: None,
     };
     client
         .stream(&req, 0, &mut NoopObserver, &Cancel::new())
@@ -104,6 +105,7 @@ async fn plain_http_server_on_https_url_is_a_tls_error() {
         body: Bytes::from_static(b"{}"),
         expected_events: 8,
         keep_text: None,
+        request_id: None,
     };
     let tl = client
         .stream(&req, 0, &mut NoopObserver, &Cancel::new())

@@ -36,11 +36,17 @@ fn serve(a: &ServeArgs) -> CliResult {
         .block_on(async {
             let cancel = Cancel::new();
             let on_signal = cancel.clone();
-            // Ctrl-C ends the run early but keeps (and reports) what was measured.
+            // Ctrl-C ends the run early but keeps (and reports) what was measured. Installing
+            // the handler disables the default exit, and setup steps (the readiness wait, the
+            // /tokenize calls) do not watch `cancel`: a second Ctrl-C must still end the process.
             tokio::spawn(async move {
                 if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted: cancelling requests in flight");
+                    eprintln!("interrupted: cancelling requests in flight (Ctrl-C again to quit without a result)");
                     on_signal.cancel();
+                }
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("interrupted twice: exiting without a result");
+                    std::process::exit(130);
                 }
             });
             let mut log = std::io::stderr();

@@ -129,6 +129,14 @@ fn secs(flag: &str, v: f64) -> Result<Duration, CliError> {
 
 pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> {
     let usage = |e: crate::matrix::plan::PlanError| CliError::usage(e.to_string());
+    // Requests carry max_tokens as a 32-bit count; a larger value must not wrap silently.
+    if a.max_tokens == 0 || a.max_tokens > u64::from(u32::MAX) {
+        return Err(CliError::usage(format!(
+            "--max-tokens must be between 1 and {}, not {}",
+            u32::MAX,
+            a.max_tokens
+        )));
+    }
     let mut plan = PlanConfig {
         contexts: a
             .contexts

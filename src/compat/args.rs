@@ -139,7 +139,7 @@ pub struct ServeArgs {
     /// Seconds to wait for the server to answer /v1/models before starting (0 = no wait).
     #[arg(long, default_value_t = 600, help_heading = "Server")]
     pub ready_check_timeout_sec: u64,
-    /// Prefix of the request ids (not supported yet: only the default is accepted).
+    /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`.
     #[arg(long, default_value = "benchmark-serving", help_heading = "Server")]
     pub request_id_prefix: String,
     /// Not supported yet (vLLM's torch profiler hooks).
@@ -351,6 +351,8 @@ pub struct ServeConfig {
     pub base_url: String,
     pub endpoint: String,
     pub headers: Vec<(String, String)>,
+    /// Request i carries `x-request-id: {request_id_prefix}{i}` (vLLM's ids).
+    pub request_id_prefix: String,
     pub insecure: bool,
     pub api_key: Option<String>,
     pub model: Option<String>,
@@ -440,12 +442,18 @@ impl ServeArgs {
                 "no local tokenizer is loaded",
             ));
         }
-        if self.request_id_prefix != "benchmark-serving" {
-            return Err(unsupported(
-                "--request-id-prefix",
-                "per-request ids are not sent yet",
-            ));
-        }
+        // Checked with a digit appended, as it will be sent, so a bad prefix fails here rather
+        // than as every request failing.
+        crate::proto::http1::validate_header(
+            "x-request-id",
+            &format!("{}0", self.request_id_prefix),
+        )
+        .map_err(|_| {
+            format!(
+                "--request-id-prefix {:?} has bytes not allowed in a header value",
+                self.request_id_prefix
+            )
+        })?;
         if let Some(t) = &self.tokenizer {
             if std::path::Path::new(t).exists() {
                 return Err(unsupported(
@@ -510,6 +518,16 @@ impl ServeArgs {
         schedule.validate().map_err(|e| e.to_string())?;
         if self.max_concurrency == Some(0) {
             return Err("--max-concurrency must be at least 1".into());
+        }
+        // Both size a semaphore, which panics past its permit limit.
+        let most = tokio::sync::Semaphore::MAX_PERMITS;
+        for (flag, n) in [
+            ("--max-concurrency", self.max_concurrency.unwrap_or(0)),
+            ("--num-warmups", self.num_warmups),
+        ] {
+            if n > most {
+                return Err(format!("{flag} must be at most {most}, got {n}"));
+            }
         }
         if self.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
@@ -586,6 +604,7 @@ impl ServeArgs {
             base_url,
             endpoint,
             headers,
+            request_id_prefix: self.request_id_prefix.clone(),
             insecure: self.insecure,
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
@@ -690,5 +709,16 @@ mod tests {
         assert!(parse(&["--header", "novalue"])
             .unwrap_err()
             .contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn semaphore_sizes_past_tokios_limit_are_refused() {
+        // These used to pass validation and panic in `Semaphore::new` when the run started.
+        let max = usize::MAX.to_string();
+        for flag in ["--max-concurrency", "--num-warmups"] {
+            let e = parse(&[flag, &max]).unwrap_err();
+            assert!(e.starts_with(&format!("{flag} must be at most")), "{e}");
+        }
+        assert!(parse(&["--max-concurrency", "100000", "--num-warmups", "3"]).is_ok());
     }
 }

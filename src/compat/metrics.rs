@@ -184,7 +184,7 @@ impl RequestRecord {
             return None;
         }
         let (ttft, e2el) = (self.ttft_ns()?, self.e2el_ns()?);
-        Some((e2el - ttft) as f64 / (self.output_tokens - 1) as f64)
+        Some(e2el.saturating_sub(ttft) as f64 / (self.output_tokens - 1) as f64)
     }
 
     /// Gaps between consecutive counted events.
@@ -404,8 +404,9 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
             continue;
         }
         completed += 1;
-        total_input += r.input_tokens;
-        total_output += r.output_tokens;
+        // Token counts are the server's `usage` figures: a bogus one must not overflow the sum.
+        total_input = total_input.saturating_add(r.input_tokens);
+        total_output = total_output.saturating_add(r.output_tokens);
         // Both exist for a successful request (it has at least one counted event).
         ttfts.push(r.ttft_ns().unwrap_or(0) as f64 / NS_PER_S);
         e2els.push(r.e2el_ns().unwrap_or(0) as f64 / NS_PER_S);
@@ -439,7 +440,7 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
         request_goodput: cfg.goodput.map(|_| rate(good as f64)),
         good_completed: cfg.goodput.map(|_| good),
         output_throughput: rate(total_output as f64),
-        total_token_throughput: rate((total_input + total_output) as f64),
+        total_token_throughput: rate(total_input.saturating_add(total_output) as f64),
         max_output_tokens_per_s,
         max_concurrent_requests: peak_concurrency(records),
         max_concurrent_requests_bucketed,
@@ -888,5 +889,21 @@ mod tests {
         assert_eq!(percentile_label(99.0), "99");
         assert_eq!(percentile_label(99.9), "99.9");
         assert_eq!(percentile_label(0.5), "0.5");
+    }
+
+    #[test]
+    fn bogus_usage_counts_saturate_instead_of_overflowing() {
+        // Two requests whose server reported usage.completion_tokens = u64::MAX.
+        let records = [ok(0, &[10, 20], u64::MAX), ok(0, &[10, 30], u64::MAX)];
+        let m = compute(&records, S, &cfg());
+        assert_eq!(m.completed, 2);
+        assert_eq!(m.total_output_tokens, u64::MAX);
+        assert!(m.total_token_throughput.is_finite());
+        // Out-of-order chunk stamps cannot underflow TPOT.
+        let odd = RequestRecord {
+            chunk_times_ns: vec![30 * MS, 10 * MS],
+            ..ok(0, &[], 3)
+        };
+        assert_eq!(odd.tpot_ns(), Some(0.0));
     }
 }

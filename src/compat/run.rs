@@ -307,7 +307,8 @@ impl BodyBuilder {
             m.insert(k.clone(), v.clone());
         }
         let rest = serde_json::to_vec(&Value::Object(m)).map_err(|e| e.to_string())?;
-        if self.chat || text.is_some() {
+        // `--extra-body` wins over everything, the prompt included: never write a second key.
+        if self.chat || text.is_some() || self.extra.contains_key("prompt") {
             return Ok(rest);
         }
         ids.clear();
@@ -393,14 +394,18 @@ pub async fn run(
         extra: cfg.extra.clone(),
     });
     let path = cfg.endpoint.clone();
-    let make = |s: &Sample, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
-        Ok(StreamRequest {
-            path: path.clone(),
-            body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
-            expected_events: s.output_len as usize + 8,
-            keep_text: Some(cfg.save_detailed),
-        })
-    };
+    // `index` is the sample's position, which names the request as vLLM does; warm-ups are
+    // not benchmark requests and carry no id.
+    let make =
+        |s: &Sample, index: Option<usize>, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
+            Ok(StreamRequest {
+                path: path.clone(),
+                body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
+                expected_events: s.output_len as usize + 8,
+                keep_text: Some(cfg.save_detailed),
+                request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
+            })
+        };
     let mut ids = Vec::new();
 
     if cfg.num_warmups > 0 {
@@ -410,7 +415,7 @@ pub async fn run(
         ));
         let mut set = JoinSet::new();
         for i in 0..cfg.num_warmups {
-            let req = make(&samples[i % samples.len()], &mut ids)?;
+            let req = make(&samples[i % samples.len()], None, &mut ids)?;
             let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = slots.acquire_owned().await;
@@ -434,8 +439,8 @@ pub async fn run(
     let total_tokens: u64 = samples.iter().map(|s| s.prompt_len).sum();
     let mut prebuilt = Vec::new();
     if total_tokens <= PREBUILD_MAX_TOKENS {
-        for s in &samples {
-            prebuilt.push(make(s, &mut ids)?);
+        for (i, s) in samples.iter().enumerate() {
+            prebuilt.push(make(s, Some(i), &mut ids)?);
         }
     }
     let _ = writeln!(
@@ -469,7 +474,7 @@ pub async fn run(
         }
         let req = match prebuilt.next() {
             Some(r) => r,
-            None => make(s, &mut ids)?,
+            None => make(s, Some(i), &mut ids)?,
         };
         let off = offsets[i];
         let scheduled = clock.add_ns(base_raw, off);
@@ -726,6 +731,23 @@ mod tests {
             push_u32(&mut out, n);
             proptest::prop_assert_eq!(out, n.to_string().into_bytes());
         }
+    }
+
+    #[test]
+    fn extra_body_prompt_replaces_the_token_ids_without_a_second_key() {
+        let s = random(&DatasetConfig {
+            num_prompts: 1,
+            random_input_len: 8,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut b = builder(false);
+        b.extra.insert("prompt".into(), json!("from --extra-body"));
+        let body = b.body(&s[0], &mut Vec::new()).unwrap();
+        let text = String::from_utf8(body).unwrap();
+        assert_eq!(text.matches("\"prompt\"").count(), 1, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["prompt"], "from --extra-body");
     }
 
     #[test]

@@ -71,6 +71,12 @@ fn bad(list: &'static str, item: &str, reason: &'static str) -> PlanError {
     }
 }
 
+/// The most streams a cell may open.
+pub const MAX_CONCURRENCY: u64 = 1 << 16;
+
+/// The largest context a list may name.
+pub const MAX_CONTEXT_TOKENS: u64 = 1 << 32;
+
 fn parse_size(list: &'static str, item: &str) -> Result<u64, PlanError> {
     let (num, mult) = match item.as_bytes()[item.len() - 1] {
         b'k' | b'K' => (&item[..item.len() - 1], 1u64 << 10),
@@ -104,6 +110,11 @@ fn parse_size(list: &'static str, item: &str) -> Result<u64, PlanError> {
     if value == 0 {
         return Err(bad(list, item, "must be at least 1 token"));
     }
+    // Contexts become prompts held in memory: a mistyped `1000000m` must not become an
+    // allocation of terabytes (and sums with max_tokens stay far from overflow).
+    if value > MAX_CONTEXT_TOKENS {
+        return Err(bad(list, item, "too large (at most 4096m tokens)"));
+    }
     Ok(value)
 }
 
@@ -127,6 +138,10 @@ pub fn parse_concurrency(s: &str) -> Result<Vec<u64>, PlanError> {
                 .map_err(|_| bad(LIST, item, "expected a whole number or a range like 1..128"))?;
             if n == 0 {
                 return Err(bad(LIST, item, "must be at least 1"));
+            }
+            // A cell opens this many streams (and the run stores it as u32).
+            if n > MAX_CONCURRENCY {
+                return Err(bad(LIST, item, "too large (at most 65536 streams)"));
             }
             Ok(n)
         };
@@ -374,7 +389,8 @@ impl Plan {
                         .iter()
                         .filter(|c| {
                             prefill_fits(c.tokens)
-                                && c.tokens + max_tokens <= limits.max_model_len.unwrap_or(u64::MAX)
+                                && c.tokens.saturating_add(max_tokens)
+                                    <= limits.max_model_len.unwrap_or(u64::MAX)
                         })
                         .cloned(),
                 );
@@ -757,6 +773,33 @@ mod tests {
     }
 
     #[test]
+    fn absurd_sizes_are_refused_with_a_reason() {
+        // A 1e18-token context used to be planned (and its prompt built); with no
+        // max_model_len, `tokens + max_tokens` then overflowed while planning prefill rows.
+        for s in ["18446744073709551615", "4097m", "4294967297"] {
+            let e = parse_contexts("--contexts", s).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{s}: {e}");
+        }
+        assert_eq!(
+            parse_contexts("--contexts", "4096m").unwrap(),
+            [ContextSpec::Tokens(MAX_CONTEXT_TOKENS)]
+        );
+        // 4294967296 streams used to become `0` when stored as u32.
+        for s in ["4294967296", "1..4294967296", "65537"] {
+            let e = parse_concurrency(s).unwrap_err().to_string();
+            assert!(e.contains("too large"), "{s}: {e}");
+        }
+        // Planning with a huge max_tokens and no known limits must not overflow.
+        let cfg = PlanConfig {
+            contexts: Some(vec![ContextSpec::Tokens(MAX_CONTEXT_TOKENS)]),
+            max_tokens: u64::MAX,
+            ..Default::default()
+        };
+        let plan = Plan::new(&cfg, ServerLimits::default());
+        assert_eq!(plan.contexts.len(), 1);
+    }
+
+    #[test]
     fn labels() {
         // Every label of the seed, from the token counts that produce them.
         for (tokens, label) in [
@@ -840,8 +883,10 @@ mod tests {
                 let parsed = parse_contexts("--contexts", &text.join(",")).unwrap();
                 let want: Vec<ContextSpec> = values.iter().map(|&v| ContextSpec::Tokens(v)).collect();
                 prop_assert_eq!(parsed, want);
-                let conc = parse_concurrency(&values.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).unwrap();
-                let mut sorted = values.clone();
+                // Concurrency levels stop at MAX_CONCURRENCY.
+                let levels: Vec<u64> = values.iter().map(|v| v % MAX_CONCURRENCY + 1).collect();
+                let conc = parse_concurrency(&levels.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).unwrap();
+                let mut sorted = levels;
                 sorted.sort_unstable();
                 sorted.dedup();
                 prop_assert_eq!(conc, sorted);

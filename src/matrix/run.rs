@@ -557,11 +557,17 @@ pub async fn execute(
         mut report,
     } = prepared;
     if cfg.resume {
-        if let Ok(old) = files::read_json(&cfg.out_dir) {
-            let kept = merge_resumed(&mut report, &old);
-            report.metadata.date = old.metadata.date.clone();
-            progress(&format!("resume: {kept} finished measurements kept"));
-        }
+        // A results file that cannot be read is never overwritten: it holds measurements that
+        // took hours, and the user must decide what to do with it.
+        let old = files::read_json(&cfg.out_dir).map_err(|e| {
+            format!(
+                "cannot resume from {}: {e} (nothing was overwritten; move the folder away to start afresh)",
+                cfg.out_dir.display()
+            )
+        })?;
+        let kept = merge_resumed(&mut report, &old);
+        report.metadata.date = old.metadata.date.clone();
+        progress(&format!("resume: {kept} finished measurements kept"));
     }
     let write = |r: &MatrixReport| files::write_all(&cfg.out_dir, r).map_err(|e| e.to_string());
     write(&report)?;
@@ -572,14 +578,17 @@ pub async fn execute(
         info: &info,
         mode: report.metadata.settings.prompt_tokens,
         // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ.
+        // Eight decimal digits: tokenizers split a fixed-width digit string the same way
+        // whatever the digits (hex letters can form words), so a cached prompt keeps its exact
+        // token count when this run's id replaces the stored placeholder.
         run_id: format!(
-            "{:08x}",
+            "{:08}",
             mix(
                 std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map_or(0, |d| d.as_nanos() as u64),
                 std::process::id() as u64
-            ) as u32
+            ) % 100_000_000
         ),
     };
     let names = if info.has_metrics {

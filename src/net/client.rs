@@ -7,7 +7,7 @@ use super::observer::{Cancel, StreamObserver};
 use super::pool::Pool;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
-use crate::proto::http1::{encode_request, HeadParser, RequestHead};
+use crate::proto::http1::{encode_request, validate_header, HeadParser, RequestHead};
 use crate::timeline::{ErrorKind, RequestError, Timeline};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
@@ -23,6 +23,8 @@ const MIN_READ: usize = 1024;
 /// How long (at most; never longer than the gap timeout) to wait for the end of the body once
 /// `[DONE]` arrived before giving the connection up (the request has succeeded by then).
 const AFTER_DONE_WAIT: Duration = Duration::from_secs(2);
+/// The header that carries [`StreamRequest::request_id`].
+const REQUEST_ID: &str = "x-request-id";
 /// Largest body `get`/`post_json` accept.
 const MAX_FULL_BODY: usize = 64 << 20;
 
@@ -37,6 +39,10 @@ pub struct StreamRequest {
     pub expected_events: usize,
     /// Keep the output text; `None` uses [`ClientConfig::keep_text`].
     pub keep_text: Option<bool>,
+    /// Sent as `x-request-id` (replacing a configured one), so a server's logs and traces can
+    /// be joined to this request; vLLM's `bench serve` sends `{prefix}{index}`. A value that
+    /// would corrupt the request head fails the request before anything is sent.
+    pub request_id: Option<String>,
 }
 
 /// A complete non-streaming response.
@@ -189,9 +195,17 @@ impl Client {
         self.full("POST", path, body).await
     }
 
-    fn encode(&self, method: &str, path: &str, body: &[u8], accept: Option<&str>) -> BytesMut {
+    /// The request bytes. `request_id`, when set, replaces any configured `x-request-id`.
+    fn encode(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        accept: Option<&str>,
+        request_id: Option<&str>,
+    ) -> BytesMut {
         let path = self.inner.cfg.target.path(path);
-        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(self.inner.headers.len() + 1);
+        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(self.inner.headers.len() + 2);
         if let Some(a) = accept {
             headers.push(("Accept", a));
         }
@@ -199,8 +213,12 @@ impl Client {
             self.inner
                 .headers
                 .iter()
+                .filter(|(k, _)| request_id.is_none() || !k.eq_ignore_ascii_case(REQUEST_ID))
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
+        if let Some(id) = request_id {
+            headers.push((REQUEST_ID, id));
+        }
         let head = RequestHead {
             method,
             path: &path,
@@ -249,7 +267,22 @@ impl Client {
         tl: &mut Timeline,
         observer: &mut O,
     ) -> Result<(), RequestError> {
-        let wbuf = self.encode("POST", &req.path, &req.body, Some("text/event-stream"));
+        if let Some(id) = &req.request_id {
+            // Checked here, once per request, because the field is plain data anyone can set.
+            if validate_header(REQUEST_ID, id).is_err() {
+                return Err(RequestError::new(
+                    ErrorKind::Protocol,
+                    format!("request id {id:?} has bytes not allowed in a header; not sent"),
+                ));
+            }
+        }
+        let wbuf = self.encode(
+            "POST",
+            &req.path,
+            &req.body,
+            Some("text/event-stream"),
+            req.request_id.as_deref(),
+        );
         let mut retried = false;
         loop {
             let (mut conn, pooled) = self.conn(!retried).await?;
@@ -401,7 +434,7 @@ impl Client {
     }
 
     async fn full(&self, method: &str, path: &str, body: &[u8]) -> Result<Response, RequestError> {
-        let wbuf = self.encode(method, path, body, None);
+        let wbuf = self.encode(method, path, body, None, None);
         let total = self.inner.cfg.timeouts.total;
         let attempt = async {
             let mut retried = false;

@@ -447,9 +447,31 @@ pub(crate) fn excerpt(data: &[u8]) -> String {
     s
 }
 
+/// `s` on one line, cut to [`MAX_MESSAGE_CHARS`]: a server's message ends up in every failed
+/// request's error, on the console and in result files, so its size is ours to bound.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len().min(4 * MAX_MESSAGE_CHARS));
+    for (i, word) in s.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        if out.len() > 4 * MAX_MESSAGE_CHARS {
+            break;
+        }
+    }
+    match out.char_indices().nth(MAX_MESSAGE_CHARS) {
+        Some((cut, _)) => {
+            out.truncate(cut);
+            out.push_str("...");
+            out
+        }
+        None => out,
+    }
 }
+
+/// The longest server message kept, in characters.
+const MAX_MESSAGE_CHARS: usize = 500;
 
 #[cfg(test)]
 mod tests {
@@ -847,5 +869,19 @@ mod tests {
         for (body, want) in cases {
             assert_eq!(server_message(body.as_bytes()).as_deref(), want, "{body}");
         }
+    }
+
+    #[test]
+    fn a_huge_server_message_is_cut_to_one_short_line() {
+        let word = "é".repeat(40);
+        let long = vec![word.as_str(); 10_000].join("\n");
+        let body = serde_json::json!({"error": {"message": long}}).to_string();
+        let m = server_message(body.as_bytes()).unwrap();
+        assert!(m.ends_with("...") && !m.contains('\n'), "{m}");
+        assert_eq!(m.chars().count(), MAX_MESSAGE_CHARS + 3);
+        assert!(m.starts_with(&word));
+        // Short messages are untouched.
+        let short = serde_json::json!({"detail": "model  not\nfound"}).to_string();
+        assert_eq!(server_message(short.as_bytes()).unwrap(), "model not found");
     }
 }

@@ -106,6 +106,7 @@ impl Generation {
             body: Bytes::from(self.body()?),
             expected_events: self.max_tokens.unwrap_or(256) as usize + 4,
             keep_text,
+            request_id: None,
         })
     }
 }

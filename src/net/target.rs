@@ -153,10 +153,10 @@ impl fmt::Display for Target {
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
-    if s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix) {
-        Some(&s[prefix.len()..])
-    } else {
-        None
+    // `get`: a multi-byte character across the prefix's end is a mismatch, not a panic.
+    match s.get(..prefix.len()) {
+        Some(head) if head.eq_ignore_ascii_case(prefix) => s.get(prefix.len()..),
+        _ => None,
     }
 }
 
@@ -266,5 +266,14 @@ mod tests {
             Target::parse("http://[::1]:2").unwrap().authority(),
             "[::1]:2"
         );
+    }
+
+    #[test]
+    fn a_multibyte_character_across_the_scheme_is_an_error() {
+        // Byte 7 falls inside "é": slicing there used to panic.
+        for url in ["http:/é", "https:/é", "é", "httpsé//x"] {
+            let e = Target::parse(url).unwrap_err();
+            assert!(e.to_string().contains("http:// or https://"), "{url}: {e}");
+        }
     }
 }

@@ -59,6 +59,22 @@ fn status_fill(s: &CellStatus) -> &'static str {
     }
 }
 
+/// Width of one status in the decode legend, and the height of a legend line.
+const LEGEND_ITEM_W: f64 = 118.0;
+const LEGEND_LINE_H: f64 = 20.0;
+
+/// Every status but Valid, in the order the legend lists them.
+const LEGEND_STATUSES: [CellStatus; 6] = [
+    CellStatus::Looped,
+    CellStatus::Queued,
+    CellStatus::Failed(Vec::new()),
+    CellStatus::OverCapacity(crate::matrix::status::CapacityReason::RunningLimit {
+        max_running: 0,
+    }),
+    CellStatus::Skipped,
+    CellStatus::Pending,
+];
+
 /// The decode grid as a heatmap: rows are contexts, columns concurrency; a Valid cell is
 /// shaded by its total tok/s relative to the best Valid cell of the run.
 pub fn write_decode(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
@@ -75,7 +91,10 @@ pub fn write_decode(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let (left, top, cw, ch) = (80.0, 78.0, 118.0, 46.0);
     let width = left + cw * cols.len().max(1) as f64 + 20.0;
     let legend_y = top + ch * rows.len() as f64 + 24.0;
-    let height = legend_y + 40.0;
+    // The legend: "Valid" on its own line, then every other status, wrapped to the width.
+    let per_line = (((width - left) / LEGEND_ITEM_W).floor() as usize).max(1);
+    let status_lines = LEGEND_STATUSES.len().div_ceil(per_line);
+    let height = legend_y + LEGEND_LINE_H * (1 + status_lines) as f64 + 12.0;
     writeln!(
         w,
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" {FONT} font-size=\"12\">"
@@ -127,26 +146,15 @@ pub fn write_decode(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         }
     }
     // Legend.
-    let statuses = [
-        CellStatus::Looped,
-        CellStatus::Queued,
-        CellStatus::Failed(Vec::new()),
-        CellStatus::OverCapacity(crate::matrix::status::CapacityReason::RunningLimit {
-            max_running: 0,
-        }),
-        CellStatus::Skipped,
-        CellStatus::Pending,
-    ];
-    let mut x = left;
     writeln!(
         w,
-        "<rect x=\"{x}\" y=\"{legend_y}\" width=\"40\" height=\"12\" fill=\"{}\" stroke=\"#999999\"/>",
+        "<rect x=\"{left}\" y=\"{legend_y}\" width=\"40\" height=\"12\" fill=\"{}\" stroke=\"#999999\"/>",
         blend(VALID_LO, VALID_HI, 1.0)
     )?;
     writeln!(
         w,
         "<text x=\"{}\" y=\"{}\">Valid (darker = more tok/s, best {})</text>",
-        x + 46.0,
+        left + 46.0,
         legend_y + 10.0,
         if best > 0.0 {
             rate(best)
@@ -154,24 +162,21 @@ pub fn write_decode(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             MISSING.into()
         }
     )?;
-    x += 270.0;
-    for s in &statuses {
-        if x + 110.0 > width {
-            break;
-        }
+    for (i, s) in LEGEND_STATUSES.iter().enumerate() {
+        let x = left + LEGEND_ITEM_W * (i % per_line) as f64;
+        let y = legend_y + LEGEND_LINE_H * (1 + i / per_line) as f64;
         writeln!(
             w,
-            "<rect x=\"{x}\" y=\"{legend_y}\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#999999\"/>",
+            "<rect x=\"{x}\" y=\"{y}\" width=\"12\" height=\"12\" fill=\"{}\" stroke=\"#999999\"/>",
             status_fill(s)
         )?;
         writeln!(
             w,
             "<text x=\"{}\" y=\"{}\">{}</text>",
             x + 16.0,
-            legend_y + 10.0,
+            y + 10.0,
             s.label()
         )?;
-        x += 110.0;
     }
     writeln!(w, "</svg>")
 }

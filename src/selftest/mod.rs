@@ -19,7 +19,7 @@ use crate::clock::Clock;
 use crate::mock::trace::{TraceRec, TraceSink};
 use crate::mock::{self, MockConfig, Profile};
 use crate::net::request::{Generation, Prompt};
-use crate::net::{Cancel, Client, ClientConfig, NoopObserver, Target, Timeouts};
+use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::{ErrorKind, Timeline};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -189,27 +189,31 @@ fn drive(
     g.max_tokens = Some(shape.tokens);
     g.ignore_eos = true;
     g.continuous_usage = true;
-    let req = Arc::new(
-        g.stream_request(Some(false))
-            .map_err(SelftestError::Client)?,
-    );
+    let base = g
+        .stream_request(Some(false))
+        .map_err(SelftestError::Client)?;
+    // One request per stream, differing only in the id the trace is keyed by (the body is
+    // shared `Bytes`).
+    let reqs: Vec<StreamRequest> = (0..shape.streams)
+        .map(|i| StreamRequest {
+            request_id: Some(request_id(i)),
+            ..base.clone()
+        })
+        .collect();
     let target = Target::parse(&format!("http://{addr}/v1"))
         .map_err(|e| SelftestError::Client(e.to_string()))?;
-    let mut clients = Vec::with_capacity(shape.streams);
-    for i in 0..shape.streams {
-        let mut cfg = ClientConfig::new(target.clone());
-        cfg.headers = vec![("x-request-id".into(), request_id(i))];
-        cfg.max_idle = 1;
-        cfg.timeouts = Timeouts {
-            connect: Some(Duration::from_secs(30)),
-            first_byte: Some(Duration::from_secs(120)),
-            gap: Some(Duration::from_secs(60)),
-            total: None,
-        };
-        clients.push(
-            Client::new(cfg, clock.clone()).map_err(|e| SelftestError::Client(e.to_string()))?,
-        );
-    }
+    // One client, one pool, as `bench serve` and the matrix use it: what is measured is the
+    // client users run.
+    let mut cfg = ClientConfig::new(target);
+    cfg.max_idle = shape.streams;
+    cfg.timeouts = Timeouts {
+        connect: Some(Duration::from_secs(30)),
+        first_byte: Some(Duration::from_secs(120)),
+        gap: Some(Duration::from_secs(60)),
+        total: None,
+    };
+    let client =
+        Client::new(cfg, clock.clone()).map_err(|e| SelftestError::Client(e.to_string()))?;
 
     let worker_cpu = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let stop_cpu = worker_cpu.clone();
@@ -229,8 +233,8 @@ fn drive(
     let timelines = rt.block_on(async move {
         let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
         let mut tasks = Vec::with_capacity(shape.streams);
-        for client in clients {
-            let (go, req) = (go.clone(), req.clone());
+        for req in reqs {
+            let (go, client) = (go.clone(), client.clone());
             tasks.push(tokio::spawn(async move {
                 go.wait().await;
                 let start = client.clock().raw();

@@ -76,8 +76,16 @@ pub struct MetricsSample {
 }
 
 /// Fetch and read `/metrics` once.
+/// The longest one `/metrics` poll may take. The client's own first-byte limit is minutes (for
+/// long prefills); a page that takes longer than this is a gap in the samples, not a stall of
+/// the cell waiting on it.
+pub const POLL_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<MetricsSample> {
-    let r = client.get("/metrics").await.ok()?;
+    let r = tokio::time::timeout(POLL_TIMEOUT, client.get("/metrics"))
+        .await
+        .ok()?
+        .ok()?;
     if !r.is_success() {
         return None;
     }
@@ -106,7 +114,12 @@ impl Sampler {
                     _ = c.cancelled() => break,
                     _ = tick.tick() => {}
                 }
-                if let Some(m) = sample_once(&client, &names).await {
+                // `stop` must not wait for a poll the server is slow to answer.
+                let got = tokio::select! {
+                    _ = c.cancelled() => break,
+                    m = sample_once(&client, &names) => m,
+                };
+                if let Some(m) = got {
                     if let Ok(mut v) = s.lock() {
                         v.push(m);
                     }
@@ -153,13 +166,17 @@ pub async fn wait_drained(
     clock: &Clock,
 ) -> bool {
     let start = clock.raw();
+    let limit_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
     loop {
-        if let Some(s) = sample_once(client, names).await {
+        // Each poll gets only the time left, so a hanging `/metrics` cannot outlast `timeout`.
+        let left =
+            Duration::from_nanos(limit_ns.saturating_sub(clock.delta_ns(start, clock.raw())));
+        if let Ok(Some(s)) = tokio::time::timeout(left, sample_once(client, names)).await {
             if s.running <= 0.0 && s.waiting <= 0.0 {
                 return true;
             }
         }
-        if clock.delta_ns(start, clock.raw()) >= timeout.as_nanos() as u64 {
+        if clock.delta_ns(start, clock.raw()) >= limit_ns {
             return false;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -189,5 +206,44 @@ mod tests {
         assert_eq!(n.read(0, "vllm:num_requests_running 1\n"), None);
         assert_eq!(n.read(0, "not { prometheus"), None);
         assert!(MetricNames::for_engine(EngineKind::Ollama).is_none());
+    }
+
+    /// A server that accepts connections and reads requests but never answers.
+    async fn silent_server() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = listener.accept().await {
+                held.push(sock);
+            }
+        });
+        (addr, task)
+    }
+
+    fn client_for(addr: std::net::SocketAddr) -> Client {
+        let target = crate::net::Target::parse(&format!("http://{addr}")).unwrap();
+        Client::new(crate::net::ClientConfig::new(target), Clock::new()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_hanging_metrics_page_stalls_neither_stop_nor_the_drain_wait() {
+        // Before: `stop` waited for the poll in flight and `wait_drained` for a whole poll,
+        // each up to the client's 600 s first-byte limit. Bounds here are 100x the expected.
+        let (addr, server) = silent_server().await;
+        let client = client_for(addr);
+        let names = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        let sampler = Sampler::start(client.clone(), names, Duration::from_millis(10));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let t = std::time::Instant::now();
+        assert!(sampler.stop().await.is_empty());
+        assert!(t.elapsed() < POLL_TIMEOUT / 2, "{:?}", t.elapsed());
+
+        let t = std::time::Instant::now();
+        let drained =
+            wait_drained(&client, &names, Duration::from_millis(50), client.clock()).await;
+        assert!(!drained);
+        assert!(t.elapsed() < POLL_TIMEOUT / 2, "{:?}", t.elapsed());
+        server.abort();
     }
 }

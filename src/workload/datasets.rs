@@ -177,13 +177,21 @@ pub fn load(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
 ) -> Result<Vec<Sample>, DatasetError> {
-    match cfg.kind {
+    let samples = match cfg.kind {
         DatasetKind::Random => random(cfg),
         DatasetKind::PrefixRepetition => prefix_repetition(cfg),
         DatasetKind::ShareGpt => sharegpt(cfg, count),
         DatasetKind::Sonnet => sonnet(cfg, count),
         DatasetKind::Custom => custom(cfg, count),
+    }?;
+    // Callers index samples round-robin (warm-ups): an empty set must be an error here.
+    if samples.is_empty() {
+        return Err(DatasetError::Invalid(format!(
+            "--dataset-name {} produced no prompts (is --num-prompts 0?)",
+            cfg.kind.as_str()
+        )));
     }
+    Ok(samples)
 }
 
 /// `[floor(L(1-r)), ceil(L(1+r))]`, at least 1 token: Python's reading of the range ratio.
@@ -238,6 +246,13 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
         return Err(DatasetError::Invalid(
             "--prefix-repetition-num-prefixes must be at least 1".into(),
         ));
+    }
+    if cfg.num_prompts < n_pre {
+        // vLLM's rule too: fewer prompts than prefixes would leave every prefix empty.
+        return Err(DatasetError::Invalid(format!(
+            "--num-prompts ({}) must be at least --prefix-repetition-num-prefixes ({n_pre})",
+            cfg.num_prompts
+        )));
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let per = cfg.num_prompts / n_pre;
@@ -339,7 +354,8 @@ pub fn sharegpt(
             None => counted(count, reply)?,
         };
         let min_ok = prompt_len >= 4 && (cfg.sharegpt_output_len.is_some() || output_len >= 4);
-        if !min_ok || prompt_len > 1024 || prompt_len + output_len > 2048 {
+        // Counts come from the server's `/tokenize`: a huge one must be filtered, not overflow.
+        if !min_ok || prompt_len > 1024 || prompt_len.saturating_add(output_len) > 2048 {
             continue;
         }
         out.push(Sample {
@@ -389,9 +405,15 @@ pub fn sonnet(
     }
     let mut total = 0u64;
     for l in &lines {
-        total += counted(count, l)?;
+        total = total.saturating_add(counted(count, l)?);
     }
-    let avg = (total as f64 / lines.len() as f64).max(1e-9);
+    if total == 0 {
+        // A zero average would ask for billions of lines per prompt.
+        return Err(DatasetError::Invalid(
+            "the token counter gave 0 tokens for every line of the sonnet file".into(),
+        ));
+    }
+    let avg = total as f64 / lines.len() as f64;
     let base = counted(count, SONNET_BASE)? as f64;
     let input = cfg.sonnet_input_len as f64;
     if input <= base {
@@ -400,7 +422,9 @@ pub fn sonnet(
             cfg.sonnet_input_len
         )));
     }
-    let mut n_input = ((input - base) / avg).round() as usize;
+    // Every non-blank line is at least one token, so more lines than input tokens never fit
+    // (this also bounds the prompt when a counter under-reports).
+    let mut n_input = (((input - base) / avg).round() as usize).min(cfg.sonnet_input_len as usize);
     let n_prefix = (((cfg.sonnet_prefix_len as f64 - base) / avg)
         .round()
         .max(0.0) as usize)
@@ -743,5 +767,71 @@ mod tests {
             .contains("not supported yet"));
         assert!(DatasetKind::parse("nope").unwrap_err().contains("unknown"));
         assert_eq!(estimate_tokens("abcdefghi"), 3);
+    }
+
+    #[test]
+    fn a_huge_token_count_from_the_server_is_filtered_not_overflowed() {
+        let f = file(
+            r#"[{"conversations": [{"from": "human", "value": "one two three four five"},
+                                  {"from": "gpt", "value": "REPLY"}]}]"#,
+        );
+        let cfg = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(f.path().into()),
+            num_prompts: 2,
+            ..Default::default()
+        };
+        // A `/tokenize` answer of u64::MAX for the reply: prompt + output must not wrap below
+        // 2048 (which would keep the sample with a truncated output length).
+        let mut bogus = |s: &str| Ok(if s == "REPLY" { u64::MAX } else { 5 });
+        let err = load(&cfg, &mut bogus).unwrap_err().to_string();
+        assert!(err.contains("no usable conversation"), "{err}");
+    }
+
+    #[test]
+    fn sonnet_refuses_a_counter_that_says_zero() {
+        let f = file("a line\nanother line\n");
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Sonnet,
+            path: Some(f.path().into()),
+            num_prompts: 2,
+            sonnet_input_len: 100,
+            sonnet_prefix_len: 10,
+            ..Default::default()
+        };
+        // Before: the average clamped to 1e-9 asked for ~1e11 lines per prompt (OOM).
+        let err = load(&cfg, &mut |_: &str| Ok(0)).unwrap_err().to_string();
+        assert!(err.contains("0 tokens for every line"), "{err}");
+        // A counter that counts the lines but says 0 for whole prompts stays bounded.
+        let mut lines_only = |s: &str| Ok(u64::from(s.lines().count() == 1));
+        let s = load(&cfg, &mut lines_only).unwrap();
+        assert_eq!(s.len(), 2);
+        assert!(s.iter().all(|x| match &x.prompt {
+            PromptSource::Text(t) => t.lines().count() <= 100 + SONNET_BASE.lines().count(),
+            _ => false,
+        }));
+    }
+
+    #[test]
+    fn fewer_prompts_than_prefixes_is_an_error_not_an_empty_set() {
+        // An empty set made `bench serve --num-warmups 1` divide by zero picking a warm-up.
+        let cfg = DatasetConfig {
+            kind: DatasetKind::PrefixRepetition,
+            num_prompts: 2,
+            prefix_repetition_num_prefixes: 4,
+            ..Default::default()
+        };
+        let err = load(&cfg, &mut words).unwrap_err().to_string();
+        assert!(
+            err.contains("must be at least --prefix-repetition-num-prefixes"),
+            "{err}"
+        );
+        let none = DatasetConfig {
+            kind: DatasetKind::Random,
+            num_prompts: 0,
+            ..Default::default()
+        };
+        let err = load(&none, &mut words).unwrap_err().to_string();
+        assert!(err.contains("produced no prompts"), "{err}");
     }
 }

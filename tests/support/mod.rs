@@ -5,6 +5,8 @@
 //! closed at once. It binds 127.0.0.1:0 only.
 #![allow(dead_code)]
 
+pub mod mock;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
