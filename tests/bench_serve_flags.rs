@@ -210,8 +210,6 @@ fn unsupported_flags_are_refused_clearly() {
         &["--backend", "tgi"],
         &["--tokenizer-mode", "slow"],
         &["--custom-skip-chat-template"],
-        // A local tokenizer directory (this crate's own folder exists).
-        &["--tokenizer", "."],
     ];
     for argv in table {
         let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));
@@ -219,6 +217,22 @@ fn unsupported_flags_are_refused_clearly() {
         assert!(e.contains("not supported yet"), "{argv:?}: {e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
+}
+
+#[test]
+fn a_local_tokenizer_needs_the_feature_and_a_tokenizer_json() {
+    // This crate's own folder exists and holds no tokenizer.json.
+    let a = args(&["--tokenizer", "."]).unwrap();
+    let e = a.validate().expect_err("must be refused");
+    if llmspeed::workload::tokenizer::LocalTokenizer::AVAILABLE {
+        assert!(e.contains("without a tokenizer.json"), "{e}");
+    } else {
+        assert!(
+            e.contains("not supported yet") && e.contains("--features hf-tokenizer"),
+            "{e}"
+        );
+    }
+    assert!(!e.contains('\n'), "one line: {e}");
 }
 
 #[test]

@@ -183,3 +183,180 @@ proptest! {
         prop_assert_eq!(t.count(&s).unwrap(), naive_word_level(&s));
     }
 }
+
+mod end_to_end {
+    //! `--tokenizer` wired into `matrix` and `bench serve`, against the simulated server.
+    use super::*;
+    use clap::Parser;
+    use llmspeed::cli::{Cli, Command};
+    use llmspeed::clock::Clock;
+    use llmspeed::matrix::status::CellStatus;
+    use llmspeed::mock::{MockConfig, Profile};
+    use llmspeed::net::{Cancel, Client, ClientConfig, Target};
+    use llmspeed::report::PromptTokens;
+
+    /// Runs `f(url)` with the simulated server (fast profile) listening on 127.0.0.1:0.
+    fn with_mock<T>(f: impl AsyncFnOnce(String) -> T) -> T {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut m = MockConfig::profile(Profile::Fast);
+            // Room for prompts sized by a tokenizer other than the server's: the mock spells
+            // words it does not know in several tokens.
+            m.max_model_len = 65_536;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let shutdown = Cancel::new();
+            let sd = shutdown.clone();
+            let server = tokio::spawn(async move {
+                llmspeed::mock::serve(listener, m, async move { sd.cancelled().await }).await
+            });
+            let out = f(url).await;
+            shutdown.cancel();
+            server.await.unwrap().unwrap();
+            out
+        })
+    }
+
+    #[test]
+    fn matrix_calibrates_with_the_local_tokenizer() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = write(dir.path(), "tok/tokenizer.json", WORD_LEVEL);
+        let out = dir.path().join("out");
+        let report = with_mock(async |url: String| {
+            let argv = [
+                "llmspeed",
+                "matrix",
+                "--base-url",
+                &url,
+                "--tokenizer",
+                tok.to_str().unwrap(),
+                "--contexts",
+                "1000",
+                "--prefill-contexts",
+                "1000",
+                "--concurrency",
+                "1",
+                "--max-tokens",
+                "64",
+                "--duration",
+                "0.5",
+                "--no-prompt-cache",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            let Command::Matrix(a) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not matrix")
+            };
+            let cfg = llmspeed::cli::matrix::config(&a, &url).unwrap();
+            let client = Client::new(
+                ClientConfig::new(Target::parse(&url).unwrap()),
+                Clock::new(),
+            )
+            .unwrap();
+            llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new())
+                .await
+                .unwrap()
+        });
+        assert_eq!(
+            report.metadata.settings.prompt_tokens,
+            PromptTokens::LocalTokenizer
+        );
+        // The prompt was built and sent: the scout and the cell ran on it.
+        // (The server's usage count differs: the mock is another tokenizer.)
+        assert_eq!(report.prefill.len(), 1);
+        assert_eq!(report.prefill[0].status, CellStatus::Valid);
+        assert!(report.prefill[0].prompt_tokens.is_some_and(|n| n > 0));
+        assert_eq!(report.decode.len(), 1);
+        assert_eq!(report.decode[0].status, CellStatus::Valid);
+        let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+        assert!(md.contains("sized with a local tokenizer"), "{md}");
+    }
+
+    #[test]
+    fn matrix_refuses_chat_with_a_local_tokenizer() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = write(dir.path(), "tokenizer.json", WORD_LEVEL);
+        let out = dir.path().join("out");
+        let e = with_mock(async |url: String| {
+            let argv = [
+                "llmspeed",
+                "matrix",
+                "--base-url",
+                &url,
+                "--tokenizer",
+                tok.to_str().unwrap(),
+                "--chat",
+                "--contexts",
+                "1000",
+                "--concurrency",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ];
+            let Command::Matrix(a) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not matrix")
+            };
+            let cfg = llmspeed::cli::matrix::config(&a, &url).unwrap();
+            let client = Client::new(
+                ClientConfig::new(Target::parse(&url).unwrap()),
+                Clock::new(),
+            )
+            .unwrap();
+            llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new())
+                .await
+                .unwrap_err()
+        });
+        assert!(e.to_string().contains("chat template"), "{e}");
+    }
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        a: llmspeed::compat::args::ServeArgs,
+    }
+
+    #[test]
+    fn bench_serve_counts_dataset_texts_with_the_local_tokenizer() {
+        let dir = tempfile::tempdir().unwrap();
+        let tok = write(dir.path(), "tok/tokenizer.json", WORD_LEVEL);
+        let prompts = [
+            "the cat sat on the mat.",
+            "zebra quagga okapi",
+            "one two three four five",
+        ];
+        let jsonl: String = prompts
+            .iter()
+            .map(|p| format!("{{\"prompt\": \"{p}\", \"output_tokens\": 4}}\n"))
+            .collect();
+        let data = write(dir.path(), "data.jsonl", &jsonl);
+        let out = with_mock(async |url: String| {
+            let argv = [
+                "x",
+                "--base-url",
+                &url,
+                "--ready-check-timeout-sec",
+                "10",
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                data.to_str().unwrap(),
+                "--num-prompts",
+                "3",
+                "--tokenizer",
+                tok.parent().unwrap().to_str().unwrap(),
+            ];
+            let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+            let mut log = Vec::new();
+            llmspeed::compat::run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
+                .await
+                .unwrap()
+        });
+        assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
+        let expected: u64 = prompts.iter().map(|p| naive_word_level(p)).sum();
+        assert_eq!(out.metrics.total_input_tokens, expected);
+    }
+}

@@ -68,6 +68,11 @@ pub struct MatrixArgs {
     pub chat: bool,
     #[arg(long, value_enum, default_value_t = PromptModeArg::Auto)]
     pub prompt_mode: PromptModeArg,
+    /// Count prompt tokens locally: a tokenizer.json, a directory holding one, or a model id
+    /// (org/name) in the local Hugging Face cache. Needs a build with --features hf-tokenizer;
+    /// completions prompts only.
+    #[arg(long, value_name = "SPEC")]
+    pub tokenizer: Option<String>,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Let streams stop at end-of-sequence (default: ignore_eos).
@@ -182,7 +187,15 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
     };
     crate::analysis::repetition::RepetitionDetector::new(repetition)
         .map_err(|e| CliError::usage(format!("loop rule: {e}")))?;
+    let tokenizer = match &a.tokenizer {
+        Some(spec) => Some(std::sync::Arc::new(
+            crate::workload::tokenizer::LocalTokenizer::load(spec)
+                .map_err(|e| CliError::usage(e.to_string()))?,
+        )),
+        None => None,
+    };
     Ok(MatrixConfig {
+        tokenizer,
         plan,
         duration: secs("--duration", duration)?,
         model: a.model.clone(),

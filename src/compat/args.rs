@@ -2,7 +2,7 @@
 //! `--help` as vLLM groups them, plus a few of our own under "llmspeed extras".
 //!
 //! Owns parsing and validating the flags into plain values the runner uses. It must never
-//! do IO beyond checking that a `--tokenizer` path exists; flags we do not support yet are
+//! do IO beyond checking that a `--tokenizer` path exists and holds a `tokenizer.json`; flags we do not support yet are
 //! accepted by the parser and refused by [`ServeArgs::validate`] with a message that says so
 //! (never silently ignored).
 
@@ -126,8 +126,9 @@ pub struct ServeArgs {
     /// Name sent in the request's "model" field when it differs from --model.
     #[arg(long, help_heading = "Server")]
     pub served_model_name: Option<String>,
-    /// Tokenizer id, recorded as tokenizer_id. A local tokenizer is not loaded: texts are
-    /// counted with the server's /tokenize.
+    /// Tokenizer, recorded as tokenizer_id. A tokenizer.json, a directory holding one, or a
+    /// model id found in the local Hugging Face cache counts dataset texts locally (builds with
+    /// --features hf-tokenizer); otherwise texts are counted with the server's /tokenize.
     #[arg(long, help_heading = "Server")]
     pub tokenizer: Option<String>,
     /// Accepted for compatibility; only "auto" (no local tokenizer is loaded).
@@ -456,10 +457,15 @@ impl ServeArgs {
         })?;
         if let Some(t) = &self.tokenizer {
             if std::path::Path::new(t).exists() {
-                return Err(unsupported(
-                    "--tokenizer with a local tokenizer",
-                    "texts are counted with the server's /tokenize; pass the tokenizer's hub id or leave it out",
-                ));
+                if !crate::workload::tokenizer::LocalTokenizer::AVAILABLE {
+                    return Err(unsupported(
+                        "--tokenizer with a local tokenizer",
+                        "this build has no hf-tokenizer feature (rebuild with --features hf-tokenizer); pass the tokenizer's hub id or leave it out to count with the server's /tokenize",
+                    ));
+                }
+                // A path that holds no tokenizer.json is a mistake to report now, not after
+                // the server checks.
+                crate::workload::tokenizer::resolve(t).map_err(|e| e.to_string())?;
             }
         }
         let backend = Backend::parse(&self.backend)?;

@@ -19,6 +19,7 @@ use crate::compat::result::{self, Detailed, RunInfo};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::Timeline;
 use crate::workload::datasets::{self, PromptSource, Sample};
+use crate::workload::tokenizer::LocalTokenizer;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 use std::io::Write;
@@ -56,6 +57,8 @@ pub enum TokenCounting {
     Server,
     /// No `/tokenize`: bytes / 4.
     Estimate,
+    /// `--tokenizer`: a local tokenizer.json.
+    Local,
 }
 
 impl TokenCounting {
@@ -64,6 +67,7 @@ impl TokenCounting {
             TokenCounting::Exact => "exact",
             TokenCounting::Server => "server_tokenize",
             TokenCounting::Estimate => "estimate_bytes_div_4",
+            TokenCounting::Local => "local_tokenizer",
         }
     }
 }
@@ -185,7 +189,26 @@ async fn detokenize(client: &Client, model: &str, ids: &[u32]) -> Result<String,
         .ok_or_else(|| "POST /detokenize answered without \"prompt\"".into())
 }
 
-/// Loads the dataset, measuring texts with the server's `/tokenize` when it has one.
+/// The `--tokenizer` to count with locally: a path (which must load), or a model id found in the
+/// local Hugging Face cache. `None` when there is none to use: no flag, a build without the
+/// `hf-tokenizer` feature, or a hub id not in the cache (vLLM's flag names a hub id, so that is
+/// the common case, and the server counts).
+fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunError> {
+    let Some(spec) = spec else { return Ok(None) };
+    if !LocalTokenizer::AVAILABLE {
+        return Ok(None);
+    }
+    match crate::workload::tokenizer::resolve(spec) {
+        Ok(path) => LocalTokenizer::load_file(&path)
+            .map(Some)
+            .map_err(|e| RunError::Setup(e.to_string())),
+        Err(e) if std::path::Path::new(spec).exists() => Err(RunError::Setup(e.to_string())),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Loads the dataset, measuring texts with `--tokenizer` or the server's `/tokenize` when it
+/// has one.
 async fn load_samples(
     cfg: &ServeConfig,
     client: &Client,
@@ -197,7 +220,14 @@ async fn load_samples(
         DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
     );
     let mut counting = TokenCounting::Exact;
-    if needs_count {
+    let local = if needs_count {
+        local_tokenizer(cfg.tokenizer.as_deref())?
+    } else {
+        None
+    };
+    if local.is_some() {
+        counting = TokenCounting::Local;
+    } else if needs_count {
         counting = match server_count(client, model, "probe").await {
             Ok(Some(_)) => TokenCounting::Server,
             _ => TokenCounting::Estimate,
@@ -214,6 +244,10 @@ async fn load_samples(
                 TokenCounting::Server => handle
                     .block_on(server_count(&client2, &model2, t))?
                     .ok_or_else(|| "POST /tokenize stopped answering".to_string()),
+                TokenCounting::Local => match &local {
+                    Some(tok) => tok.count(t).map_err(|e| e.to_string()),
+                    None => Err("no local tokenizer loaded".to_string()),
+                },
                 _ => Ok(datasets::estimate_tokens(t)),
             }
         };

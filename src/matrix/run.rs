@@ -22,8 +22,10 @@ use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo, Tokeniz
 use crate::sys::unix_now;
 use crate::workload::prompt_cache::{self, CacheKey, CachedPrompt};
 use crate::workload::prose::{self, PromptBuilder, PromptKind};
+use crate::workload::tokenizer::LocalTokenizer;
 use serde_json::{json, Value};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How prompt sizes are made exact.
@@ -75,6 +77,9 @@ pub struct MatrixConfig {
     /// Calibrated prompts are kept here by (model, context, seed, kind); `None` calibrates
     /// every run.
     pub prompt_cache: Option<PathBuf>,
+    /// `--tokenizer`: count calibration locally instead of with `/tokenize` (completions
+    /// prompts only; chat prompts need the server's chat template).
+    pub tokenizer: Option<Arc<LocalTokenizer>>,
 }
 
 /// A prompt ready to send, and its size.
@@ -163,6 +168,15 @@ async fn count_tokens(
                 .map(|a| a.len() as u64)
         })
         .ok_or_else(|| "/tokenize answer has neither count nor tokens".to_string())
+}
+
+/// `p` counted with `--tokenizer` (synchronous: a few milliseconds for a cache check).
+fn local_count(cfg: &MatrixConfig, p: &prose::Prompt) -> Result<u64, String> {
+    let tok = cfg
+        .tokenizer
+        .as_ref()
+        .ok_or("no local tokenizer loaded (--tokenizer)")?;
+    tok.count_prompt(p).map_err(|e| e.to_string())
 }
 
 /// `usage.prompt_tokens` of a one-token non-streaming request (the last-resort counter).
@@ -256,10 +270,12 @@ impl Run<'_> {
         }
     }
 
-    /// Count `p` the way this run counts: `/tokenize`, or the usage of a one-token request.
+    /// Count `p` the way this run counts: `/tokenize`, a local tokenizer, or the usage of a
+    /// one-token request.
     async fn count(&self, p: &prose::Prompt) -> Result<u64, String> {
         match self.mode {
             PromptTokens::UsageEstimate => usage_count(self.client, &self.generation(p)).await,
+            PromptTokens::LocalTokenizer => local_count(self.cfg, p),
             _ => {
                 let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
                 count_tokens(self.client, style, &self.model, p).await
@@ -342,7 +358,25 @@ impl Run<'_> {
     ) -> Result<(prose::Prompt, u64, u32), String> {
         match self.mode {
             PromptTokens::TokenIds => Err("token-id prompts need no calibration".into()),
-            PromptTokens::TokenizeEndpoint | PromptTokens::LocalTokenizer => {
+            PromptTokens::LocalTokenizer => {
+                let tok = self
+                    .cfg
+                    .tokenizer
+                    .clone()
+                    .ok_or("no local tokenizer loaded (--tokenizer)")?;
+                let run_id = self.run_id.clone();
+                // Counting a long prompt locally takes tens of milliseconds per call: keep it off
+                // the runtime's worker threads.
+                let cal = tokio::task::spawn_blocking(move || {
+                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
+                    b.calibrate(target, |p| tok.count_prompt(p), 24)
+                        .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("calibration task: {e}"))??;
+                Ok((cal.prompt, cal.tokens, cal.calls))
+            }
+            PromptTokens::TokenizeEndpoint => {
                 let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
                 let handle = tokio::runtime::Handle::current();
                 let client = self.client.clone();
@@ -467,6 +501,9 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     let plan = Plan::new(&cfg.plan, info.limits());
     let mode = match cfg.prompt_mode {
         PromptMode::TokenIds => PromptTokens::TokenIds,
+        PromptMode::Auto | PromptMode::Tokenize if cfg.tokenizer.is_some() => {
+            PromptTokens::LocalTokenizer
+        }
         PromptMode::Tokenize => PromptTokens::TokenizeEndpoint,
         PromptMode::Usage => PromptTokens::UsageEstimate,
         PromptMode::Auto if info.tokenize.is_some() => PromptTokens::TokenizeEndpoint,
@@ -475,6 +512,12 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     };
     if mode == PromptTokens::TokenIds && cfg.chat {
         return Err("token-id prompts work only on /v1/completions (drop --chat)".into());
+    }
+    if mode == PromptTokens::LocalTokenizer && cfg.chat {
+        return Err(
+            "--tokenizer counts /v1/completions prompts only: chat prompts need the model's chat template, which the server applies (drop --tokenizer or --chat)"
+                .into(),
+        );
     }
     if mode == PromptTokens::TokenizeEndpoint && info.tokenize.is_none() {
         return Err(
