@@ -92,6 +92,18 @@ impl From<RequestError> for AttemptError {
 }
 
 impl Client {
+    /// A fresh connection that closed before any response byte: the server's doing, so a
+    /// protocol failure (a pooled one is retried instead, see `stream` and `full`).
+    fn closed_without_response(&self, why: &str) -> RequestError {
+        RequestError::new(
+            ErrorKind::Protocol,
+            format!(
+                "{} closed the connection without a response: {why}",
+                self.inner.cfg.target.authority()
+            ),
+        )
+    }
+
     pub fn new(cfg: ClientConfig, clock: Clock) -> Result<Self, RequestError> {
         let tls = if cfg.target.is_tls() {
             Some(TlsConnector::from(connect::tls_config(&cfg)?))
@@ -300,15 +312,7 @@ impl Client {
                     tl.send_start = None;
                     tl.write_done = None;
                 }
-                Err(AttemptError::Dead(why)) => {
-                    return Err(RequestError::new(
-                        ErrorKind::Protocol,
-                        format!(
-                            "{} closed the connection without a response: {why}",
-                            self.inner.cfg.target.authority()
-                        ),
-                    ))
-                }
+                Err(AttemptError::Dead(why)) => return Err(self.closed_without_response(&why)),
                 Err(AttemptError::Failed(e)) => return Err(e),
             }
         }
@@ -448,15 +452,7 @@ impl Client {
                         return Ok(resp);
                     }
                     Err(AttemptError::Dead(_)) if pooled => retried = true,
-                    Err(AttemptError::Dead(why)) => {
-                        return Err(RequestError::new(
-                            ErrorKind::Protocol,
-                            format!(
-                                "{} closed the connection without a response: {why}",
-                                self.inner.cfg.target.authority()
-                            ),
-                        ))
-                    }
+                    Err(AttemptError::Dead(why)) => return Err(self.closed_without_response(&why)),
                     Err(AttemptError::Failed(e)) => return Err(e),
                 }
             }
