@@ -196,6 +196,20 @@ mod end_to_end {
     use llmspeed::report::PromptTokens;
 
     /// Runs `f(url)` with the simulated server (fast profile) listening on 127.0.0.1:0.
+    /// `llmspeed matrix ARGV` in-process against the server at `url`.
+    async fn run_matrix_cli(
+        argv: &[&str],
+        url: &str,
+    ) -> Result<llmspeed::report::MatrixReport, llmspeed::cli::CliError> {
+        let Command::Matrix(a) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not matrix")
+        };
+        let cfg = llmspeed::cli::matrix::config(&a, url).unwrap();
+        let client =
+            Client::new(ClientConfig::new(Target::parse(url).unwrap()), Clock::new()).unwrap();
+        llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new()).await
+    }
+
     fn with_mock<T>(f: impl AsyncFnOnce(String) -> T) -> T {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -248,18 +262,7 @@ mod end_to_end {
                 "--out",
                 out.to_str().unwrap(),
             ];
-            let Command::Matrix(a) = Cli::try_parse_from(argv).unwrap().command else {
-                panic!("not matrix")
-            };
-            let cfg = llmspeed::cli::matrix::config(&a, &url).unwrap();
-            let client = Client::new(
-                ClientConfig::new(Target::parse(&url).unwrap()),
-                Clock::new(),
-            )
-            .unwrap();
-            llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new())
-                .await
-                .unwrap()
+            run_matrix_cli(&argv, &url).await.unwrap()
         });
         assert_eq!(
             report.metadata.settings.prompt_tokens,
@@ -297,18 +300,7 @@ mod end_to_end {
                 "--out",
                 out.to_str().unwrap(),
             ];
-            let Command::Matrix(a) = Cli::try_parse_from(argv).unwrap().command else {
-                panic!("not matrix")
-            };
-            let cfg = llmspeed::cli::matrix::config(&a, &url).unwrap();
-            let client = Client::new(
-                ClientConfig::new(Target::parse(&url).unwrap()),
-                Clock::new(),
-            )
-            .unwrap();
-            llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new())
-                .await
-                .unwrap_err()
+            run_matrix_cli(&argv, &url).await.unwrap_err()
         });
         assert!(e.to_string().contains("chat template"), "{e}");
     }
