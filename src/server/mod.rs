@@ -6,9 +6,11 @@
 //! path, and neither ever sends a generation request that produces more than one token.
 
 pub mod probe;
+pub mod ready;
 pub mod sampler;
 
 pub use probe::{
     collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, TokenizeStyle,
 };
+pub use ready::{wait_ready, NotReady};
 pub use sampler::{MetricNames, MetricsSample, Sampler};

@@ -1,0 +1,551 @@
+//! llmspeed against a real llama.cpp `llama-server` (built by `scripts/llama-server.sh`, a tiny
+//! random-weight model, 127.0.0.1:0): every figure checked against the server's own counts.
+//!
+//! The binary is driven as a user drives it; the server is asked independently (its own
+//! `/tokenize`, `/metrics`, `/props`) through a separate minimal HTTP client in `server.rs`.
+
+#[path = "real_llama/server.rs"]
+mod server;
+
+use serde_json::Value;
+use server::LlamaServer;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// llama.cpp's tiny model: `-c 8192 -np 4` gives 2048 tokens per slot.
+const SLOTS: u64 = 4;
+const CTX: u64 = 8192;
+const PER_SLOT: u64 = CTX / SLOTS;
+
+/// Runs the binary with a deadline; the output, whatever the exit status.
+fn llmspeed(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(args)
+        .env("XDG_CACHE_HOME", cache_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn llmspeed");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// A prompt cache of this test process only: never a stale prompt from another run.
+fn cache_dir() -> std::path::PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap())
+        .path()
+        .to_path_buf()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json_lines(o: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn stream_completions_and_chat_count_tokens_from_usage() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    for chat in [false, true] {
+        let mut args = vec![
+            "stream",
+            "--base-url",
+            &s.url,
+            "--model",
+            "tiny",
+            "--prompt",
+            "The speed of the server is",
+            "--max-tokens",
+            "48",
+            "--ignore-eos",
+            "--json",
+        ];
+        if chat {
+            args.push("--chat");
+        }
+        let o = llmspeed(&args, Duration::from_secs(60));
+        assert!(o.status.success(), "chat={chat}: {}", text(&o));
+        let lines = json_lines(&o);
+        let summary = lines.last().unwrap();
+        // The server generated exactly 48 tokens (ignore_eos); the client must say so even
+        // though a random model emits byte pieces that are not valid UTF-8 on their own (fewer
+        // content chunks than tokens).
+        assert_eq!(summary["output_tokens"], 48, "chat={chat}: {summary}");
+        assert_eq!(
+            summary["usage"]["completion_tokens"], 48,
+            "chat={chat}: {summary}"
+        );
+        assert_eq!(summary["finish_reason"], "length", "chat={chat}: {summary}");
+        assert!(summary["error"].is_null(), "chat={chat}: {summary}");
+        let prompt_tokens = summary["usage"]["prompt_tokens"].as_u64().unwrap();
+        if !chat {
+            // The server's own count of the same text (with BOS).
+            assert_eq!(
+                prompt_tokens as usize,
+                s.count("The speed of the server is"),
+                "{summary}"
+            );
+        }
+        assert!(
+            summary["events"].as_u64().unwrap() >= 1,
+            "chat={chat}: {summary}"
+        );
+    }
+}
+
+#[test]
+fn stream_prompt_over_the_context_fails_with_the_server_message() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    // 2,500 words, each one token of the tiny vocabulary: past the 2,048 of a slot.
+    let long_prompt = "river ".repeat(2500);
+    assert!(s.count(&long_prompt) > PER_SLOT as usize);
+    let o = llmspeed(
+        &[
+            "stream",
+            "--base-url",
+            &s.url,
+            "--model",
+            "tiny",
+            "--prompt",
+            &long_prompt,
+            "--max-tokens",
+            "8",
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("400"), "{}", text(&o));
+    assert!(
+        err.contains("exceeds the available context size"),
+        "the server's own message must reach the user: {}",
+        text(&o)
+    );
+}
+
+#[test]
+fn probe_reads_slots_context_vocabulary_and_tokenize_dialect() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let o = llmspeed(
+        &["probe", "--base-url", &s.url, "--json"],
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    // Independent truth: the server's /props.
+    let (_, props) = s.get("/props");
+    let props: Value = serde_json::from_str(&props).unwrap();
+    assert_eq!(props["total_slots"], SLOTS);
+    assert_eq!(props["default_generation_settings"]["n_ctx"], PER_SLOT);
+    let (_, models) = s.get("/v1/models");
+    let models: Value = serde_json::from_str(&models).unwrap();
+    let n_vocab = models["data"][0]["meta"]["n_vocab"].as_u64().unwrap();
+    assert!(n_vocab > 1000, "{models}");
+    assert_eq!(v["engine"], "llama.cpp", "{v}");
+    assert_eq!(v["max_model_len"], PER_SLOT, "{v}");
+    assert_eq!(v["max_running_requests"], SLOTS, "{v}");
+    assert_eq!(v["kv_cache_tokens"], CTX, "{v}");
+    assert_eq!(v["vocab_size"], n_vocab, "{v}");
+    assert_eq!(v["tokenize"], "llama.cpp", "{v}");
+}
+
+/// `matrix` on contexts × concurrency (prefill rows for the same contexts) with short windows.
+fn matrix(
+    s: &LlamaServer,
+    out: &Path,
+    contexts: &str,
+    concurrency: &str,
+    extra: &[&str],
+) -> (Output, Value) {
+    let mut args = vec![
+        "matrix",
+        "--base-url",
+        &s.url,
+        "--out",
+        out.to_str().unwrap(),
+        "--contexts",
+        contexts,
+        "--prefill-contexts",
+        contexts,
+        "--concurrency",
+        concurrency,
+        "--max-tokens",
+        "512",
+        "--duration",
+        "2",
+        "--ready-stable",
+        "0.5",
+        "--ready-timeout",
+        "20",
+        "--loop-min-span",
+        "100000",
+    ];
+    args.extend_from_slice(extra);
+    let o = llmspeed(&args, Duration::from_secs(400));
+    let json = std::fs::read_to_string(out.join("results.json"))
+        .unwrap_or_else(|e| panic!("no results.json ({e}): {}", text(&o)));
+    (o, serde_json::from_str(&json).unwrap())
+}
+
+fn cell(r: &Value, context: u64, concurrency: u64) -> &Value {
+    r["decode"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["context"] == context && c["concurrency"] == concurrency)
+        .unwrap_or_else(|| panic!("no cell {context} x {concurrency}"))
+}
+
+#[test]
+fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let before = s.metric("llamacpp:tokens_predicted_total").unwrap_or(0.0);
+    let (o, r) = matrix(&s, dir.path(), "256,1k", "1,2,4,8", &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    for ctx in [256, 1024] {
+        for c in [1, 2, 4] {
+            let cell = cell(&r, ctx, c);
+            assert_eq!(cell["status"], "valid", "{ctx} x {c}: {cell}\n{}", text(&o));
+            let tps = cell["output_tok_per_s"].as_f64().unwrap();
+            assert!(tps > 0.0, "{cell}");
+            assert_eq!(
+                cell["avg_active_requests"].as_f64().map(f64::round),
+                Some(c as f64),
+                "{cell}"
+            );
+        }
+        // Eight streams on four slots: known before running.
+        let c8 = cell(&r, ctx, 8);
+        assert_eq!(c8["status"], "over_capacity", "{c8}");
+    }
+    // Prefill rows: the prompt the server counted is the context asked for (±1%).
+    for row in r["prefill"].as_array().unwrap() {
+        let ctx = row["context"].as_f64().unwrap();
+        assert_eq!(row["status"], "valid", "{row}\n{}", text(&o));
+        let counted = row["server_prompt_tokens"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{row}"));
+        assert!((counted - ctx).abs() <= ctx * 0.01, "{row}");
+        assert!(row["prefill_tok_per_s"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    // llama.cpp counts a request's tokens only when it ends: the cross-check must not report
+    // a whole window's tokens as a client-server difference.
+    for c in r["decode"].as_array().unwrap() {
+        if c["status"] == "valid" {
+            let diff = c["token_count_diff"].as_i64();
+            let out = c["output_tokens"].as_i64().unwrap();
+            assert!(diff.is_none_or(|d| d.abs() * 100 <= out), "{c}");
+        }
+    }
+    let after = s.metric("llamacpp:tokens_predicted_total").unwrap_or(0.0);
+    assert!(after > before, "the server generated nothing?");
+}
+
+#[test]
+fn matrix_prefill_rows_are_cold_on_llama_cpp() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (o, r) = matrix(&s, dir.path(), "256,1k", "1", &["--prefill-samples", "3"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let rows = r["prefill"].as_array().unwrap();
+    let ttft = |ctx: u64| {
+        rows.iter().find(|r| r["context"] == ctx).unwrap()["ttft_ms"]
+            .as_f64()
+            .unwrap()
+    };
+    // A cold 1K prefill takes longer than a cold 256-token one; a prompt-cache hit (the
+    // calibration request's prefix still in a slot) would make it faster.
+    assert!(
+        ttft(1024) > ttft(256),
+        "{}",
+        serde_json::to_string_pretty(rows).unwrap()
+    );
+}
+
+#[test]
+fn matrix_beyond_the_slots_is_queued_not_slow() {
+    let Some(s) = LlamaServer::start(2, 4096) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    // The user claims 4 running requests; the server has 2 slots and queues the rest silently.
+    let (o, r) = matrix(&s, dir.path(), "256", "2,4", &["--max-num-seqs", "4"]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(cell(&r, 256, 2)["status"], "valid", "{}", text(&o));
+    assert_eq!(cell(&r, 256, 4)["status"], "queued", "{}", cell(&r, 256, 4));
+}
+
+/// `bench serve` with a detailed result file; `n` requests, at most `conc` at once.
+fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (Output, Value) {
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--base-url",
+        &s.url,
+        "--model",
+        "tiny",
+        "--num-prompts",
+        n,
+        "--max-concurrency",
+        conc,
+        "--ignore-eos",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--ready-check-timeout-sec",
+        "30",
+    ];
+    args.extend_from_slice(extra);
+    let o = llmspeed(&args, Duration::from_secs(300));
+    let json = std::fs::read_to_string(dir.join("r.json"))
+        .unwrap_or_else(|e| panic!("no result ({e}): {}", text(&o)));
+    (o, serde_json::from_str(&json).unwrap())
+}
+
+fn check_bench(o: &Output, r: &Value, n: u64, input_len: Option<u64>, output_len: u64) {
+    assert!(o.status.success(), "{}", text(o));
+    assert_eq!(r["completed"], n, "{}", text(o));
+    assert_eq!(r["failed"], 0, "{}", text(o));
+    // ignore_eos: the server generated exactly what was asked, counted from usage.
+    assert_eq!(r["total_output_tokens"], n * output_len, "{}", text(o));
+    let lens = r["input_lens"].as_array().unwrap();
+    let server = r["llmspeed"]["server_input_lens"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", r["llmspeed"]));
+    assert_eq!(lens.len() as u64, n);
+    for (ours, theirs) in lens.iter().zip(server) {
+        let (ours, theirs) = (ours.as_u64().unwrap(), theirs.as_u64().unwrap());
+        // The length we report is the server's own count.
+        assert_eq!(
+            ours, theirs,
+            "input_lens vs the server's usage.prompt_tokens"
+        );
+        if let Some(want) = input_len {
+            assert!(ours.abs_diff(want) <= want / 100 + 1, "{ours} vs {want}");
+        }
+    }
+}
+
+#[test]
+fn bench_serve_random_on_both_endpoints() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    for endpoint in ["/v1/completions", "/v1/chat/completions"] {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = if endpoint.contains("chat") {
+            "openai-chat"
+        } else {
+            "openai"
+        };
+        let (o, r) = bench(
+            &s,
+            dir.path(),
+            "12",
+            "4",
+            &[
+                "--backend",
+                backend,
+                "--endpoint",
+                endpoint,
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                "200",
+                "--random-output-len",
+                "16",
+            ],
+        );
+        check_bench(&o, &r, 12, Some(200), 16);
+    }
+}
+
+#[test]
+fn bench_serve_custom_and_prefix_repetition() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("prompts.jsonl");
+    let mut lines = String::new();
+    for i in 0..12 {
+        lines.push_str(&format!(
+            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
+            i * 7
+        ));
+    }
+    std::fs::write(&data, lines).unwrap();
+    for endpoint in ["/v1/completions", "/v1/chat/completions"] {
+        let backend = if endpoint.contains("chat") {
+            "openai-chat"
+        } else {
+            "openai"
+        };
+        let out = tempfile::tempdir().unwrap();
+        let (o, r) = bench(
+            &s,
+            out.path(),
+            "12",
+            "4",
+            &[
+                "--backend",
+                backend,
+                "--endpoint",
+                endpoint,
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                data.to_str().unwrap(),
+                "--custom-output-len",
+                "16",
+            ],
+        );
+        check_bench(&o, &r, 12, None, 16);
+        let out = tempfile::tempdir().unwrap();
+        let (o, r) = bench(
+            &s,
+            out.path(),
+            "12",
+            "4",
+            &[
+                "--backend",
+                backend,
+                "--endpoint",
+                endpoint,
+                "--dataset-name",
+                "prefix_repetition",
+                "--prefix-repetition-prefix-len",
+                "128",
+                "--prefix-repetition-suffix-len",
+                "64",
+                "--prefix-repetition-num-prefixes",
+                "3",
+                "--prefix-repetition-output-len",
+                "16",
+            ],
+        );
+        check_bench(&o, &r, 12, Some(192), 16);
+    }
+}
+
+#[test]
+fn keep_alive_connection_closed_by_the_idle_server_is_reused_without_a_loss() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    // llama.cpp closes idle keep-alive connections after 5 s: two requests 6 s apart on one
+    // pooled client must both succeed, and neither may be counted failed.
+    let dir = tempfile::tempdir().unwrap();
+    let (o, r) = bench(
+        &s,
+        dir.path(),
+        "3",
+        "1",
+        &[
+            "--request-rate",
+            "0.16",
+            "--burstiness",
+            "1000",
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "4",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(r["completed"], 3, "{}", text(&o));
+    assert_eq!(r["failed"], 0, "{}", text(&o));
+    // Three requests ~6 s apart: the run really spanned the server's idle close.
+    assert!(r["duration"].as_f64().unwrap() > 10.0, "{}", r["duration"]);
+}
+
+#[test]
+fn ready_check_waits_for_a_server_that_starts_later() {
+    let Some(p) = server::paths() else {
+        return;
+    };
+    drop(p);
+    // Reserve a port, free it, start the client first and the server 3 s later on that port.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let client = std::thread::spawn({
+        let (url, dir) = (url.clone(), dir.path().to_path_buf());
+        move || {
+            llmspeed(
+                &[
+                    "bench",
+                    "serve",
+                    "--base-url",
+                    &url,
+                    "--model",
+                    "tiny",
+                    "--num-prompts",
+                    "2",
+                    "--dataset-name",
+                    "random",
+                    "--random-input-len",
+                    "16",
+                    "--random-output-len",
+                    "4",
+                    "--ready-check-timeout-sec",
+                    "60",
+                    "--save-result",
+                    "--result-dir",
+                    dir.to_str().unwrap(),
+                    "--result-filename",
+                    "r.json",
+                ],
+                Duration::from_secs(120),
+            )
+        }
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let s = server::LlamaServer::start_on(port, SLOTS, CTX).expect("server");
+    let o = client.join().unwrap();
+    assert!(o.status.success(), "{}\n{}", text(&o), s.log());
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(r["completed"], 2);
+}

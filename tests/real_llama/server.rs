@@ -1,0 +1,245 @@
+//! A real llama.cpp `llama-server` for the integration tests: the binary and the tiny model come
+//! from `scripts/llama-server.sh` (paths in `LLMSPEED_LLAMA_SERVER` / `LLMSPEED_LLAMA_MODEL`,
+//! else the script's cache folder). Each test starts its own server on `127.0.0.1:0`; the port
+//! is read from the server's own "listening on" log line. Under `CI=true` a missing server is a
+//! test failure; elsewhere the test says loudly that it did not run.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The llama.cpp release the script builds (keep in step with scripts/llama-server.sh).
+const VERSION: &str = "11434.0.0";
+
+/// One real server at a time: they share the machine's two cores with the client.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+pub struct Paths {
+    pub server: PathBuf,
+    pub model: PathBuf,
+}
+
+/// The server and model, or `None` (with a loud message) when they are not built here.
+/// Panics under `CI=true`: CI must build them (`.ci/run` runs the script first).
+pub fn paths() -> Option<Paths> {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_default()
+        .join("llmspeed")
+        .join(format!("llama.cpp-{VERSION}"));
+    let server = std::env::var_os("LLMSPEED_LLAMA_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cache.join("bin/llama-server"));
+    let model = std::env::var_os("LLMSPEED_LLAMA_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| newest_model(&cache));
+    if server.is_file() && model.is_file() {
+        return Some(Paths { server, model });
+    }
+    let msg = format!(
+        "real llama.cpp server not available ({} / {}): run scripts/llama-server.sh",
+        server.display(),
+        model.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("NOT RUN: {msg}");
+    None
+}
+
+/// The newest `tiny-<hash>.gguf` the script wrote (its name changes with the script).
+fn newest_model(cache: &std::path::Path) -> PathBuf {
+    std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("tiny-") && n.ends_with(".gguf")
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
+        .unwrap_or_else(|| cache.join("tiny-<hash>.gguf"))
+}
+
+pub struct LlamaServer {
+    child: Child,
+    pub url: String,
+    pub slots: u64,
+    pub ctx: u64,
+    log: Arc<Mutex<Vec<String>>>,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl LlamaServer {
+    /// `llama-server -c ctx -np slots` on 127.0.0.1:0 with `/metrics`, one thread, waiting
+    /// until `/health` answers 200. `None` when the server is not built (see [`paths`]).
+    pub fn start(slots: u64, ctx: u64) -> Option<LlamaServer> {
+        Self::start_on(0, slots, ctx)
+    }
+
+    /// As [`start`](Self::start) on a given port: only for a port the test obtained by
+    /// binding 127.0.0.1:0 (the ready-check test starts the client before the server).
+    pub fn start_on(port: u16, slots: u64, ctx: u64) -> Option<LlamaServer> {
+        let p = paths()?;
+        let turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cmd = Command::new(&p.server);
+        cmd.args(["-m"])
+            .arg(&p.model)
+            .args(["--host", "127.0.0.1", "--metrics"])
+            .args(["--port", &port.to_string()])
+            .args(["-c", &ctx.to_string(), "-np", &slots.to_string()])
+            .args(["-t", "1", "-tb", "1", "--no-warmup", "-a", "tiny"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // The server dies with the test process, even when a test panics.
+        #[cfg(target_os = "linux")]
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("spawn llama-server");
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<u16>();
+        for pipe in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let (log, tx) = (log.clone(), tx.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    if let Some(port) = listening_port(&line) {
+                        let _ = tx.send(port);
+                    }
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let port = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(p) => p,
+            Err(_) => {
+                let _ = child.kill();
+                panic!(
+                    "llama-server printed no listening address:\n{}",
+                    log.lock().unwrap().join("\n")
+                );
+            }
+        };
+        let s = LlamaServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            slots,
+            ctx,
+            log,
+            _turn: turn,
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while s.get("/health").0 != 200 {
+            assert!(
+                Instant::now() < deadline,
+                "llama-server never became healthy:\n{}",
+                s.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Some(s)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.url.rsplit(':').next().unwrap().parse().unwrap()
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// An independent HTTP/1.1 GET (not llmspeed's client): status and body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        raw_request(self.port(), "GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> (u16, String) {
+        raw_request(self.port(), "POST", path, Some(&body.to_string()))
+    }
+
+    /// The server's own token count of `text` (`/tokenize`, llama.cpp's dialect, with BOS).
+    pub fn count(&self, text: &str) -> usize {
+        let (status, body) = self.post(
+            "/tokenize",
+            &serde_json::json!({"content": text, "add_special": true}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["tokens"].as_array().unwrap().len()
+    }
+
+    /// A `/metrics` counter or gauge (summed over label sets), `None` when absent.
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "{body}");
+        let mut found = None;
+        for line in body.lines().filter(|l| !l.starts_with('#')) {
+            let (key, value) = line.rsplit_once(' ')?;
+            let key = key.split('{').next().unwrap_or(key);
+            if key == name {
+                *found.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+            }
+        }
+        found
+    }
+}
+
+impl Drop for LlamaServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The port of `... listening on http://127.0.0.1:PORT`.
+fn listening_port(line: &str) -> Option<u16> {
+    let rest = &line[line.find("listening on http://127.0.0.1:")? + 30..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// One request on its own connection with `Connection: close`; the body read to EOF.
+/// llama.cpp answers non-streaming requests with Content-Length.
+pub fn raw_request(port: u16, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let body = body.unwrap_or("");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    if s.write_all(head.as_bytes()).is_err() || s.write_all(body.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return (0, text);
+    };
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
