@@ -541,11 +541,66 @@ fn ready_check_waits_for_a_server_that_starts_later() {
             )
         }
     });
+    // `probe` and `matrix` wait the same way.
+    let probe = std::thread::spawn({
+        let url = url.clone();
+        move || {
+            llmspeed(
+                &[
+                    "probe",
+                    "--base-url",
+                    &url,
+                    "--json",
+                    "--ready-check-timeout-sec",
+                    "60",
+                ],
+                Duration::from_secs(120),
+            )
+        }
+    });
+    let matrix_dir = tempfile::tempdir().unwrap();
+    let matrix = std::thread::spawn({
+        let (url, dir) = (url.clone(), matrix_dir.path().to_path_buf());
+        move || {
+            llmspeed(
+                &[
+                    "matrix",
+                    "--base-url",
+                    &url,
+                    "--dry-run",
+                    "--contexts",
+                    "256",
+                    "--concurrency",
+                    "1",
+                    "--out",
+                    dir.to_str().unwrap(),
+                    "--ready-check-timeout-sec",
+                    "60",
+                ],
+                Duration::from_secs(120),
+            )
+        }
+    });
     std::thread::sleep(Duration::from_secs(3));
     let s = server::LlamaServer::start_on(port, SLOTS, CTX).expect("server");
     let o = client.join().unwrap();
     assert!(o.status.success(), "{}\n{}", text(&o), s.log());
+    let p = probe.join().unwrap();
+    assert!(p.status.success(), "{}", text(&p));
+    let v: Value = serde_json::from_slice(&p.stdout).unwrap();
+    assert_eq!(v["engine"], "llama.cpp", "{v}");
+    let m = matrix.join().unwrap();
+    assert!(m.status.success(), "{}", text(&m));
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("r.json")).unwrap()).unwrap();
     assert_eq!(r["completed"], 2);
+    // Without waiting, the same commands fail at once with the transport error.
+    drop(s);
+    let o = llmspeed(&["probe", "--base-url", &url], Duration::from_secs(30));
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("refused"),
+        "{}",
+        text(&o)
+    );
 }

@@ -313,6 +313,9 @@ pub fn run(a: MatrixArgs) -> CliResult {
     cfg.base_url = base_url;
     let client =
         Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
+    if let Some(conn) = &a.conn {
+        rt.block_on(conn.wait_ready(&client))?;
+    }
     let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
     if let Some(s) = mock_stop {
         s.cancel();

@@ -50,6 +50,7 @@ pub fn run(args: ProbeArgs) -> CliResult {
     let cfg = args.conn.client_config()?;
     let rt = runtime(1)?;
     let client = Client::new(cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
+    rt.block_on(args.conn.wait_ready(&client))?;
     let collected = rt
         .block_on(collect(&client, args.model.as_deref()))
         .map_err(CliError::failed)?;

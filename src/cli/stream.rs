@@ -47,9 +47,22 @@ pub struct ConnectionArgs {
     /// Limit on the whole request, in seconds (0 = none).
     #[arg(long, value_name = "SECS", default_value_t = 0.0)]
     pub total_timeout: f64,
+    /// Wait up to this many seconds for the server to come up: `GET /v1/models` is retried on
+    /// refused connections and 5xx (a model still loading) until it answers 200 (0 = one try),
+    /// as `vllm bench serve --ready-check-timeout-sec`.
+    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    pub ready_check_timeout_sec: u64,
 }
 
 impl ConnectionArgs {
+    /// The ready check (`--ready-check-timeout-sec`) before a command's first request.
+    pub async fn wait_ready(&self, client: &Client) -> Result<(), CliError> {
+        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec)
+            .await
+            .map(drop)
+            .map_err(|e| CliError::failed(e.to_string()))
+    }
+
     pub fn client_config(&self) -> Result<ClientConfig, CliError> {
         let target = Target::parse(&self.base_url).map_err(|e| CliError::usage(e.to_string()))?;
         let mut cfg = ClientConfig::new(target);
@@ -146,6 +159,7 @@ pub fn run(args: StreamArgs) -> CliResult {
     let tl = rt.block_on(async {
         let client =
             Client::new(cfg, clock.clone()).map_err(|e| CliError::failed(e.to_string()))?;
+        args.conn.wait_ready(&client).await?;
         let cancel = Cancel::new();
         let on_ctrl_c = cancel.clone();
         tokio::spawn(async move {
