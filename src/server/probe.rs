@@ -590,7 +590,10 @@ pub async fn collect(client: &Client, model_hint: Option<&str>) -> Result<Collec
     c.tokenize = probe_tokenize(client, engine, model.as_deref().unwrap_or("")).await;
     if let Some(m) = &model {
         let vocab = detect(&c, &Overrides::default()).vocab.map(|f| f.value);
-        let ids: Vec<u32> = token_id_range(vocab).take(8).collect();
+        // Both ends of the range: an accepted request proves every id in it is in the
+        // vocabulary (servers check ids against it), not only the first few.
+        let r = token_id_range(vocab);
+        let ids: Vec<u32> = r.clone().take(4).chain(r.rev().take(4)).collect();
         let body = serde_json::json!({"model": m, "prompt": ids, "max_tokens": 1, "stream": false});
         if let Ok(r) = client
             .post_json("/v1/completions", body.to_string().as_bytes())
