@@ -270,7 +270,11 @@ async fn random_on_chat_without_detokenize_sends_text_sized_by_tokenize() {
         .await
         .expect("run");
     let log = String::from_utf8_lossy(&log);
-    assert_eq!((out.metrics.completed, out.metrics.failed), (16, 0), "{log}");
+    assert_eq!(
+        (out.metrics.completed, out.metrics.failed),
+        (16, 0),
+        "{log}"
+    );
     assert_eq!(out.extras["prompt_source"], "text");
     assert_eq!(out.extras["prompt_token_counting"], "server_tokenize");
     assert!(log.contains("natural text"), "{log}");

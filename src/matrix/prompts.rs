@@ -170,12 +170,13 @@ impl Run<'_> {
 
     /// The verified `/tokenize` dialect; never a guessed one.
     fn dialect(&self) -> Result<TokenizeDialect, String> {
-        self.info.tokenize.map(|t| t.dialect).ok_or_else(|| {
-            match &self.info.tokenize_error {
+        self.info
+            .tokenize
+            .map(|t| t.dialect)
+            .ok_or_else(|| match &self.info.tokenize_error {
                 Some(e) => format!("the server's /tokenize failed when probed: {e}"),
                 None => "the server has no /tokenize dialect that counts a known text".into(),
-            }
-        })
+            })
     }
 
     /// Count `p` the way this run counts: `/tokenize`, a local tokenizer, or the usage of a

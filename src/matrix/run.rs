@@ -8,9 +8,9 @@
 use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig};
 use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
+use crate::matrix::prompts::{mix, Run};
 use crate::matrix::scout;
 use crate::matrix::status::CellStatus;
-use crate::matrix::prompts::{mix, Run};
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client};
 use crate::report::files;

@@ -202,7 +202,8 @@ mod tests {
 
     // Recorded answers to VERIFY_TEXT-like texts.
     const VLLM: &str = r#"{"count":11,"max_model_len":262144,"tokens":[2,818,3823,8864,37423,38167,1024,506,31770,4799,236761],"token_strs":null}"#;
-    const LLAMA: &str = r#"{"tokens":[1,415,2936,9060,285,1142,461,10575,754,272,17898,3914,28723]}"#;
+    const LLAMA: &str =
+        r#"{"tokens":[1,415,2936,9060,285,1142,461,10575,754,272,17898,3914,28723]}"#;
     /// llama.cpp answering the vLLM dialect: success, and nothing in it.
     const LLAMA_TRAP: &str = r#"{"tokens":[]}"#;
     const SGLANG: &str = r#"{"tokens":[785,3974,13876,38835,34208,916,279,15678,5562,13],"count":10,"max_model_len":40960}"#;
@@ -284,7 +285,9 @@ mod tests {
             Some(json!({"tokens": [5, 6]}))
         );
         assert_eq!(
-            D::Content.parse_detokenized(br#"{"content":"ab"}"#).unwrap(),
+            D::Content
+                .parse_detokenized(br#"{"content":"ab"}"#)
+                .unwrap(),
             "ab"
         );
         assert_eq!(

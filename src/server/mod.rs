@@ -9,9 +9,8 @@ pub mod dialect;
 pub mod probe;
 pub mod sampler;
 
-pub use probe::{
-    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo,
-    VerifiedTokenize,
-};
 pub use dialect::TokenizeDialect;
+pub use probe::{
+    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, VerifiedTokenize,
+};
 pub use sampler::{MetricNames, MetricsSample, Sampler};

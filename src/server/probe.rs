@@ -7,8 +7,8 @@
 
 use crate::matrix::status::{KvSource, ServerLimits};
 use crate::net::Client;
-use crate::server::dialect::{self, Attempt, TokenizeDialect, VERIFY_TEXT};
 use crate::proto::prometheus::{self, Sample};
+use crate::server::dialect::{self, Attempt, TokenizeDialect, VERIFY_TEXT};
 use serde_json::Value;
 
 /// The server software, as far as its endpoints tell.
@@ -730,12 +730,7 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
             props: Some(Fetched::ok(
                 r#"{"default_generation_settings":{"n_ctx":2048,"params":{}},"total_slots":4,"model_path":"/models/m.gguf","build_info":"b6500-abc"}"#,
             )),
-            tokenize: vec![
-                (
-                    TokenizeDialect::Content,
-                    Attempt::Verified { count: 12 },
-                ),
-            ],
+            tokenize: vec![(TokenizeDialect::Content, Attempt::Verified { count: 12 })],
             ..Collected::default()
         };
         let i = check(c, Overrides::default());
@@ -786,7 +781,10 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
         let text = i.render();
         assert!(text.contains("content dialect"), "{text}");
         assert!(text.contains("-> 10 tokens"), "{text}");
-        assert!(text.contains("vocabulary      679 tokens (/v1/models"), "{text}");
+        assert!(
+            text.contains("vocabulary      679 tokens (/v1/models"),
+            "{text}"
+        );
         let j = i.to_json();
         assert_eq!(j["tokenize_dialect"], "content");
         assert_eq!(j["tokenize_verified_count"], 10);
@@ -798,7 +796,9 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
     #[test]
     fn an_empty_token_list_is_never_a_working_tokenizer() {
         let c = Collected {
-            models: Some(Fetched::ok(r#"{"data":[{"id":"m","owned_by":"llamacpp"}]}"#)),
+            models: Some(Fetched::ok(
+                r#"{"data":[{"id":"m","owned_by":"llamacpp"}]}"#,
+            )),
             tokenize: vec![(
                 TokenizeDialect::Prompt,
                 dialect::verify(TokenizeDialect::Prompt, 200, br#"{"tokens":[]}"#),
@@ -830,8 +830,13 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
         let i = check(c, Overrides::default());
         assert_eq!(i.tokenize, None);
         let e = i.tokenize_error.clone().expect("an error");
-        assert!(e.contains("401") && e.contains("missing bearer token"), "{e}");
-        assert!(i.render().contains("tokenize        unknown: /tokenize answered HTTP 401"));
+        assert!(
+            e.contains("401") && e.contains("missing bearer token"),
+            "{e}"
+        );
+        assert!(i
+            .render()
+            .contains("tokenize        unknown: /tokenize answered HTTP 401"));
     }
 
     #[test]

@@ -272,7 +272,9 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
 }
 
 fn random_ids(rng: &mut StdRng, n: usize, ids: IdRange) -> Vec<u32> {
-    (0..n).map(|_| ids.lo + rng.gen_range(0..ids.span)).collect()
+    (0..n)
+        .map(|_| ids.lo + rng.gen_range(0..ids.span))
+        .collect()
 }
 
 /// The `prefix_repetition` dataset: `num_prefixes` shared prefixes, each followed by unique
@@ -619,8 +621,11 @@ pub fn to_text(
             let pos = match prefixes.iter().position(|(k, _)| *k == key) {
                 Some(p) => p,
                 None => {
-                    let (t, _) =
-                        text_of(prefix.len() as u64, seed ^ prefixes.len() as u64, &mut count)?;
+                    let (t, _) = text_of(
+                        prefix.len() as u64,
+                        seed ^ prefixes.len() as u64,
+                        &mut count,
+                    )?;
                     prefixes.push((key, t));
                     prefixes.len() - 1
                 }

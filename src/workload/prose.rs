@@ -905,7 +905,9 @@ pub enum CalibrateError<E> {
         before_words: usize,
         before_tokens: u64,
     },
-    #[error("the counter answered 0 tokens for a prompt of {bytes} bytes: it does not count this text")]
+    #[error(
+        "the counter answered 0 tokens for a prompt of {bytes} bytes: it does not count this text"
+    )]
     Zero { bytes: usize },
     #[error("the closest prompt found counts {tokens} tokens, more than 1% under the target of {target} (after {calls} counts)")]
     NotExact {
@@ -1375,7 +1377,10 @@ mod tests {
                 20,
             )
             .unwrap_err();
-        assert!(matches!(e, CalibrateError::NotGrowing { tokens: 50, .. }), "{e}");
+        assert!(
+            matches!(e, CalibrateError::NotGrowing { tokens: 50, .. }),
+            "{e}"
+        );
         assert!(calls <= 3, "{calls} calls");
     }
 
@@ -1395,7 +1400,10 @@ mod tests {
                 24,
             )
             .unwrap_err();
-        assert!(matches!(e, CalibrateError::Zero { bytes } if bytes > 100), "{e}");
+        assert!(
+            matches!(e, CalibrateError::Zero { bytes } if bytes > 100),
+            "{e}"
+        );
         assert_eq!(calls, 1);
         assert!(e.to_string().contains("0 tokens"), "{e}");
     }
@@ -1428,12 +1436,18 @@ mod tests {
                 Prompt::Text(t) => t,
                 Prompt::Chat(_) => unreachable!(),
             };
-            Ok(t.split_whitespace().map(|w| (w.len() as u64).div_ceil(2)).sum())
+            Ok(t.split_whitespace()
+                .map(|w| (w.len() as u64).div_ceil(2))
+                .sum())
         };
         for target in [256u64, 300, 1000, 4096] {
             let mut b = PromptBuilder::new("r", target, 2, PromptKind::Completion);
             let c = b.calibrate(target, coarse, 24).unwrap();
-            assert!(c.tokens <= target && target - c.tokens <= 1, "{target}: {}", c.tokens);
+            assert!(
+                c.tokens <= target && target - c.tokens <= 1,
+                "{target}: {}",
+                c.tokens
+            );
             assert_eq!(coarse(&c.prompt).unwrap(), c.tokens);
         }
     }
