@@ -315,7 +315,7 @@ async fn load_samples(
         return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
     }
     if chat {
-        if let Some(d) = dialect.filter(|d| d.detokenize_body("", &[]).is_some()) {
+        if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
             match detokenize_all(client, d, model, &mut samples).await {
                 Ok(()) => return Ok((samples, TokenCounting::Exact, PromptKind::Detokenized)),
                 Err(e) => {

@@ -154,7 +154,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     // Only a verified dialect counts, and chat prompts only where it applies the template.
     let server_counts = info
         .tokenize
-        .is_some_and(|t| !cfg.chat || t.dialect.chat_body("", &[]).is_some());
+        .is_some_and(|t| !cfg.chat || t.dialect.counts_chat());
     let mode = match cfg.prompt_mode {
         PromptMode::TokenIds => PromptTokens::TokenIds,
         PromptMode::Auto | PromptMode::Tokenize if cfg.tokenizer.is_some() => {

@@ -71,6 +71,16 @@ impl TokenizeDialect {
         }
     }
 
+    /// Whether the dialect can count chat messages with the model's chat template.
+    pub fn counts_chat(self) -> bool {
+        self == TokenizeDialect::Prompt
+    }
+
+    /// Whether the engine behind the dialect has a `/detokenize` we rely on.
+    pub fn has_detokenize(self) -> bool {
+        self != TokenizeDialect::Inputs
+    }
+
     /// The body that tokenizes chat messages with the model's chat template; `None` where the
     /// dialect has no such form (the count of joined texts would miss the template).
     pub fn chat_body(self, model: &str, messages: &[ChatMessage]) -> Option<Value> {
@@ -295,6 +305,26 @@ mod tests {
             "ab"
         );
         assert!(D::Prompt.parse_detokenized(br#"{"content":"ab"}"#).is_err());
+    }
+
+    #[test]
+    fn each_engine_tries_its_own_dialect_first() {
+        use crate::server::EngineKind as E;
+        assert_eq!(order_for(E::LlamaCpp)[0], D::Content);
+        assert_eq!(order_for(E::Tgi)[0], D::Inputs);
+        assert_eq!(order_for(E::Vllm)[0], D::Prompt);
+        assert_eq!(order_for(E::Sglang)[0], D::Prompt);
+        for e in [E::Vllm, E::LlamaCpp, E::Tgi, E::OpenAi] {
+            let mut o = order_for(e).to_vec();
+            o.sort_by_key(|d| d.as_str());
+            assert_eq!(o.len(), 3);
+            o.dedup();
+            assert_eq!(o.len(), 3, "every dialect is tried once for {e:?}");
+        }
+        for d in D::ALL {
+            assert_eq!(d.counts_chat(), d.chat_body("m", &[]).is_some());
+            assert_eq!(d.has_detokenize(), d.detokenize_body("m", &[1]).is_some());
+        }
     }
 
     #[test]
