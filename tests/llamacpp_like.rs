@@ -24,7 +24,15 @@ const N_VOCAB: u64 = 679;
 struct Behaviour {
     /// `false`: `/detokenize` answers 404, as most OpenAI-compatible servers do.
     detokenize: bool,
+    /// `true`: nothing names llama.cpp (no `/props`, no `owned_by`), as behind a proxy; the
+    /// probe then tries the vLLM dialect first and meets the `{"tokens": []}` trap.
+    anonymous: bool,
 }
+
+const LLAMA: Behaviour = Behaviour {
+    detokenize: true,
+    anonymous: false,
+};
 
 #[derive(Default)]
 struct Seen {
@@ -50,12 +58,17 @@ fn ids_of(text: &str, bos: bool) -> Vec<u64> {
 fn route(method: &str, path: &str, body: &[u8], b: Behaviour, seen: &Mutex<Seen>) -> (u16, String) {
     let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     match (method, path) {
+        ("GET", "/v1/models") if b.anonymous => (
+            200,
+            json!({"object":"list","data":[{"id":"tiny.gguf","object":"model","meta":{"n_vocab":N_VOCAB}}]})
+                .to_string(),
+        ),
         ("GET", "/v1/models") => (
             200,
             json!({"models":[{"name":"tiny.gguf","model":"tiny.gguf"}],"object":"list","data":[{"id":"tiny.gguf","object":"model","owned_by":"llamacpp","meta":{"vocab_type":1,"n_vocab":N_VOCAB,"n_ctx_train":2048,"n_ctx":2048}}]})
                 .to_string(),
         ),
-        ("GET", "/props") => (
+        ("GET", "/props") if !b.anonymous => (
             200,
             json!({"default_generation_settings":{"n_ctx":2048},"total_slots":4,"build_info":"b11434"})
                 .to_string(),
@@ -222,7 +235,7 @@ fn config(addr: SocketAddr, extra: &[&str]) -> ServeConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probe_verifies_the_content_dialect_and_reads_n_vocab() {
-    let (addr, _) = start(Behaviour { detokenize: true }).await;
+    let (addr, _) = start(LLAMA).await;
     let client = Client::new(
         ClientConfig::new(Target::parse(&format!("http://{addr}")).unwrap()),
         Clock::new(),
@@ -241,11 +254,38 @@ async fn probe_verifies_the_content_dialect_and_reads_n_vocab() {
     assert!(text.contains("vocabulary      679 tokens"), "{text}");
 }
 
+/// Unidentified, the server is asked the vLLM dialect first and answers `{"tokens": []}`:
+/// that must be "not this dialect" (it was a working tokenizer before), and the content
+/// dialect is found next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unidentified_llamacpp_is_not_trusted_on_an_empty_token_list() {
+    let (addr, _) = start(Behaviour {
+        anonymous: true,
+        ..LLAMA
+    })
+    .await;
+    let client = Client::new(
+        ClientConfig::new(Target::parse(&format!("http://{addr}")).unwrap()),
+        Clock::new(),
+    )
+    .unwrap();
+    let c = collect(&client, None).await.unwrap();
+    let i = detect(&c, &Overrides::default());
+    assert_eq!(i.engine, EngineKind::OpenAi);
+    assert_eq!(c.tokenize.len(), 2, "{:?}", c.tokenize);
+    assert_eq!(c.tokenize[0].0, TokenizeDialect::Prompt);
+    assert_eq!(
+        i.tokenize.map(|t| t.dialect),
+        Some(TokenizeDialect::Content)
+    );
+    assert_eq!(i.vocab.map(|f| f.value), Some(N_VOCAB));
+}
+
 /// Before: ids were drawn from 1000..8000 and 16 of 16 requests failed with "Prompt contains
 /// invalid tokens".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_on_completions_sends_ids_inside_the_vocabulary() {
-    let (addr, seen) = start(Behaviour { detokenize: true }).await;
+    let (addr, seen) = start(LLAMA).await;
     let cfg = config(addr, &[]);
     let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
         .await
@@ -263,7 +303,11 @@ async fn random_on_completions_sends_ids_inside_the_vocabulary() {
 /// the server's `/tokenize` (content dialect), and the input lengths reported are those counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_on_chat_without_detokenize_sends_text_sized_by_tokenize() {
-    let (addr, _) = start(Behaviour { detokenize: false }).await;
+    let (addr, _) = start(Behaviour {
+        detokenize: false,
+        ..LLAMA
+    })
+    .await;
     let cfg = config(addr, &["--backend", "openai-chat", "--save-detailed"]);
     let mut log = Vec::new();
     let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
@@ -288,7 +332,7 @@ async fn random_on_chat_without_detokenize_sends_text_sized_by_tokenize() {
 /// out-of-range id before).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_on_chat_with_detokenize_uses_it() {
-    let (addr, _) = start(Behaviour { detokenize: true }).await;
+    let (addr, _) = start(LLAMA).await;
     let cfg = config(addr, &["--backend", "openai-chat"]);
     let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
         .await
@@ -308,7 +352,7 @@ async fn matrix_calibrates_with_the_content_dialect_and_caches_by_tokenizer() {
     use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
     use std::time::Duration;
 
-    let (addr, seen) = start(Behaviour { detokenize: true }).await;
+    let (addr, seen) = start(LLAMA).await;
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("prompts");
     let url = format!("http://{addr}");
