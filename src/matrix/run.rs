@@ -1,8 +1,8 @@
 //! The matrix run, end to end: probe -> plan -> warm-up -> per context (prompt of an exact token
 //! count, prefill scout, decode cells) -> results written after every measurement.
 //!
-//! Owns the order of work, prompt preparation (token ids, `/tokenize` calibration, or a usage
-//! estimate), resume and interruption. It never formats reports itself (that is `report`) and
+//! Owns the order of work, the choice of prompt mode, resume and interruption; prompts of an
+//! exact size are `matrix::prompts`. It never formats reports itself (that is `report`) and
 //! never decides a verdict rule (that is `status`); progress goes through a callback.
 
 use crate::analysis::repetition::RepetitionConfig;
