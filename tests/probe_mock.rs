@@ -5,7 +5,7 @@ use llmspeed::clock::Clock;
 use llmspeed::matrix::status::KvSource;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
-use llmspeed::server::{collect, detect, EngineKind, Overrides, TokenizeStyle};
+use llmspeed::server::{collect, detect, EngineKind, Overrides, TokenizeDialect};
 use serde_json::Value;
 
 fn with_mock<T>(cfg: MockConfig, f: impl FnOnce(String) -> T + Send + 'static) -> T
@@ -64,7 +64,10 @@ fn library_probe_reads_the_mock() {
     assert_eq!(info.kv_tokens, Some((65_536, KvSource::KvCacheSizeTokens)));
     assert_eq!(info.max_running.map(|f| f.value), Some(32));
     assert!(info.has_metrics);
-    assert_eq!(info.tokenize, Some(TokenizeStyle::PromptCount));
+    let t = info.tokenize.expect("the mock's /tokenize is verified");
+    assert_eq!(t.dialect, TokenizeDialect::Prompt);
+    assert!(t.count > 0, "{t:?}");
+    assert_eq!(info.tokenize_error, None);
     assert_eq!(info.token_ids, Some(true));
     assert!(info.missing.is_empty(), "{:?}", info.missing);
 }

@@ -594,6 +594,8 @@ impl ServeArgs {
             prefix_repetition_num_prefixes: self.prefix_repetition_num_prefixes,
             prefix_repetition_output_len: self.prefix_repetition_output_len,
             custom_output_len: self.custom_output_len,
+            // The runner narrows it to the server's vocabulary once probed.
+            ids: crate::workload::datasets::IdRange::DEFAULT,
         };
         if matches!(
             kind,

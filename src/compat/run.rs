@@ -17,6 +17,8 @@ use crate::compat::metrics::{
 };
 use crate::compat::result::{self, Detailed, RunInfo};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
+use crate::server::probe::token_id_range;
+use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::timeline::Timeline;
 use crate::workload::datasets::{self, PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
@@ -51,21 +53,48 @@ pub enum RunError {
 pub enum TokenCounting {
     /// Token-id prompts: exact by construction.
     Exact,
-    /// The server's `/tokenize`.
-    Server,
+    /// The server's `/tokenize`, in the dialect the probe verified.
+    Server(TokenizeDialect),
     /// No `/tokenize`: bytes / 4.
     Estimate,
     /// `--tokenizer`: a local tokenizer.json.
     Local,
+    /// Neither: each request's input length is the `usage.prompt_tokens` the server returned.
+    Usage,
 }
 
 impl TokenCounting {
     pub fn as_str(self) -> &'static str {
         match self {
             TokenCounting::Exact => "exact",
-            TokenCounting::Server => "server_tokenize",
+            TokenCounting::Server(_) => "server_tokenize",
             TokenCounting::Estimate => "estimate_bytes_div_4",
             TokenCounting::Local => "local_tokenizer",
+            TokenCounting::Usage => "usage_prompt_tokens",
+        }
+    }
+}
+
+/// What the prompts sent were.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptKind {
+    /// Token ids, within the server's vocabulary.
+    TokenIds,
+    /// Token ids turned into text by the server's `/detokenize` (chat endpoint).
+    Detokenized,
+    /// Token-id datasets sent as natural text of a measured length (ids could not be used).
+    Text,
+    /// The dataset's own texts (sharegpt, sonnet, custom).
+    DatasetText,
+}
+
+impl PromptKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptKind::TokenIds => "token_ids",
+            PromptKind::Detokenized => "detokenized_token_ids",
+            PromptKind::Text => "text",
+            PromptKind::DatasetText => "dataset_text",
         }
     }
 }
@@ -128,49 +157,58 @@ async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, Ru
         .unwrap_or_default())
 }
 
-/// `POST /tokenize` -> `count`; `None` when the server has no usable tokenize endpoint.
-async fn server_count(client: &Client, model: &str, text: &str) -> Result<Option<u64>, String> {
-    let body = json!({"model": model, "prompt": text, "add_special_tokens": false}).to_string();
+/// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
+/// tokens where the dialect has the switch, as before).
+async fn server_count(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    text: &str,
+) -> Result<u64, String> {
+    let mut body = dialect.text_body(model, text);
+    for k in ["add_special_tokens", "add_special"] {
+        if let Some(v) = body.get_mut(k) {
+            *v = json!(false);
+        }
+    }
     let r = client
-        .post_json("/tokenize", body.as_bytes())
+        .post_json("/tokenize", body.to_string().as_bytes())
         .await
         .map_err(|e| format!("POST /tokenize: {e}"))?;
     if !r.is_success() {
-        return Ok(None);
+        return Err(format!(
+            "POST /tokenize answered HTTP {}: {}",
+            r.status,
+            r.error_message()
+        ));
     }
-    let v: Value = serde_json::from_slice(&r.body)
-        .map_err(|e| format!("POST /tokenize did not return JSON: {e}"))?;
-    match (
-        v.get("count").and_then(Value::as_u64),
-        v.get("tokens").and_then(Value::as_array),
-    ) {
-        (Some(n), _) => Ok(Some(n)),
-        (None, Some(t)) => Ok(Some(t.len() as u64)),
-        _ => Err("POST /tokenize answered without \"count\" or \"tokens\"".into()),
-    }
+    dialect.parse_count(&r.body)
 }
 
-/// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint).
-async fn detokenize(client: &Client, model: &str, ids: &[u32]) -> Result<String, String> {
-    let body = json!({"model": model, "tokens": ids}).to_string();
+/// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint), in the
+/// verified dialect's shape.
+async fn detokenize(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    ids: &[u32],
+) -> Result<String, String> {
+    let body = dialect
+        .detokenize_body(model, ids)
+        .ok_or_else(|| format!("no /detokenize in the {} dialect", dialect.as_str()))?
+        .to_string();
     let r = client
         .post_json("/detokenize", body.as_bytes())
         .await
         .map_err(|e| format!("POST /detokenize: {e}"))?;
     if !r.is_success() {
         return Err(format!(
-            "random prompts on the chat endpoint need the server's /detokenize, which answered HTTP {}: {} \
-             (use --backend openai with /v1/completions for token-id prompts)",
+            "POST /detokenize answered HTTP {}: {}",
             r.status,
             r.error_message()
         ));
     }
-    let v: Value = serde_json::from_slice(&r.body)
-        .map_err(|e| format!("POST /detokenize did not return JSON: {e}"))?;
-    v.get("prompt")
-        .and_then(Value::as_str)
-        .map(String::from)
-        .ok_or_else(|| "POST /detokenize answered without \"prompt\"".into())
+    dialect.parse_detokenized(&r.body)
 }
 
 /// The `--tokenizer` to count with locally: a path (which must load), or a model id found in the
@@ -191,67 +229,137 @@ fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunErro
     }
 }
 
-/// Loads the dataset, measuring texts with `--tokenizer` or the server's `/tokenize` when it
-/// has one.
+/// Loads the dataset. Texts are measured with `--tokenizer` or the server's verified
+/// `/tokenize`. Token ids stay inside the server's vocabulary and are sent only where the probe
+/// saw the server accept ids from both ends of that range; on the chat endpoint they become
+/// text through the server's `/detokenize`. Where ids cannot be used, prompts are natural text
+/// sized by the same counters, or by each request's `usage.prompt_tokens` when there is none.
 async fn load_samples(
     cfg: &ServeConfig,
     client: &Client,
     model: &str,
-) -> Result<(Vec<Sample>, TokenCounting), RunError> {
+    log: &mut (dyn Write + Send),
+) -> Result<(Vec<Sample>, TokenCounting, PromptKind), RunError> {
     use crate::workload::datasets::DatasetKind;
-    let needs_count = matches!(
+    let collected = collect(client, Some(model))
+        .await
+        .map_err(RunError::Setup)?;
+    let info = detect(&collected, &Overrides::default());
+    let ids_dataset = matches!(
         cfg.dataset.kind,
-        DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+        DatasetKind::Random | DatasetKind::PrefixRepetition
     );
-    let mut counting = TokenCounting::Exact;
-    let local = if needs_count {
-        local_tokenizer(cfg.tokenizer.as_deref())?
-    } else {
-        None
-    };
-    if local.is_some() {
-        counting = TokenCounting::Local;
-    } else if needs_count {
-        counting = match server_count(client, model, "probe").await {
-            Ok(Some(_)) => TokenCounting::Server,
-            _ => TokenCounting::Estimate,
-        };
+    let local = local_tokenizer(cfg.tokenizer.as_deref())?;
+    let dialect = info.tokenize.map(|t| t.dialect);
+    if let (None, Some(e)) = (dialect, &info.tokenize_error) {
+        let _ = writeln!(log, "note: the server's /tokenize failed: {e}");
     }
-    let dcfg = cfg.dataset.clone();
-    let (client2, model2) = (client.clone(), model.to_string());
+    let counter = match (&local, dialect) {
+        (Some(_), _) => Some(TokenCounting::Local),
+        (None, Some(d)) => Some(TokenCounting::Server(d)),
+        (None, None) => None,
+    };
+    let mut dcfg = cfg.dataset.clone();
+    if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
+        dcfg.ids = r;
+    }
     let handle = tokio::runtime::Handle::current();
-    // Dataset loading is synchronous; its token counter calls back into the runtime from a
-    // blocking thread (only before the measured run).
-    let mut samples = tokio::task::spawn_blocking(move || {
-        let mut count = |t: &str| -> Result<u64, String> {
-            match counting {
-                TokenCounting::Server => handle
-                    .block_on(server_count(&client2, &model2, t))?
-                    .ok_or_else(|| "POST /tokenize stopped answering".to_string()),
+    let count_with = {
+        let (client, model) = (client.clone(), model.to_string());
+        move |how: TokenCounting, t: &str| -> Result<u64, String> {
+            match how {
+                TokenCounting::Server(d) => handle.block_on(server_count(&client, d, &model, t)),
                 TokenCounting::Local => match &local {
                     Some(tok) => tok.count(t).map_err(|e| e.to_string()),
                     None => Err("no local tokenizer loaded".to_string()),
                 },
                 _ => Ok(datasets::estimate_tokens(t)),
             }
-        };
-        datasets::load(&dcfg, &mut count)
+        }
+    };
+    let chat = cfg.backend.is_chat();
+    let ids_ok = !chat && info.token_ids == Some(true);
+    // Dataset loading is synchronous; its token counter calls back into the runtime from a
+    // blocking thread (only before the measured run).
+    let (mut samples, count_with) = tokio::task::spawn_blocking(move || {
+        let how = counter.unwrap_or(TokenCounting::Estimate);
+        let mut count = |t: &str| count_with(how, t);
+        datasets::load(&dcfg, &mut count).map(|s| (s, count_with))
     })
     .await
     .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
-    if cfg.backend.is_chat() {
-        let mut ids = Vec::new();
-        for s in samples.iter_mut() {
-            ids.clear();
-            if s.write_ids(&mut ids) {
-                let text = detokenize(client, model, &ids)
-                    .await
-                    .map_err(RunError::Setup)?;
-                s.prompt = PromptSource::Text(text);
+    if !ids_dataset {
+        return Ok((
+            samples,
+            counter.unwrap_or(TokenCounting::Estimate),
+            PromptKind::DatasetText,
+        ));
+    }
+    if ids_ok {
+        return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
+    }
+    if chat {
+        if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
+            match detokenize_all(client, d, model, &mut samples).await {
+                Ok(()) => return Ok((samples, TokenCounting::Exact, PromptKind::Detokenized)),
+                Err(e) => {
+                    let _ = writeln!(
+                        log,
+                        "note: {e}; sending natural text of a measured length instead"
+                    );
+                }
             }
         }
     }
-    Ok((samples, counting))
+    let why = if chat {
+        "the chat endpoint takes no token ids"
+    } else {
+        "the server did not accept token ids from the range probed"
+    };
+    let seed = cfg.dataset.seed;
+    let counting = counter.unwrap_or(TokenCounting::Usage);
+    let _ = writeln!(
+        log,
+        "note: {why}; prompts are natural text sized by {}",
+        counting.as_str()
+    );
+    let samples = tokio::task::spawn_blocking(move || {
+        let mut count = |t: &str| count_with(counting, t);
+        let c: Option<&mut datasets::TokenCounter<'_>> = match counting {
+            TokenCounting::Usage => None,
+            _ => Some(&mut count),
+        };
+        datasets::to_text(&mut samples, seed, c).map(|()| samples)
+    })
+    .await
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
+    Ok((samples, counting, PromptKind::Text))
+}
+
+/// Every token-id prompt through `/detokenize`; all or nothing (the first failure is the
+/// error, and the samples are left as they were).
+async fn detokenize_all(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    samples: &mut [Sample],
+) -> Result<(), String> {
+    let mut ids = Vec::new();
+    let mut texts = Vec::with_capacity(samples.len());
+    for s in samples.iter() {
+        ids.clear();
+        texts.push(if s.write_ids(&mut ids) {
+            Some(detokenize(client, dialect, model, &ids).await?)
+        } else {
+            None
+        });
+    }
+    for (s, t) in samples.iter_mut().zip(texts) {
+        if let Some(t) = t {
+            s.prompt = PromptSource::Text(t);
+        }
+    }
+    Ok(())
 }
 
 /// Decimal digits of 0..100, two bytes each, so a number is written two digits at a time.
@@ -397,7 +505,7 @@ pub async fn run(
         .served_model_name
         .clone()
         .unwrap_or_else(|| model.clone());
-    let (samples, counting) = load_samples(cfg, &client, &request_model).await?;
+    let (samples, counting, prompt_kind) = load_samples(cfg, &client, &request_model, log).await?;
     if counting == TokenCounting::Estimate {
         let _ = writeln!(
             log,
@@ -560,13 +668,22 @@ pub async fn run(
     let mut sources: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
-        let rec =
-            RequestRecord::from_timeline(&d.timeline, &clock, &opts, s.prompt_len, d.queue_ns);
+        // Text sized without a counter: the server's own count of what it received.
+        let input_len = match counting {
+            TokenCounting::Usage => d
+                .timeline
+                .usage
+                .map(|u| u.prompt_tokens)
+                .filter(|&n| n > 0)
+                .unwrap_or(s.prompt_len),
+            _ => s.prompt_len,
+        };
+        let rec = RequestRecord::from_timeline(&d.timeline, &clock, &opts, input_len, d.queue_ns);
         send_lag_ns.push(d.send_lag_ns);
         *sources
             .entry(d.timeline.token_count_source.as_str())
             .or_default() += 1;
-        detailed.input_lens.push(s.prompt_len);
+        detailed.input_lens.push(input_len);
         detailed.output_lens.push(if rec.is_success() {
             rec.output_tokens
         } else {
@@ -609,6 +726,7 @@ pub async fn run(
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
         "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
         "prompt_token_counting": counting.as_str(),
+        "prompt_source": prompt_kind.as_str(),
         "token_count_source": sources,
         "num_warmups": cfg.num_warmups,
         "failures_by_kind": failures,

@@ -1,29 +1,26 @@
 //! The matrix run, end to end: probe -> plan -> warm-up -> per context (prompt of an exact token
 //! count, prefill scout, decode cells) -> results written after every measurement.
 //!
-//! Owns the order of work, prompt preparation (token ids, `/tokenize` calibration, or a usage
-//! estimate), resume and interruption. It never formats reports itself (that is `report`) and
+//! Owns the order of work, the choice of prompt mode, resume and interruption; prompts of an
+//! exact size are `matrix::prompts`. It never formats reports itself (that is `report`) and
 //! never decides a verdict rule (that is `status`); progress goes through a callback.
 
 use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig};
 use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
+use crate::matrix::prompts::{mix, Run};
 use crate::matrix::scout;
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
-use crate::net::{Cancel, Client, NoopObserver};
+use crate::net::{Cancel, Client};
 use crate::report::files;
 use crate::report::{
     methodology, rows_from_plan, Engine, Hardware, Limits, MatrixReport, Metadata, ModelInfo,
     PrefillMode, PromptTokens, Settings, SCHEMA_VERSION,
 };
-use crate::server::probe::SAFE_TOKEN_IDS;
-use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo, TokenizeStyle};
+use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
-use crate::workload::prompt_cache::{self, CacheKey, CachedPrompt};
-use crate::workload::prose::{self, PromptBuilder, PromptKind};
 use crate::workload::tokenizer::LocalTokenizer;
-use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,18 +79,6 @@ pub struct MatrixConfig {
     pub tokenizer: Option<Arc<LocalTokenizer>>,
 }
 
-/// A prompt ready to send, and its size.
-struct Prepared {
-    generation: Generation,
-    tokens: u64,
-    /// Where the prompt came from (cache, calibration), for the progress line.
-    note: Option<String>,
-}
-
-/// The run id a cached prompt is stored under. Never sent: a loaded prompt gets this run's id
-/// (see [`prose::Prompt::replace_prefix`]).
-const CACHE_RUN_ID: &str = "xxxxxxxx";
-
 /// The default prompt cache: `$XDG_CACHE_HOME/llmspeed/prompts`, else
 /// `~/.cache/llmspeed/prompts`; `None` when neither variable is set.
 pub fn default_prompt_cache() -> Option<PathBuf> {
@@ -116,339 +101,6 @@ pub fn rfc3339(unix_s: u64) -> String {
 pub fn default_out_dir() -> PathBuf {
     let s = rfc3339(unix_now()).replace([':', '-'], "");
     PathBuf::from("results").join(s.trim_end_matches('Z'))
-}
-
-fn mix(a: u64, b: u64) -> u64 {
-    let mut x = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^= x >> 31;
-    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x ^ (x >> 29)
-}
-
-async fn count_tokens(
-    client: &Client,
-    style: TokenizeStyle,
-    model: &str,
-    p: &prose::Prompt,
-) -> Result<u64, String> {
-    let body = match (style, p) {
-        (TokenizeStyle::PromptCount, prose::Prompt::Text(t)) => {
-            json!({"model": model, "prompt": t, "add_special_tokens": true})
-        }
-        (TokenizeStyle::PromptCount, prose::Prompt::Chat(m)) => json!({
-            "model": model,
-            "messages": chat_messages(m),
-            "add_generation_prompt": true
-        }),
-        (TokenizeStyle::Content, prose::Prompt::Text(t)) => {
-            json!({"content": t, "add_special": true})
-        }
-        (TokenizeStyle::Content, prose::Prompt::Chat(m)) => {
-            let joined: Vec<&str> = m.iter().map(|m| m.content.as_str()).collect();
-            json!({"content": joined.join("\n\n"), "add_special": true})
-        }
-    };
-    let r = client
-        .post_json("/tokenize", body.to_string().as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    if !r.is_success() {
-        return Err(format!(
-            "/tokenize answered {}: {}",
-            r.status,
-            r.error_message()
-        ));
-    }
-    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("/tokenize: {e}"))?;
-    v.get("count")
-        .and_then(Value::as_u64)
-        .or_else(|| {
-            v.get("tokens")
-                .and_then(Value::as_array)
-                .map(|a| a.len() as u64)
-        })
-        .ok_or_else(|| "/tokenize answer has neither count nor tokens".to_string())
-}
-
-/// `p` counted with `--tokenizer` (synchronous: a few milliseconds for a cache check).
-fn local_count(cfg: &MatrixConfig, p: &prose::Prompt) -> Result<u64, String> {
-    let tok = cfg
-        .tokenizer
-        .as_ref()
-        .ok_or("no local tokenizer loaded (--tokenizer)")?;
-    tok.count_prompt(p).map_err(|e| e.to_string())
-}
-
-/// `usage.prompt_tokens` of a one-token non-streaming request (the last-resort counter).
-async fn usage_count(client: &Client, g: &Generation) -> Result<u64, String> {
-    let mut g = g.clone();
-    g.max_tokens = Some(1);
-    g.ignore_eos = false;
-    let mut body: Value =
-        serde_json::from_slice(&g.body()?).map_err(|e| format!("request body: {e}"))?;
-    body["stream"] = json!(false);
-    body.as_object_mut().map(|o| o.remove("stream_options"));
-    let r = client
-        .post_json(g.path(), body.to_string().as_bytes())
-        .await
-        .map_err(|e| e.to_string())?;
-    if !r.is_success() {
-        return Err(format!(
-            "{} answered {}: {}",
-            g.path(),
-            r.status,
-            r.error_message()
-        ));
-    }
-    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("usage: {e}"))?;
-    v.pointer("/usage/prompt_tokens")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| "the answer has no usage.prompt_tokens".to_string())
-}
-
-fn chat_messages(m: &[prose::ChatMessage]) -> Value {
-    Value::Array(
-        m.iter()
-            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
-            .collect(),
-    )
-}
-
-struct Run<'a> {
-    client: &'a Client,
-    cfg: &'a MatrixConfig,
-    model: String,
-    info: &'a ServerInfo,
-    mode: PromptTokens,
-    run_id: String,
-}
-
-impl Run<'_> {
-    fn generation(&self, p: &prose::Prompt) -> Generation {
-        let mut g = match p {
-            prose::Prompt::Text(t) => Generation::new(&self.model, NetPrompt::Text(t.clone())),
-            prose::Prompt::Chat(m) => {
-                let mut g = Generation::new(&self.model, NetPrompt::Text(String::new()));
-                g.chat = true;
-                // Three turns; `extra` is merged last so it replaces the single-message form.
-                g.extra.insert("messages".into(), chat_messages(m));
-                g
-            }
-        };
-        g.max_tokens = Some(self.cfg.plan.max_tokens as u32);
-        g.ignore_eos = self.cfg.ignore_eos;
-        g
-    }
-
-    /// Build the prompt of `target` tokens for one context and seed.
-    async fn prepare(&self, target: u64, seed: u64) -> Result<Prepared, String> {
-        let kind = if self.cfg.chat {
-            PromptKind::Chat
-        } else {
-            PromptKind::Completion
-        };
-        match self.mode {
-            PromptTokens::TokenIds => {
-                let ids = prose::token_ids(
-                    target as usize,
-                    mix(mix(seed, target), self.run_id.len() as u64 ^ unix_now()),
-                    SAFE_TOKEN_IDS,
-                )
-                .map_err(|e| e.to_string())?;
-                let mut g = Generation::new(&self.model, NetPrompt::TokenIds(ids));
-                g.max_tokens = Some(self.cfg.plan.max_tokens as u32);
-                g.ignore_eos = self.cfg.ignore_eos;
-                Ok(Prepared {
-                    generation: g,
-                    tokens: target,
-                    note: None,
-                })
-            }
-            PromptTokens::TokenizeEndpoint
-            | PromptTokens::LocalTokenizer
-            | PromptTokens::UsageEstimate => self.calibrated(target, seed, kind).await,
-        }
-    }
-
-    /// Count `p` the way this run counts: `/tokenize`, a local tokenizer, or the usage of a
-    /// one-token request.
-    async fn count(&self, p: &prose::Prompt) -> Result<u64, String> {
-        match self.mode {
-            PromptTokens::UsageEstimate => usage_count(self.client, &self.generation(p)).await,
-            PromptTokens::LocalTokenizer => local_count(self.cfg, p),
-            _ => {
-                let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
-                count_tokens(self.client, style, &self.model, p).await
-            }
-        }
-    }
-
-    /// A calibrated prompt: from the cache when it holds one for this (model, context, seed,
-    /// kind) and one count confirms its size with this run's first line, else calibrated and
-    /// stored. The first line differs per run, and a tokenizer may split two run ids into
-    /// different numbers of tokens; the confirming count is what keeps the size exact.
-    async fn calibrated(
-        &self,
-        target: u64,
-        seed: u64,
-        kind: PromptKind,
-    ) -> Result<Prepared, String> {
-        let key = CacheKey {
-            model: &self.model,
-            context: target,
-            seed,
-            kind,
-        };
-        let stored_prefix = prose::prompt_prefix(CACHE_RUN_ID, target, seed);
-        let run_prefix = prose::prompt_prefix(&self.run_id, target, seed);
-        let mut notes = Vec::new();
-        if let Some(dir) = &self.cfg.prompt_cache {
-            match prompt_cache::load(dir, &key) {
-                Ok(Some(c)) => {
-                    let mut p = c.prompt;
-                    if !p.replace_prefix(&stored_prefix, &run_prefix) {
-                        notes.push("cached prompt has another first line; recalibrating".into());
-                    } else {
-                        let n = self.count(&p).await?;
-                        if n == c.tokens && n <= target {
-                            return Ok(Prepared {
-                                generation: self.generation(&p),
-                                tokens: n,
-                                note: Some(format!("{n} tokens, from the prompt cache (1 count)")),
-                            });
-                        }
-                        notes.push(format!(
-                            "cached prompt counts {n} tokens now, {} when stored; recalibrating",
-                            c.tokens
-                        ));
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => notes.push(format!("{e}; recalibrating")),
-            }
-        }
-        let (prompt, tokens, calls) = self.calibrate(target, seed, kind).await?;
-        notes.push(format!("{tokens} tokens, calibrated in {calls} counts"));
-        if let Some(dir) = &self.cfg.prompt_cache {
-            let mut stored = prompt.clone();
-            // Always true: the builder wrote `run_prefix`.
-            if stored.replace_prefix(&run_prefix, &stored_prefix) {
-                let cached = CachedPrompt {
-                    prompt: stored,
-                    tokens,
-                };
-                if let Err(e) = prompt_cache::store(dir, &key, &cached) {
-                    notes.push(format!("not cached: {e}"));
-                }
-            }
-        }
-        Ok(Prepared {
-            generation: self.generation(&prompt),
-            tokens,
-            note: Some(notes.join("; ")),
-        })
-    }
-
-    /// Search for the prompt size; returns the prompt, its count and the counting calls.
-    async fn calibrate(
-        &self,
-        target: u64,
-        seed: u64,
-        kind: PromptKind,
-    ) -> Result<(prose::Prompt, u64, u32), String> {
-        match self.mode {
-            PromptTokens::TokenIds => Err("token-id prompts need no calibration".into()),
-            PromptTokens::LocalTokenizer => {
-                let tok = self
-                    .cfg
-                    .tokenizer
-                    .clone()
-                    .ok_or("no local tokenizer loaded (--tokenizer)")?;
-                let run_id = self.run_id.clone();
-                // Counting a long prompt locally takes tens of milliseconds per call: keep it off
-                // the runtime's worker threads.
-                let cal = tokio::task::spawn_blocking(move || {
-                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
-                    b.calibrate(target, |p| tok.count_prompt(p), 24)
-                        .map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| format!("calibration task: {e}"))??;
-                Ok((cal.prompt, cal.tokens, cal.calls))
-            }
-            PromptTokens::TokenizeEndpoint => {
-                let style = self.info.tokenize.unwrap_or(TokenizeStyle::PromptCount);
-                let handle = tokio::runtime::Handle::current();
-                let client = self.client.clone();
-                let model = self.model.clone();
-                let run_id = self.run_id.clone();
-                // Calibration is a synchronous search; run it on a blocking thread that waits
-                // on the async tokenize calls.
-                let cal = tokio::task::spawn_blocking(move || {
-                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
-                    b.calibrate(
-                        target,
-                        |p| handle.block_on(count_tokens(&client, style, &model, p)),
-                        24,
-                    )
-                    .map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| format!("calibration task: {e}"))??;
-                Ok((cal.prompt, cal.tokens, cal.calls))
-            }
-            PromptTokens::UsageEstimate => {
-                // Few calls: each one prefills the whole prompt on the server.
-                let handle = tokio::runtime::Handle::current();
-                let client = self.client.clone();
-                let run_id = self.run_id.clone();
-                let gen_of = {
-                    let model = self.model.clone();
-                    let max_tokens = self.cfg.plan.max_tokens as u32;
-                    move |p: &prose::Prompt| {
-                        let mut g = match p {
-                            prose::Prompt::Text(t) => {
-                                Generation::new(&model, NetPrompt::Text(t.clone()))
-                            }
-                            prose::Prompt::Chat(m) => {
-                                let mut g = Generation::new(&model, NetPrompt::Text(String::new()));
-                                g.chat = true;
-                                g.extra.insert("messages".into(), chat_messages(m));
-                                g
-                            }
-                        };
-                        g.max_tokens = Some(max_tokens);
-                        g
-                    }
-                };
-                let cal = tokio::task::spawn_blocking(move || {
-                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
-                    b.calibrate(
-                        target,
-                        |p| handle.block_on(usage_count(&client, &gen_of(p))),
-                        4,
-                    )
-                    .map_err(|e| e.to_string())
-                })
-                .await
-                .map_err(|e| format!("calibration task: {e}"))??;
-                Ok((cal.prompt, cal.tokens, cal.calls))
-            }
-        }
-    }
-
-    /// One hidden request that only warms (the prefix cache, or the server's first-request
-    /// costs).
-    async fn warm(&self, g: &Generation, max_tokens: u32, stop: &Cancel) {
-        let mut g = g.clone();
-        g.max_tokens = Some(max_tokens);
-        if let Ok(req) = g.stream_request(Some(false)) {
-            let _ = self
-                .client
-                .stream(&req, self.client.clock().raw(), &mut NoopObserver, stop)
-                .await;
-        }
-    }
 }
 
 /// Copy finished measurements of an earlier report into `report` (same contexts and
@@ -499,6 +151,10 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         .or_else(|| info.model.clone())
         .ok_or("the server lists no model; pass --model")?;
     let plan = Plan::new(&cfg.plan, info.limits());
+    // Only a verified dialect counts, and chat prompts only where it applies the template.
+    let server_counts = info
+        .tokenize
+        .is_some_and(|t| !cfg.chat || t.dialect.counts_chat());
     let mode = match cfg.prompt_mode {
         PromptMode::TokenIds => PromptTokens::TokenIds,
         PromptMode::Auto | PromptMode::Tokenize if cfg.tokenizer.is_some() => {
@@ -506,7 +162,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         }
         PromptMode::Tokenize => PromptTokens::TokenizeEndpoint,
         PromptMode::Usage => PromptTokens::UsageEstimate,
-        PromptMode::Auto if info.tokenize.is_some() => PromptTokens::TokenizeEndpoint,
+        PromptMode::Auto if server_counts => PromptTokens::TokenizeEndpoint,
         PromptMode::Auto if info.token_ids == Some(true) && !cfg.chat => PromptTokens::TokenIds,
         PromptMode::Auto => PromptTokens::UsageEstimate,
     };
@@ -519,10 +175,17 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
                 .into(),
         );
     }
-    if mode == PromptTokens::TokenizeEndpoint && info.tokenize.is_none() {
-        return Err(
-            "the server has no /tokenize endpoint (try --prompt-mode token-ids or usage)".into(),
-        );
+    if mode == PromptTokens::TokenizeEndpoint && !server_counts {
+        return Err(match (&info.tokenize, &info.tokenize_error) {
+            (Some(t), _) => format!(
+                "the server's /tokenize ({} dialect) cannot count chat prompts with the chat template (try --prompt-mode usage)",
+                t.dialect.as_str()
+            ),
+            (None, Some(e)) => format!(
+                "the server's /tokenize failed when probed: {e} (try --prompt-mode token-ids or usage)"
+            ),
+            (None, None) => "the server has no /tokenize that counts a known text (try --prompt-mode token-ids or usage)".into(),
+        });
     }
     let settings = Settings {
         duration_s: cfg.duration.as_secs_f64(),

@@ -5,12 +5,14 @@
 //! async fetch layer; `sampler` polls `/metrics` on its own task. Neither is on the per-token
 //! path, and neither ever sends a generation request that produces more than one token.
 
+pub mod dialect;
 pub mod probe;
 pub mod ready;
 pub mod sampler;
 
+pub use dialect::TokenizeDialect;
 pub use probe::{
-    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, TokenizeStyle,
+    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, VerifiedTokenize,
 };
 pub use ready::{wait_ready, NotReady};
 pub use sampler::{MetricNames, MetricsSample, Sampler};

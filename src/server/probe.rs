@@ -8,6 +8,7 @@
 use crate::matrix::status::{KvSource, ServerLimits};
 use crate::net::Client;
 use crate::proto::prometheus::{self, Sample};
+use crate::server::dialect::{self, Attempt, TokenizeDialect, VERIFY_TEXT};
 use serde_json::Value;
 
 /// The server software, as far as its endpoints tell.
@@ -70,13 +71,12 @@ impl Fetched {
     }
 }
 
-/// How the server counts tokens for us, if it does.
+/// A `/tokenize` dialect the server proved it speaks: `text` came back as `count` tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TokenizeStyle {
-    /// vLLM / SGLang: `POST /tokenize {model, prompt | messages}` -> `{count, tokens}`.
-    PromptCount,
-    /// llama.cpp: `POST /tokenize {content}` -> `{tokens}`.
-    Content,
+pub struct VerifiedTokenize {
+    pub dialect: TokenizeDialect,
+    pub text: &'static str,
+    pub count: u64,
 }
 
 /// Everything [`collect`] fetched; `None` = no usable answer.
@@ -93,8 +93,9 @@ pub struct Collected {
     pub props: Option<Fetched>,
     /// Ollama `/api/version`.
     pub api_version: Option<Fetched>,
-    /// Whether a one-word `/tokenize` worked, and in which dialect.
-    pub tokenize: Option<TokenizeStyle>,
+    /// Each `/tokenize` dialect tried with [`VERIFY_TEXT`], in order, and what it showed; the
+    /// probe stops at the first verified one.
+    pub tokenize: Vec<(TokenizeDialect, Attempt)>,
     /// Whether a token-id prompt on `/v1/completions` (`max_tokens: 1`) was accepted; `None` =
     /// not tried.
     pub token_ids: Option<bool>,
@@ -135,7 +136,13 @@ pub struct ServerInfo {
     pub max_running: Option<Found<u64>>,
     /// `/metrics` answered with samples we recognise (live sampling possible).
     pub has_metrics: bool,
-    pub tokenize: Option<TokenizeStyle>,
+    /// The `/tokenize` dialect that counted a known text as non-empty; `None` when none did.
+    pub tokenize: Option<VerifiedTokenize>,
+    /// Why no dialect was verified when the server *failed* rather than lacked one (401, 5xx,
+    /// network): the server's message, so it is never mistaken for "no /tokenize".
+    pub tokenize_error: Option<String>,
+    /// Vocabulary size (token ids are `0..n`) and where it came from; `None` = unknown.
+    pub vocab: Option<Found<u64>>,
     pub token_ids: Option<bool>,
     /// Things that could not be found, as sentences for the user.
     pub missing: Vec<String>,
@@ -182,12 +189,12 @@ impl ServerInfo {
             "metrics         {}\n",
             if self.has_metrics { "yes" } else { "no" }
         ));
+        o.push_str(&format!("tokenize        {}\n", self.tokenize_line()));
         o.push_str(&format!(
-            "tokenize        {}\n",
-            match self.tokenize {
-                Some(TokenizeStyle::PromptCount) => "yes (/tokenize prompt -> count)",
-                Some(TokenizeStyle::Content) => "yes (/tokenize content -> tokens)",
-                None => "no",
+            "vocabulary      {}\n",
+            match self.vocab {
+                Some(f) => format!("{} tokens ({})", f.value, f.source),
+                None => "unknown (token-id prompts use ids 1000..8000)".into(),
             }
         ));
         o.push_str(&format!(
@@ -202,6 +209,33 @@ impl ServerInfo {
             o.push_str(&format!("not found: {m}\n"));
         }
         o
+    }
+
+    fn tokenize_line(&self) -> String {
+        match (&self.tokenize, &self.tokenize_error) {
+            (Some(t), _) => format!(
+                "yes, {} dialect ({}); verified: {:?} -> {} tokens",
+                t.dialect.as_str(),
+                t.dialect.describe(),
+                t.text,
+                t.count
+            ),
+            (None, Some(e)) => format!("unknown: {e}"),
+            (None, None) => "no (no dialect counted a known text)".into(),
+        }
+    }
+
+    /// Who counts tokens for this server, as a cache key: prompts counted by one tokenizer are
+    /// never reused for another (engine, model, vocabulary size, dialect).
+    pub fn tokenizer_identity(&self, model: &str) -> String {
+        format!(
+            "{} model={} vocab={} tokenize={}",
+            self.engine.as_str(),
+            model,
+            self.vocab
+                .map_or_else(|| "unknown".to_string(), |f| f.value.to_string()),
+            self.tokenize.map_or("none", |t| t.dialect.as_str())
+        )
     }
 
     pub fn to_json(&self) -> Value {
@@ -219,6 +253,12 @@ impl ServerInfo {
             "max_running_source": self.max_running.map(|f| f.source),
             "metrics": self.has_metrics,
             "tokenize": self.tokenize.is_some(),
+            "tokenize_dialect": self.tokenize.map(|t| t.dialect.as_str()),
+            "tokenize_verified_text": self.tokenize.map(|t| t.text),
+            "tokenize_verified_count": self.tokenize.map(|t| t.count),
+            "tokenize_error": self.tokenize_error,
+            "vocab_size": self.vocab.map(|f| f.value),
+            "vocab_size_source": self.vocab.map(|f| f.source),
             "token_id_prompts": self.token_ids,
             "missing": self.missing,
         })
@@ -327,6 +367,13 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         .map(|n| found(n, "/v1/models max_model_len"));
     let mut kv = None;
     let mut max_running = None;
+    // llama.cpp puts the model's facts under `meta`; `n_vocab` counts every id the model has.
+    let vocab = model_entries
+        .first()
+        .and_then(|m| m.get("meta"))
+        .and_then(|m| u64_of(m, "n_vocab"))
+        .filter(|&n| n > 0)
+        .map(|n| found(n, "/v1/models data[0].meta.n_vocab"));
 
     match engine {
         EngineKind::Vllm => kv = vllm_kv(&samples),
@@ -424,6 +471,22 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
     if !has_metrics {
         missing.push("live metrics (/metrics): the readiness gate and average active requests use the client's own count".into());
     }
+    let tokenize = c.tokenize.iter().find_map(|(d, a)| match a {
+        Attempt::Verified { count } => Some(VerifiedTokenize {
+            dialect: *d,
+            text: VERIFY_TEXT,
+            count: *count,
+        }),
+        _ => None,
+    });
+    let tokenize_error = if tokenize.is_some() {
+        None
+    } else {
+        c.tokenize.iter().find_map(|(_, a)| match a {
+            Attempt::Error { message } => Some(message.clone()),
+            _ => None,
+        })
+    };
     ServerInfo {
         engine,
         model,
@@ -434,7 +497,9 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         kv_tokens: kv,
         max_running,
         has_metrics,
-        tokenize: c.tokenize,
+        tokenize,
+        tokenize_error,
+        vocab,
         token_ids: c.token_ids,
         missing,
     }
@@ -452,6 +517,47 @@ async fn fetch(client: &Client, path: &str) -> Option<Fetched> {
 
 /// Ids inside every common vocabulary (and the simulated server's), past special tokens.
 pub const SAFE_TOKEN_IDS: std::ops::Range<u32> = 1000..8000;
+
+/// The ids token-id prompts draw from for a vocabulary of `vocab` ids (`None` = unknown):
+/// [`SAFE_TOKEN_IDS`] where it fits, else the upper half of the vocabulary minus its last 1/32.
+/// Low ids are special and byte-fallback tokens (SentencePiece puts 256 byte pieces after
+/// `<unk>`, `<s>`, `</s>`); added special tokens sit at the top end.
+pub fn token_id_range(vocab: Option<u64>) -> std::ops::Range<u32> {
+    match vocab {
+        Some(n) if n < SAFE_TOKEN_IDS.end as u64 => {
+            let n = n as u32;
+            let lo = (n / 2).min(SAFE_TOKEN_IDS.start);
+            let hi = n - (n / 32).max(1);
+            lo..hi.max(lo)
+        }
+        _ => SAFE_TOKEN_IDS,
+    }
+}
+
+/// Try each `/tokenize` dialect with [`VERIFY_TEXT`], the engine's own first, until one counts
+/// it as non-empty.
+async fn probe_tokenize(
+    client: &Client,
+    engine: EngineKind,
+    model: &str,
+) -> Vec<(TokenizeDialect, Attempt)> {
+    let mut out = Vec::new();
+    for d in dialect::order_for(engine) {
+        let body = d.text_body(model, VERIFY_TEXT).to_string();
+        let a = match client.post_json("/tokenize", body.as_bytes()).await {
+            Ok(r) => dialect::verify(d, r.status, &r.body),
+            Err(e) => Attempt::Error {
+                message: format!("POST /tokenize: {e}"),
+            },
+        };
+        let done = matches!(a, Attempt::Verified { .. });
+        out.push((d, a));
+        if done {
+            break;
+        }
+    }
+    out
+}
 
 /// Fetch the informative endpoints. Unreachable servers fail here with the transport error;
 /// everything else missing is just absent.
@@ -480,32 +586,14 @@ pub async fn collect(client: &Client, model_hint: Option<&str>) -> Result<Collec
     let model = model_hint
         .map(str::to_owned)
         .or_else(|| detect(&c, &Overrides::default()).model);
-    let model_json = model.as_deref().map(Value::from).unwrap_or(Value::Null);
-    // Tokenize: vLLM/SGLang dialect first, then llama.cpp's.
-    let body = serde_json::json!({"model": model_json, "prompt": "hello world"});
-    if let Ok(r) = client
-        .post_json("/tokenize", body.to_string().as_bytes())
-        .await
-    {
-        let v: Option<Value> = serde_json::from_slice(&r.body).ok();
-        if r.is_success() && v.as_ref().and_then(|v| v.get("tokens")).is_some() {
-            c.tokenize = Some(TokenizeStyle::PromptCount);
-        }
-    }
-    if c.tokenize.is_none() {
-        let body = serde_json::json!({"content": "hello world"});
-        if let Ok(r) = client
-            .post_json("/tokenize", body.to_string().as_bytes())
-            .await
-        {
-            let v: Option<Value> = serde_json::from_slice(&r.body).ok();
-            if r.is_success() && v.as_ref().and_then(|v| v.get("tokens")).is_some() {
-                c.tokenize = Some(TokenizeStyle::Content);
-            }
-        }
-    }
+    let engine = detect(&c, &Overrides::default()).engine;
+    c.tokenize = probe_tokenize(client, engine, model.as_deref().unwrap_or("")).await;
     if let Some(m) = &model {
-        let ids: Vec<u32> = SAFE_TOKEN_IDS.take(8).collect();
+        let vocab = detect(&c, &Overrides::default()).vocab.map(|f| f.value);
+        // Both ends of the range: an accepted request proves every id in it is in the
+        // vocabulary (servers check ids against it), not only the first few.
+        let r = token_id_range(vocab);
+        let ids: Vec<u32> = r.clone().take(4).chain(r.rev().take(4)).collect();
         let body = serde_json::json!({"model": m, "prompt": ids, "max_tokens": 1, "stream": false});
         if let Ok(r) = client
             .post_json("/v1/completions", body.to_string().as_bytes())
@@ -539,7 +627,7 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
             )),
             version: Some(Fetched::ok(r#"{"version":"0.30.1rc1.dev452+g73a583112"}"#)),
             metrics: Some(Fetched::ok(VLLM_METRICS)),
-            tokenize: Some(TokenizeStyle::PromptCount),
+            tokenize: vec![(TokenizeDialect::Prompt, Attempt::Verified { count: 11 })],
             token_ids: Some(true),
             ..Collected::default()
         }
@@ -642,7 +730,7 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
             props: Some(Fetched::ok(
                 r#"{"default_generation_settings":{"n_ctx":2048,"params":{}},"total_slots":4,"model_path":"/models/m.gguf","build_info":"b6500-abc"}"#,
             )),
-            tokenize: Some(TokenizeStyle::Content),
+            tokenize: vec![(TokenizeDialect::Content, Attempt::Verified { count: 12 })],
             ..Collected::default()
         };
         let i = check(c, Overrides::default());
@@ -653,6 +741,114 @@ vllm:generation_tokens_total{engine=\"0\",model_name=\"gemma\"} 12.0\n";
         assert_eq!(i.version.as_deref(), Some("b6500-abc"));
         assert!(!i.has_metrics);
         assert!(i.missing.iter().any(|m| m.contains("live metrics")));
+    }
+
+    /// llama.cpp as observed: the vLLM dialect answers 200 `{"tokens": []}`, the content
+    /// dialect counts, and `/v1/models` carries `meta.n_vocab`.
+    #[test]
+    fn llamacpp_dialect_is_the_verified_one_and_vocab_comes_from_meta() {
+        let c = Collected {
+            models: Some(Fetched::ok(
+                r#"{"models":[{"name":"tiny.gguf","model":"tiny.gguf"}],"object":"list","data":[{"id":"tiny.gguf","object":"model","owned_by":"llamacpp","meta":{"vocab_type":1,"n_vocab":679,"n_ctx_train":2048,"n_ctx":2048,"n_params":393216,"size":1572864}}]}"#,
+            )),
+            tokenize: vec![
+                (
+                    TokenizeDialect::Prompt,
+                    dialect::verify(TokenizeDialect::Prompt, 200, br#"{"tokens":[]}"#),
+                ),
+                (
+                    TokenizeDialect::Content,
+                    dialect::verify(
+                        TokenizeDialect::Content,
+                        200,
+                        br#"{"tokens":[1,84,104,101,32,113,117,105,99,107]}"#,
+                    ),
+                ),
+            ],
+            ..Collected::default()
+        };
+        let i = check(c, Overrides::default());
+        assert_eq!(i.engine, EngineKind::LlamaCpp);
+        assert_eq!(
+            i.tokenize,
+            Some(VerifiedTokenize {
+                dialect: TokenizeDialect::Content,
+                text: VERIFY_TEXT,
+                count: 10
+            })
+        );
+        assert_eq!(i.vocab, Some(found(679, "/v1/models data[0].meta.n_vocab")));
+        let text = i.render();
+        assert!(text.contains("content dialect"), "{text}");
+        assert!(text.contains("-> 10 tokens"), "{text}");
+        assert!(
+            text.contains("vocabulary      679 tokens (/v1/models"),
+            "{text}"
+        );
+        let j = i.to_json();
+        assert_eq!(j["tokenize_dialect"], "content");
+        assert_eq!(j["tokenize_verified_count"], 10);
+        assert_eq!(j["vocab_size"], 679);
+        assert!(i.tokenizer_identity("tiny.gguf").contains("vocab=679"));
+    }
+
+    /// Only the empty answer: no dialect is trusted (the bug counted this as a tokenizer).
+    #[test]
+    fn an_empty_token_list_is_never_a_working_tokenizer() {
+        let c = Collected {
+            models: Some(Fetched::ok(
+                r#"{"data":[{"id":"m","owned_by":"llamacpp"}]}"#,
+            )),
+            tokenize: vec![(
+                TokenizeDialect::Prompt,
+                dialect::verify(TokenizeDialect::Prompt, 200, br#"{"tokens":[]}"#),
+            )],
+            ..Collected::default()
+        };
+        let i = check(c, Overrides::default());
+        assert_eq!(i.tokenize, None);
+        assert_eq!(i.tokenize_error, None);
+        assert!(i.render().contains("tokenize        no"), "{}", i.render());
+    }
+
+    /// A 401 is reported as the server's refusal, never as "no /tokenize" (issue 9 item 8).
+    #[test]
+    fn a_refused_tokenize_is_reported_with_the_servers_message() {
+        let c = Collected {
+            models: Some(Fetched::ok(r#"{"data":[{"id":"m"}]}"#)),
+            tokenize: TokenizeDialect::ALL
+                .iter()
+                .map(|&d| {
+                    (
+                        d,
+                        dialect::verify(d, 401, br#"{"error":"missing bearer token"}"#),
+                    )
+                })
+                .collect(),
+            ..Collected::default()
+        };
+        let i = check(c, Overrides::default());
+        assert_eq!(i.tokenize, None);
+        let e = i.tokenize_error.clone().expect("an error");
+        assert!(
+            e.contains("401") && e.contains("missing bearer token"),
+            "{e}"
+        );
+        assert!(i
+            .render()
+            .contains("tokenize        unknown: /tokenize answered HTTP 401"));
+    }
+
+    #[test]
+    fn token_id_range_fits_the_vocabulary() {
+        assert_eq!(token_id_range(None), SAFE_TOKEN_IDS);
+        assert_eq!(token_id_range(Some(151_936)), SAFE_TOKEN_IDS);
+        assert_eq!(token_id_range(Some(8_000)), SAFE_TOKEN_IDS);
+        let r = token_id_range(Some(679));
+        // Past SentencePiece's 3 specials and 256 byte pieces, inside the vocabulary.
+        assert!(r.start >= 259 && r.end <= 679 && r.len() >= 100, "{r:?}");
+        let r = token_id_range(Some(4_000));
+        assert!(r.start >= 1000 && r.end < 4_000, "{r:?}");
     }
 
     #[test]

@@ -22,16 +22,45 @@ pub const VOCAB_LO: u32 = 1000;
 /// the simulated server's small vocabulary (8460 ids).
 pub const VOCAB_SPAN: u32 = 7_000;
 
+/// The token ids random prompts draw from: `lo..lo + span`. [`IdRange::DEFAULT`] fits every
+/// common tokenizer; a server with a smaller vocabulary gets a range inside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdRange {
+    pub lo: u32,
+    pub span: u32,
+}
+
+impl IdRange {
+    pub const DEFAULT: IdRange = IdRange {
+        lo: VOCAB_LO,
+        span: VOCAB_SPAN,
+    };
+
+    /// `None` for an empty range.
+    pub fn from_range(r: std::ops::Range<u32>) -> Option<IdRange> {
+        (r.end > r.start).then(|| IdRange {
+            lo: r.start,
+            span: r.end - r.start,
+        })
+    }
+
+    /// One past the highest id.
+    pub fn end(self) -> u32 {
+        self.lo + self.span
+    }
+}
+
 /// What a prompt is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PromptSource {
     /// Text, sent as is (completions `prompt` or the chat user message).
     Text(String),
-    /// Token ids `prefix ++ [(VOCAB_LO + (start + j) % VOCAB_SPAN) for j in 0..len]`.
+    /// Token ids `prefix ++ [(ids.lo + (start + j) % ids.span) for j in 0..len]`.
     Synthetic {
         prefix: Arc<[u32]>,
         start: u32,
         len: u32,
+        ids: IdRange,
     },
 }
 
@@ -51,14 +80,19 @@ impl Sample {
     pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
         match &self.prompt {
             PromptSource::Text(_) => false,
-            PromptSource::Synthetic { prefix, start, len } => {
+            PromptSource::Synthetic {
+                prefix,
+                start,
+                len,
+                ids,
+            } => {
                 out.reserve(prefix.len() + *len as usize);
                 out.extend_from_slice(prefix);
-                let mut id = start % VOCAB_SPAN;
+                let mut id = start % ids.span;
                 for _ in 0..*len {
-                    out.push(VOCAB_LO + id);
+                    out.push(ids.lo + id);
                     id += 1;
-                    if id == VOCAB_SPAN {
+                    if id == ids.span {
                         id = 0;
                     }
                 }
@@ -127,6 +161,8 @@ pub struct DatasetConfig {
     pub prefix_repetition_num_prefixes: u32,
     pub prefix_repetition_output_len: u32,
     pub custom_output_len: u32,
+    /// Token ids random prompts draw from (the runner narrows it to the server's vocabulary).
+    pub ids: IdRange,
 }
 
 impl Default for DatasetConfig {
@@ -149,6 +185,7 @@ impl Default for DatasetConfig {
             prefix_repetition_num_prefixes: 10,
             prefix_repetition_output_len: 128,
             custom_output_len: 256,
+            ids: IdRange::DEFAULT,
         }
     }
 }
@@ -210,7 +247,8 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
         )));
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let prefix: Arc<[u32]> = random_ids(&mut rng, cfg.random_prefix_len as usize).into();
+    let ids = cfg.ids;
+    let prefix: Arc<[u32]> = random_ids(&mut rng, cfg.random_prefix_len as usize, ids).into();
     let (in_lo, in_hi) = range_bounds(cfg.random_input_len, r);
     let (out_lo, out_hi) = range_bounds(cfg.random_output_len, r);
     let mut out = Vec::with_capacity(cfg.num_prompts);
@@ -218,12 +256,13 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
         let len = rng.gen_range(in_lo..=in_hi);
         let output_len = rng.gen_range(out_lo..=out_hi);
         // vLLM: (offset + i + arange(len)) % vocab, offset uniform over the vocabulary.
-        let start = (rng.gen_range(0..VOCAB_SPAN) + i as u32 % VOCAB_SPAN) % VOCAB_SPAN;
+        let start = (rng.gen_range(0..ids.span) + i as u32 % ids.span) % ids.span;
         out.push(Sample {
             prompt: PromptSource::Synthetic {
                 prefix: prefix.clone(),
                 start,
                 len,
+                ids,
             },
             prompt_len: prefix.len() as u64 + len as u64,
             output_len,
@@ -232,9 +271,9 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
     Ok(out)
 }
 
-fn random_ids(rng: &mut StdRng, n: usize) -> Vec<u32> {
+fn random_ids(rng: &mut StdRng, n: usize, ids: IdRange) -> Vec<u32> {
     (0..n)
-        .map(|_| VOCAB_LO + rng.gen_range(0..VOCAB_SPAN))
+        .map(|_| ids.lo + rng.gen_range(0..ids.span))
         .collect()
 }
 
@@ -260,13 +299,14 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
     let suffix = cfg.prefix_repetition_suffix_len;
     for _ in 0..n_pre {
         let prefix: Arc<[u32]> =
-            random_ids(&mut rng, cfg.prefix_repetition_prefix_len as usize).into();
+            random_ids(&mut rng, cfg.prefix_repetition_prefix_len as usize, cfg.ids).into();
         for _ in 0..per {
             out.push(Sample {
                 prompt: PromptSource::Synthetic {
                     prefix: prefix.clone(),
-                    start: rng.gen_range(0..VOCAB_SPAN),
+                    start: rng.gen_range(0..cfg.ids.span),
                     len: suffix,
+                    ids: cfg.ids,
                 },
                 prompt_len: prefix.len() as u64 + suffix as u64,
                 output_len: cfg.prefix_repetition_output_len,
@@ -530,6 +570,90 @@ pub fn estimate_tokens(text: &str) -> u64 {
     (text.len() as u64).div_ceil(4)
 }
 
+/// Replace every token-id prompt with natural prose of the same length, for servers where ids
+/// cannot be sent (the chat endpoint, an unknown vocabulary, no working `/detokenize`).
+///
+/// With a counter (the server's `/tokenize`, a local tokenizer) each text is calibrated and
+/// `prompt_len` becomes the counter's figure for the text actually sent; a shared prefix
+/// (`prefix_repetition`, `--random-prefix-len`) stays one shared text. Without one, the text is
+/// sized at 1.3 tokens per word and `prompt_len` keeps the asked length until the server's
+/// `usage.prompt_tokens` replaces it (the runner does that).
+pub fn to_text(
+    samples: &mut [Sample],
+    seed: u64,
+    mut count: Option<&mut TokenCounter<'_>>,
+) -> Result<(), DatasetError> {
+    use crate::workload::prose::{CalibrateError, Prompt, PromptBuilder};
+    // One text per distinct prefix (by identity: samples share the `Arc`).
+    let mut prefixes: Vec<(*const u32, String)> = Vec::new();
+    let text_of = |n: u64, seed: u64, count: &mut Option<&mut TokenCounter<'_>>| {
+        let mut b = PromptBuilder::bare(seed);
+        let Some(count) = count.as_deref_mut() else {
+            let Prompt::Text(t) = b.build((n as f64 / 1.3).round() as usize) else {
+                unreachable!("bare prompts are text")
+            };
+            return Ok::<_, DatasetError>((t, n));
+        };
+        let c = match b.calibrate(n, |p| count(prompt_text(p)), 20) {
+            Ok(c) => c,
+            // The closest text: its true size is reported, not the asked one.
+            Err(CalibrateError::NotExact { best, .. }) => *best,
+            Err(CalibrateError::TooSmall { overhead, .. }) => {
+                return Err(DatasetError::Count(format!(
+                    "an empty text already counts {overhead} tokens, more than the {n} asked for"
+                )))
+            }
+            Err(e) => return Err(DatasetError::Count(e.to_string())),
+        };
+        let Prompt::Text(t) = c.prompt else {
+            unreachable!("bare prompts are text")
+        };
+        Ok((t, c.tokens))
+    };
+    for (i, s) in samples.iter_mut().enumerate() {
+        let PromptSource::Synthetic { prefix, len, .. } = &s.prompt else {
+            continue;
+        };
+        let sample_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut text = String::new();
+        if !prefix.is_empty() {
+            let key = prefix.as_ptr();
+            let pos = match prefixes.iter().position(|(k, _)| *k == key) {
+                Some(p) => p,
+                None => {
+                    let (t, _) = text_of(
+                        prefix.len() as u64,
+                        seed ^ prefixes.len() as u64,
+                        &mut count,
+                    )?;
+                    prefixes.push((key, t));
+                    prefixes.len() - 1
+                }
+            };
+            text.push_str(&prefixes[pos].1);
+            text.push_str("\n\n");
+        }
+        let (suffix, _) = text_of(*len as u64, sample_seed, &mut count)?;
+        text.push_str(&suffix);
+        s.prompt_len = match count.as_deref_mut() {
+            // The whole text once more: a prefix and a suffix counted apart can differ from
+            // the two together (BOS, merges at the seam).
+            Some(c) => counted(c, &text)?,
+            None => s.prompt_len,
+        };
+        s.prompt = PromptSource::Text(text);
+    }
+    Ok(())
+}
+
+fn prompt_text(p: &crate::workload::prose::Prompt) -> &str {
+    match p {
+        crate::workload::prose::Prompt::Text(t) => t,
+        // `PromptBuilder::bare` builds text only.
+        crate::workload::prose::Prompt::Chat(m) => m.first().map_or("", |m| m.content.as_str()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -540,11 +664,9 @@ mod tests {
     }
 
     /// The naive twin of `write_ids`: vLLM's formula written directly.
-    fn naive_ids(prefix: &[u32], start: u32, len: u32) -> Vec<u32> {
+    fn naive_ids(prefix: &[u32], start: u32, len: u32, ids: IdRange) -> Vec<u32> {
         let mut v = prefix.to_vec();
-        v.extend(
-            (0..len).map(|j| VOCAB_LO + ((start as u64 + j as u64) % VOCAB_SPAN as u64) as u32),
-        );
+        v.extend((0..len).map(|j| ids.lo + ((start as u64 + j as u64) % ids.span as u64) as u32));
         v
     }
 
@@ -568,12 +690,102 @@ mod tests {
             assert!(ids
                 .iter()
                 .all(|&i| (VOCAB_LO..VOCAB_LO + VOCAB_SPAN).contains(&i)));
-            if let PromptSource::Synthetic { prefix, start, len } = &s.prompt {
-                assert_eq!(ids, naive_ids(prefix, *start, *len));
+            if let PromptSource::Synthetic {
+                prefix,
+                start,
+                len,
+                ids: r,
+            } = &s.prompt
+            {
+                assert_eq!(ids, naive_ids(prefix, *start, *len, *r));
             }
         }
         let other = random(&DatasetConfig { seed: 1, ..cfg }).unwrap();
         assert_ne!(a, other);
+    }
+
+    /// llama.cpp's 679-token test model: every id, prefix included, stays inside the range
+    /// the runner derives from `n_vocab` (before, ids reached 7999: "invalid tokens").
+    #[test]
+    fn random_ids_stay_inside_a_small_vocabulary() {
+        let r = IdRange::from_range(339..657).unwrap();
+        for kind in [DatasetKind::Random, DatasetKind::PrefixRepetition] {
+            let cfg = DatasetConfig {
+                kind,
+                num_prompts: 40,
+                random_input_len: 2000,
+                random_prefix_len: 50,
+                prefix_repetition_num_prefixes: 4,
+                ids: r,
+                ..Default::default()
+            };
+            let samples = load(&cfg, &mut words).unwrap();
+            let mut ids = Vec::new();
+            for s in &samples {
+                ids.clear();
+                assert!(s.write_ids(&mut ids));
+                assert_eq!(ids.len() as u64, s.prompt_len);
+                assert!(ids.iter().all(|&i| (339..657).contains(&i)), "{kind:?}");
+                if let PromptSource::Synthetic {
+                    prefix, start, len, ..
+                } = &s.prompt
+                {
+                    assert_eq!(ids, naive_ids(prefix, *start, *len, r));
+                }
+            }
+        }
+    }
+
+    /// A stand-in tokenizer with BOS: one token per word plus one.
+    fn counted_words(s: &str) -> Result<u64, String> {
+        Ok(1 + s.split_whitespace().count() as u64)
+    }
+
+    #[test]
+    fn token_id_prompts_become_text_of_the_counted_length() {
+        let cfg = DatasetConfig {
+            kind: DatasetKind::PrefixRepetition,
+            num_prompts: 12,
+            prefix_repetition_prefix_len: 60,
+            prefix_repetition_suffix_len: 40,
+            prefix_repetition_num_prefixes: 3,
+            ..Default::default()
+        };
+        let mut samples = load(&cfg, &mut words).unwrap();
+        let mut count = counted_words;
+        to_text(&mut samples, 5, Some(&mut count)).unwrap();
+        let mut firsts = std::collections::HashMap::new();
+        for s in &samples {
+            let PromptSource::Text(t) = &s.prompt else {
+                panic!("text expected")
+            };
+            // The counter's figure for the text sent, within 1% of the 100 asked for.
+            assert_eq!(s.prompt_len, counted_words(t).unwrap());
+            assert!((99..=101).contains(&s.prompt_len), "{}", s.prompt_len);
+            // Prefixes stay shared: three distinct openings of 60 tokens' worth.
+            let head: String = t.split_whitespace().take(40).collect::<Vec<_>>().join(" ");
+            *firsts.entry(head).or_insert(0) += 1;
+        }
+        assert_eq!(firsts.len(), 3, "{:?}", firsts.values());
+    }
+
+    #[test]
+    fn without_a_counter_text_is_estimated_and_marked_for_usage() {
+        let cfg = DatasetConfig {
+            num_prompts: 3,
+            random_input_len: 130,
+            ..Default::default()
+        };
+        let mut samples = load(&cfg, &mut words).unwrap();
+        to_text(&mut samples, 1, None).unwrap();
+        for s in &samples {
+            let PromptSource::Text(t) = &s.prompt else {
+                panic!("text expected")
+            };
+            // ~1.3 tokens per word of English: 100 words for 130 tokens.
+            assert_eq!(t.split_whitespace().count(), 100);
+            assert_eq!(s.prompt_len, 130);
+        }
     }
 
     #[test]

@@ -1,5 +1,8 @@
-//! On-disk cache of calibrated prompts, keyed by (model, context, seed, kind), so a rerun or a
-//! resumed run sends byte-identical prompts without calling the tokenizer again.
+//! On-disk cache of calibrated prompts, keyed by (tokenizer identity, model, context, seed,
+//! kind), so a rerun or a resumed run sends byte-identical prompts without a full calibration.
+//! The tokenizer identity (engine, model, vocabulary size, counting dialect, or a local
+//! tokenizer's file) keeps a prompt counted by one tokenizer from being reused for another. The
+//! caller stores only prompts whose count it confirmed, and re-counts a loaded one before use.
 //!
 //! Owns the file name scheme, the file format (a small text header, then length-prefixed parts)
 //! and atomic replacement (write a temporary file, sync, rename: a crash never leaves a torn
@@ -8,7 +11,8 @@
 //!
 //! Format, all UTF-8:
 //! ```text
-//! llmspeed-prompt 1
+//! llmspeed-prompt 2
+//! tokenizer <who counted it>
 //! model <model id>
 //! context <tokens asked for>
 //! seed <seed>
@@ -26,11 +30,15 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const MAGIC: &str = "llmspeed-prompt 1";
+/// Version 2 added the tokenizer line; version-1 files (which could hold prompts counted by a
+/// dialect that answered 0) are rejected as foreign.
+const MAGIC: &str = "llmspeed-prompt 2";
 
 /// What a cached prompt is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheKey<'a> {
+    /// Who counted the prompt (see the module docs); one header line.
+    pub tokenizer: &'a str,
     pub model: &'a str,
     pub context: u64,
     pub seed: u64,
@@ -72,6 +80,7 @@ fn key_hash(key: &CacheKey) -> u64 {
         }
         h = (h ^ 0xFF).wrapping_mul(0x100_0000_01B3);
     };
+    feed(key.tokenizer.as_bytes());
     feed(key.model.as_bytes());
     feed(&key.context.to_le_bytes());
     feed(&key.seed.to_le_bytes());
@@ -108,7 +117,9 @@ pub fn encode(key: &CacheKey, cached: &CachedPrompt) -> String {
     // `model` is one header line: a newline in it would break the format, so refuse it early
     // by escaping (model ids never contain one in practice).
     let model = key.model.replace(['\n', '\r'], " ");
+    let tokenizer = key.tokenizer.replace(['\n', '\r'], " ");
     let _ = writeln!(s, "{MAGIC}");
+    let _ = writeln!(s, "tokenizer {tokenizer}");
     let _ = writeln!(s, "model {model}");
     let _ = writeln!(s, "context {}", key.context);
     let _ = writeln!(s, "seed {}", key.seed);
@@ -152,6 +163,7 @@ pub fn decode<'d>(path: &Path, key: &CacheKey, data: &'d str) -> Result<CachedPr
     }
     let model = key.model.replace(['\n', '\r'], " ");
     let expect = [
+        ("tokenizer", key.tokenizer.replace(['\n', '\r'], " ")),
         ("model", model),
         ("context", key.context.to_string()),
         ("seed", key.seed.to_string()),
@@ -174,6 +186,9 @@ pub fn decode<'d>(path: &Path, key: &CacheKey, data: &'d str) -> Result<CachedPr
             .ok_or_else(|| corrupt(format!("expected '{name} <number>', found '{l}'")))
     };
     let tokens = number(line(&mut rest, "tokens")?, "tokens")?;
+    if tokens == 0 {
+        return Err(corrupt("a prompt counted as 0 tokens".into()));
+    }
     let parts = number(line(&mut rest, "parts")?, "parts")?;
     if parts == 0 || parts > 64 {
         return Err(corrupt(format!("{parts} parts")));
@@ -253,6 +268,12 @@ pub fn load(dir: &Path, key: &CacheKey) -> Result<Option<CachedPrompt>, CacheErr
 /// atomically. Returns the file's path.
 pub fn store(dir: &Path, key: &CacheKey, cached: &CachedPrompt) -> Result<PathBuf, CacheError> {
     let path = path_for(dir, key);
+    if cached.tokens == 0 {
+        return Err(CacheError::Corrupt {
+            path,
+            reason: "a prompt counted as 0 tokens is never stored".into(),
+        });
+    }
     if cached.prompt.kind() != key.kind {
         return Err(CacheError::Corrupt {
             path,
@@ -291,6 +312,7 @@ mod tests {
 
     fn key(kind: PromptKind) -> CacheKey<'static> {
         CacheKey {
+            tokenizer: "vllm model=gemma vocab=unknown tokenize=prompt",
             model: "RedHatAI/gemma-4-26B-A4B-it-NVFP4",
             context: 8192,
             seed: 7,
@@ -335,6 +357,10 @@ mod tests {
         let variants = [
             CacheKey { model: "a/b", ..a },
             CacheKey { model: "a_b", ..a },
+            CacheKey {
+                tokenizer: "llama.cpp model=a vocab=679 tokenize=content",
+                ..a
+            },
             CacheKey { seed: 8, ..a },
             CacheKey { context: 8193, ..a },
             CacheKey {
@@ -372,7 +398,16 @@ mod tests {
         let path = store(dir.path(), &k, &cached).unwrap();
         let good = std::fs::read_to_string(&path).unwrap();
         let cases = [
-            (good.replace("llmspeed-prompt 1", "nope"), "does not start"),
+            (good.replace("llmspeed-prompt 2", "nope"), "does not start"),
+            (
+                good.replace("llmspeed-prompt 2", "llmspeed-prompt 1"),
+                "does not start",
+            ),
+            (good.replace("tokens 2", "tokens 0"), "0 tokens"),
+            (
+                good.replace("tokenize=prompt", "tokenize=content"),
+                "tokenizer is",
+            ),
             (good[..good.len() - 4].to_string(), "cut short"),
             (
                 good.replace("seed 7", "seed 8"),
@@ -392,6 +427,19 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_zero_token_prompt_is_never_stored() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = key(PromptKind::Completion);
+        let cached = CachedPrompt {
+            prompt: Prompt::Text("hello world".into()),
+            tokens: 0,
+        };
+        let e = store(dir.path(), &k, &cached).unwrap_err().to_string();
+        assert!(e.contains("0 tokens"), "{e}");
+        assert!(load(dir.path(), &k).unwrap().is_none());
+    }
+
     mod props {
         use super::super::*;
         use proptest::prelude::*;
@@ -399,14 +447,14 @@ mod tests {
         proptest! {
             #[test]
             fn decode_never_panics(s in "\\PC{0,200}") {
-                let k = CacheKey { model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
+                let k = CacheKey { tokenizer: "t", model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
                 let _ = decode(Path::new("p"), &k, &s);
             }
 
             /// Damage anywhere in a real file gives an error or a prompt, never a panic.
             #[test]
             fn damaged_files_never_panic(cut in 0usize..400, byte in 0u8..128, at in 0usize..400) {
-                let k = CacheKey { model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
+                let k = CacheKey { tokenizer: "t", model: "m", context: 1, seed: 2, kind: PromptKind::Chat };
                 let cached = CachedPrompt {
                     prompt: Prompt::Chat(vec![
                         ChatMessage { role: Role::User, content: "héllo\nworld".into() },

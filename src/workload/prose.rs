@@ -875,6 +875,8 @@ pub struct PromptBuilder {
     kind: PromptKind,
     prefix: String,
     prose: Prose,
+    /// `false`: the prompt is the prose alone ([`PromptBuilder::bare`]).
+    framed: bool,
 }
 
 /// A prompt calibrated to a token count.
@@ -896,8 +898,26 @@ pub enum CalibrateError<E> {
     Count(E),
     #[error("a prompt of {target} tokens is too small: the framing alone is {overhead} tokens")]
     TooSmall { target: u64, overhead: u64 },
-    #[error("the token count did not grow with the text ({words} words gave {tokens} tokens); is the counter working?")]
-    NotGrowing { words: usize, tokens: u64 },
+    #[error("the token count did not grow with the text: {before_words} words of prose gave {before_tokens} tokens, {words} words gave {tokens}; the counter does not measure this text")]
+    NotGrowing {
+        words: usize,
+        tokens: u64,
+        before_words: usize,
+        before_tokens: u64,
+    },
+    #[error(
+        "the counter answered 0 tokens for a prompt of {bytes} bytes: it does not count this text"
+    )]
+    Zero { bytes: usize },
+    #[error("the closest prompt found counts {tokens} tokens, more than 1% under the target of {target} (after {calls} counts)")]
+    NotExact {
+        target: u64,
+        tokens: u64,
+        calls: u32,
+        /// The closest prompt, for callers that report its true size instead of the target's
+        /// (dataset prompts); never to be sent as a prompt of `target` tokens.
+        best: Box<Calibrated>,
+    },
 }
 
 /// The first line of every prompt: unique per run so the first request of a run is a genuine
@@ -933,13 +953,42 @@ impl PromptBuilder {
             kind,
             prefix: prompt_prefix(run_id, context_tokens, seed),
             prose: Prose::new(seed),
+            framed: true,
+        }
+    }
+
+    /// Completion prompts of prose alone, no first line or framing: dataset prompts of a
+    /// measured size where token ids cannot be sent (`bench serve` on chat, or a server whose
+    /// vocabulary is unknown). Different seeds differ from the first word.
+    pub fn bare(seed: u64) -> Self {
+        Self {
+            kind: PromptKind::Completion,
+            prefix: String::new(),
+            prose: Prose::new(seed),
+            framed: false,
         }
     }
 
     /// The prompt with the first `words` words of prose as its body.
     pub fn build(&mut self, words: usize) -> Prompt {
         self.prose.extend_to_words(words);
-        let body = self.prose.prefix_words(words);
+        let end = self.prose.prefix_words(words).len();
+        self.build_bytes(end)
+    }
+
+    /// Byte offset just past word `words` (the prose must hold that many words).
+    fn word_end(&mut self, words: usize) -> usize {
+        self.prose.extend_to_words(words);
+        self.prose.prefix_words(words).len()
+    }
+
+    /// The prompt whose body is the first `end` bytes of prose (a character boundary): the
+    /// last word may be cut, which sizes a prompt finer than one word.
+    fn build_bytes(&mut self, end: usize) -> Prompt {
+        let body = &self.prose.text()[..end];
+        if !self.framed {
+            return Prompt::Text(body.to_string());
+        }
         match self.kind {
             PromptKind::Chat => Prompt::Chat(vec![
                 ChatMessage {
@@ -964,7 +1013,12 @@ impl PromptBuilder {
 
     /// Find the longest prompt whose token count is at most `target`, asking `count` at most
     /// `max_calls` times (20 is plenty: interpolation lands within a few words in 3–5 calls,
-    /// bisection finishes the rest). Relies on the count growing with the prose length.
+    /// bisection finishes the rest, and a cut inside the next word closes the last gap).
+    ///
+    /// Never returns a prompt it cannot vouch for: a count of 0 for a non-empty prompt, a
+    /// count that does not grow when the text grows (a counter that ignores the text, or a
+    /// dialect the server answers emptily), or a best prompt more than 1% under the target is
+    /// an error carrying the counts seen.
     pub fn calibrate<E>(
         &mut self,
         target: u64,
@@ -975,11 +1029,16 @@ impl PromptBuilder {
         let mut calls = 0u32;
         let mut eval = |b: &mut Self,
                         calls: &mut u32,
-                        words: usize|
+                        end: usize|
          -> Result<(Prompt, u64), CalibrateError<E>> {
-            let p = b.build(words);
+            let p = b.build_bytes(end);
             *calls += 1;
             let n = count(&p).map_err(CalibrateError::Count)?;
+            if n == 0 && p.text_len() > 0 {
+                return Err(CalibrateError::Zero {
+                    bytes: p.text_len(),
+                });
+            }
             Ok((p, n))
         };
         let (p0, overhead) = eval(self, &mut calls, 0)?;
@@ -1006,12 +1065,19 @@ impl PromptBuilder {
                 Some((hn, _)) => words.min(hn - 1),
                 None => words,
             };
-            let (p, n) = eval(self, &mut calls, words)?;
+            let end = self.word_end(words);
+            let (p, n) = eval(self, &mut calls, end)?;
+            // Four more words of prose are always more tokens; one may merge into a neighbour.
+            if n < lo.1 || (n == lo.1 && words >= lo.0 + 4) {
+                return Err(CalibrateError::NotGrowing {
+                    words,
+                    tokens: n,
+                    before_words: lo.0,
+                    before_tokens: lo.1,
+                });
+            }
             let width_before = hi.map(|(hn, _)| hn - lo.0);
             if n <= target {
-                if n < lo.1 {
-                    return Err(CalibrateError::NotGrowing { words, tokens: n });
-                }
                 lo = (words, n, p);
             } else {
                 hi = Some((words, n));
@@ -1044,12 +1110,51 @@ impl PromptBuilder {
                 }
             };
         }
-        Ok(Calibrated {
-            prompt: lo.2,
-            tokens: lo.1,
-            prose_words: lo.0,
+        let prose_words = lo.0;
+        let (mut prompt, mut tokens) = (lo.2, lo.1);
+        // One word can be several tokens (numbers, punctuation): cut inside the next word,
+        // bisecting on bytes, to land within a token of the target.
+        if tokens < target && hi.is_some_and(|(hn, _)| hn == prose_words + 1) {
+            let mut lo_b = self.word_end(prose_words);
+            let mut hi_b = self.word_end(prose_words + 1);
+            while calls < max_calls && tokens < target {
+                let text = self.prose.text();
+                let mut mid = lo_b + (hi_b - lo_b) / 2;
+                while mid > lo_b && !text.is_char_boundary(mid) {
+                    mid -= 1;
+                }
+                if mid <= lo_b {
+                    break;
+                }
+                let (p, n) = eval(self, &mut calls, mid)?;
+                if n <= target {
+                    // A cut word can count fewer tokens than a shorter cut (BPE merges): keep
+                    // the best prompt, move on either way.
+                    if n > tokens {
+                        (prompt, tokens) = (p, n);
+                    }
+                    lo_b = mid;
+                } else {
+                    hi_b = mid;
+                }
+            }
+        }
+        // ±1% of the target: anything further is a prompt of another size, not this one.
+        let found = Calibrated {
+            prompt,
+            tokens,
+            prose_words,
             calls,
-        })
+        };
+        if (target - tokens) * 100 > target {
+            return Err(CalibrateError::NotExact {
+                target,
+                tokens,
+                calls,
+                best: Box::new(found),
+            });
+        }
+        Ok(found)
     }
 }
 
@@ -1259,9 +1364,92 @@ mod tests {
             e.to_string(),
             "token counting failed: tokenize returned 500"
         );
-        // A counter that ignores the text must not spin forever.
-        let c = b.calibrate(1000, |_| Ok::<u64, ()>(50), 20).unwrap();
-        assert!(c.calls <= 20);
+        // A counter that ignores the text is an error, never a prompt (it used to return the
+        // 50-token framing as the "calibrated" 1000-token prompt).
+        let mut calls = 0;
+        let e = b
+            .calibrate(
+                1000,
+                |_| {
+                    calls += 1;
+                    Ok::<u64, String>(50)
+                },
+                20,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(e, CalibrateError::NotGrowing { tokens: 50, .. }),
+            "{e}"
+        );
+        assert!(calls <= 3, "{calls} calls");
+    }
+
+    /// llama.cpp answering `{"prompt": …}` with `{"tokens": []}`: every count is 0. This
+    /// "calibrated" a 0-token prompt before; now the first count is an error.
+    #[test]
+    fn a_zero_count_for_text_is_an_error() {
+        let mut b = PromptBuilder::new("r", 1000, 1, PromptKind::Completion);
+        let mut calls = 0;
+        let e = b
+            .calibrate(
+                1000,
+                |_| {
+                    calls += 1;
+                    Ok::<u64, String>(0)
+                },
+                24,
+            )
+            .unwrap_err();
+        assert!(
+            matches!(e, CalibrateError::Zero { bytes } if bytes > 100),
+            "{e}"
+        );
+        assert_eq!(calls, 1);
+        assert!(e.to_string().contains("0 tokens"), "{e}");
+    }
+
+    /// A search cut short by its call budget ends more than 1% under the target: an error
+    /// with the figures, not a prompt of another size.
+    #[test]
+    fn a_result_outside_one_percent_is_an_error() {
+        let mut b = PromptBuilder::new("r", 8192, 1, PromptKind::Completion);
+        let e = b.calibrate(8192, fake_count, 2).unwrap_err();
+        let CalibrateError::NotExact {
+            target,
+            tokens,
+            calls,
+            ..
+        } = e
+        else {
+            panic!("{e}")
+        };
+        assert_eq!((target, calls), (8192, 2));
+        assert!(tokens * 100 < target * 99, "{tokens}");
+    }
+
+    /// A count that moves by several tokens per word (a small vocabulary: two characters per
+    /// token, like the 679-token test model) still lands within a token: the last word is cut.
+    #[test]
+    fn calibration_cuts_inside_a_word_to_land_within_one_token() {
+        let coarse = |p: &Prompt| -> Result<u64, ()> {
+            let t = match p {
+                Prompt::Text(t) => t,
+                Prompt::Chat(_) => unreachable!(),
+            };
+            Ok(t.split_whitespace()
+                .map(|w| (w.len() as u64).div_ceil(2))
+                .sum())
+        };
+        for target in [256u64, 300, 1000, 4096] {
+            let mut b = PromptBuilder::new("r", target, 2, PromptKind::Completion);
+            let c = b.calibrate(target, coarse, 24).unwrap();
+            assert!(
+                c.tokens <= target && target - c.tokens <= 1,
+                "{target}: {}",
+                c.tokens
+            );
+            assert_eq!(coarse(&c.prompt).unwrap(), c.tokens);
+        }
     }
 
     #[test]

@@ -1,0 +1,441 @@
+//! Prompts of an exact token count for the matrix: counting (the server's verified
+//! `/tokenize` dialect, a local tokenizer, or the `usage` of a one-token request), calibration,
+//! token-id prompts within the server's vocabulary, and the prompt cache.
+//!
+//! Owns the rule that a prompt is only used when its size was confirmed: a count of 0, a
+//! count that does not grow with the text, or a size more than 1% off the target is an error
+//! naming the context and the counter's answer, never a cached or a sent prompt.
+
+use crate::matrix::run::MatrixConfig;
+use crate::net::request::{Generation, Prompt as NetPrompt};
+use crate::net::{Cancel, Client, NoopObserver};
+use crate::report::PromptTokens;
+use crate::server::probe::token_id_range;
+use crate::server::{ServerInfo, TokenizeDialect};
+use crate::sys::unix_now;
+use crate::workload::prompt_cache::{self, CacheKey, CachedPrompt};
+use crate::workload::prose::{self, PromptBuilder, PromptKind};
+use serde_json::{json, Value};
+
+/// A prompt ready to send, and its size.
+pub(super) struct Prepared {
+    pub(super) generation: Generation,
+    pub(super) tokens: u64,
+    /// Where the prompt came from (cache, calibration), for the progress line.
+    pub(super) note: Option<String>,
+}
+
+/// The run id a cached prompt is stored under. Never sent: a loaded prompt gets this run's id
+/// (see [`prose::Prompt::replace_prefix`]).
+const CACHE_RUN_ID: &str = "xxxxxxxx";
+
+pub(super) fn mix(a: u64, b: u64) -> u64 {
+    let mut x = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^ (x >> 29)
+}
+
+/// `p` counted by the server's `/tokenize` in `dialect`. A non-2xx answer is an error with
+/// the server's message; a chat prompt in a dialect with no chat form is an error too (joined
+/// texts would miss the chat template).
+pub(super) async fn count_tokens(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    p: &prose::Prompt,
+) -> Result<u64, String> {
+    let body = match p {
+        prose::Prompt::Text(t) => dialect.text_body(model, t),
+        prose::Prompt::Chat(m) => dialect.chat_body(model, m).ok_or_else(|| {
+            format!(
+                "the server's /tokenize ({} dialect) cannot apply the chat template; use --prompt-mode usage",
+                dialect.as_str()
+            )
+        })?,
+    };
+    let r = client
+        .post_json("/tokenize", body.to_string().as_bytes())
+        .await
+        .map_err(|e| format!("POST /tokenize: {e}"))?;
+    if !r.is_success() {
+        return Err(format!(
+            "/tokenize answered {}: {}",
+            r.status,
+            r.error_message()
+        ));
+    }
+    dialect.parse_count(&r.body)
+}
+
+/// `p` counted with `--tokenizer` (synchronous: a few milliseconds for a cache check).
+pub(super) fn local_count(cfg: &MatrixConfig, p: &prose::Prompt) -> Result<u64, String> {
+    let tok = cfg
+        .tokenizer
+        .as_ref()
+        .ok_or("no local tokenizer loaded (--tokenizer)")?;
+    tok.count_prompt(p).map_err(|e| e.to_string())
+}
+
+/// `usage.prompt_tokens` of a one-token non-streaming request (the last-resort counter).
+pub(super) async fn usage_count(client: &Client, g: &Generation) -> Result<u64, String> {
+    let mut g = g.clone();
+    g.max_tokens = Some(1);
+    g.ignore_eos = false;
+    let mut body: Value =
+        serde_json::from_slice(&g.body()?).map_err(|e| format!("request body: {e}"))?;
+    body["stream"] = json!(false);
+    body.as_object_mut().map(|o| o.remove("stream_options"));
+    let r = client
+        .post_json(g.path(), body.to_string().as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    if !r.is_success() {
+        return Err(format!(
+            "{} answered {}: {}",
+            g.path(),
+            r.status,
+            r.error_message()
+        ));
+    }
+    let v: Value = serde_json::from_slice(&r.body).map_err(|e| format!("usage: {e}"))?;
+    v.pointer("/usage/prompt_tokens")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| "the answer has no usage.prompt_tokens".to_string())
+}
+
+pub(super) fn chat_messages(m: &[prose::ChatMessage]) -> Value {
+    Value::Array(
+        m.iter()
+            .map(|m| json!({"role": m.role.as_str(), "content": m.content}))
+            .collect(),
+    )
+}
+
+pub(super) struct Run<'a> {
+    pub(super) client: &'a Client,
+    pub(super) cfg: &'a MatrixConfig,
+    pub(super) model: String,
+    pub(super) info: &'a ServerInfo,
+    pub(super) mode: PromptTokens,
+    pub(super) run_id: String,
+}
+
+impl Run<'_> {
+    fn generation(&self, p: &prose::Prompt) -> Generation {
+        let mut g = match p {
+            prose::Prompt::Text(t) => Generation::new(&self.model, NetPrompt::Text(t.clone())),
+            prose::Prompt::Chat(m) => {
+                let mut g = Generation::new(&self.model, NetPrompt::Text(String::new()));
+                g.chat = true;
+                // Three turns; `extra` is merged last so it replaces the single-message form.
+                g.extra.insert("messages".into(), chat_messages(m));
+                g
+            }
+        };
+        g.max_tokens = Some(self.cfg.plan.max_tokens as u32);
+        g.ignore_eos = self.cfg.ignore_eos;
+        g
+    }
+
+    /// Build the prompt of `target` tokens for one context and seed.
+    pub(super) async fn prepare(&self, target: u64, seed: u64) -> Result<Prepared, String> {
+        let kind = if self.cfg.chat {
+            PromptKind::Chat
+        } else {
+            PromptKind::Completion
+        };
+        match self.mode {
+            PromptTokens::TokenIds => {
+                let ids = prose::token_ids(
+                    target as usize,
+                    mix(mix(seed, target), self.run_id.len() as u64 ^ unix_now()),
+                    token_id_range(self.info.vocab.map(|f| f.value)),
+                )
+                .map_err(|e| e.to_string())?;
+                let mut g = Generation::new(&self.model, NetPrompt::TokenIds(ids));
+                g.max_tokens = Some(self.cfg.plan.max_tokens as u32);
+                g.ignore_eos = self.cfg.ignore_eos;
+                Ok(Prepared {
+                    generation: g,
+                    tokens: target,
+                    note: None,
+                })
+            }
+            PromptTokens::TokenizeEndpoint
+            | PromptTokens::LocalTokenizer
+            | PromptTokens::UsageEstimate => self.calibrated(target, seed, kind).await,
+        }
+    }
+
+    /// The verified `/tokenize` dialect; never a guessed one.
+    fn dialect(&self) -> Result<TokenizeDialect, String> {
+        self.info
+            .tokenize
+            .map(|t| t.dialect)
+            .ok_or_else(|| match &self.info.tokenize_error {
+                Some(e) => format!("the server's /tokenize failed when probed: {e}"),
+                None => "the server has no /tokenize dialect that counts a known text".into(),
+            })
+    }
+
+    /// Count `p` the way this run counts: `/tokenize`, a local tokenizer, or the usage of a
+    /// one-token request.
+    async fn count(&self, p: &prose::Prompt) -> Result<u64, String> {
+        match self.mode {
+            PromptTokens::UsageEstimate => usage_count(self.client, &self.generation(p)).await,
+            PromptTokens::LocalTokenizer => local_count(self.cfg, p),
+            _ => count_tokens(self.client, self.dialect()?, &self.model, p).await,
+        }
+    }
+
+    /// Who counts this run's prompts, for the cache key: a prompt counted by one tokenizer is
+    /// never reused for another.
+    fn tokenizer_identity(&self) -> String {
+        match self.mode {
+            PromptTokens::LocalTokenizer => format!(
+                "local:{}",
+                self.cfg
+                    .tokenizer
+                    .as_ref()
+                    .map_or_else(String::new, |t| t.path().display().to_string())
+            ),
+            PromptTokens::UsageEstimate => {
+                format!("usage {}", self.info.tokenizer_identity(&self.model))
+            }
+            _ => self.info.tokenizer_identity(&self.model),
+        }
+    }
+
+    /// A calibrated prompt: from the cache when it holds one for this (tokenizer, model,
+    /// context, seed, kind) and one count confirms its size with this run's first line, else
+    /// calibrated and stored. The first line differs per run, and a tokenizer may split two run
+    /// ids into different numbers of tokens; the confirming count is what keeps the size exact.
+    /// Errors name the context and what the counter answered.
+    async fn calibrated(
+        &self,
+        target: u64,
+        seed: u64,
+        kind: PromptKind,
+    ) -> Result<Prepared, String> {
+        let tokenizer = self.tokenizer_identity();
+        let key = CacheKey {
+            tokenizer: &tokenizer,
+            model: &self.model,
+            context: target,
+            seed,
+            kind,
+        };
+        let stored_prefix = prose::prompt_prefix(CACHE_RUN_ID, target, seed);
+        let run_prefix = prose::prompt_prefix(&self.run_id, target, seed);
+        let mut notes = Vec::new();
+        if let Some(dir) = &self.cfg.prompt_cache {
+            match prompt_cache::load(dir, &key) {
+                Ok(Some(c)) => {
+                    let mut p = c.prompt;
+                    if !p.replace_prefix(&stored_prefix, &run_prefix) {
+                        notes.push("cached prompt has another first line; recalibrating".into());
+                    } else {
+                        let n = self.count(&p).await.map_err(|e| {
+                            format!("{target}-token prompt: counting the cached prompt: {e}")
+                        })?;
+                        if cached_prompt_fits(c.tokens, n, target) {
+                            return Ok(Prepared {
+                                generation: self.generation(&p),
+                                tokens: n,
+                                note: Some(format!("{n} tokens, from the prompt cache (1 count)")),
+                            });
+                        }
+                        notes.push(format!(
+                            "cached prompt counts {n} tokens now, {} when stored; recalibrating",
+                            c.tokens
+                        ));
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => notes.push(format!("{e}; recalibrating")),
+            }
+        }
+        let (prompt, tokens, calls) = self
+            .calibrate(target, seed, kind)
+            .await
+            .map_err(|e| format!("{target}-token prompt ({}): {e}", self.counter_name()))?;
+        notes.push(format!("{tokens} tokens, calibrated in {calls} counts"));
+        // Calibration vouches for the size; store nothing it did not confirm.
+        if let Some(dir) = self
+            .cfg
+            .prompt_cache
+            .as_ref()
+            .filter(|_| within_one_percent(tokens, target))
+        {
+            let mut stored = prompt.clone();
+            // Always true: the builder wrote `run_prefix`.
+            if stored.replace_prefix(&run_prefix, &stored_prefix) {
+                let cached = CachedPrompt {
+                    prompt: stored,
+                    tokens,
+                };
+                if let Err(e) = prompt_cache::store(dir, &key, &cached) {
+                    notes.push(format!("not cached: {e}"));
+                }
+            }
+        }
+        Ok(Prepared {
+            generation: self.generation(&prompt),
+            tokens,
+            note: Some(notes.join("; ")),
+        })
+    }
+
+    /// The counter, for messages.
+    fn counter_name(&self) -> String {
+        match self.mode {
+            PromptTokens::LocalTokenizer => "counted with --tokenizer".into(),
+            PromptTokens::UsageEstimate => "counted by usage.prompt_tokens".into(),
+            _ => match self.info.tokenize {
+                Some(t) => format!("counted by /tokenize, {} dialect", t.dialect.as_str()),
+                None => "no verified /tokenize".into(),
+            },
+        }
+    }
+
+    /// Search for the prompt size; returns the prompt, its count and the counting calls.
+    async fn calibrate(
+        &self,
+        target: u64,
+        seed: u64,
+        kind: PromptKind,
+    ) -> Result<(prose::Prompt, u64, u32), String> {
+        match self.mode {
+            PromptTokens::TokenIds => Err("token-id prompts need no calibration".into()),
+            PromptTokens::LocalTokenizer => {
+                let tok = self
+                    .cfg
+                    .tokenizer
+                    .clone()
+                    .ok_or("no local tokenizer loaded (--tokenizer)")?;
+                let run_id = self.run_id.clone();
+                // Counting a long prompt locally takes tens of milliseconds per call: keep it off
+                // the runtime's worker threads.
+                let cal = tokio::task::spawn_blocking(move || {
+                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
+                    b.calibrate(target, |p| tok.count_prompt(p), 24)
+                        .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("calibration task: {e}"))??;
+                Ok((cal.prompt, cal.tokens, cal.calls))
+            }
+            PromptTokens::TokenizeEndpoint => {
+                let dialect = self.dialect()?;
+                let handle = tokio::runtime::Handle::current();
+                let client = self.client.clone();
+                let model = self.model.clone();
+                let run_id = self.run_id.clone();
+                // Calibration is a synchronous search; run it on a blocking thread that waits
+                // on the async tokenize calls.
+                let cal = tokio::task::spawn_blocking(move || {
+                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
+                    b.calibrate(
+                        target,
+                        |p| handle.block_on(count_tokens(&client, dialect, &model, p)),
+                        24,
+                    )
+                    .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("calibration task: {e}"))??;
+                Ok((cal.prompt, cal.tokens, cal.calls))
+            }
+            PromptTokens::UsageEstimate => {
+                // Few calls: each one prefills the whole prompt on the server.
+                let handle = tokio::runtime::Handle::current();
+                let client = self.client.clone();
+                let run_id = self.run_id.clone();
+                let gen_of = {
+                    let model = self.model.clone();
+                    let max_tokens = self.cfg.plan.max_tokens as u32;
+                    move |p: &prose::Prompt| {
+                        let mut g = match p {
+                            prose::Prompt::Text(t) => {
+                                Generation::new(&model, NetPrompt::Text(t.clone()))
+                            }
+                            prose::Prompt::Chat(m) => {
+                                let mut g = Generation::new(&model, NetPrompt::Text(String::new()));
+                                g.chat = true;
+                                g.extra.insert("messages".into(), chat_messages(m));
+                                g
+                            }
+                        };
+                        g.max_tokens = Some(max_tokens);
+                        g
+                    }
+                };
+                let cal = tokio::task::spawn_blocking(move || {
+                    let mut b = PromptBuilder::new(&run_id, target, seed, kind);
+                    b.calibrate(
+                        target,
+                        |p| handle.block_on(usage_count(&client, &gen_of(p))),
+                        // Each call prefills the whole prompt; enough to land within 1%.
+                        12,
+                    )
+                    .map_err(|e| e.to_string())
+                })
+                .await
+                .map_err(|e| format!("calibration task: {e}"))??;
+                Ok((cal.prompt, cal.tokens, cal.calls))
+            }
+        }
+    }
+
+    /// One hidden request that only warms (the prefix cache, or the server's first-request
+    /// costs).
+    pub(super) async fn warm(&self, g: &Generation, max_tokens: u32, stop: &Cancel) {
+        let mut g = g.clone();
+        g.max_tokens = Some(max_tokens);
+        if let Ok(req) = g.stream_request(Some(false)) {
+            let _ = self
+                .client
+                .stream(&req, self.client.clock().raw(), &mut NoopObserver, stop)
+                .await;
+        }
+    }
+}
+
+/// Whether a cached prompt may be used: this run's count equals the stored one, and both are
+/// a real size within 1% under the target (a 0-token or wrong-size file is never sent).
+pub(super) fn cached_prompt_fits(stored: u64, now: u64, target: u64) -> bool {
+    now == stored && within_one_percent(now, target)
+}
+
+/// `tokens` is at most `target` and at most 1% under it (and not 0).
+pub(super) fn within_one_percent(tokens: u64, target: u64) -> bool {
+    tokens > 0 && tokens <= target && (target - tokens) * 100 <= target
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cached_zero_or_wrong_size_prompt_is_never_used() {
+        // The bug: a 0-token prompt stored as 0 and re-counted as 0 was "confirmed".
+        assert!(!cached_prompt_fits(0, 0, 1024));
+        // Counted differently now than when stored.
+        assert!(!cached_prompt_fits(1020, 1019, 1024));
+        // Stored and confirmed, but another size than the context asks for.
+        assert!(!cached_prompt_fits(900, 900, 1024));
+        assert!(!cached_prompt_fits(1030, 1030, 1024));
+        assert!(cached_prompt_fits(1020, 1020, 1024));
+        assert!(cached_prompt_fits(1024, 1024, 1024));
+    }
+
+    #[test]
+    fn one_percent_boundaries() {
+        assert!(within_one_percent(990, 1000));
+        assert!(!within_one_percent(989, 1000));
+        assert!(within_one_percent(254, 256));
+        assert!(!within_one_percent(253, 256));
+        assert!(!within_one_percent(0, 0));
+    }
+}
