@@ -174,7 +174,8 @@ fn probe_reads_slots_context_vocabulary_and_tokenize_dialect() {
     assert_eq!(v["max_running_requests"], SLOTS, "{v}");
     assert_eq!(v["kv_cache_tokens"], CTX, "{v}");
     assert_eq!(v["vocab_size"], n_vocab, "{v}");
-    assert_eq!(v["tokenize"], "llama.cpp", "{v}");
+    assert_eq!(v["tokenize_dialect"], "content", "{v}");
+    assert_eq!(v["token_id_prompts"], true, "{v}");
 }
 
 /// `matrix` on contexts × concurrency (prefill rows for the same contexts) with short windows.
@@ -236,7 +237,12 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
     for ctx in [256, 1024] {
         for c in [1, 2, 4] {
             let cell = cell(&r, ctx, c);
-            assert_eq!(cell["status"], "valid", "{ctx} x {c}: {cell}\n{}", text(&o));
+            assert_eq!(
+                cell["status"]["kind"],
+                "valid",
+                "{ctx} x {c}: {cell}\n{}",
+                text(&o)
+            );
             let tps = cell["output_tok_per_s"].as_f64().unwrap();
             assert!(tps > 0.0, "{cell}");
             assert_eq!(
@@ -247,12 +253,12 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
         }
         // Eight streams on four slots: known before running.
         let c8 = cell(&r, ctx, 8);
-        assert_eq!(c8["status"], "over_capacity", "{c8}");
+        assert_eq!(c8["status"]["kind"], "over_capacity", "{c8}");
     }
     // Prefill rows: the prompt the server counted is the context asked for (±1%).
     for row in r["prefill"].as_array().unwrap() {
         let ctx = row["context"].as_f64().unwrap();
-        assert_eq!(row["status"], "valid", "{row}\n{}", text(&o));
+        assert_eq!(row["status"]["kind"], "valid", "{row}\n{}", text(&o));
         let counted = row["server_prompt_tokens"]
             .as_f64()
             .unwrap_or_else(|| panic!("{row}"));
@@ -262,7 +268,7 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
     // llama.cpp counts a request's tokens only when it ends: the cross-check must not report
     // a whole window's tokens as a client-server difference.
     for c in r["decode"].as_array().unwrap() {
-        if c["status"] == "valid" {
+        if c["status"]["kind"] == "valid" {
             let diff = c["token_count_diff"].as_i64();
             let out = c["output_tokens"].as_i64().unwrap();
             assert!(diff.is_none_or(|d| d.abs() * 100 <= out), "{c}");
@@ -304,8 +310,13 @@ fn matrix_beyond_the_slots_is_queued_not_slow() {
     // The user claims 4 running requests; the server has 2 slots and queues the rest silently.
     let (o, r) = matrix(&s, dir.path(), "256", "2,4", &["--max-num-seqs", "4"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(cell(&r, 256, 2)["status"], "valid", "{}", text(&o));
-    assert_eq!(cell(&r, 256, 4)["status"], "queued", "{}", cell(&r, 256, 4));
+    assert_eq!(cell(&r, 256, 2)["status"]["kind"], "valid", "{}", text(&o));
+    assert_eq!(
+        cell(&r, 256, 4)["status"]["kind"],
+        "queued",
+        "{}",
+        cell(&r, 256, 4)
+    );
 }
 
 /// `bench serve` with a detailed result file; `n` requests, at most `conc` at once.
