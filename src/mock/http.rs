@@ -118,7 +118,7 @@ pub async fn handle(
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            super::metrics::render(&app.cfg, &app.driver.stats()),
+            super::metrics::render(&app.cfg, &app.driver.stats().await),
         ),
         (
             &Method::POST,
