@@ -151,7 +151,12 @@ fn loop_detector_on_escaped_text_does_not_allocate_per_push() {
     let steady = allocs() - before;
     assert!(det.chars() > 50_000, "{} characters", det.chars());
     assert!(det.verdict().is_none());
-    assert_eq!(steady, 0, "allocations over {} pushes", pieces.len() - warmup);
+    assert_eq!(
+        steady,
+        0,
+        "allocations over {} pushes",
+        pieces.len() - warmup
+    );
 }
 
 #[test]

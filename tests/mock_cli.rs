@@ -15,7 +15,15 @@ const STREAMS: usize = 3;
 /// banner line it prints once it is ready to serve.
 fn start_mock(trace: &std::path::Path) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
-        .args(["mock", "--host", "127.0.0.1", "--port", "0", "--profile", "fast"])
+        .args([
+            "mock",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--profile",
+            "fast",
+        ])
         .arg("--trace")
         .arg(trace)
         .stdout(Stdio::piped())
@@ -114,6 +122,9 @@ fn sigterm_flushes_and_closes_the_trace() {
         tokens[i][index as usize] = true;
     }
     for (i, t) in tokens.iter().enumerate() {
-        assert!(t.iter().all(|&x| x), "stream {i}: tokens missing from the trace");
+        assert!(
+            t.iter().all(|&x| x),
+            "stream {i}: tokens missing from the trace"
+        );
     }
 }

@@ -304,14 +304,17 @@ async fn trace_carries_each_request_arrival() {
     for (id, tl) in ["arrive-1", "arrive-2"].iter().zip(&tls) {
         let mine: Vec<_> = recs
             .iter()
-            .filter(|r| &*r.request_id_json == format!("\"{id}\""))
+            .filter(|r| *r.request_id_json == format!("\"{id}\""))
             .collect();
         assert_eq!(mine.len(), 4, "{id}");
         let a = (mine[0].arrival_ns, mine[0].arrival_raw);
         assert!(mine.iter().all(|r| (r.arrival_ns, r.arrival_raw) == a));
         let (send, first) = (tl.send_start.unwrap(), tl.first_token.unwrap());
         // On the one shared clock: sent, then arrived, then the first token written and read.
-        assert!(c.signed_delta_ns(send, a.1) >= 0, "{id}: arrival before the send");
+        assert!(
+            c.signed_delta_ns(send, a.1) >= 0,
+            "{id}: arrival before the send"
+        );
         assert!(c.signed_delta_ns(a.1, first) > 0, "{id}");
         // The 30 ms hold lies between arrival and the engine making the first token.
         assert!(mine[0].due_ns >= a.0 + 30_000_000, "{id}: {:?}", mine[0]);

@@ -495,7 +495,8 @@ async fn interim_100_continue_and_the_answer_in_one_write() {
 
 #[tokio::test]
 async fn two_interim_heads_then_the_answer_split_mid_head() {
-    let mut bytes = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n".to_vec();
+    let mut bytes =
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n".to_vec();
     bytes.extend(json_response("200 OK", r#"{"count":3}"#));
     let (a, b) = bytes.split_at(30);
     full_after_interim(vec![a.to_vec(), b.to_vec()]).await;

@@ -166,7 +166,10 @@ enum Esc {
     /// After `\`.
     Backslash,
     /// After `\u` and `digits` hex digits worth `value`.
-    Hex { digits: u8, value: u16 },
+    Hex {
+        digits: u8,
+        value: u16,
+    },
 }
 
 /// Incremental unescaping of JSON string contents fed in arbitrary pieces: constant state, no
