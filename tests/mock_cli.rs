@@ -115,10 +115,13 @@ fn sigterm_flushes_and_closes_the_trace() {
         let v: serde_json::Value = serde_json::from_str(line).expect(line);
         let id = v["request_id"].as_str().expect(line);
         let i: usize = id.strip_prefix("term-").expect(line).parse().unwrap();
-        let Some(index) = v["index"].as_u64() else {
-            continue; // not a token record
-        };
-        assert!(v["t_ns"].as_u64().is_some(), "{line}");
+        let index = v["index"].as_u64().expect(line);
+        let (t, due) = (
+            v["t_ns"].as_u64().expect(line),
+            v["due_ns"].as_u64().expect(line),
+        );
+        let arrival = v["arrival_ns"].as_u64().expect(line);
+        assert!(arrival <= due && due <= t, "{line}");
         tokens[i][index as usize] = true;
     }
     for (i, t) in tokens.iter().enumerate() {

@@ -173,7 +173,8 @@ enum Esc {
 }
 
 /// Incremental unescaping of JSON string contents fed in arbitrary pieces: constant state, no
-/// allocation, each byte looked at once (runs without a backslash are handed out whole).
+/// allocation, constant work per byte (runs without a backslash are found with memchr and
+/// handed out whole).
 ///
 /// Valid input gives exactly what a JSON parser gives (surrogate pairs joined). Input no parser
 /// would accept is still decoded, never refused: a malformed escape becomes one U+FFFD and the
