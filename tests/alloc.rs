@@ -1,6 +1,7 @@
 //! Allocation proofs with a counting global allocator (counts per thread, so parallel tests do
 //! not disturb each other):
 //! - the whole decode path (`StreamDecoder::feed`) does not allocate per event in steady state;
+//! - nor does the loop detector fed JSON-escaped text (`RepetitionDetector::push_json`);
 //! - an idle open stream costs at most 64 KiB of heap.
 
 mod support;
@@ -116,6 +117,45 @@ fn decode_path_does_not_allocate_per_event() {
     assert_eq!(
         steady, 0,
         "allocations in steady state over {events} events"
+    );
+}
+
+#[test]
+fn loop_detector_on_escaped_text_does_not_allocate_per_push() {
+    use llmspeed::analysis::repetition::{RepetitionConfig, RepetitionDetector};
+    // Escaped the way servers send text: newlines, quotes, \uXXXX for CJK and a surrogate
+    // pair, cut into token-sized pieces (escapes split between pieces too).
+    let mut wire = Vec::new();
+    for i in 0..20_000u32 {
+        let piece = match i % 7 {
+            0 => format!(" word{i}"),
+            1 => "\\n\\n".to_string(),
+            2 => format!("\\u{:04x}", 0x4e00 + (i % 2000)),
+            3 => "\\\"q\\\"".to_string(),
+            4 => "\\ud83d\\ude00".to_string(),
+            5 => format!(" 中{}", i % 97),
+            _ => ",".to_string(),
+        };
+        wire.extend_from_slice(piece.as_bytes());
+    }
+    let mut det = RepetitionDetector::new(RepetitionConfig::default()).unwrap();
+    let pieces: Vec<&[u8]> = wire.chunks(5).collect();
+    let warmup = pieces.len() / 5;
+    for p in &pieces[..warmup] {
+        det.push_json(p);
+    }
+    let before = allocs();
+    for p in &pieces[warmup..] {
+        det.push_json(p);
+    }
+    let steady = allocs() - before;
+    assert!(det.chars() > 50_000, "{} characters", det.chars());
+    assert!(det.verdict().is_none());
+    assert_eq!(
+        steady,
+        0,
+        "allocations over {} pushes",
+        pieces.len() - warmup
     );
 }
 

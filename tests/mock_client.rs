@@ -277,3 +277,47 @@ async fn drip_is_slow_but_complete() {
     assert_eq!(tl.event_tokens(), 3);
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_carries_each_request_arrival() {
+    use llmspeed::mock::trace::TraceSink;
+    let (sink, records) = TraceSink::memory();
+    let mut cfg = fast();
+    cfg.trace_sink = Some(sink);
+    // Held after arrival, before the engine sees it: the arrival must be stamped before this.
+    cfg.admission_delay = Duration::from_millis(30);
+    let s = Server::start(cfg).await;
+    let client = client_for(&s, &[], None);
+    let mut tls = Vec::new();
+    // Two requests on one kept-alive connection: each gets its own arrival.
+    for id in ["arrive-1", "arrive-2"] {
+        let mut r = req(&gen(" the", 4));
+        r.request_id = Some(id.into());
+        let tl = run(&client, &r).await;
+        assert!(tl.is_ok(), "{:?}", tl.outcome);
+        tls.push(tl);
+    }
+    s.stop().await;
+    let recs: Vec<_> = records.try_iter().collect();
+    assert_eq!(recs.len(), 8);
+    let c = client.clock();
+    for (id, tl) in ["arrive-1", "arrive-2"].iter().zip(&tls) {
+        let mine: Vec<_> = recs
+            .iter()
+            .filter(|r| *r.request_id_json == format!("\"{id}\""))
+            .collect();
+        assert_eq!(mine.len(), 4, "{id}");
+        let a = (mine[0].arrival_ns, mine[0].arrival_raw);
+        assert!(mine.iter().all(|r| (r.arrival_ns, r.arrival_raw) == a));
+        let (send, first) = (tl.send_start.unwrap(), tl.first_token.unwrap());
+        // On the one shared clock: sent, then arrived, then the first token written and read.
+        assert!(
+            c.signed_delta_ns(send, a.1) >= 0,
+            "{id}: arrival before the send"
+        );
+        assert!(c.signed_delta_ns(a.1, first) > 0, "{id}");
+        // The 30 ms hold lies between arrival and the engine making the first token.
+        assert!(mine[0].due_ns >= a.0 + 30_000_000, "{id}: {:?}", mine[0]);
+        assert!(mine[0].t_ns >= mine[0].due_ns);
+    }
+}

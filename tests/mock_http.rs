@@ -591,6 +591,12 @@ async fn trace_matches_what_was_streamed() {
         for l in &mine {
             assert!(l["t_ns"].as_u64().unwrap() >= l["due_ns"].as_u64().unwrap());
         }
+        // One arrival per request, on every line, before the engine made its first token.
+        let arrival = mine[0]["arrival_ns"].as_u64().expect("arrival_ns");
+        assert!(mine
+            .iter()
+            .all(|l| l["arrival_ns"].as_u64() == Some(arrival)));
+        assert!(arrival <= mine[0]["due_ns"].as_u64().unwrap());
     }
 }
 

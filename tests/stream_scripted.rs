@@ -463,6 +463,45 @@ async fn get_and_post_json_helpers() {
     assert_eq!(server.accepted(), 1);
 }
 
+/// `get`/`post_json` against a server that sends interim heads first: `bytes` written as the
+/// given pieces, then the connection stays open, so a client waiting for another read after
+/// the interim head would stall until its first-byte timeout (issue 9.9).
+async fn full_after_interim(pieces: Vec<Vec<u8>>) {
+    let mut steps: Vec<Step> = pieces.into_iter().map(Step::Write).collect();
+    steps.push(Step::Pause(Duration::from_secs(5)));
+    let server = Server::start(vec![respond(steps)]).await;
+    let mut cfg = config(&server);
+    cfg.timeouts.first_byte = Some(Duration::from_secs(2));
+    let client = Client::new(cfg, Clock::new()).unwrap();
+    let started = std::time::Instant::now();
+    let r = client
+        .post_json("/tokenize", br#"{"prompt":"a b c"}"#)
+        .await
+        .expect("the final answer after the interim head");
+    assert_eq!((r.status, &r.body[..]), (200, &br#"{"count":3}"#[..]));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "waited {:?} for bytes that were already read",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn interim_100_continue_and_the_answer_in_one_write() {
+    let mut bytes = b"HTTP/1.1 100 Continue\r\n\r\n".to_vec();
+    bytes.extend(json_response("200 OK", r#"{"count":3}"#));
+    full_after_interim(vec![bytes]).await;
+}
+
+#[tokio::test]
+async fn two_interim_heads_then_the_answer_split_mid_head() {
+    let mut bytes =
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n".to_vec();
+    bytes.extend(json_response("200 OK", r#"{"count":3}"#));
+    let (a, b) = bytes.split_at(30);
+    full_after_interim(vec![a.to_vec(), b.to_vec()]).await;
+}
+
 #[tokio::test]
 async fn observer_stops_the_stream() {
     let mut writes = vec![Step::Write(CHUNKED_HEAD.as_bytes().to_vec())];

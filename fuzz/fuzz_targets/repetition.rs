@@ -1,6 +1,8 @@
 //! The repetition detector never panics on arbitrary bytes (invalid UTF-8, sequences cut
 //! anywhere), and any split of the input gives the same verdict as the whole, as does a detector
-//! reused after `reset`.
+//! reused after `reset`. The same holds for JSON-escaped input (`push_json`, escapes and
+//! surrogate pairs cut anywhere), and where serde_json accepts the input as a JSON string's
+//! contents, `push_json` of it gives the verdict of `push` on serde_json's decoding.
 //!
 //! Input layout: bytes 0..3 choose a small config (so loops are reachable in short inputs), the
 //! rest is `split_input`'s layout (read sizes, then the text).
@@ -11,8 +13,20 @@ use llmspeed::analysis::repetition::{Loop, RepetitionConfig, RepetitionDetector}
 use llmspeed_fuzz::{reads, split_input};
 
 fn verdict(det: &mut RepetitionDetector, pieces: &[&[u8]]) -> (Option<Loop>, u64) {
+    verdict_with(det, pieces, RepetitionDetector::push)
+}
+
+fn verdict_json(det: &mut RepetitionDetector, pieces: &[&[u8]]) -> (Option<Loop>, u64) {
+    verdict_with(det, pieces, RepetitionDetector::push_json)
+}
+
+fn verdict_with(
+    det: &mut RepetitionDetector,
+    pieces: &[&[u8]],
+    push: fn(&mut RepetitionDetector, &[u8]),
+) -> (Option<Loop>, u64) {
     for p in pieces {
-        det.push(p);
+        push(det, p);
     }
     let v = det.finish().cloned();
     // Pushes after `finish` are ignored.
@@ -48,4 +62,22 @@ fuzz_target!(|data: &[u8]| {
     // Reuse after reset behaves like a fresh detector.
     split.reset();
     assert_eq!(verdict(&mut split, &reads(payload, Some(&sizes))), want);
+
+    // The same payload read as JSON string contents.
+    split.reset();
+    let want_json = verdict_json(&mut split, &reads(payload, None));
+    split.reset();
+    assert_eq!(
+        verdict_json(&mut split, &reads(payload, Some(&sizes))),
+        want_json
+    );
+    let quoted = [&b"\""[..], payload, b"\""].concat();
+    if let Ok(decoded) = serde_json::from_slice::<String>(&quoted) {
+        split.reset();
+        let twin = verdict(&mut split, &[decoded.as_bytes()]);
+        assert_eq!(want_json.0, twin.0);
+        if twin.0.is_none() {
+            assert_eq!(want_json.1, twin.1, "characters counted");
+        }
+    }
 });

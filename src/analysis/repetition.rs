@@ -1,6 +1,11 @@
 //! The online repetition ("loop") detector: one per stream and per channel (the caller keeps
 //! one for reasoning and one for the answer), fed decoded text as it arrives.
 //!
+//! Streams hand over text still JSON-escaped (`\n` is two bytes there, `\u4e2d` six):
+//! [`RepetitionDetector::push_json`] unescapes on the way in ([`JsonUnescape`]), so the rule
+//! counts the characters the model wrote, not their spelling in the wire format. Escapes may be
+//! cut anywhere between pushes, and a surrogate pair may even span two events.
+//!
 //! Owns: the loop rule and its exact, incremental evaluation. It must never allocate per push in
 //! steady state, keep memory proportional to the stream, read a clock, or do IO.
 //!
@@ -145,6 +150,175 @@ impl fmt::Display for Loop {
 
 const REPLACEMENT: u32 = 0xFFFD;
 
+/// One piece of unescaped JSON string contents, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Bytes that stand for themselves (UTF-8, possibly cut at either end).
+    Raw(&'a [u8]),
+    /// A character written as an escape; U+FFFD for a malformed escape or a lone surrogate.
+    Char(u32),
+}
+
+/// Where an escape stands between two bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Esc {
+    None,
+    /// After `\`.
+    Backslash,
+    /// After `\u` and `digits` hex digits worth `value`.
+    Hex {
+        digits: u8,
+        value: u16,
+    },
+}
+
+/// Incremental unescaping of JSON string contents fed in arbitrary pieces: constant state, no
+/// allocation, constant work per byte (runs without a backslash are found with memchr and
+/// handed out whole).
+///
+/// Valid input gives exactly what a JSON parser gives (surrogate pairs joined). Input no parser
+/// would accept is still decoded, never refused: a malformed escape becomes one U+FFFD and the
+/// byte that broke it is read afresh; a surrogate without its other half becomes U+FFFD.
+#[derive(Clone, Copy, Debug)]
+pub struct JsonUnescape {
+    esc: Esc,
+    /// A leading surrogate waiting for its trailing half (which may come in the next push).
+    high: Option<u16>,
+}
+
+impl Default for JsonUnescape {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl JsonUnescape {
+    pub const fn new() -> Self {
+        Self {
+            esc: Esc::None,
+            high: None,
+        }
+    }
+
+    /// Unescapes the next bytes, handing the pieces to `emit` in order.
+    pub fn feed<'a>(&mut self, input: &'a [u8], mut emit: impl FnMut(Piece<'a>)) {
+        let mut i = 0;
+        while i < input.len() {
+            match self.esc {
+                Esc::None => {
+                    let run = memchr::memchr(b'\\', &input[i..]).unwrap_or(input.len() - i);
+                    if run > 0 {
+                        self.lone_high(&mut emit);
+                        emit(Piece::Raw(&input[i..i + run]));
+                        i += run;
+                    }
+                    if i < input.len() {
+                        self.esc = Esc::Backslash;
+                        i += 1;
+                    }
+                }
+                Esc::Backslash => {
+                    let c = match input[i] {
+                        b'"' => Some(u32::from(b'"')),
+                        b'\\' => Some(u32::from(b'\\')),
+                        b'/' => Some(u32::from(b'/')),
+                        b'b' => Some(0x08),
+                        b'f' => Some(0x0C),
+                        b'n' => Some(u32::from(b'\n')),
+                        b'r' => Some(u32::from(b'\r')),
+                        b't' => Some(u32::from(b'\t')),
+                        b'u' => None,
+                        _ => {
+                            // Not an escape: the byte is read again as ordinary text.
+                            self.malformed(&mut emit);
+                            continue;
+                        }
+                    };
+                    i += 1;
+                    match c {
+                        Some(c) => {
+                            self.lone_high(&mut emit);
+                            self.esc = Esc::None;
+                            emit(Piece::Char(c));
+                        }
+                        None => {
+                            self.esc = Esc::Hex {
+                                digits: 0,
+                                value: 0,
+                            }
+                        }
+                    }
+                }
+                Esc::Hex { digits, value } => {
+                    let d = match input[i] {
+                        b @ b'0'..=b'9' => b - b'0',
+                        b @ b'a'..=b'f' => b - b'a' + 10,
+                        b @ b'A'..=b'F' => b - b'A' + 10,
+                        _ => {
+                            self.malformed(&mut emit);
+                            continue;
+                        }
+                    };
+                    i += 1;
+                    let value = value << 4 | u16::from(d);
+                    if digits < 3 {
+                        self.esc = Esc::Hex {
+                            digits: digits + 1,
+                            value,
+                        };
+                    } else {
+                        self.esc = Esc::None;
+                        self.unit(value, &mut emit);
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of the text: an unfinished escape or a waiting surrogate becomes U+FFFD.
+    pub fn finish(&mut self, mut emit: impl FnMut(Piece<'_>)) {
+        self.lone_high(&mut emit);
+        if self.esc != Esc::None {
+            self.esc = Esc::None;
+            emit(Piece::Char(REPLACEMENT));
+        }
+    }
+
+    /// A complete `\uXXXX` code unit.
+    fn unit<'a>(&mut self, u: u16, emit: &mut impl FnMut(Piece<'a>)) {
+        match (self.high.take(), u) {
+            (Some(hi), 0xDC00..=0xDFFF) => {
+                let cp = 0x10000 + ((u32::from(hi) - 0xD800) << 10) + (u32::from(u) - 0xDC00);
+                emit(Piece::Char(cp));
+            }
+            (hi, _) => {
+                if hi.is_some() {
+                    emit(Piece::Char(REPLACEMENT));
+                }
+                match u {
+                    0xD800..=0xDBFF => self.high = Some(u),
+                    0xDC00..=0xDFFF => emit(Piece::Char(REPLACEMENT)),
+                    _ => emit(Piece::Char(u32::from(u))),
+                }
+            }
+        }
+    }
+
+    /// Anything but a trailing surrogate's escape after a leading surrogate orphans it.
+    #[inline]
+    fn lone_high<'a>(&mut self, emit: &mut impl FnMut(Piece<'a>)) {
+        if self.high.take().is_some() {
+            emit(Piece::Char(REPLACEMENT));
+        }
+    }
+
+    fn malformed<'a>(&mut self, emit: &mut impl FnMut(Piece<'a>)) {
+        self.lone_high(emit);
+        self.esc = Esc::None;
+        emit(Piece::Char(REPLACEMENT));
+    }
+}
+
 /// Incremental UTF-8 decoding state (the WHATWG decoder: maximal-subpart replacement).
 #[derive(Clone, Copy, Debug)]
 struct Utf8 {
@@ -198,6 +372,8 @@ pub struct RepetitionDetector {
     last_check: u64,
     since_check: usize,
     utf8: Utf8,
+    /// Escape state of [`RepetitionDetector::push_json`] between pushes.
+    json: JsonUnescape,
     /// Scratch for the prefix function and the reversed block (capacity `need_max` once used).
     prefix: Vec<u32>,
     reversed: Vec<u32>,
@@ -232,6 +408,7 @@ impl RepetitionDetector {
             last_check: 0,
             since_check: 0,
             utf8: Utf8::new(),
+            json: JsonUnescape::new(),
             // Only suspicious text needs these: allocated on the first full check.
             prefix: Vec::new(),
             reversed: Vec::new(),
@@ -250,6 +427,7 @@ impl RepetitionDetector {
         self.last_check = 0;
         self.since_check = 0;
         self.utf8 = Utf8::new();
+        self.json = JsonUnescape::new();
         self.verdict = None;
         self.track = None;
         self.finished = false;
@@ -337,10 +515,47 @@ impl RepetitionDetector {
         }
     }
 
-    /// End of stream: a cut-off UTF-8 sequence counts as U+FFFD, and the last check runs so the
-    /// verdict covers every character. Later pushes are ignored.
+    /// Feed the next bytes of JSON string contents as they appear between the quotes (escapes
+    /// intact, cut anywhere): they are unescaped first, so `\n` counts as one (whitespace)
+    /// character and `\u4e2d` as one CJK character. Don't mix with [`push`] on one stream.
+    ///
+    /// [`push`]: RepetitionDetector::push
+    pub fn push_json(&mut self, escaped: &[u8]) {
+        let mut json = self.json;
+        json.feed(escaped, |piece| self.on_piece(piece));
+        self.json = json;
+    }
+
+    fn on_piece(&mut self, piece: Piece<'_>) {
+        match piece {
+            Piece::Raw(bytes) => self.push(bytes),
+            Piece::Char(c) => {
+                if self.finished {
+                    return;
+                }
+                // An escape can't continue a UTF-8 sequence: one cut before it is invalid.
+                if self.utf8.needed != 0 {
+                    self.utf8 = Utf8::new();
+                    self.on_char(REPLACEMENT);
+                    if self.finished {
+                        return;
+                    }
+                }
+                self.on_char(c);
+            }
+        }
+    }
+
+    /// End of stream: a cut-off UTF-8 sequence or escape counts as U+FFFD, and the last check
+    /// runs so the verdict covers every character. Later pushes are ignored.
     pub fn finish(&mut self) -> Option<&Loop> {
         if !self.finished {
+            let mut json = self.json;
+            json.finish(|piece| self.on_piece(piece));
+            self.json = json;
+            if self.finished {
+                return self.verdict.as_ref();
+            }
             if self.utf8.needed != 0 {
                 self.utf8 = Utf8::new();
                 self.on_char(REPLACEMENT);
@@ -654,6 +869,162 @@ mod tests {
         }
         d.push(&text[at..]);
         d.finish().cloned()
+    }
+
+    /// JSON string contents for `text`, escaped the ways servers do, chosen per character by
+    /// `seed`: raw UTF-8, short escapes, `\uXXXX` (surrogate pairs above the BMP, hex digits in
+    /// either case) — what `json.dumps` with and without `ensure_ascii` and serde_json write.
+    fn escape_json(text: &str, seed: u64) -> Vec<u8> {
+        let mut rng = seed | 1;
+        let mut out = Vec::new();
+        for c in text.chars() {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let short = match c {
+                '"' => Some(b'"'),
+                '\\' => Some(b'\\'),
+                '\n' => Some(b'n'),
+                '\r' => Some(b'r'),
+                '\t' => Some(b't'),
+                '\u{8}' => Some(b'b'),
+                '\u{c}' => Some(b'f'),
+                '/' if rng % 2 == 0 => Some(b'/'),
+                _ => None,
+            };
+            let must = (c as u32) < 0x20 || c == '"' || c == '\\';
+            if let (Some(e), true) = (short, must || rng % 3 == 0) {
+                out.extend([b'\\', e]);
+            } else if must || rng % 3 == 1 {
+                let mut units = [0u16; 2];
+                for u in c.encode_utf16(&mut units) {
+                    let hex = if rng % 5 == 0 {
+                        format!("\\u{:04X}", u)
+                    } else {
+                        format!("\\u{:04x}", u)
+                    };
+                    out.extend(hex.bytes());
+                }
+            } else {
+                let mut b = [0u8; 4];
+                out.extend(c.encode_utf8(&mut b).bytes());
+            }
+        }
+        out
+    }
+
+    /// Unescaper output, cut at `splits`, as the pieces joined into one list of characters
+    /// (raw pieces decoded as one UTF-8 stream, lossily).
+    fn unescape_pieces(bytes: &[u8], splits: &[usize]) -> Vec<char> {
+        let mut u = JsonUnescape::new();
+        let mut raw: Vec<u8> = Vec::new();
+        let mut chars = Vec::new();
+        let flush = |raw: &mut Vec<u8>, chars: &mut Vec<char>| {
+            chars.extend(String::from_utf8_lossy(raw).chars());
+            raw.clear();
+        };
+        let on = |p: Piece<'_>, raw: &mut Vec<u8>, chars: &mut Vec<char>| match p {
+            Piece::Raw(b) => raw.extend_from_slice(b),
+            Piece::Char(c) => {
+                flush(raw, chars);
+                chars.push(char::from_u32(c).expect("a scalar value"));
+            }
+        };
+        let mut cuts: Vec<usize> = splits.iter().map(|&s| s.min(bytes.len())).collect();
+        cuts.sort_unstable();
+        let mut at = 0;
+        for c in cuts.into_iter().chain([bytes.len()]) {
+            u.feed(&bytes[at..c], |p| on(p, &mut raw, &mut chars));
+            at = c;
+        }
+        u.finish(|p| on(p, &mut raw, &mut chars));
+        flush(&mut raw, &mut chars);
+        chars
+    }
+
+    fn unescape_split(bytes: &[u8], splits: &[usize]) -> String {
+        unescape_pieces(bytes, splits).into_iter().collect()
+    }
+
+    #[test]
+    fn unescape_examples() {
+        let u = |s: &str| unescape_split(s.as_bytes(), &[]);
+        assert_eq!(u(r"a\nb"), "a\nb");
+        assert_eq!(u(r"\u4e2d\u6587"), "中文");
+        assert_eq!(u(r"\ud83d\ude00!"), "😀!");
+        assert_eq!(u(r#"\"\\\/\b\f\r\t"#), "\"\\/\u{8}\u{c}\r\t");
+        // Malformed: one U+FFFD per broken escape, the breaking byte read afresh.
+        assert_eq!(u(r"\x"), "\u{FFFD}x");
+        assert_eq!(u(r"\u12g4"), "\u{FFFD}g4");
+        assert_eq!(u(r"\ud800x"), "\u{FFFD}x");
+        assert_eq!(u(r"\udc00"), "\u{FFFD}");
+        assert_eq!(u(r"\ud800\u0041"), "\u{FFFD}A");
+        assert_eq!(u(r"\ud800\n"), "\u{FFFD}\n");
+        assert_eq!(u(r"ab\u00"), "ab\u{FFFD}");
+        assert_eq!(u(r"\"), "\u{FFFD}");
+        // A surrogate pair cut between two events, and every other cut point.
+        let pair = br"x\ud83d\ude00y";
+        for cut in 0..=pair.len() {
+            assert_eq!(unescape_split(pair, &[cut]), "x😀y", "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn escaped_blank_lines_are_whitespace_not_a_loop() {
+        // 3000 blank lines as a server sends them: `\n` is two bytes on the wire. Read as raw
+        // bytes that is a 2-character non-blank period (the old behaviour: a false loop);
+        // unescaped it is whitespace, which the rule ignores.
+        let cfg = RepetitionConfig::default();
+        let wire = r"\n".repeat(3000);
+        let mut raw = RepetitionDetector::new(cfg).expect("valid");
+        raw.push(wire.as_bytes());
+        assert_eq!(raw.finish().map(|l| l.period_chars), Some(2));
+        let mut json = RepetitionDetector::new(cfg).expect("valid");
+        for piece in wire.as_bytes().chunks(3) {
+            json.push_json(piece);
+        }
+        assert_eq!(json.finish(), None);
+        assert_eq!(json.chars(), 3000);
+    }
+
+    #[test]
+    fn escaped_cjk_counts_one_character_per_ideograph() {
+        // A 10-ideograph unit repeated, sent as \uXXXX escapes (6 bytes per character): the
+        // thresholds (4096 characters) must be met by characters, not by escape bytes.
+        let cfg = RepetitionConfig::default();
+        let unit: String = "天地玄黄宇宙洪荒日月".to_string();
+        let wire: String = unit
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect::<String>();
+        let mut d = RepetitionDetector::new(cfg).expect("valid");
+        // 400 repeats = 4000 characters: below min_span, no loop yet (24000 escape bytes).
+        for _ in 0..400 {
+            d.push_json(wire.as_bytes());
+        }
+        assert!(d.verdict().is_none());
+        assert_eq!(d.chars(), 4000);
+        for _ in 0..100 {
+            d.push_json(wire.as_bytes());
+        }
+        let l = d.finish().expect("a loop").clone();
+        assert_eq!(l.period_chars, 10);
+        assert_eq!(l.detected_at_chars, 4096);
+        assert_eq!(l.excerpt, unit);
+    }
+
+    #[test]
+    fn push_json_keeps_its_window_buffer() {
+        let mut d = RepetitionDetector::new(RepetitionConfig::default()).expect("valid");
+        let cap = d.buf.capacity();
+        let text = prose(3, 100_000);
+        let wire = escape_json(&text, 99);
+        for piece in wire.chunks(5) {
+            d.push_json(piece);
+        }
+        assert_eq!(d.chars(), text.chars().count() as u64);
+        assert!(d.finish().is_none());
+        assert_eq!(d.buf.capacity(), cap);
     }
 
     #[track_caller]
@@ -981,6 +1352,54 @@ mod tests {
                     (None, None) => {}
                 }
             }
+        }
+
+        /// The naive twin of the unescaper is serde_json: any valid JSON string, escaped any
+        /// way a server may choose and cut anywhere, unescapes to what serde_json reads.
+        #[test]
+        fn unescape_matches_serde_json(
+            text in texts(),
+            escape_seed in any::<u64>(),
+            splits in proptest::collection::vec(0usize..4000, 0..8),
+        ) {
+            let escaped = escape_json(&text, escape_seed);
+            let want: String = serde_json::from_slice(&[b"\"", &escaped[..], b"\""].concat())
+                .expect("valid JSON string");
+            prop_assert_eq!(&want, &text);
+            prop_assert_eq!(unescape_split(&escaped, &splits), want);
+        }
+
+        /// The detector fed escaped text in pieces reaches the verdict of the decoded text.
+        #[test]
+        fn push_json_matches_the_naive_rule_on_decoded_text(
+            text in texts(),
+            cfg in configs(),
+            escape_seed in any::<u64>(),
+            piece in 1usize..40,
+        ) {
+            let escaped = escape_json(&text, escape_seed);
+            let mut d = RepetitionDetector::new(cfg).expect("valid");
+            for chunk in escaped.chunks(piece) {
+                d.push_json(chunk);
+            }
+            let got = d.finish().cloned();
+            // Characters, not escape bytes (a broken loop stops the count; nothing changes then).
+            if got.is_none() {
+                prop_assert_eq!(d.chars(), text.chars().count() as u64);
+            }
+            prop_assert_eq!(got, naive(&text, &cfg));
+        }
+
+        /// Anything at all (bad escapes, lone surrogates, invalid UTF-8): no panic, and the
+        /// same characters however it is cut.
+        #[test]
+        fn unescape_any_bytes_is_split_independent(
+            bytes in proptest::collection::vec(
+                prop_oneof![any::<u8>(), Just(b'\\'), Just(b'u'), Just(b'd'), Just(b'8')], 0..400),
+            splits in proptest::collection::vec(0usize..400, 0..8),
+        ) {
+            let whole = unescape_pieces(&bytes, &[]);
+            prop_assert_eq!(unescape_pieces(&bytes, &splits), whole);
         }
 
         #[test]

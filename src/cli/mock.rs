@@ -1,5 +1,5 @@
 //! `llmspeed mock`: flags -> [`MockConfig`], bind, print the settings and URL, serve until
-//! Ctrl-C. The server runs on its own current-thread runtime (the engine has its own thread).
+//! Ctrl-C or SIGTERM (either one drains open streams and flushes the trace). The server runs on its own current-thread runtime (the engine has its own thread).
 
 use super::{CliError, CliResult};
 use crate::mock::faults::FaultRule;
@@ -55,7 +55,8 @@ pub struct MockArgs {
     /// Decode step: added per 1000 tokens of the longest context, microseconds.
     #[arg(long)]
     pub decode_per_ktok_max_us: Option<f64>,
-    /// Streams start repeating a fixed period after N tokens.
+    /// Streams repeat a fixed 24-token period from token N on (any N; below 24 the first 24
+    /// tokens are the period).
     #[arg(long)]
     pub loop_after: Option<u64>,
     /// Fraction of requests that loop (with --loop-after).
@@ -117,11 +118,24 @@ pub fn run(args: MockArgs) -> CliResult {
         let local = listener
             .local_addr()
             .map_err(|e| CliError::failed(format!("cannot read the bound address: {e}")))?;
+        // SIGTERM (a supervisor's stop, `kill`, `docker stop`) must take the same clean path
+        // as Ctrl-C: its default action would end the process with the trace's buffer unwritten.
+        use tokio::signal::unix::{signal, SignalKind};
+        let watch = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|e| CliError::failed(format!("cannot watch for {name}: {e}")))
+        };
+        let mut term = watch(SignalKind::terminate(), "SIGTERM")?;
+        let mut int = watch(SignalKind::interrupt(), "SIGINT")?;
+        // Printed only once both signals are watched: a supervisor may stop us as soon as it
+        // reads the URL.
         println!("llmspeed mock ({:?} profile)", args.profile);
         println!("{}", config.describe());
-        println!("serving on http://{local}/v1  (Ctrl-C to stop)");
-        let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+        println!("serving on http://{local}/v1  (Ctrl-C or SIGTERM to stop)");
+        let shutdown = async move {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
         };
         crate::mock::serve(listener, config, shutdown)
             .await

@@ -80,7 +80,7 @@ impl StreamObserver for Watch {
                 Channel::Reasoning => &mut self.reasoning,
                 _ => return Flow::Continue,
             };
-            det.push(t);
+            det.push_json(t);
             if let Some(l) = det.verdict() {
                 // Once per request: the clone happens at most once.
                 self.looped = Some((rec.channel, l.clone()));
@@ -88,6 +88,47 @@ impl StreamObserver for Watch {
         }
         // A looping stream keeps running: its figures are kept and marked, not thrown away.
         Flow::Continue
+    }
+}
+
+#[cfg(test)]
+mod watch_tests {
+    use super::*;
+
+    fn watch() -> Watch {
+        let det = || RepetitionDetector::new(RepetitionConfig::default()).unwrap();
+        Watch {
+            content: det(),
+            reasoning: det(),
+            looped: None,
+            saw_token: false,
+            shared: Arc::new(Counters::default()),
+        }
+    }
+
+    fn feed(w: &mut Watch, text: &[u8], times: usize) {
+        let rec = EventRecord {
+            t: 0,
+            tokens: 1,
+            channel: Channel::Content,
+        };
+        for _ in 0..times {
+            w.on_event(&rec, Some(text));
+        }
+    }
+
+    #[test]
+    fn observer_text_is_unescaped_before_the_loop_rule() {
+        // Blank lines arrive as `\n` escapes: whitespace, never a loop (read raw, they were a
+        // 2-character loop).
+        let mut w = watch();
+        feed(&mut w, br"\n\n", 3000);
+        assert!(w.looped.is_none(), "{:?}", w.looped);
+        // Two ideographs as \uXXXX escapes: a 2-character period, not a 12-byte one.
+        let mut w = watch();
+        feed(&mut w, br"\u4e2d\u6587", 3000);
+        let (_, l) = w.looped.expect("a loop");
+        assert_eq!((l.period_chars, l.excerpt.as_str()), (2, "中文"));
     }
 }
 

@@ -130,6 +130,8 @@ pub enum AdmitError {
         kv_tokens: u64,
     },
     DuplicateTag(u64),
+    /// The engine thread has stopped (server shutting down).
+    Stopped,
 }
 
 impl std::fmt::Display for AdmitError {
@@ -143,8 +145,24 @@ impl std::fmt::Display for AdmitError {
                 "request needs {needed_tokens} KV tokens but the cache holds {kv_tokens}"
             ),
             AdmitError::DuplicateTag(t) => write!(f, "sequence tag {t} is already live"),
+            AdmitError::Stopped => write!(f, "the engine has stopped"),
         }
     }
+}
+
+/// Whether `s` could ever run under `p`, whatever else is running: the check [`Engine::add`]
+/// makes first, also callable without the engine (the driver answers a request with it at
+/// once instead of waiting for the engine thread).
+pub fn admissible(p: &EngineParams, s: &NewSeq) -> Result<(), AdmitError> {
+    let bs = p.block_size as u64;
+    let tokens = s.prompt.len() as u64 + s.max_tokens.max(1) as u64;
+    if tokens.div_ceil(bs) > p.num_blocks() as u64 {
+        return Err(AdmitError::LargerThanCache {
+            needed_tokens: tokens,
+            kv_tokens: p.num_blocks() as u64 * bs,
+        });
+    }
+    Ok(())
 }
 
 /// Counters and gauges for `/metrics`.
@@ -360,13 +378,7 @@ impl Engine {
     pub fn add(&mut self, now: u64, s: NewSeq) -> Result<(), AdmitError> {
         let bs = self.p.block_size as u64;
         let max_tokens = s.max_tokens.max(1);
-        let needed = (s.prompt.len() as u64 + max_tokens as u64).div_ceil(bs);
-        if needed > self.p.num_blocks() as u64 {
-            return Err(AdmitError::LargerThanCache {
-                needed_tokens: s.prompt.len() as u64 + max_tokens as u64,
-                kv_tokens: self.p.num_blocks() as u64 * bs,
-            });
-        }
+        admissible(&self.p, &s)?;
         if self.seqs.contains_key(&s.tag) {
             return Err(AdmitError::DuplicateTag(s.tag));
         }

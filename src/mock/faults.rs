@@ -135,6 +135,14 @@ impl ConnCtl {
         }
     }
 
+    /// A read returned request bytes (stamped only when tracing).
+    #[inline]
+    fn read_done(&self) {
+        if let Some(s) = &self.stamper {
+            s.read_done();
+        }
+    }
+
     /// Each request on a kept-alive connection starts clean.
     pub fn clear(&self) {
         self.drip.store(false, Ordering::Relaxed);
@@ -196,7 +204,12 @@ impl<T: AsyncRead + Unpin> AsyncRead for FaultIo<T> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let r = ready!(Pin::new(&mut self.inner).poll_read(cx, buf));
+        if r.is_ok() && buf.filled().len() > before {
+            self.ctl.read_done();
+        }
+        Poll::Ready(r)
     }
 }
 

@@ -118,7 +118,7 @@ pub async fn handle(
         (&Method::GET, "/metrics") => respond(
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            super::metrics::render(&app.cfg, &app.driver.stats()),
+            super::metrics::render(&app.cfg, &app.driver.stats().await),
         ),
         (
             &Method::POST,
@@ -412,6 +412,8 @@ async fn generate(
             );
         }
     }
+    // Taken first: the read that completed this request is the connection's last one so far.
+    let arrival = ctl.stamper.as_ref().map(|t| t.arrival()).unwrap_or((0, 0));
     let n = app.requests.fetch_add(1, Ordering::Relaxed);
     let fault = header_fault.or_else(|| faults::pick(&app.cfg.faults, n));
     if let Some(Fault::Status(code)) = fault {
@@ -464,14 +466,17 @@ async fn generate(
     if !app.cfg.admission_delay.is_zero() {
         tokio::time::sleep(app.cfg.admission_delay).await;
     }
+    let prefix = if chat { "chatcmpl" } else { "cmpl" };
+    let id = format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base));
+    let rid = request_id.unwrap_or_else(|| id.clone());
+    let rid_json: Arc<str> = serde_json::to_string(&rid)
+        .unwrap_or_else(|_| "\"?\"".into())
+        .into();
     let rx = match app.driver.submit(seqs) {
         Ok(rx) => rx,
         Err(e @ AdmitError::LargerThanCache { .. }) => return bad_request(&e.to_string()),
         Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     };
-    let prefix = if chat { "chatcmpl" } else { "cmpl" };
-    let id = format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base));
-    let rid = request_id.unwrap_or_else(|| id.clone());
     let meta = Meta {
         chat,
         id,
@@ -499,9 +504,8 @@ async fn generate(
         rx,
         meta,
         guard,
-        rid_json: serde_json::to_string(&rid)
-            .unwrap_or_else(|_| "\"?\"".into())
-            .into(),
+        rid_json,
+        arrival,
         pending: VecDeque::with_capacity(4),
         role_sent: vec![false; choices as usize],
         finished: 0,
@@ -627,6 +631,8 @@ pub struct SseBody {
     meta: Meta,
     guard: AbortGuard,
     rid_json: Arc<str>,
+    /// The request's arrival (ns since server start, raw), for the trace.
+    arrival: (u64, u64),
     pending: VecDeque<Pending>,
     role_sent: Vec<bool>,
     finished: u64,
@@ -874,6 +880,8 @@ impl SseBody {
                             t_ns: 0,
                             due_ns,
                             t_raw: 0,
+                            arrival_ns: self.arrival.0,
+                            arrival_raw: self.arrival.1,
                         });
                     }
                 }

@@ -69,7 +69,10 @@ impl TextGen {
         let i = self.produced;
         self.produced += 1;
         if let Some(n) = self.loop_after {
-            if i >= n && n >= LOOP_PERIOD as u64 {
+            // A repeat needs a whole period behind it: below N = 24 the first 24 tokens are the
+            // period, so the output from token N on is still that period repeated (and for
+            // N < 24 so is everything before N).
+            if i >= n.max(LOOP_PERIOD as u64) {
                 return self.ring[(i % LOOP_PERIOD as u64) as usize];
             }
         }
@@ -162,5 +165,25 @@ mod tests {
             &p[..],
             "the loop must not change the text before N"
         );
+    }
+
+    #[test]
+    fn every_loop_after_value_loops_from_token_n_on() {
+        // Below the period used to never loop at all (the ring was not full at token N).
+        for n in [0u64, 1, 2, 5, 23, 24, 25, 47, 48, 100] {
+            let mut g = TextGen::new(11, Some(n));
+            let toks: Vec<u32> = (0..n as usize + 200).map(|_| g.next_token()).collect();
+            let from = n as usize;
+            assert!(
+                (from + LOOP_PERIOD..toks.len()).all(|i| toks[i] == toks[i - LOOP_PERIOD]),
+                "N = {n}: the output from token N on is not one period repeated"
+            );
+            assert_eq!(tail_period(&toks, 150), Some(LOOP_PERIOD), "N = {n}");
+            // The first repeat is at max(N, 24): nothing repeats earlier.
+            let first = n.max(LOOP_PERIOD as u64) as usize;
+            let mut plain = TextGen::new(11, None);
+            let p: Vec<u32> = (0..first).map(|_| plain.next_token()).collect();
+            assert_eq!(&toks[..first], &p[..], "N = {n}: prose before the loop");
+        }
     }
 }

@@ -2,13 +2,20 @@
 //! Bodies hand a small record to a channel; a dedicated thread formats and writes, so a traced
 //! stream costs one channel send per token and an untraced one costs nothing.
 //!
-//! Line shape: `{"request_id":"…","choice":0,"index":5,"t_ns":123,"due_ns":120}` where `t_ns`
+//! Line shape: `{"request_id":"…","choice":0,"index":5,"t_ns":123,"due_ns":120,"arrival_ns":80}`
+//! where `t_ns`
 //! is when the write syscall carrying the chunk returned (stamped by the connection's writer,
 //! see [`WriteStamper`]) and `due_ns` is when the engine made the token, both in ns since the
 //! server started. A chunk split over two writes is stamped at the first.
+//!
+//! `arrival_ns`, the same on every line of a request, is when the read syscall that completed
+//! the request returned (stamped by the connection's reader), in the same base: the request's
+//! TTFT as the server saw it is `t_ns` of index 0 minus `arrival_ns`. It is a field of every
+//! line rather than a line of its own so that readers of token lines need no filtering.
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -22,6 +29,10 @@ pub struct TraceRec {
     pub index: u32,
     pub t_ns: u64,
     pub due_ns: u64,
+    /// When the request arrived (see the module docs).
+    pub arrival_ns: u64,
+    /// `arrival_ns` as a raw clock stamp (not written to the file).
+    pub arrival_raw: u64,
     /// `t_ns` as a raw [`crate::clock::Clock`] stamp (not written to the file): lets an
     /// in-process reader put server writes and client reads on one timeline.
     pub t_raw: u64,
@@ -50,8 +61,8 @@ impl TraceSink {
                 for r in rx {
                     writeln!(
                         w,
-                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{}}}",
-                        r.request_id_json, r.choice, r.index, r.t_ns, r.due_ns
+                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{},\"arrival_ns\":{}}}",
+                        r.request_id_json, r.choice, r.index, r.t_ns, r.due_ns, r.arrival_ns
                     )?;
                 }
                 w.flush()
@@ -81,6 +92,8 @@ pub struct WriteStamper {
     clock: crate::clock::Clock,
     start: u64,
     queue: Mutex<Vec<TraceRec>>,
+    /// Raw stamp of the last read that returned bytes on this connection (0: none yet).
+    last_read: AtomicU64,
 }
 
 impl WriteStamper {
@@ -91,7 +104,25 @@ impl WriteStamper {
             clock,
             start,
             queue: Mutex::new(Vec::with_capacity(8)),
+            last_read: AtomicU64::new(0),
         }
+    }
+
+    /// A read returned request bytes. The client sends no request before it has the previous
+    /// answer, so when a handler runs, the last read is the one that completed its request.
+    #[inline]
+    pub fn read_done(&self) {
+        self.last_read.store(self.clock.raw(), Ordering::Relaxed);
+    }
+
+    /// The arrival of the request being handled now, as (ns since server start, raw stamp):
+    /// the last read that returned bytes (now, if none did).
+    pub fn arrival(&self) -> (u64, u64) {
+        let raw = match self.last_read.load(Ordering::Relaxed) {
+            0 => self.clock.raw(),
+            r => r,
+        };
+        (self.clock.delta_ns(self.start, raw), raw)
     }
 
     /// A token chunk was handed to hyper; `t_ns` is filled in at the write.

@@ -526,11 +526,9 @@ impl Client {
             }
             received = true;
             if head.is_none() {
+                // The parser consumes interim 1xx heads itself, also when the final head sits
+                // behind one in the same read, so what comes back is always the final head.
                 match head_parser.parse(&mut buf, method) {
-                    Ok(Some(h)) if (100..200).contains(&h.status) => {
-                        head_parser = HeadParser::new(decode::MAX_HEAD_BYTES);
-                        continue;
-                    }
                     Ok(Some(h)) => {
                         decoder = Some(BodyDecoder::new(h.body));
                         head = Some(h);

@@ -18,7 +18,9 @@ pub enum Flow {
 /// per-token path: implementations must not block, and should not allocate.
 pub trait StreamObserver {
     /// `text` is the event's output text exactly as it appeared inside the JSON string
-    /// (escapes intact; content, else reasoning), when it had any.
+    /// (escapes intact; content, else reasoning), when it had any. Unescaping it would cost a
+    /// buffer per event; consumers that count characters unescape incrementally instead
+    /// (`RepetitionDetector::push_json`).
     fn on_event(&mut self, rec: &EventRecord, text: Option<&[u8]>) -> Flow;
 }
 

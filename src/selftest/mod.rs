@@ -101,6 +101,15 @@ pub struct Report {
     pub ttft_error_ms_p50: f64,
     pub ttft_error_ms_p99: f64,
     pub ttft_error_ms_max: f64,
+    /// Mean of (server's first write - the request's arrival at the server): the TTFT the
+    /// server itself saw, from the read that completed the request.
+    pub server_ttft_ms_mean: f64,
+    /// Client TTFT (first-token stamp - send stamp) minus the server's own TTFT (first write -
+    /// arrival): the error against first write plus the request's trip to the server.
+    pub ttft_arrival_error_ms_mean: f64,
+    pub ttft_arrival_error_ms_p50: f64,
+    pub ttft_arrival_error_ms_p99: f64,
+    pub ttft_arrival_error_ms_max: f64,
     /// |client gap - server gap| over consecutive tokens of a stream.
     pub gap_error_us_mean: f64,
     pub gap_error_us_p50: f64,
@@ -268,8 +277,13 @@ fn drive(
     Ok((timelines, (user, sys)))
 }
 
-/// Per-stream ground truth: for each token index, (write stamp raw, t_ns, due_ns).
-type Truth = Vec<Option<(u64, u64, u64)>>;
+/// Per-stream ground truth.
+struct Truth {
+    /// Raw stamp of the read that completed the request at the server.
+    arrival: Option<u64>,
+    /// For each token index, (write stamp raw, t_ns, due_ns).
+    tokens: Vec<Option<(u64, u64, u64)>>,
+}
 
 fn index_trace(trace: &[TraceRec], tokens: u32) -> HashMap<&str, Truth> {
     let mut by_id: HashMap<&str, Truth> = HashMap::new();
@@ -279,10 +293,12 @@ fn index_trace(trace: &[TraceRec], tokens: u32) -> HashMap<&str, Truth> {
         }
         // Stored as a JSON string literal; our ids need no escaping, so strip the quotes.
         let id = r.request_id_json.trim_matches('"');
-        let v = by_id
-            .entry(id)
-            .or_insert_with(|| vec![None; tokens as usize]);
-        v[r.index as usize] = Some((r.t_raw, r.t_ns, r.due_ns));
+        let v = by_id.entry(id).or_insert_with(|| Truth {
+            arrival: None,
+            tokens: vec![None; tokens as usize],
+        });
+        v.tokens[r.index as usize] = Some((r.t_raw, r.t_ns, r.due_ns));
+        v.arrival = Some(r.arrival_raw);
     }
     by_id
 }
@@ -291,6 +307,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let truth = index_trace(trace, shape.tokens);
     let mut ttft_err_ms = Vec::with_capacity(timelines.len());
     let mut true_ttft_ms = Vec::with_capacity(timelines.len());
+    let mut server_ttft_ms = Vec::with_capacity(timelines.len());
+    let mut ttft_arrival_err_ms = Vec::with_capacity(timelines.len());
     let mut gap_err_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
     let mut delivery_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
     let mut errors: HashMap<&'static str, usize> = HashMap::new();
@@ -320,7 +338,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
             continue;
         };
         let mut prev: Option<(u64, u64)> = None;
-        for (k, (c, s)) in client_t.iter().zip(server.iter()).enumerate() {
+        for (k, (c, s)) in client_t.iter().zip(server.tokens.iter()).enumerate() {
             let (Some(c), Some((s_raw, _, _))) = (*c, *s) else {
                 prev = None;
                 continue;
@@ -331,6 +349,12 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
                 ttft_err_ms.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
                 if let Some(send) = tl.send_start {
                     true_ttft_ms.push(clock.signed_delta_ns(send, s_raw) as f64 / 1e6);
+                }
+                if let (Some(send), Some(arrival)) = (tl.send_start, server.arrival) {
+                    let server_ttft = clock.signed_delta_ns(arrival, s_raw);
+                    let client_ttft = clock.signed_delta_ns(send, c);
+                    server_ttft_ms.push(server_ttft as f64 / 1e6);
+                    ttft_arrival_err_ms.push((client_ttft - server_ttft) as f64 / 1e6);
                 }
             }
             if let Some((pc, ps)) = prev {
@@ -346,6 +370,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         .map(|r| r.t_ns.saturating_sub(r.due_ns) as f64 / 1e3)
         .collect();
     let ttft = Fig::of(&ttft_err_ms);
+    let ttft_arrival = Fig::of(&ttft_arrival_err_ms);
     let gap = Fig::of(&gap_err_us);
     let lag = Fig::of(&lag_us);
     let delivery = Fig::of(&delivery_us);
@@ -366,6 +391,11 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         ttft_error_ms_p50: ttft.p50,
         ttft_error_ms_p99: ttft.p99,
         ttft_error_ms_max: ttft.max,
+        server_ttft_ms_mean: Fig::of(&server_ttft_ms).mean,
+        ttft_arrival_error_ms_mean: ttft_arrival.mean,
+        ttft_arrival_error_ms_p50: ttft_arrival.p50,
+        ttft_arrival_error_ms_p99: ttft_arrival.p99,
+        ttft_arrival_error_ms_max: ttft_arrival.max,
         gap_error_us_mean: gap.mean,
         gap_error_us_p50: gap.p50,
         gap_error_us_p99: gap.p99,
@@ -505,6 +535,15 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
+        "  {:<17} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+        "  vs arrival ms",
+        r.ttft_arrival_error_ms_mean,
+        r.ttft_arrival_error_ms_p50,
+        r.ttft_arrival_error_ms_p99,
+        r.ttft_arrival_error_ms_max
+    )?;
+    writeln!(
+        w,
         "  {:<17} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
         "gap error us",
         r.gap_error_us_mean,
@@ -532,8 +571,8 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
-        "  true TTFT         {:.2} ms mean (server first write - client send)",
-        r.true_ttft_ms_mean
+        "  true TTFT         {:.2} ms mean (server first write - client send); {:.2} ms at the server (first write - arrival)",
+        r.true_ttft_ms_mean, r.server_ttft_ms_mean
     )?;
     writeln!(
         w,
@@ -574,6 +613,9 @@ mod tests {
             t_ns: t,
             due_ns: t.saturating_sub(5_000),
             t_raw: t,
+            // The request reached the server 800 ns after the send stamp (1_000) below.
+            arrival_ns: 1_800,
+            arrival_raw: 1_800,
         }
     }
 
@@ -609,6 +651,10 @@ mod tests {
         let r = analyse(&shape(1, 3), &clock, &[tl], &trace);
         assert_eq!(r.tokens, 3);
         assert_eq!(r.tokens_matched, 3);
+        // Server TTFT 10_000 - 1_800; client TTFT 10_200 - 1_000; error 9_200 - 8_200 ns.
+        assert!((r.server_ttft_ms_mean - 0.0082).abs() < 1e-12);
+        assert!((r.ttft_arrival_error_ms_mean - 0.001).abs() < 1e-12);
+        assert!((r.ttft_arrival_error_ms_max - 0.001).abs() < 1e-12);
         assert_eq!(r.failed_streams, 0);
         assert!((r.ttft_error_ms_mean - 0.0002).abs() < 1e-12);
         assert!((r.true_ttft_ms_mean - 0.009).abs() < 1e-12);
