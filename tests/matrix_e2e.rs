@@ -527,6 +527,17 @@ fn one_cell(
     names: Option<MetricNames>,
     tweak: impl FnOnce(&mut CellConfig),
 ) -> DecodeCell {
+    one_cell_beside(mock, names, None, tweak)
+}
+
+/// As [`one_cell`], with another user's request of `background` output tokens running on the
+/// server from before the cell to after it.
+fn one_cell_beside(
+    mock: MockConfig,
+    names: Option<MetricNames>,
+    background: Option<u32>,
+    tweak: impl FnOnce(&mut CellConfig),
+) -> DecodeCell {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -566,6 +577,23 @@ fn one_cell(
             sample_period: Duration::from_millis(200),
         };
         tweak(&mut cfg);
+        let other = Cancel::new();
+        let bg = background.map(|n| {
+            let mut g = g.clone();
+            g.max_tokens = Some(n);
+            let req = g.stream_request(Some(false)).unwrap();
+            let (client, other) = (client.clone(), other.clone());
+            tokio::spawn(async move {
+                let mut obs = llmspeed::net::NoopObserver;
+                client
+                    .stream(&req, client.clock().raw(), &mut obs, &other)
+                    .await
+            })
+        });
+        if bg.is_some() {
+            // Let the other user's request reach the engine first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let blank = DecodeCell::empty(512, "512", cfg.concurrency as u64, CellStatus::Pending);
         let r = run_cell(
             &client,
@@ -577,6 +605,15 @@ fn one_cell(
             &mut |_| {},
         )
         .await;
+        other.cancel();
+        if let Some(bg) = bg {
+            let tl = bg.await.unwrap();
+            assert_eq!(
+                tl.error_kind(),
+                Some(ErrorKind::Cancelled),
+                "the other request ran past the cell"
+            );
+        }
         shutdown.cancel();
         server.await.unwrap().unwrap();
         r.cell
@@ -638,9 +675,14 @@ fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
 
 #[test]
 fn a_server_that_does_not_drain_in_time_is_recorded_on_the_cell() {
-    let cell = one_cell(mock_config(None), vllm_names(), |c| {
+    // 2 ms per decode step: another user's 2,500-token request runs for 5 s, well past the
+    // cell and its 0.5 s drain wait. Before the fix the failed wait left no trace.
+    let mut mock = mock_config(None);
+    mock.engine.decode.base_us = 2000.0;
+    mock.engine.kv_tokens = 16_384;
+    let cell = one_cell_beside(mock, vllm_names(), Some(2500), |c| {
         c.concurrency = 2;
-        c.drain_timeout = Duration::ZERO;
+        c.drain_timeout = Duration::from_millis(500);
     });
     assert_eq!(cell.server_drained, Some(false));
     assert!(

@@ -790,7 +790,9 @@ impl<'a> Measure<'a, '_> {
             }
         }
         // The scouts' prompts were all new to the server; the cells share this one, warm.
-        self.run.warm(&prompt.generation, 1, self.stop).await;
+        if !cells.is_empty() {
+            self.run.warm(&prompt.generation, 1, self.stop).await;
+        }
         for i in cells {
             if self.decode_cell(i, &prompt).await? == Flow::Stopped {
                 return Ok(Flow::Stopped);

@@ -592,7 +592,7 @@ pub fn methodology(s: &Settings) -> Vec<String> {
             "Average active requests: the server's running-request count sampled at 1 Hz or faster (the client's own count where the server exposes none).",
             "Over capacity: not run when C × (context + max_tokens) exceeds the server's KV-cache tokens, or C exceeds its running-request limit. Skipped: context + max_tokens exceeds max_model_len.",
             "Looped: a stream's tail repeated one period at least 4 times over at least 4096 characters by default (reasoning and answer checked separately); the cell's figures are kept and marked.",
-            "Queued: the server never ran C at once: it reported waiting requests during the window, or some streams never produced a token, or the client never saw all C streams producing tokens at one instant; figures are kept and marked. A cell where no stream produced a token is Failed (timeout_first_token), never Valid.",
+            "Queued: the server never ran C at once: it reported waiting requests during the window, or some streams never produced a token, or (on a server without metrics) the client never saw all C streams producing tokens at one instant; figures are kept and marked. A cell where no stream produced a token is Failed (timeout_first_token), never Valid.",
         ]
         .map(String::from),
     );
