@@ -808,3 +808,45 @@ fn a_prompt_that_cannot_be_built_fails_its_rows_with_the_message() {
     let md = std::fs::read_to_string(dir.path().join("np/report.md")).unwrap();
     assert!(md.contains("cannot build the prompt"), "{md}");
 }
+
+#[test]
+fn decode_figures_agree_with_the_simulated_engine() {
+    // A 4 ms decode step (+1 µs per running sequence) and near-free prefill: every stream's
+    // true gap is 4.002 ms at C = 2, 250 tok/s per stream, 500 tok/s in total.
+    let mut mock = mock_config(None);
+    mock.engine.decode.base_us = 4000.0;
+    let cell = one_cell(mock, vllm_names(), |c| {
+        c.concurrency = 2;
+        c.duration = Duration::from_millis(1500);
+    });
+    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    let gap = 4.002;
+    // 10%: the engine's thread steps in real time and this machine is shared, so a late step
+    // is a true longer gap; a figure mixing in ramp-up or drain would be off by far more.
+    let tbt = cell.tbt_ms_p50.unwrap();
+    assert!(
+        (tbt / gap - 1.0).abs() < 0.10,
+        "time between tokens {tbt} ms"
+    );
+    let per = cell.per_request_tok_per_s.unwrap();
+    assert!(
+        (per * gap / 1000.0 - 1.0).abs() < 0.10,
+        "per request {per} tok/s"
+    );
+    let total = cell.output_tok_per_s.unwrap();
+    assert!(
+        (total * gap / 2000.0 - 1.0).abs() < 0.10,
+        "total {total} tok/s"
+    );
+    // 256-token requests last about 1 s: some start and answer inside the 1.5 s window, and
+    // their TTFT on a near-free prefill is about one step.
+    let ttft = cell.ttft_ms_p50.expect("requests sent inside the window");
+    assert!(ttft < 10.0 * gap, "TTFT {ttft} ms");
+    // The server's counter is read just before open and after close, a few steps outside.
+    let diff = cell.token_count_diff.unwrap();
+    let out = cell.output_tokens.unwrap();
+    assert!(
+        diff.unsigned_abs() as f64 <= 0.02 * out as f64 + 4.0,
+        "client - server {diff} of {out}"
+    );
+}

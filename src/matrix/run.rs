@@ -844,7 +844,9 @@ impl<'a> Measure<'a, '_> {
                 }
             }
         }
-        (self.progress)(&format!("prefill {label}: {} cold samples", samples.len()));
+        let n = samples.len();
+        let plural = if n == 1 { "" } else { "s" };
+        (self.progress)(&format!("prefill {label}: {n} cold sample{plural}"));
         let row = &mut self.report.prefill[i];
         if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
             return Ok(Flow::Stopped);
