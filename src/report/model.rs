@@ -253,8 +253,10 @@ pub struct DecodeCell {
     pub output_tok_per_s: Option<f64>,
     /// Median over requests of 1 / time between tokens.
     pub per_request_tok_per_s: Option<f64>,
+    /// Median over requests sent inside the window whose first token also came inside it.
     pub ttft_ms_p50: Option<f64>,
-    /// Median over requests of (t_last - t_first) / (tokens - 1).
+    /// Median over requests of (t_last - t_first) / (tokens after the first event), from each
+    /// request's token events inside the window.
     pub tbt_ms_p50: Option<f64>,
     /// Server `num_requests_running` sampled at ≥1 Hz, else the client's count.
     pub avg_active_requests: Option<f64>,
@@ -339,7 +341,9 @@ pub struct RequestSummary {
     pub stream: u32,
     /// Start relative to the window start (negative: started before it).
     pub start_ms: f64,
+    /// Only for a request sent and answered inside the window.
     pub ttft_ms: Option<f64>,
+    /// From the request's token events inside the window.
     pub tbt_ms_mean: Option<f64>,
     pub output_tokens: u64,
     /// Tokens of this request stamped inside the window.
