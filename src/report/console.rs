@@ -86,5 +86,32 @@ pub fn summary(r: &MatrixReport) -> String {
         s.push('\n');
     }
     s.push_str("total output tok/s; L = looped, Q = queued (figures kept), over = over capacity, skip = does not fit, · = not run\n");
+    failures(&mut s, r);
     s
+}
+
+/// One line per Failed row with the first message of each error kind, so a failing run says
+/// why on the terminal, not only in report.md.
+fn failures(s: &mut String, r: &MatrixReport) {
+    let prefill = r.prefill.iter().map(|p| {
+        (
+            format!("prefill {}", p.context_label),
+            &p.status,
+            &p.error_messages,
+        )
+    });
+    let decode = r.decode.iter().map(|c| {
+        (
+            format!("decode {} x {}", c.context_label, c.concurrency),
+            &c.status,
+            &c.error_messages,
+        )
+    });
+    for (at, status, msgs) in prefill.chain(decode) {
+        if matches!(status, CellStatus::Failed(_)) {
+            for m in msgs {
+                let _ = writeln!(s, "failed {at}: {}", m.display());
+            }
+        }
+    }
 }
