@@ -1000,6 +1000,51 @@ mod tests {
     use super::*;
 
     #[test]
+    fn console_lines_say_why_a_row_failed() {
+        use crate::timeline::ErrorKind;
+        let mut cell = DecodeCell::empty(512, "512", 4, CellStatus::Failed(Vec::new()));
+        assert_eq!(cell_line(&cell), "Failed");
+        cell.error_messages.push(ErrorMessage::new(
+            Some(ErrorKind::HttpStatus),
+            Some(400),
+            "context too long",
+        ));
+        cell.error_messages.push(ErrorMessage::new(
+            Some(ErrorKind::TimeoutGap),
+            None,
+            "no event in 30 s",
+        ));
+        cell.notes.push("the server did not drain".into());
+        assert_eq!(
+            cell_line(&cell),
+            "Failed: http_status (HTTP 400): context too long (the server did not drain)"
+        );
+        let mut valid = DecodeCell::empty(512, "512", 1, CellStatus::Valid);
+        valid.output_tok_per_s = Some(95.66);
+        assert_eq!(cell_line(&valid), "Valid 95.7 tok/s");
+        let mut row = PrefillRow {
+            context: 512,
+            context_label: "512".into(),
+            status: CellStatus::Failed(vec![(ErrorKind::HttpStatus, 2)]),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prefill_tok_per_s: None,
+            samples: 0,
+            ttft_ms_samples: Vec::new(),
+            error_messages: vec![ErrorMessage::new(None, None, "cannot build the prompt: x")],
+        };
+        assert_eq!(
+            prefill_line(&row),
+            "Failed: prompt: cannot build the prompt: x"
+        );
+        row.status = CellStatus::Valid;
+        row.prefill_tok_per_s = Some(31_379.3);
+        row.ttft_ms = Some(261.04);
+        row.samples = 3;
+        assert_eq!(prefill_line(&row), "31379 tok/s, TTFT 261.0 ms (3 samples)");
+    }
+
+    #[test]
     fn rfc3339_known_dates() {
         assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(rfc3339(951_782_400), "2000-02-29T00:00:00Z");

@@ -1,6 +1,6 @@
 //! The end-of-run summary for the terminal: the decode grid of total tok/s as aligned plain
-//! text (no markdown), statuses abbreviated so 8 columns fit 80 characters. Returns a string;
-//! printing is the caller's.
+//! text (no markdown), statuses abbreviated so 8 columns fit 80 characters, then the first
+//! message per error kind of every Failed row. Returns a string; printing is the caller's.
 
 use crate::matrix::status::CellStatus;
 use crate::report::format::{rate, MISSING};
