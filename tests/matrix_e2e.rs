@@ -807,6 +807,12 @@ fn a_prompt_that_cannot_be_built_fails_its_rows_with_the_message() {
     }
     let md = std::fs::read_to_string(dir.path().join("np/report.md")).unwrap();
     assert!(md.contains("cannot build the prompt"), "{md}");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("np/results.json")).unwrap())
+            .unwrap();
+    let errs = schema_errors(&json);
+    assert!(errs.is_empty(), "{errs:#?}");
+    assert!(json["decode"][0]["error_messages"][0]["kind"].is_null());
 }
 
 #[test]
