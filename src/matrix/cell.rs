@@ -28,8 +28,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 pub struct CellConfig {
     pub concurrency: u32,
     pub duration: Duration,
-    /// Longest wait for the readiness gate before the window opens anyway (and the cell is
-    /// judged on what the server reported).
+    /// Longest wait for the readiness gate before the window opens anyway (the cell is then at
+    /// best Queued), or, when no stream has produced a token, the cell is Failed unmeasured.
     pub ready_timeout: Duration,
     /// The server's metrics must show the gate condition in consecutive samples spanning this
     /// long before the window opens (zero: the first qualifying sample opens it).
