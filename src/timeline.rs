@@ -129,12 +129,18 @@ pub enum ErrorKind {
     /// No event arrived within the allowed gap.
     TimeoutGap,
     TimeoutTotal,
+    /// No token arrived before the matrix's readiness gate gave up (`--ready-timeout`): the
+    /// server accepted the request but produced nothing in time.
+    TimeoutFirstToken,
+    /// The client's own task for the request panicked (a bug in llmspeed): counted, never
+    /// hidden.
+    ClientPanic,
     /// We cancelled it (end of a measurement window, Ctrl-C).
     Cancelled,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Connect,
         ErrorKind::Tls,
         ErrorKind::HttpStatus,
@@ -144,6 +150,8 @@ impl ErrorKind {
         ErrorKind::TimeoutFirstByte,
         ErrorKind::TimeoutGap,
         ErrorKind::TimeoutTotal,
+        ErrorKind::TimeoutFirstToken,
+        ErrorKind::ClientPanic,
         ErrorKind::Cancelled,
     ];
 
@@ -158,6 +166,8 @@ impl ErrorKind {
             ErrorKind::TimeoutFirstByte => "timeout_first_byte",
             ErrorKind::TimeoutGap => "timeout_gap",
             ErrorKind::TimeoutTotal => "timeout_total",
+            ErrorKind::TimeoutFirstToken => "timeout_first_token",
+            ErrorKind::ClientPanic => "client_panic",
             ErrorKind::Cancelled => "cancelled",
         }
     }

@@ -423,8 +423,29 @@ fn a_refusing_server_gives_failed_cells_with_error_kinds() {
         }
         assert!(!cell.has_figures());
     }
+    // Each Failed row carries the server's first message per kind, on one line.
+    let rows = r
+        .decode
+        .iter()
+        .map(|c| &c.error_messages)
+        .chain(r.prefill.iter().map(|p| &p.error_messages));
+    for msgs in rows {
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert_eq!(
+            msgs[0].kind,
+            Some(llmspeed::timeline::ErrorKind::HttpStatus)
+        );
+        assert_eq!(msgs[0].http_status, Some(500));
+        assert!(msgs[0].message.contains("mock fault: HTTP 500"), "{msgs:?}");
+    }
     let md = std::fs::read_to_string(dir.path().join("f/report.md")).unwrap();
     assert!(md.contains("Failed"), "{md}");
+    assert!(md.contains("(HTTP 500): "), "{md}");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("f/results.json")).unwrap())
+            .unwrap();
+    let errs = schema_errors(&json);
+    assert!(errs.is_empty(), "{errs:#?}");
 }
 
 #[test]
@@ -489,4 +510,351 @@ fn a_second_run_takes_its_prompts_from_the_cache() {
             &t[..80]
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Verdicts that must not lie, figures from inside the window, cold prefill, failures that
+// explain themselves.
+
+use llmspeed::matrix::cell::{run_cell, CellConfig};
+use llmspeed::net::request::{Generation, Prompt};
+use llmspeed::report::DecodeCell;
+use llmspeed::server::MetricNames;
+use llmspeed::timeline::ErrorKind;
+
+/// Serve `mock`, run one decode cell on a 512-word-ish text prompt with `names` (`None`: as if
+/// the server had no `/metrics`), stop the mock.
+fn one_cell(
+    mock: MockConfig,
+    names: Option<MetricNames>,
+    tweak: impl FnOnce(&mut CellConfig),
+) -> DecodeCell {
+    one_cell_beside(mock, names, None, tweak)
+}
+
+/// As [`one_cell`], with another user's request of `background` output tokens running on the
+/// server from before the cell to after it.
+fn one_cell_beside(
+    mock: MockConfig,
+    names: Option<MetricNames>,
+    background: Option<u32>,
+    tweak: impl FnOnce(&mut CellConfig),
+) -> DecodeCell {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let shutdown = Cancel::new();
+        let sd = shutdown.clone();
+        let server = tokio::spawn(async move {
+            llmspeed::mock::serve(listener, mock, async move { sd.cancelled().await }).await
+        });
+        let client = Client::new(
+            ClientConfig::new(Target::parse(&url).unwrap()),
+            Clock::new(),
+        )
+        .unwrap();
+        let mut g = Generation::new(
+            "mock-model",
+            Prompt::Text("Write a long story about a lighthouse keeper. ".repeat(20)),
+        );
+        g.max_tokens = Some(MAX_TOKENS as u32);
+        g.ignore_eos = true;
+        let req = g.stream_request(Some(false)).unwrap();
+        let mut cfg = CellConfig {
+            concurrency: 4,
+            duration: Duration::from_millis(1000),
+            ready_timeout: Duration::from_secs(3),
+            ready_stable: Duration::ZERO,
+            drain_timeout: Duration::from_secs(5),
+            repetition: RepetitionConfig {
+                min_repeats: 4,
+                min_span: 600,
+                max_period: 512,
+            },
+            sample_period: Duration::from_millis(200),
+        };
+        tweak(&mut cfg);
+        let other = Cancel::new();
+        let bg = background.map(|n| {
+            let mut g = g.clone();
+            g.max_tokens = Some(n);
+            let req = g.stream_request(Some(false)).unwrap();
+            let (client, other) = (client.clone(), other.clone());
+            tokio::spawn(async move {
+                let mut obs = llmspeed::net::NoopObserver;
+                client
+                    .stream(&req, client.clock().raw(), &mut obs, &other)
+                    .await
+            })
+        });
+        if bg.is_some() {
+            // Let the other user's request reach the engine first.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let blank = DecodeCell::empty(512, "512", cfg.concurrency as u64, CellStatus::Pending);
+        let r = run_cell(
+            &client,
+            &req,
+            names,
+            &cfg,
+            blank,
+            &Cancel::new(),
+            &mut |_| {},
+        )
+        .await;
+        other.cancel();
+        if let Some(bg) = bg {
+            let tl = bg.await.unwrap();
+            assert_eq!(
+                tl.error_kind(),
+                Some(ErrorKind::Cancelled),
+                "the other request ran past the cell"
+            );
+        }
+        shutdown.cancel();
+        server.await.unwrap().unwrap();
+        r.cell
+    })
+}
+
+fn vllm_names() -> Option<MetricNames> {
+    MetricNames::for_engine(llmspeed::server::EngineKind::Vllm)
+}
+
+#[test]
+fn a_stalled_server_gives_a_failed_cell_never_a_blank_valid_one() {
+    // Every stream gets its response head, then nothing for 20 s: the readiness gate gives up
+    // after 3 s with no token. Before the fix this cell was Valid with no figures.
+    for names in [vllm_names(), None] {
+        let mut mock = mock_config(None);
+        mock.faults = vec!["stall-after=0:20000".parse().unwrap()];
+        let cell = one_cell(mock, names, |_| {});
+        assert_eq!(
+            cell.status,
+            CellStatus::Failed(vec![(ErrorKind::TimeoutFirstToken, 4)]),
+            "metrics: {}",
+            names.is_some()
+        );
+        assert!(!cell.has_figures());
+        let m = &cell.error_messages[0];
+        assert_eq!(m.kind, Some(ErrorKind::TimeoutFirstToken));
+        assert!(m.message.contains("no stream produced a token"), "{m:?}");
+    }
+}
+
+#[test]
+fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
+    // Two requests run at once, the other two wait without a byte (llama.cpp's slots). With no
+    // `/metrics` to read, only the client's own view can tell; before the fix this was Valid.
+    let mut mock = mock_config(None);
+    mock.engine.max_num_seqs = 2;
+    let cell = one_cell(mock, None, |_| {});
+    assert_eq!(cell.status, CellStatus::Queued, "{:?}", cell.notes);
+    assert!(cell.has_figures(), "figures are kept");
+    assert!(
+        cell.notes.iter().any(|n| n.contains("at most 2 of 4")),
+        "{:?}",
+        cell.notes
+    );
+    // The same server with all four slots: Valid, every stream measured.
+    let mut mock = mock_config(None);
+    mock.engine.max_num_seqs = 4;
+    let cell = one_cell(mock, None, |_| {});
+    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    let streams: std::collections::BTreeSet<u32> = cell
+        .requests
+        .iter()
+        .filter(|r| r.window_tokens > 0)
+        .map(|r| r.stream)
+        .collect();
+    assert_eq!(streams.len(), 4);
+}
+
+#[test]
+fn a_server_that_does_not_drain_in_time_is_recorded_on_the_cell() {
+    // 2 ms per decode step: another user's 2,500-token request runs for 5 s, well past the
+    // cell and its 0.5 s drain wait. Before the fix the failed wait left no trace.
+    let mut mock = mock_config(None);
+    mock.engine.decode.base_us = 2000.0;
+    mock.engine.kv_tokens = 16_384;
+    let cell = one_cell_beside(mock, vllm_names(), Some(2500), |c| {
+        c.concurrency = 2;
+        c.drain_timeout = Duration::from_millis(500);
+    });
+    assert_eq!(cell.server_drained, Some(false));
+    assert!(
+        cell.notes.iter().any(|n| n.contains("busy server")),
+        "{:?}",
+        cell.notes
+    );
+    let cell = one_cell(mock_config(None), vllm_names(), |c| c.concurrency = 2);
+    assert_eq!(cell.server_drained, Some(true));
+    assert!(cell.notes.is_empty(), "{:?}", cell.notes);
+}
+
+/// `vllm:prefix_cache_hits_total` read with a plain blocking socket (from a progress callback).
+fn prefix_cache_hits(addr: &str) -> f64 {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = &text[text.find("\r\n\r\n").unwrap() + 4..];
+    // The mock answers with a length-delimited body; `parse` skips what is not a sample.
+    let samples = llmspeed::proto::prometheus::parse(body).unwrap();
+    llmspeed::proto::prometheus::sum(&samples, "vllm:prefix_cache_hits_total").unwrap()
+}
+
+#[test]
+fn prefill_samples_are_cold_in_every_prompt_mode() {
+    for mode in [
+        PromptMode::Tokenize,
+        PromptMode::Usage,
+        PromptMode::TokenIds,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("cold");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (report, hits) = rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap().to_string();
+            let url = format!("http://{addr}");
+            let shutdown = Cancel::new();
+            let sd = shutdown.clone();
+            let server =
+                tokio::spawn(async move {
+                    llmspeed::mock::serve(listener, mock_config(None), async move {
+                        sd.cancelled().await
+                    })
+                    .await
+                });
+            let client = Client::new(
+                ClientConfig::new(Target::parse(&url).unwrap()),
+                Clock::new(),
+            )
+            .unwrap();
+            let mut cfg = matrix_config(&out, &url, &[1024], &[1]);
+            cfg.prompt_mode = mode;
+            cfg.plan.prefill_samples = 3;
+            cfg.duration = Duration::from_millis(300);
+            let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
+                .await
+                .unwrap();
+            // Counter before the first sample and after the last: calibration (which sends the
+            // whole prompt in usage mode) lies before, the cells' warm-up after.
+            let mut hits: Vec<(String, f64)> = Vec::new();
+            let report = llmspeed::matrix::run::execute(
+                &client,
+                &cfg,
+                prepared,
+                &Cancel::new(),
+                &mut |l: &str| {
+                    if l.starts_with("prefill ") {
+                        hits.push((l.to_string(), prefix_cache_hits(&addr)));
+                    }
+                },
+            )
+            .await
+            .unwrap();
+            shutdown.cancel();
+            server.await.unwrap().unwrap();
+            (report, hits)
+        });
+        assert_eq!(hits.len(), 2, "{mode:?}: {hits:?}");
+        assert!(hits[0].0.contains("3 cold samples"), "{hits:?}");
+        assert_eq!(
+            hits[0].1, hits[1].1,
+            "{mode:?}: the prefill samples hit the prefix cache: {hits:?}"
+        );
+        let p = &report.prefill[0];
+        assert_eq!(p.status, CellStatus::Valid, "{mode:?}");
+        assert_eq!(p.samples, 3);
+        // The cells still run on a warm prompt.
+        assert_eq!(report.decode[0].status, CellStatus::Valid, "{mode:?}");
+    }
+}
+
+#[test]
+fn a_prompt_that_cannot_be_built_fails_its_rows_with_the_message() {
+    // Usage mode counts with one-token requests; a server refusing every generation request
+    // leaves no prompt. Before the fix the rows stayed Pending with no word of why.
+    let dir = tempfile::tempdir().unwrap();
+    let mut mock = mock_config(None);
+    mock.faults = vec!["status=503".parse().unwrap()];
+    let r = run_matrix(mock, &dir.path().join("np"), &[512], &[1, 2], |c| {
+        c.prompt_mode = PromptMode::Usage;
+    });
+    let rows = r
+        .decode
+        .iter()
+        .map(|c| (&c.status, &c.error_messages))
+        .chain(r.prefill.iter().map(|p| (&p.status, &p.error_messages)));
+    for (status, msgs) in rows {
+        assert!(matches!(status, CellStatus::Failed(_)), "{status:?}");
+        assert_eq!(msgs.len(), 1, "{msgs:?}");
+        assert!(
+            msgs[0].message.contains("cannot build the prompt") && msgs[0].message.contains("503"),
+            "{msgs:?}"
+        );
+    }
+    let md = std::fs::read_to_string(dir.path().join("np/report.md")).unwrap();
+    assert!(md.contains("cannot build the prompt"), "{md}");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("np/results.json")).unwrap())
+            .unwrap();
+    let errs = schema_errors(&json);
+    assert!(errs.is_empty(), "{errs:#?}");
+    assert!(json["decode"][0]["error_messages"][0]["kind"].is_null());
+}
+
+#[test]
+fn decode_figures_agree_with_the_simulated_engine() {
+    // A 4 ms decode step (+1 µs per running sequence) and near-free prefill: every stream's
+    // true gap is 4.002 ms at C = 2, 250 tok/s per stream, 500 tok/s in total.
+    let mut mock = mock_config(None);
+    mock.engine.decode.base_us = 4000.0;
+    let cell = one_cell(mock, vllm_names(), |c| {
+        c.concurrency = 2;
+        c.duration = Duration::from_millis(1500);
+    });
+    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    let gap = 4.002;
+    // 10%: the engine's thread steps in real time and this machine is shared, so a late step
+    // is a true longer gap; a figure mixing in ramp-up or drain would be off by far more.
+    let tbt = cell.tbt_ms_p50.unwrap();
+    assert!(
+        (tbt / gap - 1.0).abs() < 0.10,
+        "time between tokens {tbt} ms"
+    );
+    let per = cell.per_request_tok_per_s.unwrap();
+    assert!(
+        (per * gap / 1000.0 - 1.0).abs() < 0.10,
+        "per request {per} tok/s"
+    );
+    let total = cell.output_tok_per_s.unwrap();
+    assert!(
+        (total * gap / 2000.0 - 1.0).abs() < 0.10,
+        "total {total} tok/s"
+    );
+    // 256-token requests last about 1 s: some start and answer inside the 1.5 s window, and
+    // their TTFT on a near-free prefill is about one step.
+    let ttft = cell.ttft_ms_p50.expect("requests sent inside the window");
+    assert!(ttft < 10.0 * gap, "TTFT {ttft} ms");
+    // The server's counter is read just before open and after close, a few steps outside.
+    let diff = cell.token_count_diff.unwrap();
+    let out = cell.output_tokens.unwrap();
+    assert!(
+        diff.unsigned_abs() as f64 <= 0.02 * out as f64 + 4.0,
+        "client - server {diff} of {out}"
+    );
 }

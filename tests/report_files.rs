@@ -61,6 +61,7 @@ decode        1       2       4       8
 128K       95.7   176.9    FAIL    over
 251K       68.4       ·    skip    skip
 total output tok/s; L = looped, Q = queued (figures kept), over = over capacity, skip = does not fit, · = not run
+failed prefill 256K: http_status (HTTP 400): This model's maximum context length is 262144 tokens.
 ";
     assert_eq!(s, expected, "\n{s}");
 }

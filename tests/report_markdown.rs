@@ -122,7 +122,7 @@ Total tok/s · rows are context length, columns are simultaneous requests.
 | 128K | 95.7 · 446 ms TTFT | 176.9 · 603 ms TTFT | Failed: timeout_gap ×3, http_status ×1 | Over capacity |
 | 251K | 68.4 · 998 ms TTFT | Pending | Skipped | Skipped |
 
-TTFT in the grid is measured after the prefill scout has put the prompt in the server's prefix cache, so it mostly excludes prefill; cold prefill is in the Prefill table.
+TTFT in the grid is the median over requests sent inside the measurement window whose first token also arrived inside it; the cells' prompt is in the server's prefix cache, so it mostly excludes prefill. Cold prefill is in the Prefill table.
 
 Pictures: [decode.svg](decode.svg) (this grid as a heatmap) · [prefill.svg](prefill.svg) (prefill tok/s and TTFT per context).
 
@@ -150,6 +150,7 @@ Latencies are medians. Total tok/s is output across all simultaneous requests; f
 
 ## Notes
 
+- Prefill 256K: failed; first message per kind: http_status (HTTP 400): This model's maximum context length is 262144 tokens.
 - 8K × 2: 1 stream looped in reasoning (period 41 characters, 112 repeats): “The answer is the answer, "as" noted. ”
 - 8K × 4: client counted 9,300 output tokens, server 9,312 (-12)
 - 8K × 8: not run, the server runs at most 4 requests at once
@@ -160,8 +161,9 @@ Latencies are medians. Total tok/s is output across all simultaneous requests; f
 - **Valid**: all requests ran at once for the whole window; the cell shows total output tok/s and median TTFT.
 - **Looped**: at least one stream kept repeating the same text; its figures are kept, in brackets, but describe a model stuck in a loop.
 - **Over capacity**: not run, because this many requests at this context (each with its full output) would exceed the server's KV cache, or its limit on running requests.
-- **Failed**: requests failed; the error kinds and counts are shown.
-- **Queued**: the server kept requests waiting during the window, so it never ran this many at once; figures are kept, in brackets.
+- **Failed**: requests failed, or no stream produced a token before the readiness gate gave up (timeout_first_token), or the prompt could not be built; the error kinds, counts and the first server message per kind are in the notes.
+- **Queued**: the server never ran this many at once: it reported waiting requests during the window, or some streams never produced a token, or never all at one instant (llama.cpp queues requests beyond its slots silently); figures are kept, in brackets.
+- **TTFT** in a decode cell: median over the requests sent inside the window whose first token also came inside it (— when every request outlasted the window); time between tokens uses only token events inside the window.
 - **Skipped**: not run, because the context plus the output does not fit the model's maximum length.
 - **Pending**: planned but not run (the run stopped early).
 

@@ -92,7 +92,8 @@ pub struct MatrixArgs {
     /// Continue an interrupted run in this folder.
     #[arg(long, conflicts_with = "out")]
     pub resume: Option<PathBuf>,
-    /// Seconds to wait for the readiness gate before opening the window anyway.
+    /// Seconds to wait for the readiness gate; then the window opens anyway and the cell is at
+    /// best Queued, or, when no stream has produced a token, Failed (timeout_first_token).
     #[arg(long, default_value_t = 120.0)]
     pub ready_timeout: f64,
     /// Seconds the server's /metrics must keep showing every stream running and none waiting

@@ -11,9 +11,11 @@ use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::matrix::status::{post_run, CellObservation};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
-use crate::report::{DecodeCell, ErrorCount, LoopInfo, RequestSummary};
+use crate::report::{
+    push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, LoopInfo, RequestSummary,
+};
 use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
-use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline};
+use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +28,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 pub struct CellConfig {
     pub concurrency: u32,
     pub duration: Duration,
-    /// Longest wait for the readiness gate before the window opens anyway (and the cell is
-    /// judged on what the server reported).
+    /// Longest wait for the readiness gate before the window opens anyway (the cell is then at
+    /// best Queued), or, when no stream has produced a token, the cell is Failed unmeasured.
     pub ready_timeout: Duration,
     /// The server's metrics must show the gate condition in consecutive samples spanning this
     /// long before the window opens (zero: the first qualifying sample opens it).
@@ -208,9 +210,74 @@ pub struct WindowInput<'a> {
     pub running: &'a [f64],
 }
 
+/// What the window showed besides the figures, for the verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowFacts {
+    /// Distinct streams with tokens stamped inside the window.
+    pub streams_with_tokens: u64,
+    /// The most requests that were between their first token and their end at one instant of
+    /// the window (the client's view of how many the server ran at once).
+    pub peak_decoding: u64,
+}
+
+/// TTFT and time between tokens of one request, from its events inside `[open, close)` only.
+/// TTFT counts only a request sent inside the window whose first token is also inside it; time
+/// between tokens is (last − first inside event) / tokens after the first inside event.
+fn in_window_latencies(
+    c: &Clock,
+    tl: &Timeline,
+    open: u64,
+    close: u64,
+) -> (Option<f64>, Option<f64>) {
+    let inside = |t: u64| t >= open && t < close;
+    let start = tl.send_start.unwrap_or(tl.intended_start);
+    let ttft = match tl.first_token {
+        Some(t) if start >= open && inside(t) => Some(c.delta_ns(start, t) as f64 / 1e6),
+        _ => None,
+    };
+    let mut first = None;
+    let mut last = 0u64;
+    let mut after_first = 0u64;
+    for e in tl.events.iter().filter(|e| e.tokens > 0 && inside(e.t)) {
+        match first {
+            None => first = Some(e.t),
+            Some(_) => after_first += e.tokens as u64,
+        }
+        last = e.t;
+    }
+    let tbt = first
+        .filter(|_| after_first > 0)
+        .map(|f| c.delta_ns(f, last) as f64 / 1e6 / after_first as f64)
+        .filter(|t| *t > 0.0);
+    (ttft, tbt)
+}
+
+/// The most of `spans` (half-open `[a, b)`) that overlap at one instant.
+fn peak_overlap(spans: &mut [(u64, u64)]) -> u64 {
+    let mut edges: Vec<(u64, i64)> = spans
+        .iter()
+        .filter(|(a, b)| b > a)
+        .flat_map(|&(a, b)| [(a, 1), (b, -1)])
+        .collect();
+    // An end and a start at the same stamp do not overlap: ends sort first.
+    edges.sort_unstable();
+    let (mut now, mut peak) = (0i64, 0i64);
+    for (_, d) in edges {
+        now += d;
+        peak = peak.max(now);
+    }
+    peak as u64
+}
+
 /// Per-request and whole-window figures. Tokens count when their event is stamped inside
-/// `[open, close)`; requests that straddle the window contribute only their inside part.
-pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u32, &Timeline)]) {
+/// `[open, close)`; requests that straddle the window contribute only their inside part, and
+/// TTFT and time between tokens use only events inside the window (ramp-up before it and the
+/// drain after it never leak in).
+pub fn window_figures(
+    cell: &mut DecodeCell,
+    input: &WindowInput,
+    requests: &[(u32, &Timeline)],
+) -> WindowFacts {
     let c = input.clock;
     let window_s = c.delta_ns(input.open, input.close) as f64 / 1e9;
     let mut total = 0u64;
@@ -219,6 +286,8 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
     let mut tbts = Vec::new();
     let mut completed = 0u64;
     let mut active_ns = 0f64;
+    let mut streams: Vec<u32> = Vec::new();
+    let mut decoding: Vec<(u64, u64)> = Vec::new();
     for &(stream, tl) in requests {
         let inside: u64 = tl
             .events
@@ -227,22 +296,15 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
             .map(|e| e.tokens as u64)
             .sum();
         total += inside;
+        if inside > 0 {
+            streams.push(stream);
+        }
         let start = tl.send_start.unwrap_or(tl.intended_start);
-        let ttft = tl.first_token.map(|t| c.delta_ns(start, t) as f64 / 1e6);
+        let (ttft, tbt) = in_window_latencies(c, tl, input.open, input.close);
         if let Some(t) = ttft {
             ttfts.push(t);
         }
-        // Time between tokens from the first token event to the last, over the tokens after
-        // the first event (an event may carry several tokens).
-        let tok_events: Vec<&EventRecord> = tl.events.iter().filter(|e| e.tokens > 0).collect();
-        let tbt = match (tok_events.first(), tok_events.last()) {
-            (Some(f), Some(l)) if tok_events.len() > 1 => {
-                let after: u64 = tok_events[1..].iter().map(|e| e.tokens as u64).sum();
-                (after > 0).then(|| c.delta_ns(f.t, l.t) as f64 / 1e6 / after as f64)
-            }
-            _ => None,
-        };
-        if let Some(t) = tbt.filter(|t| *t > 0.0) {
+        if let Some(t) = tbt {
             tbts.push(t);
             rates.push(1000.0 / t);
         }
@@ -253,6 +315,9 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
         let (a, b) = (start.max(input.open), end.min(input.close));
         if b > a {
             active_ns += c.delta_ns(a, b) as f64;
+        }
+        if let Some(f) = tl.first_token {
+            decoding.push((f.max(input.open), end.min(input.close)));
         }
         cell.requests.push(RequestSummary {
             stream,
@@ -275,6 +340,94 @@ pub fn window_figures(cell: &mut DecodeCell, input: &WindowInput, requests: &[(u
     cell.completed_requests = Some(completed);
     cell.avg_active_requests =
         stats::mean(input.running).or_else(|| (window_s > 0.0).then(|| active_ns / 1e9 / window_s));
+    streams.sort_unstable();
+    streams.dedup();
+    WindowFacts {
+        streams_with_tokens: streams.len() as u64,
+        peak_decoding: peak_overlap(&mut decoding),
+    }
+}
+
+/// The token-count source of a cell from every request that counted tokens: one source, or
+/// the most frequent with a note naming the mix.
+fn token_source(sources: &[TokenCountSource]) -> (Option<TokenCountSource>, Option<String>) {
+    let mut counts: Vec<(TokenCountSource, u64)> = Vec::new();
+    for &s in sources {
+        match counts.iter_mut().find(|c| c.0 == s) {
+            Some(c) => c.1 += 1,
+            None => counts.push((s, 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.as_str().cmp(b.0.as_str())));
+    let note = (counts.len() > 1).then(|| {
+        let parts: Vec<String> = counts
+            .iter()
+            .map(|(s, n)| format!("{} ×{n}", s.as_str()))
+            .collect();
+        format!(
+            "requests counted tokens from mixed sources ({}): the server sent per-chunk usage to some requests only",
+            parts.join(", ")
+        )
+    });
+    (counts.first().map(|c| c.0), note)
+}
+
+/// The client–server token comparison over the window: `(server tokens, client − server,
+/// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
+/// measure a window, so no difference is drawn from it.
+fn token_check(
+    names: &MetricNames,
+    counter: (Option<f64>, Option<f64>),
+    client_tokens: Option<u64>,
+) -> (Option<u64>, Option<i64>, Option<String>) {
+    let Some(name) = names.generation_tokens else {
+        return (None, None, None);
+    };
+    if names.generation_counted_at_end {
+        return (
+            None,
+            None,
+            Some(format!(
+                "unavailable: {name} counts a request's tokens only when it ends, so its change over the window is not the tokens generated inside it"
+            )),
+        );
+    }
+    match (counter, client_tokens) {
+        ((Some(a), Some(b)), Some(client)) => {
+            let server = (b - a).max(0.0) as u64;
+            (Some(server), Some(client as i64 - server as i64), None)
+        }
+        _ => (
+            None,
+            None,
+            Some(format!(
+                "unavailable: {name} could not be read before and after the window"
+            )),
+        ),
+    }
+}
+
+/// The workers' requests; a worker that panicked (a bug of ours) lost its requests, and is
+/// counted as one failed request with its message rather than vanishing.
+async fn gather(
+    workers: Vec<tokio::task::JoinHandle<Vec<Finished>>>,
+) -> (Vec<Finished>, Vec<String>) {
+    let mut finished = Vec::new();
+    let mut panics = Vec::new();
+    for w in workers {
+        match w.await {
+            Ok(v) => finished.extend(v),
+            Err(e) => panics.push(match e.try_into_panic() {
+                Ok(p) => p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a stream worker panicked".into()),
+                Err(e) => format!("a stream worker ended abnormally: {e}"),
+            }),
+        }
+    }
+    (finished, panics)
 }
 
 /// What the caller gets back besides the cell: whether the user stopped the run mid-cell.
@@ -390,15 +543,38 @@ pub async fn run_cell(
     }
 
     let mut server_queued = false;
+    let ready_at_gate = ready.load(Ordering::Relaxed);
+    let gate_waited_s = clock.delta_ns(gate_start, clock.raw()) as f64 / 1e9;
+    if !interrupted && gate_timed_out {
+        if ready_at_gate == 0 && failures.load(Ordering::Relaxed) == 0 {
+            // Nothing failed and nothing came: a stalled server. Say so instead of a blank cell.
+            cell.error_messages.push(ErrorMessage::new(
+                Some(ErrorKind::TimeoutFirstToken),
+                None,
+                &format!(
+                    "no stream produced a token within {gate_waited_s:.1} s (--ready-timeout); nothing was measured"
+                ),
+            ));
+        } else if ready_at_gate > 0 && ready_at_gate < c as u64 {
+            // Streams that never produced a token: the server held them back (silently, on
+            // llama.cpp beyond its slots).
+            server_queued = true;
+            cell.notes.push(format!(
+                "the readiness gate gave up after {gate_waited_s:.1} s with only {ready_at_gate} of {c} streams producing tokens; the window was measured anyway"
+            ));
+        } else if ready_at_gate > 0 && names.is_some() {
+            server_queued = true;
+            cell.notes.push(format!(
+                "the readiness gate gave up after {gate_waited_s:.1} s: the server never reported {c} requests running with none waiting"
+            ));
+        }
+    }
     let (mut open, mut close) = (0u64, 0u64);
     let mut opened = false;
     let mut gen = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
-    if !interrupted && ready.load(Ordering::Relaxed) > 0 {
-        if gate_timed_out && names.is_some() {
-            server_queued = true;
-        }
+    if !interrupted && ready_at_gate > 0 {
         if let Some(n) = &names {
             gen.0 = sample_once(client, n)
                 .await
@@ -447,19 +623,21 @@ pub async fn run_cell(
         }
     }
     cancel.cancel();
-    let mut finished = Vec::new();
-    for w in workers {
-        if let Ok(v) = w.await {
-            finished.extend(v);
-        }
-    }
+    let (finished, panics) = gather(workers).await;
     let samples = match sampler {
         Some(s) => s.stop().await,
         None => Vec::new(),
     };
     if let Some(n) = &names {
-        // The next cell must start on an idle server.
-        wait_drained(client, n, cfg.drain_timeout, &clock).await;
+        // The next cell must start on an idle server; when it cannot, the report says so.
+        let drained = wait_drained(client, n, cfg.drain_timeout, &clock).await;
+        cell.server_drained = Some(drained);
+        if !drained {
+            cell.notes.push(format!(
+                "the server still reported running or waiting requests {:.1} s after the cell ended: the next cell may have started on a busy server",
+                cfg.drain_timeout.as_secs_f64()
+            ));
+        }
     }
 
     let in_window: Vec<_> = samples
@@ -476,8 +654,9 @@ pub async fn run_cell(
     }
 
     let reqs: Vec<(u32, &Timeline)> = finished.iter().map(|f| (f.stream, &f.tl)).collect();
+    let mut facts = WindowFacts::default();
     if opened {
-        window_figures(
+        facts = window_figures(
             &mut cell,
             &WindowInput {
                 clock: &clock,
@@ -490,15 +669,39 @@ pub async fn run_cell(
         for (r, f) in cell.requests.iter_mut().zip(&finished) {
             r.looped = f.looped.is_some();
         }
+        // Only without metrics: where the server reports running and waiting requests, that
+        // is the better witness (a stream restarting waits a moment for its first token, so at
+        // high C with short requests the client may never see all C decoding at one instant
+        // on a server that ran them all).
+        if names.is_none() && facts.peak_decoding < c as u64 {
+            cell.notes.push(format!(
+                "at most {} of {c} requests were producing tokens at once inside the window",
+                facts.peak_decoding
+            ));
+        }
     }
     let mut errors: Vec<(ErrorKind, u64)> = Vec::new();
+    let mut count = |k: ErrorKind| match errors.iter_mut().find(|e| e.0 == k) {
+        Some(e) => e.1 += 1,
+        None => errors.push((k, 1)),
+    };
     for f in &finished {
-        if let Some(k) = f.tl.error_kind().filter(|k| *k != ErrorKind::Cancelled) {
-            match errors.iter_mut().find(|e| e.0 == k) {
-                Some(e) => e.1 += 1,
-                None => errors.push((k, 1)),
+        if let Err(e) = &f.tl.outcome {
+            if e.kind != ErrorKind::Cancelled {
+                count(e.kind);
+                push_first_per_kind(
+                    &mut cell.error_messages,
+                    ErrorMessage::new(Some(e.kind), e.status, &e.message),
+                );
             }
         }
+    }
+    for p in &panics {
+        count(ErrorKind::ClientPanic);
+        push_first_per_kind(
+            &mut cell.error_messages,
+            ErrorMessage::new(Some(ErrorKind::ClientPanic), None, p),
+        );
     }
     cell.errors = errors
         .iter()
@@ -520,11 +723,23 @@ pub async fn run_cell(
             excerpt: l.excerpt.clone(),
         });
     }
-    cell.token_count_source = finished.first().map(|f| f.tl.token_count_source);
-    if let (Some(a), Some(b), Some(client_n)) = (gen.0, gen.1, cell.output_tokens) {
-        let server = (b - a).max(0.0) as u64;
-        cell.server_output_tokens = Some(server);
-        cell.token_count_diff = Some(client_n as i64 - server as i64);
+    // Every request that counted tokens, not the first one: a server may send per-chunk usage
+    // to some requests only.
+    let sources: Vec<TokenCountSource> = finished
+        .iter()
+        .filter(|f| f.tl.event_tokens() > 0)
+        .map(|f| f.tl.token_count_source)
+        .collect();
+    let (source, mixed) = token_source(&sources);
+    cell.token_count_source = source;
+    cell.notes.extend(mixed);
+    if let Some(n) = &names {
+        if opened {
+            let (server, diff, why) = token_check(n, gen, cell.output_tokens);
+            cell.server_output_tokens = server;
+            cell.token_count_diff = diff;
+            cell.token_count_check = why;
+        }
     }
     let window_s = clock.delta_ns(open, close) as f64 / 1e9;
     if let (Some(a), Some(b)) = cpu {
@@ -544,6 +759,9 @@ pub async fn run_cell(
         errors,
         ok_requests,
         server_queued,
+        concurrency: c as u64,
+        streams_measured: facts.streams_with_tokens,
+        never_all_at_once: opened && names.is_none() && facts.peak_decoding < c as u64,
     });
     CellRun { cell, interrupted }
 }
@@ -631,14 +849,18 @@ mod tests {
     }
 
     #[test]
-    fn only_tokens_inside_the_window_count() {
+    fn only_events_inside_the_window_count() {
         let (clock, _h) = Clock::mock();
+        // Window 200..1200 ms. a and b were sent before it (ramp-up), c inside it, d near its
+        // end with its first token after the close (drain).
         let a = tl(&clock, 0, &[100, 200, 300, 400, 500]);
         let b = tl(&clock, 150, &[250, 350, 1500]);
-        let mut cell = DecodeCell::empty(1024, "1K", 2, CellStatus::Pending);
+        let c = tl(&clock, 300, &[450, 650]);
+        let d = tl(&clock, 1100, &[1300, 1400]);
+        let mut cell = DecodeCell::empty(1024, "1K", 4, CellStatus::Pending);
         let open = clock.add_ns(0, 200_000_000);
         let close = clock.add_ns(0, 1_200_000_000);
-        window_figures(
+        let facts = window_figures(
             &mut cell,
             &WindowInput {
                 clock: &clock,
@@ -646,23 +868,97 @@ mod tests {
                 close,
                 running: &[],
             },
-            &[(0, &a), (1, &b)],
+            &[(0, &a), (1, &b), (2, &c), (3, &d)],
         );
-        // a: 200, 300, 400, 500 inside; b: 250, 350 inside; 1500 is after close.
-        assert_eq!(cell.output_tokens, Some(6));
+        // a: 200, 300, 400, 500; b: 250, 350; c: 450, 650; 100 (before) and 1500, 1300, 1400
+        // (after) do not count.
+        assert_eq!(cell.output_tokens, Some(8));
         let tps = cell.output_tok_per_s.unwrap();
-        assert!((tps - 6.0).abs() < 1e-6, "{tps}");
+        assert!((tps - 8.0).abs() < 1e-6, "{tps}");
         assert_eq!(cell.measured_s, Some(1.0));
-        // TTFT 100 ms and 100 ms.
-        assert!((cell.ttft_ms_p50.unwrap() - 100.0).abs() < 1e-6);
-        // a: (500-100)/4 = 100 ms; b: (1500-250)/2 = 625 ms.
-        assert!((cell.tbt_ms_p50.unwrap() - 362.5).abs() < 1e-6);
-        assert_eq!(cell.completed_requests, Some(1));
-        assert_eq!(cell.requests.len(), 2);
+        // TTFT only from c (sent and answered inside): 150 ms. Counting a, b (sent before the
+        // window) and d (answered after it) would give a median of 125 ms.
+        assert_eq!(cell.ttft_ms_p50, Some(150.0));
+        assert_eq!(cell.requests[0].ttft_ms, None);
+        assert_eq!(cell.requests[3].ttft_ms, None);
+        // Time between tokens from inside events: a (500-200)/3 = 100, b (350-250)/1 = 100,
+        // c (650-450)/1 = 200, d none inside; median 100 ms. With b's 1500 ms event after the
+        // close it would be 625 ms and the median 200 ms.
+        assert!((cell.tbt_ms_p50.unwrap() - 100.0).abs() < 1e-6);
+        assert_eq!(cell.requests[1].tbt_ms_mean, Some(100.0));
+        assert_eq!(cell.requests[3].tbt_ms_mean, None);
+        assert_eq!(cell.completed_requests, Some(2));
+        assert_eq!(cell.requests.len(), 4);
         assert_eq!(cell.requests[1].window_tokens, 2);
-        // Client count of active requests: a active 200..501, b 200..1200 => 0.301 + 1.0.
+        // Client count of active requests: a 200..501, b 200..1200, c 300..651, d 1100..1200.
         let active = cell.avg_active_requests.unwrap();
-        assert!((active - 1.301).abs() < 1e-3, "{active}");
+        assert!((active - 1.752).abs() < 1e-3, "{active}");
+        // d produced nothing inside; a, b and c decoded together from 450 to 501 ms.
+        assert_eq!(
+            facts,
+            WindowFacts {
+                streams_with_tokens: 3,
+                peak_decoding: 3
+            }
+        );
+    }
+
+    #[test]
+    fn peak_overlap_counts_touching_spans_apart() {
+        assert_eq!(peak_overlap(&mut []), 0);
+        assert_eq!(peak_overlap(&mut [(0, 10), (10, 20), (20, 30)]), 1);
+        assert_eq!(peak_overlap(&mut [(0, 10), (5, 20), (9, 30), (25, 26)]), 3);
+        // Empty and reversed spans (clipped to the window) count for nothing.
+        assert_eq!(peak_overlap(&mut [(5, 5), (9, 3), (0, 1)]), 1);
+    }
+
+    #[test]
+    fn token_source_is_taken_from_every_request() {
+        use TokenCountSource::*;
+        assert_eq!(token_source(&[]), (None, None));
+        assert_eq!(token_source(&[Chunks, Chunks]), (Some(Chunks), None));
+        // The first request alone would say Chunks.
+        let (s, note) = token_source(&[Chunks, ContinuousUsage, ContinuousUsage]);
+        assert_eq!(s, Some(ContinuousUsage));
+        let note = note.expect("a mix is said");
+        assert!(
+            note.contains("continuous_usage ×2") && note.contains("chunks ×1"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn llama_cpp_counter_gives_no_window_difference() {
+        use crate::server::probe::EngineKind;
+        let vllm = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        assert_eq!(
+            token_check(&vllm, (Some(100.0), Some(350.0)), Some(260)),
+            (Some(250), Some(10), None)
+        );
+        let (server, diff, why) = token_check(&vllm, (Some(100.0), None), Some(260));
+        assert_eq!((server, diff), (None, None));
+        assert!(why.unwrap().contains("could not be read"));
+        // llama.cpp counts at request end: a window's whole output would show as a difference.
+        let llama = MetricNames::for_engine(EngineKind::LlamaCpp).unwrap();
+        let (server, diff, why) = token_check(&llama, (Some(0.0), Some(0.0)), Some(5000));
+        assert_eq!((server, diff), (None, None));
+        assert!(why.unwrap().contains("only when it ends"));
+        let tgi = MetricNames::for_engine(EngineKind::Tgi).unwrap();
+        assert_eq!(token_check(&tgi, (None, None), Some(1)), (None, None, None));
+    }
+
+    #[tokio::test]
+    async fn a_panicked_worker_is_counted_not_lost() {
+        let ok = tokio::spawn(async { Vec::new() });
+        let bad = tokio::spawn(async {
+            if std::hint::black_box(true) {
+                panic!("worker bug");
+            }
+            Vec::new()
+        });
+        let (finished, panics) = gather(vec![ok, bad]).await;
+        assert!(finished.is_empty());
+        assert_eq!(panics, vec!["worker bug".to_string()]);
     }
 
     #[test]

@@ -8,17 +8,19 @@
 use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig};
 use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
-use crate::matrix::prompts::{mix, Run};
-use crate::matrix::scout;
+use crate::matrix::prompts::{mix, Prepared, Run};
+use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client};
 use crate::report::files;
 use crate::report::{
-    methodology, rows_from_plan, Engine, Hardware, Limits, MatrixReport, Metadata, ModelInfo,
-    PrefillMode, PromptTokens, Settings, SCHEMA_VERSION,
+    methodology, rows_from_plan, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
+    Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings, SCHEMA_VERSION,
 };
-use crate::server::{collect, detect, MetricNames, Overrides, ServerInfo};
+use crate::server::probe::token_id_range;
+use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
+use crate::workload::prose;
 use crate::sys::unix_now;
 use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
@@ -263,255 +265,451 @@ pub async fn execute(
         mut report,
     } = prepared;
     if cfg.resume {
-        // A results file that cannot be read is never overwritten: it holds measurements that
-        // took hours, and the user must decide what to do with it.
-        let old = files::read_json(&cfg.out_dir).map_err(|e| {
-            format!(
-                "cannot resume from {}: {e} (nothing was overwritten; move the folder away to start afresh)",
-                cfg.out_dir.display()
-            )
-        })?;
-        let kept = merge_resumed(&mut report, &old);
-        report.metadata.date = old.metadata.date.clone();
-        progress(&format!("resume: {kept} finished measurements kept"));
+        resume_from_disk(cfg, &mut report, progress)?;
     }
-    let write = |r: &MatrixReport| files::write_all(&cfg.out_dir, r).map_err(|e| e.to_string());
-    write(&report)?;
-    let run = Run {
-        client,
+    write_results(cfg, &report)?;
+    let mut m = Measure {
         cfg,
-        model: report.metadata.model.id.clone(),
-        info: &info,
-        mode: report.metadata.settings.prompt_tokens,
-        // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ.
-        // Eight decimal digits: tokenizers split a fixed-width digit string the same way
-        // whatever the digits (hex letters can form words), so a cached prompt keeps its exact
-        // token count when this run's id replaces the stored placeholder.
-        run_id: format!(
-            "{:08}",
-            mix(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_nanos() as u64),
-                std::process::id() as u64
-            ) % 100_000_000
-        ),
+        run: Run {
+            client,
+            cfg,
+            model: report.metadata.model.id.clone(),
+            info: &info,
+            mode: report.metadata.settings.prompt_tokens,
+            run_id: new_run_id(),
+        },
+        plan: &plan,
+        report,
+        names: if info.has_metrics {
+            MetricNames::for_engine(info.engine)
+        } else {
+            None
+        },
+        stop,
+        progress,
     };
-    let names = if info.has_metrics {
-        MetricNames::for_engine(info.engine)
-    } else {
-        None
-    };
-    let cell_cfg = |c: u64| CellConfig {
-        concurrency: c as u32,
-        duration: cfg.duration,
-        ready_timeout: cfg.ready_timeout,
-        ready_stable: cfg.ready_stable,
-        drain_timeout: cfg.drain_timeout,
-        repetition: cfg.repetition,
-        sample_period: Duration::from_millis(500),
-    };
-
     if !cfg.skip_warmup {
-        progress("warm-up: one short hidden request");
-        let g = Generation::new(
-            &run.model,
+        m.warm_up().await;
+    }
+    let mut flow = Flow::Go;
+    let mut prefill_done = vec![false; plan.prefill.len()];
+    for row in 0..plan.contexts.len() {
+        flow = m.context(row, &mut prefill_done).await?;
+        if flow == Flow::Stopped {
+            break;
+        }
+    }
+    if flow == Flow::Go {
+        flow = m.prefill_only(&prefill_done).await?;
+    }
+    let mut report = m.report;
+    if flow == Flow::Stopped || stop.is_cancelled() {
+        report.metadata.interrupted = Some("stopped by the user (Ctrl-C)".into());
+    }
+    write_results(cfg, &report)?;
+    Ok(report)
+}
+
+/// Keep the finished measurements of `cfg.out_dir/results.json`.
+fn resume_from_disk(
+    cfg: &MatrixConfig,
+    report: &mut MatrixReport,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    // A results file that cannot be read is never overwritten: it holds measurements that took
+    // hours, and the user must decide what to do with it.
+    let old = files::read_json(&cfg.out_dir).map_err(|e| {
+        format!(
+            "cannot resume from {}: {e} (nothing was overwritten; move the folder away to start afresh)",
+            cfg.out_dir.display()
+        )
+    })?;
+    let kept = merge_resumed(report, &old);
+    report.metadata.date = old.metadata.date.clone();
+    progress(&format!("resume: {kept} finished measurements kept"));
+    Ok(())
+}
+
+fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
+    files::write_all(&cfg.out_dir, r).map_err(|e| e.to_string())
+}
+
+/// This run's id, on every prompt's first line.
+fn new_run_id() -> String {
+    // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ. Eight
+    // decimal digits: tokenizers split a fixed-width digit string the same way whatever the
+    // digits (hex letters can form words), so a cached prompt keeps its exact token count when
+    // this run's id replaces the stored placeholder, and a scout's own id keeps it too.
+    format!(
+        "{:08}",
+        mix(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            std::process::id() as u64
+        ) % 100_000_000
+    )
+}
+
+/// What makes prefill sample `i` of a context new to the server: another run id on the first
+/// line (same width, so the same token count), or other leading token ids.
+fn fresh_start(run: &Run, context: u64, seed: u64, i: u32) -> Result<Fresh, String> {
+    let key = mix(
+        mix(run.run_id.bytes().fold(0, |h, b| mix(h, b as u64)), context),
+        0x5C00_7000 + i as u64,
+    );
+    if run.mode == PromptTokens::TokenIds {
+        return prose::token_ids(
+            scout::FRESH_IDS,
+            key,
+            token_id_range(run.info.vocab.map(|f| f.value)),
+        )
+            .map(Fresh::FirstIds)
+            .map_err(|e| e.to_string());
+    }
+    let mut id = format!("{:08}", key % 100_000_000);
+    if id == run.run_id {
+        id = format!("{:08}", (key + 1) % 100_000_000);
+    }
+    Ok(Fresh::FirstLine {
+        old: prose::prompt_prefix(&run.run_id, context, seed),
+        new: prose::prompt_prefix(&id, context, seed),
+    })
+}
+
+/// Whether the run goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flow {
+    Go,
+    Stopped,
+}
+
+/// The measuring half of a run: the report it fills and what every step needs.
+struct Measure<'a, 'p> {
+    cfg: &'a MatrixConfig,
+    run: Run<'a>,
+    plan: &'a Plan,
+    report: MatrixReport,
+    names: Option<MetricNames>,
+    stop: &'a Cancel,
+    progress: &'p mut dyn FnMut(&str),
+}
+
+impl<'a> Measure<'a, '_> {
+    async fn warm_up(&mut self) {
+        (self.progress)("warm-up: one short hidden request");
+        let mut g = Generation::new(
+            &self.run.model,
             NetPrompt::Text("Say hello in one short sentence.".into()),
         );
-        let mut g = g;
-        g.chat = cfg.chat;
-        run.warm(&g, 8, stop).await;
+        g.chat = self.cfg.chat;
+        self.run.warm(&g, 8, self.stop).await;
     }
 
-    let mut interrupted = false;
-    let ncols = plan.concurrency.len();
-    let mut prefill_done = vec![false; plan.prefill.len()];
-    'rows: for (row, ctx) in plan.contexts.iter().enumerate() {
+    /// One context row: its prompt, its prefill row (if planned here) and its decode cells.
+    async fn context(&mut self, row: usize, prefill_done: &mut [bool]) -> Result<Flow, String> {
+        let plan = self.plan;
+        let ctx = &plan.contexts[row];
+        let ncols = plan.concurrency.len();
         let cells: Vec<usize> = (0..ncols)
             .map(|col| row * ncols + col)
-            .filter(|&i| report.decode[i].status == CellStatus::Pending)
+            .filter(|&i| self.report.decode[i].status == CellStatus::Pending)
             .collect();
         let scout_idx = plan
             .prefill
             .iter()
             .position(|p| p.context.tokens == ctx.tokens && p.status.is_none());
-        let scout_pending =
-            scout_idx.is_some_and(|i| report.prefill[i].status == CellStatus::Pending);
-        if cells.is_empty() && !scout_pending {
-            continue;
-        }
-        if stop.is_cancelled() {
-            interrupted = true;
-            break;
-        }
-        progress(&format!(
-            "context {}: preparing a {}-token prompt",
-            ctx.label, ctx.tokens
-        ));
-        let prompt = match run.prepare(ctx.tokens, cfg.seed).await {
-            Ok(p) => {
-                if let Some(n) = &p.note {
-                    progress(&format!("context {}: prompt: {n}", ctx.label));
-                }
-                p
-            }
-            Err(e) => {
-                progress(&format!(
-                    "context {}: cannot build the prompt: {e}",
-                    ctx.label
-                ));
-                continue;
-            }
-        };
-        match scout_idx {
-            Some(i) if scout_pending => {
-                progress(&format!("context {}: prefill scout", ctx.label));
-                let salt = format!("{}-{}", run.run_id, ctx.tokens);
-                let row = &mut report.prefill[i];
-                if !scout::prefill(
-                    client,
-                    &prompt.generation,
-                    cfg.plan.prefill_samples,
-                    &salt,
-                    row,
-                    prompt.tokens,
-                    stop,
-                )
-                .await
-                {
-                    interrupted = true;
-                    break 'rows;
-                }
-                prefill_done[i] = true;
-                write(&report)?;
-            }
-            // Not measured here: still warm the prefix cache for the cells.
-            _ => run.warm(&prompt.generation, 1, stop).await,
-        }
         if let Some(i) = scout_idx {
             prefill_done[i] = true;
         }
-        for i in cells {
-            let c = report.decode[i].concurrency;
-            let mut attempt = 0;
-            let mut generation = prompt.generation.clone();
-            loop {
-                if stop.is_cancelled() {
-                    interrupted = true;
-                    break 'rows;
+        let scout_pending =
+            scout_idx.filter(|&i| self.report.prefill[i].status == CellStatus::Pending);
+        if cells.is_empty() && scout_pending.is_none() {
+            return Ok(Flow::Go);
+        }
+        if self.stop.is_cancelled() {
+            return Ok(Flow::Stopped);
+        }
+        let Some(prompt) = self.prompt(&ctx.label, ctx.tokens).await else {
+            return Ok(Flow::Stopped);
+        };
+        let prompt = match prompt {
+            Ok(p) => p,
+            Err(e) => {
+                // Recorded, not skipped: every row this prompt was for says why it has nothing.
+                let failed = || CellStatus::Failed(Vec::new());
+                let msg = ErrorMessage::new(None, None, &format!("cannot build the prompt: {e}"));
+                for &i in &cells {
+                    self.report.decode[i].status = failed();
+                    self.report.decode[i].error_messages = vec![msg.clone()];
                 }
-                progress(&format!(
-                    "cell {} x {}: running ({} s window)",
-                    ctx.label,
-                    c,
-                    cfg.duration.as_secs_f64()
-                ));
-                let req = generation
-                    .stream_request(Some(false))
-                    .map_err(|e| format!("request: {e}"))?;
-                let blank = crate::report::DecodeCell::empty(
-                    ctx.tokens,
-                    &ctx.label,
-                    c,
-                    CellStatus::Pending,
-                );
-                let r = run_cell(client, &req, names, &cell_cfg(c), blank, stop, progress).await;
-                if r.interrupted {
-                    interrupted = true;
-                    break 'rows;
+                if let Some(i) = scout_pending {
+                    self.report.prefill[i].status = failed();
+                    self.report.prefill[i].error_messages = vec![msg];
                 }
-                progress(&format!(
-                    "cell {} x {}: {} {}",
-                    ctx.label,
-                    c,
-                    r.cell.status.label(),
-                    r.cell
-                        .output_tok_per_s
-                        .map(|t| format!("{t:.1} tok/s"))
-                        .unwrap_or_default()
-                ));
-                let looped = r.cell.status == CellStatus::Looped;
-                report.decode[i] = r.cell;
-                write(&report)?;
-                if looped && cfg.retry_looped && attempt == 0 {
-                    attempt += 1;
-                    progress(&format!(
-                        "cell {} x {}: looped; retrying once with a fresh prompt",
-                        ctx.label, c
-                    ));
-                    match run
-                        .prepare(ctx.tokens, mix(cfg.seed, 0x5EED + attempt))
-                        .await
-                    {
-                        Ok(p) => {
-                            run.warm(&p.generation, 1, stop).await;
-                            generation = p.generation;
-                            continue;
-                        }
-                        Err(e) => progress(&format!("retry prompt failed: {e}")),
-                    }
-                }
-                break;
+                write_results(self.cfg, &self.report)?;
+                return Ok(Flow::Go);
+            }
+        };
+        if let Some(i) = scout_pending {
+            if self.prefill_row(i, &prompt).await? == Flow::Stopped {
+                return Ok(Flow::Stopped);
             }
         }
+        // The scouts' prompts were all new to the server; the cells share this one, warm.
+        if !cells.is_empty() {
+            self.run.warm(&prompt.generation, 1, self.stop).await;
+        }
+        for i in cells {
+            if self.decode_cell(i, &prompt).await? == Flow::Stopped {
+                return Ok(Flow::Stopped);
+            }
+        }
+        Ok(Flow::Go)
     }
-    // Prefill-only contexts (e.g. the full max_model_len - 1).
-    if !interrupted {
+
+    /// The prompt for a context, with its progress lines; `None` when stopped.
+    async fn prompt(&mut self, label: &str, tokens: u64) -> Option<Result<Prepared, String>> {
+        (self.progress)(&format!(
+            "context {label}: preparing a {tokens}-token prompt"
+        ));
+        let r = self.run.prepare(tokens, self.cfg.seed).await;
+        match &r {
+            Ok(p) => {
+                if let Some(n) = &p.note {
+                    (self.progress)(&format!("context {label}: prompt: {n}"));
+                }
+            }
+            Err(e) => (self.progress)(&format!("context {label}: cannot build the prompt: {e}")),
+        }
+        (!self.stop.is_cancelled() || r.is_ok()).then_some(r)
+    }
+
+    /// Prefill row `i`: cold samples of `prompt`, each with a first line of its own.
+    async fn prefill_row(&mut self, i: usize, prompt: &Prepared) -> Result<Flow, String> {
+        let cfg = self.cfg;
+        let context = self.plan.prefill[i].context.tokens;
+        let label = self.plan.prefill[i].context.label.clone();
+        let switches = ColdSwitches {
+            cache_salt: self.run.info.engine == EngineKind::Vllm,
+            no_prompt_cache: self.run.info.engine == EngineKind::LlamaCpp,
+        };
+        let mut samples = Vec::new();
+        for s in 0..cfg.plan.prefill_samples.max(1) {
+            let salt = format!("{}-{context}-{s}", self.run.run_id);
+            let sample = fresh_start(&self.run, context, cfg.seed, s)
+                .and_then(|fresh| scout::cold_prompt(&prompt.generation, &fresh, switches, &salt));
+            match sample {
+                Ok(g) => samples.push(g),
+                Err(e) => {
+                    let row = &mut self.report.prefill[i];
+                    row.status = CellStatus::Failed(Vec::new());
+                    row.error_messages = vec![ErrorMessage::new(None, None, &e)];
+                    (self.progress)(&format!("prefill {label}: Failed: {e}"));
+                    write_results(cfg, &self.report)?;
+                    return Ok(Flow::Go);
+                }
+            }
+        }
+        let n = samples.len();
+        let plural = if n == 1 { "" } else { "s" };
+        (self.progress)(&format!("prefill {label}: {n} cold sample{plural}"));
+        let row = &mut self.report.prefill[i];
+        if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
+            return Ok(Flow::Stopped);
+        }
+        let line = prefill_line(row);
+        (self.progress)(&format!("prefill {label}: {line}"));
+        write_results(cfg, &self.report)?;
+        Ok(Flow::Go)
+    }
+
+    /// Decode cell `i` (retried once with a fresh prompt when it looped and the user asked).
+    async fn decode_cell(&mut self, i: usize, prompt: &Prepared) -> Result<Flow, String> {
+        let cfg = self.cfg;
+        let (ctx, label, c) = {
+            let d = &self.report.decode[i];
+            (d.context, d.context_label.clone(), d.concurrency)
+        };
+        let cell_cfg = CellConfig {
+            concurrency: c as u32,
+            duration: cfg.duration,
+            ready_timeout: cfg.ready_timeout,
+            ready_stable: cfg.ready_stable,
+            drain_timeout: cfg.drain_timeout,
+            repetition: cfg.repetition,
+            sample_period: Duration::from_millis(500),
+        };
+        let mut generation = prompt.generation.clone();
+        for attempt in 0..2u64 {
+            if self.stop.is_cancelled() {
+                return Ok(Flow::Stopped);
+            }
+            (self.progress)(&format!(
+                "cell {label} x {c}: running ({} s window)",
+                cfg.duration.as_secs_f64()
+            ));
+            let req = generation
+                .stream_request(Some(false))
+                .map_err(|e| format!("request: {e}"))?;
+            let blank = DecodeCell::empty(ctx, &label, c, CellStatus::Pending);
+            let r = run_cell(
+                self.run.client,
+                &req,
+                self.names,
+                &cell_cfg,
+                blank,
+                self.stop,
+                self.progress,
+            )
+            .await;
+            if r.interrupted {
+                return Ok(Flow::Stopped);
+            }
+            (self.progress)(&format!("cell {label} x {c}: {}", cell_line(&r.cell)));
+            let looped = r.cell.status == CellStatus::Looped;
+            self.report.decode[i] = r.cell;
+            write_results(cfg, &self.report)?;
+            if !(looped && cfg.retry_looped && attempt == 0) {
+                break;
+            }
+            (self.progress)(&format!(
+                "cell {label} x {c}: looped; retrying once with a fresh prompt"
+            ));
+            match self
+                .run
+                .prepare(ctx, mix(cfg.seed, 0x5EED + attempt + 1))
+                .await
+            {
+                Ok(p) => {
+                    self.run.warm(&p.generation, 1, self.stop).await;
+                    generation = p.generation;
+                }
+                Err(e) => {
+                    (self.progress)(&format!("retry prompt failed: {e}"));
+                    break;
+                }
+            }
+        }
+        Ok(Flow::Go)
+    }
+
+    /// Prefill-only contexts (e.g. the full max_model_len - 1), after every decode row.
+    async fn prefill_only(&mut self, prefill_done: &[bool]) -> Result<Flow, String> {
+        let plan = self.plan;
         for (i, p) in plan.prefill.iter().enumerate() {
             if prefill_done[i]
                 || p.status.is_some()
-                || report.prefill[i].status != CellStatus::Pending
+                || self.report.prefill[i].status != CellStatus::Pending
             {
                 continue;
             }
-            if stop.is_cancelled() {
-                interrupted = true;
-                break;
+            if self.stop.is_cancelled() {
+                return Ok(Flow::Stopped);
             }
-            progress(&format!("prefill {}: preparing", p.context.label));
-            let prompt = match run.prepare(p.context.tokens, cfg.seed).await {
-                Ok(x) => {
-                    if let Some(n) = &x.note {
-                        progress(&format!("prefill {}: prompt: {n}", p.context.label));
+            let Some(prompt) = self.prompt(&p.context.label, p.context.tokens).await else {
+                return Ok(Flow::Stopped);
+            };
+            match prompt {
+                Ok(prompt) => {
+                    if self.prefill_row(i, &prompt).await? == Flow::Stopped {
+                        return Ok(Flow::Stopped);
                     }
-                    x
                 }
                 Err(e) => {
-                    progress(&format!(
-                        "prefill {}: cannot build the prompt: {e}",
-                        p.context.label
-                    ));
-                    continue;
+                    let row = &mut self.report.prefill[i];
+                    row.status = CellStatus::Failed(Vec::new());
+                    row.error_messages = vec![ErrorMessage::new(
+                        None,
+                        None,
+                        &format!("cannot build the prompt: {e}"),
+                    )];
+                    write_results(self.cfg, &self.report)?;
                 }
-            };
-            let salt = format!("{}-{}", run.run_id, p.context.tokens);
-            if !scout::prefill(
-                client,
-                &prompt.generation,
-                cfg.plan.prefill_samples,
-                &salt,
-                &mut report.prefill[i],
-                prompt.tokens,
-                stop,
-            )
-            .await
-            {
-                interrupted = true;
-                break;
             }
-            write(&report)?;
         }
+        Ok(Flow::Go)
     }
-    if interrupted || stop.is_cancelled() {
-        report.metadata.interrupted = Some("stopped by the user (Ctrl-C)".into());
+}
+
+/// The console words for a finished prefill row: figures, or why it failed.
+fn prefill_line(row: &PrefillRow) -> String {
+    match (&row.status, row.prefill_tok_per_s, row.ttft_ms) {
+        (CellStatus::Valid, Some(r), Some(t)) => {
+            format!("{r:.0} tok/s, TTFT {t:.1} ms ({} samples)", row.samples)
+        }
+        (s, _, _) => with_first_error(s.label(), &row.error_messages),
     }
-    write(&report)?;
-    Ok(report)
+}
+
+/// The console words for a finished cell: status, figures, and the first error and note.
+fn cell_line(cell: &DecodeCell) -> String {
+    let mut s = cell.status.label().to_string();
+    if let Some(t) = cell.output_tok_per_s {
+        s.push_str(&format!(" {t:.1} tok/s"));
+    }
+    s = with_first_error(&s, &cell.error_messages);
+    if let Some(n) = cell.notes.first() {
+        s.push_str(&format!(" ({n})"));
+    }
+    s
+}
+
+fn with_first_error(head: &str, errors: &[ErrorMessage]) -> String {
+    match errors.first() {
+        Some(e) => format!("{head}: {}", e.display()),
+        None => head.to_string(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn console_lines_say_why_a_row_failed() {
+        use crate::timeline::ErrorKind;
+        let mut cell = DecodeCell::empty(512, "512", 4, CellStatus::Failed(Vec::new()));
+        assert_eq!(cell_line(&cell), "Failed");
+        cell.error_messages.push(ErrorMessage::new(
+            Some(ErrorKind::HttpStatus),
+            Some(400),
+            "context too long",
+        ));
+        cell.error_messages.push(ErrorMessage::new(
+            Some(ErrorKind::TimeoutGap),
+            None,
+            "no event in 30 s",
+        ));
+        cell.notes.push("the server did not drain".into());
+        assert_eq!(
+            cell_line(&cell),
+            "Failed: http_status (HTTP 400): context too long (the server did not drain)"
+        );
+        let mut valid = DecodeCell::empty(512, "512", 1, CellStatus::Valid);
+        valid.output_tok_per_s = Some(95.66);
+        assert_eq!(cell_line(&valid), "Valid 95.7 tok/s");
+        let mut row = PrefillRow {
+            context: 512,
+            context_label: "512".into(),
+            status: CellStatus::Failed(vec![(ErrorKind::HttpStatus, 2)]),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prefill_tok_per_s: None,
+            samples: 0,
+            ttft_ms_samples: Vec::new(),
+            error_messages: vec![ErrorMessage::new(None, None, "cannot build the prompt: x")],
+        };
+        assert_eq!(
+            prefill_line(&row),
+            "Failed: prompt: cannot build the prompt: x"
+        );
+        row.status = CellStatus::Valid;
+        row.prefill_tok_per_s = Some(31_379.3);
+        row.ttft_ms = Some(261.04);
+        row.samples = 3;
+        assert_eq!(prefill_line(&row), "31379 tok/s, TTFT 261.0 ms (3 samples)");
+    }
 
     #[test]
     fn rfc3339_known_dates() {

@@ -1,17 +1,22 @@
 //! Prefill scouts: cold streaming requests with `max_tokens: 1`; prefill tok/s = prompt tokens /
-//! TTFT (median over samples). The first sample is sent without a cache salt so it leaves the
-//! prompt in the server's prefix cache for the decode cells that follow; further samples carry a
-//! unique `cache_salt` so each is a genuine miss.
+//! TTFT (median over samples).
 //!
-//! Must never reuse a salt, and never report a sample whose request failed.
+//! Every sample is a prompt the server has never seen: the caller's calibrated prompt with a
+//! first line (or, for token-id prompts, first ids) unique to the sample, so no prefix cache —
+//! vLLM's, SGLang's radix tree, a llama.cpp slot's cached prompt — can hold any of it, whatever
+//! calibration or an earlier sample sent. `cache_salt` (vLLM) and `cache_prompt: false`
+//! (llama.cpp) are added where the engine has them, as a second guard. The decode cells' prompt
+//! is warmed by the caller after the scouts, never by a measured sample.
+//!
+//! Must never send the same prompt twice, and never report a sample whose request failed.
 
 use crate::analysis::stats;
 use crate::matrix::status::CellStatus;
-use crate::net::request::Generation;
+use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, NoopObserver};
-use crate::report::PrefillRow;
+use crate::report::{push_first_per_kind, ErrorMessage, PrefillRow};
 use crate::timeline::{ErrorKind, Timeline};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// TTFT of one scout: from the request being sent to its first token (or first event, for a
 /// server that sends the single token without content).
@@ -21,13 +26,98 @@ pub fn scout_ttft_ms(client: &Client, tl: &Timeline) -> Option<f64> {
     Some(client.clock().delta_ns(start, first) as f64 / 1e6)
 }
 
-/// Run `samples` scouts of `base` and fill `row`. `salt` must be unique to the run and context.
-/// Returns false when the user stopped the run.
+/// How many leading ids of a token-id prompt a sample replaces: enough that two samples
+/// sharing all of them is out of the question.
+pub const FRESH_IDS: usize = 8;
+
+/// What makes a sample's prompt new to the server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fresh {
+    /// Text prompts (completion or chat): the first line `old` becomes `new` (same length in
+    /// characters and digits, so the same token count).
+    FirstLine { old: String, new: String },
+    /// Token-id prompts: the first ids become these.
+    FirstIds(Vec<u32>),
+}
+
+/// Engine switches for a cold request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColdSwitches {
+    /// vLLM's `cache_salt`: a salted request shares no prefix-cache block with another salt.
+    pub cache_salt: bool,
+    /// llama.cpp's `cache_prompt: false`: the slot does not reuse its cached prompt.
+    pub no_prompt_cache: bool,
+}
+
+/// The prompt of one cold sample: `base` with its start replaced per `fresh`, plus the
+/// engine's cache switches. An error when `base` does not start the way `fresh` expects (a
+/// prompt this module did not build), because a sample that might be warm must not be sent.
+pub fn cold_prompt(
+    base: &Generation,
+    fresh: &Fresh,
+    switches: ColdSwitches,
+    salt: &str,
+) -> Result<Generation, String> {
+    let mut g = base.clone();
+    g.max_tokens = Some(1);
+    g.ignore_eos = false;
+    match fresh {
+        Fresh::FirstLine { old, new } => {
+            let replaced = if g.chat {
+                // The chat prompt's messages travel in `extra` (merged last into the body).
+                g.extra
+                    .get_mut("messages")
+                    .and_then(Value::as_array_mut)
+                    .and_then(|m| m.first_mut())
+                    .and_then(|m| m.get_mut("content"))
+                    .is_some_and(|c| replace_start(c, old, new))
+            } else {
+                match &mut g.prompt {
+                    Prompt::Text(t) if t.starts_with(old.as_str()) => {
+                        t.replace_range(..old.len(), new);
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            if !replaced {
+                return Err(format!(
+                    "the prompt does not start with its first line `{old}`, so a cold sample cannot be made"
+                ));
+            }
+        }
+        Fresh::FirstIds(ids) => match &mut g.prompt {
+            Prompt::TokenIds(p) => {
+                let n = ids.len().min(p.len());
+                p[..n].copy_from_slice(&ids[..n]);
+            }
+            _ => return Err("a token-id sample needs a token-id prompt".into()),
+        },
+    }
+    if switches.cache_salt {
+        g.extra.insert("cache_salt".into(), json!(salt));
+    }
+    if switches.no_prompt_cache {
+        g.extra.insert("cache_prompt".into(), json!(false));
+    }
+    Ok(g)
+}
+
+fn replace_start(v: &mut Value, old: &str, new: &str) -> bool {
+    match v {
+        Value::String(s) if s.starts_with(old) => {
+            s.replace_range(..old.len(), new);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Send `samples` (each a prompt the server has never seen, see [`cold_prompt`]) and fill
+/// `row`. Returns false when the user stopped the run.
 pub async fn prefill(
     client: &Client,
-    base: &Generation,
-    samples: u32,
-    salt: &str,
+    samples: &[Generation],
     row: &mut PrefillRow,
     known_tokens: u64,
     stop: &Cancel,
@@ -35,31 +125,42 @@ pub async fn prefill(
     let mut ttfts = Vec::new();
     let mut prompt_tokens = None;
     let mut errors: Vec<(ErrorKind, u64)> = Vec::new();
-    for i in 0..samples.max(1) {
+    let mut count = |k: ErrorKind| match errors.iter_mut().find(|e| e.0 == k) {
+        Some(e) => e.1 += 1,
+        None => errors.push((k, 1)),
+    };
+    for g in samples {
         if stop.is_cancelled() {
             return false;
         }
-        let mut g = base.clone();
-        g.max_tokens = Some(1);
-        g.ignore_eos = false;
-        if i > 0 {
-            g.extra
-                .insert("cache_salt".into(), json!(format!("{salt}-{i}")));
-        }
         let req = match g.stream_request(Some(false)) {
             Ok(r) => r,
-            Err(_) => break,
+            Err(e) => {
+                count(ErrorKind::Protocol);
+                push_first_per_kind(
+                    &mut row.error_messages,
+                    ErrorMessage::new(
+                        Some(ErrorKind::Protocol),
+                        None,
+                        &format!("request body: {e}"),
+                    ),
+                );
+                continue;
+            }
         };
         let tl = client
             .stream(&req, client.clock().raw(), &mut NoopObserver, stop)
             .await;
-        match tl.error_kind() {
-            Some(ErrorKind::Cancelled) if stop.is_cancelled() => return false,
-            Some(k) => match errors.iter_mut().find(|e| e.0 == k) {
-                Some(e) => e.1 += 1,
-                None => errors.push((k, 1)),
-            },
-            None => {
+        match &tl.outcome {
+            Err(e) if e.kind == ErrorKind::Cancelled && stop.is_cancelled() => return false,
+            Err(e) => {
+                count(e.kind);
+                push_first_per_kind(
+                    &mut row.error_messages,
+                    ErrorMessage::new(Some(e.kind), e.status, &e.message),
+                );
+            }
+            Ok(()) => {
                 if let Some(t) = scout_ttft_ms(client, &tl) {
                     ttfts.push(t);
                     prompt_tokens = tl.usage.map(|u| u.prompt_tokens).or(prompt_tokens);
@@ -82,4 +183,80 @@ pub async fn prefill(
         CellStatus::Valid
     };
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(t: &str) -> Generation {
+        Generation::new("m", Prompt::Text(t.into()))
+    }
+
+    #[test]
+    fn a_text_sample_gets_its_own_first_line_and_the_engine_switches() {
+        let base = text("[run 11111111] body");
+        let fresh = Fresh::FirstLine {
+            old: "[run 11111111]".into(),
+            new: "[run 22222222]".into(),
+        };
+        let g = cold_prompt(
+            &base,
+            &fresh,
+            ColdSwitches {
+                cache_salt: false,
+                no_prompt_cache: true,
+            },
+            "s-1",
+        )
+        .unwrap();
+        assert!(matches!(&g.prompt, Prompt::Text(t) if t == "[run 22222222] body"));
+        assert_eq!(g.max_tokens, Some(1));
+        assert_eq!(g.extra.get("cache_prompt"), Some(&json!(false)));
+        assert!(g.extra.get("cache_salt").is_none());
+        // A prompt that does not start with the expected line is refused, never sent warm.
+        assert!(cold_prompt(&text("other"), &fresh, ColdSwitches::default(), "s").is_err());
+    }
+
+    #[test]
+    fn a_chat_sample_changes_the_first_message_and_token_ids_their_start() {
+        let mut base = text("");
+        base.chat = true;
+        base.extra.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": "[run 1] hello"}, {"role": "user", "content": "[run 1]"}]),
+        );
+        let fresh = Fresh::FirstLine {
+            old: "[run 1]".into(),
+            new: "[run 2]".into(),
+        };
+        let g = cold_prompt(
+            &base,
+            &fresh,
+            ColdSwitches {
+                cache_salt: true,
+                no_prompt_cache: false,
+            },
+            "salt-3",
+        )
+        .unwrap();
+        assert_eq!(g.extra["messages"][0]["content"], json!("[run 2] hello"));
+        assert_eq!(g.extra["messages"][1]["content"], json!("[run 1]"));
+        assert_eq!(g.extra["cache_salt"], json!("salt-3"));
+
+        let ids = Generation::new("m", Prompt::TokenIds((1000..1020).collect()));
+        let g = cold_prompt(
+            &ids,
+            &Fresh::FirstIds(vec![7; FRESH_IDS]),
+            ColdSwitches::default(),
+            "s",
+        )
+        .unwrap();
+        let Prompt::TokenIds(p) = &g.prompt else {
+            panic!("token ids")
+        };
+        assert_eq!(p.len(), 20);
+        assert_eq!(&p[..FRESH_IDS], &[7; FRESH_IDS]);
+        assert_eq!(p[FRESH_IDS], 1000 + FRESH_IDS as u32);
+    }
 }

@@ -185,11 +185,21 @@ pub struct CellObservation {
     pub ok_requests: u64,
     /// Whether the server reported waiting requests (or fewer than C running) inside the window.
     pub server_queued: bool,
+    /// The cell's C.
+    pub concurrency: u64,
+    /// Streams that had tokens stamped inside the window (0 when no window opened).
+    pub streams_measured: u64,
+    /// The client never saw all C streams between their first token and their end at one
+    /// instant of the window: the server held some back (llama.cpp queues requests beyond its
+    /// slots silently, without a status or a byte).
+    pub never_all_at_once: bool,
 }
 
 /// The post-run verdict. Failures dominate when no request succeeded, or when they are at least
 /// as many as the successes; a loop is reported before queueing because a looping model's
-/// throughput is not the engine's.
+/// throughput is not the engine's. A cell that measured nothing and saw no failure is Failed
+/// with [`ErrorKind::TimeoutFirstToken`] (its streams never produced a token), never Valid;
+/// Valid needs tokens from every stream inside the window.
 pub fn post_run(obs: &CellObservation) -> CellStatus {
     let mut errors: Vec<(ErrorKind, u64)> = obs
         .errors
@@ -212,10 +222,13 @@ pub fn post_run(obs: &CellObservation) -> CellStatus {
     if failed > 0 && (obs.ok_requests == 0 || failed >= obs.ok_requests) {
         return CellStatus::Failed(errors);
     }
+    if obs.ok_requests == 0 && obs.streams_measured == 0 {
+        return CellStatus::Failed(vec![(ErrorKind::TimeoutFirstToken, obs.concurrency.max(1))]);
+    }
     if obs.looped_streams > 0 {
         return CellStatus::Looped;
     }
-    if obs.server_queued {
+    if obs.server_queued || obs.streams_measured < obs.concurrency || obs.never_all_at_once {
         return CellStatus::Queued;
     }
     CellStatus::Valid
@@ -279,6 +292,8 @@ mod tests {
     fn post_run_verdicts() {
         let ok = CellObservation {
             ok_requests: 10,
+            concurrency: 4,
+            streams_measured: 4,
             ..Default::default()
         };
         assert_eq!(post_run(&ok), CellStatus::Valid);
@@ -316,9 +331,44 @@ mod tests {
         let mostly_ok = CellObservation {
             ok_requests: 50,
             errors: vec![(ErrorKind::Protocol, 1)],
-            ..Default::default()
+            ..ok.clone()
         };
         assert_eq!(post_run(&mostly_ok), CellStatus::Valid);
+    }
+
+    #[test]
+    fn a_cell_that_measured_nothing_is_never_valid() {
+        // The readiness gate gave up with no stream producing a token: no window, no errors
+        // (the streams were our own cancellations).
+        let nothing = CellObservation {
+            concurrency: 4,
+            errors: vec![(ErrorKind::Cancelled, 4)],
+            ..Default::default()
+        };
+        assert_eq!(
+            post_run(&nothing),
+            CellStatus::Failed(vec![(ErrorKind::TimeoutFirstToken, 4)])
+        );
+        // Tokens from only some streams: the server never ran C at once.
+        let some = CellObservation {
+            concurrency: 4,
+            streams_measured: 2,
+            ok_requests: 6,
+            ..Default::default()
+        };
+        assert_eq!(post_run(&some), CellStatus::Queued);
+        // Every stream measured, but never all decoding at one instant (silent queueing).
+        let serial = CellObservation {
+            never_all_at_once: true,
+            ..some.clone()
+        };
+        assert_eq!(
+            post_run(&CellObservation {
+                streams_measured: 4,
+                ..serial
+            }),
+            CellStatus::Queued
+        );
     }
 
     #[test]

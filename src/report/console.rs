@@ -1,6 +1,6 @@
 //! The end-of-run summary for the terminal: the decode grid of total tok/s as aligned plain
-//! text (no markdown), statuses abbreviated so 8 columns fit 80 characters. Returns a string;
-//! printing is the caller's.
+//! text (no markdown), statuses abbreviated so 8 columns fit 80 characters, then the first
+//! message per error kind of every Failed row. Returns a string; printing is the caller's.
 
 use crate::matrix::status::CellStatus;
 use crate::report::format::{rate, MISSING};
@@ -86,5 +86,32 @@ pub fn summary(r: &MatrixReport) -> String {
         s.push('\n');
     }
     s.push_str("total output tok/s; L = looped, Q = queued (figures kept), over = over capacity, skip = does not fit, · = not run\n");
+    failures(&mut s, r);
     s
+}
+
+/// One line per Failed row with the first message of each error kind, so a failing run says
+/// why on the terminal, not only in report.md.
+fn failures(s: &mut String, r: &MatrixReport) {
+    let prefill = r.prefill.iter().map(|p| {
+        (
+            format!("prefill {}", p.context_label),
+            &p.status,
+            &p.error_messages,
+        )
+    });
+    let decode = r.decode.iter().map(|c| {
+        (
+            format!("decode {} x {}", c.context_label, c.concurrency),
+            &c.status,
+            &c.error_messages,
+        )
+    });
+    for (at, status, msgs) in prefill.chain(decode) {
+        if matches!(status, CellStatus::Failed(_)) {
+            for m in msgs {
+                let _ = writeln!(s, "failed {at}: {}", m.display());
+            }
+        }
+    }
 }

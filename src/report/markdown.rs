@@ -7,7 +7,9 @@
 
 use crate::matrix::status::{CapacityReason, CellStatus};
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
-use crate::report::model::{DecodeCell, MatrixReport, PrefillMode, PrefillRow, PromptTokens};
+use crate::report::model::{
+    DecodeCell, ErrorMessage, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
+};
 use std::io::{self, Write};
 
 /// Write the markdown report.
@@ -343,7 +345,7 @@ fn decode_grid(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(w)?;
     writeln!(
         w,
-        "TTFT in the grid is measured after the prefill scout has put the prompt in the server's prefix cache, so it mostly excludes prefill; cold prefill is in the Prefill table."
+        "TTFT in the grid is the median over requests sent inside the measurement window whose first token also arrived inside it; the cells' prompt is in the server's prefix cache, so it mostly excludes prefill. Cold prefill is in the Prefill table."
     )?;
     writeln!(w)?;
     writeln!(
@@ -406,6 +408,12 @@ fn all_measurements(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
 
 fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let mut lines: Vec<String> = Vec::new();
+    for p in &r.prefill {
+        if matches!(p.status, CellStatus::Failed(_)) {
+            let at = format!("Prefill {}", p.context_label);
+            lines.push(format!("{at}: failed{}", first_messages(&p.error_messages)));
+        }
+    }
     for c in &r.decode {
         let at = format!("{} × {}", c.context_label, c.concurrency);
         if let Some(l) = &c.loop_info {
@@ -421,7 +429,15 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         }
         if let CellStatus::Failed(errors) = &c.status {
             let kinds: Vec<String> = errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
-            lines.push(format!("{at}: failed requests: {}", kinds.join(", ")));
+            let counts = if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" requests: {}", kinds.join(", "))
+            };
+            lines.push(format!(
+                "{at}: failed{counts}{}",
+                first_messages(&c.error_messages)
+            ));
         } else if !c.errors.is_empty() {
             let kinds: Vec<String> = c
                 .errors
@@ -429,8 +445,18 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
                 .map(|e| format!("{} ×{}", e.kind, e.count))
                 .collect();
             lines.push(format!(
-                "{at}: some requests failed ({}); figures are from the rest",
-                kinds.join(", ")
+                "{at}: some requests failed ({}); figures are from the rest{}",
+                kinds.join(", "),
+                first_messages(&c.error_messages)
+            ));
+        }
+        for n in &c.notes {
+            lines.push(format!("{at}: {}", cell_text(n)));
+        }
+        if let Some(why) = &c.token_count_check {
+            lines.push(format!(
+                "{at}: client–server token check {}",
+                cell_text(why)
             ));
         }
         if let (Some(d), Some(s)) = (c.token_count_diff, c.server_output_tokens) {
@@ -461,6 +487,15 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     Ok(())
 }
 
+/// `; first messages: http_status (HTTP 400): …` (one per kind), or nothing.
+fn first_messages(m: &[ErrorMessage]) -> String {
+    if m.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = m.iter().map(|e| cell_text(&e.display())).collect();
+    format!("; first message per kind: {}", parts.join(" · "))
+}
+
 fn legend(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(w)?;
     writeln!(w, "## Legend")?;
@@ -470,9 +505,10 @@ fn legend(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(w, "- **Over capacity**: not run, because this many requests at this context (each with its full output) would exceed the server's KV cache, or its limit on running requests.")?;
     writeln!(
         w,
-        "- **Failed**: requests failed; the error kinds and counts are shown."
+        "- **Failed**: requests failed, or no stream produced a token before the readiness gate gave up (timeout_first_token), or the prompt could not be built; the error kinds, counts and the first server message per kind are in the notes."
     )?;
-    writeln!(w, "- **Queued**: the server kept requests waiting during the window, so it never ran this many at once; figures are kept, in brackets.")?;
+    writeln!(w, "- **Queued**: the server never ran this many at once: it reported waiting requests during the window, or some streams never produced a token, or never all at one instant (llama.cpp queues requests beyond its slots silently); figures are kept, in brackets.")?;
+    writeln!(w, "- **TTFT** in a decode cell: median over the requests sent inside the window whose first token also came inside it (— when every request outlasted the window); time between tokens uses only token events inside the window.")?;
     writeln!(w, "- **Skipped**: not run, because the context plus the output does not fit the model's maximum length.")?;
     writeln!(
         w,

@@ -152,6 +152,9 @@ pub struct PrefillRow {
     pub samples: u32,
     /// Every sample's TTFT, in order.
     pub ttft_ms_samples: Vec<f64>,
+    /// The first message per error kind of the failed samples (or of the prompt).
+    #[serde(default)]
+    pub error_messages: Vec<ErrorMessage>,
 }
 
 /// A repetition found in one stream.
@@ -165,6 +168,70 @@ pub struct LoopInfo {
     pub repeats: u64,
     /// One period of the repeated text (shortened).
     pub excerpt: String,
+}
+
+/// The first message of one kind of failure, so a Failed row explains itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorMessage {
+    /// `None`: the failure came before any request (the prompt could not be built).
+    #[serde(with = "error_kind::option")]
+    pub kind: Option<ErrorKind>,
+    pub http_status: Option<u16>,
+    /// One line, at most [`ERROR_MESSAGE_CHARS`] characters: the server's own message or a
+    /// body excerpt where there is one.
+    pub message: String,
+}
+
+/// The longest error message kept per kind (characters).
+pub const ERROR_MESSAGE_CHARS: usize = 500;
+
+impl ErrorMessage {
+    /// One line of at most [`ERROR_MESSAGE_CHARS`] characters from any text a server sent.
+    pub fn new(kind: Option<ErrorKind>, http_status: Option<u16>, message: &str) -> Self {
+        let mut one_line = String::with_capacity(message.len().min(ERROR_MESSAGE_CHARS * 4));
+        let mut last_space = false;
+        for ch in message.chars() {
+            let ch = if ch.is_control() || ch.is_whitespace() {
+                ' '
+            } else {
+                ch
+            };
+            // Collapse runs of whitespace: a pretty-printed JSON body becomes one readable line.
+            if ch == ' ' && (last_space || one_line.is_empty()) {
+                continue;
+            }
+            last_space = ch == ' ';
+            one_line.push(ch);
+        }
+        let trimmed = one_line.trim_end();
+        let message = if trimmed.chars().count() > ERROR_MESSAGE_CHARS {
+            let head: String = trimmed.chars().take(ERROR_MESSAGE_CHARS - 1).collect();
+            format!("{head}…")
+        } else {
+            trimmed.to_string()
+        };
+        Self {
+            kind,
+            http_status,
+            message,
+        }
+    }
+
+    /// How a report line shows it: `http_status (HTTP 400): message`.
+    pub fn display(&self) -> String {
+        let kind = self.kind.map_or("prompt", ErrorKind::as_str);
+        match self.http_status {
+            Some(s) => format!("{kind} (HTTP {s}): {}", self.message),
+            None => format!("{kind}: {}", self.message),
+        }
+    }
+}
+
+/// Keep `e` when it is the first of its kind in `into`.
+pub fn push_first_per_kind(into: &mut Vec<ErrorMessage>, e: ErrorMessage) {
+    if !into.iter().any(|m| m.kind == e.kind) {
+        into.push(e);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,8 +253,10 @@ pub struct DecodeCell {
     pub output_tok_per_s: Option<f64>,
     /// Median over requests of 1 / time between tokens.
     pub per_request_tok_per_s: Option<f64>,
+    /// Median over requests sent inside the window whose first token also came inside it.
     pub ttft_ms_p50: Option<f64>,
-    /// Median over requests of (t_last - t_first) / (tokens - 1).
+    /// Median over requests of (t_last - t_first) / (tokens after the first event), from each
+    /// request's token events inside the window.
     pub tbt_ms_p50: Option<f64>,
     /// Server `num_requests_running` sampled at ≥1 Hz, else the client's count.
     pub avg_active_requests: Option<f64>,
@@ -202,9 +271,23 @@ pub struct DecodeCell {
     pub server_output_tokens: Option<u64>,
     /// client count - server count.
     pub token_count_diff: Option<i64>,
+    /// Why there is no client–server token comparison although the server has a counter (e.g.
+    /// llama.cpp counts a request's tokens only when it ends).
+    #[serde(default)]
+    pub token_count_check: Option<String>,
     pub loop_info: Option<LoopInfo>,
     /// Failed requests by kind (also for cells that are not Failed overall).
     pub errors: Vec<ErrorCount>,
+    /// The first message per error kind.
+    #[serde(default)]
+    pub error_messages: Vec<ErrorMessage>,
+    /// Whether the server reported no running or waiting requests after the cell (`None`: the
+    /// server has no metrics). `false`: the next cell may have started on a busy server.
+    #[serde(default)]
+    pub server_drained: Option<bool>,
+    /// Facts about how the cell was measured that a reader must know (one sentence each).
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// The client process's CPU use during the window (100 = one core).
     pub client_cpu_percent: Option<f64>,
     /// How late the client's timers fired during the window (a saturated client shows here).
@@ -232,8 +315,12 @@ impl DecodeCell {
             token_count_source: None,
             server_output_tokens: None,
             token_count_diff: None,
+            token_count_check: None,
             loop_info: None,
             errors: Vec::new(),
+            error_messages: Vec::new(),
+            server_drained: None,
+            notes: Vec::new(),
             client_cpu_percent: None,
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
@@ -254,7 +341,9 @@ pub struct RequestSummary {
     pub stream: u32,
     /// Start relative to the window start (negative: started before it).
     pub start_ms: f64,
+    /// Only for a request sent and answered inside the window.
     pub ttft_ms: Option<f64>,
+    /// From the request's token events inside the window.
     pub tbt_ms_mean: Option<f64>,
     pub output_tokens: u64,
     /// Tokens of this request stamped inside the window.
@@ -454,6 +543,7 @@ pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec
             prefill_tok_per_s: None,
             samples: 0,
             ttft_ms_samples: Vec::new(),
+            error_messages: Vec::new(),
         })
         .collect();
     let decode = plan
@@ -487,7 +577,7 @@ pub fn methodology(s: &Settings) -> Vec<String> {
     ];
     if s.prefill_mode == PrefillMode::DuringDecodeWarmup {
         m.push(format!(
-            "Prefill: per context, {} cold streaming request{} with max_tokens 1; prefill tok/s = usage.prompt_tokens / TTFT (median). This also puts the prompt in the server's prefix cache for the decode cells.",
+            "Prefill: per context, {} cold streaming request{} with max_tokens 1, each a prompt the server has never seen (a first line of its own, unlike the one calibration sent; cache_salt on vLLM, cache_prompt false on llama.cpp); prefill tok/s = usage.prompt_tokens / TTFT (median). The decode cells' prompt is then warmed by one hidden request.",
             s.prefill_samples,
             if s.prefill_samples == 1 { "" } else { "s" }
         ));
@@ -501,14 +591,52 @@ pub fn methodology(s: &Settings) -> Vec<String> {
     m.extend(
         [
             "Total tok/s: output tokens stamped inside the window, all streams, divided by the window length (measured_s).",
-            "Per request tok/s: median over requests of 1 / time between tokens; time between tokens = (t_last - t_first) / (tokens - 1).",
-            "TTFT: from the request being written to its first token event; medians over the requests of the cell.",
+            "Per request tok/s: median over requests of 1 / time between tokens; time between tokens = (t_last - t_first) / (tokens after the first event), over the request's token events inside the window ((tokens - 1) when each event carries one token).",
+            "TTFT: from the request being written to its first token event, for requests sent inside the window whose first token also arrived inside it; median over those requests (none when every request outlasted the window).",
             "Average active requests: the server's running-request count sampled at 1 Hz or faster (the client's own count where the server exposes none).",
             "Over capacity: not run when C × (context + max_tokens) exceeds the server's KV-cache tokens, or C exceeds its running-request limit. Skipped: context + max_tokens exceeds max_model_len.",
             "Looped: a stream's tail repeated one period at least 4 times over at least 4096 characters by default (reasoning and answer checked separately); the cell's figures are kept and marked.",
-            "Queued: the server reported waiting requests during the window, so it never ran C at once; figures are kept and marked.",
+            "Queued: the server never ran C at once: it reported waiting requests during the window, or some streams never produced a token, or (on a server without metrics) the client never saw all C streams producing tokens at one instant; figures are kept and marked. A cell where no stream produced a token is Failed (timeout_first_token), never Valid.",
         ]
         .map(String::from),
     );
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_message_is_one_line_of_at_most_500_characters() {
+        let body = "{\n  \"error\": {\n    \"message\": \"prompt is too long\",\r\n\t\"code\": 400\n  }\n}\n";
+        let m = ErrorMessage::new(Some(ErrorKind::HttpStatus), Some(400), body);
+        assert_eq!(
+            m.message,
+            r#"{ "error": { "message": "prompt is too long", "code": 400 } }"#
+        );
+        assert_eq!(
+            m.display(),
+            format!("http_status (HTTP 400): {}", m.message)
+        );
+        // Multi-byte text is cut on a character boundary, with the cut marked.
+        let long = "é".repeat(2 * ERROR_MESSAGE_CHARS);
+        let m = ErrorMessage::new(None, None, &long);
+        assert_eq!(m.message.chars().count(), ERROR_MESSAGE_CHARS);
+        assert!(m.message.ends_with('…'));
+        assert!(m.display().starts_with("prompt: éé"));
+        let exact = "x".repeat(ERROR_MESSAGE_CHARS);
+        assert_eq!(ErrorMessage::new(None, None, &exact).message, exact);
+    }
+
+    #[test]
+    fn only_the_first_message_per_kind_is_kept() {
+        let mut v = Vec::new();
+        let m = |k, s: &str| ErrorMessage::new(Some(k), None, s);
+        push_first_per_kind(&mut v, m(ErrorKind::HttpStatus, "first"));
+        push_first_per_kind(&mut v, m(ErrorKind::TimeoutGap, "gap"));
+        push_first_per_kind(&mut v, m(ErrorKind::HttpStatus, "second"));
+        let got: Vec<&str> = v.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(got, ["first", "gap"]);
+    }
 }

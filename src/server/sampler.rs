@@ -18,6 +18,9 @@ pub struct MetricNames {
     pub waiting: &'static str,
     pub generation_tokens: Option<&'static str>,
     pub preemptions: Option<&'static str>,
+    /// The generation counter moves only when a request ends (llama.cpp), so its delta over a
+    /// window is not the tokens generated inside it.
+    pub generation_counted_at_end: bool,
 }
 
 impl MetricNames {
@@ -28,24 +31,28 @@ impl MetricNames {
                 waiting: "vllm:num_requests_waiting",
                 generation_tokens: Some("vllm:generation_tokens_total"),
                 preemptions: Some("vllm:num_preemptions_total"),
+                generation_counted_at_end: false,
             }),
             EngineKind::Sglang => Some(MetricNames {
                 running: "sglang:num_running_reqs",
                 waiting: "sglang:num_queue_reqs",
                 generation_tokens: Some("sglang:generation_tokens_total"),
                 preemptions: None,
+                generation_counted_at_end: false,
             }),
             EngineKind::Tgi => Some(MetricNames {
                 running: "tgi_batch_current_size",
                 waiting: "tgi_queue_size",
                 generation_tokens: None,
                 preemptions: None,
+                generation_counted_at_end: false,
             }),
             EngineKind::LlamaCpp => Some(MetricNames {
                 running: "llamacpp:requests_processing",
                 waiting: "llamacpp:requests_deferred",
                 generation_tokens: Some("llamacpp:tokens_predicted_total"),
                 preemptions: None,
+                generation_counted_at_end: true,
             }),
             EngineKind::Ollama | EngineKind::OpenAi => None,
         }

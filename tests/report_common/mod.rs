@@ -70,6 +70,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(31_379.3),
             samples: 1,
             ttft_ms_samples: vec![261.0],
+            error_messages: vec![],
         },
         PrefillRow {
             context: 131_072,
@@ -80,6 +81,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(6_473.0),
             samples: 1,
             ttft_ms_samples: vec![19_927.4],
+            error_messages: vec![],
         },
         PrefillRow {
             context: 262_143,
@@ -90,6 +92,11 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: None,
             samples: 1,
             ttft_ms_samples: vec![],
+            error_messages: vec![ErrorMessage::new(
+                Some(ErrorKind::HttpStatus),
+                Some(400),
+                "This model's maximum context length is 262144 tokens.",
+            )],
         },
     ];
 
