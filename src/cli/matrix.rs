@@ -58,8 +58,8 @@ pub struct MatrixArgs {
     pub concurrency: Option<String>,
     #[arg(long, default_value_t = 4096)]
     pub max_tokens: u64,
-    /// Window length per decode cell, in seconds.
-    #[arg(long, default_value_t = 30.0)]
+    /// Window length per decode cell (30s, 2m, 500ms; a bare number is seconds).
+    #[arg(long, default_value_t = 30.0, value_parser = super::duration::secs)]
     pub duration: f64,
     #[arg(long, default_value_t = 1)]
     pub prefill_samples: u32,
@@ -92,12 +92,16 @@ pub struct MatrixArgs {
     /// Continue an interrupted run in this folder.
     #[arg(long, conflicts_with = "out")]
     pub resume: Option<PathBuf>,
-    /// Seconds to wait for the readiness gate before opening the window anyway.
-    #[arg(long, default_value_t = 120.0)]
+    /// With --resume: keep the earlier measurements even when their settings differ; each
+    /// kept row and cell records the settings it was measured under.
+    #[arg(long, requires = "resume")]
+    pub resume_force: bool,
+    /// How long to wait for the readiness gate (a bare number is seconds).
+    #[arg(long, default_value_t = 120.0, value_parser = super::duration::secs)]
     pub ready_timeout: f64,
     /// Seconds the server's /metrics must keep showing every stream running and none waiting
     /// before the window opens (default 3; 1 with --mock; 0 opens on the first such sample).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::secs)]
     pub ready_stable: Option<f64>,
     /// Folder of calibrated prompts, reused across runs (default
     /// $XDG_CACHE_HOME/llmspeed/prompts or ~/.cache/llmspeed/prompts).
