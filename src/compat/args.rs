@@ -329,8 +329,12 @@ pub struct ServeArgs {
         help_heading = "llmspeed extras"
     )]
     pub ttft_from: TtftFrom,
-    /// Do not ask for continuous_usage_stats (some OpenAI-compatible servers reject it).
+    /// Also ask for `stream_options.continuous_usage_stats` (vLLM's bench does not): exact
+    /// per-event token counts in `llmspeed.token_count_source`; some servers reject the field.
     #[arg(long, help_heading = "llmspeed extras")]
+    pub continuous_usage: bool,
+    /// Accepted for old scripts: continuous usage is off unless `--continuous-usage`.
+    #[arg(long, hide = true, conflicts_with = "continuous_usage")]
     pub no_continuous_usage: bool,
     /// API key [env: OPENAI_API_KEY].
     #[arg(
@@ -625,7 +629,7 @@ impl ServeArgs {
             // vLLM forces ignore_eos for the random dataset so outputs have their set length.
             ignore_eos: self.ignore_eos || kind == DatasetKind::Random,
             extra,
-            continuous_usage: !self.no_continuous_usage,
+            continuous_usage: self.continuous_usage,
             metrics,
             percentiles,
             goodput,
