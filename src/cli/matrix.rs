@@ -89,7 +89,8 @@ pub struct MatrixArgs {
     /// Results folder (default results/<date>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Continue an interrupted run in this folder.
+    /// Continue an interrupted run in this folder (refused when it was measured with other
+    /// settings: model, base URL, --max-tokens, --duration, prompt mode, --chat, the loop rule).
     #[arg(long, conflicts_with = "out")]
     pub resume: Option<PathBuf>,
     /// With --resume: keep the earlier measurements even when their settings differ; each
@@ -218,6 +219,7 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             .or_else(|| a.out.clone())
             .unwrap_or_else(default_out_dir),
         resume: a.resume.is_some(),
+        resume_force: a.resume_force,
         retry_looped: a.on_loop == OnLoop::Retry,
         repetition,
         overrides: a.limits.overrides(),

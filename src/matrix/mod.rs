@@ -2,6 +2,7 @@
 
 pub mod cell;
 pub mod plan;
+pub mod resume;
 pub mod run;
 pub mod scout;
 pub mod status;

@@ -62,6 +62,8 @@ pub struct MatrixConfig {
     pub out_dir: PathBuf,
     /// Keep finished measurements found in `out_dir/results.json`.
     pub resume: bool,
+    /// Keep them even when they were measured with other settings (see `matrix::resume`).
+    pub resume_force: bool,
     pub retry_looped: bool,
     pub repetition: RepetitionConfig,
     pub overrides: Overrides,
@@ -451,37 +453,6 @@ impl Run<'_> {
     }
 }
 
-/// Copy finished measurements of an earlier report into `report` (same contexts and
-/// concurrency only); returns how many were kept.
-pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
-    let mut kept = 0;
-    for row in &mut report.prefill {
-        if row.status != CellStatus::Pending {
-            continue;
-        }
-        if let Some(o) = old
-            .prefill
-            .iter()
-            .find(|o| o.context == row.context && o.status == CellStatus::Valid)
-        {
-            *row = o.clone();
-            kept += 1;
-        }
-    }
-    for cell in &mut report.decode {
-        if cell.status != CellStatus::Pending {
-            continue;
-        }
-        if let Some(o) = old.decode.iter().find(|o| {
-            o.context == cell.context && o.concurrency == cell.concurrency && o.status.was_run()
-        }) {
-            *cell = o.clone();
-            kept += 1;
-        }
-    }
-    kept
-}
-
 /// Everything before the first measurement: probe, plan, the report skeleton.
 pub struct Prepared0 {
     pub info: ServerInfo,
@@ -536,6 +507,11 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         prompt_tokens: mode,
         seed: cfg.seed,
         ignore_eos: cfg.ignore_eos,
+        loop_rule: Some(crate::report::LoopRule {
+            min_repeats: cfg.repetition.min_repeats as u64,
+            min_span_chars: cfg.repetition.min_span as u64,
+            max_period_chars: cfg.repetition.max_period as u64,
+        }),
     };
     let (prefill, decode) = rows_from_plan(&plan);
     let h = &cfg.header;
@@ -608,7 +584,8 @@ pub async fn execute(
                 cfg.out_dir.display()
             )
         })?;
-        let kept = merge_resumed(&mut report, &old);
+        let kept = super::resume::resume(&mut report, &old, cfg.resume_force)
+            .map_err(|e| format!("cannot resume from {}: {e}", cfg.out_dir.display()))?;
         report.metadata.date = old.metadata.date.clone();
         progress(&format!("resume: {kept} finished measurements kept"));
     }

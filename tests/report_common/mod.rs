@@ -53,6 +53,11 @@ pub fn report() -> MatrixReport {
             prompt_tokens: PromptTokens::TokenizeEndpoint,
             seed: 1,
             ignore_eos: true,
+            loop_rule: Some(LoopRule {
+                min_repeats: 4,
+                min_span_chars: 4096,
+                max_period_chars: 2048,
+            }),
         },
         launch_command: Some(
             "vllm serve RedHatAI/gemma-4-26B-A4B-it-NVFP4 --served-model-name gemma --max-model-len 262144 --limit-mm-per-prompt '{\"image\":4}'"
@@ -70,6 +75,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(31_379.3),
             samples: 1,
             ttft_ms_samples: vec![261.0],
+            measured_under: None,
         },
         PrefillRow {
             context: 131_072,
@@ -80,6 +86,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(6_473.0),
             samples: 1,
             ttft_ms_samples: vec![19_927.4],
+            measured_under: None,
         },
         PrefillRow {
             context: 262_143,
@@ -90,6 +97,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: None,
             samples: 1,
             ttft_ms_samples: vec![],
+            measured_under: None,
         },
     ];
 
