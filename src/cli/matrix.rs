@@ -252,6 +252,69 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
     })
 }
 
+/// `matrix --mock`'s simulated server, on its own thread and current-thread runtime (as
+/// `selftest` runs it): it never shares the client's runtime, and its thread (with the mock's
+/// engine and trace threads, all named `mock-*`) is left out of the client's CPU figures
+/// (`sys::client_cpu`).
+struct MockThread {
+    addr: std::net::SocketAddr,
+    stop: Cancel,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl MockThread {
+    fn start(cfg: crate::mock::MockConfig) -> Result<MockThread, CliError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            CliError::failed(format!("cannot start the simulated server: {e}"))
+        };
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let stop = Cancel::new();
+        let sd = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{}server", crate::sys::SERVER_THREAD_PREFIX))
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = addr_tx.send(listener.local_addr());
+                    if let Err(e) =
+                        crate::mock::serve(listener, cfg, async move { sd.cancelled().await })
+                            .await
+                    {
+                        eprintln!("[matrix] simulated server stopped: {e}");
+                    }
+                });
+            })
+            .map_err(|e| failed(&e))?;
+        match addr_rx.recv() {
+            Ok(Ok(addr)) => Ok(MockThread { addr, stop, thread }),
+            Ok(Err(e)) => Err(failed(&e)),
+            Err(_) => Err(failed(&"its thread ended before binding")),
+        }
+    }
+
+    /// Stops the server and waits for its thread, so it never outlives the command.
+    fn stop(self) {
+        self.stop.cancel();
+        let _ = self.thread.join();
+    }
+}
+
 /// Probe, plan, run and write; shared by the CLI and the end-to-end tests.
 pub async fn run_async(
     client: &Client,
@@ -292,23 +355,14 @@ pub fn run(a: MatrixArgs) -> CliResult {
             s.cancel();
         }
     });
-    let (client_cfg, base_url, mock_stop) = if a.mock {
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .map_err(|e| CliError::failed(format!("cannot start the simulated server: {e}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| CliError::failed(e.to_string()))?;
-        let cfg = crate::mock::MockConfig::profile(crate::mock::Profile::Demo);
-        let shutdown = Cancel::new();
-        let sd = shutdown.clone();
-        rt.spawn(async move {
-            let _ = crate::mock::serve(listener, cfg, async move { sd.cancelled().await }).await;
-        });
-        let url = format!("http://{addr}");
+    let (client_cfg, base_url, mock_server) = if a.mock {
+        let server = MockThread::start(crate::mock::MockConfig::profile(
+            crate::mock::Profile::Demo,
+        ))?;
+        let url = format!("http://{}", server.addr);
         eprintln!("[matrix] simulated server (demo profile) at {url}");
         let target = Target::parse(&url).map_err(|e| CliError::failed(e.to_string()))?;
-        (ClientConfig::new(target), url, Some(shutdown))
+        (ClientConfig::new(target), url, Some(server))
     } else {
         let conn = a
             .conn
@@ -320,8 +374,8 @@ pub fn run(a: MatrixArgs) -> CliResult {
     let client =
         Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
-    if let Some(s) = mock_stop {
-        s.cancel();
+    if let Some(s) = mock_server {
+        s.stop();
     }
     let report = report?;
     if !a.dry_run {

@@ -518,7 +518,7 @@ pub async fn run(
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
-    let cpu0 = crate::sys::process_cpu().unwrap_or_default();
+    let cpu0 = crate::sys::client_cpu().unwrap_or_default();
     let wall0 = std::time::Instant::now();
     // Everything is measured from here: vLLM's "just before the first dispatch".
     let base_raw = clock.raw();
@@ -584,7 +584,7 @@ pub async fn run(
     }
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
-    let cpu1 = crate::sys::process_cpu().unwrap_or_default();
+    let cpu1 = crate::sys::client_cpu().unwrap_or_default();
 
     let opts = RecordOptions {
         base_raw,
