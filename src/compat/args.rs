@@ -120,6 +120,12 @@ pub struct ServeArgs {
     /// Accept any TLS certificate.
     #[arg(long, help_heading = "Server")]
     pub insecure: bool,
+    /// Trust the operating system's root certificates instead of the bundled ones.
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub system_roots: bool,
+    /// Also trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "PEM", help_heading = "llmspeed extras")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Model name [default: the first model in /v1/models].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
@@ -359,6 +365,8 @@ pub struct ServeConfig {
     /// Request i carries `x-request-id: {request_id_prefix}{i}` (vLLM's ids).
     pub request_id_prefix: String,
     pub insecure: bool,
+    pub system_roots: bool,
+    pub ca_cert: Option<std::path::PathBuf>,
     pub api_key: Option<String>,
     pub model: Option<String>,
     pub served_model_name: Option<String>,
@@ -616,6 +624,8 @@ impl ServeArgs {
             headers,
             request_id_prefix: self.request_id_prefix.clone(),
             insecure: self.insecure,
+            system_roots: self.system_roots,
+            ca_cert: self.ca_cert.clone(),
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),

@@ -100,6 +100,8 @@ fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     cc.headers = cfg.headers.clone();
     cc.api_key = cfg.api_key.clone();
     cc.insecure = cfg.insecure;
+    cc.system_roots = cfg.system_roots;
+    cc.ca_file = cfg.ca_cert.clone();
     cc.keep_text = cfg.save_detailed;
     cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
     // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests

@@ -498,7 +498,12 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     let settings = Settings {
         duration_s: cfg.duration.as_secs_f64(),
         max_tokens: cfg.plan.max_tokens,
-        prefill_mode: PrefillMode::DuringDecodeWarmup,
+        // Off when no prefill row will run (none planned, or all Over capacity / Skipped).
+        prefill_mode: if plan.prefill.iter().any(|p| p.status.is_none()) {
+            PrefillMode::DuringDecodeWarmup
+        } else {
+            PrefillMode::Off
+        },
         prefill_samples: cfg.plan.prefill_samples,
         contexts: plan.contexts.iter().map(|c| c.tokens).collect(),
         prefill_contexts: plan.prefill.iter().map(|p| p.context.tokens).collect(),
@@ -524,7 +529,9 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
             hardware: Hardware {
-                kind: h.gpu.as_ref().map(|_| "Discrete GPU".to_string()),
+                // Nothing here knows the kind of accelerator; the report shows only what the
+                // user told (--gpu, --vram-gb, --hardware).
+                kind: None,
                 gpu: h.gpu.clone(),
                 vram_gb: h.vram_gb,
                 os: Some(std::env::consts::OS.to_string()),
