@@ -239,7 +239,10 @@ mod tests {
         server.join().unwrap();
         let all_ms = b_all.since(a_all).total_ns() / 1_000_000;
         let client_ms = b_client.since(a_client).total_ns() / 1_000_000;
-        assert!(all_ms >= 290, "the burn shows in the process total: {all_ms} ms");
+        assert!(
+            all_ms >= 290,
+            "the burn shows in the process total: {all_ms} ms"
+        );
         // Ticks are 10 ms; other test threads may run meanwhile, but not 200 ms worth.
         assert!(
             client_ms < 100,

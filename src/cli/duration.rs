@@ -51,7 +51,7 @@ pub fn parse_secs_f64(s: &str, bare: Unit) -> Result<f64, String> {
     };
     let secs = v * scale;
     // `Duration::from_secs_f64` panics past ~584 years; nobody means that, so refuse it.
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(format!("`{s}` is not a valid duration"));
     }
     Ok(secs)

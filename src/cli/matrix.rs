@@ -293,8 +293,7 @@ impl MockThread {
                     };
                     let _ = addr_tx.send(listener.local_addr());
                     if let Err(e) =
-                        crate::mock::serve(listener, cfg, async move { sd.cancelled().await })
-                            .await
+                        crate::mock::serve(listener, cfg, async move { sd.cancelled().await }).await
                     {
                         eprintln!("[matrix] simulated server stopped: {e}");
                     }
@@ -356,9 +355,8 @@ pub fn run(a: MatrixArgs) -> CliResult {
         }
     });
     let (client_cfg, base_url, mock_server) = if a.mock {
-        let server = MockThread::start(crate::mock::MockConfig::profile(
-            crate::mock::Profile::Demo,
-        ))?;
+        let server =
+            MockThread::start(crate::mock::MockConfig::profile(crate::mock::Profile::Demo))?;
         let url = format!("http://{}", server.addr);
         eprintln!("[matrix] simulated server (demo profile) at {url}");
         let target = Target::parse(&url).map_err(|e| CliError::failed(e.to_string()))?;
