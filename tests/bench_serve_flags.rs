@@ -325,3 +325,16 @@ fn tls_flags_reach_the_client() {
         .expect_err("an unreadable CA file must stop the run");
     assert!(err.to_string().contains("no PEM certificates"), "{err}");
 }
+
+#[test]
+fn chat_end_rule_is_chat_only() {
+    let cfg = check(&["--backend", "openai-chat", "--chat-end", "last-message"]).unwrap();
+    assert_eq!(cfg.chat_end, llmspeed::compat::args::ChatEnd::LastMessage);
+    let default = check(&["--backend", "openai-chat"]).unwrap();
+    assert_eq!(
+        default.chat_end,
+        llmspeed::compat::args::ChatEnd::LastChoice
+    );
+    let e = check(&["--chat-end", "last-message"]).unwrap_err();
+    assert!(e.contains("--backend openai-chat"), "{e}");
+}

@@ -12,6 +12,10 @@
 //! - success = at least one token chunk; latency = last token chunk - start;
 //! - TPOT = (latency - TTFT) / (output_tokens - 1) when output_tokens > 1.
 //!
+//! vLLM releases before that rule (e.g. the file at commit 3aee4a4f) ended a *chat* request at
+//! the last message before `[DONE]`, usage-only chunk included, and never failed a 200 chat
+//! stream: `--chat-end last-message` ([`RequestEnd::LastMessage`]), checked last below.
+//!
 //! Each case feeds a real HTTP/SSE byte stream through the client's decoder, one read per
 //! message at a chosen stamp (the mock clock reads nanoseconds), so the whole path from bytes to
 //! figures is checked, not only the arithmetic.
@@ -19,7 +23,8 @@
 use bytes::BytesMut;
 use llmspeed::clock::Clock;
 use llmspeed::compat::metrics::{
-    compute, FailureKind, LatencyOrigin, MetricsConfig, RecordOptions, RequestRecord, TtftPredicate,
+    compute, FailureKind, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
+    TtftPredicate,
 };
 use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
 use llmspeed::timeline::Timeline;
@@ -39,6 +44,10 @@ struct Want {
 /// Feeds `messages` (stamp in ms, SSE payload) as one read each; the response head arrives at
 /// 1 ms. Start (the scheduled send) is 0.
 fn record(messages: &[(u64, &str)]) -> RequestRecord {
+    record_with(messages, RequestEnd::LastChoice)
+}
+
+fn record_with(messages: &[(u64, &str)], end: RequestEnd) -> RequestRecord {
     let (clock, _mock) = Clock::mock();
     let mut tl = Timeline::new(0, 64, false);
     let mut d = StreamDecoder::new(1 << 20);
@@ -73,6 +82,7 @@ fn record(messages: &[(u64, &str)]) -> RequestRecord {
         base_raw: 0,
         origin: LatencyOrigin::Sent,
         predicate: TtftPredicate::FirstChoice,
+        end,
     };
     RequestRecord::from_timeline(&tl, &clock, &opts, 7, 0)
 }
@@ -298,4 +308,82 @@ fn run_metrics_pool_the_golden_requests_as_vllm_does() {
     assert!((m.ttft_ms.mean - 20.0).abs() < 1e-9);
     assert!((m.tpot_ms.mean - 7.5).abs() < 1e-9);
     assert!((m.e2el_ms.mean - 30.0).abs() < 1e-9);
+}
+
+/// The chat stream of the first test under vLLM's older chat rule: same TTFT and ITL, the end
+/// moves to the usage-only chunk (170 ms), so TPOT = (170 - 100) / 2 = 35 ms.
+#[test]
+fn older_vllm_chat_rule_ends_at_the_usage_chunk() {
+    let msgs: &[(u64, &str)] = &[
+        (
+            100,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+        ),
+        (
+            110,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
+        ),
+        (
+            125,
+            r#"{"choices":[{"index":0,"delta":{"content":"b c"},"finish_reason":null}]}"#,
+        ),
+        (
+            130,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+        ),
+        (
+            170,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+        ),
+        (171, "[DONE]"),
+    ];
+    let r = record_with(msgs, RequestEnd::LastMessage);
+    let want = Want {
+        success: true,
+        ttft_ms: 100,
+        itl_ms: vec![10, 15, 5],
+        latency_ms: 170,
+        output_tokens: 3,
+    };
+    assert_eq!(got(&r), want);
+    assert_eq!(r.tpot_ns(), Some(35.0 * MS as f64));
+    // The current rule on the same bytes, for contrast.
+    assert_eq!(got(&record(msgs)).latency_ms, 130);
+}
+
+#[test]
+fn older_vllm_chat_rule_does_not_fail_a_stream_without_choices() {
+    // vLLM's older chat path: success = True on any 200 stream; TTFT stays 0.0, no ITL, latency
+    // = the last message (the usage chunk) - start, output_tokens from usage.
+    let r = record_with(
+        &[
+            (
+                30,
+                r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":0,"total_tokens":7}}"#,
+            ),
+            (31, "[DONE]"),
+        ],
+        RequestEnd::LastMessage,
+    );
+    let want = Want {
+        success: true,
+        ttft_ms: 0,
+        itl_ms: vec![],
+        latency_ms: 30,
+        output_tokens: 0,
+    };
+    assert_eq!(got(&r), want);
+    assert_eq!(r.ttft_ns(), Some(0));
+    // It is a completed request in the run's figures, with E2EL 30 ms.
+    let m = compute(
+        &[r],
+        1_000 * MS,
+        &MetricsConfig {
+            percentiles: vec![50.0],
+            goodput: None,
+        },
+    );
+    assert_eq!((m.completed, m.failed), (1, 0));
+    assert!((m.e2el_ms.mean - 30.0).abs() < 1e-9);
+    assert!((m.ttft_ms.mean - 0.0).abs() < 1e-9);
 }

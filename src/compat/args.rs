@@ -88,6 +88,16 @@ pub enum TtftFrom {
     Content,
 }
 
+/// Where a chat request ends (see `compat::metrics::RequestEnd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChatEnd {
+    /// The last event with choices; a stream without one fails (current vLLM).
+    LastChoice,
+    /// The last message before [DONE], usage-only chunk included; a stream without choices
+    /// still succeeds (older vLLM releases' chat path).
+    LastMessage,
+}
+
 /// Where latency starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LatencyFrom {
@@ -335,6 +345,16 @@ pub struct ServeArgs {
         help_heading = "llmspeed extras"
     )]
     pub ttft_from: TtftFrom,
+    /// Where a chat request's E2EL ends and whether a stream without choices fails: vLLM's
+    /// current rule (last-choice) or its older releases' chat rule (last-message). Chat only:
+    /// vLLM's completions path always used last-choice.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "last-choice",
+        help_heading = "llmspeed extras"
+    )]
+    pub chat_end: ChatEnd,
     /// Also ask for `stream_options.continuous_usage_stats` (vLLM's bench does not): exact
     /// per-event token counts in `llmspeed.token_count_source`; some servers reject the field.
     #[arg(long, help_heading = "llmspeed extras")]
@@ -394,6 +414,7 @@ pub struct ServeConfig {
     pub label: Option<String>,
     pub latency_from: LatencyFrom,
     pub ttft_from: TtftFrom,
+    pub chat_end: ChatEnd,
     pub threads: usize,
 }
 
@@ -481,6 +502,13 @@ impl ServeArgs {
             }
         }
         let backend = Backend::parse(&self.backend)?;
+        if self.chat_end == ChatEnd::LastMessage && !backend.is_chat() {
+            return Err(
+                "--chat-end last-message is vLLM's older chat rule; its completions path always \
+                 ended at the last choice (use --backend openai-chat)"
+                    .into(),
+            );
+        }
         let kind = DatasetKind::parse(&self.dataset_name)?;
         let base_url = match &self.base_url {
             Some(u) => u.trim_end_matches('/').to_string(),
@@ -652,6 +680,7 @@ impl ServeArgs {
             label: self.label.clone(),
             latency_from: self.latency_from,
             ttft_from: self.ttft_from,
+            chat_end: self.chat_end,
             threads: self.threads,
         })
     }

@@ -10,9 +10,9 @@
 
 use crate::analysis::stats::Summary;
 use crate::clock::Clock;
-use crate::compat::args::{LatencyFrom, ServeConfig, TtftFrom};
+use crate::compat::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
 use crate::compat::metrics::{
-    compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestRecord,
+    compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
     TtftPredicate,
 };
 use crate::compat::result::{self, Detailed, RunInfo};
@@ -598,6 +598,10 @@ pub async fn run(
             TtftFrom::Choice => TtftPredicate::FirstChoice,
             TtftFrom::Content => TtftPredicate::FirstContent,
         },
+        end: match cfg.chat_end {
+            ChatEnd::LastChoice => RequestEnd::LastChoice,
+            ChatEnd::LastMessage => RequestEnd::LastMessage,
+        },
     };
     let mut records = Vec::with_capacity(samples.len());
     let mut detailed = Detailed::default();
@@ -663,6 +667,7 @@ pub async fn run(
         "version": env!("CARGO_PKG_VERSION"),
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
         "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
+        "chat_end": match cfg.chat_end { ChatEnd::LastChoice => "last_choice", ChatEnd::LastMessage => "last_message" },
         "prompt_token_counting": counting.as_str(),
         "token_count_source": sources,
         "num_warmups": cfg.num_warmups,
