@@ -57,6 +57,62 @@ pub fn thread_cpu() -> Option<CpuTime> {
     rusage(libc::RUSAGE_THREAD).map(|ru| cpu_of(&ru))
 }
 
+/// Thread-name prefix of an in-process simulated server (`matrix --mock`, `selftest`): the
+/// mock's engine and trace threads and the thread its runtime runs on. Their CPU is the
+/// server's, not the client's.
+pub const SERVER_THREAD_PREFIX: &str = "mock-";
+
+/// CPU time of this process's live threads whose name starts with `prefix`. Linux only
+/// (`/proc/self/task/*/stat`, in clock ticks: 10 ms per thread at the usual 100 Hz); `None`
+/// elsewhere or when `/proc` cannot be read.
+pub fn threads_cpu(prefix: &str) -> Option<CpuTime> {
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        return None;
+    }
+    let tick_ns = 1_000_000_000 / hz as u64;
+    let mut total = CpuTime::default();
+    for entry in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        // A thread may end between the listing and the read: skip it.
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        if let Some((name, user, system)) = parse_task_stat(&stat) {
+            if name.starts_with(prefix) {
+                total.user_ns += user * tick_ns;
+                total.system_ns += system * tick_ns;
+            }
+        }
+    }
+    Some(total)
+}
+
+/// `(comm, utime, stime)` of one `/proc/<pid>/task/<tid>/stat` line. The name sits in
+/// parentheses and may itself hold spaces or parentheses, so fields are counted after the last
+/// `)`: state is field 3, utime 14, stime 15.
+fn parse_task_stat(line: &str) -> Option<(&str, u64, u64)> {
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let name = line.get(open + 1..close)?;
+    let mut rest = line.get(close + 1..)?.split_ascii_whitespace();
+    let utime = rest.nth(11)?.parse().ok()?;
+    let stime = rest.next()?.parse().ok()?;
+    Some((name, utime, stime))
+}
+
+/// CPU time of the client: the whole process minus the threads of an in-process simulated
+/// server ([`SERVER_THREAD_PREFIX`]), so `matrix --mock` does not charge the server's work to
+/// the client. Those threads live for the whole run, so differences between two readings are
+/// exact up to the per-thread tick. Without `/proc`, the whole process.
+pub fn client_cpu() -> Option<CpuTime> {
+    let all = process_cpu()?;
+    Some(match threads_cpu(SERVER_THREAD_PREFIX) {
+        Some(server) => all.since(server),
+        None => all,
+    })
+}
+
 /// Peak resident set size of the process in bytes (Linux reports KiB).
 pub fn peak_rss_bytes() -> Option<u64> {
     rusage(libc::RUSAGE_SELF).map(|ru| ru.ru_maxrss.max(0) as u64 * 1024)
@@ -142,6 +198,56 @@ mod tests {
             assert_eq!(d.rfc3339(), rfc, "{unix}");
             assert_eq!(d.compact(), compact, "{unix}");
         }
+    }
+
+    #[test]
+    fn task_stat_fields_after_a_name_with_spaces_and_parens() {
+        let line = "4242 (mock-a (b) c) S 1 2 3 4 5 6 7 8 9 10 123 45 0 0 20 0 1 0";
+        assert_eq!(parse_task_stat(line), Some(("mock-a (b) c", 123, 45)));
+        assert_eq!(parse_task_stat("1 (x) S 1 2"), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn client_cpu_leaves_out_a_busy_server_thread() {
+        // A "server" thread burns 300 ms of CPU while this thread waits; the process total
+        // grows by that much, the client's figure must not.
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let (burnt_tx, burnt_rx) = std::sync::mpsc::channel::<()>();
+        let a_all = process_cpu().unwrap();
+        let a_client = client_cpu().unwrap();
+        let server = std::thread::Builder::new()
+            .name(format!("{SERVER_THREAD_PREFIX}test"))
+            .spawn(move || {
+                let start = thread_cpu().unwrap().total_ns();
+                let mut x = 0u64;
+                while thread_cpu().unwrap().total_ns() - start < 300_000_000 {
+                    for i in 0..100_000u64 {
+                        x = x.wrapping_mul(31).wrapping_add(i);
+                    }
+                }
+                std::hint::black_box(x);
+                let _ = burnt_tx.send(());
+                // Stay alive until read: a live thread's CPU is what is subtracted.
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        burnt_rx.recv().unwrap();
+        let b_all = process_cpu().unwrap();
+        let b_client = client_cpu().unwrap();
+        done_tx.send(()).unwrap();
+        server.join().unwrap();
+        let all_ms = b_all.since(a_all).total_ns() / 1_000_000;
+        let client_ms = b_client.since(a_client).total_ns() / 1_000_000;
+        assert!(
+            all_ms >= 290,
+            "the burn shows in the process total: {all_ms} ms"
+        );
+        // Ticks are 10 ms; other test threads may run meanwhile, but not 200 ms worth.
+        assert!(
+            client_ms < 100,
+            "the server thread was charged to the client: {client_ms} of {all_ms} ms"
+        );
     }
 
     #[test]

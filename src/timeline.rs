@@ -233,6 +233,9 @@ pub struct Timeline {
     pub first_token: Option<u64>,
     /// The response ended (`[DONE]`, end of body, or failure).
     pub end: Option<u64>,
+    /// The last JSON stream message before `[DONE]`, with or without choices (a usage-only
+    /// chunk too): where vLLM's older chat benchmark ended a request.
+    pub last_message: Option<u64>,
     pub events: Vec<EventRecord>,
     pub token_count_source: TokenCountSource,
     /// Output text per channel, only when the request asked for it.
@@ -266,6 +269,7 @@ impl Timeline {
             first_event: None,
             first_token: None,
             end: None,
+            last_message: None,
             events: Vec::with_capacity(expected_events),
             token_count_source: TokenCountSource::Chunks,
             content_text: keep_text.then(|| String::with_capacity(expected_events * 6)),

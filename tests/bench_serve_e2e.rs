@@ -196,7 +196,8 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     assert_eq!(v["total_input_tokens"], 40 * 64);
     assert_eq!(v["total_output_tokens"], 40 * 20);
     assert_eq!(v["request_rate"], 80.0);
-    assert_eq!(v["llmspeed"]["token_count_source"]["continuous_usage"], 40);
+    // vLLM's body has no continuous_usage_stats, so per-event counts come from the chunks.
+    assert_eq!(v["llmspeed"]["token_count_source"]["chunks"], 40);
 
     // Ground truth: every request, under exactly the id we sent, wrote 20 token chunks.
     let writes = trace_writes(&trace);
@@ -344,6 +345,18 @@ async fn failed_requests_are_counted_by_kind() {
     mock.stop().await;
     assert_eq!((out.metrics.completed, out.metrics.failed), (0, 5));
     assert_eq!(out.extras["failures_by_kind"]["http_status"], 5);
+    // The server's own words, once per kind, in the JSON and in the console block.
+    let first = &out.extras["first_failure_by_kind"]["http_status"];
+    assert_eq!(first["status"], 404, "{first}");
+    let msg = first["message"].as_str().unwrap();
+    assert!(msg.contains("not-served"), "{msg}");
+    let mut console = Vec::new();
+    run::report(&cfg, &out, &mut console).expect("report");
+    let console = String::from_utf8(console).unwrap();
+    assert!(
+        console.contains(&format!("First http_status (HTTP 404): {msg}")),
+        "{console}"
+    );
     assert!(
         out.detailed.errors.iter().all(|e| e.contains("404")),
         "{:?}",

@@ -293,3 +293,48 @@ fn help_groups_flags_like_vllm() {
         assert!(help.contains(heading), "missing {heading}");
     }
 }
+
+/// The README promises every client command the TLS flags; `bench serve` hands them to its
+/// client (a bad CA file is refused by the client itself, before any request).
+#[test]
+fn tls_flags_reach_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("bad.pem");
+    std::fs::write(&pem, "not a certificate").unwrap();
+    let cfg = check(&[
+        "--base-url",
+        "https://127.0.0.1:9",
+        "--system-roots",
+        "--ca-cert",
+        pem.to_str().unwrap(),
+    ])
+    .expect("flags accepted");
+    assert!(cfg.system_roots);
+    assert_eq!(cfg.ca_cert.as_deref(), Some(pem.as_path()));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(llmspeed::compat::run::run(
+            &cfg,
+            llmspeed::clock::Clock::new(),
+            &llmspeed::net::Cancel::new(),
+            &mut Vec::new(),
+        ))
+        .expect_err("an unreadable CA file must stop the run");
+    assert!(err.to_string().contains("no PEM certificates"), "{err}");
+}
+
+#[test]
+fn chat_end_rule_is_chat_only() {
+    let cfg = check(&["--backend", "openai-chat", "--chat-end", "last-message"]).unwrap();
+    assert_eq!(cfg.chat_end, llmspeed::compat::args::ChatEnd::LastMessage);
+    let default = check(&["--backend", "openai-chat"]).unwrap();
+    assert_eq!(
+        default.chat_end,
+        llmspeed::compat::args::ChatEnd::LastChoice
+    );
+    let e = check(&["--chat-end", "last-message"]).unwrap_err();
+    assert!(e.contains("--backend openai-chat"), "{e}");
+}

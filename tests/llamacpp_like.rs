@@ -374,6 +374,7 @@ async fn matrix_calibrates_with_the_content_dialect_and_caches_by_tokenizer() {
         ignore_eos: true,
         out_dir: dir.path().join("run"),
         resume: false,
+        resume_force: false,
         retry_looped: false,
         repetition: RepetitionConfig {
             min_repeats: 4,

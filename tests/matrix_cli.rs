@@ -69,7 +69,6 @@ fn usage_errors_are_one_line_with_code_2() {
         vec!["matrix", "--mock", "--contexts", "8q"],
         vec!["matrix", "--mock", "--duration", "0"],
         vec!["matrix", "--mock", "--concurrency", ""],
-        vec!["matrix", "--mock", "--ready-stable", "NaN"],
         vec!["matrix", "--mock", "--max-tokens", "0"],
         vec!["matrix", "--mock", "--max-tokens", "4294967297"],
     ] {
@@ -78,6 +77,10 @@ fn usage_errors_are_one_line_with_code_2() {
         let e = String::from_utf8_lossy(&o.stderr);
         assert_eq!(e.trim().lines().count(), 1, "{args:?}: {e}");
     }
+    // Not a duration: refused by the argument parser (clap's own error shape), still code 2.
+    let o = llmspeed(&["matrix", "--mock", "--ready-stable", "NaN"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`NaN` is not a duration"));
     let o = llmspeed(&["matrix"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--base-url"));

@@ -48,6 +48,7 @@ fn matrix_config(out: &Path, base_url: &str, contexts: &[u64], conc: &[u64]) -> 
         ignore_eos: true,
         out_dir: out.to_path_buf(),
         resume: false,
+        resume_force: false,
         retry_looped: false,
         repetition: RepetitionConfig {
             min_repeats: 4,
@@ -296,15 +297,88 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
     assert!(schema_errors(&json).is_empty());
     assert!(json["metadata"]["interrupted"].is_string());
 
-    // Resume: the finished cell is kept as it was, the pending one is measured now.
+    // Resume: the finished cell is kept as it was, the pending one is measured now. The
+    // restarted mock listens on another port (tests bind port 0), so only --resume-force
+    // keeps the cell, marked with the old base URL.
     let first = r.decode[0].clone();
     let r2 = run_matrix(mock_config(None), &out, &[512], &[1, 2], |c| {
-        c.resume = true
+        long(c);
+        c.resume = true;
+        c.resume_force = true;
     });
     assert!(r2.metadata.interrupted.is_none());
-    assert_eq!(r2.decode[0], first);
+    let mut kept = r2.decode[0].clone();
+    let under = kept.measured_under.take().expect("old settings recorded");
+    assert_eq!(under.differs, ["base URL"]);
+    assert_eq!(under.base_url, r.metadata.base_url);
+    assert_eq!(kept, first);
     assert_eq!(r2.decode[1].status, CellStatus::Valid);
-    assert_eq!(r2.prefill[0], r.prefill[0]);
+    assert!(r2.decode[1].measured_under.is_none(), "measured now");
+    let mut row = r2.prefill[0].clone();
+    assert!(row.measured_under.take().is_some());
+    assert_eq!(row, r.prefill[0]);
+}
+
+#[test]
+fn resume_refuses_other_settings_and_force_records_the_old_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mixed");
+    let short = |c: &mut MatrixConfig| c.duration = Duration::from_millis(500);
+    let first = run_matrix(mock_config(None), &out, &[512], &[1], short);
+    assert_eq!(first.decode[0].status, CellStatus::Valid);
+    let saved = std::fs::read_to_string(out.join("results.json")).unwrap();
+    // The loop rule is part of the file now.
+    let json: Value = serde_json::from_str(&saved).unwrap();
+    assert_eq!(
+        json["metadata"]["settings"]["loop_rule"]["min_span_chars"],
+        600
+    );
+
+    // Before the check, the 256-token cell was kept silently under a 64-token run.
+    let err = run_matrix_result(mock_config(None), &out, &[512], &[1], |c| {
+        short(c);
+        c.resume = true;
+        c.plan.max_tokens = 64;
+        c.repetition.min_repeats = 5;
+    })
+    .expect_err("other settings must stop --resume");
+    assert!(
+        err.contains(&format!("--max-tokens {MAX_TOKENS} (now 64)")),
+        "{err}"
+    );
+    assert!(err.contains("loop rule --loop-min-repeats 4"), "{err}");
+    assert!(err.contains("--resume-force"), "{err}");
+    assert!(!err.contains("model"), "the model did not change: {err}");
+    assert_eq!(
+        std::fs::read_to_string(out.join("results.json")).unwrap(),
+        saved,
+        "a refused resume writes nothing"
+    );
+
+    let forced = run_matrix(mock_config(None), &out, &[512], &[1], |c| {
+        short(c);
+        c.resume = true;
+        c.resume_force = true;
+        c.plan.max_tokens = 64;
+    });
+    let cell = &forced.decode[0];
+    assert_eq!(cell.output_tok_per_s, first.decode[0].output_tok_per_s);
+    let under = cell.measured_under.as_ref().expect("old settings recorded");
+    assert_eq!(under.max_tokens, MAX_TOKENS);
+    // Each run's mock has its own port.
+    assert_eq!(under.differs, ["base URL", "--max-tokens"]);
+    assert_eq!(forced.metadata.settings.max_tokens, 64);
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert!(
+        schema_errors(&json).is_empty(),
+        "{:?}",
+        schema_errors(&json)
+    );
+    assert_eq!(
+        json["decode"][0]["measured_under"]["max_tokens"],
+        MAX_TOKENS
+    );
 }
 
 #[test]

@@ -90,7 +90,7 @@ vllm · 0.30.1rc1.dev452+g73a583112 · NVFP4 · 3 contexts (8K–251K) × 4 conc
 - Benchmark tool: llmspeed v0.1.0
 - Date: 2026-11-30T04:00:00Z
 - Decode test: Fixed duration
-- Prefill mode: Measured during decode warm-up
+- Prefill mode: max_tokens=1 requests before each context's decode cells, median of 1 per context
 - Time per measurement: 30.0 s
 - Max output: 4,096 tokens (ignore_eos)
 - Prompts: chat completions (three turns), sized with the server's tokenize endpoint, seed 1
@@ -171,3 +171,17 @@ Latencies are medians. Total tok/s is output across all simultaneous requests; f
 
 - Total tok/s: output tokens stamped inside the window divided by the window length.
 "#;
+
+#[test]
+fn prefill_mode_line_comes_from_the_settings() {
+    // Before, the line was one fixed phrase whatever the run did.
+    let mut r = report_common::report();
+    r.metadata.settings.prefill_samples = 3;
+    let md = render(&r);
+    assert!(
+        md.contains("- Prefill mode: max_tokens=1 requests before each context's decode cells, median of 3 per context"),
+        "{md}"
+    );
+    r.metadata.settings.prefill_mode = llmspeed::report::PrefillMode::Off;
+    assert!(render(&r).contains("- Prefill mode: Not measured"));
+}

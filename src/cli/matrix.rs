@@ -58,8 +58,8 @@ pub struct MatrixArgs {
     pub concurrency: Option<String>,
     #[arg(long, default_value_t = 4096)]
     pub max_tokens: u64,
-    /// Window length per decode cell, in seconds.
-    #[arg(long, default_value_t = 30.0)]
+    /// Window length per decode cell (30s, 2m, 500ms; a bare number is seconds).
+    #[arg(long, default_value_t = 30.0, value_parser = super::duration::secs)]
     pub duration: f64,
     #[arg(long, default_value_t = 1)]
     pub prefill_samples: u32,
@@ -89,16 +89,22 @@ pub struct MatrixArgs {
     /// Results folder (default results/<date>).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Continue an interrupted run in this folder.
+    /// Continue an interrupted run in this folder (refused when it was measured with other
+    /// settings: model, base URL, --max-tokens, --duration, prompt mode, --chat, the loop rule).
     #[arg(long, conflicts_with = "out")]
     pub resume: Option<PathBuf>,
-    /// Seconds to wait for the readiness gate; then the window opens anyway and the cell is at
-    /// best Queued, or, when no stream has produced a token, Failed (timeout_first_token).
-    #[arg(long, default_value_t = 120.0)]
+    /// With --resume: keep the earlier measurements even when their settings differ; each
+    /// kept row and cell records the settings it was measured under.
+    #[arg(long, requires = "resume")]
+    pub resume_force: bool,
+    /// How long to wait for the readiness gate (a bare number is seconds); then the window
+    /// opens anyway and the cell is at best Queued, or, when no stream has produced a token,
+    /// Failed (timeout_first_token).
+    #[arg(long, default_value_t = 120.0, value_parser = super::duration::secs)]
     pub ready_timeout: f64,
     /// Seconds the server's /metrics must keep showing every stream running and none waiting
     /// before the window opens (default 3; 1 with --mock; 0 opens on the first such sample).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::secs)]
     pub ready_stable: Option<f64>,
     /// Folder of calibrated prompts, reused across runs (default
     /// $XDG_CACHE_HOME/llmspeed/prompts or ~/.cache/llmspeed/prompts).
@@ -215,6 +221,7 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             .or_else(|| a.out.clone())
             .unwrap_or_else(default_out_dir),
         resume: a.resume.is_some(),
+        resume_force: a.resume_force,
         retry_looped: a.on_loop == OnLoop::Retry,
         repetition,
         overrides: a.limits.overrides(),
@@ -245,6 +252,68 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
         base_url: base_url.to_string(),
         skip_warmup: false,
     })
+}
+
+/// `matrix --mock`'s simulated server, on its own thread and current-thread runtime (as
+/// `selftest` runs it): it never shares the client's runtime, and its thread (with the mock's
+/// engine and trace threads, all named `mock-*`) is left out of the client's CPU figures
+/// (`sys::client_cpu`).
+struct MockThread {
+    addr: std::net::SocketAddr,
+    stop: Cancel,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl MockThread {
+    fn start(cfg: crate::mock::MockConfig) -> Result<MockThread, CliError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            CliError::failed(format!("cannot start the simulated server: {e}"))
+        };
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let stop = Cancel::new();
+        let sd = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("{}server", crate::sys::SERVER_THREAD_PREFIX))
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = addr_tx.send(listener.local_addr());
+                    if let Err(e) =
+                        crate::mock::serve(listener, cfg, async move { sd.cancelled().await }).await
+                    {
+                        eprintln!("[matrix] simulated server stopped: {e}");
+                    }
+                });
+            })
+            .map_err(|e| failed(&e))?;
+        match addr_rx.recv() {
+            Ok(Ok(addr)) => Ok(MockThread { addr, stop, thread }),
+            Ok(Err(e)) => Err(failed(&e)),
+            Err(_) => Err(failed(&"its thread ended before binding")),
+        }
+    }
+
+    /// Stops the server and waits for its thread, so it never outlives the command.
+    fn stop(self) {
+        self.stop.cancel();
+        let _ = self.thread.join();
+    }
 }
 
 /// Probe, plan, run and write; shared by the CLI and the end-to-end tests.
@@ -287,23 +356,13 @@ pub fn run(a: MatrixArgs) -> CliResult {
             s.cancel();
         }
     });
-    let (client_cfg, base_url, mock_stop) = if a.mock {
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .map_err(|e| CliError::failed(format!("cannot start the simulated server: {e}")))?;
-        let addr = listener
-            .local_addr()
-            .map_err(|e| CliError::failed(e.to_string()))?;
-        let cfg = crate::mock::MockConfig::profile(crate::mock::Profile::Demo);
-        let shutdown = Cancel::new();
-        let sd = shutdown.clone();
-        rt.spawn(async move {
-            let _ = crate::mock::serve(listener, cfg, async move { sd.cancelled().await }).await;
-        });
-        let url = format!("http://{addr}");
+    let (client_cfg, base_url, mock_server) = if a.mock {
+        let server =
+            MockThread::start(crate::mock::MockConfig::profile(crate::mock::Profile::Demo))?;
+        let url = format!("http://{}", server.addr);
         eprintln!("[matrix] simulated server (demo profile) at {url}");
         let target = Target::parse(&url).map_err(|e| CliError::failed(e.to_string()))?;
-        (ClientConfig::new(target), url, Some(shutdown))
+        (ClientConfig::new(target), url, Some(server))
     } else {
         let conn = a
             .conn
@@ -318,8 +377,8 @@ pub fn run(a: MatrixArgs) -> CliResult {
         rt.block_on(conn.wait_ready(&client))?;
     }
     let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
-    if let Some(s) = mock_stop {
-        s.cancel();
+    if let Some(s) = mock_server {
+        s.stop();
     }
     let report = report?;
     if !a.dry_run {

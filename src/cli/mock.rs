@@ -44,16 +44,16 @@ pub struct MockArgs {
     #[arg(long)]
     pub prefill_half_ctx: Option<f64>,
     /// Decode step: fixed part, microseconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration::micros)]
     pub decode_base_us: Option<f64>,
     /// Decode step: added per sequence in the batch, microseconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration::micros)]
     pub decode_per_seq_us: Option<f64>,
     /// Decode step: added per 1000 tokens of context summed over the batch, microseconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration::micros)]
     pub decode_per_ktok_us: Option<f64>,
     /// Decode step: added per 1000 tokens of the longest context, microseconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::duration::micros)]
     pub decode_per_ktok_max_us: Option<f64>,
     /// Streams repeat a fixed 24-token period from token N on (any N; below 24 the first 24
     /// tokens are the period).

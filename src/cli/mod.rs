@@ -2,6 +2,7 @@
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
 pub mod bench;
+pub mod duration;
 pub mod matrix;
 pub mod mock;
 pub mod probe;

@@ -34,18 +34,18 @@ pub struct ConnectionArgs {
     /// Also trust the CA certificates in this PEM file.
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
-    /// Connect + TLS handshake limit in seconds (0 = none).
-    #[arg(long, value_name = "SECS", default_value_t = 10.0)]
+    /// Connect + TLS handshake limit (10s, 500ms; a bare number is seconds; 0 = none).
+    #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = super::duration::secs)]
     pub connect_timeout: f64,
-    /// Limit from sending the request to the first event, in seconds (0 = none). Long prompts
+    /// Limit from sending the request to the first event (a bare number is seconds; 0 = none). Long prompts
     /// take minutes to prefill.
-    #[arg(long, value_name = "SECS", default_value_t = 600.0)]
+    #[arg(long, value_name = "DURATION", default_value_t = 600.0, value_parser = super::duration::secs)]
     pub first_byte_timeout: f64,
-    /// Longest silence between two events, in seconds (0 = none).
-    #[arg(long, value_name = "SECS", default_value_t = 120.0)]
+    /// Longest silence between two events (a bare number is seconds; 0 = none).
+    #[arg(long, value_name = "DURATION", default_value_t = 120.0, value_parser = super::duration::secs)]
     pub gap_timeout: f64,
-    /// Limit on the whole request, in seconds (0 = none).
-    #[arg(long, value_name = "SECS", default_value_t = 0.0)]
+    /// Limit on the whole request (a bare number is seconds; 0 = none).
+    #[arg(long, value_name = "DURATION", default_value_t = 0.0, value_parser = super::duration::secs)]
     pub total_timeout: f64,
     /// Wait up to this many seconds for the server to come up: `GET /v1/models` is retried on
     /// refused connections and 5xx (a model still loading) until it answers 200 (0 = one try),

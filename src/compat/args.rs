@@ -88,6 +88,16 @@ pub enum TtftFrom {
     Content,
 }
 
+/// Where a chat request ends (see `compat::metrics::RequestEnd`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ChatEnd {
+    /// The last event with choices; a stream without one fails (current vLLM).
+    LastChoice,
+    /// The last message before [DONE], usage-only chunk included; a stream without choices
+    /// still succeeds (older vLLM releases' chat path).
+    LastMessage,
+}
+
 /// Where latency starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LatencyFrom {
@@ -120,6 +130,12 @@ pub struct ServeArgs {
     /// Accept any TLS certificate.
     #[arg(long, help_heading = "Server")]
     pub insecure: bool,
+    /// Trust the operating system's root certificates instead of the bundled ones.
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub system_roots: bool,
+    /// Also trust the CA certificates in this PEM file.
+    #[arg(long, value_name = "PEM", help_heading = "llmspeed extras")]
+    pub ca_cert: Option<std::path::PathBuf>,
     /// Model name [default: the first model in /v1/models].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
@@ -138,7 +154,7 @@ pub struct ServeArgs {
     #[arg(long, help_heading = "Server")]
     pub trust_remote_code: bool,
     /// Seconds to wait for the server to answer /v1/models before starting (0 = no wait).
-    #[arg(long, default_value_t = 600, help_heading = "Server")]
+    #[arg(long, default_value_t = 600, value_parser = crate::cli::duration::whole_secs, help_heading = "Server")]
     pub ready_check_timeout_sec: u64,
     /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`.
     #[arg(long, default_value = "benchmark-serving", help_heading = "Server")]
@@ -329,8 +345,22 @@ pub struct ServeArgs {
         help_heading = "llmspeed extras"
     )]
     pub ttft_from: TtftFrom,
-    /// Do not ask for continuous_usage_stats (some OpenAI-compatible servers reject it).
+    /// Where a chat request's E2EL ends and whether a stream without choices fails: vLLM's
+    /// current rule (last-choice) or its older releases' chat rule (last-message). Chat only:
+    /// vLLM's completions path always used last-choice.
+    #[arg(
+        long,
+        value_enum,
+        default_value = "last-choice",
+        help_heading = "llmspeed extras"
+    )]
+    pub chat_end: ChatEnd,
+    /// Also ask for `stream_options.continuous_usage_stats` (vLLM's bench does not): exact
+    /// per-event token counts in `llmspeed.token_count_source`; some servers reject the field.
     #[arg(long, help_heading = "llmspeed extras")]
+    pub continuous_usage: bool,
+    /// Accepted for old scripts: continuous usage is off unless `--continuous-usage`.
+    #[arg(long, hide = true, conflicts_with = "continuous_usage")]
     pub no_continuous_usage: bool,
     /// API key [env: OPENAI_API_KEY].
     #[arg(
@@ -355,6 +385,8 @@ pub struct ServeConfig {
     /// Request i carries `x-request-id: {request_id_prefix}{i}` (vLLM's ids).
     pub request_id_prefix: String,
     pub insecure: bool,
+    pub system_roots: bool,
+    pub ca_cert: Option<std::path::PathBuf>,
     pub api_key: Option<String>,
     pub model: Option<String>,
     pub served_model_name: Option<String>,
@@ -382,6 +414,7 @@ pub struct ServeConfig {
     pub label: Option<String>,
     pub latency_from: LatencyFrom,
     pub ttft_from: TtftFrom,
+    pub chat_end: ChatEnd,
     pub threads: usize,
 }
 
@@ -469,6 +502,13 @@ impl ServeArgs {
             }
         }
         let backend = Backend::parse(&self.backend)?;
+        if self.chat_end == ChatEnd::LastMessage && !backend.is_chat() {
+            return Err(
+                "--chat-end last-message is vLLM's older chat rule; its completions path always \
+                 ended at the last choice (use --backend openai-chat)"
+                    .into(),
+            );
+        }
         let kind = DatasetKind::parse(&self.dataset_name)?;
         let base_url = match &self.base_url {
             Some(u) => u.trim_end_matches('/').to_string(),
@@ -614,6 +654,8 @@ impl ServeArgs {
             headers,
             request_id_prefix: self.request_id_prefix.clone(),
             insecure: self.insecure,
+            system_roots: self.system_roots,
+            ca_cert: self.ca_cert.clone(),
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),
@@ -627,7 +669,7 @@ impl ServeArgs {
             // vLLM forces ignore_eos for the random dataset so outputs have their set length.
             ignore_eos: self.ignore_eos || kind == DatasetKind::Random,
             extra,
-            continuous_usage: !self.no_continuous_usage,
+            continuous_usage: self.continuous_usage,
             metrics,
             percentiles,
             goodput,
@@ -640,6 +682,7 @@ impl ServeArgs {
             label: self.label.clone(),
             latency_from: self.latency_from,
             ttft_from: self.ttft_from,
+            chat_end: self.chat_end,
             threads: self.threads,
         })
     }

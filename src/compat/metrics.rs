@@ -48,6 +48,19 @@ pub enum TtftPredicate {
     FirstContent,
 }
 
+/// Where a request ends, and whether a stream without a choice-carrying event counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestEnd {
+    /// Current vLLM, both endpoints: E2EL ends at the last choice-carrying event, and a stream
+    /// without one fails ("Never received a valid chunk to calculate TTFT").
+    #[default]
+    LastChoice,
+    /// vLLM's older chat benchmark: E2EL ends at the last JSON message before `[DONE]` (the
+    /// usage-only chunk included), and a 200 stream without a choice-carrying event still
+    /// succeeds, with TTFT 0 (its default) and no ITL.
+    LastMessage,
+}
+
 /// Where a request's latency starts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LatencyOrigin {
@@ -100,6 +113,11 @@ pub struct RequestRecord {
     pub error: Option<ErrorKind>,
     /// Client-side wait for a concurrency slot (`--max-concurrency`), reported, never hidden.
     pub queue_ns: u64,
+    /// Where latency ends when that is not the last counted event ([`RequestEnd::LastMessage`]);
+    /// `None`: the last counted event.
+    pub end_ns: Option<u64>,
+    /// A clean stream without counted events succeeds ([`RequestEnd::LastMessage`]).
+    pub empty_is_success: bool,
 }
 
 /// How to turn a [`Timeline`] into a [`RequestRecord`].
@@ -109,6 +127,7 @@ pub struct RecordOptions {
     pub base_raw: u64,
     pub origin: LatencyOrigin,
     pub predicate: TtftPredicate,
+    pub end: RequestEnd,
 }
 
 impl RequestRecord {
@@ -148,6 +167,11 @@ impl RequestRecord {
             input_tokens,
             error: t.error_kind(),
             queue_ns,
+            end_ns: match opts.end {
+                RequestEnd::LastChoice => None,
+                RequestEnd::LastMessage => t.last_message.map(|m| clock.delta_ns(opts.base_raw, m)),
+            },
+            empty_is_success: opts.end == RequestEnd::LastMessage,
         }
     }
 
@@ -155,7 +179,9 @@ impl RequestRecord {
     pub fn failure(&self) -> Option<FailureKind> {
         match self.error {
             Some(k) => Some(FailureKind::Error(k)),
-            None if self.chunk_times_ns.is_empty() => Some(FailureKind::NoOutput),
+            None if self.chunk_times_ns.is_empty() && !self.empty_is_success => {
+                Some(FailureKind::NoOutput)
+            }
             None => None,
         }
     }
@@ -164,18 +190,27 @@ impl RequestRecord {
         self.failure().is_none()
     }
 
-    /// Time to first token; `None` without a first token.
+    /// Time to first token; `None` without a first token (0 when such a stream succeeds, as
+    /// vLLM's older chat rule leaves it).
     pub fn ttft_ns(&self) -> Option<u64> {
-        self.chunk_times_ns
-            .first()
-            .map(|&t| t.saturating_sub(self.start_ns))
+        match self.chunk_times_ns.first() {
+            Some(&t) => Some(t.saturating_sub(self.start_ns)),
+            None => self.empty_is_success.then_some(0),
+        }
     }
 
-    /// End-to-end latency: last counted event - start.
+    /// End-to-end latency: the end ([`RequestRecord::end_ns`], else the last counted event) -
+    /// start.
     pub fn e2el_ns(&self) -> Option<u64> {
-        self.chunk_times_ns
-            .last()
-            .map(|&t| t.saturating_sub(self.start_ns))
+        match self.end_ns.or_else(|| self.chunk_times_ns.last().copied()) {
+            Some(t) => Some(t.saturating_sub(self.start_ns)),
+            None => self.empty_is_success.then_some(0),
+        }
+    }
+
+    /// When the request ended, on the records' common base (its start when it has no end).
+    fn end_time_ns(&self) -> u64 {
+        self.start_ns + self.e2el_ns().unwrap_or(0)
     }
 
     /// Time per output token after the first; `None` unless `output_tokens > 1`.
@@ -462,7 +497,7 @@ fn per_second_peaks(records: &[RequestRecord]) -> (f64, usize) {
         return (0.0, 0);
     };
     let t_end = ok()
-        .filter_map(|r| r.chunk_times_ns.last().copied())
+        .map(RequestRecord::end_time_ns)
         .max()
         .unwrap_or(t0)
         .max(t0);
@@ -477,7 +512,7 @@ fn per_second_peaks(records: &[RequestRecord]) -> (f64, usize) {
                 *b += 1;
             }
         }
-        let end = r.chunk_times_ns.last().copied().unwrap_or(r.start_ns);
+        let end = r.end_time_ns();
         let first = bucket(r.start_ns).min(buckets - 1);
         let last = bucket(end).clamp(first, buckets - 1);
         for a in &mut active[first..=last] {
@@ -494,12 +529,7 @@ fn peak_concurrency(records: &[RequestRecord]) -> usize {
     // intervals that touch count as overlapping.
     let mut events: Vec<(u64, u8, i64)> = Vec::with_capacity(records.len() * 2);
     for r in records.iter().filter(|r| r.is_success()) {
-        let end = r
-            .chunk_times_ns
-            .last()
-            .copied()
-            .unwrap_or(r.start_ns)
-            .max(r.start_ns);
+        let end = r.end_time_ns();
         events.push((r.start_ns, 0, 1));
         events.push((end, 1, -1));
     }
@@ -546,6 +576,8 @@ mod tests {
             input_tokens: 100,
             error: None,
             queue_ns: 0,
+            end_ns: None,
+            empty_is_success: false,
         }
     }
 
@@ -619,6 +651,7 @@ mod tests {
             base_raw: 0,
             origin: LatencyOrigin::Sent,
             predicate: TtftPredicate::FirstChoice,
+            end: RequestEnd::LastChoice,
         };
         let r = RequestRecord::from_timeline(&t, &clock, &opts, 10, 0);
         // TTFT = 5000 - 1500 = 3500; gaps 4000, 3000, 1000; E2EL = 13000 - 1500 = 11500.
@@ -658,6 +691,7 @@ mod tests {
             base_raw: 0,
             origin: LatencyOrigin::Scheduled,
             predicate: TtftPredicate::FirstChoice,
+            end: RequestEnd::LastChoice,
         };
         let r = RequestRecord::from_timeline(&t, &clock, &opts, 10, 0);
         assert_eq!(r.failure(), Some(FailureKind::Error(ErrorKind::TimeoutGap)));

@@ -283,6 +283,8 @@ mod tests {
             input_tokens: 10,
             error: None,
             queue_ns: 0,
+            end_ns: None,
+            empty_is_success: false,
         };
         compute(
             &[

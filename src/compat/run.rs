@@ -10,9 +10,9 @@
 
 use crate::analysis::stats::Summary;
 use crate::clock::Clock;
-use crate::compat::args::{LatencyFrom, ServeConfig, TtftFrom};
+use crate::compat::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
 use crate::compat::metrics::{
-    compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestRecord,
+    compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
     TtftPredicate,
 };
 use crate::compat::result::{self, Detailed, RunInfo};
@@ -127,6 +127,8 @@ fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     cc.headers = cfg.headers.clone();
     cc.api_key = cfg.api_key.clone();
     cc.insecure = cfg.insecure;
+    cc.system_roots = cfg.system_roots;
+    cc.ca_file = cfg.ca_cert.clone();
     cc.keep_text = cfg.save_detailed;
     cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
     // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
@@ -409,19 +411,29 @@ impl BodyBuilder {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } => None,
         };
+        // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
+        // no more: a server must see the same request from either tool.
         if self.chat {
             let t = text.ok_or("token-id prompts need /v1/completions")?;
-            m.insert("messages".into(), json!([{"role": "user", "content": t}]));
+            m.insert(
+                "messages".into(),
+                json!([{"role": "user", "content": [{"type": "text", "text": t}]}]),
+            );
             m.insert("max_completion_tokens".into(), json!(s.output_len));
         } else {
             if let Some(t) = text {
                 m.insert("prompt".into(), json!(t));
             }
+            m.insert("repetition_penalty".into(), json!(1.0));
             m.insert("max_tokens".into(), json!(s.output_len));
+            // `--logprobs` is refused, so this is always vLLM's default: an explicit null.
+            m.insert("logprobs".into(), Value::Null);
         }
         m.insert("stream".into(), json!(true));
         let mut so = Map::new();
         so.insert("include_usage".into(), json!(true));
+        // Not sent by vLLM; only `--continuous-usage` (exact per-event token counts for our
+        // `token_count_source`) adds it, since some servers reject the field.
         if self.continuous_usage {
             so.insert("continuous_usage_stats".into(), json!(true));
         }
@@ -451,6 +463,23 @@ impl BodyBuilder {
         out.extend_from_slice(&rest[1..]);
         Ok(out)
     }
+}
+
+/// Why a request that ended cleanly still failed (vLLM: "Never received a valid chunk to
+/// calculate TTFT").
+const NO_TOKEN_CHUNK: &str = "the stream ended without a chunk carrying choices";
+
+/// Longest server message kept per failure kind, in characters.
+const MESSAGE_MAX_CHARS: usize = 500;
+
+/// `{"status": 503 | null, "message": "..."}`: the first message of one failure kind, cut to
+/// [`MESSAGE_MAX_CHARS`] characters (never inside a character).
+fn failure_message(status: Option<u16>, message: &str) -> Value {
+    let cut = match message.char_indices().nth(MESSAGE_MAX_CHARS) {
+        Some((i, _)) => &message[..i],
+        None => message,
+    };
+    json!({"status": status, "message": cut})
 }
 
 fn lag_summary(ns: &[u64]) -> Value {
@@ -583,7 +612,7 @@ pub async fn run(
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
-    let cpu0 = crate::sys::process_cpu().unwrap_or_default();
+    let cpu0 = crate::sys::client_cpu().unwrap_or_default();
     let wall0 = std::time::Instant::now();
     // Everything is measured from here: vLLM's "just before the first dispatch".
     let base_raw = clock.raw();
@@ -649,7 +678,7 @@ pub async fn run(
     }
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
-    let cpu1 = crate::sys::process_cpu().unwrap_or_default();
+    let cpu1 = crate::sys::client_cpu().unwrap_or_default();
 
     let opts = RecordOptions {
         base_raw,
@@ -661,11 +690,16 @@ pub async fn run(
             TtftFrom::Choice => TtftPredicate::FirstChoice,
             TtftFrom::Content => TtftPredicate::FirstContent,
         },
+        end: match cfg.chat_end {
+            ChatEnd::LastChoice => RequestEnd::LastChoice,
+            ChatEnd::LastMessage => RequestEnd::LastMessage,
+        },
     };
     let mut records = Vec::with_capacity(samples.len());
     let mut detailed = Detailed::default();
     let mut send_lag_ns = Vec::with_capacity(samples.len());
     let mut sources: std::collections::BTreeMap<&'static str, usize> = Default::default();
+    let mut first_failures = std::collections::BTreeMap::new();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
         // Text sized without a counter: the server's own count of what it received.
@@ -699,10 +733,19 @@ pub async fn run(
             .push(d.timeline.content_text.clone().unwrap_or_default());
         detailed.errors.push(match rec.failure() {
             None => String::new(),
-            Some(f) => match &d.timeline.outcome {
-                Err(e) => e.to_string(),
-                Ok(()) => format!("{f}: the stream ended without a first token"),
-            },
+            Some(f) => {
+                let (status, message) = match &d.timeline.outcome {
+                    Err(e) => (e.status, e.message.as_str()),
+                    Ok(()) => (d.timeline.status, NO_TOKEN_CHUNK),
+                };
+                first_failures
+                    .entry(f)
+                    .or_insert_with(|| failure_message(status, message));
+                match &d.timeline.outcome {
+                    Err(e) => e.to_string(),
+                    Ok(()) => format!("{f}: {NO_TOKEN_CHUNK}"),
+                }
+            }
         });
         records.push(rec);
     }
@@ -725,11 +768,16 @@ pub async fn run(
         "version": env!("CARGO_PKG_VERSION"),
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
         "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
+        "chat_end": match cfg.chat_end { ChatEnd::LastChoice => "last_choice", ChatEnd::LastMessage => "last_message" },
         "prompt_token_counting": counting.as_str(),
         "prompt_source": prompt_kind.as_str(),
         "token_count_source": sources,
         "num_warmups": cfg.num_warmups,
         "failures_by_kind": failures,
+        "first_failure_by_kind": first_failures
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), v.clone()))
+            .collect::<Map<String, Value>>(),
         "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
         "send_lag_ms": lag_summary(&send_lag_ns),
         "timer_lag_ms": lag_summary(&timer_lag_ns),
@@ -788,8 +836,15 @@ pub fn report(
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
         writeln!(w, "Failed requests by kind: {}", kinds.join(", ")).map_err(io)?;
-        if let Some(e) = out.detailed.errors.iter().find(|e| !e.is_empty()) {
-            writeln!(w, "First error: {e}").map_err(io)?;
+        if let Some(first) = out.extras["first_failure_by_kind"].as_object() {
+            for (kind, m) in first {
+                let status = match m["status"].as_u64() {
+                    Some(s) => format!(" (HTTP {s})"),
+                    None => String::new(),
+                };
+                let msg = m["message"].as_str().unwrap_or("");
+                writeln!(w, "First {kind}{status}: {msg}").map_err(io)?;
+            }
         }
     }
     result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
@@ -824,9 +879,54 @@ mod tests {
             model: "m".into(),
             chat,
             ignore_eos: true,
-            continuous_usage: true,
+            continuous_usage: false,
             extra,
         }
+    }
+
+    /// The whole body, field for field, as vLLM's request functions build it (their payload
+    /// dict, then `ignore_eos`, then the sampling fields and `--extra-body`).
+    #[test]
+    fn bodies_are_vllms_payloads_exactly() {
+        let s = Sample {
+            prompt: PromptSource::Text("hi".into()),
+            prompt_len: 1,
+            output_len: 5,
+        };
+        let body = |b: &BodyBuilder| -> Value {
+            serde_json::from_slice(&b.body(&s, &mut Vec::new()).unwrap()).unwrap()
+        };
+        assert_eq!(
+            body(&builder(false)),
+            json!({"model": "m", "prompt": "hi", "repetition_penalty": 1.0, "max_tokens": 5,
+                   "logprobs": null, "stream": true, "stream_options": {"include_usage": true},
+                   "ignore_eos": true, "temperature": 0.0})
+        );
+        assert_eq!(
+            body(&builder(true)),
+            json!({"model": "m",
+                   "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+                   "max_completion_tokens": 5, "stream": true,
+                   "stream_options": {"include_usage": true},
+                   "ignore_eos": true, "temperature": 0.0})
+        );
+        // Our extra, only when asked for.
+        let mut b = builder(true);
+        b.continuous_usage = true;
+        assert_eq!(
+            body(&b)["stream_options"],
+            json!({"include_usage": true, "continuous_usage_stats": true})
+        );
+    }
+
+    #[test]
+    fn failure_messages_keep_the_status_and_at_most_500_characters() {
+        let long = "é".repeat(700);
+        let v = failure_message(Some(503), &long);
+        assert_eq!(v["status"], 503);
+        assert_eq!(v["message"].as_str().unwrap().chars().count(), 500);
+        let v = failure_message(None, "connection refused");
+        assert_eq!(v, json!({"status": null, "message": "connection refused"}));
     }
 
     #[test]
@@ -895,7 +995,10 @@ mod tests {
         };
         let v: Value =
             serde_json::from_slice(&builder(true).body(&s, &mut Vec::new()).unwrap()).unwrap();
-        assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert_eq!(
+            v["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        );
         assert_eq!(v["max_completion_tokens"], 5);
         assert!(v.get("prompt").is_none());
     }

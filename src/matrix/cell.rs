@@ -582,7 +582,7 @@ pub async fn run_cell(
         }
         open = clock.raw();
         opened = true;
-        cpu.0 = crate::sys::process_cpu().map(crate::sys::CpuTime::total_s);
+        cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
         let lag_cancel = Cancel::new();
         let lag = lag_probe(clock.clone(), lag_cancel.clone());
         let end = tokio::time::Instant::now() + cfg.duration;
@@ -613,7 +613,7 @@ pub async fn run_cell(
             }
         }
         close = clock.raw();
-        cpu.1 = crate::sys::process_cpu().map(crate::sys::CpuTime::total_s);
+        cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
         if let Some(n) = &names {

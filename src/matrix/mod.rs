@@ -3,6 +3,7 @@
 pub mod cell;
 pub mod plan;
 pub mod prompts;
+pub mod resume;
 pub mod run;
 pub mod scout;
 pub mod status;

@@ -20,8 +20,8 @@ use crate::report::{
 };
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
-use crate::workload::prose;
 use crate::sys::unix_now;
+use crate::workload::prose;
 use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,6 +61,8 @@ pub struct MatrixConfig {
     pub out_dir: PathBuf,
     /// Keep finished measurements found in `out_dir/results.json`.
     pub resume: bool,
+    /// Keep them even when they were measured with other settings (see `matrix::resume`).
+    pub resume_force: bool,
     pub retry_looped: bool,
     pub repetition: RepetitionConfig,
     pub overrides: Overrides,
@@ -103,37 +105,6 @@ pub fn rfc3339(unix_s: u64) -> String {
 pub fn default_out_dir() -> PathBuf {
     let s = rfc3339(unix_now()).replace([':', '-'], "");
     PathBuf::from("results").join(s.trim_end_matches('Z'))
-}
-
-/// Copy finished measurements of an earlier report into `report` (same contexts and
-/// concurrency only); returns how many were kept.
-pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
-    let mut kept = 0;
-    for row in &mut report.prefill {
-        if row.status != CellStatus::Pending {
-            continue;
-        }
-        if let Some(o) = old
-            .prefill
-            .iter()
-            .find(|o| o.context == row.context && o.status == CellStatus::Valid)
-        {
-            *row = o.clone();
-            kept += 1;
-        }
-    }
-    for cell in &mut report.decode {
-        if cell.status != CellStatus::Pending {
-            continue;
-        }
-        if let Some(o) = old.decode.iter().find(|o| {
-            o.context == cell.context && o.concurrency == cell.concurrency && o.status.was_run()
-        }) {
-            *cell = o.clone();
-            kept += 1;
-        }
-    }
-    kept
 }
 
 /// Everything before the first measurement: probe, plan, the report skeleton.
@@ -192,7 +163,12 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     let settings = Settings {
         duration_s: cfg.duration.as_secs_f64(),
         max_tokens: cfg.plan.max_tokens,
-        prefill_mode: PrefillMode::DuringDecodeWarmup,
+        // Off when no prefill row will run (none planned, or all Over capacity / Skipped).
+        prefill_mode: if plan.prefill.iter().any(|p| p.status.is_none()) {
+            PrefillMode::DuringDecodeWarmup
+        } else {
+            PrefillMode::Off
+        },
         prefill_samples: cfg.plan.prefill_samples,
         contexts: plan.contexts.iter().map(|c| c.tokens).collect(),
         prefill_contexts: plan.prefill.iter().map(|p| p.context.tokens).collect(),
@@ -201,6 +177,11 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         prompt_tokens: mode,
         seed: cfg.seed,
         ignore_eos: cfg.ignore_eos,
+        loop_rule: Some(crate::report::LoopRule {
+            min_repeats: cfg.repetition.min_repeats as u64,
+            min_span_chars: cfg.repetition.min_span as u64,
+            max_period_chars: cfg.repetition.max_period as u64,
+        }),
     };
     let (prefill, decode) = rows_from_plan(&plan);
     let h = &cfg.header;
@@ -213,7 +194,9 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
             hardware: Hardware {
-                kind: h.gpu.as_ref().map(|_| "Discrete GPU".to_string()),
+                // Nothing here knows the kind of accelerator; the report shows only what the
+                // user told (--gpu, --vram-gb, --hardware).
+                kind: None,
                 gpu: h.gpu.clone(),
                 vram_gb: h.vram_gb,
                 os: Some(std::env::consts::OS.to_string()),
@@ -324,7 +307,8 @@ fn resume_from_disk(
             cfg.out_dir.display()
         )
     })?;
-    let kept = merge_resumed(report, &old);
+    let kept = super::resume::resume(report, &old, cfg.resume_force)
+        .map_err(|e| format!("cannot resume from {}: {e}", cfg.out_dir.display()))?;
     report.metadata.date = old.metadata.date.clone();
     progress(&format!("resume: {kept} finished measurements kept"));
     Ok(())
@@ -364,8 +348,8 @@ fn fresh_start(run: &Run, context: u64, seed: u64, i: u32) -> Result<Fresh, Stri
             key,
             token_id_range(run.info.vocab.map(|f| f.value)),
         )
-            .map(Fresh::FirstIds)
-            .map_err(|e| e.to_string());
+        .map(Fresh::FirstIds)
+        .map_err(|e| e.to_string());
     }
     let mut id = format!("{:08}", key % 100_000_000);
     if id == run.run_id {
@@ -699,6 +683,7 @@ mod tests {
             samples: 0,
             ttft_ms_samples: Vec::new(),
             error_messages: vec![ErrorMessage::new(None, None, "cannot build the prompt: x")],
+            measured_under: None,
         };
         assert_eq!(
             prefill_line(&row),

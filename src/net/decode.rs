@@ -304,6 +304,7 @@ impl StreamDecoder {
             }
             StreamItem::Chunk(c) => c,
         };
+        tl.last_message = Some(t);
         let mut usage_tokens = None;
         if let Some(u) = c.usage {
             // Usage on the first choice event means the server sends it on every chunk

@@ -165,14 +165,15 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     )?;
     kv_line(w, "Date", Some(&md.date))?;
     kv_line(w, "Decode test", Some("Fixed duration"))?;
-    kv_line(
-        w,
-        "Prefill mode",
-        Some(match s.prefill_mode {
-            PrefillMode::DuringDecodeWarmup => "Measured during decode warm-up",
-            PrefillMode::Off => "Not measured",
-        }),
-    )?;
+    // What the scouts did, from the settings: not a fixed phrase.
+    let prefill = match s.prefill_mode {
+        PrefillMode::DuringDecodeWarmup => format!(
+            "max_tokens=1 requests before each context's decode cells, median of {} per context",
+            s.prefill_samples
+        ),
+        PrefillMode::Off => "Not measured".into(),
+    };
+    kv_line(w, "Prefill mode", Some(&prefill))?;
     kv_line(w, "Time per measurement", Some(&seconds(s.duration_s)))?;
     kv_line(
         w,

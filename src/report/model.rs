@@ -135,6 +135,33 @@ pub struct Settings {
     pub prompt_tokens: PromptTokens,
     pub seed: u64,
     pub ignore_eos: bool,
+    /// The loop detector's thresholds (absent in files from before they were saved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_rule: Option<LoopRule>,
+}
+
+/// The loop rule a run used (`--loop-min-repeats`, `--loop-min-span`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopRule {
+    pub min_repeats: u64,
+    pub min_span_chars: u64,
+    pub max_period_chars: u64,
+}
+
+/// The settings a measurement was taken under, kept on a row or cell that `--resume-force`
+/// carried over from a run whose settings differ from the current one's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredUnder {
+    pub model: String,
+    pub base_url: Option<String>,
+    pub max_tokens: u64,
+    pub duration_s: f64,
+    pub endpoint: String,
+    pub prompt_tokens: PromptTokens,
+    pub ignore_eos: bool,
+    pub loop_rule: Option<LoopRule>,
+    /// The names of the settings that differ from the report's own.
+    pub differs: Vec<String>,
 }
 
 /// One prefill measurement (median of its samples).
@@ -155,6 +182,9 @@ pub struct PrefillRow {
     /// The first message per error kind of the failed samples (or of the prompt).
     #[serde(default)]
     pub error_messages: Vec<ErrorMessage>,
+    /// Set when `--resume-force` kept this row from a run with other settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_under: Option<MeasuredUnder>,
 }
 
 /// A repetition found in one stream.
@@ -294,6 +324,9 @@ pub struct DecodeCell {
     pub timer_lag_ms_p99: Option<f64>,
     pub timer_lag_ms_max: Option<f64>,
     pub requests: Vec<RequestSummary>,
+    /// Set when `--resume-force` kept this cell from a run with other settings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_under: Option<MeasuredUnder>,
 }
 
 impl DecodeCell {
@@ -325,6 +358,7 @@ impl DecodeCell {
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
             requests: Vec::new(),
+            measured_under: None,
         }
     }
 
@@ -544,6 +578,7 @@ pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec
             samples: 0,
             ttft_ms_samples: Vec::new(),
             error_messages: Vec::new(),
+            measured_under: None,
         })
         .collect();
     let decode = plan

@@ -138,13 +138,25 @@ pub struct Report {
 
 /// Run the self-test. Blocks; must not be called from inside a tokio runtime.
 pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
+    run_client(shape, Duration::ZERO)
+}
+
+/// Test hook: [`run`] with a client that blocks its thread for `busy` after every event, so
+/// each following read returns (and is stamped) up to that much after its data arrived: what a
+/// client stamping late would report. Tests use it to prove their bounds catch that.
+#[doc(hidden)]
+pub fn run_with_busy_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
+    run_client(shape, busy)
+}
+
+fn run_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     raise_fd_limit(shape.streams as u64 * 2 + 256);
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink))?;
     let clock = Clock::new();
-    let run = drive(shape, server.addr, &clock);
+    let run = drive(shape, server.addr, &clock, busy);
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
     let (timelines, (user_ns, sys_ns)) = run?;
@@ -193,6 +205,7 @@ fn drive(
     shape: &Shape,
     addr: std::net::SocketAddr,
     clock: &Clock,
+    busy: Duration,
 ) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
     let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
     g.max_tokens = Some(shape.tokens);
@@ -247,9 +260,17 @@ fn drive(
             tasks.push(tokio::spawn(async move {
                 go.wait().await;
                 let start = client.clock().raw();
-                client
-                    .stream(&req, start, &mut NoopObserver, &Cancel::new())
-                    .await
+                if busy.is_zero() {
+                    return client
+                        .stream(&req, start, &mut NoopObserver, &Cancel::new())
+                        .await;
+                }
+                // Test hook only (see `run_with_busy_client`): blocking is the point.
+                let mut slow = |_: &crate::timeline::EventRecord, _: Option<&[u8]>| {
+                    std::thread::sleep(busy);
+                    crate::net::Flow::Continue
+                };
+                client.stream(&req, start, &mut slow, &Cancel::new()).await
             }));
         }
         go.wait().await;

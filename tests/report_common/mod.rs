@@ -53,6 +53,11 @@ pub fn report() -> MatrixReport {
             prompt_tokens: PromptTokens::TokenizeEndpoint,
             seed: 1,
             ignore_eos: true,
+            loop_rule: Some(LoopRule {
+                min_repeats: 4,
+                min_span_chars: 4096,
+                max_period_chars: 2048,
+            }),
         },
         launch_command: Some(
             "vllm serve RedHatAI/gemma-4-26B-A4B-it-NVFP4 --served-model-name gemma --max-model-len 262144 --limit-mm-per-prompt '{\"image\":4}'"
@@ -71,6 +76,7 @@ pub fn report() -> MatrixReport {
             samples: 1,
             ttft_ms_samples: vec![261.0],
             error_messages: vec![],
+            measured_under: None,
         },
         PrefillRow {
             context: 131_072,
@@ -82,6 +88,7 @@ pub fn report() -> MatrixReport {
             samples: 1,
             ttft_ms_samples: vec![19_927.4],
             error_messages: vec![],
+            measured_under: None,
         },
         PrefillRow {
             context: 262_143,
@@ -97,6 +104,7 @@ pub fn report() -> MatrixReport {
                 Some(400),
                 "This model's maximum context length is 262144 tokens.",
             )],
+            measured_under: None,
         },
     ];
 

@@ -1,0 +1,175 @@
+//! `matrix --resume`: which finished measurements of an earlier `results.json` may be kept.
+//!
+//! Owns the pure check that an earlier run measured the same thing (model, base URL,
+//! `--max-tokens`, `--duration`, prompt mode, `--chat`, ignore-eos and the loop rule) and the
+//! merge. A run with other settings is refused with a message naming each difference, or, with
+//! `--resume-force`, kept with its old settings written on every kept row and cell
+//! ([`MeasuredUnder`]), so a mixed report says so in its data. No IO: the caller reads the old
+//! file and reports progress.
+
+use crate::matrix::status::CellStatus;
+use crate::report::{MatrixReport, MeasuredUnder};
+
+/// The settings a report's measurements were taken under (`differs` left empty).
+pub fn measured_under(r: &MatrixReport) -> MeasuredUnder {
+    let s = &r.metadata.settings;
+    MeasuredUnder {
+        model: r.metadata.model.id.clone(),
+        base_url: r.metadata.base_url.clone(),
+        max_tokens: s.max_tokens,
+        duration_s: s.duration_s,
+        endpoint: s.endpoint.clone(),
+        prompt_tokens: s.prompt_tokens,
+        ignore_eos: s.ignore_eos,
+        loop_rule: s.loop_rule,
+        differs: Vec::new(),
+    }
+}
+
+/// One setting that differs: its name as the user knows it, the old and the new value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    pub setting: &'static str,
+    pub old: String,
+    pub new: String,
+}
+
+/// Every setting in which `old` was measured differently from `new`, in a fixed order.
+pub fn differences(new: &MatrixReport, old: &MatrixReport) -> Vec<Difference> {
+    let (n, o) = (measured_under(new), measured_under(old));
+    let mut out = Vec::new();
+    let mut check = |setting: &'static str, old: String, new: String| {
+        if old != new {
+            out.push(Difference { setting, old, new });
+        }
+    };
+    check("model", o.model, n.model);
+    check(
+        "base URL",
+        o.base_url.unwrap_or_else(|| "unknown".into()),
+        n.base_url.unwrap_or_else(|| "unknown".into()),
+    );
+    check(
+        "--max-tokens",
+        o.max_tokens.to_string(),
+        n.max_tokens.to_string(),
+    );
+    // Seconds as written in the file: 30 and 30.0 are the same window.
+    check(
+        "--duration",
+        format!("{}s", o.duration_s),
+        format!("{}s", n.duration_s),
+    );
+    check(
+        "prompt mode",
+        format!("{:?}", o.prompt_tokens),
+        format!("{:?}", n.prompt_tokens),
+    );
+    check("--chat (endpoint)", o.endpoint, n.endpoint);
+    check(
+        "ignore-eos",
+        o.ignore_eos.to_string(),
+        n.ignore_eos.to_string(),
+    );
+    let rule = |r: Option<crate::report::LoopRule>| match r {
+        Some(r) => format!(
+            "--loop-min-repeats {} --loop-min-span {} (period <= {})",
+            r.min_repeats, r.min_span_chars, r.max_period_chars
+        ),
+        // Files from before the rule was saved: it cannot be shown to be the same.
+        None => "not recorded".into(),
+    };
+    check("loop rule", rule(o.loop_rule), rule(n.loop_rule));
+    out
+}
+
+/// Why a resume was refused.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the earlier run was measured with other settings: {}; rerun with its settings, or pass \
+     --resume-force to keep its measurements (each kept row and cell records the settings it \
+     was measured under)",
+    list(.0)
+)]
+pub struct Incompatible(pub Vec<Difference>);
+
+fn list(d: &[Difference]) -> String {
+    d.iter()
+        .map(|d| format!("{} {} (now {})", d.setting, d.old, d.new))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Keeps the finished measurements of `old` in `report` when both were measured the same way;
+/// with `force`, also when not, marking each kept row and cell with the old settings. Returns
+/// how many were kept.
+pub fn resume(
+    report: &mut MatrixReport,
+    old: &MatrixReport,
+    force: bool,
+) -> Result<usize, Incompatible> {
+    let diffs = differences(report, old);
+    if diffs.is_empty() {
+        return Ok(merge_resumed(report, old));
+    }
+    if !force {
+        return Err(Incompatible(diffs));
+    }
+    let mut under = measured_under(old);
+    under.differs = diffs.iter().map(|d| d.setting.to_string()).collect();
+    let before_p: Vec<bool> = report
+        .prefill
+        .iter()
+        .map(|r| r.status == CellStatus::Pending)
+        .collect();
+    let before_d: Vec<bool> = report
+        .decode
+        .iter()
+        .map(|c| c.status == CellStatus::Pending)
+        .collect();
+    let kept = merge_resumed(report, old);
+    // A kept row that already carries older settings (resumed twice) keeps those: they are
+    // what it was measured under.
+    for (row, was_pending) in report.prefill.iter_mut().zip(before_p) {
+        if was_pending && row.status != CellStatus::Pending && row.measured_under.is_none() {
+            row.measured_under = Some(under.clone());
+        }
+    }
+    for (cell, was_pending) in report.decode.iter_mut().zip(before_d) {
+        if was_pending && cell.status != CellStatus::Pending && cell.measured_under.is_none() {
+            cell.measured_under = Some(under.clone());
+        }
+    }
+    Ok(kept)
+}
+
+/// Copy finished measurements of an earlier report into `report` (same contexts and
+/// concurrency only); returns how many were kept. Checks nothing: see [`resume`].
+pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
+    let mut kept = 0;
+    for row in &mut report.prefill {
+        if row.status != CellStatus::Pending {
+            continue;
+        }
+        if let Some(o) = old
+            .prefill
+            .iter()
+            .find(|o| o.context == row.context && o.status == CellStatus::Valid)
+        {
+            *row = o.clone();
+            kept += 1;
+        }
+    }
+    for cell in &mut report.decode {
+        if cell.status != CellStatus::Pending {
+            continue;
+        }
+        if let Some(o) = old.decode.iter().find(|o| {
+            o.context == cell.context && o.concurrency == cell.concurrency && o.status.was_run()
+        }) {
+            *cell = o.clone();
+            kept += 1;
+        }
+    }
+    kept
+}
