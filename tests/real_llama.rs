@@ -320,7 +320,7 @@ fn matrix_beyond_the_slots_is_queued_not_slow() {
 }
 
 /// `bench serve` with a detailed result file; `n` requests, at most `conc` at once.
-fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (Output, Value) {
+fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (Output, Value, f64) {
     let mut args = vec![
         "bench",
         "serve",
@@ -343,32 +343,77 @@ fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (O
         "30",
     ];
     args.extend_from_slice(extra);
+    let prompt_tokens = || {
+        s.metric("llamacpp:prompt_tokens_total").unwrap_or(0.0)
+            + s.metric("llamacpp:prompt_tokens_cached_total")
+                .unwrap_or(0.0)
+    };
+    let before = prompt_tokens();
     let o = llmspeed(&args, Duration::from_secs(300));
+    let delta = prompt_tokens() - before;
     let json = std::fs::read_to_string(dir.join("r.json"))
         .unwrap_or_else(|e| panic!("no result ({e}): {}", text(&o)));
-    (o, serde_json::from_str(&json).unwrap())
+    (o, serde_json::from_str(&json).unwrap(), delta)
 }
 
-fn check_bench(o: &Output, r: &Value, n: u64, input_len: Option<u64>, output_len: u64) {
+/// What a `bench serve` result must say on llama.cpp: every request done, exact output counts,
+/// input lengths that are the server's own counts (`usage.prompt_tokens`, as vLLM reports them)
+/// and agree with the server's `/metrics` prompt-token counters, and dataset prompts of the size
+/// asked for. `prompt_delta`: the growth of `llamacpp:prompt_tokens_total` plus
+/// `llamacpp:prompt_tokens_cached_total` over the run (every prompt token the server took in).
+fn check_bench(
+    o: &Output,
+    r: &Value,
+    n: u64,
+    chat: bool,
+    input_len: Option<u64>,
+    output_len: u64,
+    prompt_delta: f64,
+) {
     assert!(o.status.success(), "{}", text(o));
     assert_eq!(r["completed"], n, "{}", text(o));
     assert_eq!(r["failed"], 0, "{}", text(o));
     // ignore_eos: the server generated exactly what was asked, counted from usage.
     assert_eq!(r["total_output_tokens"], n * output_len, "{}", text(o));
-    let lens = r["input_lens"].as_array().unwrap();
-    let server = r["llmspeed"]["server_input_lens"]
+    let ext = &r["llmspeed"];
+    assert_eq!(ext["input_lens_from_server_usage"], n, "{ext}");
+    let lens: Vec<u64> = r["input_lens"]
         .as_array()
-        .unwrap_or_else(|| panic!("{}", r["llmspeed"]));
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    let asked: Vec<u64> = ext["dataset_input_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
     assert_eq!(lens.len() as u64, n);
-    for (ours, theirs) in lens.iter().zip(server) {
-        let (ours, theirs) = (ours.as_u64().unwrap(), theirs.as_u64().unwrap());
-        // The length we report is the server's own count.
-        assert_eq!(
-            ours, theirs,
-            "input_lens vs the server's usage.prompt_tokens"
-        );
+    let sum: u64 = lens.iter().sum();
+    assert_eq!(r["total_input_tokens"], sum);
+    // The server's own counters saw these prompts (plus the probe's few one-token requests).
+    let extra = prompt_delta - sum as f64;
+    assert!(
+        (0.0..=64.0).contains(&extra),
+        "server took in {prompt_delta} prompt tokens, we report {sum}"
+    );
+    for (server, dataset) in lens.iter().zip(&asked) {
+        if chat {
+            // The chat template adds its tokens around the dataset's text.
+            assert!(
+                server > dataset && server - dataset <= 40,
+                "{server} vs {dataset}"
+            );
+        } else {
+            // Token ids go as they are; text gets BOS.
+            assert!(server - dataset <= 1, "{server} vs {dataset}");
+        }
         if let Some(want) = input_len {
-            assert!(ours.abs_diff(want) <= want / 100 + 1, "{ours} vs {want}");
+            assert!(
+                dataset.abs_diff(want) <= want / 100 + 1,
+                "{dataset} vs {want}"
+            );
         }
     }
 }
@@ -385,7 +430,7 @@ fn bench_serve_random_on_both_endpoints() {
         } else {
             "openai"
         };
-        let (o, r) = bench(
+        let (o, r, delta) = bench(
             &s,
             dir.path(),
             "12",
@@ -403,7 +448,7 @@ fn bench_serve_random_on_both_endpoints() {
                 "16",
             ],
         );
-        check_bench(&o, &r, 12, Some(200), 16);
+        check_bench(&o, &r, 12, backend == "openai-chat", Some(200), 16, delta);
     }
 }
 
@@ -429,7 +474,7 @@ fn bench_serve_custom_and_prefix_repetition() {
             "openai"
         };
         let out = tempfile::tempdir().unwrap();
-        let (o, r) = bench(
+        let (o, r, delta) = bench(
             &s,
             out.path(),
             "12",
@@ -447,9 +492,9 @@ fn bench_serve_custom_and_prefix_repetition() {
                 "16",
             ],
         );
-        check_bench(&o, &r, 12, None, 16);
+        check_bench(&o, &r, 12, backend == "openai-chat", None, 16, delta);
         let out = tempfile::tempdir().unwrap();
-        let (o, r) = bench(
+        let (o, r, delta) = bench(
             &s,
             out.path(),
             "12",
@@ -471,7 +516,7 @@ fn bench_serve_custom_and_prefix_repetition() {
                 "16",
             ],
         );
-        check_bench(&o, &r, 12, Some(192), 16);
+        check_bench(&o, &r, 12, backend == "openai-chat", Some(192), 16, delta);
     }
 }
 
@@ -483,7 +528,7 @@ fn keep_alive_connection_closed_by_the_idle_server_is_reused_without_a_loss() {
     // llama.cpp closes idle keep-alive connections after 5 s: two requests 6 s apart on one
     // pooled client must both succeed, and neither may be counted failed.
     let dir = tempfile::tempdir().unwrap();
-    let (o, r) = bench(
+    let (o, r, _) = bench(
         &s,
         dir.path(),
         "3",

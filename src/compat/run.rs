@@ -700,18 +700,21 @@ pub async fn run(
     let mut send_lag_ns = Vec::with_capacity(samples.len());
     let mut sources: std::collections::BTreeMap<&'static str, usize> = Default::default();
     let mut first_failures = std::collections::BTreeMap::new();
+    let (mut input_from_server, mut input_len_differs) = (0usize, 0usize);
+    let mut dataset_input_lens = Vec::new();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
-        // Text sized without a counter: the server's own count of what it received.
-        let input_len = match counting {
-            TokenCounting::Usage => d
-                .timeline
-                .usage
-                .map(|u| u.prompt_tokens)
-                .filter(|&n| n > 0)
-                .unwrap_or(s.prompt_len),
-            _ => s.prompt_len,
-        };
+        // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
+        // when it reports one, else the dataset's length.
+        let server_len = d.timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
+        let input_len = server_len.unwrap_or(s.prompt_len);
+        if server_len.is_some() {
+            input_from_server += 1;
+        }
+        if server_len.is_some_and(|n| n != s.prompt_len) {
+            input_len_differs += 1;
+        }
+        dataset_input_lens.push(s.prompt_len);
         let rec = RequestRecord::from_timeline(&d.timeline, &clock, &opts, input_len, d.queue_ns);
         send_lag_ns.push(d.send_lag_ns);
         *sources
@@ -764,13 +767,15 @@ pub async fn run(
         .collect();
     let cpu = cpu1.since(cpu0);
     let (cpu_u, cpu_s) = (cpu.user_ns as f64 / 1e9, cpu.system_ns as f64 / 1e9);
-    let extras = json!({
+    let mut extras = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
         "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
         "chat_end": match cfg.chat_end { ChatEnd::LastChoice => "last_choice", ChatEnd::LastMessage => "last_message" },
         "prompt_token_counting": counting.as_str(),
         "prompt_source": prompt_kind.as_str(),
+        "input_lens_from_server_usage": input_from_server,
+        "input_lens_differing_from_dataset": input_len_differs,
         "token_count_source": sources,
         "num_warmups": cfg.num_warmups,
         "failures_by_kind": failures,
@@ -785,6 +790,10 @@ pub async fn run(
         "client_cpu_sys_s": cpu_s,
         "client_cpu_percent_of_one_core": if wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / wall_s } else { 0.0 },
     });
+    if cfg.save_detailed {
+        // Beside vLLM's `input_lens` (the server's counts): what the dataset asked for.
+        extras["dataset_input_lens"] = json!(dataset_input_lens);
+    }
     let info = RunInfo {
         date: result::format_date(SystemTime::now()),
         backend: cfg.backend.as_str().to_string(),

@@ -682,6 +682,7 @@ mod tests {
             prefill_tok_per_s: None,
             samples: 0,
             ttft_ms_samples: Vec::new(),
+            server_prompt_tokens: None,
             error_messages: vec![ErrorMessage::new(None, None, "cannot build the prompt: x")],
             measured_under: None,
         };

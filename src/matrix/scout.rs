@@ -169,6 +169,7 @@ pub async fn prefill(
         }
     }
     let tokens = prompt_tokens.unwrap_or(known_tokens);
+    row.server_prompt_tokens = prompt_tokens;
     row.samples = ttfts.len() as u32;
     row.ttft_ms_samples = ttfts.clone();
     row.prompt_tokens = Some(tokens);

@@ -171,8 +171,13 @@ pub struct PrefillRow {
     pub context_label: String,
     #[serde(with = "status")]
     pub status: CellStatus,
-    /// `usage.prompt_tokens` of the scout.
+    /// The prompt's size: the server's `usage.prompt_tokens` when it reported one, else the
+    /// calibrated count.
     pub prompt_tokens: Option<u64>,
+    /// `usage.prompt_tokens` as the server reported it for the samples (`None`: it reported
+    /// none): the independent check of the calibrated size.
+    #[serde(default)]
+    pub server_prompt_tokens: Option<u64>,
     pub ttft_ms: Option<f64>,
     /// prompt tokens / TTFT.
     pub prefill_tok_per_s: Option<f64>,
@@ -577,6 +582,7 @@ pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec
             prefill_tok_per_s: None,
             samples: 0,
             ttft_ms_samples: Vec::new(),
+            server_prompt_tokens: None,
             error_messages: Vec::new(),
             measured_under: None,
         })

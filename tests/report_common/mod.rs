@@ -75,6 +75,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(31_379.3),
             samples: 1,
             ttft_ms_samples: vec![261.0],
+            server_prompt_tokens: Some(8_190),
             error_messages: vec![],
             measured_under: None,
         },
@@ -87,6 +88,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: Some(6_473.0),
             samples: 1,
             ttft_ms_samples: vec![19_927.4],
+            server_prompt_tokens: None,
             error_messages: vec![],
             measured_under: None,
         },
@@ -99,6 +101,7 @@ pub fn report() -> MatrixReport {
             prefill_tok_per_s: None,
             samples: 1,
             ttft_ms_samples: vec![],
+            server_prompt_tokens: None,
             error_messages: vec![ErrorMessage::new(
                 Some(ErrorKind::HttpStatus),
                 Some(400),
