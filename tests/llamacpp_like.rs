@@ -114,8 +114,16 @@ fn route(method: &str, path: &str, body: &[u8], b: Behaviour, seen: &Mutex<Seen>
                 let msgs = v.get("messages").and_then(Value::as_array);
                 // A chat template's tokens on top of the text.
                 5 + msgs.map_or(0, |m| {
+                    // `content` is a string or, as vLLM's client sends it, a list of text parts.
                     m.iter()
-                        .filter_map(|m| m.get("content").and_then(Value::as_str))
+                        .filter_map(|m| m.get("content"))
+                        .flat_map(|c| match c {
+                            Value::Array(parts) => parts
+                                .iter()
+                                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                                .collect::<Vec<_>>(),
+                            c => c.as_str().into_iter().collect(),
+                        })
                         .map(|t| count_text(t, false))
                         .sum()
                 })
@@ -322,9 +330,13 @@ async fn random_on_chat_without_detokenize_sends_text_sized_by_tokenize() {
     assert_eq!(out.extras["prompt_source"], "text");
     assert_eq!(out.extras["prompt_token_counting"], "server_tokenize");
     assert!(log.contains("natural text"), "{log}");
-    // Every prompt within 1% of the 200 tokens asked for, by the server's own count.
-    for &n in &out.detailed.input_lens {
-        assert!((198..=200).contains(&n), "{n}");
+    // Every prompt within 1% of the 200 tokens asked for, by the server's own count; the
+    // reported input lengths are the server's usage (the text plus its 5 template tokens).
+    let asked = out.extras["dataset_input_lens"].as_array().expect("dataset_input_lens");
+    for (&n, asked) in out.detailed.input_lens.iter().zip(asked) {
+        let asked = asked.as_u64().unwrap();
+        assert!((198..=200).contains(&asked), "{asked}");
+        assert_eq!(n, asked + 5);
     }
 }
 

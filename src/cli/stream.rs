@@ -48,15 +48,19 @@ pub struct ConnectionArgs {
     #[arg(long, value_name = "DURATION", default_value_t = 0.0, value_parser = super::duration::secs)]
     pub total_timeout: f64,
     /// Wait up to this many seconds for the server to come up: `GET /v1/models` is retried on
-    /// refused connections and 5xx (a model still loading) until it answers 200 (0 = one try),
+    /// refused connections and 5xx (a model still loading) until it answers 200 (0: no check),
     /// as `vllm bench serve --ready-check-timeout-sec`.
-    #[arg(long, value_name = "SECS", default_value_t = 0)]
+    #[arg(long, value_name = "DURATION", default_value_t = 0, value_parser = super::duration::whole_secs)]
     pub ready_check_timeout_sec: u64,
 }
 
 impl ConnectionArgs {
-    /// The ready check (`--ready-check-timeout-sec`) before a command's first request.
+    /// The ready check (`--ready-check-timeout-sec`) before a command's first request; none
+    /// when the flag is 0 (a server without `/v1/models` must still work).
     pub async fn wait_ready(&self, client: &Client) -> Result<(), CliError> {
+        if self.ready_check_timeout_sec == 0 {
+            return Ok(());
+        }
         crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec)
             .await
             .map(drop)

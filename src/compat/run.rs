@@ -173,18 +173,7 @@ async fn server_count(
             *v = json!(false);
         }
     }
-    let r = client
-        .post_json("/tokenize", body.to_string().as_bytes())
-        .await
-        .map_err(|e| format!("POST /tokenize: {e}"))?;
-    if !r.is_success() {
-        return Err(format!(
-            "POST /tokenize answered HTTP {}: {}",
-            r.status,
-            r.error_message()
-        ));
-    }
-    dialect.parse_count(&r.body)
+    crate::server::probe::tokenize_count(client, dialect, &body).await
 }
 
 /// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint), in the

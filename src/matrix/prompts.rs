@@ -54,18 +54,7 @@ pub(super) async fn count_tokens(
             )
         })?,
     };
-    let r = client
-        .post_json("/tokenize", body.to_string().as_bytes())
-        .await
-        .map_err(|e| format!("POST /tokenize: {e}"))?;
-    if !r.is_success() {
-        return Err(format!(
-            "/tokenize answered {}: {}",
-            r.status,
-            r.error_message()
-        ));
-    }
-    dialect.parse_count(&r.body)
+    crate::server::probe::tokenize_count(client, dialect, &body).await
 }
 
 /// `p` counted with `--tokenizer` (synchronous: a few milliseconds for a cache check).

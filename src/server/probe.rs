@@ -507,6 +507,27 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
 
 use super::sampler::MetricNames;
 
+/// `POST /tokenize` with a body in `dialect`'s shape -> the token count. A non-2xx answer is an
+/// error with the server's message.
+pub async fn tokenize_count(
+    client: &Client,
+    dialect: TokenizeDialect,
+    body: &Value,
+) -> Result<u64, String> {
+    let r = client
+        .post_json("/tokenize", body.to_string().as_bytes())
+        .await
+        .map_err(|e| format!("POST /tokenize: {e}"))?;
+    if !r.is_success() {
+        return Err(format!(
+            "POST /tokenize answered HTTP {}: {}",
+            r.status,
+            r.error_message()
+        ));
+    }
+    dialect.parse_count(&r.body)
+}
+
 async fn fetch(client: &Client, path: &str) -> Option<Fetched> {
     let r = client.get(path).await.ok()?;
     Some(Fetched {
