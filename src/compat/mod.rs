@@ -2,5 +2,7 @@
 
 pub mod args;
 pub mod metrics;
+pub mod multi_run;
 pub mod result;
 pub mod run;
+pub mod steady;
