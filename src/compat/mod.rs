@@ -5,4 +5,6 @@ pub mod metrics;
 pub mod multi_run;
 pub mod result;
 pub mod run;
+pub mod session;
 pub mod steady;
+pub mod sweep;
