@@ -275,10 +275,18 @@ pub struct ServeArgs {
     // ---- sweeps, repeated runs, steady state (vllm-bench's flags) ----
     /// Run once per --max-concurrency value, e.g. 1,8,64,128: one result per point plus a
     /// sweep summary.
-    #[arg(long, value_name = "N,N,...", help_heading = "Sweeps and repeated runs")]
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
     pub sweep_max_concurrency: Option<String>,
     /// Run once per --request-rate value, e.g. 1,10,inf.
-    #[arg(long, value_name = "RATE,RATE,...", help_heading = "Sweeps and repeated runs")]
+    #[arg(
+        long,
+        value_name = "RATE,RATE,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
     pub sweep_request_rate: Option<String>,
     /// With --sweep-max-concurrency: each point sends concurrency x F prompts (instead of
     /// --num-prompts).
@@ -290,7 +298,11 @@ pub struct ServeArgs {
     pub num_runs: usize,
     /// Share of --max-concurrency slots that must be busy for the steady-state window
     /// (closed loop: --max-concurrency with --request-rate inf), in (0, 1].
-    #[arg(long, default_value_t = 0.95, help_heading = "Sweeps and repeated runs")]
+    #[arg(
+        long,
+        default_value_t = 0.95,
+        help_heading = "Sweeps and repeated runs"
+    )]
     pub steady_state_threshold: f64,
     /// Seconds below which the steady-state window carries a warning
     /// [default: max(10, 10% of the run)].
@@ -693,7 +705,9 @@ impl ServeArgs {
         if self.max_concurrency.is_some() && matches!(sweep, Some(Sweep::MaxConcurrency(_))) {
             return Err("--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into());
         }
-        if matches!(sweep, Some(Sweep::RequestRate(_))) && (self.ramp_up_strategy.is_some() || self.request_rate.0.is_finite()) {
+        if matches!(sweep, Some(Sweep::RequestRate(_)))
+            && (self.ramp_up_strategy.is_some() || self.request_rate.0.is_finite())
+        {
             return Err("--sweep-request-rate sets --request-rate at each point: leave --request-rate and --ramp-up-* out".into());
         }
         if self.num_runs == 0 {
@@ -707,7 +721,9 @@ impl ServeArgs {
         }
         if let Some(m) = self.steady_state_min_window {
             if !(m >= 0.0 && m.is_finite()) {
-                return Err(format!("--steady-state-min-window must be a number of seconds >= 0, got {m}"));
+                return Err(format!(
+                    "--steady-state-min-window must be a number of seconds >= 0, got {m}"
+                ));
             }
         }
         let metrics =
@@ -904,23 +920,63 @@ mod tests {
 
     #[test]
     fn sweep_and_repeat_flags() {
-        let c = parse(&["--sweep-max-concurrency", "1, 8,64,128", "--sweep-num-prompts-factor", "4", "--num-runs", "3"]).unwrap();
+        let c = parse(&[
+            "--sweep-max-concurrency",
+            "1, 8,64,128",
+            "--sweep-num-prompts-factor",
+            "4",
+            "--num-runs",
+            "3",
+        ])
+        .unwrap();
         assert_eq!(c.sweep, Some(Sweep::MaxConcurrency(vec![1, 8, 64, 128])));
         assert_eq!((c.sweep_num_prompts_factor, c.num_runs), (Some(4), 3));
         let c = parse(&["--sweep-request-rate", "1,10,inf"]).unwrap();
-        assert_eq!(c.sweep, Some(Sweep::RequestRate(vec![1.0, 10.0, f64::INFINITY])));
-        assert_eq!(c.steady_state, Some(SteadyConfig { threshold: 0.95, min_window_s: None }));
+        assert_eq!(
+            c.sweep,
+            Some(Sweep::RequestRate(vec![1.0, 10.0, f64::INFINITY]))
+        );
+        assert_eq!(
+            c.steady_state,
+            Some(SteadyConfig {
+                threshold: 0.95,
+                min_window_s: None
+            })
+        );
         assert_eq!((c.num_runs, c.dry_run), (1, false));
         for (args, want) in [
-            (&["--sweep-max-concurrency", "1,0"][..], "whole number from 1"),
+            (
+                &["--sweep-max-concurrency", "1,0"][..],
+                "whole number from 1",
+            ),
             (&["--sweep-max-concurrency", "8,8"], "listed twice"),
             (&["--sweep-max-concurrency", ""], "invalid concurrency"),
             (&["--sweep-request-rate", "1,-2"], "above 0"),
-            (&["--sweep-request-rate", "1", "--sweep-max-concurrency", "2"], "cannot be combined"),
-            (&["--sweep-request-rate", "1", "--request-rate", "5"], "leave --request-rate"),
-            (&["--sweep-max-concurrency", "1", "--max-concurrency", "5"], "leave --max-concurrency"),
-            (&["--sweep-num-prompts-factor", "2"], "goes with --sweep-max-concurrency"),
-            (&["--sweep-max-concurrency", "1", "--sweep-num-prompts-factor", "0"], "at least 1"),
+            (
+                &["--sweep-request-rate", "1", "--sweep-max-concurrency", "2"],
+                "cannot be combined",
+            ),
+            (
+                &["--sweep-request-rate", "1", "--request-rate", "5"],
+                "leave --request-rate",
+            ),
+            (
+                &["--sweep-max-concurrency", "1", "--max-concurrency", "5"],
+                "leave --max-concurrency",
+            ),
+            (
+                &["--sweep-num-prompts-factor", "2"],
+                "goes with --sweep-max-concurrency",
+            ),
+            (
+                &[
+                    "--sweep-max-concurrency",
+                    "1",
+                    "--sweep-num-prompts-factor",
+                    "0",
+                ],
+                "at least 1",
+            ),
             (&["--num-runs", "0"], "--num-runs must be at least 1"),
             (&["--steady-state-threshold", "0"], "(0, 1]"),
             (&["--steady-state-threshold", "1.5"], "(0, 1]"),

@@ -166,7 +166,11 @@ pub fn summary_json(spreads: &[Spread], num_runs: usize, result_files: &[String]
 /// The console table: one row per figure, `!` after the CV of an unstable one.
 pub fn write_table(w: &mut impl Write, spreads: &[Spread], num_runs: usize) -> io::Result<()> {
     let width = 36 + 5 * 13;
-    writeln!(w, "{:=^width$}", format!(" Multi-Run Summary ({num_runs} runs) "))?;
+    writeln!(
+        w,
+        "{:=^width$}",
+        format!(" Multi-Run Summary ({num_runs} runs) ")
+    )?;
     writeln!(
         w,
         "{:<36}{:>13}{:>13}{:>13}{:>13}{:>13}",
@@ -220,7 +224,12 @@ mod tests {
     /// half-width 4.303 / sqrt(3) = 2.48434; CI [98.51566, 103.48434].
     #[test]
     fn three_runs_by_hand() {
-        let run = |tp: f64, ttft: f64| vec![("request_throughput".to_string(), tp), ("mean_ttft_ms".to_string(), ttft)];
+        let run = |tp: f64, ttft: f64| {
+            vec![
+                ("request_throughput".to_string(), tp),
+                ("mean_ttft_ms".to_string(), ttft),
+            ]
+        };
         let s = spread(&[run(10.0, 100.0), run(12.0, 101.0), run(14.0, 102.0)]);
         assert_eq!(s.len(), 2);
         let tp = &s[0];
@@ -229,13 +238,19 @@ mod tests {
         assert!(close(tp.std, 2.0, 1e-12));
         assert!(close(tp.cv.unwrap(), 1.0 / 6.0, 1e-12));
         let (lo, hi) = tp.ci95.unwrap();
-        assert!(close(lo, 7.031_33, 1e-5) && close(hi, 16.968_67, 1e-5), "{lo} {hi}");
+        assert!(
+            close(lo, 7.031_33, 1e-5) && close(hi, 16.968_67, 1e-5),
+            "{lo} {hi}"
+        );
         assert!(tp.unstable);
         let ttft = &s[1];
         assert!(close(ttft.mean, 101.0, 1e-12) && close(ttft.std, 1.0, 1e-12));
         assert!(close(ttft.cv.unwrap(), 1.0 / 101.0, 1e-12));
         let (lo, hi) = ttft.ci95.unwrap();
-        assert!(close(lo, 98.515_66, 1e-5) && close(hi, 103.484_34, 1e-5), "{lo} {hi}");
+        assert!(
+            close(lo, 98.515_66, 1e-5) && close(hi, 103.484_34, 1e-5),
+            "{lo} {hi}"
+        );
         assert!(!ttft.unstable);
     }
 
@@ -280,7 +295,10 @@ mod tests {
             ("request_throughput".to_string(), json!(2.5)),
             ("request_goodput".to_string(), Value::Null),
             ("latencies".to_string(), json!([1.0])),
-            ("steady_state".to_string(), json!({"window": {}, "output_throughput": 7.0})),
+            (
+                "steady_state".to_string(),
+                json!({"window": {}, "output_throughput": 7.0}),
+            ),
         ];
         assert_eq!(
             figures(&r),
@@ -294,13 +312,19 @@ mod tests {
 
     #[test]
     fn table_flags_unstable_figures() {
-        let s = vec![Spread::of("request_throughput", vec![10.0, 12.0, 14.0]), Spread::of("mean_ttft_ms", vec![100.0, 101.0, 102.0])];
+        let s = vec![
+            Spread::of("request_throughput", vec![10.0, 12.0, 14.0]),
+            Spread::of("mean_ttft_ms", vec![100.0, 101.0, 102.0]),
+        ];
         let mut out = Vec::new();
         write_table(&mut out, &s, 3).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("16.67!"), "{text}");
         assert!(text.contains("0.99 "), "{text}");
-        assert!(text.ends_with("unstable across runs (CV > 5%): request_throughput\n"), "{text}");
+        assert!(
+            text.ends_with("unstable across runs (CV > 5%): request_throughput\n"),
+            "{text}"
+        );
         let v = summary_json(&s, 3, &[]);
         assert_eq!(v["unstable"], json!(["request_throughput"]));
         assert_eq!(v["metrics"]["mean_ttft_ms"]["unstable"], false);

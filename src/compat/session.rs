@@ -65,11 +65,8 @@ pub async fn execute(
                 .get_or_insert_with(|| point_base_name(cfg, p, &o.info))
                 .clone();
             let mut rcfg = p.cfg.clone();
-            rcfg.result_filename = Some(sweep::file_name(
-                &name,
-                "",
-                (cfg.num_runs > 1).then_some(k),
-            ));
+            rcfg.result_filename =
+                Some(sweep::file_name(&name, "", (cfg.num_runs > 1).then_some(k)));
             if let Some(path) = run::report(&rcfg, &o, &mut out)? {
                 files.push(path.display().to_string());
                 written.push(path);
@@ -83,7 +80,8 @@ pub async fn execute(
         if cfg.num_runs > 1 {
             multi_run::write_table(&mut out, &spreads, figures.len()).map_err(io)?;
             if saving {
-                let name = sweep::file_name(base.as_deref().unwrap_or("result.json"), "-runs", None);
+                let name =
+                    sweep::file_name(base.as_deref().unwrap_or("result.json"), "-runs", None);
                 let v = multi_run::summary_json(&spreads, figures.len(), &files);
                 written.push(save(cfg, &name, &v)?);
             }
@@ -173,11 +171,31 @@ impl DryRunStats {
         writeln!(w, "Dry run stats:")?;
         writeln!(w, "  Total prompts: {}", self.prompts)?;
         writeln!(w, "  Total input tokens: {}", self.total_input_tokens)?;
-        writeln!(w, "  Total expected output tokens: {}", self.total_output_tokens)?;
-        writeln!(w, "  Avg input tokens: {:.1}", self.total_input_tokens as f64 / n)?;
-        writeln!(w, "  Avg output tokens: {:.1}", self.total_output_tokens as f64 / n)?;
-        writeln!(w, "  Input tokens min/max: {}/{}", self.min_input, self.max_input)?;
-        writeln!(w, "  Output tokens min/max: {}/{}", self.min_output, self.max_output)?;
+        writeln!(
+            w,
+            "  Total expected output tokens: {}",
+            self.total_output_tokens
+        )?;
+        writeln!(
+            w,
+            "  Avg input tokens: {:.1}",
+            self.total_input_tokens as f64 / n
+        )?;
+        writeln!(
+            w,
+            "  Avg output tokens: {:.1}",
+            self.total_output_tokens as f64 / n
+        )?;
+        writeln!(
+            w,
+            "  Input tokens min/max: {}/{}",
+            self.min_input, self.max_input
+        )?;
+        writeln!(
+            w,
+            "  Output tokens min/max: {}/{}",
+            self.min_output, self.max_output
+        )?;
         writeln!(w, "  Prompt token counting: {counting}")
     }
 }
@@ -243,6 +261,9 @@ mod tests {
         let mut out = Vec::new();
         st.write(&mut out, "exact").unwrap();
         let t = String::from_utf8(out).unwrap();
-        assert!(t.contains("  Avg input tokens: 20.0\n  Avg output tokens: 5.0\n"), "{t}");
+        assert!(
+            t.contains("  Avg input tokens: 20.0\n  Avg output tokens: 5.0\n"),
+            "{t}"
+        );
     }
 }

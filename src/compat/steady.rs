@@ -199,12 +199,8 @@ impl SteadyState {
     /// figures for ITL and E2EL and the standard deviations, which it does not report.
     pub fn to_json(&self) -> Value {
         let w = &self.window;
-        let pct = |s: &Summary| -> Value {
-            s.percentiles
-                .iter()
-                .map(|&(p, v)| json!([p, v]))
-                .collect()
-        };
+        let pct =
+            |s: &Summary| -> Value { s.percentiles.iter().map(|&(p, v)| json!([p, v])).collect() };
         let mut m = serde_json::Map::new();
         let mut put = |k: &str, v: Value| {
             m.insert(k.to_string(), v);

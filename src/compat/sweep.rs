@@ -60,7 +60,11 @@ pub fn points(cfg: &ServeConfig) -> Vec<Point> {
                 c.schedule.rate = r;
                 Point {
                     label: format!("rate={}", py_float(r)),
-                    value: if r.is_finite() { json!(r) } else { json!("inf") },
+                    value: if r.is_finite() {
+                        json!(r)
+                    } else {
+                        json!("inf")
+                    },
                     file_tag: format!("-{}qps", py_float(r)),
                     cfg: c,
                 }
@@ -144,7 +148,10 @@ pub fn summary_json(sweep: &Sweep, num_runs: usize, points: &[PointResult]) -> V
             for (k, v) in &p.figures {
                 m.insert(k.clone(), json!(v));
             }
-            m.insert("tokens_per_s_per_user".into(), json!(p.tokens_per_s_per_user()));
+            m.insert(
+                "tokens_per_s_per_user".into(),
+                json!(p.tokens_per_s_per_user()),
+            );
             m.insert("unstable".into(), json!(p.unstable));
             m.insert("result_files".into(), json!(p.result_files));
             Value::Object(m)
@@ -170,13 +177,21 @@ pub fn write_table(w: &mut impl Write, points: &[PointResult], p: &str) -> io::R
         ("Out tok/s".into(), "output_throughput".into()),
         ("Total tok/s".into(), "total_token_throughput".into()),
         ("SS req/s".into(), "steady_state.request_throughput".into()),
-        ("SS out tok/s".into(), "steady_state.output_throughput".into()),
+        (
+            "SS out tok/s".into(),
+            "steady_state.output_throughput".into(),
+        ),
         ("P50 TTFT(ms)".into(), "median_ttft_ms".into()),
         (format!("P{p} TTFT(ms)"), format!("p{p}_ttft_ms")),
         ("P50 TPOT(ms)".into(), "median_tpot_ms".into()),
         (format!("P{p} TPOT(ms)"), format!("p{p}_tpot_ms")),
     ];
-    let first = points.iter().map(|x| x.label.len()).max().unwrap_or(0).max(18);
+    let first = points
+        .iter()
+        .map(|x| x.label.len())
+        .max()
+        .unwrap_or(0)
+        .max(18);
     let width = first + cols.len() * 14;
     writeln!(w, "{:=^width$}", " Sweep Summary ")?;
     write!(w, "{:<first$}", "Point")?;
@@ -252,7 +267,12 @@ mod tests {
             ]
         );
         // Without a factor every point keeps --num-prompts.
-        let p = points(&cfg(&["--sweep-max-concurrency", "2,4", "--num-prompts", "7"]));
+        let p = points(&cfg(&[
+            "--sweep-max-concurrency",
+            "2,4",
+            "--num-prompts",
+            "7",
+        ]));
         assert!(p.iter().all(|x| x.cfg.dataset.num_prompts == 7));
     }
 
@@ -275,7 +295,10 @@ mod tests {
 
     #[test]
     fn file_names() {
-        assert_eq!(file_name("r.json", "-concurrency8", None), "r-concurrency8.json");
+        assert_eq!(
+            file_name("r.json", "-concurrency8", None),
+            "r-concurrency8.json"
+        );
         assert_eq!(file_name("r.json", "", Some(2)), "r-run2.json");
         assert_eq!(file_name("out", "-1.0qps", Some(1)), "out-1.0qps-run1");
     }
@@ -294,24 +317,63 @@ mod tests {
     #[test]
     fn summary_and_table() {
         let pts = vec![
-            point("concurrency=1", json!(1), &[("request_throughput", 2.0), ("mean_tpot_ms", 4.0), ("median_ttft_ms", 10.0)]),
-            point("concurrency=8", json!(8), &[("request_throughput", 9.5), ("mean_tpot_ms", 8.0), ("steady_state.request_throughput", 9.75)]),
+            point(
+                "concurrency=1",
+                json!(1),
+                &[
+                    ("request_throughput", 2.0),
+                    ("mean_tpot_ms", 4.0),
+                    ("median_ttft_ms", 10.0),
+                ],
+            ),
+            point(
+                "concurrency=8",
+                json!(8),
+                &[
+                    ("request_throughput", 9.5),
+                    ("mean_tpot_ms", 8.0),
+                    ("steady_state.request_throughput", 9.75),
+                ],
+            ),
         ];
         let v = summary_json(&Sweep::MaxConcurrency(vec![1, 8]), 1, &pts);
         assert_eq!(v["values"], json!([1, 8]));
         assert_eq!(v["points"][0]["max_concurrency"], 1);
         assert_eq!(v["points"][0]["tokens_per_s_per_user"], 250.0);
         assert_eq!(v["points"][1]["tokens_per_s_per_user"], 125.0);
-        assert_eq!(v["best_request_throughput"], json!({"max_concurrency": 8, "request_throughput": 9.5}));
+        assert_eq!(
+            v["best_request_throughput"],
+            json!({"max_concurrency": 8, "request_throughput": 9.5})
+        );
         let mut out = Vec::new();
         write_table(&mut out, &pts, "99").unwrap();
         let t = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[1].starts_with("Point") && lines[1].contains("P99 TPOT(ms)"), "{t}");
+        assert!(
+            lines[1].starts_with("Point") && lines[1].contains("P99 TPOT(ms)"),
+            "{t}"
+        );
         // Row 1: 2.00 req/s, no steady state ("-"), median TTFT 10.00.
         let row: Vec<&str> = lines[2].split_whitespace().collect();
-        assert_eq!(row, ["concurrency=1", "2.00", "-", "-", "-", "-", "10.00", "-", "-", "-"]);
+        assert_eq!(
+            row,
+            [
+                "concurrency=1",
+                "2.00",
+                "-",
+                "-",
+                "-",
+                "-",
+                "10.00",
+                "-",
+                "-",
+                "-"
+            ]
+        );
         assert_eq!(lines[3].split_whitespace().nth(4), Some("9.75"));
-        assert_eq!(*lines.last().unwrap(), "Best throughput: 9.50 req/s at concurrency=8");
+        assert_eq!(
+            *lines.last().unwrap(),
+            "Best throughput: 9.50 req/s at concurrency=8"
+        );
     }
 }
