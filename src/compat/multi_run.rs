@@ -118,14 +118,16 @@ pub fn spread(runs: &[Vec<(String, f64)>]) -> Vec<Spread> {
 
 /// The figures of one run's result JSON that are compared across runs: every top-level number
 /// of vLLM's result (throughputs, the selected latency statistics, counts, duration) and the
-/// steady-state throughputs and latencies as `steady_state.KEY`.
+/// steady-state throughputs and latencies as `steady_state.KEY`. Within-run standard
+/// deviations (`std_*`) are left out: the spread of a spread flags noise, not instability.
 pub fn figures(result: &[(String, Value)]) -> Vec<(String, f64)> {
     let mut out = Vec::new();
     for (k, v) in result {
         match (k.as_str(), v) {
             ("num_prompts" | "burstiness" | "max_concurrency" | "request_rate" | "rtfx", _) => {}
+            (k, _) if k.starts_with("std_") => {}
             ("steady_state", Value::Object(m)) => {
-                for (sk, sv) in m {
+                for (sk, sv) in m.iter().filter(|(sk, _)| !sk.starts_with("std_")) {
                     if let Some(x) = sv.as_f64() {
                         out.push((format!("steady_state.{sk}"), x));
                     }
@@ -293,11 +295,12 @@ mod tests {
             ("num_prompts".to_string(), json!(10)),
             ("completed".to_string(), json!(10)),
             ("request_throughput".to_string(), json!(2.5)),
+            ("std_ttft_ms".to_string(), json!(3.0)),
             ("request_goodput".to_string(), Value::Null),
             ("latencies".to_string(), json!([1.0])),
             (
                 "steady_state".to_string(),
-                json!({"window": {}, "output_throughput": 7.0}),
+                json!({"window": {}, "output_throughput": 7.0, "std_itl_ms": 1.0}),
             ),
         ];
         assert_eq!(
