@@ -100,8 +100,9 @@ pub fn detect_window(
     if started == 0 && completed == 0 {
         return None;
     }
-    let s = |t: u64| (t - base) as f64 / NS_PER_S;
-    let duration_s = (close_ns - open_ns) as f64 / NS_PER_S;
+    // Saturating: a zero-length request (an end sorted before its own start) must not wrap.
+    let s = |t: u64| t.saturating_sub(base) as f64 / NS_PER_S;
+    let duration_s = close_ns.saturating_sub(open_ns) as f64 / NS_PER_S;
     let warning = (duration_s < min_window_s).then(|| {
         format!(
             "steady-state window is {duration_s:.1}s ({:.1}% of run); may not be representative",

@@ -136,12 +136,32 @@ fn best(points: &[PointResult]) -> Option<&PointResult> {
         })
 }
 
+/// Which points are on the Pareto front of output tok/s per user against output tok/s in
+/// total: no other point is at least as good on both and better on one. A point without a
+/// per-user rate (no TPOT) is never on it.
+pub fn pareto_front(points: &[PointResult]) -> Vec<bool> {
+    let xy: Vec<Option<(f64, f64)>> = points
+        .iter()
+        .map(|p| Some((p.tokens_per_s_per_user()?, p.get("output_throughput")?)))
+        .collect();
+    xy.iter()
+        .map(|a| {
+            let Some((ax, ay)) = *a else { return false };
+            !xy.iter()
+                .flatten()
+                .any(|&(bx, by)| bx >= ax && by >= ay && (bx > ax || by > ay))
+        })
+        .collect()
+}
+
 /// The sweep summary saved with `--save-result`.
 pub fn summary_json(sweep: &Sweep, num_runs: usize, points: &[PointResult]) -> Value {
     let key = sweep.key();
+    let front = pareto_front(points);
     let rows: Vec<Value> = points
         .iter()
-        .map(|p| {
+        .zip(front)
+        .map(|(p, on_front)| {
             let mut m = Map::new();
             m.insert(key.into(), p.value.clone());
             m.insert("num_prompts".into(), json!(p.num_prompts));
@@ -152,6 +172,7 @@ pub fn summary_json(sweep: &Sweep, num_runs: usize, points: &[PointResult]) -> V
                 "tokens_per_s_per_user".into(),
                 json!(p.tokens_per_s_per_user()),
             );
+            m.insert("pareto".into(), json!(on_front));
             m.insert("unstable".into(), json!(p.unstable));
             m.insert("result_files".into(), json!(p.result_files));
             Value::Object(m)
@@ -315,6 +336,28 @@ mod tests {
     }
 
     #[test]
+    fn pareto_front_keeps_the_points_nothing_beats_on_both_axes() {
+        // (per-user tok/s = 1000 / TPOT ms, total output tok/s):
+        // a (250, 100), b (125, 800), c (100, 700) beaten by b, d (125, 800) ties b (both
+        // stay: neither is better on either axis), e without TPOT.
+        let p = |tpot: Option<f64>, out: f64| {
+            let mut f = vec![("output_throughput", out)];
+            if let Some(t) = tpot {
+                f.push(("mean_tpot_ms", t));
+            }
+            point("x", json!(1), &f)
+        };
+        let pts = [
+            p(Some(4.0), 100.0),
+            p(Some(8.0), 800.0),
+            p(Some(10.0), 700.0),
+            p(Some(8.0), 800.0),
+            p(None, 900.0),
+        ];
+        assert_eq!(pareto_front(&pts), [true, true, false, true, false]);
+    }
+
+    #[test]
     fn summary_and_table() {
         let pts = vec![
             point(
@@ -341,6 +384,8 @@ mod tests {
         assert_eq!(v["points"][0]["max_concurrency"], 1);
         assert_eq!(v["points"][0]["tokens_per_s_per_user"], 250.0);
         assert_eq!(v["points"][1]["tokens_per_s_per_user"], 125.0);
+        // No output_throughput in these rows: nothing is on the front.
+        assert_eq!(v["points"][0]["pareto"], false);
         assert_eq!(
             v["best_request_throughput"],
             json!({"max_concurrency": 8, "request_throughput": 9.5})
