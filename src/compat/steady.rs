@@ -357,6 +357,57 @@ mod tests {
         assert!(v["window"]["warning"].is_null());
     }
 
+    /// The naive twin: the window from counts taken afresh at every start and end, with the
+    /// sweep line's tie rule (at one instant, ends before starts) written out as sets.
+    fn naive(iv: &[(u64, u64)], need: usize) -> Option<(u64, u64)> {
+        let count = |f: &dyn Fn(u64, u64) -> bool| iv.iter().filter(|&&(s, e)| f(s, e)).count();
+        // After every event at t: started at or before t, not yet ended.
+        let after = |t: u64| count(&|s, e| s <= t && e > t);
+        let open = iv.iter().map(|x| x.0).filter(|&t| after(t) >= need).min()?;
+        let close = iv
+            .iter()
+            .map(|x| x.1)
+            .filter(|&t| {
+                // Before the ends at t (started earlier, ending at or after t) and after them.
+                count(&|s, e| s < t && e >= t) >= need && count(&|s, e| s < t && e > t) < need
+            })
+            .max()?;
+        Some((open, close))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sweep_line_matches_the_naive_count(
+            raw in proptest::collection::vec((0u64..40, 1u64..25), 1..24),
+            need in 1usize..6,
+        ) {
+            // Small integer times: plenty of ties between starts and ends.
+            let iv: Vec<(u64, u64)> = raw.iter().map(|&(s, d)| (s, s + d)).collect();
+            let recs: Vec<RequestRecord> = iv
+                .iter()
+                .map(|&(s, e)| RequestRecord {
+                    start_ns: s,
+                    chunk_times_ns: vec![e],
+                    output_tokens: 1,
+                    ..Default::default()
+                })
+                .collect();
+            let got = detect_window(&recs, need, 1.0, 0.0, 1.0);
+            let want = naive(&iv, need).and_then(|(o, c)| {
+                let started = iv.iter().filter(|x| x.0 >= o && x.0 < c).count();
+                let completed = iv.iter().filter(|x| x.1 >= o && x.1 < c).count();
+                (started + completed > 0).then_some((o, c, started, completed))
+            });
+            let got = got.map(|w| (
+                w.open_ns,
+                w.close_ns,
+                w.requests_started_in_window,
+                w.requests_completed_in_window,
+            ));
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
     #[test]
     fn multi_token_events_carry_their_share_of_the_tokens() {
         let mut t = timeline();
