@@ -4,7 +4,7 @@
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::compat::args::ServeArgs;
-use crate::compat::run;
+use crate::compat::session;
 use crate::net::Cancel;
 use std::process::ExitCode;
 
@@ -32,7 +32,7 @@ fn serve(a: &ServeArgs) -> CliResult {
         eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");
     }
     let rt = runtime(cfg.threads)?;
-    let out = rt
+    let saved = rt
         .block_on(async {
             let cancel = Cancel::new();
             let on_signal = cancel.clone();
@@ -50,13 +50,13 @@ fn serve(a: &ServeArgs) -> CliResult {
                 }
             });
             let mut log = std::io::stderr();
-            run::run(&cfg, Clock::new(), &cancel, &mut log).await
+            // Sweeps and repeated runs print each run as it ends, so stdout is written from
+            // here rather than after the runtime returns.
+            let mut stdout = std::io::stdout();
+            session::execute(&cfg, Clock::new(), &cancel, &mut log, &mut stdout).await
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
-    let mut stdout = std::io::stdout().lock();
-    let saved =
-        run::report(&cfg, &out, &mut stdout).map_err(|e| CliError::failed(e.to_string()))?;
-    if let Some(p) = saved {
+    for p in saved {
         eprintln!("saved {}", p.display());
     }
     Ok(ExitCode::SUCCESS)

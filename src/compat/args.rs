@@ -272,6 +272,49 @@ pub struct ServeArgs {
     #[arg(long, help_heading = "Load options")]
     pub disable_tqdm: bool,
 
+    // ---- sweeps, repeated runs, steady state (vllm-bench's flags) ----
+    /// Run once per --max-concurrency value, e.g. 1,8,64,128: one result per point plus a
+    /// sweep summary.
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
+    pub sweep_max_concurrency: Option<String>,
+    /// Run once per --request-rate value, e.g. 1,10,inf.
+    #[arg(
+        long,
+        value_name = "RATE,RATE,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
+    pub sweep_request_rate: Option<String>,
+    /// With --sweep-max-concurrency: each point sends concurrency x F prompts (instead of
+    /// --num-prompts).
+    #[arg(long, value_name = "F", help_heading = "Sweeps and repeated runs")]
+    pub sweep_num_prompts_factor: Option<usize>,
+    /// Run the benchmark N times (at every sweep point) and report each figure's mean,
+    /// standard deviation, coefficient of variation and 95% confidence interval.
+    #[arg(long, default_value_t = 1, help_heading = "Sweeps and repeated runs")]
+    pub num_runs: usize,
+    /// Share of --max-concurrency slots that must be busy for the steady-state window
+    /// (closed loop: --max-concurrency with --request-rate inf), in (0, 1].
+    #[arg(
+        long,
+        default_value_t = 0.95,
+        help_heading = "Sweeps and repeated runs"
+    )]
+    pub steady_state_threshold: f64,
+    /// Seconds below which the steady-state window carries a warning
+    /// [default: max(10, 10% of the run)].
+    #[arg(long, help_heading = "Sweeps and repeated runs")]
+    pub steady_state_min_window: Option<f64>,
+    /// Do not compute the steady-state window and figures.
+    #[arg(long, help_heading = "Sweeps and repeated runs")]
+    pub no_steady_state: bool,
+    /// Build the dataset and print its statistics; send no request.
+    #[arg(long, help_heading = "Sweeps and repeated runs")]
+    pub dry_run: bool,
+
     // ---- sampling ----
     /// Ask the server to ignore end-of-sequence (always on for random datasets, as in vLLM).
     #[arg(long, help_heading = "Sampling parameters")]
@@ -416,6 +459,86 @@ pub struct ServeConfig {
     pub ttft_from: TtftFrom,
     pub chat_end: ChatEnd,
     pub threads: usize,
+    /// `--sweep-max-concurrency` / `--sweep-request-rate`.
+    pub sweep: Option<Sweep>,
+    /// `--sweep-num-prompts-factor`.
+    pub sweep_num_prompts_factor: Option<usize>,
+    /// `--num-runs`, at least 1.
+    pub num_runs: usize,
+    /// `None` with `--no-steady-state`.
+    pub steady_state: Option<SteadyConfig>,
+    pub dry_run: bool,
+}
+
+/// What a sweep varies: each value is one point, run as if given to the single-run flag.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Sweep {
+    MaxConcurrency(Vec<usize>),
+    /// `f64::INFINITY` for `inf`.
+    RequestRate(Vec<f64>),
+}
+
+impl Sweep {
+    /// The result key the sweep varies.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Sweep::MaxConcurrency(_) => "max_concurrency",
+            Sweep::RequestRate(_) => "request_rate",
+        }
+    }
+}
+
+/// `--steady-state-threshold` and `--steady-state-min-window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SteadyConfig {
+    pub threshold: f64,
+    pub min_window_s: Option<f64>,
+}
+
+/// A comma-separated list of at least one value, each parsed by `one`, no repeats.
+fn parse_list<T: PartialEq>(
+    flag: &str,
+    s: &str,
+    one: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let mut out = Vec::new();
+    for v in s.split(',').map(str::trim) {
+        let x = one(v).map_err(|e| format!("{flag}: {e}"))?;
+        if out.contains(&x) {
+            return Err(format!("{flag}: {v} is listed twice"));
+        }
+        out.push(x);
+    }
+    Ok(out)
+}
+
+impl ServeArgs {
+    /// The sweep flags, checked (one sweep at a time; the factor only with concurrency).
+    fn sweep(&self) -> Result<Option<Sweep>, String> {
+        let most = tokio::sync::Semaphore::MAX_PERMITS;
+        let sweep = match (&self.sweep_max_concurrency, &self.sweep_request_rate) {
+            (Some(_), Some(_)) => {
+                return Err("--sweep-max-concurrency and --sweep-request-rate cannot be combined: sweep one at a time (fix the other with --max-concurrency or --request-rate)".into())
+            }
+            (Some(s), None) => Some(Sweep::MaxConcurrency(parse_list("--sweep-max-concurrency", s, |v| {
+                match v.parse::<usize>() {
+                    Ok(n) if (1..=most).contains(&n) => Ok(n),
+                    _ => Err(format!("invalid concurrency {v:?}: expected a whole number from 1 to {most}")),
+                }
+            })?)),
+            (None, Some(s)) => Some(Sweep::RequestRate(parse_list("--sweep-request-rate", s, |v| {
+                v.parse::<RequestRate>().map(|r| r.0)
+            })?)),
+            (None, None) => None,
+        };
+        match (&sweep, self.sweep_num_prompts_factor) {
+            (Some(Sweep::MaxConcurrency(_)), Some(0)) => {
+                Err("--sweep-num-prompts-factor must be at least 1".into())
+            }
+            (Some(Sweep::MaxConcurrency(_)), _) | (_, None) => Ok(sweep),
+            (_, Some(_)) => Err("--sweep-num-prompts-factor goes with --sweep-max-concurrency (prompts per point = concurrency x factor)".into()),
+        }
+    }
 }
 
 fn unsupported(flag: &str, why: &str) -> String {
@@ -578,6 +701,31 @@ impl ServeArgs {
         if self.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
         }
+        let sweep = self.sweep()?;
+        if self.max_concurrency.is_some() && matches!(sweep, Some(Sweep::MaxConcurrency(_))) {
+            return Err("--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into());
+        }
+        if matches!(sweep, Some(Sweep::RequestRate(_)))
+            && (self.ramp_up_strategy.is_some() || self.request_rate.0.is_finite())
+        {
+            return Err("--sweep-request-rate sets --request-rate at each point: leave --request-rate and --ramp-up-* out".into());
+        }
+        if self.num_runs == 0 {
+            return Err("--num-runs must be at least 1".into());
+        }
+        if !(self.steady_state_threshold > 0.0 && self.steady_state_threshold <= 1.0) {
+            return Err(format!(
+                "--steady-state-threshold must be in (0, 1], got {}",
+                self.steady_state_threshold
+            ));
+        }
+        if let Some(m) = self.steady_state_min_window {
+            if !(m >= 0.0 && m.is_finite()) {
+                return Err(format!(
+                    "--steady-state-min-window must be a number of seconds >= 0, got {m}"
+                ));
+            }
+        }
         let metrics =
             MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
         let percentiles = parse_percentiles(&self.metric_percentiles).map_err(|e| e.to_string())?;
@@ -684,6 +832,14 @@ impl ServeArgs {
             ttft_from: self.ttft_from,
             chat_end: self.chat_end,
             threads: self.threads,
+            sweep,
+            sweep_num_prompts_factor: self.sweep_num_prompts_factor,
+            num_runs: self.num_runs,
+            steady_state: (!self.no_steady_state).then_some(SteadyConfig {
+                threshold: self.steady_state_threshold,
+                min_window_s: self.steady_state_min_window,
+            }),
+            dry_run: self.dry_run,
         })
     }
 }
@@ -760,6 +916,77 @@ mod tests {
         assert!(parse(&["--header", "novalue"])
             .unwrap_err()
             .contains("KEY=VALUE"));
+    }
+
+    #[test]
+    fn sweep_and_repeat_flags() {
+        let c = parse(&[
+            "--sweep-max-concurrency",
+            "1, 8,64,128",
+            "--sweep-num-prompts-factor",
+            "4",
+            "--num-runs",
+            "3",
+        ])
+        .unwrap();
+        assert_eq!(c.sweep, Some(Sweep::MaxConcurrency(vec![1, 8, 64, 128])));
+        assert_eq!((c.sweep_num_prompts_factor, c.num_runs), (Some(4), 3));
+        let c = parse(&["--sweep-request-rate", "1,10,inf"]).unwrap();
+        assert_eq!(
+            c.sweep,
+            Some(Sweep::RequestRate(vec![1.0, 10.0, f64::INFINITY]))
+        );
+        assert_eq!(
+            c.steady_state,
+            Some(SteadyConfig {
+                threshold: 0.95,
+                min_window_s: None
+            })
+        );
+        assert_eq!((c.num_runs, c.dry_run), (1, false));
+        for (args, want) in [
+            (
+                &["--sweep-max-concurrency", "1,0"][..],
+                "whole number from 1",
+            ),
+            (&["--sweep-max-concurrency", "8,8"], "listed twice"),
+            (&["--sweep-max-concurrency", ""], "invalid concurrency"),
+            (&["--sweep-request-rate", "1,-2"], "above 0"),
+            (
+                &["--sweep-request-rate", "1", "--sweep-max-concurrency", "2"],
+                "cannot be combined",
+            ),
+            (
+                &["--sweep-request-rate", "1", "--request-rate", "5"],
+                "leave --request-rate",
+            ),
+            (
+                &["--sweep-max-concurrency", "1", "--max-concurrency", "5"],
+                "leave --max-concurrency",
+            ),
+            (
+                &["--sweep-num-prompts-factor", "2"],
+                "goes with --sweep-max-concurrency",
+            ),
+            (
+                &[
+                    "--sweep-max-concurrency",
+                    "1",
+                    "--sweep-num-prompts-factor",
+                    "0",
+                ],
+                "at least 1",
+            ),
+            (&["--num-runs", "0"], "--num-runs must be at least 1"),
+            (&["--steady-state-threshold", "0"], "(0, 1]"),
+            (&["--steady-state-threshold", "1.5"], "(0, 1]"),
+            (&["--steady-state-min-window=-1"], ">= 0"),
+        ] {
+            let e = parse(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+        assert_eq!(parse(&["--no-steady-state"]).unwrap().steady_state, None);
+        assert!(parse(&["--dry-run"]).unwrap().dry_run);
     }
 
     #[test]

@@ -2,5 +2,9 @@
 
 pub mod args;
 pub mod metrics;
+pub mod multi_run;
 pub mod result;
 pub mod run;
+pub mod session;
+pub mod steady;
+pub mod sweep;

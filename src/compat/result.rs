@@ -4,7 +4,8 @@
 //! Owns the shape of what `bench serve` prints and saves. It must never measure or compute
 //! metrics (that is `compat::metrics`) and never reorder vLLM's keys: the JSON is written from
 //! an ordered list of pairs, so no map type can sort them. Our own figures go under one last
-//! key, `llmspeed`, so existing consumers see exactly vLLM's object plus one key.
+//! key, `llmspeed`, so existing consumers see exactly vLLM's object plus one key (closed-loop
+//! runs also carry vllm-bench's `steady_state`, added by `compat::run` just before it).
 
 use crate::compat::metrics::{metric_values, percentile_label, BenchMetrics, MetricKind};
 use crate::workload::schedule::{Ramp, RampStrategy};

@@ -16,6 +16,7 @@ use crate::compat::metrics::{
     TtftPredicate,
 };
 use crate::compat::result::{self, Detailed, RunInfo};
+use crate::compat::steady::{self, SteadyState};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
@@ -107,17 +108,27 @@ pub struct RunOutput {
     pub detailed: Detailed,
     /// The `llmspeed` key of the result JSON.
     pub extras: Value,
+    /// `None` outside a closed loop or with `--no-steady-state` (no `steady_state` key);
+    /// `Some(None)` when the slots never got busy enough (`"steady_state": null`).
+    pub steady_state: Option<Option<SteadyState>>,
 }
 
 impl RunOutput {
     /// The result JSON as ordered pairs (`--save-detailed` decides the per-request lists).
     pub fn pairs(&self, detailed: bool) -> Vec<(String, Value)> {
-        result::result_pairs(
+        let mut pairs = result::result_pairs(
             &self.info,
             &self.metrics,
             detailed.then_some(&self.detailed),
             self.extras.clone(),
-        )
+        );
+        // vllm-bench's top-level key, just before ours (`llmspeed` stays last). Only closed-loop
+        // runs carry it, so every other run keeps exactly vLLM's keys.
+        if let Some(ss) = &self.steady_state {
+            let v = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
+            pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
+        }
+        pairs
     }
 }
 
@@ -206,7 +217,7 @@ async fn detokenize(
 /// local Hugging Face cache. `None` when there is none to use: no flag, a build without the
 /// `hf-tokenizer` feature, or a hub id not in the cache (vLLM's flag names a hub id, so that is
 /// the common case, and the server counts).
-fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunError> {
+pub(crate) fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunError> {
     let Some(spec) = spec else { return Ok(None) };
     if !LocalTokenizer::AVAILABLE {
         return Ok(None);
@@ -749,6 +760,7 @@ pub async fn run(
             goodput: cfg.goodput,
         },
     );
+    let steady_state = steady_state_of(cfg, &records, metrics.duration_s);
     let failures: Map<String, Value> = metrics
         .failures
         .iter()
@@ -803,7 +815,68 @@ pub async fn run(
         metrics,
         detailed,
         extras,
+        steady_state,
     })
+}
+
+/// The steady-state window and its figures where vllm-bench computes them: a closed loop
+/// (`--max-concurrency` with `--request-rate inf`, no ramp) without `--no-steady-state`.
+fn steady_state_of(
+    cfg: &ServeConfig,
+    records: &[RequestRecord],
+    duration_s: f64,
+) -> Option<Option<SteadyState>> {
+    let ss = cfg.steady_state?;
+    let target = cfg.max_concurrency?;
+    if cfg.request_rate.is_finite() || cfg.schedule.ramp.is_some() {
+        return None;
+    }
+    let min_window = ss
+        .min_window_s
+        .unwrap_or_else(|| steady::default_min_window_s(duration_s));
+    Some(
+        steady::detect_window(records, target, ss.threshold, min_window, duration_s)
+            .map(|w| steady::compute(records, &w, &cfg.percentiles)),
+    )
+}
+
+/// The steady-state block printed after vLLM's summary.
+fn write_steady_state(w: &mut impl Write, ss: Option<&SteadyState>) -> std::io::Result<()> {
+    let Some(ss) = ss else {
+        return writeln!(
+            w,
+            "Steady state: no window (the busy slots never reached the threshold)"
+        );
+    };
+    let win = &ss.window;
+    writeln!(w, "{:-^50}", "Steady State")?;
+    writeln!(
+        w,
+        "{:<40} {:.2}-{:.2} ({:.2})",
+        "Window (s after start, duration):", win.start_s, win.end_s, win.duration_s
+    )?;
+    writeln!(
+        w,
+        "{:<40} {} of {} ({:.0}%)",
+        "Busy slots needed:",
+        win.threshold_abs,
+        win.target_concurrency,
+        100.0 * win.threshold
+    )?;
+    for (label, v) in [
+        ("Request throughput (req/s):", ss.request_throughput),
+        ("Output token throughput (tok/s):", ss.output_throughput),
+        ("Total Token throughput (tok/s):", ss.total_token_throughput),
+        ("Mean TTFT (ms):", ss.ttft_ms.mean),
+        ("Mean TPOT (ms):", ss.tpot_ms.mean),
+        ("Mean ITL (ms):", ss.itl_ms.mean),
+    ] {
+        writeln!(w, "{label:<40} {v:<10.2}")?;
+    }
+    if let Some(warn) = &win.warning {
+        writeln!(w, "warning: {warn}")?;
+    }
+    writeln!(w, "{}", "=".repeat(50))
 }
 
 /// Where `--save-result` writes: `--result-dir` joined with `--result-filename` or vLLM's name.
@@ -846,6 +919,9 @@ pub fn report(
         }
     }
     result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
+    if let Some(ss) = &out.steady_state {
+        write_steady_state(w, ss.as_ref()).map_err(io)?;
+    }
     let x = &out.extras;
     writeln!(
         w,

@@ -1,0 +1,269 @@
+//! A `bench serve` session: every sweep point, each run `--num-runs` times, one after the
+//! other; each run printed and saved as a single run is, then the spread across runs and the
+//! sweep summary. Also `--dry-run`.
+//!
+//! Owns the order of runs, where their files go and when summaries are printed. It must never
+//! measure or compute figures itself: runs are `compat::run`, spreads `compat::multi_run`,
+//! sweep points and names `compat::sweep`.
+
+use crate::clock::Clock;
+use crate::compat::args::ServeConfig;
+use crate::compat::multi_run;
+use crate::compat::result;
+use crate::compat::run::{self, RunError};
+use crate::compat::sweep::{self, Point, PointResult};
+use crate::net::Cancel;
+use crate::workload::datasets;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+/// Runs the session; returns the files written. Progress goes to `log`, results to `out`.
+/// A single run without a sweep is exactly `run::run` then `run::report`.
+pub async fn execute(
+    cfg: &ServeConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    out: &mut (dyn Write + Send),
+) -> Result<Vec<PathBuf>, RunError> {
+    if cfg.dry_run {
+        dry_run(cfg, out)?;
+        return Ok(Vec::new());
+    }
+    let mut out = out;
+    let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
+    let points = sweep::points(cfg);
+    if points.len() == 1 && cfg.num_runs == 1 {
+        let o = run::run(cfg, clock, cancel, log).await?;
+        return Ok(run::report(cfg, &o, &mut out)?.into_iter().collect());
+    }
+    // One date names every file of the session, so its files sort together.
+    let date = result::format_date(SystemTime::now());
+    let saving = cfg.save_result || cfg.append_result;
+    let mut written = Vec::new();
+    let mut results = Vec::new();
+    let mut model_id = None;
+    'points: for p in &points {
+        let mut figures = Vec::new();
+        let mut files = Vec::new();
+        let mut base = None;
+        for k in 1..=cfg.num_runs {
+            if cancel.is_cancelled() {
+                break 'points;
+            }
+            let title = match (p.label.is_empty(), cfg.num_runs) {
+                (false, 1) => p.label.clone(),
+                (true, n) => format!("run {k}/{n}"),
+                (false, n) => format!("{}, run {k}/{n}", p.label),
+            };
+            writeln!(out, "{:-^50}", format!(" {title} ")).map_err(io)?;
+            let mut o = run::run(&p.cfg, clock.clone(), cancel, log).await?;
+            o.info.date = date.clone();
+            model_id.get_or_insert_with(|| o.info.model_id.clone());
+            let name = base
+                .get_or_insert_with(|| point_base_name(cfg, p, &o.info))
+                .clone();
+            let mut rcfg = p.cfg.clone();
+            rcfg.result_filename =
+                Some(sweep::file_name(&name, "", (cfg.num_runs > 1).then_some(k)));
+            if let Some(path) = run::report(&rcfg, &o, &mut out)? {
+                files.push(path.display().to_string());
+                written.push(path);
+            }
+            figures.push(multi_run::figures(&o.pairs(false)));
+        }
+        if figures.is_empty() {
+            break;
+        }
+        let spreads = multi_run::spread(&figures);
+        if cfg.num_runs > 1 {
+            multi_run::write_table(&mut out, &spreads, figures.len()).map_err(io)?;
+            if saving {
+                let name =
+                    sweep::file_name(base.as_deref().unwrap_or("result.json"), "-runs", None);
+                let v = multi_run::summary_json(&spreads, figures.len(), &files);
+                written.push(save(cfg, &name, &v)?);
+            }
+        }
+        results.push(PointResult::new(p, &spreads, files));
+    }
+    if let (Some(sw), false) = (&cfg.sweep, results.is_empty()) {
+        let p = cfg
+            .percentiles
+            .last()
+            .map(|&p| crate::compat::metrics::percentile_label(p))
+            .unwrap_or_else(|| "99".into());
+        sweep::write_table(&mut out, &results, &p).map_err(io)?;
+        if saving {
+            let name = sweep_file_name(cfg, model_id.as_deref(), &date, sw.key());
+            let v = sweep::summary_json(sw, cfg.num_runs, &results);
+            written.push(save(cfg, &name, &v)?);
+        }
+    }
+    Ok(written)
+}
+
+/// The point's result file name before `-run{k}`: `--result-filename` with the point's tag,
+/// or vLLM's default name (which already carries the rate and concurrency).
+fn point_base_name(cfg: &ServeConfig, p: &Point, info: &result::RunInfo) -> String {
+    match &cfg.result_filename {
+        Some(f) => sweep::file_name(f, &p.file_tag, None),
+        None => result::default_filename(info),
+    }
+}
+
+/// `{label or backend}-sweep-{key}-{model}-{date}.json` (vLLM's name with the sweep in place of
+/// the rate and concurrency), or `--result-filename` + `-sweep`.
+fn sweep_file_name(cfg: &ServeConfig, model: Option<&str>, date: &str, key: &str) -> String {
+    if let Some(f) = &cfg.result_filename {
+        return sweep::file_name(f, "-sweep", None);
+    }
+    let label = cfg.label.as_deref().unwrap_or(cfg.backend.as_str());
+    let model = model.unwrap_or("model");
+    let model = model.rsplit('/').next().unwrap_or(model);
+    format!("{label}-sweep-{key}-{model}-{date}.json")
+}
+
+fn save(cfg: &ServeConfig, name: &str, v: &serde_json::Value) -> Result<PathBuf, RunError> {
+    let path = match &cfg.result_dir {
+        Some(d) => d.join(name),
+        None => PathBuf::from(name),
+    };
+    let err = |e: std::io::Error| RunError::Save(path.display().to_string(), e);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let mut text = serde_json::to_vec_pretty(v).map_err(|e| err(e.into()))?;
+    text.push(b'\n');
+    std::fs::write(&path, text).map_err(err)?;
+    Ok(path)
+}
+
+/// What `--dry-run` prints about one dataset.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DryRunStats {
+    pub prompts: usize,
+    pub total_input_tokens: u64,
+    pub total_output_tokens: u64,
+    pub min_input: u64,
+    pub max_input: u64,
+    pub min_output: u32,
+    pub max_output: u32,
+}
+
+impl DryRunStats {
+    pub fn of(samples: &[datasets::Sample]) -> DryRunStats {
+        DryRunStats {
+            prompts: samples.len(),
+            total_input_tokens: samples.iter().map(|s| s.prompt_len).sum(),
+            total_output_tokens: samples.iter().map(|s| u64::from(s.output_len)).sum(),
+            min_input: samples.iter().map(|s| s.prompt_len).min().unwrap_or(0),
+            max_input: samples.iter().map(|s| s.prompt_len).max().unwrap_or(0),
+            min_output: samples.iter().map(|s| s.output_len).min().unwrap_or(0),
+            max_output: samples.iter().map(|s| s.output_len).max().unwrap_or(0),
+        }
+    }
+
+    /// vllm-bench's dry-run lines, then the ranges and how texts were counted.
+    pub fn write(&self, w: &mut (dyn Write + Send), counting: &str) -> std::io::Result<()> {
+        let n = self.prompts.max(1) as f64;
+        writeln!(w, "Dry run stats:")?;
+        writeln!(w, "  Total prompts: {}", self.prompts)?;
+        writeln!(w, "  Total input tokens: {}", self.total_input_tokens)?;
+        writeln!(
+            w,
+            "  Total expected output tokens: {}",
+            self.total_output_tokens
+        )?;
+        writeln!(
+            w,
+            "  Avg input tokens: {:.1}",
+            self.total_input_tokens as f64 / n
+        )?;
+        writeln!(
+            w,
+            "  Avg output tokens: {:.1}",
+            self.total_output_tokens as f64 / n
+        )?;
+        writeln!(
+            w,
+            "  Input tokens min/max: {}/{}",
+            self.min_input, self.max_input
+        )?;
+        writeln!(
+            w,
+            "  Output tokens min/max: {}/{}",
+            self.min_output, self.max_output
+        )?;
+        writeln!(w, "  Prompt token counting: {counting}")
+    }
+}
+
+/// `--dry-run`: builds each point's dataset and prints its statistics; contacts no server.
+/// Token-id datasets are exact; texts are counted with `--tokenizer` when it loads locally,
+/// else estimated as bytes / 4 (the server's `/tokenize` is not asked), and it says which.
+fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunError> {
+    let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
+    let local = run::local_tokenizer(cfg.tokenizer.as_deref())?;
+    let mut seen = Vec::new();
+    for p in sweep::points(cfg) {
+        // Points differ in the dataset only through --sweep-num-prompts-factor.
+        if seen.contains(&p.cfg.dataset.num_prompts) {
+            continue;
+        }
+        seen.push(p.cfg.dataset.num_prompts);
+        let mut count = |t: &str| match &local {
+            Some(tok) => tok.count(t).map_err(|e| e.to_string()),
+            None => Ok(datasets::estimate_tokens(t)),
+        };
+        let samples = datasets::load(&p.cfg.dataset, &mut count)?;
+        let counting = match (p.cfg.dataset.kind, &local) {
+            (datasets::DatasetKind::Random | datasets::DatasetKind::PrefixRepetition, _) => {
+                "exact (token ids)"
+            }
+            (_, Some(_)) => "local_tokenizer",
+            (_, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
+        };
+        if !p.label.is_empty() {
+            writeln!(out, "{}:", p.label).map_err(io)?;
+        }
+        DryRunStats::of(&samples).write(out, counting).map_err(io)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::datasets::{PromptSource, Sample};
+
+    #[test]
+    fn dry_run_stats_by_hand() {
+        let s = |i: u64, o: u32| Sample {
+            prompt: PromptSource::Text(String::new()),
+            prompt_len: i,
+            output_len: o,
+        };
+        let st = DryRunStats::of(&[s(10, 5), s(30, 7), s(20, 3)]);
+        assert_eq!(
+            st,
+            DryRunStats {
+                prompts: 3,
+                total_input_tokens: 60,
+                total_output_tokens: 15,
+                min_input: 10,
+                max_input: 30,
+                min_output: 3,
+                max_output: 7
+            }
+        );
+        let mut out = Vec::new();
+        st.write(&mut out, "exact").unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            t.contains("  Avg input tokens: 20.0\n  Avg output tokens: 5.0\n"),
+            "{t}"
+        );
+    }
+}
