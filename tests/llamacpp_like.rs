@@ -332,7 +332,9 @@ async fn random_on_chat_without_detokenize_sends_text_sized_by_tokenize() {
     assert!(log.contains("natural text"), "{log}");
     // Every prompt within 1% of the 200 tokens asked for, by the server's own count; the
     // reported input lengths are the server's usage (the text plus its 5 template tokens).
-    let asked = out.extras["dataset_input_lens"].as_array().expect("dataset_input_lens");
+    let asked = out.extras["dataset_input_lens"]
+        .as_array()
+        .expect("dataset_input_lens");
     for (&n, asked) in out.detailed.input_lens.iter().zip(asked) {
         let asked = asked.as_u64().unwrap();
         assert!((198..=200).contains(&asked), "{asked}");

@@ -185,3 +185,24 @@ fn prefill_mode_line_comes_from_the_settings() {
     r.metadata.settings.prefill_mode = llmspeed::report::PrefillMode::Off;
     assert!(render(&r).contains("- Prefill mode: Not measured"));
 }
+
+#[test]
+fn an_engine_wide_token_check_reason_is_said_once_for_its_cells() {
+    let mut r = report_common::report();
+    let why =
+        "unavailable: llamacpp:tokens_predicted_total counts a request's tokens only when it ends";
+    for c in r.decode.iter_mut().take(2) {
+        c.token_count_check = Some(why.into());
+    }
+    let cells: Vec<String> = r.decode[..2]
+        .iter()
+        .map(|c| format!("{} × {}", c.context_label, c.concurrency))
+        .collect();
+    let md = render(&r);
+    let lines: Vec<&str> = md.lines().filter(|l| l.contains("token check")).collect();
+    assert_eq!(
+        lines,
+        [format!("- {}: client–server token check {why}", cells.join(", ")).as_str()],
+        "{md}"
+    );
+}

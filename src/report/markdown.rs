@@ -409,6 +409,7 @@ fn all_measurements(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
 
 fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let mut lines: Vec<String> = Vec::new();
+    let mut checks: Vec<(String, Vec<String>)> = Vec::new();
     for p in &r.prefill {
         if matches!(p.status, CellStatus::Failed(_)) {
             let at = format!("Prefill {}", p.context_label);
@@ -455,10 +456,11 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             lines.push(format!("{at}: {}", cell_text(n)));
         }
         if let Some(why) = &c.token_count_check {
-            lines.push(format!(
-                "{at}: client–server token check {}",
-                cell_text(why)
-            ));
+            // One reason is usually the engine's, shared by every cell: said once.
+            match checks.iter_mut().find(|(w, _)| w == why) {
+                Some((_, cells)) => cells.push(at.clone()),
+                None => checks.push((why.clone(), vec![at.clone()])),
+            }
         }
         if let (Some(d), Some(s)) = (c.token_count_diff, c.server_output_tokens) {
             if d != 0 {
@@ -475,6 +477,13 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
                 "{at}: not run, the server runs at most {max_running} requests at once"
             ));
         }
+    }
+    for (why, cells) in checks {
+        lines.push(format!(
+            "{}: client–server token check {}",
+            cells.join(", "),
+            cell_text(&why)
+        ));
     }
     if lines.is_empty() {
         return Ok(());
