@@ -1,6 +1,7 @@
 //! `llmspeed bench serve`: the drop-in for `vllm bench serve`. Parses and validates the flags,
 //! builds the runtime, runs `compat::run` and prints or saves the result. Owns no measurement.
 
+use super::progress::{live_wanted, Display};
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::compat::args::ServeArgs;
@@ -50,7 +51,10 @@ fn serve(a: &ServeArgs) -> CliResult {
                 }
             });
             let mut log = std::io::stderr();
-            run::run(&cfg, Clock::new(), &cancel, &mut log).await
+            let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
+            let r = run::run_shown(&cfg, Clock::new(), &cancel, &mut log, &mut display).await;
+            display.finish();
+            r
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     let mut stdout = std::io::stdout().lock();

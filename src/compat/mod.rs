@@ -4,3 +4,4 @@ pub mod args;
 pub mod metrics;
 pub mod result;
 pub mod run;
+pub mod timeline_html;

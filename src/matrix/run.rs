@@ -3,7 +3,7 @@
 //!
 //! Owns the order of work, the choice of prompt mode, resume and interruption; prompts of an
 //! exact size are `matrix::prompts`. It never formats reports itself (that is `report`) and
-//! never decides a verdict rule (that is `status`); progress goes through a callback.
+//! never decides a verdict rule (that is `status`); progress goes out as `progress::Event`s.
 
 use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig};
@@ -13,6 +13,7 @@ use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client};
+use crate::progress::{Event, Phase, Progress};
 use crate::report::files;
 use crate::report::{
     methodology, rows_from_plan, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
@@ -234,13 +235,13 @@ pub fn estimate(plan: &Plan, cfg: &MatrixConfig) -> f64 {
 }
 
 /// Run the planned measurements, writing the results folder after each one. `progress` gets
-/// one line per step. Returns the final report (also when stopped by `stop`).
+/// one line per step and the phase events of a live display. Returns the final report (also when stopped by `stop`).
 pub async fn execute(
     client: &Client,
     cfg: &MatrixConfig,
     prepared: Prepared0,
     stop: &Cancel,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Result<MatrixReport, String> {
     let Prepared0 {
         info,
@@ -251,6 +252,7 @@ pub async fn execute(
         resume_from_disk(cfg, &mut report, progress)?;
     }
     write_results(cfg, &report)?;
+    progress.event(&start_event(&plan, cfg, &report));
     let mut m = Measure {
         cfg,
         run: Run {
@@ -297,7 +299,7 @@ pub async fn execute(
 fn resume_from_disk(
     cfg: &MatrixConfig,
     report: &mut MatrixReport,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Result<(), String> {
     // A results file that cannot be read is never overwritten: it holds measurements that took
     // hours, and the user must decide what to do with it.
@@ -310,8 +312,25 @@ fn resume_from_disk(
     let kept = super::resume::resume(report, &old, cfg.resume_force)
         .map_err(|e| format!("cannot resume from {}: {e}", cfg.out_dir.display()))?;
     report.metadata.date = old.metadata.date.clone();
-    progress(&format!("resume: {kept} finished measurements kept"));
+    progress.line(&format!("resume: {kept} finished measurements kept"));
     Ok(())
+}
+
+/// The run's size for the progress display: runnable steps, and those a resume already kept.
+fn start_event(plan: &Plan, cfg: &MatrixConfig, r: &MatrixReport) -> Event<'static> {
+    let total = (plan.runnable_cells().count() + plan.runnable_prefill().count()) as u64;
+    let pending = r
+        .decode
+        .iter()
+        .map(|d| &d.status)
+        .chain(r.prefill.iter().map(|p| &p.status))
+        .filter(|s| **s == CellStatus::Pending)
+        .count() as u64;
+    Event::Start {
+        total,
+        done: total.saturating_sub(pending),
+        estimate_s: estimate(plan, cfg),
+    }
 }
 
 fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
@@ -376,12 +395,16 @@ struct Measure<'a, 'p> {
     report: MatrixReport,
     names: Option<MetricNames>,
     stop: &'a Cancel,
-    progress: &'p mut dyn FnMut(&str),
+    progress: &'p mut dyn Progress,
 }
 
 impl<'a> Measure<'a, '_> {
     async fn warm_up(&mut self) {
-        (self.progress)("warm-up: one short hidden request");
+        self.progress.event(&Event::Phase {
+            step: "warm-up",
+            phase: Phase::Warming,
+        });
+        self.progress.line("warm-up: one short hidden request");
         let mut g = Generation::new(
             &self.run.model,
             NetPrompt::Text("Say hello in one short sentence.".into()),
@@ -426,10 +449,12 @@ impl<'a> Measure<'a, '_> {
                 for &i in &cells {
                     self.report.decode[i].status = failed();
                     self.report.decode[i].error_messages = vec![msg.clone()];
+                    self.progress.event(&Event::StepDone);
                 }
                 if let Some(i) = scout_pending {
                     self.report.prefill[i].status = failed();
                     self.report.prefill[i].error_messages = vec![msg];
+                    self.progress.event(&Event::StepDone);
                 }
                 write_results(self.cfg, &self.report)?;
                 return Ok(Flow::Go);
@@ -442,6 +467,10 @@ impl<'a> Measure<'a, '_> {
         }
         // The scouts' prompts were all new to the server; the cells share this one, warm.
         if !cells.is_empty() {
+            self.progress.event(&Event::Phase {
+                step: &format!("context {}", ctx.label),
+                phase: Phase::Warming,
+            });
             self.run.warm(&prompt.generation, 1, self.stop).await;
         }
         for i in cells {
@@ -454,17 +483,23 @@ impl<'a> Measure<'a, '_> {
 
     /// The prompt for a context, with its progress lines; `None` when stopped.
     async fn prompt(&mut self, label: &str, tokens: u64) -> Option<Result<Prepared, String>> {
-        (self.progress)(&format!(
+        self.progress.event(&Event::Phase {
+            step: &format!("context {label}"),
+            phase: Phase::Preparing,
+        });
+        self.progress.line(&format!(
             "context {label}: preparing a {tokens}-token prompt"
         ));
         let r = self.run.prepare(tokens, self.cfg.seed).await;
         match &r {
             Ok(p) => {
                 if let Some(n) = &p.note {
-                    (self.progress)(&format!("context {label}: prompt: {n}"));
+                    self.progress.line(&format!("context {label}: prompt: {n}"));
                 }
             }
-            Err(e) => (self.progress)(&format!("context {label}: cannot build the prompt: {e}")),
+            Err(e) => self
+                .progress
+                .line(&format!("context {label}: cannot build the prompt: {e}")),
         }
         (!self.stop.is_cancelled() || r.is_ok()).then_some(r)
     }
@@ -489,7 +524,8 @@ impl<'a> Measure<'a, '_> {
                     let row = &mut self.report.prefill[i];
                     row.status = CellStatus::Failed(Vec::new());
                     row.error_messages = vec![ErrorMessage::new(None, None, &e)];
-                    (self.progress)(&format!("prefill {label}: Failed: {e}"));
+                    self.progress.line(&format!("prefill {label}: Failed: {e}"));
+                    self.progress.event(&Event::StepDone);
                     write_results(cfg, &self.report)?;
                     return Ok(Flow::Go);
                 }
@@ -497,13 +533,19 @@ impl<'a> Measure<'a, '_> {
         }
         let n = samples.len();
         let plural = if n == 1 { "" } else { "s" };
-        (self.progress)(&format!("prefill {label}: {n} cold sample{plural}"));
+        self.progress.event(&Event::Phase {
+            step: &format!("prefill {label}"),
+            phase: Phase::Prefill,
+        });
+        self.progress
+            .line(&format!("prefill {label}: {n} cold sample{plural}"));
         let row = &mut self.report.prefill[i];
         if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
             return Ok(Flow::Stopped);
         }
         let line = prefill_line(row);
-        (self.progress)(&format!("prefill {label}: {line}"));
+        self.progress.line(&format!("prefill {label}: {line}"));
+        self.progress.event(&Event::StepDone);
         write_results(cfg, &self.report)?;
         Ok(Flow::Go)
     }
@@ -529,7 +571,7 @@ impl<'a> Measure<'a, '_> {
             if self.stop.is_cancelled() {
                 return Ok(Flow::Stopped);
             }
-            (self.progress)(&format!(
+            self.progress.line(&format!(
                 "cell {label} x {c}: running ({} s window)",
                 cfg.duration.as_secs_f64()
             ));
@@ -550,14 +592,15 @@ impl<'a> Measure<'a, '_> {
             if r.interrupted {
                 return Ok(Flow::Stopped);
             }
-            (self.progress)(&format!("cell {label} x {c}: {}", cell_line(&r.cell)));
+            self.progress
+                .line(&format!("cell {label} x {c}: {}", cell_line(&r.cell)));
             let looped = r.cell.status == CellStatus::Looped;
             self.report.decode[i] = r.cell;
             write_results(cfg, &self.report)?;
             if !(looped && cfg.retry_looped && attempt == 0) {
                 break;
             }
-            (self.progress)(&format!(
+            self.progress.line(&format!(
                 "cell {label} x {c}: looped; retrying once with a fresh prompt"
             ));
             match self
@@ -570,11 +613,12 @@ impl<'a> Measure<'a, '_> {
                     generation = p.generation;
                 }
                 Err(e) => {
-                    (self.progress)(&format!("retry prompt failed: {e}"));
+                    self.progress.line(&format!("retry prompt failed: {e}"));
                     break;
                 }
             }
         }
+        self.progress.event(&Event::StepDone);
         Ok(Flow::Go)
     }
 
@@ -608,6 +652,7 @@ impl<'a> Measure<'a, '_> {
                         None,
                         &format!("cannot build the prompt: {e}"),
                     )];
+                    self.progress.event(&Event::StepDone);
                     write_results(self.cfg, &self.report)?;
                 }
             }
