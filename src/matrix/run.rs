@@ -16,9 +16,11 @@ use crate::net::{Cancel, Client};
 use crate::progress::{Event, Phase, Progress};
 use crate::report::files;
 use crate::report::{
-    methodology, rows_from_plan, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
-    Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings, SCHEMA_VERSION,
+    methodology, rows_from_plan, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits,
+    MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
+    SCHEMA_VERSION,
 };
+use crate::server::gpu::{self, GpuSampler};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
@@ -27,6 +29,9 @@ use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// GPU readings during a cell: nvidia-smi itself takes tens of milliseconds.
+const GPU_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// How prompt sizes are made exact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +191,10 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     };
     let (prefill, decode) = rows_from_plan(&plan);
     let h = &cfg.header;
+    // A child process and a few /proc files: off the runtime's threads.
+    let (machine, gpus) = tokio::task::spawn_blocking(|| (crate::sys::machine(), gpu::list()))
+        .await
+        .map_err(|e| format!("reading the machine's facts: {e}"))?;
     let report = MatrixReport {
         schema_version: SCHEMA_VERSION,
         metadata: Metadata {
@@ -195,13 +204,16 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
             hardware: Hardware {
-                // Nothing here knows the kind of accelerator; the report shows only what the
-                // user told (--gpu, --vram-gb, --hardware).
+                // The server's accelerator is what the user told (--gpu, --vram-gb,
+                // --hardware); what was measured is this (the client's) machine, below.
                 kind: None,
                 gpu: h.gpu.clone(),
                 vram_gb: h.vram_gb,
                 os: Some(std::env::consts::OS.to_string()),
                 description: h.hardware.clone(),
+                client: Some(client_machine(machine)),
+                gpus: gpus.gpus,
+                gpu_source: Some(gpus.source),
             },
             engine: Engine {
                 name: Some(info.engine.as_str().into()),
@@ -227,6 +239,17 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         decode,
     };
     Ok(Prepared0 { info, plan, report })
+}
+
+fn client_machine(m: crate::sys::Machine) -> ClientMachine {
+    ClientMachine {
+        cpu_model: m.cpu_model,
+        cpu_logical: m.cpu_logical,
+        memory_gib: m.memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
+        os: m.os,
+        kernel: m.kernel,
+        arch: m.arch,
+    }
 }
 
 /// Estimate for the plan banner, in seconds.
@@ -579,7 +602,10 @@ impl<'a> Measure<'a, '_> {
                 .stream_request(Some(false))
                 .map_err(|e| format!("request: {e}"))?;
             let blank = DecodeCell::empty(ctx, &label, c, CellStatus::Pending);
-            let r = run_cell(
+            let sampling =
+                self.report.metadata.hardware.gpu_source.as_deref() == Some("nvidia-smi");
+            let gpu = sampling.then(|| GpuSampler::start(GPU_SAMPLE_EVERY));
+            let mut r = run_cell(
                 self.run.client,
                 &req,
                 self.names,
@@ -589,6 +615,9 @@ impl<'a> Measure<'a, '_> {
                 self.progress,
             )
             .await;
+            if let Some(g) = gpu {
+                r.cell.gpu_samples = g.stop().await;
+            }
             if r.interrupted {
                 return Ok(Flow::Stopped);
             }
