@@ -45,7 +45,7 @@ pub enum Event<'a> {
     /// A log line: what plain mode prints, and a live display shows above its bars.
     Line(&'a str),
     /// The run's size, once before the first step: `done` of `total` steps are already finished
-    /// (resume), and the plan's estimate for the whole run.
+    /// (resume), and the plan's estimate for the steps still to run (0 when there is none).
     Start {
         total: u64,
         done: u64,
@@ -60,8 +60,9 @@ pub enum Event<'a> {
         active: u64,
         left_s: f64,
     },
-    /// A step (decode cell, prefill row, or a `bench serve` request) finished.
-    StepDone,
+    /// A step (decode cell, prefill row, or a `bench serve` request) finished; the plan's
+    /// estimate for it (0 when there is none), which scales the estimate of the steps left.
+    StepDone { estimate_s: f64 },
 }
 
 /// Where events go. Any `FnMut(&str)` is a sink that keeps only the lines, so a test (or a
@@ -82,21 +83,35 @@ impl<F: FnMut(&str)> Progress for F {
     }
 }
 
-/// Seconds the run still needs: the plan's estimate until a step has finished, then the pace
-/// of the steps measured in this run (resumed steps took no time here).
-pub fn time_left_s(estimate_s: f64, elapsed_s: f64, done_here: u64, left: u64, total: u64) -> f64 {
-    if left == 0 {
-        return 0.0;
+/// Where a run stands, for its time left.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Pace {
+    /// Steps not yet finished.
+    pub left: u64,
+    /// Steps finished in this run (resumed ones took no time here).
+    pub done_here: u64,
+    /// The plan's estimate for the steps left at the start, and for those finished since.
+    pub estimate_at_start_s: f64,
+    pub estimate_done_s: f64,
+    pub elapsed_s: f64,
+}
+
+/// Seconds the run still needs; `None` when nothing says yet. The plan's estimate for the steps
+/// left, scaled by how this run's finished steps compared with their estimates (a fast prefill
+/// row then says little about a 30 s cell); without estimates, the count pace of the steps.
+pub fn time_left_s(p: &Pace) -> Option<f64> {
+    if p.left == 0 {
+        return Some(0.0);
     }
-    if done_here == 0 {
-        let per_step = if total > 0 {
-            estimate_s / total as f64
+    let estimate_left = (p.estimate_at_start_s - p.estimate_done_s).max(0.0);
+    if estimate_left > 0.0 {
+        return Some(if p.estimate_done_s > 0.0 {
+            estimate_left * p.elapsed_s / p.estimate_done_s
         } else {
-            0.0
-        };
-        return (per_step * left as f64 - elapsed_s).max(0.0);
+            (estimate_left - p.elapsed_s).max(0.0)
+        });
     }
-    elapsed_s / done_here as f64 * left as f64
+    (p.done_here > 0).then(|| p.elapsed_s / p.done_here as f64 * p.left as f64)
 }
 
 #[cfg(test)]
@@ -109,7 +124,7 @@ mod tests {
         let mut sink = |s: &str| got.push(s.to_string());
         let p: &mut dyn Progress = &mut sink;
         p.line("a");
-        p.event(&Event::StepDone);
+        p.event(&Event::StepDone { estimate_s: 1.0 });
         p.event(&Event::Phase {
             step: "cell",
             phase: Phase::Measuring,
@@ -119,13 +134,24 @@ mod tests {
     }
 
     #[test]
-    fn time_left_uses_the_estimate_then_the_measured_pace() {
-        // 10 steps estimated at 100 s, 20 s gone, none done: 100 - 20.
-        assert_eq!(time_left_s(100.0, 20.0, 0, 10, 10), 80.0);
+    fn time_left_scales_the_estimate_by_the_measured_pace() {
+        let p = |left, done_here, at_start, done, elapsed| Pace {
+            left,
+            done_here,
+            estimate_at_start_s: at_start,
+            estimate_done_s: done,
+            elapsed_s: elapsed,
+        };
+        // 100 s estimated, 20 s into the first step: 80 s.
+        assert_eq!(time_left_s(&p(10, 0, 100.0, 0.0, 20.0)), Some(80.0));
         // Past the estimate with nothing done: never negative.
-        assert_eq!(time_left_s(100.0, 150.0, 0, 10, 10), 0.0);
-        // 2 steps done here in 30 s, 4 left: 60 s, whatever the estimate said.
-        assert_eq!(time_left_s(100.0, 30.0, 2, 4, 10), 60.0);
-        assert_eq!(time_left_s(100.0, 30.0, 2, 0, 10), 0.0);
+        assert_eq!(time_left_s(&p(10, 0, 100.0, 0.0, 150.0)), Some(0.0));
+        // A 1 s prefill row and a 39 s cell done in 80 s (twice the estimate of 40 s): the
+        // 60 s estimated for the rest become 120 s. Count pace would have said 40 s per step.
+        assert_eq!(time_left_s(&p(2, 2, 100.0, 40.0, 80.0)), Some(120.0));
+        assert_eq!(time_left_s(&p(0, 2, 100.0, 40.0, 80.0)), Some(0.0));
+        // No estimates (bench serve requests): the count pace, unknown before the first.
+        assert_eq!(time_left_s(&p(4, 2, 0.0, 0.0, 30.0)), Some(60.0));
+        assert_eq!(time_left_s(&p(4, 0, 0.0, 0.0, 30.0)), None);
     }
 }

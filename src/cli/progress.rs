@@ -2,7 +2,7 @@
 //! otherwise (CI, pipes, `--no-progress`). Owns the choice of mode and the words; what a run
 //! reports, and when, is the runner's.
 
-use crate::progress::{time_left_s, Event, Phase, Progress};
+use crate::progress::{time_left_s, Event, Pace, Phase, Progress};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ pub struct Display {
     done: u64,
     done_here: u64,
     estimate_s: f64,
+    estimate_done_s: f64,
     started: Instant,
     step: String,
     phase: Option<Phase>,
@@ -61,6 +62,7 @@ impl Display {
             done: 0,
             done_here: 0,
             estimate_s: 0.0,
+            estimate_done_s: 0.0,
             started: Instant::now(),
             step: String::new(),
             phase: None,
@@ -75,14 +77,16 @@ impl Display {
         }
     }
 
-    fn left_s(&self) -> f64 {
-        time_left_s(
-            self.estimate_s,
-            self.started.elapsed().as_secs_f64(),
-            self.done_here,
-            self.total.saturating_sub(self.done),
-            self.total,
-        )
+    /// "1m05s", or "?" before anything says.
+    fn left_text(&self) -> String {
+        time_left_s(&Pace {
+            left: self.total.saturating_sub(self.done),
+            done_here: self.done_here,
+            estimate_at_start_s: self.estimate_s,
+            estimate_done_s: self.estimate_done_s,
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+        })
+        .map_or_else(|| "?".into(), clock_text)
     }
 
     fn message(&self) -> String {
@@ -96,7 +100,7 @@ impl Display {
                 " {left:.0} s left, {tps:.0} tok/s live, {active} streams"
             ));
         }
-        m.push_str(&format!(" | run: about {} left", clock_text(self.left_s())));
+        m.push_str(&format!(" | run: about {} left", self.left_text()));
         m
     }
 
@@ -166,9 +170,10 @@ impl Progress for Display {
                     self.plain(&line);
                 }
             }
-            Event::StepDone => {
+            Event::StepDone { estimate_s } => {
                 self.done += 1;
                 self.done_here += 1;
+                self.estimate_done_s += estimate_s;
                 match &self.mode {
                     Mode::Live(bar) => bar.set_position(self.done),
                     // Requests finish by the hundred: their count is the bar's job only.
@@ -177,7 +182,7 @@ impl Progress for Display {
                         self.done,
                         self.total,
                         self.unit,
-                        clock_text(self.left_s())
+                        self.left_text()
                     )),
                     Mode::Plain { .. } => {}
                 }

@@ -694,7 +694,7 @@ pub async fn run_shown(
             Ok(d) => {
                 let i = d.index;
                 done[i] = Some(d);
-                progress.event(&Event::StepDone);
+                progress.event(&Event::StepDone { estimate_s: 0.0 });
             }
             Err(e) => return Err(RunError::Setup(format!("a request task failed: {e}"))),
         }

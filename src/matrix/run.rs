@@ -339,21 +339,40 @@ fn resume_from_disk(
     Ok(())
 }
 
-/// The run's size for the progress display: runnable steps, and those a resume already kept.
+/// The run's size for the progress display: runnable steps, those a resume already kept, and
+/// the plan's estimate for the steps still to run.
 fn start_event(plan: &Plan, cfg: &MatrixConfig, r: &MatrixReport) -> Event<'static> {
     let total = (plan.runnable_cells().count() + plan.runnable_prefill().count()) as u64;
-    let pending = r
-        .decode
+    let pending = |s: &CellStatus| *s == CellStatus::Pending;
+    let cells = r.decode.iter().filter(|d| pending(&d.status)).count();
+    let prefill: Vec<u64> = r
+        .prefill
         .iter()
-        .map(|d| &d.status)
-        .chain(r.prefill.iter().map(|p| &p.status))
-        .filter(|s| **s == CellStatus::Pending)
-        .count() as u64;
+        .filter(|p| pending(&p.status))
+        .map(|p| p.context)
+        .collect();
+    let estimate_s = cells as f64 * cell_estimate_s(cfg)
+        + prefill
+            .iter()
+            .map(|&t| prefill_estimate_s(plan, t))
+            .sum::<f64>();
     Event::Start {
         total,
-        done: total.saturating_sub(pending),
-        estimate_s: estimate(plan, cfg),
+        done: total.saturating_sub((cells + prefill.len()) as u64),
+        estimate_s,
     }
+}
+
+/// The plan's estimate for one decode cell (the same figures as the banner's estimate).
+fn cell_estimate_s(cfg: &MatrixConfig) -> f64 {
+    let e = EstimateInputs::default();
+    e.warmup_s + cfg.duration.as_secs_f64() + e.drain_s
+}
+
+/// The plan's estimate for one prefill row of `tokens`.
+fn prefill_estimate_s(plan: &Plan, tokens: u64) -> f64 {
+    let e = EstimateInputs::default();
+    tokens as f64 * plan.prefill_samples.max(1) as f64 / e.prefill_tok_per_s
 }
 
 fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
@@ -422,6 +441,15 @@ struct Measure<'a, 'p> {
 }
 
 impl<'a> Measure<'a, '_> {
+    /// A step finished: prefill row `Some(i)` or a decode cell.
+    fn step_done(&mut self, prefill_row: Option<usize>) {
+        let estimate_s = match prefill_row {
+            Some(i) => prefill_estimate_s(self.plan, self.plan.prefill[i].context.tokens),
+            None => cell_estimate_s(self.cfg),
+        };
+        self.progress.event(&Event::StepDone { estimate_s });
+    }
+
     async fn warm_up(&mut self) {
         self.progress.event(&Event::Phase {
             step: "warm-up",
@@ -472,12 +500,12 @@ impl<'a> Measure<'a, '_> {
                 for &i in &cells {
                     self.report.decode[i].status = failed();
                     self.report.decode[i].error_messages = vec![msg.clone()];
-                    self.progress.event(&Event::StepDone);
+                    self.step_done(None);
                 }
                 if let Some(i) = scout_pending {
                     self.report.prefill[i].status = failed();
                     self.report.prefill[i].error_messages = vec![msg];
-                    self.progress.event(&Event::StepDone);
+                    self.step_done(Some(i));
                 }
                 write_results(self.cfg, &self.report)?;
                 return Ok(Flow::Go);
@@ -548,7 +576,7 @@ impl<'a> Measure<'a, '_> {
                     row.status = CellStatus::Failed(Vec::new());
                     row.error_messages = vec![ErrorMessage::new(None, None, &e)];
                     self.progress.line(&format!("prefill {label}: Failed: {e}"));
-                    self.progress.event(&Event::StepDone);
+                    self.step_done(Some(i));
                     write_results(cfg, &self.report)?;
                     return Ok(Flow::Go);
                 }
@@ -568,7 +596,7 @@ impl<'a> Measure<'a, '_> {
         }
         let line = prefill_line(row);
         self.progress.line(&format!("prefill {label}: {line}"));
-        self.progress.event(&Event::StepDone);
+        self.step_done(Some(i));
         write_results(cfg, &self.report)?;
         Ok(Flow::Go)
     }
@@ -647,7 +675,7 @@ impl<'a> Measure<'a, '_> {
                 }
             }
         }
-        self.progress.event(&Event::StepDone);
+        self.step_done(None);
         Ok(Flow::Go)
     }
 
@@ -681,7 +709,7 @@ impl<'a> Measure<'a, '_> {
                         None,
                         &format!("cannot build the prompt: {e}"),
                     )];
-                    self.progress.event(&Event::StepDone);
+                    self.step_done(Some(i));
                     write_results(self.cfg, &self.report)?;
                 }
             }
