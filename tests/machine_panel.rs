@@ -142,3 +142,13 @@ fn no_gpu_tool_is_said_absent() {
         "{md}"
     );
 }
+
+#[test]
+fn results_written_before_the_panel_still_read() {
+    let old = serde_json::json!({
+        "kind": null, "gpu": "RTX", "vram_gb": 96.0, "os": "linux", "description": null
+    });
+    let h: llmspeed::report::Hardware = serde_json::from_value(old).unwrap();
+    assert_eq!(h.gpu.as_deref(), Some("RTX"));
+    assert!(h.client.is_none() && h.gpus.is_empty() && h.gpu_source.is_none());
+}

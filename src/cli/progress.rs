@@ -49,7 +49,6 @@ impl Display {
             .progress_chars("=> ");
             bar.set_style(style);
             bar.set_prefix(unit);
-            bar.enable_steady_tick(Duration::from_millis(200));
             Mode::Live(bar)
         } else {
             Mode::Plain { last_live: None }
@@ -137,6 +136,9 @@ impl Progress for Display {
                     Mode::Live(bar) => {
                         bar.set_length(total);
                         bar.set_position(done);
+                        // Ticking from here: setup before it (warm-up logs of bench serve)
+                        // writes its lines without a spinner redrawing between them.
+                        bar.enable_steady_tick(Duration::from_millis(200));
                     }
                     Mode::Plain { .. } if done > 0 => self.plain(&format!(
                         "{} {} to run, {done} already done",
