@@ -386,9 +386,11 @@ mod tests {
             all_ms >= 290,
             "the burn shows in the process total: {all_ms} ms"
         );
-        // Ticks are 10 ms; other test threads may run meanwhile, but not 200 ms worth.
+        // Other test threads of this process run meanwhile and count in both figures (on a
+        // loaded machine, hundreds of ms), so what is checked is the part taken off: the
+        // server's 300 ms, less a few 10 ms ticks.
         assert!(
-            client_ms < 100,
+            all_ms.saturating_sub(client_ms) >= 250,
             "the server thread was charged to the client: {client_ms} of {all_ms} ms"
         );
     }
