@@ -12,6 +12,7 @@ pub mod compat;
 pub mod matrix;
 pub mod mock;
 pub mod net;
+pub mod progress;
 pub mod proto;
 pub mod report;
 pub mod selftest;

@@ -37,9 +37,17 @@ fn config(m: &MockServer, extra: &[&str]) -> ServeConfig {
 
 async fn execute(cfg: &ServeConfig) -> (Vec<PathBuf>, String) {
     let mut out = Vec::new();
-    let files = session::execute(cfg, Clock::new(), &Cancel::new(), &mut Vec::new(), &mut out)
-        .await
-        .expect("session");
+    let mut no_progress = |_: &str| {};
+    let files = session::execute(
+        cfg,
+        Clock::new(),
+        &Cancel::new(),
+        &mut Vec::new(),
+        &mut out,
+        &mut no_progress,
+    )
+    .await
+    .expect("session");
     (files, String::from_utf8(out).unwrap())
 }
 

@@ -678,7 +678,7 @@ fn one_cell_beside(
             &cfg,
             blank,
             &Cancel::new(),
-            &mut |_| {},
+            &mut |_: &str| {},
         )
         .await;
         other.cancel();

@@ -1,6 +1,7 @@
 //! `llmspeed bench serve`: the drop-in for `vllm bench serve`. Parses and validates the flags,
 //! builds the runtime, runs `compat::run` and prints or saves the result. Owns no measurement.
 
+use super::progress::{live_wanted, Display};
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::compat::args::ServeArgs;
@@ -53,7 +54,11 @@ fn serve(a: &ServeArgs) -> CliResult {
             // Sweeps and repeated runs print each run as it ends, so stdout is written from
             // here rather than after the runtime returns.
             let mut stdout = std::io::stdout();
-            session::execute(&cfg, Clock::new(), &cancel, &mut log, &mut stdout).await
+            let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
+            let r = session::execute(&cfg, Clock::new(), &cancel, &mut log, &mut stdout, &mut display)
+                .await;
+            display.finish();
+            r
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     for p in saved {

@@ -3,6 +3,7 @@
 //! reduced plan) so the first command in the README works without a GPU.
 
 use super::probe::LimitArgs;
+use super::progress::Display;
 use super::stream::ConnectionArgs;
 use super::{runtime, CliError, CliResult};
 use crate::analysis::repetition::RepetitionConfig;
@@ -42,6 +43,10 @@ pub struct MatrixArgs {
     /// Run against the built-in simulated server (demo profile) with a reduced plan.
     #[arg(long, conflicts_with = "base_url")]
     pub mock: bool,
+    /// Plain log lines instead of the live progress display (the default when stdout or
+    /// stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
     /// Model name (default: the first served model).
@@ -316,12 +321,24 @@ impl MockThread {
     }
 }
 
-/// Probe, plan, run and write; shared by the CLI and the end-to-end tests.
+/// Probe, plan, run and write with plain progress lines; shared by the CLI and the end-to-end
+/// tests.
 pub async fn run_async(
     client: &Client,
     cfg: &MatrixConfig,
     dry_run: bool,
     stop: &Cancel,
+) -> Result<crate::report::MatrixReport, CliError> {
+    run_shown(client, cfg, dry_run, stop, false).await
+}
+
+/// [`run_async`] with the live display when `live` (see `progress::live_wanted`).
+pub async fn run_shown(
+    client: &Client,
+    cfg: &MatrixConfig,
+    dry_run: bool,
+    stop: &Cancel,
+    live: bool,
 ) -> Result<crate::report::MatrixReport, CliError> {
     let prepared = plan_run(client, cfg).await.map_err(CliError::failed)?;
     eprint!("{}", prepared.info.render());
@@ -334,11 +351,10 @@ pub async fn run_async(
     if dry_run {
         return Ok(prepared.report);
     }
-    execute(client, cfg, prepared, stop, &mut |line| {
-        eprintln!("[matrix] {line}")
-    })
-    .await
-    .map_err(CliError::failed)
+    let mut display = Display::new("matrix", "steps", live);
+    let r = execute(client, cfg, prepared, stop, &mut display).await;
+    display.finish();
+    r.map_err(CliError::failed)
 }
 
 pub fn run(a: MatrixArgs) -> CliResult {
@@ -376,7 +392,8 @@ pub fn run(a: MatrixArgs) -> CliResult {
     if let Some(conn) = &a.conn {
         rt.block_on(conn.wait_ready(&client))?;
     }
-    let report = rt.block_on(run_async(&client, &cfg, a.dry_run, &stop));
+    let live = super::progress::live_wanted(a.no_progress);
+    let report = rt.block_on(run_shown(&client, &cfg, a.dry_run, &stop, live));
     if let Some(s) = mock_server {
         s.stop();
     }

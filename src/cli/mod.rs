@@ -6,6 +6,7 @@ pub mod duration;
 pub mod matrix;
 pub mod mock;
 pub mod probe;
+pub mod progress;
 pub mod selftest;
 pub mod stream;
 

@@ -268,7 +268,8 @@ pub struct ServeArgs {
     /// Seeds prompts and the schedule.
     #[arg(long, default_value_t = 0, help_heading = "Load options")]
     pub seed: u64,
-    /// Accepted for compatibility: llmspeed prints no progress bar.
+    /// Plain lines instead of the live progress bar of completed requests (the default when
+    /// stdout or stderr is not a terminal).
     #[arg(long, help_heading = "Load options")]
     pub disable_tqdm: bool,
 
@@ -364,6 +365,13 @@ pub struct ServeArgs {
     /// [default: {label or backend}-{rate}qps[-concurrency{N}]-{model}-{date}.json]
     #[arg(long, help_heading = "Output options")]
     pub result_filename: Option<String>,
+    /// Write a per-request timeline, `<result file>.timeline.html` (self-contained HTML).
+    #[arg(long, help_heading = "Output options")]
+    pub plot_timeline: bool,
+    /// The timeline's two inter-token latency thresholds in ms: gaps below the first, between
+    /// the two, and at or above the second get three colours.
+    #[arg(long, default_value = "25,50", help_heading = "Output options")]
+    pub timeline_itl_thresholds: String,
     /// KEY=VALUE pairs recorded in the result JSON.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE", help_heading = "Output options")]
     pub metadata: Vec<String>,
@@ -453,6 +461,8 @@ pub struct ServeConfig {
     pub append_result: bool,
     pub result_dir: Option<PathBuf>,
     pub result_filename: Option<String>,
+    /// `--plot-timeline` with its two ITL thresholds in ms.
+    pub plot_timeline: Option<[f64; 2]>,
     pub metadata: Vec<(String, serde_json::Value)>,
     pub label: Option<String>,
     pub latency_from: LatencyFrom,
@@ -558,6 +568,21 @@ fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
         return Err(format!("{what} {s:?} has an empty key"));
     }
     Ok((k.to_string(), v.to_string()))
+}
+
+/// `--timeline-itl-thresholds`: exactly two numbers in ms, as vLLM requires; ascending.
+pub fn itl_thresholds(s: &str) -> Result<[f64; 2], String> {
+    let bad = |why: &str| format!("--timeline-itl-thresholds {s:?}: {why}");
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|p| p.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad("expected two numbers in ms, e.g. 25,50"))?;
+    match v[..] {
+        [a, b] if a.is_finite() && b.is_finite() && 0.0 < a && a <= b => Ok([a, b]),
+        [_, _] => Err(bad("the thresholds must be positive and ascending")),
+        _ => Err(bad(&format!("expected 2 values, got {}", v.len()))),
+    }
 }
 
 impl ServeArgs {
@@ -826,6 +851,11 @@ impl ServeArgs {
             append_result: self.append_result,
             result_dir: self.result_dir.clone(),
             result_filename: self.result_filename.clone(),
+            plot_timeline: if self.plot_timeline {
+                Some(itl_thresholds(&self.timeline_itl_thresholds)?)
+            } else {
+                None
+            },
             metadata,
             label: self.label.clone(),
             latency_from: self.latency_from,

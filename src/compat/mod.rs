@@ -8,3 +8,4 @@ pub mod run;
 pub mod session;
 pub mod steady;
 pub mod sweep;
+pub mod timeline_html;

@@ -17,7 +17,9 @@ use crate::compat::metrics::{
 };
 use crate::compat::result::{self, Detailed, RunInfo};
 use crate::compat::steady::{self, SteadyState};
+use crate::compat::timeline_html;
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
+use crate::progress::{Event, Phase, Progress};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::timeline::Timeline;
@@ -522,6 +524,17 @@ pub async fn run(
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
 ) -> Result<RunOutput, RunError> {
+    run_shown(cfg, clock, cancel, log, &mut |_: &str| {}).await
+}
+
+/// [`run`], telling `progress` how many requests have completed (vLLM's progress bar).
+pub async fn run_shown(
+    cfg: &ServeConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
     let models = ready_models(&client, cfg.ready_check_timeout_s).await?;
     let model = match &cfg.model {
@@ -609,6 +622,15 @@ pub async fn run(
             .map(|n| n.to_string())
             .unwrap_or_else(|| "none".into())
     );
+    progress.event(&Event::Start {
+        total: samples.len() as u64,
+        done: 0,
+        estimate_s: 0.0,
+    });
+    progress.event(&Event::Phase {
+        step: "bench serve",
+        phase: Phase::Requests,
+    });
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
@@ -672,6 +694,7 @@ pub async fn run(
             Ok(d) => {
                 let i = d.index;
                 done[i] = Some(d);
+                progress.event(&Event::StepDone { estimate_s: 0.0 });
             }
             Err(e) => return Err(RunError::Setup(format!("a request task failed: {e}"))),
         }
@@ -932,10 +955,19 @@ pub fn report(
         x["client_cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
     )
     .map_err(io)?;
+    let path = result_path(cfg, &out.info);
+    if let Some(th) = cfg.plot_timeline {
+        // Where vLLM puts it, also when the JSON itself is not saved.
+        let html_path = timeline_html::path_for(&path);
+        let title = format!("bench serve timeline: {}", out.info.model_id);
+        let html = timeline_html::render(&timeline_html::requests(&out.detailed), th, &title);
+        std::fs::write(&html_path, html)
+            .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
+        writeln!(w, "Timeline plot saved to: {}", html_path.display()).map_err(io)?;
+    }
     if !(cfg.save_result || cfg.append_result) {
         return Ok(None);
     }
-    let path = result_path(cfg, &out.info);
     result::save(&path, &out.pairs(cfg.save_detailed), cfg.append_result)
         .map_err(|e| RunError::Save(path.display().to_string(), e))?;
     Ok(Some(path))

@@ -13,6 +13,7 @@ use crate::compat::result;
 use crate::compat::run::{self, RunError};
 use crate::compat::sweep::{self, Point, PointResult};
 use crate::net::Cancel;
+use crate::progress::Progress;
 use crate::workload::datasets;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,6 +27,7 @@ pub async fn execute(
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
     out: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
 ) -> Result<Vec<PathBuf>, RunError> {
     if cfg.dry_run {
         dry_run(cfg, out)?;
@@ -35,7 +37,7 @@ pub async fn execute(
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
     let points = sweep::points(cfg);
     if points.len() == 1 && cfg.num_runs == 1 {
-        let o = run::run(cfg, clock, cancel, log).await?;
+        let o = run::run_shown(cfg, clock, cancel, log, progress).await?;
         return Ok(run::report(cfg, &o, &mut out)?.into_iter().collect());
     }
     // One date names every file of the session, so its files sort together.
@@ -58,7 +60,7 @@ pub async fn execute(
                 (false, n) => format!("{}, run {k}/{n}", p.label),
             };
             writeln!(out, "{:-^50}", format!(" {title} ")).map_err(io)?;
-            let mut o = run::run(&p.cfg, clock.clone(), cancel, log).await?;
+            let mut o = run::run_shown(&p.cfg, clock.clone(), cancel, log, progress).await?;
             o.info.date = date.clone();
             model_id.get_or_insert_with(|| o.info.model_id.clone());
             let name = base

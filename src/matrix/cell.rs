@@ -11,6 +11,7 @@ use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::matrix::status::{post_run, CellObservation};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
+use crate::progress::{Event, Phase, Progress};
 use crate::report::{
     push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, LoopInfo, RequestSummary,
 };
@@ -20,8 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often the live progress line is printed during a window.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How often live figures go to the progress display during a window (plain mode prints
+/// fewer of them).
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 /// How a cell runs.
 #[derive(Clone, Debug)]
@@ -65,6 +67,8 @@ struct Counters {
     failures: AtomicU64,
     /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
     tokens: AtomicU64,
+    /// Streams inside a request now (one add and one subtract per request, not per token).
+    active: AtomicU64,
 }
 
 impl StreamObserver for Watch {
@@ -159,7 +163,9 @@ async fn worker(
         w.reasoning.reset();
         w.looped = None;
         let intended = client.clock().raw();
+        w.shared.active.fetch_add(1, Ordering::Relaxed);
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
+        w.shared.active.fetch_sub(1, Ordering::Relaxed);
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
         // The detectors check at intervals; run the last check on what the stream left.
         if w.looped.is_none() {
@@ -484,7 +490,7 @@ pub async fn run_cell(
     cfg: &CellConfig,
     mut cell: DecodeCell,
     stop: &Cancel,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> CellRun {
     let clock = client.clock().clone();
     let c = cfg.concurrency.max(1);
@@ -505,6 +511,11 @@ pub async fn run_cell(
             ))
         })
         .collect();
+    let step = format!("cell {} x {c}", cell.context_label);
+    progress.event(&Event::Phase {
+        step: &step,
+        phase: Phase::WaitingReady,
+    });
 
     // Readiness gate: every stream has a token and (where metrics exist) the server runs C with
     // none waiting.
@@ -580,6 +591,10 @@ pub async fn run_cell(
                 .await
                 .and_then(|s| s.generation_tokens);
         }
+        progress.event(&Event::Phase {
+            step: &step,
+            phase: Phase::Measuring,
+        });
         open = clock.raw();
         opened = true;
         cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
@@ -601,13 +616,11 @@ pub async fn run_cell(
                 let (t, n) = (clock.raw(), tokens.load(Ordering::Relaxed));
                 let s = clock.delta_ns(last_t, t) as f64 / 1e9;
                 if s > 0.0 {
-                    progress(&format!(
-                        "cell {} x {}: {:.0} tok/s live, {:.0} s left",
-                        cell.context_label,
-                        c,
-                        n.saturating_sub(last_n) as f64 / s,
-                        left.as_secs_f64()
-                    ));
+                    progress.event(&Event::Live {
+                        tok_per_s: n.saturating_sub(last_n) as f64 / s,
+                        active: shared.active.load(Ordering::Relaxed),
+                        left_s: left.as_secs_f64(),
+                    });
                 }
                 (last_t, last_n) = (t, n);
             }
@@ -622,6 +635,10 @@ pub async fn run_cell(
                 .and_then(|s| s.generation_tokens);
         }
     }
+    progress.event(&Event::Phase {
+        step: &step,
+        phase: Phase::Draining,
+    });
     cancel.cancel();
     let (finished, panics) = gather(workers).await;
     let samples = match sampler {

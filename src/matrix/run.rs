@@ -3,7 +3,7 @@
 //!
 //! Owns the order of work, the choice of prompt mode, resume and interruption; prompts of an
 //! exact size are `matrix::prompts`. It never formats reports itself (that is `report`) and
-//! never decides a verdict rule (that is `status`); progress goes through a callback.
+//! never decides a verdict rule (that is `status`); progress goes out as `progress::Event`s.
 
 use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig};
@@ -13,11 +13,14 @@ use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client};
+use crate::progress::{Event, Phase, Progress};
 use crate::report::files;
 use crate::report::{
-    methodology, rows_from_plan, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
-    Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings, SCHEMA_VERSION,
+    methodology, rows_from_plan, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits,
+    MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
+    SCHEMA_VERSION,
 };
+use crate::server::gpu::{self, GpuSampler};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
@@ -26,6 +29,9 @@ use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// GPU readings during a cell: nvidia-smi itself takes tens of milliseconds.
+const GPU_SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
 /// How prompt sizes are made exact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +191,10 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     };
     let (prefill, decode) = rows_from_plan(&plan);
     let h = &cfg.header;
+    // A child process and a few /proc files: off the runtime's threads.
+    let (machine, gpus) = tokio::task::spawn_blocking(|| (crate::sys::machine(), gpu::list()))
+        .await
+        .map_err(|e| format!("reading the machine's facts: {e}"))?;
     let report = MatrixReport {
         schema_version: SCHEMA_VERSION,
         metadata: Metadata {
@@ -194,13 +204,16 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
             hardware: Hardware {
-                // Nothing here knows the kind of accelerator; the report shows only what the
-                // user told (--gpu, --vram-gb, --hardware).
+                // The server's accelerator is what the user told (--gpu, --vram-gb,
+                // --hardware); what was measured is this (the client's) machine, below.
                 kind: None,
                 gpu: h.gpu.clone(),
                 vram_gb: h.vram_gb,
                 os: Some(std::env::consts::OS.to_string()),
                 description: h.hardware.clone(),
+                client: Some(client_machine(machine)),
+                gpus: gpus.gpus,
+                gpu_source: Some(gpus.source),
             },
             engine: Engine {
                 name: Some(info.engine.as_str().into()),
@@ -228,19 +241,30 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
     Ok(Prepared0 { info, plan, report })
 }
 
+fn client_machine(m: crate::sys::Machine) -> ClientMachine {
+    ClientMachine {
+        cpu_model: m.cpu_model,
+        cpu_logical: m.cpu_logical,
+        memory_gib: m.memory_bytes.map(|b| b as f64 / (1u64 << 30) as f64),
+        os: m.os,
+        kernel: m.kernel,
+        arch: m.arch,
+    }
+}
+
 /// Estimate for the plan banner, in seconds.
 pub fn estimate(plan: &Plan, cfg: &MatrixConfig) -> f64 {
     plan.estimate_seconds(cfg.duration.as_secs_f64(), &EstimateInputs::default())
 }
 
 /// Run the planned measurements, writing the results folder after each one. `progress` gets
-/// one line per step. Returns the final report (also when stopped by `stop`).
+/// one line per step and the phase events of a live display. Returns the final report (also when stopped by `stop`).
 pub async fn execute(
     client: &Client,
     cfg: &MatrixConfig,
     prepared: Prepared0,
     stop: &Cancel,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Result<MatrixReport, String> {
     let Prepared0 {
         info,
@@ -251,6 +275,7 @@ pub async fn execute(
         resume_from_disk(cfg, &mut report, progress)?;
     }
     write_results(cfg, &report)?;
+    progress.event(&start_event(&plan, cfg, &report));
     let mut m = Measure {
         cfg,
         run: Run {
@@ -297,7 +322,7 @@ pub async fn execute(
 fn resume_from_disk(
     cfg: &MatrixConfig,
     report: &mut MatrixReport,
-    progress: &mut dyn FnMut(&str),
+    progress: &mut dyn Progress,
 ) -> Result<(), String> {
     // A results file that cannot be read is never overwritten: it holds measurements that took
     // hours, and the user must decide what to do with it.
@@ -310,8 +335,44 @@ fn resume_from_disk(
     let kept = super::resume::resume(report, &old, cfg.resume_force)
         .map_err(|e| format!("cannot resume from {}: {e}", cfg.out_dir.display()))?;
     report.metadata.date = old.metadata.date.clone();
-    progress(&format!("resume: {kept} finished measurements kept"));
+    progress.line(&format!("resume: {kept} finished measurements kept"));
     Ok(())
+}
+
+/// The run's size for the progress display: runnable steps, those a resume already kept, and
+/// the plan's estimate for the steps still to run.
+fn start_event(plan: &Plan, cfg: &MatrixConfig, r: &MatrixReport) -> Event<'static> {
+    let total = (plan.runnable_cells().count() + plan.runnable_prefill().count()) as u64;
+    let pending = |s: &CellStatus| *s == CellStatus::Pending;
+    let cells = r.decode.iter().filter(|d| pending(&d.status)).count();
+    let prefill: Vec<u64> = r
+        .prefill
+        .iter()
+        .filter(|p| pending(&p.status))
+        .map(|p| p.context)
+        .collect();
+    let estimate_s = cells as f64 * cell_estimate_s(cfg)
+        + prefill
+            .iter()
+            .map(|&t| prefill_estimate_s(plan, t))
+            .sum::<f64>();
+    Event::Start {
+        total,
+        done: total.saturating_sub((cells + prefill.len()) as u64),
+        estimate_s,
+    }
+}
+
+/// The plan's estimate for one decode cell (the same figures as the banner's estimate).
+fn cell_estimate_s(cfg: &MatrixConfig) -> f64 {
+    let e = EstimateInputs::default();
+    e.warmup_s + cfg.duration.as_secs_f64() + e.drain_s
+}
+
+/// The plan's estimate for one prefill row of `tokens`.
+fn prefill_estimate_s(plan: &Plan, tokens: u64) -> f64 {
+    let e = EstimateInputs::default();
+    tokens as f64 * plan.prefill_samples.max(1) as f64 / e.prefill_tok_per_s
 }
 
 fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
@@ -376,12 +437,25 @@ struct Measure<'a, 'p> {
     report: MatrixReport,
     names: Option<MetricNames>,
     stop: &'a Cancel,
-    progress: &'p mut dyn FnMut(&str),
+    progress: &'p mut dyn Progress,
 }
 
 impl<'a> Measure<'a, '_> {
+    /// A step finished: prefill row `Some(i)` or a decode cell.
+    fn step_done(&mut self, prefill_row: Option<usize>) {
+        let estimate_s = match prefill_row {
+            Some(i) => prefill_estimate_s(self.plan, self.plan.prefill[i].context.tokens),
+            None => cell_estimate_s(self.cfg),
+        };
+        self.progress.event(&Event::StepDone { estimate_s });
+    }
+
     async fn warm_up(&mut self) {
-        (self.progress)("warm-up: one short hidden request");
+        self.progress.event(&Event::Phase {
+            step: "warm-up",
+            phase: Phase::Warming,
+        });
+        self.progress.line("warm-up: one short hidden request");
         let mut g = Generation::new(
             &self.run.model,
             NetPrompt::Text("Say hello in one short sentence.".into()),
@@ -426,10 +500,12 @@ impl<'a> Measure<'a, '_> {
                 for &i in &cells {
                     self.report.decode[i].status = failed();
                     self.report.decode[i].error_messages = vec![msg.clone()];
+                    self.step_done(None);
                 }
                 if let Some(i) = scout_pending {
                     self.report.prefill[i].status = failed();
                     self.report.prefill[i].error_messages = vec![msg];
+                    self.step_done(Some(i));
                 }
                 write_results(self.cfg, &self.report)?;
                 return Ok(Flow::Go);
@@ -442,6 +518,10 @@ impl<'a> Measure<'a, '_> {
         }
         // The scouts' prompts were all new to the server; the cells share this one, warm.
         if !cells.is_empty() {
+            self.progress.event(&Event::Phase {
+                step: &format!("context {}", ctx.label),
+                phase: Phase::Warming,
+            });
             self.run.warm(&prompt.generation, 1, self.stop).await;
         }
         for i in cells {
@@ -454,17 +534,23 @@ impl<'a> Measure<'a, '_> {
 
     /// The prompt for a context, with its progress lines; `None` when stopped.
     async fn prompt(&mut self, label: &str, tokens: u64) -> Option<Result<Prepared, String>> {
-        (self.progress)(&format!(
+        self.progress.event(&Event::Phase {
+            step: &format!("context {label}"),
+            phase: Phase::Preparing,
+        });
+        self.progress.line(&format!(
             "context {label}: preparing a {tokens}-token prompt"
         ));
         let r = self.run.prepare(tokens, self.cfg.seed).await;
         match &r {
             Ok(p) => {
                 if let Some(n) = &p.note {
-                    (self.progress)(&format!("context {label}: prompt: {n}"));
+                    self.progress.line(&format!("context {label}: prompt: {n}"));
                 }
             }
-            Err(e) => (self.progress)(&format!("context {label}: cannot build the prompt: {e}")),
+            Err(e) => self
+                .progress
+                .line(&format!("context {label}: cannot build the prompt: {e}")),
         }
         (!self.stop.is_cancelled() || r.is_ok()).then_some(r)
     }
@@ -489,7 +575,8 @@ impl<'a> Measure<'a, '_> {
                     let row = &mut self.report.prefill[i];
                     row.status = CellStatus::Failed(Vec::new());
                     row.error_messages = vec![ErrorMessage::new(None, None, &e)];
-                    (self.progress)(&format!("prefill {label}: Failed: {e}"));
+                    self.progress.line(&format!("prefill {label}: Failed: {e}"));
+                    self.step_done(Some(i));
                     write_results(cfg, &self.report)?;
                     return Ok(Flow::Go);
                 }
@@ -497,13 +584,19 @@ impl<'a> Measure<'a, '_> {
         }
         let n = samples.len();
         let plural = if n == 1 { "" } else { "s" };
-        (self.progress)(&format!("prefill {label}: {n} cold sample{plural}"));
+        self.progress.event(&Event::Phase {
+            step: &format!("prefill {label}"),
+            phase: Phase::Prefill,
+        });
+        self.progress
+            .line(&format!("prefill {label}: {n} cold sample{plural}"));
         let row = &mut self.report.prefill[i];
         if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
             return Ok(Flow::Stopped);
         }
         let line = prefill_line(row);
-        (self.progress)(&format!("prefill {label}: {line}"));
+        self.progress.line(&format!("prefill {label}: {line}"));
+        self.step_done(Some(i));
         write_results(cfg, &self.report)?;
         Ok(Flow::Go)
     }
@@ -529,7 +622,7 @@ impl<'a> Measure<'a, '_> {
             if self.stop.is_cancelled() {
                 return Ok(Flow::Stopped);
             }
-            (self.progress)(&format!(
+            self.progress.line(&format!(
                 "cell {label} x {c}: running ({} s window)",
                 cfg.duration.as_secs_f64()
             ));
@@ -537,7 +630,10 @@ impl<'a> Measure<'a, '_> {
                 .stream_request(Some(false))
                 .map_err(|e| format!("request: {e}"))?;
             let blank = DecodeCell::empty(ctx, &label, c, CellStatus::Pending);
-            let r = run_cell(
+            let sampling =
+                self.report.metadata.hardware.gpu_source.as_deref() == Some("nvidia-smi");
+            let gpu = sampling.then(|| GpuSampler::start(GPU_SAMPLE_EVERY));
+            let mut r = run_cell(
                 self.run.client,
                 &req,
                 self.names,
@@ -547,17 +643,21 @@ impl<'a> Measure<'a, '_> {
                 self.progress,
             )
             .await;
+            if let Some(g) = gpu {
+                r.cell.gpu_samples = g.stop().await;
+            }
             if r.interrupted {
                 return Ok(Flow::Stopped);
             }
-            (self.progress)(&format!("cell {label} x {c}: {}", cell_line(&r.cell)));
+            self.progress
+                .line(&format!("cell {label} x {c}: {}", cell_line(&r.cell)));
             let looped = r.cell.status == CellStatus::Looped;
             self.report.decode[i] = r.cell;
             write_results(cfg, &self.report)?;
             if !(looped && cfg.retry_looped && attempt == 0) {
                 break;
             }
-            (self.progress)(&format!(
+            self.progress.line(&format!(
                 "cell {label} x {c}: looped; retrying once with a fresh prompt"
             ));
             match self
@@ -570,11 +670,12 @@ impl<'a> Measure<'a, '_> {
                     generation = p.generation;
                 }
                 Err(e) => {
-                    (self.progress)(&format!("retry prompt failed: {e}"));
+                    self.progress.line(&format!("retry prompt failed: {e}"));
                     break;
                 }
             }
         }
+        self.step_done(None);
         Ok(Flow::Go)
     }
 
@@ -608,6 +709,7 @@ impl<'a> Measure<'a, '_> {
                         None,
                         &format!("cannot build the prompt: {e}"),
                     )];
+                    self.step_done(Some(i));
                     write_results(self.cfg, &self.report)?;
                 }
             }

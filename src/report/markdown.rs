@@ -8,7 +8,7 @@
 use crate::matrix::status::{CapacityReason, CellStatus};
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
 use crate::report::model::{
-    DecodeCell, ErrorMessage, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
+    DecodeCell, ErrorMessage, Hardware, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
 };
 use std::io::{self, Write};
 
@@ -32,6 +32,48 @@ fn kv_line(w: &mut impl Write, name: &str, value: Option<&str>) -> io::Result<()
         Some(v) if !v.is_empty() => writeln!(w, "- {name}: {}", v.replace(['\n', '\r'], " ")),
         _ => Ok(()),
     }
+}
+
+/// The measured machine panel: the client machine's CPU, memory, OS and kernel, and its GPUs
+/// with the tool that listed them (or why none were).
+fn machine_lines(w: &mut impl Write, h: &Hardware) -> io::Result<()> {
+    if let Some(c) = &h.client {
+        let cpu = match (&c.cpu_model, c.cpu_logical) {
+            (Some(m), Some(n)) => Some(format!("{m}, {n} logical CPUs")),
+            (Some(m), None) => Some(m.clone()),
+            (None, Some(n)) => Some(format!("{n} logical CPUs (model not reported)")),
+            (None, None) => None,
+        };
+        let cpu = match (cpu, &c.arch) {
+            (Some(s), Some(a)) => Some(format!("{s}, {a}")),
+            (s, _) => s,
+        };
+        kv_line(w, "Client CPU", cpu.as_deref())?;
+        kv_line(
+            w,
+            "Client memory",
+            c.memory_gib.map(|g| format!("{g:.1} GiB")).as_deref(),
+        )?;
+        let os = match (&c.os, &c.kernel) {
+            (Some(o), Some(k)) => Some(format!("{o}, kernel {k}")),
+            (o, k) => o.clone().or_else(|| k.clone()),
+        };
+        kv_line(w, "Client OS", os.as_deref())?;
+    }
+    let gpus: Vec<String> = h
+        .gpus
+        .iter()
+        .map(|g| match g.memory_total_mib {
+            Some(m) => format!("{} ({:.0} GiB)", g.name, m / 1024.0),
+            None => g.name.clone(),
+        })
+        .collect();
+    match (gpus.is_empty(), &h.gpu_source) {
+        (false, Some(src)) => kv_line(w, &format!("Client GPUs ({src})"), Some(&gpus.join("; ")))?,
+        (true, Some(src)) => kv_line(w, "Client GPUs", Some(src))?,
+        _ => {}
+    }
+    Ok(())
 }
 
 fn model_display(r: &MatrixReport) -> &str {
@@ -114,6 +156,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     )?;
     kv_line(w, "OS", h.os.as_deref())?;
     kv_line(w, "Hardware", h.description.as_deref())?;
+    machine_lines(w, h)?;
 
     writeln!(w)?;
     writeln!(w, "## Engine")?;

@@ -52,6 +52,48 @@ pub struct Hardware {
     pub os: Option<String>,
     /// Free text from `--hardware`.
     pub description: Option<String>,
+    /// The machine llmspeed ran on, measured (absent in results written before it was).
+    #[serde(default)]
+    pub client: Option<ClientMachine>,
+    /// GPUs the GPU tool listed on the machine llmspeed ran on, at the start of the run.
+    #[serde(default)]
+    pub gpus: Vec<GpuInfo>,
+    /// Which tool listed the GPUs ("nvidia-smi"), or why there are none ("absent: ...").
+    #[serde(default)]
+    pub gpu_source: Option<String>,
+}
+
+/// The client machine: `/proc/cpuinfo`, `/proc/meminfo`, `/etc/os-release`, `uname`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientMachine {
+    pub cpu_model: Option<String>,
+    pub cpu_logical: Option<u64>,
+    pub memory_gib: Option<f64>,
+    pub os: Option<String>,
+    pub kernel: Option<String>,
+    pub arch: Option<String>,
+}
+
+/// One GPU as its tool lists it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    /// Position in the tool's list (nvidia-smi lists by index).
+    pub index: u32,
+    pub name: String,
+    pub memory_total_mib: Option<f64>,
+}
+
+/// One reading of one GPU during a cell; `None` where the tool said "[N/A]" or "[Not
+/// Supported]".
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    /// Seconds since the cell started (its streams were started just after).
+    pub t_s: f64,
+    pub index: u32,
+    pub utilization_pct: Option<f64>,
+    pub memory_used_mib: Option<f64>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -329,6 +371,9 @@ pub struct DecodeCell {
     pub timer_lag_ms_p99: Option<f64>,
     pub timer_lag_ms_max: Option<f64>,
     pub requests: Vec<RequestSummary>,
+    /// GPU readings during the cell, every GPU at each sample (empty without a GPU tool).
+    #[serde(default)]
+    pub gpu_samples: Vec<GpuSample>,
     /// Set when `--resume-force` kept this cell from a run with other settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_under: Option<MeasuredUnder>,
@@ -363,6 +408,7 @@ impl DecodeCell {
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
             requests: Vec::new(),
+            gpu_samples: Vec::new(),
             measured_under: None,
         }
     }

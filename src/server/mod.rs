@@ -2,10 +2,12 @@
 //! model, its limits and KV capacity, and live `/metrics` sampling during a matrix cell.
 //!
 //! `probe` keeps detection pure (collected endpoint responses -> [`ServerInfo`]) behind a thin
-//! async fetch layer; `sampler` polls `/metrics` on its own task. Neither is on the per-token
+//! async fetch layer; `sampler` polls `/metrics` on its own task; `gpu` lists and samples this machine's
+//! GPUs with nvidia-smi. Neither is on the per-token
 //! path, and neither ever sends a generation request that produces more than one token.
 
 pub mod dialect;
+pub mod gpu;
 pub mod probe;
 pub mod ready;
 pub mod sampler;

@@ -25,6 +25,7 @@ pub fn report() -> MatrixReport {
             vram_gb: Some(96.0),
             os: Some("linux".into()),
             description: None,
+            ..Hardware::default()
         },
         engine: Engine {
             name: Some("vllm".into()),

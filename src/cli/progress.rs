@@ -1,0 +1,242 @@
+//! Renders `progress::Event`s: one live display (indicatif) on a terminal, plain log lines
+//! otherwise (CI, pipes, `--no-progress`). Owns the choice of mode and the words; what a run
+//! reports, and when, is the runner's.
+
+use crate::progress::{time_left_s, Event, Pace, Phase, Progress};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::time::{Duration, Instant};
+
+/// Plain mode prints live figures at most this often (the display redraws on every event).
+const PLAIN_LIVE_EVERY: Duration = Duration::from_secs(5);
+
+/// Whether the live display is used: asked for, and both stdout and stderr are terminals (a
+/// redirected stdout means a log is being kept; escape sequences would spoil it).
+pub fn live_wanted(no_progress: bool) -> bool {
+    !no_progress && std::io::stderr().is_terminal() && std::io::stdout().is_terminal()
+}
+
+enum Mode {
+    Live(ProgressBar),
+    Plain { last_live: Option<Instant> },
+}
+
+/// The CLI's progress sink; `tag` prefixes every plain line (`[matrix]`).
+pub struct Display {
+    tag: &'static str,
+    /// What a finished step is called in the counts ("steps", "requests").
+    unit: &'static str,
+    mode: Mode,
+    total: u64,
+    done: u64,
+    done_here: u64,
+    estimate_s: f64,
+    estimate_done_s: f64,
+    started: Instant,
+    step: String,
+    phase: Option<Phase>,
+    live: Option<(f64, u64, f64)>,
+}
+
+impl Display {
+    pub fn new(tag: &'static str, unit: &'static str, live: bool) -> Self {
+        let mode = if live {
+            let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+            let style = ProgressStyle::with_template(
+                "{spinner} {pos}/{len} {prefix} [{bar:24}] {elapsed} | {wide_msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+            bar.set_style(style);
+            bar.set_prefix(unit);
+            Mode::Live(bar)
+        } else {
+            Mode::Plain { last_live: None }
+        };
+        Self {
+            tag,
+            unit,
+            mode,
+            total: 0,
+            done: 0,
+            done_here: 0,
+            estimate_s: 0.0,
+            estimate_done_s: 0.0,
+            started: Instant::now(),
+            step: String::new(),
+            phase: None,
+            live: None,
+        }
+    }
+
+    /// Clears the display (the summary that follows is printed on a clean terminal).
+    pub fn finish(&self) {
+        if let Mode::Live(bar) = &self.mode {
+            bar.finish_and_clear();
+        }
+    }
+
+    /// "1m05s", or "?" before anything says.
+    fn left_text(&self) -> String {
+        time_left_s(&Pace {
+            left: self.total.saturating_sub(self.done),
+            done_here: self.done_here,
+            estimate_at_start_s: self.estimate_s,
+            estimate_done_s: self.estimate_done_s,
+            elapsed_s: self.started.elapsed().as_secs_f64(),
+        })
+        .map_or_else(|| "?".into(), clock_text)
+    }
+
+    fn message(&self) -> String {
+        let mut m = self.step.clone();
+        if let Some(p) = self.phase {
+            m.push_str(": ");
+            m.push_str(p.as_str());
+        }
+        if let (Some(Phase::Measuring), Some((tps, active, left))) = (self.phase, self.live) {
+            m.push_str(&format!(
+                " {left:.0} s left, {tps:.0} tok/s live, {active} streams"
+            ));
+        }
+        m.push_str(&format!(" | run: about {} left", self.left_text()));
+        m
+    }
+
+    fn plain(&self, s: &str) {
+        eprintln!("[{}] {s}", self.tag);
+    }
+}
+
+/// `1h02m`, `3m05s`, `42s`.
+pub fn clock_text(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+impl Progress for Display {
+    fn event(&mut self, e: &Event<'_>) {
+        match *e {
+            Event::Line(s) => match &self.mode {
+                Mode::Live(bar) => bar.println(format!("[{}] {s}", self.tag)),
+                Mode::Plain { .. } => self.plain(s),
+            },
+            Event::Start {
+                total,
+                done,
+                estimate_s,
+            } => {
+                (self.total, self.done, self.estimate_s) = (total, done, estimate_s);
+                self.started = Instant::now();
+                match &self.mode {
+                    Mode::Live(bar) => {
+                        bar.set_length(total);
+                        bar.set_position(done);
+                        // Ticking from here: setup before it (warm-up logs of bench serve)
+                        // writes its lines without a spinner redrawing between them.
+                        bar.enable_steady_tick(Duration::from_millis(200));
+                    }
+                    Mode::Plain { .. } if done > 0 => self.plain(&format!(
+                        "{} {} to run, {done} already done",
+                        total.saturating_sub(done),
+                        self.unit
+                    )),
+                    Mode::Plain { .. } => self.plain(&format!("{total} {} to run", self.unit)),
+                }
+            }
+            Event::Phase { step, phase } => {
+                self.step.clear();
+                self.step.push_str(step);
+                self.phase = Some(phase);
+                self.live = None;
+            }
+            Event::Live {
+                tok_per_s,
+                active,
+                left_s,
+            } => {
+                self.live = Some((tok_per_s, active, left_s));
+                if let Mode::Plain { last_live } = &mut self.mode {
+                    if last_live.is_some_and(|t| t.elapsed() < PLAIN_LIVE_EVERY) {
+                        return;
+                    }
+                    *last_live = Some(Instant::now());
+                    let line = format!(
+                        "{}: {tok_per_s:.0} tok/s live, {active} streams active, {left_s:.0} s left",
+                        self.step
+                    );
+                    self.plain(&line);
+                }
+            }
+            Event::StepDone { estimate_s } => {
+                self.done += 1;
+                self.done_here += 1;
+                self.estimate_done_s += estimate_s;
+                match &self.mode {
+                    Mode::Live(bar) => bar.set_position(self.done),
+                    // Requests finish by the hundred: their count is the bar's job only.
+                    Mode::Plain { .. } if self.unit != "requests" => self.plain(&format!(
+                        "{} of {} {} done, about {} left",
+                        self.done,
+                        self.total,
+                        self.unit,
+                        self.left_text()
+                    )),
+                    Mode::Plain { .. } => {}
+                }
+            }
+        }
+        if let Mode::Live(bar) = &self.mode {
+            bar.set_message(self.message());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_text_units() {
+        assert_eq!(clock_text(0.4), "0s");
+        assert_eq!(clock_text(42.0), "42s");
+        assert_eq!(clock_text(185.0), "3m05s");
+        assert_eq!(clock_text(3720.0), "1h02m");
+        assert_eq!(clock_text(-5.0), "0s");
+    }
+
+    #[test]
+    fn the_message_shows_phase_countdown_and_live_figures() {
+        let mut d = Display::new("matrix", "steps", false);
+        d.event(&Event::Start {
+            total: 4,
+            done: 0,
+            estimate_s: 400.0,
+        });
+        d.event(&Event::Phase {
+            step: "cell 8K x 4",
+            phase: Phase::Measuring,
+        });
+        d.event(&Event::Live {
+            tok_per_s: 123.4,
+            active: 4,
+            left_s: 17.2,
+        });
+        let m = d.message();
+        assert!(
+            m.starts_with(
+                "cell 8K x 4: measuring 17 s left, 123 tok/s live, 4 streams | run: about "
+            ),
+            "{m}"
+        );
+        d.event(&Event::Phase {
+            step: "cell 8K x 4",
+            phase: Phase::Draining,
+        });
+        assert!(d.message().starts_with("cell 8K x 4: draining | run:"));
+    }
+}
