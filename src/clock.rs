@@ -84,7 +84,9 @@ impl Clock {
     pub fn epoch_ns(&self, raw: u64) -> u64 {
         let at = self.inner.scaled(raw);
         let epoch = self.inner.scaled(0);
-        at.saturating_duration_since(epoch).as_nanos().min(u64::MAX as u128) as u64
+        at.saturating_duration_since(epoch)
+            .as_nanos()
+            .min(u64::MAX as u128) as u64
     }
 
     /// The wrapped quanta clock, for callers that need `now()` as an `Instant`.

@@ -84,7 +84,10 @@ fn matrix_config(out: &Path, base_url: &str) -> MatrixConfig {
 
 /// The mock on its own OS thread and current-thread runtime (as `matrix --mock` and the
 /// self-test run it), so the client's runtime never delays the server's writes.
-fn run_against_mock(out: &Path) -> (MatrixReport, Vec<TraceRec>) {
+fn run_against_mock(
+    out: &Path,
+    tweak: impl FnOnce(&mut MatrixConfig),
+) -> (MatrixReport, Vec<TraceRec>) {
     let (sink, trace_rx) = TraceSink::memory();
     let mock = fixed_gap_mock(sink);
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -115,7 +118,9 @@ fn run_against_mock(out: &Path) -> (MatrixReport, Vec<TraceRec>) {
             Clock::new(),
         )
         .unwrap();
-        run_async(&client, &matrix_config(out, &url), false, &Cancel::new()).await
+        let mut cfg = matrix_config(out, &url);
+        tweak(&mut cfg);
+        run_async(&client, &cfg, false, &Cancel::new()).await
     });
     let _ = stop_tx.send(());
     server.join().unwrap().unwrap();
@@ -142,13 +147,32 @@ fn within(measured: f64, truth: f64, rel: f64) -> bool {
 #[test]
 fn every_valid_cell_agrees_with_the_servers_trace() {
     let dir = tempfile::tempdir().unwrap();
-    let (r, trace) = run_against_mock(&dir.path().join("truth"));
+    let (r, trace) = run_against_mock(&dir.path().join("truth"), |_| {});
+    assert_truth(&r, &trace);
+}
+
+/// The chat endpoint, prompts sized from usage (no `/tokenize`: Ollama's path), the server's
+/// own end of sequence (requests end early and restart more often), and 16 streams.
+#[test]
+fn chat_usage_prompts_and_early_ends_agree_with_the_trace_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, trace) = run_against_mock(&dir.path().join("chat"), |c| {
+        c.chat = true;
+        c.ignore_eos = false;
+        c.prompt_mode = PromptMode::Usage;
+        c.plan.concurrency = Some(vec![16]);
+    });
+    assert_truth(&r, &trace);
+}
+
+/// The figures of every Valid cell of `r` against the server's trace.
+fn assert_truth(r: &MatrixReport, trace: &[TraceRec]) {
     let clock = Clock::new();
     assert!(!trace.is_empty(), "the server traced nothing");
     // The engine's schedule is the fixed gap exactly: consecutive due times of a request differ
     // by one step (plus a few µs of prefill when another stream (re)starts in that step).
     let mut by_req: HashMap<&str, Vec<&TraceRec>> = HashMap::new();
-    for t in &trace {
+    for t in trace {
         by_req.entry(&t.request_id_json).or_default().push(t);
     }
 
@@ -188,12 +212,13 @@ fn every_valid_cell_agrees_with_the_servers_trace() {
             within(rate, true_rate, 0.01),
             "{what}: {rate:.1} tok/s reported, {true_rate:.1} written"
         );
-        // The rate is C streams at one token per gap, less the restart seams: a check that the
-        // trace itself shows a fixed-gap server at this concurrency.
+        // The server really ran C streams at once: at one token per gap each, less the seams
+        // where a stream restarts. (Not an upper bound: a request's first token comes after a
+        // nearly free prefill, not a whole gap, so n tokens take n - 1 gaps plus a round trip.)
         let ideal = cell.concurrency as f64 * 1e6 / GAP_US;
         assert!(
-            true_rate <= ideal * 1.02 && true_rate >= ideal * 0.7,
-            "{what}: server wrote {true_rate:.1} tok/s, a fixed-gap server at C={} gives {ideal:.1}",
+            true_rate >= ideal * 0.7,
+            "{what}: server wrote {true_rate:.1} tok/s, a fixed-gap server at C={} gives about {ideal:.1}",
             cell.concurrency
         );
 
@@ -237,7 +262,12 @@ fn every_valid_cell_agrees_with_the_servers_trace() {
         let sum: u64 = cell.requests.iter().map(|q| q.window_tokens).sum();
         assert_eq!(sum, out_tokens, "{what}");
     }
-    assert_eq!(valid, r.decode.len(), "every cell is Valid: {:#?}", r.decode);
+    assert_eq!(
+        valid,
+        r.decode.len(),
+        "every cell is Valid: {:#?}",
+        r.decode
+    );
 
     // The engine's own schedule is the fixed gap (due times; no write lag in them).
     let mut due_gaps = Vec::new();
