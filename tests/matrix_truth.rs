@@ -148,7 +148,7 @@ fn within(measured: f64, truth: f64, rel: f64) -> bool {
 fn every_valid_cell_agrees_with_the_servers_trace() {
     let dir = tempfile::tempdir().unwrap();
     let (r, trace) = run_against_mock(&dir.path().join("truth"), |_| {});
-    assert_truth(&r, &trace);
+    assert_truth(&r, &trace, true);
 }
 
 /// The chat endpoint, prompts sized from usage (no `/tokenize`: Ollama's path), the server's
@@ -162,11 +162,12 @@ fn chat_usage_prompts_and_early_ends_agree_with_the_trace_too() {
         c.prompt_mode = PromptMode::Usage;
         c.plan.concurrency = Some(vec![16]);
     });
-    assert_truth(&r, &trace);
+    assert_truth(&r, &trace, false);
 }
 
-/// The figures of every Valid cell of `r` against the server's trace.
-fn assert_truth(r: &MatrixReport, trace: &[TraceRec]) {
+/// The figures of every Valid cell of `r` against the server's trace. `full_length`: every
+/// request runs to `MAX_TOKENS` (`ignore_eos`), so the trace shows where each one ended.
+fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
     let clock = Clock::new();
     assert!(!trace.is_empty(), "the server traced nothing");
     // The engine's schedule is the fixed gap exactly: consecutive due times of a request differ
@@ -258,6 +259,20 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec]) {
             "{what}: {per_req:.1} tok/s per request, true {:.1}",
             1e6 / GAP_US
         );
+        // Completed requests: those whose last token the server wrote inside the window, up to
+        // one per stream at each edge (written before the edge, its end read after it).
+        if full_length {
+            let ended = trace
+                .iter()
+                .filter(|t| t.index as u64 == MAX_TOKENS - 1 && inside(t))
+                .count() as u64;
+            let completed = cell.completed_requests.unwrap();
+            assert!(
+                completed.abs_diff(ended) <= cell.concurrency,
+                "{what}: {completed} requests completed in the window, the server ended {ended}"
+            );
+            assert!(ended > 0, "{what}: streams restart inside the window");
+        }
         // Per request: the window tokens of all requests add up to the cell's count.
         let sum: u64 = cell.requests.iter().map(|q| q.window_tokens).sum();
         assert_eq!(sum, out_tokens, "{what}");
