@@ -77,6 +77,18 @@ impl Clock {
         base.saturating_add((ns as f64 * raw_per_ns) as u64)
     }
 
+    /// `raw` as nanoseconds since this process's clock epoch (quanta's one calibration, shared
+    /// by every `Clock::new()` of the process). Deterministic in `raw`, so two parts of one
+    /// process (the matrix client and the in-process simulated server's trace) land on one
+    /// timeline; meaningless across processes. For a mock clock it is `raw` itself.
+    pub fn epoch_ns(&self, raw: u64) -> u64 {
+        let at = self.inner.scaled(raw);
+        let epoch = self.inner.scaled(0);
+        at.saturating_duration_since(epoch)
+            .as_nanos()
+            .min(u64::MAX as u128) as u64
+    }
+
     /// The wrapped quanta clock, for callers that need `now()` as an `Instant`.
     pub fn quanta(&self) -> &quanta::Clock {
         &self.inner
@@ -99,6 +111,21 @@ mod tests {
         assert_eq!(clock.delta_ns(b, a), 0);
         assert_eq!(clock.signed_delta_ns(b, a), -250_000);
         assert_eq!(clock.add_ns(a, 250_000), b);
+        assert_eq!(clock.epoch_ns(b) - clock.epoch_ns(a), 250_000);
+    }
+
+    #[test]
+    fn epoch_ns_is_one_timeline_for_every_clock_of_the_process() {
+        let (a, b) = (Clock::new(), Clock::new());
+        let r0 = a.raw();
+        std::thread::sleep(Duration::from_millis(2));
+        let r1 = b.raw();
+        // Same raw stamp, same answer from either clock: no per-instance offset.
+        assert_eq!(a.epoch_ns(r0), b.epoch_ns(r0));
+        // Each stamp is scaled (and floored) on its own: the difference may be 1 ns off.
+        let span = a.epoch_ns(r1) - a.epoch_ns(r0);
+        assert!(span.abs_diff(a.delta_ns(r0, r1)) <= 1, "{span}");
+        assert!(span >= 2_000_000, "{span}");
     }
 
     #[test]

@@ -932,3 +932,39 @@ fn decode_figures_agree_with_the_simulated_engine() {
         "client - server {diff} of {out}"
     );
 }
+
+#[test]
+fn a_partly_stalled_server_gives_a_queued_cell_that_says_why() {
+    // Faults are drawn by arrival order: at probability 0.5 the third of the first four
+    // requests stalls after its head and the others stream. At 10 ms a step, 256 tokens take
+    // 2.6 s, longer than the 1 s gate plus the 1 s window, so no stream restarts and draws
+    // again: exactly 3 of 4 streams produce tokens, with or without /metrics.
+    for names in [vllm_names(), None] {
+        let mut mock = mock_config(None);
+        mock.engine.decode.base_us = 10_000.0;
+        mock.faults = vec!["stall-after=0:20000@0.5".parse().unwrap()];
+        let cell = one_cell(mock, names, |c| c.ready_timeout = Duration::from_secs(1));
+        let m = names.is_some();
+        assert_eq!(
+            cell.status,
+            CellStatus::Queued,
+            "metrics {m}: {:?}",
+            cell.notes
+        );
+        assert!(cell.has_figures(), "metrics {m}: the window was measured");
+        assert!(
+            cell.notes
+                .iter()
+                .any(|n| n.contains("readiness gate gave up") && n.contains("only 3 of 4")),
+            "metrics {m}: {:?}",
+            cell.notes
+        );
+        let streams: std::collections::BTreeSet<u32> = cell
+            .requests
+            .iter()
+            .filter(|r| r.window_tokens > 0)
+            .map(|r| r.stream)
+            .collect();
+        assert_eq!(streams.len(), 3, "metrics {m}");
+    }
+}

@@ -338,6 +338,8 @@ pub fn window_figures(
         });
     }
     cell.measured_s = Some(window_s);
+    cell.window_start_ns = Some(c.epoch_ns(input.open));
+    cell.window_end_ns = Some(c.epoch_ns(input.close));
     cell.output_tokens = Some(total);
     cell.output_tok_per_s = (window_s > 0.0).then(|| total as f64 / window_s);
     cell.ttft_ms_p50 = stats::median(&ttfts);

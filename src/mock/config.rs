@@ -54,6 +54,9 @@ pub struct MockConfig {
     /// Counts `/tokenize` requests when set; a test keeps a clone of the `Arc` to see how much
     /// calibration a client did.
     pub tokenize_calls: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Test-only: run inside every engine step (see [`super::driver::StepHook`]).
+    #[doc(hidden)]
+    pub step_hook: Option<super::driver::StepHook>,
 }
 
 impl MockConfig {
@@ -128,6 +131,7 @@ impl MockConfig {
             trace_sink: None,
             admission_delay: std::time::Duration::ZERO,
             tokenize_calls: None,
+            step_hook: None,
         }
     }
 

@@ -21,6 +21,18 @@ use tokio::sync::oneshot;
 /// Below this much time to the next step, the engine thread spins instead of sleeping.
 const SPIN_NS: u64 = 100_000;
 
+/// Test hook: called on the engine thread inside every batch step, after the step's tokens are
+/// computed and before they are handed out (where the old shared lock was held). A test makes
+/// one step as long as it likes with it and checks that request handlers do not wait for it.
+#[derive(Clone)]
+pub struct StepHook(pub std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for StepHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepHook")
+    }
+}
+
 /// What a request handler asks of the engine thread.
 enum Cmd {
     /// Sequences (one per choice) that share one receiver; already checked admissible.
@@ -44,6 +56,16 @@ pub struct Driver {
 
 impl Driver {
     pub fn start(params: EngineParams, clock: Clock) -> std::io::Result<Driver> {
+        Self::start_with_hook(params, clock, None)
+    }
+
+    /// [`Driver::start`] with a test-only [`StepHook`].
+    #[doc(hidden)]
+    pub fn start_with_hook(
+        params: EngineParams,
+        clock: Clock,
+        step_hook: Option<StepHook>,
+    ) -> std::io::Result<Driver> {
         let start = clock.raw();
         let (cmds, rx) = mpsc::channel();
         let mut thread = EngineThread {
@@ -52,6 +74,7 @@ impl Driver {
             clock: clock.clone(),
             start,
             out: Vec::with_capacity(1024),
+            step_hook,
         };
         let handle = std::thread::Builder::new()
             .name("mock-engine".into())
@@ -127,6 +150,7 @@ struct EngineThread {
     clock: Clock,
     start: u64,
     out: Vec<Emission>,
+    step_hook: Option<StepHook>,
 }
 
 impl EngineThread {
@@ -187,6 +211,9 @@ impl EngineThread {
     fn step(&mut self) {
         let now = self.now_ns();
         self.engine.advance(now, &mut self.out);
+        if let Some(h) = &self.step_hook {
+            (h.0)();
+        }
         for e in self.out.drain(..) {
             let delivered = match self.senders.get(&e.tag) {
                 Some(tx) => tx.send(e).is_ok(),
@@ -322,5 +349,73 @@ mod tests {
             left += 1;
         }
         assert!(left < 999, "the stream was cut, not run to the end");
+    }
+
+    /// A step the test holds open for as long as it likes: armed, the next step signals
+    /// `entered` and blocks until `release` (or 60 s, so a failing test cannot hang).
+    struct HeldStep {
+        armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        entered: mpsc::Receiver<()>,
+        release: mpsc::Sender<()>,
+        hook: StepHook,
+    }
+
+    fn held_step() -> HeldStep {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::{Arc, Mutex};
+        let armed = Arc::new(AtomicBool::new(false));
+        let (entered_tx, entered) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let a = armed.clone();
+        let inner = Mutex::new((entered_tx, release_rx));
+        let hook = StepHook(Arc::new(move || {
+            if a.swap(false, Ordering::SeqCst) {
+                let g = inner.lock().unwrap();
+                let _ = g.0.send(());
+                let _ = g.1.recv_timeout(Duration::from_secs(60));
+            }
+        }));
+        HeldStep {
+            armed,
+            entered,
+            release,
+            hook,
+        }
+    }
+
+    /// Issue 9.12: the engine thread used to hold the engine's lock through a whole step, and
+    /// a handler's submit or abort blocked (on the server's runtime thread) until the step
+    /// ended. Now both return while a step is in progress. No timing bound: the step is held
+    /// until the handler's calls have returned, so with the old lock they never would (the 10 s
+    /// wait is only there to fail instead of hang).
+    #[test]
+    fn submit_and_abort_return_while_a_step_is_in_progress() {
+        use std::sync::atomic::Ordering;
+        let held = held_step();
+        let d = Driver::start_with_hook(params(), Clock::new(), Some(held.hook.clone())).unwrap();
+        let mut first = d.submit(vec![seq(1, 1_000)]).unwrap();
+        // Running: a token came. Arm the hook; the next step is held.
+        assert!(first.blocking_recv().is_some());
+        held.armed.store(true, Ordering::SeqCst);
+        held.entered
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the engine thread entered a step");
+        let (done_tx, done_rx) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let r = d.submit(vec![seq(2, 4)]).map(|_| ());
+                d.abort(&[1]);
+                let _ = done_tx.send(r);
+            });
+            // The step is still held here: whatever came back came back during it.
+            let during = done_rx.recv_timeout(Duration::from_secs(10));
+            let _ = held.release.send(());
+            assert!(
+                matches!(during, Ok(Ok(()))),
+                "submit/abort waited for the engine's step: {during:?}"
+            );
+        });
+        // After the step, the engine applies both: the aborted stream ends.
+        while first.blocking_recv().is_some() {}
     }
 }

@@ -73,7 +73,11 @@ pub async fn serve(
         (None, None) => (None, None),
     };
     let app = Arc::new(App {
-        driver: Driver::start(config.engine.clone(), Clock::new())?,
+        driver: Driver::start_with_hook(
+            config.engine.clone(),
+            Clock::new(),
+            config.step_hook.clone(),
+        )?,
         tok: Tokenizer::new(),
         trace,
         requests: AtomicU64::new(0),

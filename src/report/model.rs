@@ -342,6 +342,14 @@ pub struct DecodeCell {
     /// Output tokens stamped inside the window.
     pub output_tokens: Option<u64>,
     pub measured_s: Option<f64>,
+    /// The window's bounds `[start, end)` on the client's clock, in ns since the process's
+    /// clock epoch ([`crate::clock::Clock::epoch_ns`]): comparable between the cells of one run
+    /// and with anything else the same process stamped (the in-process simulated server's
+    /// trace), not across processes. `None` when no window was measured.
+    #[serde(default)]
+    pub window_start_ns: Option<u64>,
+    #[serde(default)]
+    pub window_end_ns: Option<u64>,
     #[serde(with = "token_count_source::option")]
     pub token_count_source: Option<TokenCountSource>,
     /// The server's `generation_tokens_total` delta over the window, where exposed.
@@ -395,6 +403,8 @@ impl DecodeCell {
             completed_requests: None,
             output_tokens: None,
             measured_s: None,
+            window_start_ns: None,
+            window_end_ns: None,
             token_count_source: None,
             server_output_tokens: None,
             token_count_diff: None,
