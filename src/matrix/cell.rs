@@ -13,6 +13,7 @@ use crate::matrix::status::{post_run, CellObservation};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
 use crate::report::{
     push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, LoopInfo, RequestSummary,
+    ServerSample, MAX_SERVER_SAMPLES,
 };
 use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
@@ -324,6 +325,9 @@ pub fn window_figures(
             start_ms: c.signed_delta_ns(input.open, start) as f64 / 1e6,
             ttft_ms: ttft,
             tbt_ms_mean: tbt,
+            end_ms: tl
+                .end
+                .map(|e| c.signed_delta_ns(input.open, e) as f64 / 1e6),
             output_tokens: tl.output_tokens(),
             window_tokens: inside,
             finish_reason: tl.finish_reason,
@@ -645,6 +649,17 @@ pub async fn run_cell(
         .filter(|s| s.t >= open && s.t <= close)
         .collect();
     let running: Vec<f64> = in_window.iter().map(|s| s.running).collect();
+    // Kept for the HTML report's chart of the server's load; strided down to a bounded count.
+    let stride = in_window.len().div_ceil(MAX_SERVER_SAMPLES).max(1);
+    cell.server_samples = in_window
+        .iter()
+        .step_by(stride)
+        .map(|s| ServerSample {
+            t_ms: clock.signed_delta_ns(open, s.t) as f64 / 1e6,
+            running: s.running,
+            waiting: s.waiting,
+        })
+        .collect();
     if !in_window.is_empty() {
         let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
         // A restarted stream waits a moment for admission; only persistent waiting is queueing.

@@ -324,6 +324,10 @@ pub struct DecodeCell {
     pub timer_lag_ms_p99: Option<f64>,
     pub timer_lag_ms_max: Option<f64>,
     pub requests: Vec<RequestSummary>,
+    /// The server's running and waiting requests sampled from the window's opening to its close
+    /// (at most [`MAX_SERVER_SAMPLES`]; empty where the server has no metrics).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_samples: Vec<ServerSample>,
     /// Set when `--resume-force` kept this cell from a run with other settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_under: Option<MeasuredUnder>,
@@ -358,6 +362,7 @@ impl DecodeCell {
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
             requests: Vec::new(),
+            server_samples: Vec::new(),
             measured_under: None,
         }
     }
@@ -366,6 +371,18 @@ impl DecodeCell {
     pub fn has_figures(&self) -> bool {
         self.output_tok_per_s.is_some()
     }
+}
+
+/// The most server samples a cell keeps (a 10-minute window at 1 Hz): the report stays small.
+pub const MAX_SERVER_SAMPLES: usize = 600;
+
+/// One `/metrics` sample taken during a decode cell's window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerSample {
+    /// Relative to the window start.
+    pub t_ms: f64,
+    pub running: f64,
+    pub waiting: f64,
 }
 
 /// One request of a decode cell, summarised.
@@ -379,6 +396,10 @@ pub struct RequestSummary {
     pub ttft_ms: Option<f64>,
     /// From the request's token events inside the window.
     pub tbt_ms_mean: Option<f64>,
+    /// When the request ended, relative to the window start (absent in files from before it
+    /// was saved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
     pub output_tokens: u64,
     /// Tokens of this request stamped inside the window.
     pub window_tokens: u64,
