@@ -245,15 +245,38 @@ pub fn bench_results(
     }
 }
 
-/// A value for the tables: one decimal, grouped; `—` when missing.
+/// A value for the tables: two decimals below 10 (milliseconds of TTFT and time between
+/// tokens differ in the second), else one, grouped; `—` when missing.
 pub fn value_text(v: Option<f64>) -> String {
-    v.map_or_else(|| MISSING.to_string(), one_decimal)
+    v.map_or_else(|| MISSING.to_string(), number)
 }
 
+fn number(v: f64) -> String {
+    if v.abs() < 10.0 {
+        let s = format!("{v:.2}");
+        // No "-0.00".
+        if s.trim_start_matches('-').chars().all(|c| c == '0' || c == '.') {
+            "0.00".to_string()
+        } else {
+            s
+        }
+    } else {
+        one_decimal(v)
+    }
+}
+
+/// A difference with its sign: `+28.0`, `-0.25`; `0.00` when it rounds to nothing.
 pub fn diff_text(v: Option<f64>) -> String {
     match v {
-        Some(d) if d > 0.0 => format!("+{}", one_decimal(d)),
-        Some(d) => one_decimal(d),
+        Some(d) => {
+            let s = number(d);
+            let zero = s.chars().all(|c| c == '0' || c == '.');
+            if d > 0.0 && !zero {
+                format!("+{s}")
+            } else {
+                s
+            }
+        }
         None => MISSING.to_string(),
     }
 }
@@ -339,6 +362,12 @@ mod tests {
             Verdict::Unjudged
         );
         assert_eq!(row(Some(0.0), Some(1.0), Better::Higher).ratio(), None);
+        assert_eq!(diff_text(Some(0.001)), "0.00");
+        assert_eq!(diff_text(Some(-0.001)), "0.00");
+        assert_eq!(diff_text(Some(0.25)), "+0.25");
+        assert_eq!(diff_text(Some(28.04)), "+28.0");
+        assert_eq!(value_text(Some(1_279.34)), "1,279.3");
+        assert_eq!(value_text(Some(0.6449)), "0.64");
         let r = row(Some(200.0), Some(150.0), Better::Higher);
         assert_eq!(r.diff(), Some(-50.0));
         assert_eq!(r.ratio(), Some(0.75));

@@ -69,6 +69,8 @@ fn fixed(v: f64, range: f64) -> String {
 
 /// A tick label without needless decimals: `1,000`, `2.5`, `0.25`.
 pub fn tick_text(v: f64) -> String {
+    // -0.0 (a rounded small negative) prints as "-0".
+    let v = if v == 0.0 { 0.0 } else { v };
     if v >= 1000.0 {
         crate::report::format::group_digits(v.round() as u64)
     } else if v.fract().abs() < 1e-9 {
@@ -351,9 +353,9 @@ pub fn timeline(title: &str, spans: &[Span], window_ms: f64) -> String {
     );
     let _ = write!(
         out,
-        "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tk\">window</text>",
-        x_pos(0.0) + 3.0,
-        TOP - 2.0
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">measurement window</text>",
+        x_pos(window_ms) - 3.0,
+        TOP - 3.0
     );
     for s in spans {
         let y = TOP + row_h * s.stream as f64 + row_h * 0.15;
