@@ -525,7 +525,7 @@ mod cli {
             "{md}"
         );
         assert!(
-            md.contains("| mean_ttft_ms | 20.0 | 20.0 | 0.0 | 1.000× | same |"),
+            md.contains("| mean_ttft_ms | 20.0 | 20.0 | 0.00 | 1.000× | same |"),
             "{md}"
         );
         let mixed = llmspeed(&[

@@ -62,14 +62,14 @@ fn rerender(dir: &Path) -> CliResult {
 
 /// What one side of a comparison holds.
 enum Input {
-    Matrix(MatrixReport),
+    Matrix(Box<MatrixReport>),
     Bench(serde_json::Map<String, serde_json::Value>),
 }
 
 fn load(path: &Path) -> Result<Input, CliError> {
     if path.is_dir() {
         return files::read_json(path)
-            .map(Input::Matrix)
+            .map(|r| Input::Matrix(Box::new(r)))
             .map_err(|e| CliError::failed(e.to_string()));
     }
     let text = std::fs::read_to_string(path)
@@ -86,7 +86,7 @@ fn load(path: &Path) -> Result<Input, CliError> {
     // taken as a `bench serve` result (vLLM's flat object of figures).
     if map.contains_key("schema_version") && map.contains_key("decode") {
         json::read(text.as_bytes())
-            .map(Input::Matrix)
+            .map(|r| Input::Matrix(Box::new(r)))
             .map_err(|e| CliError::failed(format!("{}: {e}", path.display())))
     } else {
         Ok(Input::Bench(map))

@@ -255,7 +255,10 @@ fn number(v: f64) -> String {
     if v.abs() < 10.0 {
         let s = format!("{v:.2}");
         // No "-0.00".
-        if s.trim_start_matches('-').chars().all(|c| c == '0' || c == '.') {
+        if s.trim_start_matches('-')
+            .chars()
+            .all(|c| c == '0' || c == '.')
+        {
             "0.00".to_string()
         } else {
             s
