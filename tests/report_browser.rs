@@ -232,8 +232,9 @@ fn report_html_loads_cleanly_and_draws_its_charts() {
         measured,
         "the script opened every cell"
     );
-    // Heat map + 4 curves + 4 charts per cell (the recorded run has server samples).
-    assert_eq!(dom.matches("<svg").count(), 1 + 4 + 4 * measured);
+    // Heat map + 4 curves + 5 charts per cell (the recorded run has token bins and server
+    // samples).
+    assert_eq!(dom.matches("<svg").count(), 1 + 4 + 5 * measured);
     assert_eq!(dom.matches("class=\"chart cdf\"").count(), 2 * measured);
 
     // ?only=ID: one cell, opened, everything else hidden.

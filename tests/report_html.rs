@@ -223,7 +223,7 @@ fn the_recorded_run_renders_every_section_and_chart() {
         2 * samples
     );
     // Every measured cell has its details, with both distributions (p50/p90/p99 marks), its
-    // requests over time with the window shaded, and the server's load.
+    // tokens and requests over time with the window shaded, and the server's load.
     let measured: Vec<&DecodeCell> = r.decode.iter().filter(|c| c.status.was_run()).collect();
     assert!(!measured.is_empty());
     assert_eq!(count(&el, "details", "cell"), measured.len());
@@ -238,7 +238,13 @@ fn the_recorded_run_renders_every_section_and_chart() {
         let kinds: Vec<&str> = charts.iter().filter_map(|e| e.attr("class")).collect();
         assert_eq!(
             kinds,
-            ["chart cdf", "chart cdf", "chart timeline", "chart load"],
+            [
+                "chart cdf",
+                "chart cdf",
+                "chart tokens",
+                "chart timeline",
+                "chart load"
+            ],
             "{id}"
         );
         assert_eq!(
@@ -254,8 +260,8 @@ fn the_recorded_run_renders_every_section_and_chart() {
                 .filter(inside)
                 .filter(|e| e.class_has("window"))
                 .count(),
-            2,
-            "{id}: window shaded on the timeline and the load chart"
+            3,
+            "{id}: window shaded on the tokens, timeline and load charts"
         );
         assert_eq!(
             el.iter()
@@ -318,6 +324,12 @@ fn every_status_and_hostile_text_render_escaped() {
         .iter()
         .any(|c| matches!(c.status, CellStatus::Failed(_))));
     assert!(page.contains("timeout_gap"));
+    // A file from before token bins were saved says so instead of drawing an empty chart.
+    assert!(r.decode.iter().all(|c| c.token_bins.is_none()));
+    assert_eq!(
+        page.matches("Tokens over time were not recorded").count(),
+        ran
+    );
 }
 
 #[test]
@@ -536,4 +548,25 @@ mod cli {
         ]);
         assert_eq!(mixed.status.code(), Some(2));
     }
+}
+
+/// The fields the HTML report draws from (request ends, server samples, token bins) are in the
+/// committed schema: the recorded run validates, and a 601st token bin does not.
+#[test]
+fn the_recorded_run_validates_against_the_schema() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/results.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let mut instance: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
+    let cell = &instance["decode"][0];
+    assert!(cell["requests"][0]["end_ms"].is_number());
+    assert!(cell["server_samples"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty()));
+    assert!(cell["token_bins"]["tokens"].is_array());
+    let errs: Vec<String> = v.iter_errors(&instance).map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "{errs:?}");
+    instance["decode"][0]["token_bins"]["tokens"] = serde_json::json!(vec![1; 601]);
+    assert!(!v.is_valid(&instance));
 }

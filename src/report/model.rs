@@ -328,6 +328,9 @@ pub struct DecodeCell {
     /// (at most [`MAX_SERVER_SAMPLES`]; empty where the server has no metrics).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server_samples: Vec<ServerSample>,
+    /// Output tokens over the whole cell (ramp-up, window, drain) in equal time bins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_bins: Option<TokenBins>,
     /// Set when `--resume-force` kept this cell from a run with other settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_under: Option<MeasuredUnder>,
@@ -363,6 +366,7 @@ impl DecodeCell {
             timer_lag_ms_max: None,
             requests: Vec::new(),
             server_samples: Vec::new(),
+            token_bins: None,
             measured_under: None,
         }
     }
@@ -383,6 +387,20 @@ pub struct ServerSample {
     pub t_ms: f64,
     pub running: f64,
     pub waiting: f64,
+}
+
+/// The most bins of [`TokenBins`]: wider bins on a long cell keep the report small.
+pub const MAX_TOKEN_BINS: usize = 600;
+
+/// Output tokens of every request of a cell counted in equal time bins by their events' stamps,
+/// from the first token event to the last.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenBins {
+    /// Start of the first bin relative to the window start (negative: before it).
+    pub start_ms: f64,
+    pub bin_ms: f64,
+    /// At most [`MAX_TOKEN_BINS`].
+    pub tokens: Vec<u64>,
 }
 
 /// One request of a decode cell, summarised.

@@ -417,6 +417,7 @@ pub fn server_load(title: &str, samples: &[(f64, f64, f64)], window_ms: f64) -> 
     let running: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.1)).collect();
     let waiting: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.2)).collect();
     linear_time_chart(
+        "load",
         title,
         "requests",
         &[
@@ -435,16 +436,57 @@ pub fn server_load(title: &str, samples: &[(f64, f64, f64)], window_ms: f64) -> 
     )
 }
 
-fn linear_time_chart(title: &str, y_label: &str, series: &[Series], window_ms: f64) -> String {
+/// Output tokens per second over the whole cell (each bin's tokens / its width), window shaded.
+pub fn token_rate(
+    title: &str,
+    start_ms: f64,
+    bin_ms: f64,
+    tokens: &[u64],
+    window_ms: f64,
+) -> String {
+    let points = if bin_ms > 0.0 && bin_ms.is_finite() {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                (
+                    start_ms + (i as f64 + 0.5) * bin_ms,
+                    n as f64 / (bin_ms / 1000.0),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    linear_time_chart(
+        "tokens",
+        title,
+        "output tok/s, all requests",
+        &[Series {
+            name: "tok/s".into(),
+            color: PALETTE[2],
+            points,
+        }],
+        window_ms,
+    )
+}
+
+fn linear_time_chart(
+    class: &str,
+    title: &str,
+    y_label: &str,
+    series: &[Series],
+    window_ms: f64,
+) -> String {
     let mut out = String::with_capacity(4096);
-    open(&mut out, "load", title);
+    open(&mut out, class, title);
     let pts: Vec<(f64, f64)> = series
         .iter()
         .flat_map(|s| s.points.iter().copied())
         .filter(|p| p.0.is_finite() && p.1.is_finite())
         .collect();
     if pts.is_empty() {
-        empty(&mut out, "the server exposes no metrics");
+        empty(&mut out, "nothing recorded");
         return out;
     }
     let lo = pts.iter().map(|p| p.0).fold(0.0, f64::min);

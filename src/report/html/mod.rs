@@ -365,6 +365,7 @@ fn cell_view(c: &DecodeCell) -> Value {
         ttft_cdf => Value::from_safe_string(charts::cdf(&format!("TTFT, {title}"), "ms from send to first token", &ttfts)),
         tbt_cdf => Value::from_safe_string(charts::cdf(&format!("Time between tokens, {title}"), "ms per token, per-request mean", &tbts)),
         timeline => Value::from_safe_string(charts::timeline(&format!("Requests over time, {title}"), &spans, window_ms)),
+        tokens => c.token_bins.as_ref().map(|b| Value::from_safe_string(charts::token_rate(&format!("Tokens over time, {title}"), b.start_ms, b.bin_ms, &b.tokens, window_ms))),
         server_load => (!samples.is_empty()).then(|| Value::from_safe_string(charts::server_load(&format!("Server load, {title}"), &samples, window_ms))),
     }
 }
