@@ -18,7 +18,7 @@ pub const PALETTE: [&str; 8] = [
 const W: f64 = 440.0;
 const H: f64 = 260.0;
 const LEFT: f64 = 62.0;
-const RIGHT: f64 = 16.0;
+const RIGHT: f64 = 26.0;
 const TOP: f64 = 30.0;
 const BOTTOM: f64 = 46.0;
 
