@@ -1,4 +1,4 @@
-//! The results folder: five files written atomically, readable back for `--resume`, and the
+//! The results folder: six files written atomically, readable back for `--resume`, and the
 //! terminal summary.
 
 mod report_common;
@@ -6,7 +6,7 @@ mod report_common;
 use llmspeed::report::{console, files};
 
 #[test]
-fn writes_five_files_and_reads_json_back() {
+fn writes_six_files_and_reads_json_back() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("results").join("run-1");
     let report = report_common::report();
@@ -23,6 +23,7 @@ fn writes_five_files_and_reads_json_back() {
         [
             "decode.svg",
             "prefill.svg",
+            "report.html",
             "report.md",
             "results.csv",
             "results.json"
@@ -31,6 +32,25 @@ fn writes_five_files_and_reads_json_back() {
     assert_eq!(files::read_json(&out).unwrap(), report);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.starts_with("# Speed test matrix\n"));
+}
+
+#[test]
+fn re_rendering_rewrites_the_pages_and_leaves_results_json_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = report_common::report();
+    files::write_all(dir.path(), &report).unwrap();
+    let json_before = std::fs::read(dir.path().join(files::JSON)).unwrap();
+    let mut edited = report.clone();
+    edited.metadata.model.name = Some("renamed-model".into());
+    files::write_rendered(dir.path(), &edited).unwrap();
+    assert_eq!(
+        std::fs::read(dir.path().join(files::JSON)).unwrap(),
+        json_before
+    );
+    for page in [files::HTML, files::MARKDOWN] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains("renamed-model"), "{page}");
+    }
 }
 
 #[test]

@@ -7,6 +7,7 @@ pub mod matrix;
 pub mod mock;
 pub mod probe;
 pub mod progress;
+pub mod report;
 pub mod selftest;
 pub mod stream;
 
@@ -71,6 +72,8 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// The speed-test matrix: prefill per context, sustained decode per (context, concurrency).
     Matrix(Box<matrix::MatrixArgs>),
+    /// Re-render a results folder from its results.json, or compare two runs (`report compare A B`).
+    Report(report::ReportArgs),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
 }
@@ -83,6 +86,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Bench(a) => bench::run(a),
         Command::Probe(args) => probe::run(args),
         Command::Matrix(args) => matrix::run(*args),
+        Command::Report(args) => report::run(args),
         Command::Selftest(args) => selftest::run(args),
     }
 }

@@ -14,6 +14,7 @@ use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::report::{
     push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, LoopInfo, RequestSummary,
+    ServerSample, TokenBins, MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
 };
 use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
@@ -330,6 +331,9 @@ pub fn window_figures(
             start_ms: c.signed_delta_ns(input.open, start) as f64 / 1e6,
             ttft_ms: ttft,
             tbt_ms_mean: tbt,
+            end_ms: tl
+                .end
+                .map(|e| c.signed_delta_ns(input.open, e) as f64 / 1e6),
             output_tokens: tl.output_tokens(),
             window_tokens: inside,
             finish_reason: tl.finish_reason,
@@ -337,6 +341,7 @@ pub fn window_figures(
             looped: false,
         });
     }
+    cell.token_bins = token_bins(c, input.open, requests);
     cell.measured_s = Some(window_s);
     cell.window_start_ns = Some(c.epoch_ns(input.open));
     cell.window_end_ns = Some(c.epoch_ns(input.close));
@@ -354,6 +359,32 @@ pub fn window_figures(
         streams_with_tokens: streams.len() as u64,
         peak_decoding: peak_overlap(&mut decoding),
     }
+}
+
+/// Every token event of the cell counted into equal bins (100 ms, wider when the cell is long
+/// enough to need more than [`MAX_TOKEN_BINS`]); `None` when no event carried tokens.
+fn token_bins(c: &Clock, open: u64, requests: &[(u32, &Timeline)]) -> Option<TokenBins> {
+    let stamps = || {
+        requests
+            .iter()
+            .flat_map(|(_, tl)| tl.events.iter())
+            .filter(|e| e.tokens > 0)
+    };
+    let first = stamps().map(|e| e.t).min()?;
+    let last = stamps().map(|e| e.t).max()?;
+    let span_ns = c.delta_ns(first, last);
+    let bin_ns = (span_ns / MAX_TOKEN_BINS as u64 + 1).max(100_000_000);
+    let n = (span_ns / bin_ns + 1) as usize;
+    let mut tokens = vec![0u64; n];
+    for e in stamps() {
+        let i = ((c.delta_ns(first, e.t) / bin_ns) as usize).min(n - 1);
+        tokens[i] += e.tokens as u64;
+    }
+    Some(TokenBins {
+        start_ms: c.signed_delta_ns(open, first) as f64 / 1e6,
+        bin_ms: bin_ns as f64 / 1e6,
+        tokens,
+    })
 }
 
 /// The token-count source of a cell from every request that counted tokens: one source, or
@@ -664,6 +695,17 @@ pub async fn run_cell(
         .filter(|s| s.t >= open && s.t <= close)
         .collect();
     let running: Vec<f64> = in_window.iter().map(|s| s.running).collect();
+    // Kept for the HTML report's chart of the server's load; strided down to a bounded count.
+    let stride = in_window.len().div_ceil(MAX_SERVER_SAMPLES).max(1);
+    cell.server_samples = in_window
+        .iter()
+        .step_by(stride)
+        .map(|s| ServerSample {
+            t_ms: clock.signed_delta_ns(open, s.t) as f64 / 1e6,
+            running: s.running,
+            waiting: s.waiting,
+        })
+        .collect();
     if !in_window.is_empty() {
         let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
         // A restarted stream waits a moment for admission; only persistent waiting is queueing.
@@ -909,6 +951,11 @@ mod tests {
         assert_eq!(cell.completed_requests, Some(2));
         assert_eq!(cell.requests.len(), 4);
         assert_eq!(cell.requests[1].window_tokens, 2);
+        // Every token of the cell, window or not, in 100 ms bins from the first event (100 ms,
+        // 100 ms before the window opened) to the last (1500 ms).
+        let bins = cell.token_bins.as_ref().unwrap();
+        assert_eq!((bins.start_ms, bins.bin_ms), (-100.0, 100.0));
+        assert_eq!(bins.tokens, [1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
         // Client count of active requests: a 200..501, b 200..1200, c 300..651, d 1100..1200.
         let active = cell.avg_active_requests.unwrap();
         assert!((active - 1.752).abs() < 1e-3, "{active}");
@@ -920,6 +967,19 @@ mod tests {
                 peak_decoding: 3
             }
         );
+    }
+
+    #[test]
+    fn a_long_cell_gets_wider_bins_never_more_than_the_cap() {
+        let (clock, _h) = Clock::mock();
+        // Tokens every 10 ms for 600 s: 100 ms bins would be 6,001.
+        let times: Vec<u64> = (0..60_000).map(|i| i * 10).collect();
+        let a = tl(&clock, 0, &times);
+        let bins = token_bins(&clock, 0, &[(0, &a)]).unwrap();
+        assert!(bins.tokens.len() <= MAX_TOKEN_BINS, "{}", bins.tokens.len());
+        assert!(bins.bin_ms > 100.0);
+        assert_eq!(bins.tokens.iter().sum::<u64>(), 60_000);
+        assert_eq!(token_bins(&clock, 0, &[]), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The results folder: `report.md`, `results.json`, `results.csv`, `decode.svg` and
-//! `prefill.svg` written together, each
+//! The results folder: `report.md`, `report.html`, `results.json`, `results.csv`, `decode.svg`
+//! and `prefill.svg` written together, each
 //! atomically (temporary file, sync, rename), so the folder holds a complete, valid report
 //! after every cell and after Ctrl-C — never a half-written file. Also reading `results.json`
 //! back for `--resume`.
@@ -7,11 +7,12 @@
 //! File I/O only; no sockets, no clock (the caller stamps the report), no console output.
 
 use crate::report::model::MatrixReport;
-use crate::report::{csv, json, markdown, svg};
+use crate::report::{csv, html, json, markdown, svg};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 pub const MARKDOWN: &str = "report.md";
+pub const HTML: &str = "report.html";
 pub const JSON: &str = "results.json";
 pub const CSV: &str = "results.csv";
 pub const DECODE_SVG: &str = "decode.svg";
@@ -64,7 +65,7 @@ fn write_atomic(
     Ok(())
 }
 
-/// Write the five files into `dir` (created if missing). JSON first: it is what `--resume`
+/// Write the six files into `dir` (created if missing). JSON first: it is what `--resume`
 /// reads, so it must never lag behind the human-facing files.
 pub fn write_all(dir: &Path, report: &MatrixReport) -> Result<(), FilesError> {
     std::fs::create_dir_all(dir).map_err(|source| FilesError::Write {
@@ -72,7 +73,14 @@ pub fn write_all(dir: &Path, report: &MatrixReport) -> Result<(), FilesError> {
         source,
     })?;
     write_atomic(&dir.join(JSON), |w| json::write(w, report))?;
+    write_rendered(dir, report)
+}
+
+/// Write every file made from the model but `results.json` (`llmspeed report DIR`, which
+/// re-renders them from the JSON without touching it).
+pub fn write_rendered(dir: &Path, report: &MatrixReport) -> Result<(), FilesError> {
     write_atomic(&dir.join(MARKDOWN), |w| markdown::write(w, report))?;
+    write_atomic(&dir.join(HTML), |w| html::write(w, report))?;
     write_atomic(&dir.join(CSV), |w| csv::write(w, report))?;
     write_atomic(&dir.join(DECODE_SVG), |w| svg::write_decode(w, report))?;
     write_atomic(&dir.join(PREFILL_SVG), |w| svg::write_prefill(w, report))

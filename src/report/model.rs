@@ -382,6 +382,13 @@ pub struct DecodeCell {
     /// GPU readings during the cell, every GPU at each sample (empty without a GPU tool).
     #[serde(default)]
     pub gpu_samples: Vec<GpuSample>,
+    /// The server's running and waiting requests sampled from the window's opening to its close
+    /// (at most [`MAX_SERVER_SAMPLES`]; empty where the server has no metrics).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_samples: Vec<ServerSample>,
+    /// Output tokens over the whole cell (ramp-up, window, drain) in equal time bins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_bins: Option<TokenBins>,
     /// Set when `--resume-force` kept this cell from a run with other settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_under: Option<MeasuredUnder>,
@@ -419,6 +426,8 @@ impl DecodeCell {
             timer_lag_ms_max: None,
             requests: Vec::new(),
             gpu_samples: Vec::new(),
+            server_samples: Vec::new(),
+            token_bins: None,
             measured_under: None,
         }
     }
@@ -427,6 +436,32 @@ impl DecodeCell {
     pub fn has_figures(&self) -> bool {
         self.output_tok_per_s.is_some()
     }
+}
+
+/// The most server samples a cell keeps (a 10-minute window at 1 Hz): the report stays small.
+pub const MAX_SERVER_SAMPLES: usize = 600;
+
+/// One `/metrics` sample taken during a decode cell's window.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerSample {
+    /// Relative to the window start.
+    pub t_ms: f64,
+    pub running: f64,
+    pub waiting: f64,
+}
+
+/// The most bins of [`TokenBins`]: wider bins on a long cell keep the report small.
+pub const MAX_TOKEN_BINS: usize = 600;
+
+/// Output tokens of every request of a cell counted in equal time bins by their events' stamps,
+/// from the first token event to the last.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenBins {
+    /// Start of the first bin relative to the window start (negative: before it).
+    pub start_ms: f64,
+    pub bin_ms: f64,
+    /// At most [`MAX_TOKEN_BINS`].
+    pub tokens: Vec<u64>,
 }
 
 /// One request of a decode cell, summarised.
@@ -440,6 +475,10 @@ pub struct RequestSummary {
     pub ttft_ms: Option<f64>,
     /// From the request's token events inside the window.
     pub tbt_ms_mean: Option<f64>,
+    /// When the request ended, relative to the window start (absent in files from before it
+    /// was saved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_ms: Option<f64>,
     pub output_tokens: u64,
     /// Tokens of this request stamped inside the window.
     pub window_tokens: u64,

@@ -135,6 +135,7 @@ pub fn report() -> MatrixReport {
                     start_ms: -1_200.0,
                     ttft_ms: Some(ttft),
                     tbt_ms_mean: Some(tbt),
+                    end_ms: None,
                     output_tokens: toks / c,
                     window_tokens: toks / c,
                     finish_reason: None,

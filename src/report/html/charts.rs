@@ -1,0 +1,600 @@
+//! The HTML report's charts as inline SVG, drawn by our own code (no charting dependency, no
+//! script): line charts over a log x axis, cumulative distributions with percentiles marked,
+//! and a per-request timeline with the measurement window shaded.
+//!
+//! Only geometry here: every value comes from the report model (percentile marks use
+//! `analysis::stats`, the same function as the report's own figures). Text goes through
+//! [`escape`], so a label from a server cannot break the markup.
+
+use crate::analysis::stats;
+use crate::report::svg::escape;
+use std::fmt::Write as _;
+
+/// Colours for series, distinguishable in print and for the common colour-blindnesses.
+pub const PALETTE: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2",
+];
+
+const W: f64 = 440.0;
+const H: f64 = 260.0;
+const LEFT: f64 = 62.0;
+const RIGHT: f64 = 26.0;
+const TOP: f64 = 30.0;
+const BOTTOM: f64 = 46.0;
+
+/// One line of a chart: points in data units, drawn in order.
+pub struct Series {
+    pub name: String,
+    pub color: &'static str,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A chart of lines (and optional loose sample dots) over a logarithmic x axis whose ticks are
+/// the distinct x values of the data, labelled by `x_tick`.
+pub struct LogXChart<'a> {
+    pub title: &'a str,
+    pub x_label: &'a str,
+    pub y_label: &'a str,
+    pub series: Vec<Series>,
+    /// Individual samples, drawn as small hollow dots (e.g. every prefill sample).
+    pub samples: Vec<(f64, f64)>,
+    pub x_tick: fn(f64) -> String,
+}
+
+/// A round number at or above `v` (1, 2, 2.5, 5 × a power of ten) for the top of a y axis.
+pub fn nice_ceil(v: f64) -> f64 {
+    if !v.is_finite() || v <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(v.log10().floor());
+    for m in [1.0, 2.0, 2.5, 5.0, 10.0] {
+        if m * p >= v * 0.999_999 {
+            return m * p;
+        }
+    }
+    10.0 * p
+}
+
+/// `v` with as many decimals as a quarter of `range` needs to show two significant digits, so
+/// ticks and marks over a narrow range stay distinct.
+fn fixed(v: f64, range: f64) -> String {
+    let step = range / 4.0;
+    let decimals = if step.is_finite() && step > 0.0 {
+        (1.0 - step.log10().floor()).clamp(0.0, 6.0) as usize
+    } else {
+        1
+    };
+    format!("{v:.decimals$}")
+}
+
+/// A tick label without needless decimals: `1,000`, `2.5`, `0.25`.
+pub fn tick_text(v: f64) -> String {
+    // -0.0 (a rounded small negative) prints as "-0".
+    let v = if v == 0.0 { 0.0 } else { v };
+    if v >= 1000.0 {
+        crate::report::format::group_digits(v.round() as u64)
+    } else if v.fract().abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        let s = format!("{v:.2}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+fn open(out: &mut String, class: &str, title: &str) {
+    let _ = write!(
+        out,
+        "<svg class=\"chart {class}\" role=\"img\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\"><title>{}</title>",
+        escape(title)
+    );
+    let _ = write!(
+        out,
+        "<text x=\"{LEFT}\" y=\"18\" class=\"ct\">{}</text>",
+        escape(title)
+    );
+}
+
+/// Axes frame, y grid with `n` ticks from 0 to `y_max`, and the axis titles.
+fn y_axis(out: &mut String, y_max: f64, y_label: &str, x_label: &str, fmt: fn(f64) -> String) {
+    let n = 5;
+    for i in 0..=n {
+        let v = y_max * i as f64 / n as f64;
+        let y = TOP + (H - TOP - BOTTOM) * (1.0 - i as f64 / n as f64);
+        let _ = write!(
+            out,
+            "<line x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" class=\"grid\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">{}</text>",
+            W - RIGHT,
+            LEFT - 6.0,
+            y + 4.0,
+            escape(&fmt(v))
+        );
+    }
+    let _ = write!(
+        out,
+        "<line x1=\"{LEFT}\" y1=\"{TOP}\" x2=\"{LEFT}\" y2=\"{:.1}\" class=\"axis\"/><line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" class=\"axis\"/>",
+        H - BOTTOM,
+        H - BOTTOM,
+        W - RIGHT,
+        H - BOTTOM
+    );
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"al\">{}</text>",
+        LEFT + (W - LEFT - RIGHT) / 2.0,
+        H - 8.0,
+        escape(x_label)
+    );
+    let _ = write!(
+        out,
+        "<text transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\" class=\"al\">{}</text>",
+        TOP + (H - TOP - BOTTOM) / 2.0,
+        escape(y_label)
+    );
+}
+
+fn y_pos(v: f64, y_max: f64) -> f64 {
+    TOP + (H - TOP - BOTTOM) * (1.0 - (v / y_max).clamp(0.0, 1.0))
+}
+
+/// An empty chart that says why it is empty (no figures yet, or none measured).
+fn empty(out: &mut String, note: &str) {
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"none\">{}</text></svg>",
+        W / 2.0,
+        H / 2.0,
+        escape(note)
+    );
+}
+
+impl LogXChart<'_> {
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        open(&mut out, "logx", self.title);
+        let finite = |p: &&(f64, f64)| p.0 > 0.0 && p.0.is_finite() && p.1.is_finite();
+        let all: Vec<(f64, f64)> = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .chain(self.samples.iter())
+            .filter(finite)
+            .copied()
+            .collect();
+        if all.is_empty() {
+            empty(&mut out, "no measured figures");
+            return out;
+        }
+        let mut xs: Vec<f64> = all.iter().map(|p| p.0).collect();
+        xs.sort_by(f64::total_cmp);
+        xs.dedup();
+        let (lo, hi) = (xs[0].log2(), xs[xs.len() - 1].log2());
+        let plot_w = W - LEFT - RIGHT - 24.0;
+        let x_pos = |x: f64| {
+            if hi > lo {
+                LEFT + 12.0 + plot_w * (x.log2() - lo) / (hi - lo)
+            } else {
+                LEFT + 12.0 + plot_w / 2.0
+            }
+        };
+        let y_max = nice_ceil(all.iter().map(|p| p.1).fold(0.0, f64::max));
+        y_axis(&mut out, y_max, self.y_label, self.x_label, tick_text);
+        for &x in &xs {
+            let px = x_pos(x);
+            let _ = write!(
+                out,
+                "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+                H - BOTTOM,
+                H - BOTTOM + 4.0,
+                H - BOTTOM + 16.0,
+                escape(&(self.x_tick)(x))
+            );
+        }
+        for s in &self.series {
+            let pts: Vec<(f64, f64)> = s.points.iter().filter(finite).copied().collect();
+            if pts.len() > 1 {
+                let _ = write!(out, "<polyline class=\"line\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"", s.color);
+                for (x, y) in &pts {
+                    let _ = write!(out, "{:.1},{:.1} ", x_pos(*x), y_pos(*y, y_max));
+                }
+                out.push_str("\"/>");
+            }
+            for (x, y) in &pts {
+                let _ = write!(
+                    out,
+                    "<circle class=\"pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"><title>{}: {} → {}</title></circle>",
+                    x_pos(*x),
+                    y_pos(*y, y_max),
+                    s.color,
+                    escape(&s.name),
+                    escape(&(self.x_tick)(*x)),
+                    escape(&tick_text((*y * 10.0).round() / 10.0))
+                );
+            }
+        }
+        for (x, y) in self.samples.iter().filter(finite) {
+            let _ = write!(
+                out,
+                "<circle class=\"sample\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"none\" stroke=\"#555\"/>",
+                x_pos(*x),
+                y_pos(*y, y_max)
+            );
+        }
+        // Legend, top right, one line per series.
+        if self.series.len() > 1 {
+            for (i, s) in self.series.iter().enumerate() {
+                let y = TOP + 4.0 + 14.0 * i as f64;
+                let x = W - RIGHT - 90.0;
+                let _ = write!(
+                    out,
+                    "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tk\">{}</text>",
+                    s.color,
+                    x + 14.0,
+                    y + 5.0,
+                    escape(&s.name)
+                );
+            }
+        }
+        out.push_str("</svg>");
+        out
+    }
+}
+
+/// The cumulative distribution of `values` (ms) as a step line, with p50, p90 and p99 marked.
+pub fn cdf(title: &str, x_label: &str, values: &[f64]) -> String {
+    let mut out = String::with_capacity(4096);
+    open(&mut out, "cdf", title);
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        empty(&mut out, "no request in the window has this figure");
+        return out;
+    }
+    // Zoomed to the data: requests of one cell often differ by a fraction of a millisecond.
+    let (min, max) = (v[0], v[v.len() - 1]);
+    let span = if max > min {
+        max - min
+    } else {
+        (max.abs() * 0.1).max(0.1)
+    };
+    let (lo, hi) = ((min - span * 0.1).max(0.0), max + span * 0.1);
+    let plot_w = W - LEFT - RIGHT;
+    let x_pos = |x: f64| LEFT + plot_w * ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
+    y_axis(&mut out, 1.0, "fraction of requests", x_label, tick_text);
+    for i in 0..=4 {
+        let x = lo + (hi - lo) * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            x_pos(x),
+            H - BOTTOM + 16.0,
+            escape(&fixed(x, hi - lo))
+        );
+    }
+    let n = v.len() as f64;
+    let _ = write!(
+        out,
+        "<polyline class=\"line\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{:.1},{:.1} ",
+        PALETTE[0],
+        x_pos(v[0]),
+        y_pos(0.0, 1.0)
+    );
+    for (i, x) in v.iter().enumerate() {
+        let _ = write!(
+            out,
+            "{:.1},{:.1} {:.1},{:.1} ",
+            x_pos(*x),
+            y_pos(i as f64 / n, 1.0),
+            x_pos(*x),
+            y_pos((i + 1) as f64 / n, 1.0)
+        );
+    }
+    out.push_str("\"/>");
+    // The marks' values go in one line under the title, so close percentiles stay legible.
+    let mut label_x = LEFT + 4.0;
+    for (p, color) in [(50.0, "#2ca02c"), (90.0, "#ff7f0e"), (99.0, "#d62728")] {
+        let Some(q) = stats::percentile_sorted(&v, p) else {
+            continue;
+        };
+        let x = x_pos(q);
+        let text = format!("p{p:.0} {}", fixed(q, hi - lo));
+        let _ = write!(
+            out,
+            "<line class=\"pct\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-dasharray=\"4 3\"/><text x=\"{label_x:.1}\" y=\"{:.1}\" class=\"tk\" fill=\"{color}\">{}</text>",
+            H - BOTTOM,
+            TOP + 10.0,
+            escape(&text)
+        );
+        label_x += 7.0 * text.chars().count() as f64 + 10.0;
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// One request on the timeline: its stream (row), start, first token and end (ms from the
+/// window start; `None` where unknown).
+pub struct Span {
+    pub stream: u32,
+    pub start_ms: f64,
+    pub first_token_ms: Option<f64>,
+    pub end_ms: Option<f64>,
+    pub failed: bool,
+}
+
+/// Requests over time, one row per stream: waiting for the first token (light) then producing
+/// tokens (dark), with the measurement window `[0, window_ms)` shaded. A request whose end was
+/// not recorded (files from older versions) is drawn to the window's end, hatched.
+pub fn timeline(title: &str, spans: &[Span], window_ms: f64) -> String {
+    let mut out = String::with_capacity(8192);
+    open(&mut out, "timeline", title);
+    if spans.is_empty() || !window_ms.is_finite() || window_ms <= 0.0 {
+        empty(&mut out, "no requests recorded");
+        return out;
+    }
+    let lo = spans
+        .iter()
+        .map(|s| s.start_ms)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::min);
+    let hi = spans
+        .iter()
+        .filter_map(|s| s.end_ms)
+        .filter(|v| v.is_finite())
+        .fold(window_ms, f64::max);
+    let rows = spans.iter().map(|s| s.stream).max().unwrap_or(0) as f64 + 1.0;
+    let plot_w = W - LEFT - RIGHT;
+    let plot_h = H - TOP - BOTTOM;
+    let x_pos = |x: f64| LEFT + plot_w * ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let row_h = plot_h / rows;
+    let _ = write!(
+        out,
+        "<rect class=\"window\" x=\"{:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{plot_h:.1}\" fill=\"#fff3c4\"/>",
+        x_pos(0.0),
+        x_pos(window_ms) - x_pos(0.0)
+    );
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">measurement window</text>",
+        x_pos(window_ms) - 3.0,
+        TOP - 3.0
+    );
+    for s in spans {
+        let y = TOP + row_h * s.stream as f64 + row_h * 0.15;
+        let h = (row_h * 0.7).max(1.0);
+        let end = s.end_ms.unwrap_or(hi);
+        let first = s.first_token_ms.unwrap_or(s.start_ms).min(end);
+        let (wait_fill, tok_fill) = if s.failed {
+            ("#f4b6b6", "#d62728")
+        } else {
+            ("#c6dbef", "#1f77b4")
+        };
+        let _ = write!(
+            out,
+            "<rect class=\"req\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{wait_fill}\"/><rect class=\"req\" x=\"{:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{h:.1}\" fill=\"{tok_fill}\"{}/>",
+            x_pos(s.start_ms),
+            (x_pos(first) - x_pos(s.start_ms)).max(0.0),
+            x_pos(first),
+            (x_pos(end) - x_pos(first)).max(0.5),
+            if s.end_ms.is_none() { " fill-opacity=\"0.45\"" } else { " fill-opacity=\"0.8\"" }
+        );
+    }
+    for edge in [0.0, window_ms] {
+        let x = x_pos(edge);
+        let _ = write!(
+            out,
+            "<line class=\"edge\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#b8860b\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/>",
+            H - BOTTOM
+        );
+    }
+    let _ = write!(
+        out,
+        "<line x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" class=\"axis\"/>",
+        H - BOTTOM,
+        W - RIGHT,
+        H - BOTTOM
+    );
+    for i in 0..=4 {
+        let x = lo + (hi - lo) * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            x_pos(x),
+            H - BOTTOM + 16.0,
+            escape(&tick_text((x / 100.0).round() / 10.0))
+        );
+    }
+    let _ = write!(
+        out,
+        "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"al\">s from window start · a row per stream · light: before the first token</text>",
+        LEFT + plot_w / 2.0,
+        H - 8.0
+    );
+    out.push_str("</svg>");
+    out
+}
+
+/// The server's running and waiting requests over the cell, window shaded.
+pub fn server_load(title: &str, samples: &[(f64, f64, f64)], window_ms: f64) -> String {
+    let running: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.1)).collect();
+    let waiting: Vec<(f64, f64)> = samples.iter().map(|s| (s.0, s.2)).collect();
+    linear_time_chart(
+        "load",
+        title,
+        "requests",
+        &[
+            Series {
+                name: "running".into(),
+                color: PALETTE[0],
+                points: running,
+            },
+            Series {
+                name: "waiting".into(),
+                color: PALETTE[1],
+                points: waiting,
+            },
+        ],
+        window_ms,
+    )
+}
+
+/// Output tokens per second over the whole cell (each bin's tokens / its width), window shaded.
+pub fn token_rate(
+    title: &str,
+    start_ms: f64,
+    bin_ms: f64,
+    tokens: &[u64],
+    window_ms: f64,
+) -> String {
+    let points = if bin_ms > 0.0 && bin_ms.is_finite() {
+        tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                (
+                    start_ms + (i as f64 + 0.5) * bin_ms,
+                    n as f64 / (bin_ms / 1000.0),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    linear_time_chart(
+        "tokens",
+        title,
+        "output tok/s, all requests",
+        &[Series {
+            name: "tok/s".into(),
+            color: PALETTE[2],
+            points,
+        }],
+        window_ms,
+    )
+}
+
+fn linear_time_chart(
+    class: &str,
+    title: &str,
+    y_label: &str,
+    series: &[Series],
+    window_ms: f64,
+) -> String {
+    let mut out = String::with_capacity(4096);
+    open(&mut out, class, title);
+    let pts: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+        .collect();
+    if pts.is_empty() {
+        empty(&mut out, "nothing recorded");
+        return out;
+    }
+    let lo = pts.iter().map(|p| p.0).fold(0.0, f64::min);
+    let hi = pts.iter().map(|p| p.0).fold(window_ms.max(1.0), f64::max);
+    let y_max = nice_ceil(pts.iter().map(|p| p.1).fold(1.0, f64::max));
+    let plot_w = W - LEFT - RIGHT;
+    let x_pos = |x: f64| LEFT + plot_w * ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
+    let _ = write!(
+        out,
+        "<rect class=\"window\" x=\"{:.1}\" y=\"{TOP}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fff3c4\"/>",
+        x_pos(0.0),
+        x_pos(window_ms) - x_pos(0.0),
+        H - TOP - BOTTOM
+    );
+    y_axis(
+        &mut out,
+        y_max,
+        y_label,
+        "seconds from the window start",
+        tick_text,
+    );
+    for i in 0..=4 {
+        let x = lo + (hi - lo) * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            x_pos(x),
+            H - BOTTOM + 16.0,
+            escape(&tick_text((x / 100.0).round() / 10.0))
+        );
+    }
+    for (i, s) in series.iter().enumerate() {
+        let _ = write!(
+            out,
+            "<polyline class=\"line\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"",
+            s.color
+        );
+        for (x, y) in &s.points {
+            let _ = write!(out, "{:.1},{:.1} ", x_pos(*x), y_pos(*y, y_max));
+        }
+        out.push_str("\"/>");
+        let _ = write!(
+            out,
+            "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"3\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tk\">{}</text>",
+            W - RIGHT - 70.0,
+            TOP + 4.0 + 14.0 * i as f64,
+            s.color,
+            W - RIGHT - 56.0,
+            TOP + 9.0 + 14.0 * i as f64,
+            escape(&s.name)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_ceil_rounds_up_to_a_round_number() {
+        assert_eq!(nice_ceil(0.0), 1.0);
+        assert_eq!(nice_ceil(7.0), 10.0);
+        assert_eq!(nice_ceil(10.0), 10.0);
+        assert_eq!(nice_ceil(11.0), 20.0);
+        assert_eq!(nice_ceil(2_300.0), 2_500.0);
+        assert_eq!(nice_ceil(0.3), 0.5);
+        assert_eq!(nice_ceil(f64::NAN), 1.0);
+    }
+
+    #[test]
+    fn the_cdf_marks_numpy_percentiles() {
+        let v: Vec<f64> = (1..=101).map(f64::from).collect();
+        let svg = cdf("t", "ms", &v);
+        // numpy: p50 of 1..=101 is 51, p90 is 91, p99 is 100.
+        assert!(svg.contains(">p50 51<"), "{svg}");
+        assert!(svg.contains(">p90 91<"));
+        assert!(svg.contains(">p99 100<"));
+        // A narrow range keeps the marks apart: numpy's p50 of these is 1.655, p99 1.6599.
+        let narrow = cdf("t", "ms", &[1.650, 1.652, 1.655, 1.658, 1.660]);
+        assert!(narrow.contains(">p50 1.6550<"), "{narrow}");
+        assert!(narrow.contains(">p99 1.6599<"), "{narrow}");
+        assert_eq!(svg.matches("class=\"pct\"").count(), 3);
+    }
+
+    #[test]
+    fn a_log_chart_ticks_every_x_and_escapes_names() {
+        let c = LogXChart {
+            title: "a<b",
+            x_label: "x",
+            y_label: "y",
+            series: vec![Series {
+                name: "<ctx>".into(),
+                color: PALETTE[0],
+                points: vec![(1.0, 100.0), (2.0, 200.0), (8.0, 150.0)],
+            }],
+            samples: vec![],
+            x_tick: |x| format!("{x}"),
+        }
+        .render();
+        assert!(c.contains("a&lt;b") && !c.contains("a<b"));
+        assert!(!c.contains("<ctx>"));
+        assert_eq!(c.matches("class=\"pt\"").count(), 3);
+        // 1, 2 and 8 ticked; 4 not (ticks are the data's own x values).
+        for t in [">1<", ">2<", ">8<"] {
+            assert!(c.contains(t), "{t}");
+        }
+        assert!(!c.contains(">4<"));
+    }
+}

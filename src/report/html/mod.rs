@@ -1,0 +1,503 @@
+//! `report.html`: one self-contained page for a matrix run — header and settings, the decode
+//! heat map beside total and per-request tok/s curves, prefill against context, every measured
+//! cell's details on demand (`<details>`), the client's overhead flagged, the methodology and
+//! the status legend.
+//!
+//! The page is laid out by a minijinja template (`report.html` beside this file, HTML
+//! auto-escaped) filled with a view built here from the report model; charts are inline SVG
+//! drawn by [`charts`] and [`crate::report::svg`]. Nothing on the page loads anything: no
+//! scripts, fonts, styles or images from elsewhere, and the one inline script only opens every
+//! cell when the address carries `?open`. The server's base URL is shown as text, never a link.
+//! Like the other writers it draws what the model holds and decides no verdict.
+
+pub mod charts;
+
+use crate::matrix::status::CellStatus;
+use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
+use crate::report::markdown::row_labels;
+use crate::report::model::{DecodeCell, MatrixReport, PromptTokens};
+use charts::{LogXChart, Series, Span, PALETTE};
+use minijinja::{context, Environment, Value};
+use std::io::{self, Write};
+
+const REPORT_TEMPLATE: &str = include_str!("report.html");
+const COMPARE_TEMPLATE: &str = include_str!("compare.html");
+const STYLE: &str = include_str!("style.css");
+
+/// The client may have limited a cell's result when its process used this much CPU (percent of
+/// one core): a saturated client stamps reads late and restarts streams late.
+pub const CLIENT_CPU_LIMIT_PERCENT: f64 = 80.0;
+/// ... or when its 10 ms timers fired this late at the 99th percentile.
+pub const TIMER_LAG_LIMIT_MS: f64 = 5.0;
+/// ... or when its token count differs from the server's by more than this share.
+pub const TOKEN_DIFF_LIMIT: f64 = 0.01;
+
+/// Why the client may have limited this cell's figures, one phrase per reason (empty: no sign).
+pub fn client_limits(c: &DecodeCell) -> Vec<String> {
+    let mut why = Vec::new();
+    if let Some(cpu) = c
+        .client_cpu_percent
+        .filter(|v| *v > CLIENT_CPU_LIMIT_PERCENT)
+    {
+        why.push(format!(
+            "client CPU {}% of one core (over {CLIENT_CPU_LIMIT_PERCENT:.0}%)",
+            one_decimal(cpu)
+        ));
+    }
+    if let Some(lag) = c.timer_lag_ms_p99.filter(|v| *v > TIMER_LAG_LIMIT_MS) {
+        why.push(format!(
+            "client timers late by {} at p99 (over {TIMER_LAG_LIMIT_MS:.0} ms)",
+            ms(lag)
+        ));
+    }
+    if let (Some(diff), Some(server)) = (c.token_count_diff, c.server_output_tokens) {
+        if server > 0 && (diff.unsigned_abs() as f64) > TOKEN_DIFF_LIMIT * server as f64 {
+            why.push(format!(
+                "client counted {diff:+} tokens against the server's {}",
+                group_digits(server)
+            ));
+        }
+    }
+    why
+}
+
+fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    // Templates are compiled in; a syntax error is a bug that the tests catch.
+    env.add_template("report.html", REPORT_TEMPLATE)
+        .expect("report.html template parses");
+    env.add_template("compare.html", COMPARE_TEMPLATE)
+        .expect("compare.html template parses");
+    env
+}
+
+fn render(w: &mut impl Write, name: &str, ctx: Value) -> io::Result<()> {
+    let env = environment();
+    let html = env
+        .get_template(name)
+        .and_then(|t| t.render(ctx))
+        .map_err(|e| io::Error::other(format!("rendering {name}: {e:#}")))?;
+    w.write_all(html.as_bytes())
+}
+
+/// Inline SVG: the namespace attribute is implied inside HTML, and leaving it out keeps the
+/// page free of any address at all.
+fn inline_svg(svg: String) -> Value {
+    Value::from_safe_string(svg.replace(" xmlns=\"http://www.w3.org/2000/svg\"", ""))
+}
+
+/// `8K`, `128K`, `1M` for a context in tokens (binary thousands, as the labels are).
+fn context_tick(x: f64) -> String {
+    let t = x.round() as u64;
+    if t >= 1 << 20 && t % (1 << 20) == 0 {
+        format!("{}M", t >> 20)
+    } else if t >= 1024 {
+        format!("{}K", (t as f64 / 1024.0).round())
+    } else {
+        t.to_string()
+    }
+}
+
+fn concurrency_tick(x: f64) -> String {
+    format!("{}", x.round() as u64)
+}
+
+pub(crate) fn header(r: &MatrixReport) -> Value {
+    let md = &r.metadata;
+    let model = md.model.name.clone().unwrap_or_else(|| md.model.id.clone());
+    let engine = [md.engine.name.as_deref(), md.engine.version.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let h = &md.hardware;
+    let hardware = [
+        h.kind.clone(),
+        h.gpu.clone(),
+        h.vram_gb.map(|v| format!("{} GB", one_decimal(v))),
+        h.os.clone(),
+        h.description.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(" · ");
+    let or_missing = |s: String| if s.is_empty() { MISSING.to_string() } else { s };
+    context! {
+        model => model,
+        model_id => md.model.id,
+        engine => or_missing(engine),
+        engine_details => [md.engine.quantization.clone(), md.engine.backend.clone(), md.engine.build.clone(), md.engine.commit.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "),
+        hardware => or_missing(hardware),
+        launch_command => md.launch_command,
+        date => md.date,
+        tool => format!("{} {}", md.tool, md.tool_version),
+        base_url => md.base_url,
+        interrupted => md.interrupted,
+        notes => md.notes,
+    }
+}
+
+fn settings(r: &MatrixReport) -> Vec<(String, String)> {
+    let s = &r.metadata.settings;
+    let l = &r.metadata.server_limits;
+    let list = |v: &[u64], f: fn(f64) -> String| {
+        v.iter()
+            .map(|&x| f(x as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut out = vec![
+        ("Window".into(), seconds(s.duration_s)),
+        ("max_tokens".into(), group_digits(s.max_tokens)),
+        ("Decode contexts".into(), list(&s.contexts, context_tick)),
+        ("Concurrency".into(), list(&s.concurrency, concurrency_tick)),
+        (
+            "Prefill contexts".into(),
+            list(&s.prefill_contexts, context_tick),
+        ),
+        ("Prefill samples".into(), s.prefill_samples.to_string()),
+        ("Endpoint".into(), s.endpoint.clone()),
+        (
+            "Prompt sizes".into(),
+            match s.prompt_tokens {
+                PromptTokens::TokenIds => "exact: token-id prompts",
+                PromptTokens::TokenizeEndpoint => "counted with the server's tokenize endpoint",
+                PromptTokens::LocalTokenizer => "counted with a local tokenizer",
+                PromptTokens::UsageEstimate => "approximate: scaled from usage",
+            }
+            .to_string(),
+        ),
+        ("ignore_eos".into(), s.ignore_eos.to_string()),
+        ("Seed".into(), s.seed.to_string()),
+        ("max_model_len".into(), opt(l.max_model_len, group_digits)),
+        (
+            "KV-cache tokens".into(),
+            opt(l.kv_cache_tokens, group_digits),
+        ),
+        (
+            "Running limit".into(),
+            opt(l.max_running_requests, group_digits),
+        ),
+    ];
+    if let Some(lr) = s.loop_rule {
+        out.push((
+            "Loop rule".into(),
+            format!(
+                "{} repeats over {} characters (period ≤ {})",
+                lr.min_repeats, lr.min_span_chars, lr.max_period_chars
+            ),
+        ));
+    }
+    out
+}
+
+/// Total and per-request tok/s against concurrency, one line per context with figures.
+fn decode_curves(r: &MatrixReport) -> (String, String) {
+    let rows = row_labels(r);
+    let series = |f: fn(&DecodeCell) -> Option<f64>| -> Vec<Series> {
+        rows.iter()
+            .enumerate()
+            .map(|(i, label)| Series {
+                name: (*label).to_string(),
+                color: PALETTE[i % PALETTE.len()],
+                points: r
+                    .decode
+                    .iter()
+                    .filter(|c| c.context_label == *label && c.status.was_run())
+                    .filter_map(|c| f(c).map(|v| (c.concurrency as f64, v)))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    let total = LogXChart {
+        title: "Total tok/s against concurrency",
+        x_label: "simultaneous requests (log₂)",
+        y_label: "output tok/s, all requests",
+        series: series(|c| c.output_tok_per_s),
+        samples: vec![],
+        x_tick: concurrency_tick,
+    }
+    .render();
+    let per = LogXChart {
+        title: "Per-request tok/s against concurrency",
+        x_label: "simultaneous requests (log₂)",
+        y_label: "tok/s per request (median)",
+        series: series(|c| c.per_request_tok_per_s),
+        samples: vec![],
+        x_tick: concurrency_tick,
+    }
+    .render();
+    (total, per)
+}
+
+/// Prefill tok/s and TTFT against context; every sample shown where there are several.
+fn prefill_curves(r: &MatrixReport) -> (String, String) {
+    let run = || r.prefill.iter().filter(|p| p.status.was_run());
+    let tps = LogXChart {
+        title: "Prefill tok/s against context",
+        x_label: "prompt tokens (log₂)",
+        y_label: "prompt tok/s (median)",
+        series: vec![Series {
+            name: "prefill".into(),
+            color: PALETTE[0],
+            points: run()
+                .filter_map(|p| p.prefill_tok_per_s.map(|v| (p.context as f64, v)))
+                .collect(),
+        }],
+        samples: run()
+            .filter(|p| p.ttft_ms_samples.len() > 1)
+            .flat_map(|p| {
+                let n = p.prompt_tokens.unwrap_or(p.context) as f64;
+                p.ttft_ms_samples
+                    .iter()
+                    .filter(|t| **t > 0.0)
+                    .map(move |t| (p.context as f64, n / (t / 1000.0)))
+            })
+            .collect(),
+        x_tick: context_tick,
+    }
+    .render();
+    let ttft = LogXChart {
+        title: "Cold TTFT against context",
+        x_label: "prompt tokens (log₂)",
+        y_label: "TTFT, ms (median)",
+        series: vec![Series {
+            name: "TTFT".into(),
+            color: PALETTE[4],
+            points: run()
+                .filter_map(|p| p.ttft_ms.map(|v| (p.context as f64, v)))
+                .collect(),
+        }],
+        samples: run()
+            .filter(|p| p.ttft_ms_samples.len() > 1)
+            .flat_map(|p| p.ttft_ms_samples.iter().map(|t| (p.context as f64, *t)))
+            .collect(),
+        x_tick: context_tick,
+    }
+    .render();
+    (tps, ttft)
+}
+
+fn cell_view(c: &DecodeCell) -> Value {
+    let title = format!("{} × {}", c.context_label, c.concurrency);
+    let ttfts: Vec<f64> = c.requests.iter().filter_map(|q| q.ttft_ms).collect();
+    let tbts: Vec<f64> = c.requests.iter().filter_map(|q| q.tbt_ms_mean).collect();
+    let spans: Vec<Span> = c
+        .requests
+        .iter()
+        .map(|q| Span {
+            stream: q.stream,
+            start_ms: q.start_ms,
+            first_token_ms: q.ttft_ms.map(|t| q.start_ms + t),
+            end_ms: q.end_ms,
+            failed: q.error.is_some(),
+        })
+        .collect();
+    let window_ms = c.measured_s.unwrap_or(0.0) * 1000.0;
+    let samples: Vec<(f64, f64, f64)> = c
+        .server_samples
+        .iter()
+        .map(|s| (s.t_ms, s.running, s.waiting))
+        .collect();
+    let figures = vec![
+        ("Total tok/s", opt(c.output_tok_per_s, rate)),
+        ("Per-request tok/s", opt(c.per_request_tok_per_s, rate)),
+        ("TTFT p50", opt(c.ttft_ms_p50, ms)),
+        ("Time between tokens p50", opt(c.tbt_ms_p50, ms)),
+        (
+            "Average active requests",
+            opt(c.avg_active_requests, one_decimal),
+        ),
+        (
+            "Completed requests",
+            opt(c.completed_requests, group_digits),
+        ),
+        (
+            "Output tokens in the window",
+            opt(c.output_tokens, group_digits),
+        ),
+        ("Window", opt(c.measured_s, seconds)),
+    ];
+    let overhead = vec![
+        (
+            "Client CPU",
+            opt(c.client_cpu_percent, |v| {
+                format!("{}% of one core", one_decimal(v))
+            }),
+        ),
+        (
+            "Timer lag p99 / max",
+            format!(
+                "{} / {}",
+                opt(c.timer_lag_ms_p99, ms),
+                opt(c.timer_lag_ms_max, ms)
+            ),
+        ),
+        (
+            "Token count source",
+            opt(c.token_count_source, |s| s.as_str().to_string()),
+        ),
+        (
+            "Server's token count",
+            opt(c.server_output_tokens, group_digits),
+        ),
+        (
+            "Client − server tokens",
+            opt(c.token_count_diff, |d| format!("{d:+}")),
+        ),
+    ];
+    let errors: Vec<String> = c.error_messages.iter().map(|e| e.display()).collect();
+    context! {
+        id => format!("cell-{}-{}", c.context, c.concurrency),
+        title => title,
+        status => c.status.label(),
+        status_kind => c.status.as_str(),
+        figures => figures,
+        overhead => overhead,
+        token_count_check => c.token_count_check,
+        limits => client_limits(c),
+        notes => c.notes,
+        errors => errors,
+        loop_excerpt => c.loop_info.as_ref().map(|l| l.excerpt.clone()),
+        requests => c.requests.len(),
+        ttft_cdf => Value::from_safe_string(charts::cdf(&format!("TTFT, {title}"), "ms from send to first token", &ttfts)),
+        tbt_cdf => Value::from_safe_string(charts::cdf(&format!("Time between tokens, {title}"), "ms per token, per-request mean", &tbts)),
+        timeline => Value::from_safe_string(charts::timeline(&format!("Requests over time, {title}"), &spans, window_ms)),
+        tokens => c.token_bins.as_ref().map(|b| Value::from_safe_string(charts::token_rate(&format!("Tokens over time, {title}"), b.start_ms, b.bin_ms, &b.tokens, window_ms))),
+        server_load => (!samples.is_empty()).then(|| Value::from_safe_string(charts::server_load(&format!("Server load, {title}"), &samples, window_ms))),
+    }
+}
+
+/// The status legend: every status with what it means.
+pub(crate) fn legend() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        (
+            "valid",
+            "Valid",
+            "measured at the intended concurrency; figures stand",
+        ),
+        (
+            "looped",
+            "Looped",
+            "a stream repeated itself; figures kept and marked",
+        ),
+        (
+            "queued",
+            "Queued",
+            "the server never ran all C requests at once; figures kept and marked",
+        ),
+        (
+            "failed",
+            "Failed",
+            "requests failed (the first message per kind is listed)",
+        ),
+        (
+            "over_capacity",
+            "Over capacity",
+            "not run: C × (context + max_tokens) exceeds the KV cache, or C the running limit",
+        ),
+        (
+            "skipped",
+            "Skipped",
+            "not run: context + max_tokens exceeds max_model_len",
+        ),
+        ("pending", "Pending", "planned, not run (yet)"),
+    ]
+}
+
+/// Write `report.html` for `r`.
+pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
+    let mut heat = Vec::with_capacity(16 * 1024);
+    crate::report::svg::write_decode(&mut heat, r)?;
+    let heat = String::from_utf8(heat).map_err(io::Error::other)?;
+    let (total, per) = decode_curves(r);
+    let (pre_tps, pre_ttft) = prefill_curves(r);
+    let cells: Vec<Value> = r
+        .decode
+        .iter()
+        .filter(|c| c.status.was_run() && !matches!(c.status, CellStatus::Pending))
+        .map(cell_view)
+        .collect();
+    let limited = r
+        .decode
+        .iter()
+        .filter(|c| !client_limits(c).is_empty())
+        .count();
+    let prefill_rows: Vec<Value> = r
+        .prefill
+        .iter()
+        .map(|p| {
+            context! {
+                label => p.context_label,
+                status => p.status.label(),
+                status_kind => p.status.as_str(),
+                prompt_tokens => opt(p.prompt_tokens, group_digits),
+                tps => opt(p.prefill_tok_per_s, rate),
+                ttft => opt(p.ttft_ms, ms),
+                samples => p.ttft_ms_samples.iter().map(|t| ms(*t)).collect::<Vec<_>>().join(", "),
+            }
+        })
+        .collect();
+    let ctx = context! {
+        style => Value::from_safe_string(STYLE.to_string()),
+        h => header(r),
+        settings => settings(r),
+        heatmap => inline_svg(heat),
+        total_curve => Value::from_safe_string(total),
+        per_request_curve => Value::from_safe_string(per),
+        prefill_tps => Value::from_safe_string(pre_tps),
+        prefill_ttft => Value::from_safe_string(pre_ttft),
+        prefill_rows => prefill_rows,
+        has_prefill => !r.prefill.is_empty(),
+        cells => cells,
+        limited_cells => limited,
+        methodology => r.methodology,
+        legend => legend(),
+    };
+    render(w, "report.html", ctx)
+}
+
+/// Write `compare.html` for a comparison.
+pub fn write_compare(w: &mut impl Write, c: &crate::report::compare::Comparison) -> io::Result<()> {
+    use crate::report::compare::{diff_text, ratio_text, value_text, Verdict};
+    let sections: Vec<Value> = c
+        .sections
+        .iter()
+        .map(|s| {
+            let rows: Vec<Value> = s
+                .rows
+                .iter()
+                .map(|r| {
+                    let v = r.verdict();
+                    let class = match v {
+                        Verdict::Better => "up",
+                        Verdict::Worse => "down",
+                        Verdict::OnlyA | Verdict::OnlyB => "only",
+                        Verdict::Same | Verdict::Unjudged => "",
+                    };
+                    context! {
+                        item => r.item,
+                        metric => r.metric,
+                        a => value_text(r.a),
+                        b => value_text(r.b),
+                        diff => diff_text(r.diff()),
+                        ratio => ratio_text(r.ratio()),
+                        verdict => v.as_str(),
+                        class => class,
+                    }
+                })
+                .collect();
+            context! { title => s.title, rows => rows }
+        })
+        .collect();
+    let ctx = context! {
+        style => Value::from_safe_string(STYLE.to_string()),
+        a_name => c.a_name,
+        b_name => c.b_name,
+        same_within => format!("{:.0}%", crate::report::compare::SAME_WITHIN * 100.0),
+        sections => sections,
+    };
+    render(w, "compare.html", ctx)
+}

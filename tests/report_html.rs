@@ -1,0 +1,572 @@
+//! report.html and compare.html, golden structure (not pixels): for a recorded `matrix --mock`
+//! results.json and for the hand-built report with every status, the page is well-formed, has
+//! every required section and chart element, and holds no address that would load anything.
+
+mod report_common;
+
+use llmspeed::matrix::status::CellStatus;
+use llmspeed::report::{compare, files, html, json, DecodeCell, MatrixReport, RequestSummary};
+use quick_xml::events::Event;
+use quick_xml::Reader;
+
+/// Recorded with `llmspeed matrix --mock --contexts 1k,4k --concurrency 1,2,4 --duration 1s
+/// --max-tokens 64 --prefill-samples 2`.
+const RECORDED: &str = include_str!("data/matrix_mock_results.json");
+
+fn recorded() -> MatrixReport {
+    json::read(RECORDED.as_bytes()).expect("the recorded results.json reads")
+}
+
+fn render(r: &MatrixReport) -> String {
+    let mut out = Vec::new();
+    html::write(&mut out, r).expect("report.html renders");
+    String::from_utf8(out).expect("UTF-8")
+}
+
+/// One element as the parser saw it: its name, its attributes, and the `id`s of the elements
+/// around it (innermost last).
+#[derive(Debug)]
+struct Element {
+    name: String,
+    attrs: Vec<(String, String)>,
+    inside: Vec<String>,
+}
+
+impl Element {
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn class_has(&self, class: &str) -> bool {
+        self.attr("class")
+            .is_some_and(|c| c.split_whitespace().any(|x| x == class))
+    }
+}
+
+/// Parse the page as XML (the templates are written as polyglot markup: every element closed,
+/// attributes quoted, only XML's own entities and numeric references), which checks that every
+/// tag is closed in order and nothing is left open; an HTML parser would silently repair those.
+fn parse(page: &str) -> Vec<Element> {
+    let mut reader = Reader::from_str(page);
+    reader.config_mut().check_end_names = true;
+    let mut stack: Vec<(String, Option<String>)> = Vec::new();
+    let mut out = Vec::new();
+    let mut roots = 0;
+    loop {
+        let ev = reader.read_event().unwrap_or_else(|e| {
+            panic!("not well-formed at byte {}: {e}", reader.buffer_position())
+        });
+        match ev {
+            Event::Start(ref t) | Event::Empty(ref t) => {
+                let name = String::from_utf8(t.name().as_ref().to_vec()).unwrap();
+                let attrs: Vec<(String, String)> = t
+                    .attributes()
+                    .map(|a| {
+                        let a = a.expect("a well-formed attribute");
+                        (
+                            String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                            String::from_utf8(a.value.to_vec()).unwrap(),
+                        )
+                    })
+                    .collect();
+                let id = attrs
+                    .iter()
+                    .find(|(k, _)| k == "id")
+                    .map(|(_, v)| v.clone());
+                if stack.is_empty() {
+                    roots += 1;
+                }
+                out.push(Element {
+                    name: name.clone(),
+                    attrs,
+                    inside: stack.iter().filter_map(|(_, id)| id.clone()).collect(),
+                });
+                if matches!(ev, Event::Start(_)) {
+                    stack.push((name, id));
+                }
+            }
+            Event::End(_) => {
+                stack.pop().expect("an end tag closes an open element");
+            }
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    assert!(stack.is_empty(), "left open: {stack:?}");
+    assert_eq!(roots, 1, "one root element");
+    out
+}
+
+/// Every character reference or entity is one XML and HTML both know.
+fn assert_entities_known(page: &str) {
+    for (i, _) in page.match_indices('&') {
+        let rest = &page[i + 1..];
+        let end = rest.find(';').unwrap_or_else(|| panic!("bare & at {i}"));
+        let name = &rest[..end];
+        let ok = matches!(name, "amp" | "lt" | "gt" | "quot" | "apos")
+            || name
+                .strip_prefix("#x")
+                .is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+            || name
+                .strip_prefix('#')
+                .is_some_and(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_digit()));
+        assert!(ok, "unknown entity &{name}; at {i}");
+    }
+}
+
+/// Nothing on the page loads anything: no attribute that fetches, no CSS import or url(), and
+/// `http(s)://` only inside the base URL the user gave, shown as text.
+fn assert_self_contained(page: &str, elements: &[Element], base_url: Option<&str>) {
+    for e in elements {
+        for (k, v) in &e.attrs {
+            assert!(
+                !matches!(
+                    k.as_str(),
+                    "href" | "src" | "srcset" | "action" | "poster" | "data"
+                ) && !k.ends_with(":href"),
+                "<{} {k}=\"{v}\"> would load or link something",
+                e.name
+            );
+        }
+        assert!(
+            !matches!(
+                e.name.as_str(),
+                "a" | "link" | "img" | "iframe" | "object" | "embed"
+            ),
+            "<{}> element",
+            e.name
+        );
+    }
+    assert!(!page.contains("url("), "CSS url()");
+    assert!(!page.contains("@import"), "CSS @import");
+    let mut rest = page.to_string();
+    if let Some(u) = base_url {
+        let shown = format!("<span class=\"cmd\">{}</span>", u.replace('/', "&#x2f;"));
+        let shown_plain = format!("<span class=\"cmd\">{u}</span>");
+        assert!(
+            rest.contains(&shown) || rest.contains(&shown_plain),
+            "the base URL is shown as text"
+        );
+        rest = rest.replace(&shown, "").replace(&shown_plain, "");
+    }
+    for scheme in [
+        "http://",
+        "https://",
+        "http:&#x2f;&#x2f;",
+        "https:&#x2f;&#x2f;",
+        "//cdn",
+    ] {
+        assert!(
+            !rest.contains(scheme),
+            "an address ({scheme}) outside the base URL"
+        );
+    }
+}
+
+fn count(elements: &[Element], name: &str, class: &str) -> usize {
+    elements
+        .iter()
+        .filter(|e| e.name == name && e.class_has(class))
+        .count()
+}
+
+#[test]
+fn the_recorded_run_renders_every_section_and_chart() {
+    let r = recorded();
+    let page = render(&r);
+    let el = parse(&page);
+    assert_entities_known(&page);
+    assert_self_contained(&page, &el, r.metadata.base_url.as_deref());
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    for id in [
+        "header",
+        "settings",
+        "decode",
+        "prefill",
+        "cells",
+        "methodology",
+        "legend",
+    ] {
+        assert!(
+            el.iter().any(|e| e.attr("id") == Some(id)),
+            "section #{id} missing"
+        );
+    }
+    // The heat map: one group per planned cell, inside the decode section.
+    let heat: Vec<&Element> = el
+        .iter()
+        .filter(|e| e.name == "g" && e.attr("data-concurrency").is_some())
+        .collect();
+    assert_eq!(heat.len(), r.decode.len());
+    assert!(heat.iter().all(|e| e.inside.iter().any(|i| i == "decode")));
+    // The curves: one polyline per context with two or more measured points, in both charts.
+    let logx: Vec<&Element> = el
+        .iter()
+        .filter(|e| e.name == "svg" && e.class_has("logx"))
+        .collect();
+    assert_eq!(logx.len(), 4, "two decode curves and two prefill curves");
+    let contexts = r.metadata.settings.contexts.len();
+    let decode_lines = el
+        .iter()
+        .filter(|e| e.name == "polyline" && e.inside.iter().any(|i| i == "decode"))
+        .count();
+    assert_eq!(decode_lines, 2 * contexts);
+    // Prefill: each context's samples dotted (the run took 2 per context), in both charts.
+    let samples: usize = r.prefill.iter().map(|p| p.ttft_ms_samples.len()).sum();
+    assert_eq!(
+        el.iter()
+            .filter(|e| e.class_has("sample") && e.inside.iter().any(|i| i == "prefill"))
+            .count(),
+        2 * samples
+    );
+    // Every measured cell has its details, with both distributions (p50/p90/p99 marks), its
+    // tokens and requests over time with the window shaded, and the server's load.
+    let measured: Vec<&DecodeCell> = r.decode.iter().filter(|c| c.status.was_run()).collect();
+    assert!(!measured.is_empty());
+    assert_eq!(count(&el, "details", "cell"), measured.len());
+    for c in &measured {
+        let id = format!("cell-{}-{}", c.context, c.concurrency);
+        let inside = |e: &&Element| e.inside.contains(&id);
+        let charts: Vec<&Element> = el
+            .iter()
+            .filter(|e| e.name == "svg")
+            .filter(inside)
+            .collect();
+        let kinds: Vec<&str> = charts.iter().filter_map(|e| e.attr("class")).collect();
+        assert_eq!(
+            kinds,
+            [
+                "chart cdf",
+                "chart cdf",
+                "chart tokens",
+                "chart timeline",
+                "chart load"
+            ],
+            "{id}"
+        );
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.class_has("pct"))
+                .count(),
+            6,
+            "{id}: p50, p90, p99 on both distributions"
+        );
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.class_has("window"))
+                .count(),
+            3,
+            "{id}: window shaded on the tokens, timeline and load charts"
+        );
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.class_has("req"))
+                .count(),
+            2 * c.requests.len(),
+            "{id}: every request on the timeline"
+        );
+        assert!(el.iter().filter(inside).any(|e| e.class_has("overhead")));
+    }
+    // The methodology, sentence by sentence, and the legend, status by status.
+    assert_eq!(
+        el.iter()
+            .filter(|e| e.name == "li" && e.inside.iter().any(|i| i == "methodology"))
+            .count(),
+        r.methodology.len()
+    );
+    for s in [
+        "valid",
+        "looped",
+        "queued",
+        "failed",
+        "over_capacity",
+        "skipped",
+        "pending",
+    ] {
+        assert!(
+            el.iter()
+                .any(|e| e.inside.iter().any(|i| i == "legend") && e.class_has(&format!("s-{s}"))),
+            "legend: {s}"
+        );
+    }
+}
+
+#[test]
+fn every_status_and_hostile_text_render_escaped() {
+    let mut r = report_common::report();
+    r.metadata.model.name = Some("<script>alert(1)</script> & co".into());
+    r.metadata.base_url = Some("https://api.example.com/v1?a=1&b=2".into());
+    r.metadata.launch_command = Some("vllm serve x --chat-template '<b>'".into());
+    let page = render(&r);
+    let el = parse(&page);
+    assert_entities_known(&page);
+    assert!(!page.contains("<script>alert"));
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;&#x2f;script&gt; &amp; co"));
+    assert_self_contained(
+        &page,
+        &el,
+        Some("https:&#x2f;&#x2f;api.example.com&#x2f;v1?a=1&amp;b=2"),
+    );
+    // The one script on the page is ours.
+    assert_eq!(el.iter().filter(|e| e.name == "script").count(), 1);
+    // Cells that were not run have no details; the ones that ran (valid, looped, queued,
+    // failed) do, and a failed one says why.
+    let ran = r.decode.iter().filter(|c| c.status.was_run()).count();
+    assert_eq!(count(&el, "details", "cell"), ran);
+    assert!(r
+        .decode
+        .iter()
+        .any(|c| matches!(c.status, CellStatus::Failed(_))));
+    assert!(page.contains("timeout_gap"));
+    // A file from before token bins were saved says so instead of drawing an empty chart.
+    assert!(r.decode.iter().all(|c| c.token_bins.is_none()));
+    assert_eq!(
+        page.matches("Tokens over time were not recorded").count(),
+        ran
+    );
+}
+
+#[test]
+fn a_cell_the_client_may_have_limited_is_flagged() {
+    let mut r = report_common::report();
+    let cell = r
+        .decode
+        .iter_mut()
+        .find(|c| c.status == CellStatus::Valid)
+        .unwrap();
+    cell.client_cpu_percent = Some(97.0);
+    let page = render(&r);
+    assert!(page.contains("client CPU 97.0% of one core (over 80%)"));
+    assert!(page.contains("The client may have limited 1 cell:"));
+    let quiet = render(&report_common::report());
+    assert!(!quiet.contains("client may have limited"));
+}
+
+/// A full 8 × 8 grid, every cell with 64 requests and 30 server samples: it renders, with all
+/// 64 cells' details. (How long it takes is for a bench, not a test.)
+#[test]
+fn an_eight_by_eight_report_renders() {
+    let mut r = report_common::report();
+    let contexts: Vec<u64> = (0..8).map(|i| 1024 << i).collect();
+    let conc: Vec<u64> = (0..8).map(|i| 1 << i).collect();
+    let template = r
+        .decode
+        .iter()
+        .find(|c| c.status == CellStatus::Valid)
+        .unwrap()
+        .clone();
+    r.metadata.settings.contexts = contexts.clone();
+    r.metadata.settings.concurrency = conc.clone();
+    r.decode.clear();
+    for &ctx in &contexts {
+        for &c in &conc {
+            let mut cell = template.clone();
+            cell.context = ctx;
+            cell.context_label = format!("{}K", ctx / 1024);
+            cell.concurrency = c;
+            cell.output_tok_per_s = Some(100.0 * c as f64);
+            cell.requests = (0..64)
+                .map(|i| RequestSummary {
+                    stream: (i % c) as u32,
+                    start_ms: -500.0 + 40.0 * i as f64,
+                    ttft_ms: Some(20.0 + i as f64),
+                    tbt_ms_mean: Some(10.0 + (i % 7) as f64),
+                    end_ms: Some(800.0 + 40.0 * i as f64),
+                    output_tokens: 100,
+                    window_tokens: 80,
+                    finish_reason: None,
+                    error: None,
+                    looped: false,
+                })
+                .collect();
+            cell.server_samples = (0..30)
+                .map(|i| llmspeed::report::ServerSample {
+                    t_ms: 1000.0 * i as f64,
+                    running: c as f64,
+                    waiting: 0.0,
+                })
+                .collect();
+            r.decode.push(cell);
+        }
+    }
+    let page = render(&r);
+    let el = parse(&page);
+    assert_eq!(count(&el, "details", "cell"), 64);
+    assert_eq!(count(&el, "svg", "load"), 64);
+}
+
+#[test]
+fn compare_html_marks_changes_and_cells_in_one_run_only() {
+    let a = report_common::report();
+    let mut b = a.clone();
+    // B: the first valid cell 20% faster, and one cell dropped.
+    let i = b
+        .decode
+        .iter()
+        .position(|c| c.status == CellStatus::Valid)
+        .unwrap();
+    b.decode[i].output_tok_per_s = b.decode[i].output_tok_per_s.map(|v| v * 1.2);
+    let dropped = b.decode.pop().unwrap();
+    let c = compare::matrices("runs/a", &a, "runs/b", &b);
+    let mut out = Vec::new();
+    html::write_compare(&mut out, &c).unwrap();
+    let page = String::from_utf8(out).unwrap();
+    let el = parse(&page);
+    assert_entities_known(&page);
+    assert_self_contained(&page, &el, None);
+    let rows = |class: &str| {
+        el.iter()
+            .filter(|e| e.name == "tr" && e.class_has(class))
+            .count()
+    };
+    assert_eq!(rows("up"), 1, "one metric better");
+    assert_eq!(rows("down"), 0);
+    // Every metric of the dropped cell is marked as being in A only.
+    assert_eq!(rows("only"), 5);
+    assert!(page.contains(&format!(
+        "{} × {}",
+        dropped.context_label, dropped.concurrency
+    )));
+    assert!(page.contains("1.200×"));
+    let mut md = Vec::new();
+    compare::markdown(&mut md, &c).unwrap();
+    let md = String::from_utf8(md).unwrap();
+    assert_eq!(md.matches("| only in A |").count(), 5);
+    assert_eq!(md.matches("| better |").count(), 1);
+}
+
+#[test]
+fn the_results_folder_has_a_report_html() {
+    let dir = tempfile::tempdir().unwrap();
+    files::write_all(dir.path(), &recorded()).unwrap();
+    let page = std::fs::read_to_string(dir.path().join(files::HTML)).unwrap();
+    parse(&page);
+}
+
+mod cli {
+    use super::RECORDED;
+    use std::process::Command;
+
+    fn llmspeed(args: &[&std::ffi::OsStr]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+            .args(args)
+            .output()
+            .expect("run llmspeed")
+    }
+
+    #[test]
+    fn report_dir_re_renders_everything_but_results_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("results.json");
+        std::fs::write(&json, RECORDED).unwrap();
+        let out = llmspeed(&["report".as_ref(), dir.path().as_os_str()]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for f in [
+            "report.md",
+            "report.html",
+            "results.csv",
+            "decode.svg",
+            "prefill.svg",
+        ] {
+            assert!(dir.path().join(f).is_file(), "{f}");
+        }
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), RECORDED);
+        let missing = llmspeed(&["report".as_ref(), dir.path().join("nope").as_os_str()]);
+        assert_eq!(missing.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&missing.stderr).contains("results.json"));
+    }
+
+    #[test]
+    fn report_compare_writes_markdown_and_compare_html() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::write(a.join("results.json"), RECORDED).unwrap();
+        let mut r = llmspeed::report::json::read(RECORDED.as_bytes()).unwrap();
+        r.decode.remove(0);
+        let mut buf = Vec::new();
+        llmspeed::report::json::write(&mut buf, &r).unwrap();
+        std::fs::write(b.join("results.json"), buf).unwrap();
+        let out_dir = dir.path().join("out");
+        let out = llmspeed(&[
+            "report".as_ref(),
+            "compare".as_ref(),
+            a.as_os_str(),
+            b.join("results.json").as_os_str(),
+            "--out".as_ref(),
+            out_dir.as_os_str(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let md = String::from_utf8(out.stdout).unwrap();
+        assert!(md.starts_with("# Comparison\n"));
+        // The first cell is only in A: each of its five metrics marked.
+        assert_eq!(md.matches("| only in A |").count(), 5);
+        assert!(out_dir.join("compare.html").is_file());
+
+        // Two bench serve results, key by key; a matrix and a bench result do not mix.
+        let (x, y) = (dir.path().join("x.json"), dir.path().join("y.json"));
+        std::fs::write(&x, r#"{"output_throughput": 100.0, "mean_ttft_ms": 20.0}"#).unwrap();
+        std::fs::write(&y, r#"{"output_throughput": 50.0, "mean_ttft_ms": 20.0}"#).unwrap();
+        let out = llmspeed(&[
+            "report".as_ref(),
+            "compare".as_ref(),
+            x.as_os_str(),
+            y.as_os_str(),
+            "--out".as_ref(),
+            out_dir.as_os_str(),
+        ]);
+        assert!(out.status.success());
+        let md = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            md.contains("| output_throughput | 100.0 | 50.0 | -50.0 | 0.500× | worse |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| mean_ttft_ms | 20.0 | 20.0 | 0.00 | 1.000× | same |"),
+            "{md}"
+        );
+        let mixed = llmspeed(&[
+            "report".as_ref(),
+            "compare".as_ref(),
+            a.as_os_str(),
+            x.as_os_str(),
+        ]);
+        assert_eq!(mixed.status.code(), Some(2));
+    }
+}
+
+/// The fields the HTML report draws from (request ends, server samples, token bins) are in the
+/// committed schema: the recorded run validates, and a 601st token bin does not.
+#[test]
+fn the_recorded_run_validates_against_the_schema() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/results.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let mut instance: serde_json::Value = serde_json::from_str(RECORDED).unwrap();
+    let cell = &instance["decode"][0];
+    assert!(cell["requests"][0]["end_ms"].is_number());
+    assert!(cell["server_samples"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty()));
+    assert!(cell["token_bins"]["tokens"].is_array());
+    let errs: Vec<String> = v.iter_errors(&instance).map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "{errs:?}");
+    instance["decode"][0]["token_bins"]["tokens"] = serde_json::json!(vec![1; 601]);
+    assert!(!v.is_valid(&instance));
+}
