@@ -340,6 +340,7 @@ mod end_to_end {
                 "3",
                 "--tokenizer",
                 tok.parent().unwrap().to_str().unwrap(),
+                "--save-detailed",
             ];
             let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
             let mut log = Vec::new();
@@ -348,7 +349,21 @@ mod end_to_end {
                 .unwrap()
         });
         assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
-        let expected: u64 = prompts.iter().map(|p| naive_word_level(p)).sum();
-        assert_eq!(out.metrics.total_input_tokens, expected);
+        // The dataset's lengths are the local tokenizer's counts; the reported input lengths are
+        // the server's own (`usage.prompt_tokens`, as vLLM reports them), here the simulated
+        // server's tokenizer, which counts these words differently.
+        let expected: Vec<u64> = prompts.iter().map(|p| naive_word_level(p)).collect();
+        let dataset: Vec<u64> = out.extras["dataset_input_lens"]
+            .as_array()
+            .expect("dataset_input_lens")
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(dataset, expected);
+        assert_eq!(out.extras["input_lens_from_server_usage"], 3);
+        assert_eq!(
+            out.metrics.total_input_tokens,
+            out.detailed.input_lens.iter().sum::<u64>()
+        );
     }
 }
