@@ -29,6 +29,7 @@ fuzz_target!(|data: &[u8]| {
                 PromptKind::Completion
             };
             let key = CacheKey {
+                tokenizer: "llama.cpp tiny vocab 7021",
                 model: "m",
                 context: 8192,
                 seed: 1,

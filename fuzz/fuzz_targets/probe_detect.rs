@@ -3,11 +3,14 @@
 //!
 //! Input layout: byte 0 says which endpoints answered (bit i) and byte 1 which of those answered
 //! with a non-2xx status; the rest is split on 0xFF (never valid UTF-8) into the bodies of
-//! `/v1/models`, `/version`, `/metrics`, `/get_server_info`, `/info`, `/props`, `/api/version`.
+//! `/v1/models`, `/version`, `/metrics`, `/get_server_info`, `/info`, `/props`, `/api/version`,
+//! then one `/tokenize` answer and one `/detokenize` answer, read in every dialect (the status of
+//! the `/tokenize` answer is byte 1's top bit: 200 or 500).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use llmspeed::matrix::status::KvSource;
+use llmspeed::server::dialect::{verify, Attempt, TokenizeDialect};
 use llmspeed::server::probe::{detect, Collected, Fetched, Overrides};
 
 fuzz_target!(|data: &[u8]| {
@@ -27,6 +30,20 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let [models, version, metrics, server_info, info, props, api_version] = slots;
+    let tokenize_body = bodies.next().unwrap_or_default();
+    let detokenize_body = bodies.next().unwrap_or_default();
+    let status = if failed & 0x80 != 0 { 500 } else { 200 };
+    let mut attempts = Vec::new();
+    for d in TokenizeDialect::ALL {
+        let a = verify(d, status, tokenize_body);
+        // A verified dialect counted at least one token: the trap of `{"tokens": []}`.
+        if let Attempt::Verified { count } = a {
+            assert!(count > 0);
+        }
+        let _ = d.parse_count(tokenize_body);
+        let _ = d.parse_detokenized(detokenize_body);
+        attempts.push((d, a));
+    }
     let c = Collected {
         models,
         version,
@@ -35,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
         info,
         props,
         api_version,
-        tokenize: None,
+        tokenize: attempts,
         token_ids: Some(present & 0x80 != 0),
     };
     let found = detect(&c, &Overrides::default());
