@@ -508,6 +508,7 @@ fn an_eight_by_eight_report_renders() {
                     finish_reason: None,
                     error: None,
                     looped: false,
+                    request_id: None,
                 })
                 .collect();
             cell.server_samples = (0..30)

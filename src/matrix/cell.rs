@@ -42,12 +42,17 @@ pub struct CellConfig {
     pub repetition: RepetitionConfig,
     /// `/metrics` polling period during the cell (≤ 1 s).
     pub sample_period: Duration,
+    /// When set, request `n` of stream `s` carries `x-request-id:
+    /// {run_id}-{context}-{concurrency}-{s}-{n}`, so the server's logs and traces can be joined
+    /// to the report's requests.
+    pub run_id: Option<String>,
 }
 
 /// One finished request of the cell.
 struct Finished {
     stream: u32,
     tl: Timeline,
+    request_id: Option<String>,
     looped: Option<(Channel, Loop)>,
 }
 
@@ -144,11 +149,15 @@ async fn worker(
     stream: u32,
     client: Client,
     req: Arc<StreamRequest>,
+    id_prefix: Option<String>,
     cancel: Cancel,
     shared: Arc<Counters>,
     rep: RepetitionConfig,
 ) -> Vec<Finished> {
     let mut out = Vec::new();
+    // This stream's own copy, whose id changes per request (once per request, never per token).
+    let mut req = StreamRequest::clone(&req);
+    let mut n = 0u64;
     let det = || RepetitionDetector::new(rep);
     let (Ok(content), Ok(reasoning)) = (det(), det()) else {
         return out;
@@ -164,6 +173,8 @@ async fn worker(
         w.content.reset();
         w.reasoning.reset();
         w.looped = None;
+        req.request_id = id_prefix.as_ref().map(|p| format!("{p}-{stream}-{n}"));
+        n += 1;
         let intended = client.clock().raw();
         w.shared.active.fetch_add(1, Ordering::Relaxed);
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
@@ -180,6 +191,7 @@ async fn worker(
         out.push(Finished {
             stream,
             tl,
+            request_id: req.request_id.take(),
             looped: w.looped.take(),
         });
         if failed {
@@ -340,6 +352,7 @@ pub fn window_figures(
             finish_reason: tl.finish_reason,
             error: tl.error_kind().filter(|k| *k != ErrorKind::Cancelled),
             looped: false,
+            request_id: None,
         });
     }
     cell.token_bins = token_bins(c, input.open, requests);
@@ -593,12 +606,17 @@ pub async fn run_cell(
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
+    let id_prefix = cfg
+        .run_id
+        .as_ref()
+        .map(|r| format!("{r}-{}-{c}", cell.context));
     let workers: Vec<_> = (0..c)
         .map(|i| {
             tokio::spawn(worker(
                 i,
                 client.clone(),
                 req.clone(),
+                id_prefix.clone(),
                 cancel.clone(),
                 shared.clone(),
                 cfg.repetition,
@@ -790,6 +808,7 @@ pub async fn run_cell(
         );
         for (r, f) in cell.requests.iter_mut().zip(&finished) {
             r.looped = f.looped.is_some();
+            r.request_id.clone_from(&f.request_id);
         }
         // Only without metrics: where the server reports running and waiting requests, that
         // is the better witness (a stream restarting waits a moment for its first token, so at

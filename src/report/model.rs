@@ -525,6 +525,10 @@ pub struct RequestSummary {
     #[serde(with = "error_kind::option")]
     pub error: Option<ErrorKind>,
     pub looped: bool,
+    /// The `x-request-id` it was sent with (`{run_id}-{context}-{concurrency}-{stream}-{n}`),
+    /// to find it in the server's logs; absent in files from before it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

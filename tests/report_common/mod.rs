@@ -141,6 +141,7 @@ pub fn report() -> MatrixReport {
                     finish_reason: None,
                     error: Some(ErrorKind::Cancelled),
                     looped: false,
+                    request_id: None,
                 })
                 .collect();
             cell
