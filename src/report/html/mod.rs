@@ -188,6 +188,9 @@ fn machine(h: &Hardware) -> Option<Vec<(String, String)>> {
     Some(out)
 }
 
+/// One figure of a GPU reading (`None` where the tool did not report it).
+type GpuReading = fn(&GpuSample) -> Option<f64>;
+
 /// The GPU readings of a cell as charts (utilisation, memory, power, clock), one line per GPU,
 /// on the window's time axis. The sampler's times count from the cell's start, which is just
 /// before its streams' first sends: the earliest request start stands for it.
@@ -201,7 +204,7 @@ fn gpu_charts(c: &DecodeCell, title: &str, window_ms: f64) -> Vec<Value> {
         .map(|q| q.start_ms)
         .filter(|v| v.is_finite())
         .fold(0.0, f64::min);
-    let metrics: [(&str, &'static str, fn(&GpuSample) -> Option<f64>); 4] = [
+    let metrics: [(&str, &'static str, GpuReading); 4] = [
         ("GPU utilisation", "utilisation, %", |s| s.utilization_pct),
         ("GPU memory used", "MiB", |s| s.memory_used_mib),
         ("GPU power", "W", |s| s.power_w),
