@@ -651,6 +651,7 @@ fn one_cell_beside(
                 max_period: 512,
             },
             sample_period: Duration::from_millis(200),
+            run_id: None,
         };
         tweak(&mut cfg);
         let other = Cancel::new();

@@ -7,7 +7,12 @@
 //! - output tok/s = trace tokens written inside the window / window (±1%);
 //! - median time between tokens = the true gap (±5%), and = the trace's own per-request gap;
 //! - output tokens = the trace's count inside the window, up to the tokens in flight at the two
-//!   edges (at most one per stream per edge: written before the edge, read after it).
+//!   edges (at most one per stream per edge: written before the edge, read after it);
+//! - the time-between-tokens histogram's median bin holds the true gap, and its exact p50 is the
+//!   median of the server's own write gaps inside the window (±5%);
+//! - per request, joined by its `x-request-id`: a request that ended inside the window counted
+//!   exactly the tokens the server wrote for it, and one sent inside it too had all of them
+//!   inside the window.
 
 use llmspeed::analysis::repetition::RepetitionConfig;
 use llmspeed::cli::matrix::run_async;
@@ -25,11 +30,12 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The true gap between two tokens of a stream: long enough that a loaded 2-core test machine
-/// delivers on time, short enough for a few hundred tokens per window.
-const GAP_US: f64 = 4000.0;
+/// delivers on time, short enough for a few hundred tokens per window, and near the middle (on
+/// a log scale) of its histogram bin, [3981, 5012) µs, so jitter of ±10% stays inside it.
+const GAP_US: f64 = 4500.0;
 /// Short requests, so streams end and restart inside the window (the closed loop's seams are
 /// part of what is checked), and so that time between tokens over n tokens divided by n instead
-/// of n − 1 is off by more than the 5% bound (checked: 3.75 ms against 4.00).
+/// of n − 1 is off by more than the 5% bound (checked: 4.22 ms against 4.50).
 const MAX_TOKENS: u64 = 16;
 
 /// The `fast` profile as a fixed-gap server: a decode step is exactly `GAP_US`, prefill nearly
@@ -319,6 +325,109 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
         // Per request: the window tokens of all requests add up to the cell's count.
         let sum: u64 = cell.requests.iter().map(|q| q.window_tokens).sum();
         assert_eq!(sum, out_tokens, "{what}");
+
+        // The distribution of every gap: exact p50 against the server's own write gaps inside
+        // the window, and the median bin against the engine's step.
+        let h = cell
+            .gap_histogram
+            .as_ref()
+            .unwrap_or_else(|| panic!("{what}: a Valid cell has a gap histogram"));
+        let mut server_gaps = Vec::new();
+        for recs in by_req.values() {
+            let mut t_in: Vec<u64> = recs
+                .iter()
+                .filter(|t| inside(t))
+                .map(|t| clock.epoch_ns(t.t_raw))
+                .collect();
+            t_in.sort_unstable();
+            server_gaps.extend(t_in.windows(2).map(|w| (w[1] - w[0]) as f64 / 1e6));
+        }
+        let server_gap_p50 = median(&mut server_gaps);
+        assert_eq!(h.counts.iter().sum::<u64>(), h.gaps, "{what}");
+        assert!(
+            h.gaps.abs_diff(server_gaps.len() as u64) <= 2 * edge,
+            "{what}: {} gaps counted, the server wrote {} inside the window",
+            h.gaps,
+            server_gaps.len()
+        );
+        assert!(
+            within(h.p50_ms, server_gap_p50, 0.05),
+            "{what}: gap p50 {:.3} ms, the server's writes {server_gap_p50:.3} ms",
+            h.p50_ms
+        );
+        let mut run = 0;
+        let median_bin = (0..h.counts.len())
+            .find(|&i| {
+                run += h.counts[i];
+                2 * run >= h.gaps
+            })
+            .unwrap();
+        let (lo, hi) = (h.edge_ms(median_bin), h.edge_ms(median_bin + 1));
+        eprintln!(
+            "{what}: {} gaps, p50 {:.4} / p90 {:.4} / p99 {:.4} ms; median bin [{lo:.3}, {hi:.3}) ms",
+            h.gaps, h.p50_ms, h.p90_ms, h.p99_ms
+        );
+        if server_lag_ms < gap_ms {
+            assert!(
+                lo <= gap_ms && gap_ms < hi,
+                "{what}: the median bin [{lo:.3}, {hi:.3}) ms misses the true gap {gap_ms} ms: {:?}",
+                h.counts
+            );
+        }
+
+        // Per request, joined with the trace by x-request-id.
+        let window_ms = window_s * 1e3;
+        let mut ids: Vec<&str> = Vec::new();
+        let (mut ended_inside, mut sent_inside) = (0, 0);
+        for q in &cell.requests {
+            let id = q
+                .request_id
+                .as_deref()
+                .unwrap_or_else(|| panic!("{what}: every request carries an id"));
+            let parts: Vec<&str> = id.split('-').collect();
+            assert_eq!(
+                parts[1..4],
+                [
+                    cell.context.to_string(),
+                    cell.concurrency.to_string(),
+                    q.stream.to_string()
+                ],
+                "{what}: {id} is run-context-concurrency-stream-n"
+            );
+            ids.push(id);
+            let Some(end) = q.end_ms.filter(|e| (0.0..window_ms).contains(e)) else {
+                continue;
+            };
+            if q.error.is_some() {
+                continue;
+            }
+            let key = format!("\"{id}\"");
+            let written = by_req.get(key.as_str()).map_or(0, |r| r.len()) as u64;
+            assert_eq!(
+                q.output_tokens, written,
+                "{what}: request {id} (ended at {end:.1} ms) counted {} tokens, the server wrote {written}",
+                q.output_tokens
+            );
+            ended_inside += 1;
+            if q.start_ms >= 0.0 {
+                // Sent after the window opened and ended before it closed: every write of it
+                // lies inside.
+                assert_eq!(
+                    q.window_tokens, written,
+                    "{what}: request {id} sent and ended inside the window"
+                );
+                sent_inside += 1;
+            }
+        }
+        ids.sort_unstable();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "{what}: request ids are unique");
+        eprintln!("{what}: {ended_inside} requests ended inside the window matched by id ({sent_inside} sent inside too)");
+        assert!(
+            ended_inside > 0 && sent_inside > 0,
+            "{what}: requests matched by id"
+        );
     }
     assert_eq!(
         valid,

@@ -276,6 +276,56 @@ fn report_html_loads_cleanly_and_draws_its_charts() {
 }
 
 #[test]
+fn the_machine_panel_gap_histogram_and_gpu_charts_load_cleanly() {
+    let Some(bin) = browser_or_skip("the_machine_panel_gap_histogram_and_gpu_charts_load_cleanly")
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut r: MatrixReport = json::read(RECORDED.as_bytes()).unwrap();
+    report_common::add_machine_and_gaps(&mut r);
+    let results = dir.path().join("results");
+    files::write_all(&results, &r).unwrap();
+    let report = results.join(files::HTML);
+    let first = r.decode.iter().find(|c| c.status.was_run()).unwrap();
+    let id = format!("cell-{}-{}", first.context, first.concurrency);
+    let run = chromium(
+        &bin,
+        &dir.path().join("p1"),
+        &["--dump-dom"],
+        &url(&report, &format!("?only={id}")),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let dom = &run.stdout;
+    assert!(
+        dom.contains("AMD EPYC 9654 96-Core Processor"),
+        "machine panel"
+    );
+    // One cell shown, but every cell's charts are in the DOM: one histogram and four GPU
+    // charts each.
+    let measured = r.decode.iter().filter(|c| c.status.was_run()).count();
+    assert_eq!(dom.matches("class=\"chart gaps\"").count(), measured);
+    assert_eq!(dom.matches("class=\"chart gpu\"").count(), 4 * measured);
+    // The shown cell as pixels: the histogram's bars and GPU lines put ink on the page.
+    let shot = dir.path().join("cell.png");
+    let run = chromium(
+        &bin,
+        &dir.path().join("p2"),
+        &[
+            "--window-size=1280,1800",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url(&report, &format!("?only={id}")),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let img = decode_png(&shot);
+    let ink = img.non_white_share();
+    assert!(ink > 0.03 && ink < 0.9, "non-white share {ink}");
+    // GPU 1's line (the second palette colour) appears on three GPU charts.
+    assert!(img.pixels_near(0xd62728) > 100, "GPU lines missing");
+}
+
+#[test]
 fn compare_html_loads_cleanly_and_colours_its_rows() {
     let Some(bin) = browser_or_skip("compare_html_loads_cleanly_and_colours_its_rows") else {
         return;

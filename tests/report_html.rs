@@ -298,6 +298,131 @@ fn the_recorded_run_renders_every_section_and_chart() {
 }
 
 #[test]
+fn the_machine_panel_gap_histograms_and_gpu_charts_render() {
+    let mut r = recorded();
+    report_common::add_machine_and_gaps(&mut r);
+    let page = render(&r);
+    let el = parse(&page);
+    assert_entities_known(&page);
+    assert_self_contained(&page, &el, r.metadata.base_url.as_deref());
+    // The machine panel, inside the header: every fact of the client and each GPU.
+    let panel = page
+        .split("id=\"machine\"")
+        .nth(1)
+        .and_then(|p| p.split("</table>").next())
+        .expect("a machine panel");
+    for fact in [
+        "AMD EPYC 9654 96-Core Processor",
+        ">192<",
+        "1,511.6 GiB",
+        "Ubuntu 24.04.1 LTS",
+        "6.8.0-49-generic · x86_64",
+        ">GPU 0<",
+        ">GPU 1<",
+        "NVIDIA H200 · 140.4 GiB",
+        ">nvidia-smi<",
+    ] {
+        assert!(panel.contains(fact), "machine panel lacks {fact}: {panel}");
+    }
+    assert!(el
+        .iter()
+        .any(|e| e.attr("id") == Some("machine") && e.inside.iter().any(|i| i == "header")));
+    let measured: Vec<&DecodeCell> = r.decode.iter().filter(|c| c.status.was_run()).collect();
+    assert!(!measured.is_empty());
+    for c in &measured {
+        let id = format!("cell-{}-{}", c.context, c.concurrency);
+        let inside = |e: &&Element| e.inside.contains(&id);
+        let kinds: Vec<&str> = el
+            .iter()
+            .filter(|e| e.name == "svg")
+            .filter(inside)
+            .filter_map(|e| e.attr("class"))
+            .collect();
+        // The gap histogram replaces the per-request means; GPU utilisation, memory, power
+        // (GPU 0 only) and clock follow.
+        assert_eq!(
+            kinds,
+            [
+                "chart cdf",
+                "chart gaps",
+                "chart tokens",
+                "chart timeline",
+                "chart load",
+                "chart gpu",
+                "chart gpu",
+                "chart gpu",
+                "chart gpu"
+            ],
+            "{id}"
+        );
+        let in_gaps = |e: &&Element| inside(e) && e.class_has("bar");
+        assert_eq!(
+            el.iter().filter(in_gaps).count(),
+            2,
+            "{id}: two filled bins"
+        );
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.class_has("pct"))
+                .count(),
+            6,
+            "{id}: p50, p90, p99 on TTFT and on the gaps"
+        );
+        // The window shaded on tokens, timeline, load and the four GPU charts.
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.class_has("window"))
+                .count(),
+            7,
+            "{id}"
+        );
+        // Two GPUs: a line each on utilisation, memory and clock; one on power.
+        assert_eq!(
+            el.iter()
+                .filter(inside)
+                .filter(|e| e.name == "polyline")
+                .filter(|e| e.class_has("line"))
+                .count(),
+            // TTFT CDF 1, gaps cumulative 1, tokens 1, load 2, GPUs 2 + 2 + 1 + 2.
+            1 + 1 + 1 + 2 + 7,
+            "{id}"
+        );
+    }
+    for p in [">p50 10.2 ms<", ">p90 11.9 ms<", ">p99 26.0 ms<"] {
+        assert_eq!(page.matches(p).count(), measured.len(), "{p}");
+    }
+    assert_eq!(
+        page.matches("1,000 gaps); p50, p90 and p99 are exact")
+            .count(),
+        measured.len()
+    );
+}
+
+#[test]
+fn absent_gpu_tools_are_said_and_old_files_say_what_they_lack() {
+    let mut r = recorded();
+    report_common::add_machine_and_gaps(&mut r);
+    r.metadata.hardware.gpus.clear();
+    r.metadata.hardware.gpu_source =
+        Some("absent: neither nvidia-smi nor rocm-smi is on PATH".into());
+    for c in &mut r.decode {
+        c.gpu_samples.clear();
+    }
+    let page = render(&r);
+    parse(&page);
+    assert!(page.contains("absent: neither nvidia-smi nor rocm-smi is on PATH"));
+    assert!(!page.contains("chart gpu"));
+    assert!(!page.contains(">GPU 0<"));
+    // The recorded file predates the machine panel and the gaps: each is said, not drawn empty.
+    let old = render(&recorded());
+    assert!(old.contains("The machine was not measured"));
+    assert!(!old.contains("chart gaps"));
+    assert!(old.contains("this file has no per-gap data"));
+}
+
+#[test]
 fn every_status_and_hostile_text_render_escaped() {
     let mut r = report_common::report();
     r.metadata.model.name = Some("<script>alert(1)</script> & co".into());
@@ -383,6 +508,7 @@ fn an_eight_by_eight_report_renders() {
                     finish_reason: None,
                     error: None,
                     looped: false,
+                    request_id: None,
                 })
                 .collect();
             cell.server_samples = (0..30)
@@ -569,4 +695,14 @@ fn the_recorded_run_validates_against_the_schema() {
     assert!(errs.is_empty(), "{errs:?}");
     instance["decode"][0]["token_bins"]["tokens"] = serde_json::json!(vec![1; 601]);
     assert!(!v.is_valid(&instance));
+    // With the machine panel, GPU samples and gap histograms too; a histogram with a bin
+    // missing is refused.
+    let mut full = recorded();
+    report_common::add_machine_and_gaps(&mut full);
+    let mut full = serde_json::to_value(full).unwrap();
+    let errs: Vec<String> = v.iter_errors(&full).map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "{errs:?}");
+    assert!(full["decode"][0]["gap_histogram"]["counts"].is_array());
+    full["decode"][0]["gap_histogram"]["counts"] = serde_json::json!(vec![1; 79]);
+    assert!(!v.is_valid(&full));
 }

@@ -13,8 +13,9 @@ use crate::matrix::status::{post_run, CellObservation};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::report::{
-    push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, LoopInfo, RequestSummary,
-    ServerSample, TokenBins, MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
+    push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, GapHistogram, LoopInfo,
+    RequestSummary, ServerSample, TokenBins, GAP_BINS_PER_DECADE, GAP_DECADES, GAP_LO_US,
+    MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
 };
 use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
@@ -41,12 +42,17 @@ pub struct CellConfig {
     pub repetition: RepetitionConfig,
     /// `/metrics` polling period during the cell (≤ 1 s).
     pub sample_period: Duration,
+    /// When set, request `n` of stream `s` carries `x-request-id:
+    /// {run_id}-{context}-{concurrency}-{s}-{n}`, so the server's logs and traces can be joined
+    /// to the report's requests.
+    pub run_id: Option<String>,
 }
 
 /// One finished request of the cell.
 struct Finished {
     stream: u32,
     tl: Timeline,
+    request_id: Option<String>,
     looped: Option<(Channel, Loop)>,
 }
 
@@ -143,11 +149,15 @@ async fn worker(
     stream: u32,
     client: Client,
     req: Arc<StreamRequest>,
+    id_prefix: Option<String>,
     cancel: Cancel,
     shared: Arc<Counters>,
     rep: RepetitionConfig,
 ) -> Vec<Finished> {
     let mut out = Vec::new();
+    // This stream's own copy, whose id changes per request (once per request, never per token).
+    let mut req = StreamRequest::clone(&req);
+    let mut n = 0u64;
     let det = || RepetitionDetector::new(rep);
     let (Ok(content), Ok(reasoning)) = (det(), det()) else {
         return out;
@@ -163,6 +173,8 @@ async fn worker(
         w.content.reset();
         w.reasoning.reset();
         w.looped = None;
+        req.request_id = id_prefix.as_ref().map(|p| format!("{p}-{stream}-{n}"));
+        n += 1;
         let intended = client.clock().raw();
         w.shared.active.fetch_add(1, Ordering::Relaxed);
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
@@ -179,6 +191,7 @@ async fn worker(
         out.push(Finished {
             stream,
             tl,
+            request_id: req.request_id.take(),
             looped: w.looped.take(),
         });
         if failed {
@@ -339,9 +352,11 @@ pub fn window_figures(
             finish_reason: tl.finish_reason,
             error: tl.error_kind().filter(|k| *k != ErrorKind::Cancelled),
             looped: false,
+            request_id: None,
         });
     }
     cell.token_bins = token_bins(c, input.open, requests);
+    cell.gap_histogram = gap_histogram(c, input.open, input.close, requests);
     cell.measured_s = Some(window_s);
     cell.window_start_ns = Some(c.epoch_ns(input.open));
     cell.window_end_ns = Some(c.epoch_ns(input.close));
@@ -385,6 +400,65 @@ fn token_bins(c: &Clock, open: u64, requests: &[(u32, &Timeline)]) -> Option<Tok
         bin_ms: bin_ns as f64 / 1e6,
         tokens,
     })
+}
+
+/// Every gap between consecutive token events of one request, both inside `[open, close)`,
+/// binned log-spaced and with exact percentiles; `None` when there is no such gap. Runs once
+/// after the window (the gaps are collected into one vector here, never on the token path).
+/// An event carrying several tokens is one gap, as vLLM's inter-token latency counts chunks.
+fn gap_histogram(
+    c: &Clock,
+    open: u64,
+    close: u64,
+    requests: &[(u32, &Timeline)],
+) -> Option<GapHistogram> {
+    let inside = |t: u64| t >= open && t < close;
+    let mut gaps_ms: Vec<f64> = Vec::new();
+    for (_, tl) in requests {
+        let mut prev: Option<u64> = None;
+        for e in tl.events.iter().filter(|e| e.tokens > 0 && inside(e.t)) {
+            if let Some(p) = prev {
+                gaps_ms.push(c.delta_ns(p, e.t) as f64 / 1e6);
+            }
+            prev = Some(e.t);
+        }
+    }
+    if gaps_ms.is_empty() {
+        return None;
+    }
+    let n = (GAP_DECADES * GAP_BINS_PER_DECADE) as usize;
+    let mut counts = vec![0u64; n];
+    for &g in &gaps_ms {
+        counts[gap_bin(g * 1000.0, n)] += 1;
+    }
+    gaps_ms.sort_by(f64::total_cmp);
+    let p = |q: f64| stats::percentile_sorted(&gaps_ms, q).unwrap_or(0.0);
+    Some(GapHistogram {
+        lo_us: GAP_LO_US,
+        bins_per_decade: GAP_BINS_PER_DECADE,
+        counts,
+        gaps: gaps_ms.len() as u64,
+        p50_ms: p(50.0),
+        p90_ms: p(90.0),
+        p99_ms: p(99.0),
+    })
+}
+
+/// The bin of a gap of `us` microseconds among `n` (clamped to the first and last).
+fn gap_bin(us: f64, n: usize) -> usize {
+    if us.is_nan() || us < GAP_LO_US {
+        return 0;
+    }
+    let mut i = ((us / GAP_LO_US).log10() * f64::from(GAP_BINS_PER_DECADE)).floor() as usize;
+    // log10 of an exact edge can land a hair below it (10^0.3 * 10 → 2.9999…); the edge itself
+    // belongs to the bin it opens.
+    let edge = |k: usize| GAP_LO_US * 10f64.powf(k as f64 / f64::from(GAP_BINS_PER_DECADE));
+    if i + 1 < n && us >= edge(i + 1) {
+        i += 1;
+    } else if i > 0 && us < edge(i) {
+        i -= 1;
+    }
+    i.min(n - 1)
 }
 
 /// The token-count source of a cell from every request that counted tokens: one source, or
@@ -532,12 +606,17 @@ pub async fn run_cell(
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
+    let id_prefix = cfg
+        .run_id
+        .as_ref()
+        .map(|r| format!("{r}-{}-{c}", cell.context));
     let workers: Vec<_> = (0..c)
         .map(|i| {
             tokio::spawn(worker(
                 i,
                 client.clone(),
                 req.clone(),
+                id_prefix.clone(),
                 cancel.clone(),
                 shared.clone(),
                 cfg.repetition,
@@ -729,6 +808,7 @@ pub async fn run_cell(
         );
         for (r, f) in cell.requests.iter_mut().zip(&finished) {
             r.looped = f.looped.is_some();
+            r.request_id.clone_from(&f.request_id);
         }
         // Only without metrics: where the server reports running and waiting requests, that
         // is the better witness (a stream restarting waits a moment for its first token, so at
@@ -953,6 +1033,17 @@ mod tests {
         assert_eq!(cell.requests[1].window_tokens, 2);
         // Every token of the cell, window or not, in 100 ms bins from the first event (100 ms,
         // 100 ms before the window opened) to the last (1500 ms).
+        // Every inside gap: a 200→300→400→500, b 250→350, c 450→650; b's 350→1500 and a's
+        // 100→200 straddle an edge and do not count. numpy: p90 of [100 ×4, 200] is 160.
+        let h = cell.gap_histogram.as_ref().unwrap();
+        assert_eq!(h.gaps, 5);
+        assert_eq!((h.p50_ms, h.p90_ms, h.p99_ms), (100.0, 160.0, 196.0));
+        // 100 ms = 10^5 µs opens bin 50; 200 ms = 10^5.301 µs is in bin 53.
+        let mut want = vec![0u64; 80];
+        want[50] = 4;
+        want[53] = 1;
+        assert_eq!(h.counts, want);
+        assert_eq!(h.edge_ms(50), 100.0);
         let bins = cell.token_bins.as_ref().unwrap();
         assert_eq!((bins.start_ms, bins.bin_ms), (-100.0, 100.0));
         assert_eq!(bins.tokens, [1, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1]);
@@ -980,6 +1071,74 @@ mod tests {
         assert!(bins.bin_ms > 100.0);
         assert_eq!(bins.tokens.iter().sum::<u64>(), 60_000);
         assert_eq!(token_bins(&clock, 0, &[]), None);
+    }
+
+    #[test]
+    fn gap_bins_are_log_spaced_with_edges_in_the_bin_they_open() {
+        let n = 80;
+        assert_eq!(gap_bin(0.0, n), 0);
+        assert_eq!(gap_bin(0.5, n), 0);
+        assert_eq!(gap_bin(1.0, n), 0);
+        assert_eq!(gap_bin(1.2, n), 0);
+        // 10^0.1 µs opens bin 1; every exact edge 10^(k/10) lands in bin k.
+        for k in 0..n {
+            let edge = 10f64.powf(k as f64 / 10.0);
+            assert_eq!(gap_bin(edge, n), k, "edge {edge}");
+            assert_eq!(gap_bin(edge * 1.0001, n), k, "just above {edge}");
+            if k > 0 {
+                assert_eq!(gap_bin(edge * 0.9999, n), k - 1, "just below {edge}");
+            }
+        }
+        // 100 s and beyond: the last bin.
+        assert_eq!(gap_bin(1e8, n), n - 1);
+        assert_eq!(gap_bin(1e12, n), n - 1);
+        assert_eq!(gap_bin(f64::NAN, n), 0);
+    }
+
+    #[test]
+    fn gap_histogram_counts_sub_millisecond_gaps_and_exact_percentiles() {
+        let (clock, _h) = Clock::mock();
+        // Gaps of 5 µs, 50 µs, 500 µs, 5 ms and 50 ms in one request, 20 ms in another.
+        let at = |ns: u64| clock.add_ns(0, ns);
+        let mut a = Timeline::new(at(0), 8, false);
+        let mut b = Timeline::new(at(0), 8, false);
+        let push = |t: &mut Timeline, ns: u64, tokens: u32| {
+            t.events.push(EventRecord {
+                t: at(ns),
+                tokens,
+                channel: Channel::Content,
+            })
+        };
+        let mut t = 1_000_000;
+        push(&mut a, t, 1);
+        for gap in [5_000, 50_000, 500_000, 5_000_000, 50_000_000] {
+            t += gap;
+            push(&mut a, t, 1);
+        }
+        // An event with no tokens (a role chunk) is not a token event.
+        push(&mut b, 2_000_000, 0);
+        push(&mut b, 3_000_000, 2);
+        push(&mut b, 23_000_000, 1);
+        let h = gap_histogram(&clock, 0, 1_000_000_000, &[(0, &a), (1, &b)]).unwrap();
+        assert_eq!(h.gaps, 6);
+        // 5 µs → bin 6 (10^0.699), 50 µs → 16, 500 µs → 26, 5 ms → 36, 20 ms → 43, 50 ms → 46.
+        let filled: Vec<(usize, u64)> = h
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i, *c))
+            .collect();
+        assert_eq!(
+            filled,
+            [(6, 1), (16, 1), (26, 1), (36, 1), (43, 1), (46, 1)]
+        );
+        // Sorted ms: 0.005 0.05 0.5 5 20 50; numpy p50 = (0.5 + 5) / 2, p90 = 20 + 0.5 × 30.
+        assert!((h.p50_ms - 2.75).abs() < 1e-9, "{}", h.p50_ms);
+        assert!((h.p90_ms - 35.0).abs() < 1e-9, "{}", h.p90_ms);
+        assert!((h.p99_ms - 48.5).abs() < 1e-9, "{}", h.p99_ms);
+        // No request with two inside events: no histogram.
+        assert_eq!(gap_histogram(&clock, 0, 1_004_000, &[(0, &a)]), None);
     }
 
     #[test]

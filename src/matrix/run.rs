@@ -608,7 +608,7 @@ impl<'a> Measure<'a, '_> {
             let d = &self.report.decode[i];
             (d.context, d.context_label.clone(), d.concurrency)
         };
-        let cell_cfg = CellConfig {
+        let mut cell_cfg = CellConfig {
             concurrency: c as u32,
             duration: cfg.duration,
             ready_timeout: cfg.ready_timeout,
@@ -616,6 +616,7 @@ impl<'a> Measure<'a, '_> {
             drain_timeout: cfg.drain_timeout,
             repetition: cfg.repetition,
             sample_period: Duration::from_millis(500),
+            run_id: Some(self.run.run_id.clone()),
         };
         let mut generation = prompt.generation.clone();
         for attempt in 0..2u64 {
@@ -626,6 +627,10 @@ impl<'a> Measure<'a, '_> {
                 "cell {label} x {c}: running ({} s window)",
                 cfg.duration.as_secs_f64()
             ));
+            if attempt > 0 {
+                // The retry's requests must not reuse the first attempt's ids.
+                cell_cfg.run_id = Some(format!("{}.{attempt}", self.run.run_id));
+            }
             let req = generation
                 .stream_request(Some(false))
                 .map_err(|e| format!("request: {e}"))?;

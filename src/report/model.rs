@@ -389,6 +389,10 @@ pub struct DecodeCell {
     /// Output tokens over the whole cell (ramp-up, window, drain) in equal time bins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_bins: Option<TokenBins>,
+    /// Every gap between consecutive token events inside the window, binned (absent in files
+    /// from before it was recorded, and where no request had two events inside the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap_histogram: Option<GapHistogram>,
     /// Set when `--resume-force` kept this cell from a run with other settings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_under: Option<MeasuredUnder>,
@@ -428,6 +432,7 @@ impl DecodeCell {
             gpu_samples: Vec::new(),
             server_samples: Vec::new(),
             token_bins: None,
+            gap_histogram: None,
             measured_under: None,
         }
     }
@@ -464,6 +469,39 @@ pub struct TokenBins {
     pub tokens: Vec<u64>,
 }
 
+/// Bins of [`GapHistogram`] per factor of ten.
+pub const GAP_BINS_PER_DECADE: u32 = 10;
+/// Decades [`GapHistogram`] spans: 1 µs to 100 s.
+pub const GAP_DECADES: u32 = 8;
+/// The lower edge of the first bin, µs.
+pub const GAP_LO_US: f64 = 1.0;
+
+/// The distribution of time between tokens of a decode cell: every gap between two consecutive
+/// token events of one request, both stamped inside the window, counted into
+/// [`GAP_DECADES`] × [`GAP_BINS_PER_DECADE`] log-spaced bins from 1 µs to 100 s (bin `i` holds
+/// `[1 µs × 10^(i/10), 1 µs × 10^((i+1)/10))`; a gap below 1 µs counts in the first bin, one of
+/// 100 s or more in the last). The percentiles are exact, from the gaps themselves (numpy's
+/// linear rule), not read off the bins.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GapHistogram {
+    pub lo_us: f64,
+    pub bins_per_decade: u32,
+    /// `GAP_DECADES × GAP_BINS_PER_DECADE` counts.
+    pub counts: Vec<u64>,
+    /// Gaps counted (the sum of `counts`).
+    pub gaps: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+}
+
+impl GapHistogram {
+    /// The lower edge of bin `i`, in ms.
+    pub fn edge_ms(&self, i: usize) -> f64 {
+        self.lo_us * 10f64.powf(i as f64 / f64::from(self.bins_per_decade.max(1))) / 1000.0
+    }
+}
+
 /// One request of a decode cell, summarised.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestSummary {
@@ -487,6 +525,10 @@ pub struct RequestSummary {
     #[serde(with = "error_kind::option")]
     pub error: Option<ErrorKind>,
     pub looped: bool,
+    /// The `x-request-id` it was sent with (`{run_id}-{context}-{concurrency}-{stream}-{n}`),
+    /// to find it in the server's logs; absent in files from before it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------

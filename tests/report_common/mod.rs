@@ -141,6 +141,7 @@ pub fn report() -> MatrixReport {
                     finish_reason: None,
                     error: Some(ErrorKind::Cancelled),
                     looped: false,
+                    request_id: None,
                 })
                 .collect();
             cell
@@ -222,5 +223,59 @@ pub fn report() -> MatrixReport {
         ],
         prefill,
         decode,
+    }
+}
+
+/// `r` as a machine with two GPUs would have written it: the client machine, the
+/// GPUs, four readings per GPU per cell (the second GPU reporting no power), and every measured
+/// cell's gap histogram (two filled bins).
+pub fn add_machine_and_gaps(r: &mut MatrixReport) {
+    let h = &mut r.metadata.hardware;
+    h.client = Some(ClientMachine {
+        cpu_model: Some("AMD EPYC 9654 96-Core Processor".into()),
+        cpu_logical: Some(192),
+        memory_gib: Some(1511.6),
+        os: Some("Ubuntu 24.04.1 LTS".into()),
+        kernel: Some("6.8.0-49-generic".into()),
+        arch: Some("x86_64".into()),
+    });
+    h.gpus = vec![
+        GpuInfo {
+            index: 0,
+            name: "NVIDIA H200".into(),
+            memory_total_mib: Some(143_771.0),
+        },
+        GpuInfo {
+            index: 1,
+            name: "NVIDIA H200".into(),
+            memory_total_mib: Some(143_771.0),
+        },
+    ];
+    h.gpu_source = Some("nvidia-smi".into());
+    for c in r.decode.iter_mut().filter(|c| c.status.was_run()) {
+        c.gpu_samples = (0..4)
+            .flat_map(|k| {
+                (0..2).map(move |index| GpuSample {
+                    t_s: k as f64 * 0.5,
+                    index,
+                    utilization_pct: Some(90.0 + k as f64),
+                    memory_used_mib: Some(130_000.0),
+                    power_w: (index == 0).then_some(600.0),
+                    sm_clock_mhz: Some(1980.0),
+                })
+            })
+            .collect();
+        let mut counts = vec![0u64; 80];
+        counts[40] = 900;
+        counts[44] = 100;
+        c.gap_histogram = Some(GapHistogram {
+            lo_us: 1.0,
+            bins_per_decade: 10,
+            counts,
+            gaps: 1000,
+            p50_ms: 10.2,
+            p90_ms: 11.9,
+            p99_ms: 26.0,
+        });
     }
 }

@@ -8,6 +8,7 @@
 
 use crate::analysis::stats;
 use crate::report::svg::escape;
+use crate::report::GapHistogram;
 use std::fmt::Write as _;
 
 /// Colours for series, distinguishable in print and for the common colour-blindnesses.
@@ -310,6 +311,182 @@ pub fn cdf(title: &str, x_label: &str, values: &[f64]) -> String {
     out
 }
 
+/// A time on the gap chart's ticks in its own unit: `5 µs`, `20 ms`, `1 s`.
+fn time_text(us: f64) -> String {
+    // Rounded first, so 999.99… µs from a power of ten reads as 1 ms.
+    let us = (us * 1e6).round() / 1e6;
+    let (v, unit) = if us < 1e3 {
+        (us, "µs")
+    } else if us < 1e6 {
+        (us / 1e3, "ms")
+    } else {
+        (us / 1e6, "s")
+    };
+    format!("{} {unit}", tick_text((v * 1e3).round() / 1e3))
+}
+
+/// Time between tokens of a cell: the histogram of every inside-the-window gap on a log time
+/// axis (bars: each bin's share of the gaps), its cumulative share as a step line (right
+/// scale), and the exact p50, p90 and p99 (from the gaps, not the bins) marked.
+pub fn gap_histogram(title: &str, h: &GapHistogram) -> String {
+    let mut out = String::with_capacity(8192);
+    open(&mut out, "gaps", title);
+    let filled: Vec<usize> = (0..h.counts.len()).filter(|&i| h.counts[i] > 0).collect();
+    let total: u64 = h.counts.iter().sum();
+    let (Some(&first), Some(&last)) = (filled.first(), filled.last()) else {
+        empty(&mut out, "no gap inside the window");
+        return out;
+    };
+    // One empty bin each side, and at least a decade shown, so a single spike has context.
+    let per = h.bins_per_decade.max(1) as usize;
+    let lo_bin = first.saturating_sub(1);
+    let hi_bin = (last + 2).max(lo_bin + per).min(h.counts.len());
+    let (lo_ms, hi_ms) = (h.edge_ms(lo_bin), h.edge_ms(hi_bin));
+    let plot_w = W - LEFT - RIGHT;
+    let x_pos = |ms: f64| {
+        let f = (ms.max(1e-12).log10() - lo_ms.log10()) / (hi_ms.log10() - lo_ms.log10());
+        LEFT + plot_w * f.clamp(0.0, 1.0)
+    };
+    let share = |c: u64| c as f64 / total.max(1) as f64 * 100.0;
+    let y_max = nice_ceil(
+        filled
+            .iter()
+            .map(|&i| share(h.counts[i]))
+            .fold(0.0, f64::max),
+    );
+    y_axis(
+        &mut out,
+        y_max,
+        "share of gaps, % per bin",
+        "time between tokens (log scale)",
+        tick_text,
+    );
+    // Decade ticks inside the shown range, with 2 and 5 between them when it spans under
+    // three decades (a cell's gaps often sit within one).
+    let (lo_us, hi_us) = (lo_ms * 1000.0, hi_ms * 1000.0);
+    let steps: &[f64] = if hi_us / lo_us < 1000.0 {
+        &[1.0, 2.0, 5.0]
+    } else {
+        &[1.0]
+    };
+    let mut ticks = Vec::new();
+    let mut d = 10f64.powf(lo_us.log10().floor());
+    while d <= hi_us * 1.000_001 {
+        ticks.extend(
+            steps
+                .iter()
+                .map(|m| m * d)
+                .filter(|t| *t >= lo_us * 0.999_999 && *t <= hi_us * 1.000_001),
+        );
+        d *= 10.0;
+    }
+    for t in ticks {
+        let x = x_pos(t / 1000.0);
+        let _ = write!(
+            out,
+            "<line x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            H - BOTTOM,
+            H - BOTTOM + 4.0,
+            H - BOTTOM + 16.0,
+            escape(&time_text(t))
+        );
+    }
+    for &i in &filled {
+        let (x0, x1) = (x_pos(h.edge_ms(i)), x_pos(h.edge_ms(i + 1)));
+        let y = y_pos(share(h.counts[i]), y_max);
+        let _ = write!(
+            out,
+            "<rect class=\"bar\" x=\"{x0:.1}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\" fill-opacity=\"0.7\"><title>{} – {} ms: {} gaps</title></rect>",
+            (x1 - x0 - 0.5).max(0.5),
+            (H - BOTTOM - y).max(0.0),
+            PALETTE[0],
+            escape(&tick_text(h.edge_ms(i))),
+            escape(&tick_text(h.edge_ms(i + 1))),
+            h.counts[i]
+        );
+    }
+    // Cumulative share, right scale 0–100 %.
+    let _ = write!(
+        out,
+        "<polyline class=\"line cum\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\" points=\"{:.1},{:.1} ",
+        x_pos(lo_ms),
+        y_pos(0.0, 1.0)
+    );
+    let mut run = 0u64;
+    for i in lo_bin..hi_bin {
+        let before = run as f64 / total.max(1) as f64;
+        run += h.counts[i];
+        let after = run as f64 / total.max(1) as f64;
+        let _ = write!(
+            out,
+            "{:.1},{:.1} {:.1},{:.1} ",
+            x_pos(h.edge_ms(i)),
+            y_pos(before, 1.0),
+            x_pos(h.edge_ms(i + 1)),
+            y_pos(after, 1.0)
+        );
+    }
+    out.push_str("\"/>");
+    for (v, t) in [(0.0, "0%"), (0.5, "50%"), (1.0, "100%")] {
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tk\">{t}</text>",
+            W - RIGHT + 2.0,
+            y_pos(v, 1.0) + 4.0
+        );
+    }
+    let mut label_x = LEFT + 4.0;
+    for (p, q, color) in [
+        (50, h.p50_ms, "#2ca02c"),
+        (90, h.p90_ms, "#ff7f0e"),
+        (99, h.p99_ms, "#d62728"),
+    ] {
+        let x = x_pos(q);
+        let text = format!("p{p} {} ms", significant(q));
+        let _ = write!(
+            out,
+            "<line class=\"pct\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-dasharray=\"4 3\"/><text x=\"{label_x:.1}\" y=\"{:.1}\" class=\"tk\" fill=\"{color}\">{}</text>",
+            H - BOTTOM,
+            TOP + 10.0,
+            escape(&text)
+        );
+        label_x += 6.5 * text.chars().count() as f64 + 10.0;
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// `v` with three significant digits (gaps span microseconds to seconds).
+fn significant(v: f64) -> String {
+    if !v.is_finite() || v == 0.0 {
+        return "0".into();
+    }
+    let decimals = (2 - v.abs().log10().floor() as i32).clamp(0, 6) as usize;
+    format!("{v:.decimals$}")
+}
+
+/// One GPU reading series: per GPU index, `(ms from the window start, value)`.
+pub struct GpuSeries {
+    pub title: String,
+    pub y_label: &'static str,
+    pub per_gpu: Vec<(u32, Vec<(f64, f64)>)>,
+}
+
+/// A GPU metric over the cell, one line per GPU, window shaded.
+pub fn gpu_chart(s: &GpuSeries, window_ms: f64) -> String {
+    let series: Vec<Series> = s
+        .per_gpu
+        .iter()
+        .enumerate()
+        .map(|(i, (index, points))| Series {
+            name: format!("GPU {index}"),
+            color: PALETTE[i % PALETTE.len()],
+            points: points.clone(),
+        })
+        .collect();
+    linear_time_chart("gpu", &s.title, s.y_label, &series, window_ms)
+}
+
 /// One request on the timeline: its stream (row), start, first token and end (ms from the
 /// window start; `None` where unknown).
 pub struct Span {
@@ -571,6 +748,61 @@ mod tests {
         assert!(narrow.contains(">p50 1.6550<"), "{narrow}");
         assert!(narrow.contains(">p99 1.6599<"), "{narrow}");
         assert_eq!(svg.matches("class=\"pct\"").count(), 3);
+    }
+
+    #[test]
+    fn the_gap_histogram_draws_each_filled_bin_and_the_exact_percentiles() {
+        let mut counts = vec![0u64; 80];
+        counts[50] = 4;
+        counts[53] = 1;
+        let h = GapHistogram {
+            lo_us: 1.0,
+            bins_per_decade: 10,
+            counts,
+            gaps: 5,
+            p50_ms: 100.0,
+            p90_ms: 160.0,
+            p99_ms: 196.0,
+        };
+        let svg = gap_histogram("t", &h);
+        assert_eq!(svg.matches("class=\"bar\"").count(), 2, "{svg}");
+        assert!(svg.contains("100 – 125.89 ms: 4 gaps"), "{svg}");
+        assert!(
+            svg.contains(">p50 100 ms<") && svg.contains(">p90 160 ms<"),
+            "{svg}"
+        );
+        assert!(svg.contains(">p99 196 ms<"), "{svg}");
+        assert_eq!(svg.matches("class=\"pct\"").count(), 3);
+        // Decade ticks in their own unit.
+        assert!(
+            svg.contains(">100 ms<") && svg.contains(">200 ms<"),
+            "ticks: {svg}"
+        );
+        let none = gap_histogram(
+            "t",
+            &GapHistogram {
+                counts: vec![0; 80],
+                gaps: 0,
+                ..h
+            },
+        );
+        assert!(none.contains("no gap inside the window"));
+    }
+
+    #[test]
+    fn gap_ticks_read_in_their_unit() {
+        assert_eq!(time_text(1.0), "1 µs");
+        assert_eq!(time_text(100.0), "100 µs");
+        assert_eq!(time_text(1000.0), "1 ms");
+        assert_eq!(time_text(999.999_999_9), "1 ms");
+        assert_eq!(time_text(20_000.0), "20 ms");
+        assert_eq!(time_text(1e5), "100 ms");
+        assert_eq!(time_text(1e6), "1 s");
+        assert_eq!(time_text(5e6), "5 s");
+        assert_eq!(time_text(1e8), "100 s");
+        assert_eq!(significant(0.01234), "0.0123");
+        assert_eq!(significant(12.345), "12.3");
+        assert_eq!(significant(1234.6), "1235");
     }
 
     #[test]

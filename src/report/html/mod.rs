@@ -15,8 +15,8 @@ pub mod charts;
 use crate::matrix::status::CellStatus;
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
 use crate::report::markdown::row_labels;
-use crate::report::model::{DecodeCell, MatrixReport, PromptTokens};
-use charts::{LogXChart, Series, Span, PALETTE};
+use crate::report::model::{DecodeCell, GpuSample, Hardware, MatrixReport, PromptTokens};
+use charts::{GpuSeries, LogXChart, Series, Span, PALETTE};
 use minijinja::{context, Environment, Value};
 use std::io::{self, Write};
 
@@ -136,6 +136,112 @@ pub(crate) fn header(r: &MatrixReport) -> Value {
         interrupted => md.interrupted,
         notes => md.notes,
     }
+}
+
+/// The measured machine panel: the client machine and the GPUs its tool listed, or why none
+/// were (`None` for results written before the machine was measured).
+fn machine(h: &Hardware) -> Option<Vec<(String, String)>> {
+    if h.client.is_none() && h.gpu_source.is_none() && h.gpus.is_empty() {
+        return None;
+    }
+    let mut out = Vec::new();
+    if let Some(c) = &h.client {
+        let not_reported = || "not reported".to_string();
+        out.push((
+            "CPU".into(),
+            c.cpu_model.clone().unwrap_or_else(not_reported),
+        ));
+        out.push(("Logical CPUs".into(), opt(c.cpu_logical, group_digits)));
+        out.push((
+            "Memory".into(),
+            opt(c.memory_gib, |g| format!("{} GiB", one_decimal(g))),
+        ));
+        out.push(("OS".into(), c.os.clone().unwrap_or_else(not_reported)));
+        out.push((
+            "Kernel".into(),
+            [c.kernel.clone(), c.arch.clone()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" · "),
+        ));
+    }
+    for g in &h.gpus {
+        out.push((
+            format!("GPU {}", g.index),
+            match g.memory_total_mib {
+                Some(m) => format!("{} · {} GiB", g.name, one_decimal(m / 1024.0)),
+                None => g.name.clone(),
+            },
+        ));
+    }
+    // "nvidia-smi", or "absent: why" said as it was recorded, never guessed.
+    out.push((
+        "GPUs listed by".into(),
+        h.gpu_source.clone().unwrap_or_else(|| MISSING.to_string()),
+    ));
+    for (_, v) in out.iter_mut() {
+        if v.is_empty() {
+            *v = MISSING.to_string();
+        }
+    }
+    Some(out)
+}
+
+/// One figure of a GPU reading (`None` where the tool did not report it).
+type GpuReading = fn(&GpuSample) -> Option<f64>;
+
+/// The GPU readings of a cell as charts (utilisation, memory, power, clock), one line per GPU,
+/// on the window's time axis. The sampler's times count from the cell's start, which is just
+/// before its streams' first sends: the earliest request start stands for it.
+fn gpu_charts(c: &DecodeCell, title: &str, window_ms: f64) -> Vec<Value> {
+    if c.gpu_samples.is_empty() {
+        return Vec::new();
+    }
+    let cell_start_ms = c
+        .requests
+        .iter()
+        .map(|q| q.start_ms)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::min);
+    let metrics: [(&str, &'static str, GpuReading); 4] = [
+        ("GPU utilisation", "utilisation, %", |s| s.utilization_pct),
+        ("GPU memory used", "MiB", |s| s.memory_used_mib),
+        ("GPU power", "W", |s| s.power_w),
+        ("GPU SM clock", "MHz", |s| s.sm_clock_mhz),
+    ];
+    let mut indexes: Vec<u32> = c.gpu_samples.iter().map(|s| s.index).collect();
+    indexes.sort_unstable();
+    indexes.dedup();
+    metrics
+        .iter()
+        .filter_map(|(name, unit, f)| {
+            let per_gpu: Vec<(u32, Vec<(f64, f64)>)> = indexes
+                .iter()
+                .map(|&i| {
+                    let pts = c
+                        .gpu_samples
+                        .iter()
+                        .filter(|s| s.index == i)
+                        .filter_map(|s| f(s).map(|v| (cell_start_ms + s.t_s * 1000.0, v)))
+                        .collect();
+                    (i, pts)
+                })
+                .filter(|(_, p): &(u32, Vec<(f64, f64)>)| !p.is_empty())
+                .collect();
+            // A metric no GPU reported ("[N/A]" throughout) gets no empty chart.
+            (!per_gpu.is_empty()).then(|| {
+                Value::from_safe_string(charts::gpu_chart(
+                    &GpuSeries {
+                        title: format!("{name}, {title}"),
+                        y_label: unit,
+                        per_gpu,
+                    },
+                    window_ms,
+                ))
+            })
+        })
+        .collect()
 }
 
 fn settings(r: &MatrixReport) -> Vec<(String, String)> {
@@ -363,7 +469,13 @@ fn cell_view(c: &DecodeCell) -> Value {
         loop_excerpt => c.loop_info.as_ref().map(|l| l.excerpt.clone()),
         requests => c.requests.len(),
         ttft_cdf => Value::from_safe_string(charts::cdf(&format!("TTFT, {title}"), "ms from send to first token", &ttfts)),
-        tbt_cdf => Value::from_safe_string(charts::cdf(&format!("Time between tokens, {title}"), "ms per token, per-request mean", &tbts)),
+        tbt_cdf => Value::from_safe_string(match &c.gap_histogram {
+            Some(h) => charts::gap_histogram(&format!("Time between tokens, {title}"), h),
+            None => charts::cdf(&format!("Time between tokens, {title}"), "ms per token, per-request mean", &tbts),
+        }),
+        tbt_is_histogram => c.gap_histogram.is_some(),
+        gap_count => c.gap_histogram.as_ref().map(|h| group_digits(h.gaps)),
+        gpu => gpu_charts(c, &title, window_ms),
         timeline => Value::from_safe_string(charts::timeline(&format!("Requests over time, {title}"), &spans, window_ms)),
         tokens => c.token_bins.as_ref().map(|b| Value::from_safe_string(charts::token_rate(&format!("Tokens over time, {title}"), b.start_ms, b.bin_ms, &b.tokens, window_ms))),
         server_load => (!samples.is_empty()).then(|| Value::from_safe_string(charts::server_load(&format!("Server load, {title}"), &samples, window_ms))),
@@ -443,6 +555,7 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let ctx = context! {
         style => Value::from_safe_string(STYLE.to_string()),
         h => header(r),
+        machine => machine(&r.metadata.hardware),
         settings => settings(r),
         heatmap => inline_svg(heat),
         total_curve => Value::from_safe_string(total),
