@@ -249,3 +249,27 @@ async fn one_shard_merges_to_itself() {
         assert_eq!(v[key].as_f64().unwrap(), got, "{key}");
     }
 }
+
+#[test]
+fn shard_flags_are_checked() {
+    let parse = |extra: &[&str]| {
+        let mut argv = vec!["x", "--base-url", "http://127.0.0.1:9"];
+        argv.extend_from_slice(extra);
+        Wrap::try_parse_from(argv)
+            .map_err(|e| e.to_string())
+            .and_then(|w| w.a.validate())
+    };
+    let c = parse(&["--shard", "2/4", "--start-at", "1796050800.25"]).unwrap();
+    assert_eq!(c.shard.map(|s| (s.index, s.count)), Some((2, 4)));
+    assert_eq!(c.start_at_unix_ns, Some(1_796_050_800_250_000_000));
+    assert!(c.save_detailed);
+    assert!(!parse(&[]).unwrap().save_detailed);
+    for bad in [
+        &["--shard", "4/4"][..],
+        &["--shard", "1/4", "--num-runs", "2"],
+        &["--shard", "1/4", "--sweep-max-concurrency", "1,2"],
+        &["--start-at", "tomorrow"],
+    ] {
+        assert!(parse(bad).is_err(), "{bad:?}");
+    }
+}
