@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod duration;
 pub mod matrix;
+pub mod merge;
 pub mod mock;
 pub mod probe;
 pub mod progress;
@@ -74,6 +75,8 @@ pub enum Command {
     Matrix(Box<matrix::MatrixArgs>),
     /// Re-render a results folder from its results.json, or compare two runs (`report compare A B`).
     Report(report::ReportArgs),
+    /// Merge the shard results of `bench serve --shard K/N` into one result.
+    Merge(merge::MergeArgs),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
 }
@@ -88,6 +91,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Matrix(args) => matrix::run(*args),
         Command::Report(args) => report::run(args),
         Command::Selftest(args) => selftest::run(args),
+        Command::Merge(a) => merge::run(a),
     }
 }
 

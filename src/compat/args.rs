@@ -424,6 +424,17 @@ pub struct ServeArgs {
     /// Client runtime threads (0 = one per core).
     #[arg(long, default_value_t = 0, help_heading = "llmspeed extras")]
     pub threads: usize,
+
+    // ---- load from many machines (docs/distributed.md) ----
+    /// Send only shard K of N (0-based, like Kubernetes' JOB_COMPLETION_INDEX) of the run:
+    /// requests i with i % N == K, at their single-run send times. Every shard builds the whole
+    /// dataset and schedule from --seed. Implies --save-detailed; merge with `llmspeed merge`.
+    #[arg(long, value_name = "K/N", help_heading = "Many machines")]
+    pub shard: Option<crate::compat::shard::Shard>,
+    /// Wait until this wall-clock time (Unix seconds, e.g. `date -u -d '+2 min' +%s`) before
+    /// the first request, so that every shard starts the schedule together.
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::compat::shard::parse_start_at, help_heading = "Many machines")]
+    pub start_at: Option<u64>,
 }
 
 /// Everything the runner needs, checked.
@@ -478,6 +489,10 @@ pub struct ServeConfig {
     /// `None` with `--no-steady-state`.
     pub steady_state: Option<SteadyConfig>,
     pub dry_run: bool,
+    /// `--shard K/N`.
+    pub shard: Option<crate::compat::shard::Shard>,
+    /// `--start-at`, Unix nanoseconds.
+    pub start_at_unix_ns: Option<u64>,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -735,6 +750,9 @@ impl ServeArgs {
         {
             return Err("--sweep-request-rate sets --request-rate at each point: leave --request-rate and --ramp-up-* out".into());
         }
+        if self.shard.is_some() && (sweep.is_some() || self.num_runs > 1) {
+            return Err("--shard runs one run's share: sweep and repeat by running the shards once per point (see docs/distributed.md)".into());
+        }
         if self.num_runs == 0 {
             return Err("--num-runs must be at least 1".into());
         }
@@ -847,7 +865,8 @@ impl ServeArgs {
             percentiles,
             goodput,
             save_result: self.save_result,
-            save_detailed: self.save_detailed,
+            // A shard's per-request detail is what `llmspeed merge` recomputes the run from.
+            save_detailed: self.save_detailed || self.shard.is_some(),
             append_result: self.append_result,
             result_dir: self.result_dir.clone(),
             result_filename: self.result_filename.clone(),
@@ -870,6 +889,8 @@ impl ServeArgs {
                 min_window_s: self.steady_state_min_window,
             }),
             dry_run: self.dry_run,
+            shard: self.shard,
+            start_at_unix_ns: self.start_at,
         })
     }
 }

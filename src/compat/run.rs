@@ -16,6 +16,7 @@ use crate::compat::metrics::{
     TtftPredicate,
 };
 use crate::compat::result::{self, Detailed, RunInfo};
+use crate::compat::shard::{RunInfoData, ShardBlock};
 use crate::compat::steady::{self, SteadyState};
 use crate::compat::timeline_html;
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
@@ -505,6 +506,39 @@ async fn wait_until(clock: &Clock, base: tokio::time::Instant, off_ns: u64, sche
     }
 }
 
+fn unix_ns(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
+/// Sleeps until the wall clock reads `at_unix_ns` (`--start-at`); returns at once when that is
+/// past (a shard that starts late is reported by `llmspeed merge`, not refused here).
+async fn wait_for_wall_clock(at_unix_ns: u64, log: &mut (dyn Write + Send)) {
+    let now = unix_ns(SystemTime::now());
+    if now >= at_unix_ns {
+        let _ = writeln!(
+            log,
+            "--start-at passed {:.3} s ago: starting now",
+            (now - at_unix_ns) as f64 / 1e9
+        );
+        return;
+    }
+    let _ = writeln!(
+        log,
+        "waiting {:.3} s for --start-at",
+        (at_unix_ns - now) as f64 / 1e9
+    );
+    // Coarse sleep, then re-read the wall clock: the timer runs on the monotonic clock, which
+    // need not advance with the wall clock (NTP slews it).
+    tokio::time::sleep(
+        Duration::from_nanos(at_unix_ns - now).saturating_sub(Duration::from_millis(2)),
+    )
+    .await;
+    while unix_ns(SystemTime::now()) < at_unix_ns {
+        tokio::task::yield_now().await;
+    }
+}
+
 /// What one request task hands back.
 struct Done {
     index: usize,
@@ -604,17 +638,31 @@ pub async fn run_shown(
         .schedule
         .offsets_ns(samples.len())
         .map_err(|e| RunError::Setup(e.to_string()))?;
-    let total_tokens: u64 = samples.iter().map(|s| s.prompt_len).sum();
+    // `--shard K/N`: the whole dataset and schedule were built above, so the requests kept
+    // here carry their single-run index (request id) and send offset.
+    let chosen: Vec<usize> = match cfg.shard {
+        Some(sh) => sh.indices(samples.len()),
+        None => (0..samples.len()).collect(),
+    };
+    let total_tokens: u64 = chosen.iter().map(|&i| samples[i].prompt_len).sum();
     let mut prebuilt = Vec::new();
     if total_tokens <= PREBUILD_MAX_TOKENS {
-        for (i, s) in samples.iter().enumerate() {
-            prebuilt.push(make(s, Some(i), &mut ids)?);
+        for &i in &chosen {
+            prebuilt.push(make(&samples[i], Some(i), &mut ids)?);
         }
+    }
+    if let Some(sh) = cfg.shard {
+        let _ = writeln!(
+            log,
+            "shard {sh}: {} of the run's {} requests",
+            chosen.len(),
+            samples.len()
+        );
     }
     let _ = writeln!(
         log,
         "sending {} requests to {}{} (model {request_model}, rate {}, max concurrency {})",
-        samples.len(),
+        chosen.len(),
         cfg.base_url,
         cfg.endpoint,
         result::py_float(cfg.request_rate),
@@ -623,7 +671,7 @@ pub async fn run_shown(
             .unwrap_or_else(|| "none".into())
     );
     progress.event(&Event::Start {
-        total: samples.len() as u64,
+        total: chosen.len() as u64,
         done: 0,
         estimate_s: 0.0,
     });
@@ -634,18 +682,24 @@ pub async fn run_shown(
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
+    if let Some(at) = cfg.start_at_unix_ns {
+        wait_for_wall_clock(at, log).await;
+    }
     let cpu0 = crate::sys::client_cpu().unwrap_or_default();
     let wall0 = std::time::Instant::now();
     // Everything is measured from here: vLLM's "just before the first dispatch".
     let base_raw = clock.raw();
+    // The run's start on the wall clock (UTC), for merging shards run on other machines.
+    let start_unix_ns = unix_ns(SystemTime::now());
     let base_instant = tokio::time::Instant::now();
     let mut prebuilt = prebuilt.into_iter();
-    for (i, s) in samples.iter().enumerate() {
+    for (sent, &i) in chosen.iter().enumerate() {
+        let s = &samples[i];
         if cancel.is_cancelled() {
             let _ = writeln!(
                 log,
-                "interrupted: {i} of {} requests were sent",
-                samples.len()
+                "interrupted: {sent} of {} requests were sent",
+                chosen.len()
             );
             break;
         }
@@ -725,8 +779,10 @@ pub async fn run_shown(
     let mut first_failures = std::collections::BTreeMap::new();
     let (mut input_from_server, mut input_len_differs) = (0usize, 0usize);
     let mut dataset_input_lens = Vec::new();
+    let mut indices = Vec::new();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
+        indices.push(d.index);
         // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
         // when it reports one, else the dataset's length.
         let server_len = d.timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
@@ -818,6 +874,9 @@ pub async fn run_shown(
         // Beside vLLM's `input_lens` (the server's counts): what the dataset asked for.
         extras["dataset_input_lens"] = json!(dataset_input_lens);
     }
+    let duration_ns = clock.delta_ns(base_raw, end_raw);
+    extras["start_unix_ns"] = json!(start_unix_ns);
+    extras["end_unix_ns"] = json!(start_unix_ns + duration_ns);
     let info = RunInfo {
         date: result::format_date(SystemTime::now()),
         backend: cfg.backend.as_str().to_string(),
@@ -833,6 +892,18 @@ pub async fn run_shown(
         selected: cfg.metrics.clone(),
         goodput: cfg.goodput.is_some(),
     };
+    if let Some(sh) = cfg.shard {
+        let block = ShardBlock {
+            shard: sh,
+            seed: cfg.dataset.seed,
+            start_at_unix_ns: cfg.start_at_unix_ns,
+            start_unix_ns,
+            end_unix_ns: start_unix_ns + duration_ns,
+            info: RunInfoData::new(&info, &cfg.percentiles, cfg.goodput),
+            requests: indices.into_iter().zip(records).collect(),
+        };
+        extras["shard"] = block.to_json();
+    }
     Ok(RunOutput {
         info,
         metrics,

@@ -1,0 +1,450 @@
+//! `llmspeed merge`: shard results (`bench serve --shard K/N`) -> one vLLM-shaped result.
+//!
+//! Exact by construction: each shard saved every request as a [`RequestRecord`] in integer
+//! nanoseconds since its own start, plus that start on the wall clock. The merge moves every
+//! record onto one base (the earliest shard start), then calls the very `compat::metrics::compute`
+//! a single run calls, over the union of the records, with the duration of the union of the
+//! shards' windows (earliest start to latest end). So TTFT, TPOT, ITL and E2EL percentiles are
+//! computed from the pooled per-request values, never averaged across shards.
+//!
+//! The one thing the records cannot prove is that the machines' clocks agree. The rule (also
+//! in docs/distributed.md): shards told one `--start-at` must each have started within
+//! [`START_AT_TOLERANCE_NS`] of it on their own clock; shards without one must have started
+//! within [`UNSYNCED_SPREAD_NS`] of each other. Otherwise the merge still runs and warns.
+//!
+//! Owns the consistency checks, the shift onto a common base and the warnings. It must never
+//! do IO (the CLI reads and writes the files) or compute a metric itself.
+
+use crate::compat::metrics::{compute, BenchMetrics, MetricsConfig, RequestRecord};
+use crate::compat::result::{Detailed, RunInfo};
+use crate::compat::shard::ShardBlock;
+use serde_json::{json, Value};
+
+/// Shards given one `--start-at` whose recorded starts lie further than this from it: a late
+/// start (the pod was not ready in time) or a clock offset between machines. 100 ms is well
+/// above the send timer's lag (a millisecond) and well below the seconds an unsynchronised
+/// clock drifts.
+pub const START_AT_TOLERANCE_NS: u64 = 100_000_000;
+
+/// Shards without `--start-at` whose starts spread further than this did not run the single
+/// run's schedule together: the merged window is longer and its throughput lower than one
+/// process's would be.
+pub const UNSYNCED_SPREAD_NS: u64 = 1_000_000_000;
+
+/// One shard's saved result.
+#[derive(Clone, Debug)]
+pub struct ShardResult {
+    /// Where it came from (a file name), for messages.
+    pub name: String,
+    pub block: ShardBlock,
+    /// vLLM's `generated_texts` and `errors`, one per request in the block's order (empty
+    /// strings when the file lacks them).
+    pub texts: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+impl ShardResult {
+    /// Reads a shard's result JSON (`--shard` implies `--save-detailed`).
+    pub fn from_json(name: &str, v: &Value) -> Result<ShardResult, String> {
+        let block = v
+            .get("llmspeed")
+            .and_then(|x| x.get("shard"))
+            .ok_or_else(|| format!("{name}: not a shard result (no llmspeed.shard block: was it run with --shard K/N?)"))?;
+        let block = ShardBlock::from_json(block).map_err(|e| format!("{name}: {e}"))?;
+        let strings = |key: &str| -> Vec<String> {
+            let list = v.get(key).and_then(Value::as_array);
+            (0..block.requests.len())
+                .map(|i| {
+                    list.and_then(|l| l.get(i))
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect()
+        };
+        Ok(ShardResult {
+            name: name.to_string(),
+            texts: strings("generated_texts"),
+            errors: strings("errors"),
+            block,
+        })
+    }
+}
+
+/// The merged run.
+#[derive(Debug)]
+pub struct Merged {
+    pub info: RunInfo,
+    pub metrics: BenchMetrics,
+    pub detailed: Detailed,
+    /// The `llmspeed` key: where each shard ran, and the warnings.
+    pub extras: Value,
+    pub warnings: Vec<String>,
+}
+
+/// Merges shard results. Errors when they are not the shards of one split (different N, seed,
+/// model or dataset size; a shard given twice or missing; one request in two shards).
+pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
+    let first = shards.first().ok_or("no shard results to merge")?;
+    let f = &first.block;
+    for s in shards {
+        let b = &s.block;
+        let differs = |what: &str| {
+            format!(
+                "{} and {} are not shards of one run: different {what}",
+                first.name, s.name
+            )
+        };
+        if b.shard.count != f.shard.count {
+            return Err(differs("shard counts"));
+        }
+        if b.seed != f.seed {
+            return Err(differs("--seed"));
+        }
+        if b.info.num_prompts != f.info.num_prompts {
+            return Err(differs("--num-prompts"));
+        }
+        if b.info.model_id != f.info.model_id {
+            return Err(differs("models"));
+        }
+        if b.info.selected != f.info.selected || b.info.percentiles != f.info.percentiles {
+            return Err(differs("--percentile-metrics or --metric-percentiles"));
+        }
+    }
+    let n = f.shard.count;
+    let mut seen = vec![None::<&str>; n];
+    for s in shards {
+        let k = s.block.shard.index;
+        if let Some(other) = seen[k] {
+            return Err(format!("shard {k}/{n} given twice: {other} and {}", s.name));
+        }
+        seen[k] = Some(&s.name);
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|&k| seen[k].is_none())
+        .map(|k| format!("{k}/{n}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("missing shard(s) {}", missing.join(", ")));
+    }
+
+    let base = shards
+        .iter()
+        .map(|s| s.block.start_unix_ns)
+        .min()
+        .unwrap_or(0);
+    let end = shards
+        .iter()
+        .map(|s| s.block.end_unix_ns)
+        .max()
+        .unwrap_or(base);
+    // (index in the whole run, record on the common base, text, error), in request order so
+    // the per-request lists read as one process's would.
+    let mut all: Vec<(usize, RequestRecord, &str, &str)> = Vec::new();
+    for s in shards {
+        let off = s.block.start_unix_ns - base;
+        for (j, (i, r)) in s.block.requests.iter().enumerate() {
+            if !s.block.shard.keeps(*i) {
+                return Err(format!(
+                    "{}: request {i} does not belong to shard {}",
+                    s.name, s.block.shard
+                ));
+            }
+            all.push((
+                *i,
+                shifted(r, off),
+                s.texts.get(j).map_or("", String::as_str),
+                s.errors.get(j).map_or("", String::as_str),
+            ));
+        }
+    }
+    all.sort_by_key(|x| x.0);
+    if all.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err("one request appears in two shards".into());
+    }
+    let records: Vec<RequestRecord> = all.iter().map(|x| x.1.clone()).collect();
+    let metrics = compute(
+        &records,
+        // A hand-edited file could end before another starts: no underflow, a zero duration.
+        end.saturating_sub(base),
+        &MetricsConfig {
+            percentiles: f.info.percentiles.clone(),
+            goodput: f.info.goodput,
+        },
+    );
+    let mut detailed = Detailed::default();
+    for (_, r, text, error) in &all {
+        detailed.input_lens.push(r.input_tokens);
+        detailed
+            .output_lens
+            .push(if r.is_success() { r.output_tokens } else { 0 });
+        detailed.ttfts.push(r.ttft_ns().unwrap_or(0) as f64 / 1e9);
+        detailed
+            .itls
+            .push(r.itls_ns().map(|g| g as f64 / 1e9).collect());
+        detailed.start_times.push(r.start_ns as f64 / 1e9);
+        detailed.generated_texts.push(text.to_string());
+        detailed.errors.push(error.to_string());
+    }
+    let warnings = clock_warnings(shards);
+    let mut order: Vec<&ShardResult> = shards.iter().collect();
+    order.sort_by_key(|s| s.block.shard.index);
+    let extras = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "merged_from": order.iter().map(|s| json!({
+            "file": s.name,
+            "shard": s.block.shard.to_string(),
+            "start_unix_ns": s.block.start_unix_ns,
+            "end_unix_ns": s.block.end_unix_ns,
+            "start_offset_ms": (s.block.start_unix_ns - base) as f64 / 1e6,
+            "requests": s.block.requests.len(),
+        })).collect::<Vec<_>>(),
+        "start_unix_ns": base,
+        "end_unix_ns": end.max(base),
+        "seed": f.seed,
+        "start_at_unix_ns": f.start_at_unix_ns,
+        "failures_by_kind": metrics.failures.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<String, Value>>(),
+        "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
+        "clock_warnings": warnings,
+    });
+    Ok(Merged {
+        info: f.info.run_info(date),
+        metrics,
+        detailed,
+        extras,
+        warnings,
+    })
+}
+
+/// `r` with every time moved `off` nanoseconds later (from its shard's base to the common one).
+fn shifted(r: &RequestRecord, off: u64) -> RequestRecord {
+    RequestRecord {
+        start_ns: r.start_ns + off,
+        chunk_times_ns: r.chunk_times_ns.iter().map(|t| t + off).collect(),
+        end_ns: r.end_ns.map(|t| t + off),
+        ..r.clone()
+    }
+}
+
+/// The clock rule of the module docs, as warnings (empty when the clocks look consistent).
+pub fn clock_warnings(shards: &[ShardResult]) -> Vec<String> {
+    let mut out = Vec::new();
+    let start_ats: Vec<Option<u64>> = shards.iter().map(|s| s.block.start_at_unix_ns).collect();
+    let common = start_ats.first().copied().flatten();
+    if start_ats.iter().any(|a| *a != start_ats[0]) {
+        out.push(
+            "the shards were not all given the same --start-at: they did not run one schedule together"
+                .to_string(),
+        );
+    }
+    if let Some(at) = common {
+        for s in shards {
+            let d = s.block.start_unix_ns.abs_diff(at);
+            if d > START_AT_TOLERANCE_NS {
+                out.push(format!(
+                    "shard {} ({}) started {:.1} ms {} --start-at (bound {} ms): it started late or its clock is off; latencies are exact, the merged window and throughput are not",
+                    s.block.shard,
+                    s.name,
+                    d as f64 / 1e6,
+                    if s.block.start_unix_ns > at { "after" } else { "before" },
+                    START_AT_TOLERANCE_NS / 1_000_000
+                ));
+            }
+        }
+    } else {
+        let lo = shards
+            .iter()
+            .map(|s| s.block.start_unix_ns)
+            .min()
+            .unwrap_or(0);
+        let hi = shards
+            .iter()
+            .map(|s| s.block.start_unix_ns)
+            .max()
+            .unwrap_or(0);
+        if hi - lo > UNSYNCED_SPREAD_NS {
+            out.push(format!(
+                "the shards started {:.1} ms apart (bound {} ms) without a common --start-at: the merged window is the union of their windows, so throughput is lower than one process sending the same schedule",
+                (hi - lo) as f64 / 1e6,
+                UNSYNCED_SPREAD_NS / 1_000_000
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compat::metrics::MetricKind;
+    use crate::compat::shard::{RunInfoData, Shard};
+
+    fn rec(start: u64, chunks: &[u64], tokens: u64) -> RequestRecord {
+        RequestRecord {
+            start_ns: start,
+            chunk_times_ns: chunks.to_vec(),
+            output_tokens: tokens,
+            input_tokens: 10,
+            ..Default::default()
+        }
+    }
+
+    fn info() -> RunInfoData {
+        RunInfoData {
+            backend: "openai".into(),
+            label: None,
+            model_id: "m".into(),
+            tokenizer_id: "m".into(),
+            num_prompts: 4,
+            metadata: vec![],
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            max_concurrency: None,
+            ramp: None,
+            selected: vec![MetricKind::Ttft, MetricKind::Itl, MetricKind::E2el],
+            percentiles: vec![50.0, 90.0, 99.0],
+            goodput: None,
+        }
+    }
+
+    fn shard(
+        k: usize,
+        n: usize,
+        start: u64,
+        end: u64,
+        at: Option<u64>,
+        reqs: Vec<(usize, RequestRecord)>,
+    ) -> ShardResult {
+        ShardResult {
+            name: format!("s{k}.json"),
+            texts: vec![String::new(); reqs.len()],
+            errors: vec![String::new(); reqs.len()],
+            block: ShardBlock {
+                shard: Shard { index: k, count: n },
+                seed: 0,
+                start_at_unix_ns: at,
+                start_unix_ns: start,
+                end_unix_ns: end,
+                info: info(),
+                requests: reqs,
+            },
+        }
+    }
+
+    /// Two shards started 5 ms apart on the wall clock merge into exactly the metrics of one
+    /// record list on the earliest start: same function, same inputs.
+    #[test]
+    fn merge_is_compute_over_the_shifted_union() {
+        const T0: u64 = 1_796_050_800_000_000_000;
+        let a = shard(
+            0,
+            2,
+            T0,
+            T0 + 900_000_000,
+            None,
+            vec![
+                (0, rec(0, &[40_000_000, 50_000_000, 70_000_000], 3)),
+                (2, rec(1_000_000, &[90_000_000, 91_000_000], 2)),
+            ],
+        );
+        let b = shard(
+            1,
+            2,
+            T0 + 5_000_000,
+            T0 + 1_000_000_000,
+            None,
+            vec![
+                (1, rec(0, &[20_000_000, 60_000_000], 2)),
+                (
+                    3,
+                    RequestRecord {
+                        error: Some(crate::timeline::ErrorKind::HttpStatus),
+                        ..rec(2_000_000, &[], 0)
+                    },
+                ),
+            ],
+        );
+        let m = merge(&[b.clone(), a.clone()], "d".into()).unwrap();
+        // The union on the common base, written out by hand (shard 1 is 5 ms later).
+        let want = compute(
+            &[
+                rec(0, &[40_000_000, 50_000_000, 70_000_000], 3),
+                rec(5_000_000, &[25_000_000, 65_000_000], 2),
+                rec(1_000_000, &[90_000_000, 91_000_000], 2),
+                RequestRecord {
+                    error: Some(crate::timeline::ErrorKind::HttpStatus),
+                    ..rec(7_000_000, &[], 0)
+                },
+            ],
+            1_000_000_000,
+            &MetricsConfig {
+                percentiles: vec![50.0, 90.0, 99.0],
+                goodput: None,
+            },
+        );
+        assert_eq!(m.metrics, want);
+        assert_eq!((m.metrics.completed, m.metrics.failed), (3, 1));
+        // TTFTs 40, 20, 89 ms pooled: the median is 40 ms, not a mean of shard medians.
+        assert_eq!(m.metrics.ttft_ms.median, 40.0);
+        // Request order, as one process lists them.
+        assert_eq!(m.detailed.start_times, vec![0.0, 0.005, 0.001, 0.007]);
+        assert_eq!(m.detailed.output_lens, vec![3, 2, 2, 0]);
+        assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    }
+
+    #[test]
+    fn shards_of_different_runs_or_missing_ones_are_refused() {
+        let a = shard(0, 2, 1, 2, None, vec![]);
+        let b = shard(1, 2, 1, 2, None, vec![]);
+        assert!(merge(std::slice::from_ref(&a), "d".into())
+            .unwrap_err()
+            .contains("missing shard(s) 1/2"));
+        assert!(merge(&[a.clone(), a.clone()], "d".into())
+            .unwrap_err()
+            .contains("given twice"));
+        let mut c = b.clone();
+        c.block.seed = 9;
+        assert!(merge(&[a.clone(), c], "d".into())
+            .unwrap_err()
+            .contains("--seed"));
+        let mut c = b.clone();
+        c.block.shard.count = 3;
+        assert!(merge(&[a.clone(), c], "d".into()).is_err());
+        let mut c = b;
+        c.block.requests = vec![(2, rec(0, &[1], 1))];
+        assert!(merge(&[a, c], "d".into())
+            .unwrap_err()
+            .contains("does not belong"));
+    }
+
+    #[test]
+    fn clock_rule() {
+        const AT: u64 = 1_796_050_800_000_000_000;
+        let ok = [
+            shard(0, 2, AT + 2_000_000, AT + 9, Some(AT), vec![]),
+            shard(1, 2, AT + 99_000_000, AT + 9, Some(AT), vec![]),
+        ];
+        assert!(clock_warnings(&ok).is_empty());
+        let late = [
+            shard(0, 2, AT + 2_000_000, AT + 9, Some(AT), vec![]),
+            shard(1, 2, AT + 101_000_000, AT + 9, Some(AT), vec![]),
+        ];
+        let w = clock_warnings(&late);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("shard 1/2") && w[0].contains("101.0 ms after"));
+        // Without --start-at: a spread of 1 s passes, more warns.
+        let spread = |d| {
+            clock_warnings(&[
+                shard(0, 2, AT, AT + 9, None, vec![]),
+                shard(1, 2, AT + d, AT + 9, None, vec![]),
+            ])
+        };
+        assert!(spread(1_000_000_000).is_empty());
+        assert_eq!(spread(1_000_000_001).len(), 1);
+        let mixed = [
+            shard(0, 2, AT, AT + 9, Some(AT), vec![]),
+            shard(1, 2, AT, AT + 9, None, vec![]),
+        ];
+        assert!(clock_warnings(&mixed)[0].contains("same --start-at"));
+    }
+}

@@ -1,0 +1,532 @@
+//! `bench serve --shard K/N`: one process's share of a run split across machines, and the
+//! per-request detail a shard saves so that `llmspeed merge` can recompute the whole run exactly.
+//!
+//! The split is deterministic and needs no coordination: every shard builds the whole dataset
+//! and the whole arrival schedule from the same `--seed`, then keeps request `i` when
+//! `i % N == K` (K is 0-based, as Kubernetes' `JOB_COMPLETION_INDEX`). Interleaving rather than
+//! contiguous blocks keeps each shard's load spread over the whole schedule, so the union of
+//! the shards is the single-process run's requests at the single-process run's send offsets.
+//!
+//! Owns the `K/N` value, the selection rule, and the JSON of the `llmspeed.shard` block (the
+//! run's identity plus one exact record per request, times in integer nanoseconds). It must
+//! never do IO or read a clock: the runner hands it the stamps, `compat::merge` reads it back.
+
+use crate::compat::metrics::{GoodputSlo, MetricKind, RequestRecord};
+use crate::compat::result::RunInfo;
+use crate::timeline::ErrorKind;
+use crate::workload::schedule::{Ramp, RampStrategy};
+use serde_json::{json, Value};
+use std::fmt;
+use std::str::FromStr;
+
+/// Bumped when the block's meaning changes, so `merge` refuses what it cannot read exactly.
+pub const FORMAT: u64 = 1;
+
+/// Shard `index` of `count` (0-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || {
+            format!("invalid shard {s:?}: expected K/N with 0 <= K < N (0-based, e.g. 0/4 ... 3/4)")
+        };
+        let (k, n) = s.split_once('/').ok_or_else(bad)?;
+        let index: usize = k.trim().parse().map_err(|_| bad())?;
+        let count: usize = n.trim().parse().map_err(|_| bad())?;
+        if count == 0 || index >= count {
+            return Err(bad());
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl fmt::Display for Shard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    /// Whether request `i` of the whole run (its position in dataset and schedule) is ours.
+    pub fn keeps(&self, i: usize) -> bool {
+        i % self.count == self.index
+    }
+
+    /// The indices of `0..total` this shard sends, ascending.
+    pub fn indices(&self, total: usize) -> Vec<usize> {
+        (self.index..total).step_by(self.count).collect()
+    }
+}
+
+/// What a shard measured, as `merge` needs it: the run's identity, its window on the wall
+/// clock, and every request it sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShardBlock {
+    pub shard: Shard,
+    pub seed: u64,
+    /// `--start-at` as Unix nanoseconds, when the shards were told one common start.
+    pub start_at_unix_ns: Option<u64>,
+    /// The wall clock (UTC, ns since the Unix epoch) just before the first dispatch: the base
+    /// every `*_ns` figure of `requests` counts from.
+    pub start_unix_ns: u64,
+    /// `start_unix_ns` + the run's duration on the monotonic clock (never a second wall-clock
+    /// reading, which an NTP step could move).
+    pub end_unix_ns: u64,
+    pub info: RunInfoData,
+    /// `(index in the whole run, record)`, in dispatch order.
+    pub requests: Vec<(usize, RequestRecord)>,
+}
+
+/// The parts of [`RunInfo`] and the metrics configuration a merged result repeats.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunInfoData {
+    pub backend: String,
+    pub label: Option<String>,
+    pub model_id: String,
+    pub tokenizer_id: String,
+    pub num_prompts: usize,
+    pub metadata: Vec<(String, Value)>,
+    pub request_rate: f64,
+    pub burstiness: f64,
+    pub max_concurrency: Option<usize>,
+    pub ramp: Option<Ramp>,
+    pub selected: Vec<MetricKind>,
+    pub percentiles: Vec<f64>,
+    pub goodput: Option<GoodputSlo>,
+}
+
+impl RunInfoData {
+    pub fn new(info: &RunInfo, percentiles: &[f64], goodput: Option<GoodputSlo>) -> Self {
+        RunInfoData {
+            backend: info.backend.clone(),
+            label: info.label.clone(),
+            model_id: info.model_id.clone(),
+            tokenizer_id: info.tokenizer_id.clone(),
+            num_prompts: info.num_prompts,
+            metadata: info.metadata.clone(),
+            request_rate: info.request_rate,
+            burstiness: info.burstiness,
+            max_concurrency: info.max_concurrency,
+            ramp: info.ramp,
+            selected: info.selected.clone(),
+            percentiles: percentiles.to_vec(),
+            goodput,
+        }
+    }
+
+    /// The header of a result with this identity, dated `date`.
+    pub fn run_info(&self, date: String) -> RunInfo {
+        RunInfo {
+            date,
+            backend: self.backend.clone(),
+            label: self.label.clone(),
+            model_id: self.model_id.clone(),
+            tokenizer_id: self.tokenizer_id.clone(),
+            num_prompts: self.num_prompts,
+            metadata: self.metadata.clone(),
+            request_rate: self.request_rate,
+            burstiness: self.burstiness,
+            max_concurrency: self.max_concurrency,
+            ramp: self.ramp,
+            selected: self.selected.clone(),
+            goodput: self.goodput.is_some(),
+        }
+    }
+}
+
+/// A shard block that cannot be read back exactly.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("shard block: {0}")]
+pub struct BlockError(pub String);
+
+fn err(m: impl Into<String>) -> BlockError {
+    BlockError(m.into())
+}
+
+fn u64_of(v: &Value, key: &str) -> Result<u64, BlockError> {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| err(format!("{key:?} missing or not a non-negative integer")))
+}
+
+fn f64_of(v: &Value, key: &str) -> Result<f64, BlockError> {
+    match v.get(key) {
+        // `inf` is not JSON: the rate is written as vLLM writes it, the string "inf".
+        Some(Value::String(s)) if s == "inf" => Ok(f64::INFINITY),
+        Some(x) => x
+            .as_f64()
+            .ok_or_else(|| err(format!("{key:?} is not a number"))),
+        None => Err(err(format!("{key:?} missing"))),
+    }
+}
+
+fn str_of(v: &Value, key: &str) -> Result<String, BlockError> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(String::from)
+        .ok_or_else(|| err(format!("{key:?} missing or not a string")))
+}
+
+fn record_json(index: usize, r: &RequestRecord) -> Value {
+    json!({
+        "index": index,
+        "start_ns": r.start_ns,
+        "chunk_ns": r.chunk_times_ns,
+        "output_tokens": r.output_tokens,
+        "input_tokens": r.input_tokens,
+        "error": r.error.map(ErrorKind::as_str),
+        "queue_ns": r.queue_ns,
+        "end_ns": r.end_ns,
+        "empty_is_success": r.empty_is_success,
+    })
+}
+
+fn record_from(v: &Value) -> Result<(usize, RequestRecord), BlockError> {
+    let chunk_times_ns = v
+        .get("chunk_ns")
+        .and_then(Value::as_array)
+        .ok_or_else(|| err("\"chunk_ns\" missing"))?
+        .iter()
+        .map(|t| {
+            t.as_u64()
+                .ok_or_else(|| err("a chunk time is not an integer"))
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
+    let error = match v.get("error") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(
+            ErrorKind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == s)
+                .ok_or_else(|| err(format!("unknown error kind {s:?}")))?,
+        ),
+        Some(_) => return Err(err("\"error\" is not a string")),
+    };
+    let end_ns = match v.get("end_ns") {
+        None | Some(Value::Null) => None,
+        Some(x) => Some(
+            x.as_u64()
+                .ok_or_else(|| err("\"end_ns\" is not an integer"))?,
+        ),
+    };
+    let index = u64_of(v, "index")? as usize;
+    Ok((
+        index,
+        RequestRecord {
+            start_ns: u64_of(v, "start_ns")?,
+            chunk_times_ns,
+            output_tokens: u64_of(v, "output_tokens")?,
+            input_tokens: u64_of(v, "input_tokens")?,
+            error,
+            queue_ns: u64_of(v, "queue_ns")?,
+            end_ns,
+            empty_is_success: v
+                .get("empty_is_success")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        },
+    ))
+}
+
+fn rate_json(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        json!("inf")
+    }
+}
+
+impl ShardBlock {
+    pub fn to_json(&self) -> Value {
+        let i = &self.info;
+        let goodput = i
+            .goodput
+            .map(|g| json!({"ttft_ms": g.ttft_ms, "tpot_ms": g.tpot_ms, "e2el_ms": g.e2el_ms}));
+        let ramp = i.ramp.map(|r| {
+            json!({
+                "strategy": match r.strategy { RampStrategy::Linear => "linear", RampStrategy::Exponential => "exponential" },
+                "start_rps": r.start_rps,
+                "end_rps": r.end_rps,
+            })
+        });
+        json!({
+            "format": FORMAT,
+            "shard": self.shard.to_string(),
+            "index": self.shard.index,
+            "count": self.shard.count,
+            "seed": self.seed,
+            "start_at_unix_ns": self.start_at_unix_ns,
+            "start_unix_ns": self.start_unix_ns,
+            "end_unix_ns": self.end_unix_ns,
+            "run": {
+                "backend": i.backend,
+                "label": i.label,
+                "model_id": i.model_id,
+                "tokenizer_id": i.tokenizer_id,
+                "num_prompts": i.num_prompts,
+                "metadata": i.metadata.iter().map(|(k, v)| json!([k, v])).collect::<Vec<_>>(),
+                "request_rate": rate_json(i.request_rate),
+                "burstiness": i.burstiness,
+                "max_concurrency": i.max_concurrency,
+                "ramp": ramp,
+                "percentile_metrics": i.selected.iter().map(|k| k.as_str()).collect::<Vec<_>>(),
+                "metric_percentiles": i.percentiles,
+                "goodput": goodput,
+            },
+            "requests": self.requests.iter().map(|(ix, r)| record_json(*ix, r)).collect::<Vec<_>>(),
+        })
+    }
+
+    pub fn from_json(v: &Value) -> Result<ShardBlock, BlockError> {
+        let format = u64_of(v, "format")?;
+        if format != FORMAT {
+            return Err(err(format!(
+                "format {format}, this llmspeed reads format {FORMAT}"
+            )));
+        }
+        let shard: Shard = str_of(v, "shard")?.parse().map_err(err)?;
+        let run = v.get("run").ok_or_else(|| err("\"run\" missing"))?;
+        let selected = run
+            .get("percentile_metrics")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err("\"percentile_metrics\" missing"))?
+            .iter()
+            .map(|k| {
+                let name = k.as_str().unwrap_or("");
+                MetricKind::ALL
+                    .into_iter()
+                    .find(|m| m.as_str() == name)
+                    .ok_or_else(|| err(format!("unknown metric {name:?}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let percentiles = run
+            .get("metric_percentiles")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err("\"metric_percentiles\" missing"))?
+            .iter()
+            .map(|p| {
+                p.as_f64()
+                    .ok_or_else(|| err("a percentile is not a number"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let goodput = match run.get("goodput") {
+            None | Some(Value::Null) => None,
+            Some(g) => Some(GoodputSlo {
+                ttft_ms: g.get("ttft_ms").and_then(Value::as_f64),
+                tpot_ms: g.get("tpot_ms").and_then(Value::as_f64),
+                e2el_ms: g.get("e2el_ms").and_then(Value::as_f64),
+            }),
+        };
+        let ramp = match run.get("ramp") {
+            None | Some(Value::Null) => None,
+            Some(r) => Some(Ramp {
+                strategy: match str_of(r, "strategy")?.as_str() {
+                    "linear" => RampStrategy::Linear,
+                    "exponential" => RampStrategy::Exponential,
+                    s => return Err(err(format!("unknown ramp strategy {s:?}"))),
+                },
+                start_rps: f64_of(r, "start_rps")?,
+                end_rps: f64_of(r, "end_rps")?,
+            }),
+        };
+        let metadata = run
+            .get("metadata")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| {
+                        let k = p.get(0)?.as_str()?.to_string();
+                        Some((k, p.get(1).cloned().unwrap_or(Value::Null)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let requests = v
+            .get("requests")
+            .and_then(Value::as_array)
+            .ok_or_else(|| err("\"requests\" missing"))?
+            .iter()
+            .map(record_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ShardBlock {
+            shard,
+            seed: u64_of(v, "seed")?,
+            start_at_unix_ns: v.get("start_at_unix_ns").and_then(Value::as_u64),
+            start_unix_ns: u64_of(v, "start_unix_ns")?,
+            end_unix_ns: u64_of(v, "end_unix_ns")?,
+            info: RunInfoData {
+                backend: str_of(run, "backend")?,
+                label: run.get("label").and_then(Value::as_str).map(String::from),
+                model_id: str_of(run, "model_id")?,
+                tokenizer_id: str_of(run, "tokenizer_id")?,
+                num_prompts: u64_of(run, "num_prompts")? as usize,
+                metadata,
+                request_rate: f64_of(run, "request_rate")?,
+                burstiness: f64_of(run, "burstiness")?,
+                max_concurrency: run
+                    .get("max_concurrency")
+                    .and_then(Value::as_u64)
+                    .map(|n| n as usize),
+                ramp,
+                selected,
+                percentiles,
+                goodput,
+            },
+            requests,
+        })
+    }
+}
+
+/// `--start-at`: Unix seconds (`1796050800`, `1796050800.5`, what `date +%s` prints) -> Unix
+/// nanoseconds. One common start is what makes N machines send the single run's schedule.
+pub fn parse_start_at(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("invalid --start-at {s:?}: expected Unix seconds, e.g. $(date -u -d '+2 min' +%s)")
+    };
+    // Integer arithmetic: an f64 holds Unix nanoseconds only to about 256 ns.
+    let (whole, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
+    let secs: u64 = whole.parse().map_err(|_| bad())?;
+    if secs == 0
+        || secs >= 100_000_000_000
+        || frac.len() > 9
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(bad());
+    }
+    let nanos: u64 = if frac.is_empty() {
+        0
+    } else {
+        format!("{frac:0<9}").parse().map_err(|_| bad())?
+    };
+    Ok(secs * 1_000_000_000 + nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_values() {
+        assert_eq!("0/4".parse(), Ok(Shard { index: 0, count: 4 }));
+        assert_eq!("3/4".parse(), Ok(Shard { index: 3, count: 4 }));
+        for bad in ["4/4", "1/0", "-1/4", "1", "a/b", "1/4/2", ""] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+        assert_eq!(Shard { index: 2, count: 3 }.to_string(), "2/3");
+    }
+
+    /// The shards of one split partition the run: every index exactly once, none outside.
+    #[test]
+    fn shards_partition_the_run() {
+        for total in [0usize, 1, 7, 100] {
+            for n in 1..=5 {
+                let mut seen = vec![0u32; total];
+                for k in 0..n {
+                    let s = Shard { index: k, count: n };
+                    for i in s.indices(total) {
+                        assert!(s.keeps(i));
+                        seen[i] += 1;
+                    }
+                }
+                assert!(seen.iter().all(|&c| c == 1), "total {total}, n {n}");
+            }
+        }
+        assert_eq!(Shard { index: 1, count: 3 }.indices(8), vec![1, 4, 7]);
+    }
+
+    fn block() -> ShardBlock {
+        ShardBlock {
+            shard: Shard { index: 1, count: 2 },
+            seed: 7,
+            start_at_unix_ns: Some(1_796_050_800_000_000_000),
+            start_unix_ns: 1_796_050_800_000_123_456,
+            end_unix_ns: 1_796_050_802_000_000_000,
+            info: RunInfoData {
+                backend: "openai".into(),
+                label: None,
+                model_id: "m".into(),
+                tokenizer_id: "m".into(),
+                num_prompts: 4,
+                metadata: vec![("gpu".into(), json!("H200"))],
+                request_rate: f64::INFINITY,
+                burstiness: 1.0,
+                max_concurrency: Some(8),
+                ramp: Some(Ramp {
+                    strategy: RampStrategy::Linear,
+                    start_rps: 1.0,
+                    end_rps: 4.0,
+                }),
+                selected: vec![MetricKind::Ttft, MetricKind::E2el],
+                percentiles: vec![50.0, 99.9],
+                goodput: Some(GoodputSlo {
+                    ttft_ms: Some(500.0),
+                    tpot_ms: None,
+                    e2el_ms: None,
+                }),
+            },
+            requests: vec![
+                (
+                    1,
+                    RequestRecord {
+                        start_ns: 5,
+                        chunk_times_ns: vec![u64::MAX - 1, u64::MAX],
+                        output_tokens: 2,
+                        input_tokens: 10,
+                        error: None,
+                        queue_ns: 3,
+                        end_ns: Some(99),
+                        empty_is_success: true,
+                    },
+                ),
+                (
+                    3,
+                    RequestRecord {
+                        error: Some(ErrorKind::TimeoutGap),
+                        ..Default::default()
+                    },
+                ),
+            ],
+        }
+    }
+
+    /// Every field survives the JSON round trip bit for bit (integers stay integers, `inf`
+    /// stays infinite), which is what makes a merge exact.
+    #[test]
+    fn block_round_trips_exactly() {
+        let b = block();
+        let text = serde_json::to_string(&b.to_json()).unwrap();
+        let back = ShardBlock::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
+        assert_eq!(back, b);
+    }
+
+    #[test]
+    fn bad_blocks_are_errors_not_panics() {
+        let mut v = block().to_json();
+        v["format"] = json!(2);
+        assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["requests"][0]["error"] = json!("gremlins");
+        assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["requests"][0]["chunk_ns"] = json!([-1]);
+        assert!(ShardBlock::from_json(&v).is_err());
+        assert!(ShardBlock::from_json(&json!(null)).is_err());
+    }
+
+    #[test]
+    fn start_at_is_unix_seconds() {
+        assert_eq!(parse_start_at("1796050800"), Ok(1_796_050_800_000_000_000));
+        assert_eq!(
+            parse_start_at("1796050800.5"),
+            Ok(1_796_050_800_500_000_000)
+        );
+        assert!(parse_start_at("2026-11-30T15:00:00Z").is_err());
+        assert!(parse_start_at("-5").is_err());
+    }
+}
