@@ -1,0 +1,48 @@
+//! The text parsers added around the measurements never panic, whatever they are given: the
+//! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
+//! the machine panel, `--start-at`, and a shard result file read by `llmspeed merge`.
+//!
+//! Input layout: byte 0 picks the parser; the rest is the text (lossy UTF-8).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use llmspeed::cli::duration::{parse_secs_f64, Unit};
+use llmspeed::compat::merge::ShardResult;
+use llmspeed::compat::shard::parse_start_at;
+use llmspeed::server::gpu::parse_nvidia_csv;
+use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let text = String::from_utf8_lossy(rest);
+    match which % 6 {
+        0 => {
+            for unit in [Unit::Micros, Unit::Millis, Unit::Secs] {
+                // A parsed duration is a number of seconds a timer can hold.
+                if let Ok(s) = parse_secs_f64(&text, unit) {
+                    assert!(s.is_finite() && s >= 0.0, "{text:?} -> {s}");
+                }
+            }
+        }
+        1 => {
+            if let Ok(rows) = parse_nvidia_csv(&text) {
+                assert!(rows.len() <= text.lines().count());
+            }
+        }
+        2 => {
+            let _ = parse_cpuinfo(&text);
+            let _ = parse_meminfo(&text);
+            let _ = parse_os_release(&text);
+        }
+        3 => {
+            let _ = parse_start_at(&text);
+        }
+        _ => {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+                let _ = ShardResult::from_json("fuzz.json", &v);
+            }
+        }
+    }
+});
