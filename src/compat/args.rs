@@ -173,10 +173,10 @@ pub struct ServeArgs {
     pub lora_modules: Vec<String>,
 
     // ---- dataset ----
-    /// random, sharegpt, sonnet, custom or prefix_repetition.
+    /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
     #[arg(long, default_value = "random", help_heading = "Dataset options")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL).
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL).
     #[arg(long, help_heading = "Dataset options")]
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
@@ -244,6 +244,48 @@ pub struct ServeArgs {
         help_heading = "Prefix repetition dataset options"
     )]
     pub prefix_repetition_output_len: u32,
+
+    // ---- trace replay (vLLM's timed_trace dataset and --self-timed) ----
+    /// Prompt tokens per `hash_ids` entry of a timed_trace (Mooncake traces use 512).
+    #[arg(long, default_value_t = 16, help_heading = "Timed trace options")]
+    pub timed_trace_chunk_hash_size: u32,
+    /// Multiplies each timestamp into seconds (Mooncake's are ms: 0.001); scales the replay
+    /// in time too (half of that replays twice as fast).
+    #[arg(long, default_value_t = 1.0, help_heading = "Timed trace options")]
+    pub timed_trace_sec_multiplier: f64,
+    #[arg(
+        long,
+        default_value = "timestamp",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_timestamp: String,
+    #[arg(
+        long,
+        default_value = "input_length",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_input_length: String,
+    #[arg(
+        long,
+        default_value = "output_length",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_output_length: String,
+    #[arg(long, default_value = "hash_ids", help_heading = "Timed trace options")]
+    pub timed_trace_label_hash_ids: String,
+    /// Send each request at its own timestamp (timed_trace) instead of --request-rate.
+    #[arg(
+        long,
+        overrides_with = "no_self_timed",
+        help_heading = "Timed trace options"
+    )]
+    pub self_timed: bool,
+    #[arg(
+        long,
+        overrides_with = "self_timed",
+        help_heading = "Timed trace options"
+    )]
+    pub no_self_timed: bool,
 
     // ---- load ----
     /// Most requests in flight; the wait for a slot is reported as queue time.
@@ -478,6 +520,8 @@ pub struct ServeConfig {
     /// `None` with `--no-steady-state`.
     pub steady_state: Option<SteadyConfig>,
     pub dry_run: bool,
+    /// `--self-timed`: send on the trace's timestamps.
+    pub self_timed: bool,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -809,10 +853,43 @@ impl ServeArgs {
             custom_output_len: self.custom_output_len,
             // The runner narrows it to the server's vocabulary once probed.
             ids: crate::workload::datasets::IdRange::DEFAULT,
+            trace: crate::workload::trace::TraceConfig {
+                chunk_hash_size: self.timed_trace_chunk_hash_size,
+                sec_multiplier: self.timed_trace_sec_multiplier,
+                label_timestamp: self.timed_trace_label_timestamp.clone(),
+                label_input_length: self.timed_trace_label_input_length.clone(),
+                label_output_length: self.timed_trace_label_output_length.clone(),
+                label_hash_ids: self.timed_trace_label_hash_ids.clone(),
+            },
         };
+        // Trace replay: the timestamps are the schedule, so nothing else may set one.
+        if self.self_timed {
+            if kind != DatasetKind::TimedTrace {
+                return Err("--self-timed replays a trace's timestamps: it needs --dataset-name timed_trace".into());
+            }
+            if self.request_rate.0.is_finite()
+                || self.ramp_up_strategy.is_some()
+                || self.sweep_request_rate.is_some()
+            {
+                return Err("--self-timed sends on the trace's timestamps: leave --request-rate, --ramp-up-* and --sweep-request-rate out".into());
+            }
+        }
+        if self.timed_trace_chunk_hash_size == 0 {
+            return Err("--timed-trace-chunk-hash-size must be at least 1".into());
+        }
+        if !(self.timed_trace_sec_multiplier.is_finite() && self.timed_trace_sec_multiplier >= 0.0)
+        {
+            return Err(format!(
+                "--timed-trace-sec-multiplier must be a finite number >= 0, got {}",
+                self.timed_trace_sec_multiplier
+            ));
+        }
         if matches!(
             kind,
-            DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+            DatasetKind::ShareGpt
+                | DatasetKind::Sonnet
+                | DatasetKind::Custom
+                | DatasetKind::TimedTrace
         ) && self.dataset_path.is_none()
         {
             return Err(format!(
@@ -870,6 +947,7 @@ impl ServeArgs {
                 min_window_s: self.steady_state_min_window,
             }),
             dry_run: self.dry_run,
+            self_timed: self.self_timed,
         })
     }
 }

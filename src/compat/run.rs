@@ -251,7 +251,7 @@ async fn load_samples(
     let info = detect(&collected, &Overrides::default());
     let ids_dataset = matches!(
         cfg.dataset.kind,
-        DatasetKind::Random | DatasetKind::PrefixRepetition
+        DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::TimedTrace
     );
     let local = local_tokenizer(cfg.tokenizer.as_deref())?;
     let dialect = info.tokenize.map(|t| t.dialect);
@@ -411,7 +411,7 @@ impl BodyBuilder {
         m.insert("model".into(), json!(self.model));
         let text = match &s.prompt {
             PromptSource::Text(t) => Some(t.as_str()),
-            PromptSource::Synthetic { .. } => None,
+            PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
         };
         // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
         // no more: a server must see the same request from either tool.
@@ -600,10 +600,13 @@ pub async fn run_shown(
         }
     }
 
-    let offsets = cfg
-        .schedule
-        .offsets_ns(samples.len())
-        .map_err(|e| RunError::Setup(e.to_string()))?;
+    let offsets = if cfg.self_timed {
+        self_timed_offsets(cfg, samples.len())?
+    } else {
+        cfg.schedule
+            .offsets_ns(samples.len())
+            .map_err(|e| RunError::Setup(e.to_string()))?
+    };
     let total_tokens: u64 = samples.iter().map(|s| s.prompt_len).sum();
     let mut prebuilt = Vec::new();
     if total_tokens <= PREBUILD_MAX_TOKENS {
@@ -840,6 +843,23 @@ pub async fn run_shown(
         extras,
         steady_state,
     })
+}
+
+/// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).
+fn self_timed_offsets(cfg: &ServeConfig, n: usize) -> Result<Vec<u64>, RunError> {
+    let path = cfg
+        .dataset
+        .path
+        .as_deref()
+        .ok_or(datasets::DatasetError::NoPath("timed_trace"))?;
+    let rows = crate::workload::trace::read(path, &cfg.dataset.trace, n)?;
+    if rows.len() != n {
+        return Err(RunError::Setup(format!(
+            "the trace changed while it was read: {} rows, then {n}",
+            rows.len()
+        )));
+    }
+    Ok(crate::workload::trace::offsets_ns(&rows))
 }
 
 /// The steady-state window and its figures where vllm-bench computes them: a closed loop

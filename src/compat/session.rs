@@ -221,9 +221,12 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
         };
         let samples = datasets::load(&p.cfg.dataset, &mut count)?;
         let counting = match (p.cfg.dataset.kind, &local) {
-            (datasets::DatasetKind::Random | datasets::DatasetKind::PrefixRepetition, _) => {
-                "exact (token ids)"
-            }
+            (
+                datasets::DatasetKind::Random
+                | datasets::DatasetKind::PrefixRepetition
+                | datasets::DatasetKind::TimedTrace,
+                _,
+            ) => "exact (token ids)",
             (_, Some(_)) => "local_tokenizer",
             (_, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
         };
