@@ -287,6 +287,12 @@ pub struct ServeArgs {
     )]
     pub no_self_timed: bool,
 
+    // ---- probes (vLLM's --probe-request-rate) ----
+    /// One-token probe requests per second, sent one after another beside the run and outside
+    /// --max-concurrency; their latency is reported apart (probe_* keys). 0 = none.
+    #[arg(long, default_value_t = 0.0, help_heading = "Load options")]
+    pub probe_request_rate: f64,
+
     // ---- load ----
     /// Most requests in flight; the wait for a slot is reported as queue time.
     #[arg(long, help_heading = "Load options")]
@@ -522,6 +528,8 @@ pub struct ServeConfig {
     pub dry_run: bool,
     /// `--self-timed`: send on the trace's timestamps.
     pub self_timed: bool,
+    /// `--probe-request-rate`; 0 = no probes.
+    pub probe_request_rate: f64,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -862,6 +870,12 @@ impl ServeArgs {
                 label_hash_ids: self.timed_trace_label_hash_ids.clone(),
             },
         };
+        if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
+            return Err(format!(
+                "--probe-request-rate must be a finite number >= 0, got {}",
+                self.probe_request_rate
+            ));
+        }
         // Trace replay: the timestamps are the schedule, so nothing else may set one.
         if self.self_timed {
             if kind != DatasetKind::TimedTrace {
@@ -948,6 +962,7 @@ impl ServeArgs {
             }),
             dry_run: self.dry_run,
             self_timed: self.self_timed,
+            probe_request_rate: self.probe_request_rate,
         })
     }
 }

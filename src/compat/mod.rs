@@ -3,9 +3,11 @@
 pub mod args;
 pub mod metrics;
 pub mod multi_run;
+pub mod probe;
 pub mod result;
 pub mod run;
 pub mod session;
+pub mod spec_decode;
 pub mod steady;
 pub mod sweep;
 pub mod timeline_html;

@@ -113,6 +113,9 @@ pub struct RunOutput {
     /// `None` outside a closed loop or with `--no-steady-state` (no `steady_state` key);
     /// `Some(None)` when the slots never got busy enough (`"steady_state": null`).
     pub steady_state: Option<Option<SteadyState>>,
+    /// Keys vLLM adds only for features in use: `--probe-request-rate`'s `probe_*` and the
+    /// server's `spec_decode_*` figures. Empty otherwise.
+    pub vllm_extra: Vec<(String, Value)>,
 }
 
 impl RunOutput {
@@ -126,6 +129,11 @@ impl RunOutput {
         );
         // vllm-bench's top-level key, just before ours (`llmspeed` stays last). Only closed-loop
         // runs carry it, so every other run keeps exactly vLLM's keys.
+        // vLLM's own optional keys, after its standard ones (its order: probes, then
+        // speculative decoding).
+        for kv in &self.vllm_extra {
+            pairs.insert(pairs.len() - 1, kv.clone());
+        }
         if let Some(ss) = &self.steady_state {
             let v = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
             pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
@@ -634,6 +642,53 @@ pub async fn run_shown(
         step: "bench serve",
         phase: Phase::Requests,
     });
+    let opts = RecordOptions {
+        base_raw: 0,
+        origin: match cfg.latency_from {
+            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
+            LatencyFrom::Sent => LatencyOrigin::Sent,
+        },
+        predicate: match cfg.ttft_from {
+            TtftFrom::Choice => TtftPredicate::FirstChoice,
+            TtftFrom::Content => TtftPredicate::FirstContent,
+        },
+        end: match cfg.chat_end {
+            ChatEnd::LastChoice => RequestEnd::LastChoice,
+            ChatEnd::LastMessage => RequestEnd::LastMessage,
+        },
+    };
+    // As vLLM: the server's speculative-decoding counters just before the first request...
+    let spec_before = spec_decode_counters(&client).await;
+    // ...and one-token probes beside the run, outside the concurrency cap.
+    let probe_stop = Cancel::new();
+    let probes = if cfg.probe_request_rate > 0.0 {
+        let _ = writeln!(log, "probe request rate: {} req/s", cfg.probe_request_rate);
+        let hi = Sample {
+            prompt: PromptSource::Text("Hi".into()),
+            prompt_len: 1,
+            output_len: 1,
+        };
+        let req = StreamRequest {
+            path: path.clone(),
+            body: Bytes::from(builder.body(&hi, &mut ids).map_err(RunError::Setup)?),
+            expected_events: 9,
+            keep_text: Some(false),
+            request_id: None,
+        };
+        Some(tokio::spawn(crate::compat::probe::run_probes(
+            client.clone(),
+            req,
+            cfg.probe_request_rate,
+            RecordOptions {
+                base_raw: clock.raw(),
+                ..opts
+            },
+            probe_stop.clone(),
+            cancel.clone(),
+        )))
+    } else {
+        None
+    };
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
@@ -702,25 +757,23 @@ pub async fn run_shown(
             Err(e) => return Err(RunError::Setup(format!("a request task failed: {e}"))),
         }
     }
+    // vLLM's order: the probe in flight finishes, then the duration ends.
+    probe_stop.cancel();
+    let probe_outcomes = match probes {
+        Some(h) => h
+            .await
+            .map_err(|e| RunError::Setup(format!("the probe task failed: {e}")))?,
+        None => Vec::new(),
+    };
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
     let cpu1 = crate::sys::client_cpu().unwrap_or_default();
+    let mut vllm_extra = crate::compat::probe::stats(&probe_outcomes).unwrap_or_default();
+    if let (Some(b), Some(a)) = (spec_before, spec_decode_counters(&client).await) {
+        vllm_extra.extend(crate::compat::spec_decode::keys(&b, &a).unwrap_or_default());
+    }
 
-    let opts = RecordOptions {
-        base_raw,
-        origin: match cfg.latency_from {
-            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
-            LatencyFrom::Sent => LatencyOrigin::Sent,
-        },
-        predicate: match cfg.ttft_from {
-            TtftFrom::Choice => TtftPredicate::FirstChoice,
-            TtftFrom::Content => TtftPredicate::FirstContent,
-        },
-        end: match cfg.chat_end {
-            ChatEnd::LastChoice => RequestEnd::LastChoice,
-            ChatEnd::LastMessage => RequestEnd::LastMessage,
-        },
-    };
+    let opts = RecordOptions { base_raw, ..opts };
     let mut records = Vec::with_capacity(samples.len());
     let mut detailed = Detailed::default();
     let mut send_lag_ns = Vec::with_capacity(samples.len());
@@ -842,7 +895,21 @@ pub async fn run_shown(
         detailed,
         extras,
         steady_state,
+        vllm_extra,
     })
+}
+
+/// The server's `vllm:spec_decode_*` counters now; `None` without them (or without a
+/// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
+async fn spec_decode_counters(client: &Client) -> Option<crate::compat::spec_decode::Counters> {
+    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
+        .await
+        .ok()?
+        .ok()?;
+    if r.status != 200 {
+        return None;
+    }
+    crate::compat::spec_decode::parse(&String::from_utf8_lossy(&r.body))
 }
 
 /// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).
@@ -962,6 +1029,8 @@ pub fn report(
         }
     }
     result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
+    crate::compat::probe::write_block(w, &out.vllm_extra).map_err(io)?;
+    crate::compat::spec_decode::write_block(w, &out.vllm_extra).map_err(io)?;
     if let Some(ss) = &out.steady_state {
         write_steady_state(w, ss.as_ref()).map_err(io)?;
     }

@@ -57,6 +57,10 @@ pub struct MockConfig {
     /// Test-only: run inside every engine step (see [`super::driver::StepHook`]).
     #[doc(hidden)]
     pub step_hook: Option<super::driver::StepHook>,
+    /// Fake speculative-decoding counters in `/metrics` (vLLM's `vllm:spec_decode_*_total`),
+    /// for clients that read them: one draft of `len()` tokens per generated token, position
+    /// `i` accepted in `floor(drafts x rate[i])` of them. Empty: no such counters (the default).
+    pub spec_decode_acceptance: Vec<f64>,
 }
 
 impl MockConfig {
@@ -132,6 +136,7 @@ impl MockConfig {
             admission_delay: std::time::Duration::ZERO,
             tokenize_calls: None,
             step_hook: None,
+            spec_decode_acceptance: Vec::new(),
         }
     }
 
