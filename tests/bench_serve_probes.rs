@@ -131,3 +131,43 @@ async fn probes_and_spec_decode_figures_are_reported_apart_under_vllms_keys() {
         o.keys()
     );
 }
+
+/// `--lora-modules` with `--lora-assignment`: the benchmark requests name the adapters (the
+/// server counts them by name), round-robin exactly, random seeded and covering both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lora_modules_are_named_by_the_requests() {
+    for (how, want) in [("round-robin", Some((8, 8))), ("random", None)] {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
+        let mut cfg = MockConfig::profile(Profile::Fast);
+        cfg.lora_modules = vec!["lora-a".into(), "lora-b".into()];
+        cfg.model_calls = Some(calls.clone());
+        let m = MockServer::start(cfg).await;
+        let dir = tempfile::tempdir().unwrap();
+        let (v, _) = run(
+            &m,
+            dir.path(),
+            &[
+                "--model",
+                "mock-model",
+                "--lora-modules",
+                "lora-a",
+                "lora-b",
+                "--lora-assignment",
+                how,
+            ],
+        )
+        .await;
+        m.stop().await;
+        assert_eq!(v["completed"], 16, "{v}");
+        let c: std::collections::BTreeMap<String, u64> = calls.lock().unwrap().clone();
+        let (a, b) = (
+            c.get("lora-a").copied().unwrap_or(0),
+            c.get("lora-b").copied().unwrap_or(0),
+        );
+        assert_eq!(a + b, 16, "{how}: {c:?}");
+        match want {
+            Some(w) => assert_eq!((a, b), w, "{how}"),
+            None => assert!(a > 0 && b > 0, "{how}: {c:?}"),
+        }
+    }
+}

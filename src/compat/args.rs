@@ -168,9 +168,13 @@ pub struct ServeArgs {
     /// Not supported yet.
     #[arg(long, help_heading = "Server")]
     pub logprobs: Option<u32>,
-    /// Not supported yet.
+    /// LoRA adapter names served by the server: each request's `model` names one of them
+    /// (see --lora-assignment).
     #[arg(long, num_args = 1.., help_heading = "Server")]
     pub lora_modules: Vec<String>,
+    /// How requests are spread over --lora-modules: random or round-robin.
+    #[arg(long, value_enum, default_value = "random", help_heading = "Server")]
+    pub lora_assignment: crate::compat::lora::LoraAssignment,
 
     // ---- dataset ----
     /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
@@ -530,6 +534,9 @@ pub struct ServeConfig {
     pub self_timed: bool,
     /// `--probe-request-rate`; 0 = no probes.
     pub probe_request_rate: f64,
+    /// `--lora-modules` (empty: every request names the model).
+    pub lora_modules: Vec<String>,
+    pub lora_assignment: crate::compat::lora::LoraAssignment,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -654,9 +661,6 @@ impl ServeArgs {
                 "--logprobs",
                 "logprobs make events larger; planned",
             ));
-        }
-        if !self.lora_modules.is_empty() {
-            return Err(unsupported("--lora-modules", "LoRA model rotation"));
         }
         if self.hf_subset.is_some() || self.hf_split.is_some() || self.hf_output_len.is_some() {
             return Err(unsupported(
@@ -963,6 +967,8 @@ impl ServeArgs {
             dry_run: self.dry_run,
             self_timed: self.self_timed,
             probe_request_rate: self.probe_request_rate,
+            lora_modules: self.lora_modules.clone(),
+            lora_assignment: self.lora_assignment,
         })
     }
 }

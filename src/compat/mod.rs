@@ -1,6 +1,7 @@
 //! `bench serve`: vLLM's flags, metric definitions and result JSON.
 
 pub mod args;
+pub mod lora;
 pub mod metrics;
 pub mod multi_run;
 pub mod probe;

@@ -415,8 +415,13 @@ pub struct BodyBuilder {
 impl BodyBuilder {
     /// The JSON body for one sample. Token ids are written straight into the buffer.
     pub fn body(&self, s: &Sample, ids: &mut Vec<u32>) -> Result<Vec<u8>, String> {
+        self.body_as(s, ids, &self.model)
+    }
+
+    /// [`BodyBuilder::body`] naming `model` (a LoRA adapter) instead of the builder's.
+    pub fn body_as(&self, s: &Sample, ids: &mut Vec<u32>, model: &str) -> Result<Vec<u8>, String> {
         let mut m = Map::new();
-        m.insert("model".into(), json!(self.model));
+        m.insert("model".into(), json!(model));
         let text = match &s.prompt {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
@@ -570,13 +575,27 @@ pub async fn run_shown(
         extra: cfg.extra.clone(),
     });
     let path = cfg.endpoint.clone();
+    // `--lora-modules`: benchmark request i names adapter lora[i]; warm-ups and probes keep
+    // the model, as vLLM's.
+    let lora = crate::compat::lora::assign(
+        cfg.lora_modules.len(),
+        cfg.lora_assignment,
+        samples.len(),
+        cfg.dataset.seed,
+    );
     // `index` is the sample's position, which names the request as vLLM does; warm-ups are
     // not benchmark requests and carry no id.
     let make =
         |s: &Sample, index: Option<usize>, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
             Ok(StreamRequest {
                 path: path.clone(),
-                body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
+                body: Bytes::from(
+                    match index.and_then(|i| lora.get(i)) {
+                        Some(&k) => builder.body_as(s, ids, &cfg.lora_modules[k]),
+                        None => builder.body(s, ids),
+                    }
+                    .map_err(RunError::Setup)?,
+                ),
                 expected_events: s.output_len as usize + 8,
                 keep_text: Some(cfg.save_detailed),
                 request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
