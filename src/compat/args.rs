@@ -291,6 +291,27 @@ pub struct ServeArgs {
     )]
     pub no_self_timed: bool,
 
+    // ---- multi-turn conversations (vllm-bench's --multi-turn*) ----
+    /// Send synthetic conversations (chat endpoint): each turn carries the earlier turns and
+    /// the server's answers; figures overall and per turn.
+    #[arg(long, help_heading = "Multi-turn options")]
+    pub multi_turn: bool,
+    /// Turns per conversation.
+    #[arg(long, default_value_t = 3, help_heading = "Multi-turn options")]
+    pub multi_turn_num_turns: usize,
+    /// Fewest turns per conversation (0 = --multi-turn-num-turns).
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_min_turns: usize,
+    /// Most turns per conversation (0 = --multi-turn-num-turns).
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_max_turns: usize,
+    /// Requests in flight at once [default: --max-concurrency, else every conversation].
+    #[arg(long, help_heading = "Multi-turn options")]
+    pub multi_turn_concurrency: Option<usize>,
+    /// Think time between a conversation's turns, in ms.
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_delay_ms: u64,
+
     // ---- probes (vLLM's --probe-request-rate) ----
     /// One-token probe requests per second, sent one after another beside the run and outside
     /// --max-concurrency; their latency is reported apart (probe_* keys). 0 = none.
@@ -537,6 +558,8 @@ pub struct ServeConfig {
     /// `--lora-modules` (empty: every request names the model).
     pub lora_modules: Vec<String>,
     pub lora_assignment: crate::compat::lora::LoraAssignment,
+    /// `--multi-turn` and its settings.
+    pub multi_turn: Option<crate::compat::multiturn::MultiTurnConfig>,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -880,6 +903,31 @@ impl ServeArgs {
                 self.probe_request_rate
             ));
         }
+        let multi_turn = if self.multi_turn {
+            if kind != DatasetKind::Random {
+                return Err("--multi-turn builds synthetic conversations: use --dataset-name random (sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len)".into());
+            }
+            if self.multi_turn_num_turns == 0
+                || (self.multi_turn_max_turns > 0
+                    && self.multi_turn_max_turns < self.multi_turn_min_turns)
+            {
+                return Err("--multi-turn-num-turns must be at least 1 and --multi-turn-max-turns at least --multi-turn-min-turns".into());
+            }
+            if self.multi_turn_concurrency == Some(0)
+                || self.multi_turn_concurrency.unwrap_or(0) > tokio::sync::Semaphore::MAX_PERMITS
+            {
+                return Err("--multi-turn-concurrency must be at least 1".into());
+            }
+            Some(crate::compat::multiturn::MultiTurnConfig {
+                num_turns: self.multi_turn_num_turns,
+                min_turns: self.multi_turn_min_turns,
+                max_turns: self.multi_turn_max_turns,
+                concurrency: self.multi_turn_concurrency,
+                delay_ms: self.multi_turn_delay_ms,
+            })
+        } else {
+            None
+        };
         // Trace replay: the timestamps are the schedule, so nothing else may set one.
         if self.self_timed {
             if kind != DatasetKind::TimedTrace {
@@ -969,6 +1017,7 @@ impl ServeArgs {
             probe_request_rate: self.probe_request_rate,
             lora_modules: self.lora_modules.clone(),
             lora_assignment: self.lora_assignment,
+            multi_turn,
         })
     }
 }

@@ -4,6 +4,7 @@ pub mod args;
 pub mod lora;
 pub mod metrics;
 pub mod multi_run;
+pub mod multiturn;
 pub mod probe;
 pub mod result;
 pub mod run;

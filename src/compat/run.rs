@@ -142,7 +142,7 @@ impl RunOutput {
     }
 }
 
-fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
+pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     let target = Target::parse(&cfg.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
     let mut cc = ClientConfig::new(target);
     cc.headers = cfg.headers.clone();
@@ -178,6 +178,18 @@ async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, Ru
                 .collect()
         })
         .unwrap_or_default())
+}
+
+/// The ready check, then `--model` or the first model the server lists.
+pub(crate) async fn resolve_model(cfg: &ServeConfig, client: &Client) -> Result<String, RunError> {
+    let models = ready_models(client, cfg.ready_check_timeout_s).await?;
+    match &cfg.model {
+        Some(m) => Ok(m.clone()),
+        None => models
+            .first()
+            .cloned()
+            .ok_or_else(|| RunError::Setup("GET /v1/models listed no model; pass --model".into())),
+    }
 }
 
 /// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
@@ -549,13 +561,7 @@ pub async fn run_shown(
     progress: &mut (dyn Progress + Send),
 ) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
-    let models = ready_models(&client, cfg.ready_check_timeout_s).await?;
-    let model = match &cfg.model {
-        Some(m) => m.clone(),
-        None => models.first().cloned().ok_or_else(|| {
-            RunError::Setup("GET /v1/models listed no model; pass --model".into())
-        })?,
-    };
+    let model = resolve_model(cfg, &client).await?;
     let request_model = cfg
         .served_model_name
         .clone()
@@ -920,7 +926,9 @@ pub async fn run_shown(
 
 /// The server's `vllm:spec_decode_*` counters now; `None` without them (or without a
 /// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
-async fn spec_decode_counters(client: &Client) -> Option<crate::compat::spec_decode::Counters> {
+pub(crate) async fn spec_decode_counters(
+    client: &Client,
+) -> Option<crate::compat::spec_decode::Counters> {
     let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
         .await
         .ok()?
