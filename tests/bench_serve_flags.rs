@@ -204,6 +204,20 @@ fn every_vllm_flag_parses() {
                     && c.lora_assignment == llmspeed::compat::lora::LoraAssignment::RoundRobin
             },
         ),
+        (
+            &[
+                "--multi-turn",
+                "--multi-turn-num-turns",
+                "4",
+                "--multi-turn-delay-ms",
+                "50",
+            ],
+            |c| {
+                c.multi_turn
+                    .as_ref()
+                    .is_some_and(|m| m.num_turns == 4 && m.delay_ms == 50)
+            },
+        ),
         (&["--probe-request-rate", "2.5"], |c| {
             c.probe_request_rate == 2.5
         }),
@@ -387,7 +401,7 @@ fn chat_end_rule_is_chat_only() {
 }
 
 #[test]
-fn trace_replay_and_probe_flags_refuse_what_cannot_work() {
+fn trace_replay_probe_and_multi_turn_flags_refuse_what_cannot_work() {
     for (argv, want) in [
         (&["--self-timed"][..], "needs --dataset-name timed_trace"),
         (
@@ -418,6 +432,21 @@ fn trace_replay_and_probe_flags_refuse_what_cannot_work() {
             "at least 1",
         ),
         (&["--probe-request-rate=-1"][..], "--probe-request-rate"),
+        (
+            &[
+                "--multi-turn",
+                "--dataset-name",
+                "sonnet",
+                "--dataset-path",
+                "s",
+            ][..],
+            "--dataset-name random",
+        ),
+        (&["--multi-turn", "--num-runs", "2"][..], "is one run"),
+        (
+            &["--multi-turn", "--multi-turn-num-turns", "0"][..],
+            "at least 1",
+        ),
     ] {
         let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));
         let e = a.validate().expect_err("must be refused");

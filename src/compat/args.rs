@@ -918,6 +918,15 @@ impl ServeArgs {
             {
                 return Err("--multi-turn-concurrency must be at least 1".into());
             }
+            // A multi-turn run is one conversation benchmark with its own result shape.
+            if self.num_runs > 1
+                || self.sweep_max_concurrency.is_some()
+                || self.sweep_request_rate.is_some()
+                || self.dry_run
+                || self.probe_request_rate > 0.0
+            {
+                return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
+            }
             Some(crate::compat::multiturn::MultiTurnConfig {
                 num_turns: self.multi_turn_num_turns,
                 min_turns: self.multi_turn_min_turns,

@@ -825,6 +825,44 @@ mod tests {
         Ok(1 + s.split_whitespace().count() as u64)
     }
 
+    /// Trace prompts as text (chat endpoint): rows with the same leading hash ids start with
+    /// the same text, rows without share none of it, and each is counted once in full.
+    #[test]
+    fn trace_blocks_become_text_that_keeps_the_shared_prefix() {
+        let rows = crate::workload::trace::parse(
+            "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n\
+             {\"timestamp\": 0, \"input_length\": 48, \"output_length\": 1, \"hash_ids\": [1, 2, 9]}\n\
+             {\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [5, 6, 7]}\n",
+            &crate::workload::trace::TraceConfig::default(),
+            10,
+        )
+        .unwrap();
+        let mut s = crate::workload::trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 0);
+        let mut count = counted_words;
+        to_text(&mut s, 3, Some(&mut count)).unwrap();
+        let t: Vec<String> = s
+            .iter()
+            .map(|x| match &x.prompt {
+                PromptSource::Text(t) => t.clone(),
+                other => panic!("text expected, got {other:?}"),
+            })
+            .collect();
+        let words = |x: &str| x.split(' ').map(String::from).collect::<Vec<_>>();
+        let common = |a: &str, b: &str| {
+            words(a)
+                .iter()
+                .zip(words(b))
+                .take_while(|(x, y)| **x == *y)
+                .count()
+        };
+        // Blocks 1 and 2 (16 tokens each, 12 words each at 1.3 tokens a word) are shared.
+        assert_eq!(common(&t[0], &t[1]), 24, "{t:?}");
+        assert_eq!(common(&t[0], &t[2]), 0, "{t:?}");
+        for (x, text) in s.iter().zip(&t) {
+            assert_eq!(x.prompt_len, counted_words(text).unwrap());
+        }
+    }
+
     #[test]
     fn token_id_prompts_become_text_of_the_counted_length() {
         let cfg = DatasetConfig {
