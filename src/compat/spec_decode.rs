@@ -5,10 +5,11 @@
 //! `spec_decode_draft_tokens`, `spec_decode_accepted_tokens`,
 //! `spec_decode_per_position_acceptance_rates` (accepted at each draft position / drafts).
 //!
-//! Owns parsing vLLM's `vllm:spec_decode_*_total` counters out of Prometheus text and the
-//! before/after arithmetic; both pure. A server without those counters (or without `/metrics`)
+//! Owns picking vLLM's `vllm:spec_decode_*_total` counters out of `/metrics` (parsed by
+//! `proto::prometheus`) and the before/after arithmetic; both pure. A server without those counters (or without `/metrics`)
 //! gives no keys at all, so every other run keeps exactly vLLM's keys.
 
+use crate::proto::prometheus::Sample;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,54 +23,36 @@ pub struct Counters {
     pub accepted_per_pos: BTreeMap<u64, u64>,
 }
 
-/// The counters in a `/metrics` text; `None` when it has no `vllm:spec_decode*_total` sample
-/// (speculative decoding off, or not vLLM).
+/// The counters in a `/metrics` text; `None` when it has no `vllm:spec_decode*_total` series
+/// (speculative decoding off, or not vLLM), or when the page is not valid exposition text (the
+/// project's parser never guesses at half a page).
 pub fn parse(text: &str) -> Option<Counters> {
+    from_samples(&crate::proto::prometheus::parse(text).ok()?)
+}
+
+/// [`parse`] on samples already parsed: vLLM's counters summed over engines and label sets.
+pub fn from_samples(samples: &[Sample]) -> Option<Counters> {
     let mut c = Counters::default();
     let mut found = false;
-    for line in text.lines().map(str::trim) {
-        if !line.starts_with("vllm:spec_decode") {
-            continue;
-        }
-        let name_end = line.find(['{', ' ', '\t']).unwrap_or(line.len());
-        let name = &line[..name_end];
-        if !name.ends_with("_total") {
+    for s in samples {
+        if !(s.name.starts_with("vllm:spec_decode") && s.name.ends_with("_total")) {
             continue;
         }
         found = true;
-        // The value follows the labels (which may hold spaces); a timestamp may follow it.
-        let rest = match line[name_end..].starts_with('{') {
-            true => match line[name_end..].rfind('}') {
-                Some(i) => &line[name_end + i + 1..],
-                None => continue,
-            },
-            false => &line[name_end..],
-        };
-        // Counters are floats in the text; a malformed one is skipped, as vLLM does.
-        let Some(v) = rest
-            .split_whitespace()
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-            .filter(|v| v.is_finite() && *v >= 0.0)
-        else {
+        if !(s.value.is_finite() && s.value >= 0.0) {
             continue;
-        };
-        let v = v as u64;
-        if name.contains("num_drafts") {
-            c.num_drafts += v;
-        } else if name.contains("num_draft_tokens") {
-            c.num_draft_tokens += v;
-        } else if name.contains("num_accepted_tokens_per_pos") {
-            let pos = line
-                .find("position=\"")
-                .map(|i| &line[i + 10..])
-                .and_then(|s| s.split('"').next())
-                .and_then(|s| s.parse::<u64>().ok());
-            if let Some(p) = pos {
-                *c.accepted_per_pos.entry(p).or_default() += v;
+        }
+        let v = s.value as u64;
+        match s.name.as_str() {
+            "vllm:spec_decode_num_drafts_total" => c.num_drafts += v,
+            "vllm:spec_decode_num_draft_tokens_total" => c.num_draft_tokens += v,
+            "vllm:spec_decode_num_accepted_tokens_total" => c.num_accepted_tokens += v,
+            "vllm:spec_decode_num_accepted_tokens_per_pos_total" => {
+                if let Some(p) = s.label("position").and_then(|p| p.parse::<u64>().ok()) {
+                    *c.accepted_per_pos.entry(p).or_default() += v;
+                }
             }
-        } else if name.contains("num_accepted_tokens") {
-            c.num_accepted_tokens += v;
+            _ => {}
         }
     }
     found.then_some(c)
@@ -193,9 +176,8 @@ mod tests {
         );
         assert_eq!(c.accepted_per_pos, BTreeMap::from([(0, 9), (1, 6)]));
         assert!(parse("vllm:num_requests_running 1.0\n").is_none());
-        // A malformed value is skipped, not a panic.
-        let c = parse("vllm:spec_decode_num_drafts_total{engine=\"0\"} x\n").unwrap();
-        assert_eq!(c.num_drafts, 0);
+        // A page that is not valid exposition text gives no figures (and no panic).
+        assert!(parse("vllm:spec_decode_num_drafts_total{engine=\"0\"} x\n").is_none());
     }
 
     #[test]
