@@ -191,6 +191,68 @@ fn every_vllm_flag_parses() {
         }),
         (&["--trust-remote-code"], |_| true),
         (&["--tokenizer-mode", "auto"], |_| true),
+        (
+            &[
+                "--lora-modules",
+                "a",
+                "b",
+                "--lora-assignment",
+                "round-robin",
+            ],
+            |c| {
+                c.lora_modules == ["a", "b"]
+                    && c.lora_assignment == llmspeed::compat::lora::LoraAssignment::RoundRobin
+            },
+        ),
+        (
+            &[
+                "--multi-turn",
+                "--multi-turn-num-turns",
+                "4",
+                "--multi-turn-delay-ms",
+                "50",
+            ],
+            |c| {
+                c.multi_turn
+                    .as_ref()
+                    .is_some_and(|m| m.num_turns == 4 && m.delay_ms == 50)
+            },
+        ),
+        (&["--probe-request-rate", "2.5"], |c| {
+            c.probe_request_rate == 2.5
+        }),
+        (
+            &[
+                "--dataset-name",
+                "timed_trace",
+                "--dataset-path",
+                "t.jsonl",
+                "--self-timed",
+                "--timed-trace-sec-multiplier",
+                "0.001",
+                "--timed-trace-chunk-hash-size",
+                "512",
+                "--timed-trace-label-hash-ids",
+                "blocks",
+            ],
+            |c| {
+                c.self_timed
+                    && c.dataset.trace.sec_multiplier == 0.001
+                    && c.dataset.trace.chunk_hash_size == 512
+                    && c.dataset.trace.label_hash_ids == "blocks"
+            },
+        ),
+        (
+            &[
+                "--dataset-name",
+                "timed_trace",
+                "--dataset-path",
+                "t.jsonl",
+                "--self-timed",
+                "--no-self-timed",
+            ],
+            |c| !c.self_timed,
+        ),
     ];
     for (argv, ok) in table {
         let c = check(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
@@ -204,7 +266,6 @@ fn unsupported_flags_are_refused_clearly() {
         &["--profile"],
         &["--use-beam-search"],
         &["--logprobs", "5"],
-        &["--lora-modules", "a", "b"],
         &["--dataset-name", "hf", "--dataset-path", "org/ds"],
         &["--hf-split", "train"],
         &["--backend", "tgi"],
@@ -337,4 +398,58 @@ fn chat_end_rule_is_chat_only() {
     );
     let e = check(&["--chat-end", "last-message"]).unwrap_err();
     assert!(e.contains("--backend openai-chat"), "{e}");
+}
+
+#[test]
+fn trace_replay_probe_and_multi_turn_flags_refuse_what_cannot_work() {
+    for (argv, want) in [
+        (&["--self-timed"][..], "needs --dataset-name timed_trace"),
+        (
+            &[
+                "--dataset-name",
+                "timed_trace",
+                "--dataset-path",
+                "t",
+                "--self-timed",
+                "--request-rate",
+                "5",
+            ][..],
+            "leave --request-rate",
+        ),
+        (
+            &["--dataset-name", "timed_trace"][..],
+            "needs --dataset-path",
+        ),
+        (
+            &[
+                "--dataset-name",
+                "timed_trace",
+                "--dataset-path",
+                "t",
+                "--timed-trace-chunk-hash-size",
+                "0",
+            ][..],
+            "at least 1",
+        ),
+        (&["--probe-request-rate=-1"][..], "--probe-request-rate"),
+        (
+            &[
+                "--multi-turn",
+                "--dataset-name",
+                "sonnet",
+                "--dataset-path",
+                "s",
+            ][..],
+            "--dataset-name random",
+        ),
+        (&["--multi-turn", "--num-runs", "2"][..], "is one run"),
+        (
+            &["--multi-turn", "--multi-turn-num-turns", "0"][..],
+            "at least 1",
+        ),
+    ] {
+        let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));
+        let e = a.validate().expect_err("must be refused");
+        assert!(e.contains(want), "{argv:?}: {e}");
+    }
 }

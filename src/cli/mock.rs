@@ -69,6 +69,13 @@ pub struct MockArgs {
     /// Write one JSON line per token write (ground truth) to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Expose fake speculative-decoding counters (vLLM's `vllm:spec_decode_*_total`): one
+    /// draft per generated token, one acceptance rate per draft position, e.g. 0.8,0.5.
+    #[arg(long, value_delimiter = ',', value_name = "RATE,RATE,...")]
+    pub spec_decode_acceptance: Vec<f64>,
+    /// LoRA adapter names accepted as `model` beside --model and listed in /v1/models.
+    #[arg(long, num_args = 1..)]
+    pub lora_modules: Vec<String>,
 }
 
 impl MockArgs {
@@ -99,6 +106,17 @@ impl MockArgs {
         c.loop_fraction = self.loop_fraction;
         c.faults = self.faults.clone();
         c.trace = self.trace.clone();
+        if self
+            .spec_decode_acceptance
+            .iter()
+            .any(|r| !(0.0..=1.0).contains(r))
+        {
+            return Err(CliError::usage(
+                "--spec-decode-acceptance rates must be in 0..=1".to_string(),
+            ));
+        }
+        c.spec_decode_acceptance = self.spec_decode_acceptance.clone();
+        c.lora_modules = self.lora_modules.clone();
         c.validate().map_err(CliError::usage)?;
         Ok(c)
     }
@@ -212,6 +230,16 @@ mod tests {
         assert_eq!((c.loop_after, c.loop_fraction), (Some(64), 0.5));
         assert_eq!(c.faults.len(), 2);
         assert_eq!(c.faults[1].fault, Fault::ResetAfter(3));
+        let s = config(&[
+            "--spec-decode-acceptance",
+            "0.8,0.5",
+            "--lora-modules",
+            "a",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(s.spec_decode_acceptance, [0.8, 0.5]);
+        assert_eq!(s.lora_modules, ["a", "b"]);
         // Untouched values keep the demo profile's.
         assert_eq!(c.engine.decode.per_seq_us, 20.0);
     }
@@ -225,6 +253,9 @@ mod tests {
             .unwrap_err()
             .contains("--loop-fraction"));
         assert!(config(&["--fault", "status=200"]).is_err());
+        assert!(config(&["--spec-decode-acceptance", "0.5,1.5"])
+            .unwrap_err()
+            .contains("--spec-decode-acceptance"));
         assert!(config(&["--profile", "gpu"])
             .unwrap_err()
             .contains("unknown profile"));

@@ -168,15 +168,19 @@ pub struct ServeArgs {
     /// Not supported yet.
     #[arg(long, help_heading = "Server")]
     pub logprobs: Option<u32>,
-    /// Not supported yet.
+    /// LoRA adapter names served by the server: each request's `model` names one of them
+    /// (see --lora-assignment).
     #[arg(long, num_args = 1.., help_heading = "Server")]
     pub lora_modules: Vec<String>,
+    /// How requests are spread over --lora-modules: random or round-robin.
+    #[arg(long, value_enum, default_value = "random", help_heading = "Server")]
+    pub lora_assignment: crate::compat::lora::LoraAssignment,
 
     // ---- dataset ----
-    /// random, sharegpt, sonnet, custom or prefix_repetition.
+    /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
     #[arg(long, default_value = "random", help_heading = "Dataset options")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL).
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL).
     #[arg(long, help_heading = "Dataset options")]
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
@@ -244,6 +248,75 @@ pub struct ServeArgs {
         help_heading = "Prefix repetition dataset options"
     )]
     pub prefix_repetition_output_len: u32,
+
+    // ---- trace replay (vLLM's timed_trace dataset and --self-timed) ----
+    /// Prompt tokens per `hash_ids` entry of a timed_trace (Mooncake traces use 512).
+    #[arg(long, default_value_t = 16, help_heading = "Timed trace options")]
+    pub timed_trace_chunk_hash_size: u32,
+    /// Multiplies each timestamp into seconds (Mooncake's are ms: 0.001); scales the replay
+    /// in time too (half of that replays twice as fast).
+    #[arg(long, default_value_t = 1.0, help_heading = "Timed trace options")]
+    pub timed_trace_sec_multiplier: f64,
+    #[arg(
+        long,
+        default_value = "timestamp",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_timestamp: String,
+    #[arg(
+        long,
+        default_value = "input_length",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_input_length: String,
+    #[arg(
+        long,
+        default_value = "output_length",
+        help_heading = "Timed trace options"
+    )]
+    pub timed_trace_label_output_length: String,
+    #[arg(long, default_value = "hash_ids", help_heading = "Timed trace options")]
+    pub timed_trace_label_hash_ids: String,
+    /// Send each request at its own timestamp (timed_trace) instead of --request-rate.
+    #[arg(
+        long,
+        overrides_with = "no_self_timed",
+        help_heading = "Timed trace options"
+    )]
+    pub self_timed: bool,
+    #[arg(
+        long,
+        overrides_with = "self_timed",
+        help_heading = "Timed trace options"
+    )]
+    pub no_self_timed: bool,
+
+    // ---- multi-turn conversations (vllm-bench's --multi-turn*) ----
+    /// Send synthetic conversations (chat endpoint): each turn carries the earlier turns and
+    /// the server's answers; figures overall and per turn.
+    #[arg(long, help_heading = "Multi-turn options")]
+    pub multi_turn: bool,
+    /// Turns per conversation.
+    #[arg(long, default_value_t = 3, help_heading = "Multi-turn options")]
+    pub multi_turn_num_turns: usize,
+    /// Fewest turns per conversation (0 = --multi-turn-num-turns).
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_min_turns: usize,
+    /// Most turns per conversation (0 = --multi-turn-num-turns).
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_max_turns: usize,
+    /// Requests in flight at once [default: --max-concurrency, else every conversation].
+    #[arg(long, help_heading = "Multi-turn options")]
+    pub multi_turn_concurrency: Option<usize>,
+    /// Think time between a conversation's turns, in ms.
+    #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
+    pub multi_turn_delay_ms: u64,
+
+    // ---- probes (vLLM's --probe-request-rate) ----
+    /// One-token probe requests per second, sent one after another beside the run and outside
+    /// --max-concurrency; their latency is reported apart (probe_* keys). 0 = none.
+    #[arg(long, default_value_t = 0.0, help_heading = "Load options")]
+    pub probe_request_rate: f64,
 
     // ---- load ----
     /// Most requests in flight; the wait for a slot is reported as queue time.
@@ -493,6 +566,15 @@ pub struct ServeConfig {
     pub shard: Option<crate::compat::shard::Shard>,
     /// `--start-at`, Unix nanoseconds.
     pub start_at_unix_ns: Option<u64>,
+    /// `--self-timed`: send on the trace's timestamps.
+    pub self_timed: bool,
+    /// `--probe-request-rate`; 0 = no probes.
+    pub probe_request_rate: f64,
+    /// `--lora-modules` (empty: every request names the model).
+    pub lora_modules: Vec<String>,
+    pub lora_assignment: crate::compat::lora::LoraAssignment,
+    /// `--multi-turn` and its settings.
+    pub multi_turn: Option<crate::compat::multiturn::MultiTurnConfig>,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -617,9 +699,6 @@ impl ServeArgs {
                 "--logprobs",
                 "logprobs make events larger; planned",
             ));
-        }
-        if !self.lora_modules.is_empty() {
-            return Err(unsupported("--lora-modules", "LoRA model rotation"));
         }
         if self.hf_subset.is_some() || self.hf_split.is_some() || self.hf_output_len.is_some() {
             return Err(unsupported(
@@ -827,10 +906,83 @@ impl ServeArgs {
             custom_output_len: self.custom_output_len,
             // The runner narrows it to the server's vocabulary once probed.
             ids: crate::workload::datasets::IdRange::DEFAULT,
+            trace: crate::workload::trace::TraceConfig {
+                chunk_hash_size: self.timed_trace_chunk_hash_size,
+                sec_multiplier: self.timed_trace_sec_multiplier,
+                label_timestamp: self.timed_trace_label_timestamp.clone(),
+                label_input_length: self.timed_trace_label_input_length.clone(),
+                label_output_length: self.timed_trace_label_output_length.clone(),
+                label_hash_ids: self.timed_trace_label_hash_ids.clone(),
+            },
         };
+        if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
+            return Err(format!(
+                "--probe-request-rate must be a finite number >= 0, got {}",
+                self.probe_request_rate
+            ));
+        }
+        let multi_turn = if self.multi_turn {
+            if kind != DatasetKind::Random {
+                return Err("--multi-turn builds synthetic conversations: use --dataset-name random (sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len)".into());
+            }
+            if self.multi_turn_num_turns == 0
+                || (self.multi_turn_max_turns > 0
+                    && self.multi_turn_max_turns < self.multi_turn_min_turns)
+            {
+                return Err("--multi-turn-num-turns must be at least 1 and --multi-turn-max-turns at least --multi-turn-min-turns".into());
+            }
+            if self.multi_turn_concurrency == Some(0)
+                || self.multi_turn_concurrency.unwrap_or(0) > tokio::sync::Semaphore::MAX_PERMITS
+            {
+                return Err("--multi-turn-concurrency must be at least 1".into());
+            }
+            // A multi-turn run is one conversation benchmark with its own result shape.
+            if self.num_runs > 1
+                || self.sweep_max_concurrency.is_some()
+                || self.sweep_request_rate.is_some()
+                || self.dry_run
+                || self.probe_request_rate > 0.0
+            {
+                return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
+            }
+            Some(crate::compat::multiturn::MultiTurnConfig {
+                num_turns: self.multi_turn_num_turns,
+                min_turns: self.multi_turn_min_turns,
+                max_turns: self.multi_turn_max_turns,
+                concurrency: self.multi_turn_concurrency,
+                delay_ms: self.multi_turn_delay_ms,
+            })
+        } else {
+            None
+        };
+        // Trace replay: the timestamps are the schedule, so nothing else may set one.
+        if self.self_timed {
+            if kind != DatasetKind::TimedTrace {
+                return Err("--self-timed replays a trace's timestamps: it needs --dataset-name timed_trace".into());
+            }
+            if self.request_rate.0.is_finite()
+                || self.ramp_up_strategy.is_some()
+                || self.sweep_request_rate.is_some()
+            {
+                return Err("--self-timed sends on the trace's timestamps: leave --request-rate, --ramp-up-* and --sweep-request-rate out".into());
+            }
+        }
+        if self.timed_trace_chunk_hash_size == 0 {
+            return Err("--timed-trace-chunk-hash-size must be at least 1".into());
+        }
+        if !(self.timed_trace_sec_multiplier.is_finite() && self.timed_trace_sec_multiplier >= 0.0)
+        {
+            return Err(format!(
+                "--timed-trace-sec-multiplier must be a finite number >= 0, got {}",
+                self.timed_trace_sec_multiplier
+            ));
+        }
         if matches!(
             kind,
-            DatasetKind::ShareGpt | DatasetKind::Sonnet | DatasetKind::Custom
+            DatasetKind::ShareGpt
+                | DatasetKind::Sonnet
+                | DatasetKind::Custom
+                | DatasetKind::TimedTrace
         ) && self.dataset_path.is_none()
         {
             return Err(format!(
@@ -891,6 +1043,11 @@ impl ServeArgs {
             dry_run: self.dry_run,
             shard: self.shard,
             start_at_unix_ns: self.start_at,
+            self_timed: self.self_timed,
+            probe_request_rate: self.probe_request_rate,
+            lora_modules: self.lora_modules.clone(),
+            lora_assignment: self.lora_assignment,
+            multi_turn,
         })
     }
 }

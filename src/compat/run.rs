@@ -114,6 +114,9 @@ pub struct RunOutput {
     /// `None` outside a closed loop or with `--no-steady-state` (no `steady_state` key);
     /// `Some(None)` when the slots never got busy enough (`"steady_state": null`).
     pub steady_state: Option<Option<SteadyState>>,
+    /// Keys vLLM adds only for features in use: `--probe-request-rate`'s `probe_*` and the
+    /// server's `spec_decode_*` figures. Empty otherwise.
+    pub vllm_extra: Vec<(String, Value)>,
 }
 
 impl RunOutput {
@@ -127,6 +130,11 @@ impl RunOutput {
         );
         // vllm-bench's top-level key, just before ours (`llmspeed` stays last). Only closed-loop
         // runs carry it, so every other run keeps exactly vLLM's keys.
+        // vLLM's own optional keys, after its standard ones (its order: probes, then
+        // speculative decoding).
+        for kv in &self.vllm_extra {
+            pairs.insert(pairs.len() - 1, kv.clone());
+        }
         if let Some(ss) = &self.steady_state {
             let v = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
             pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
@@ -135,7 +143,7 @@ impl RunOutput {
     }
 }
 
-fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
+pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
     let target = Target::parse(&cfg.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
     let mut cc = ClientConfig::new(target);
     cc.headers = cfg.headers.clone();
@@ -171,6 +179,18 @@ async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, Ru
                 .collect()
         })
         .unwrap_or_default())
+}
+
+/// The ready check, then `--model` or the first model the server lists.
+pub(crate) async fn resolve_model(cfg: &ServeConfig, client: &Client) -> Result<String, RunError> {
+    let models = ready_models(client, cfg.ready_check_timeout_s).await?;
+    match &cfg.model {
+        Some(m) => Ok(m.clone()),
+        None => models
+            .first()
+            .cloned()
+            .ok_or_else(|| RunError::Setup("GET /v1/models listed no model; pass --model".into())),
+    }
 }
 
 /// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
@@ -252,7 +272,7 @@ async fn load_samples(
     let info = detect(&collected, &Overrides::default());
     let ids_dataset = matches!(
         cfg.dataset.kind,
-        DatasetKind::Random | DatasetKind::PrefixRepetition
+        DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::TimedTrace
     );
     let local = local_tokenizer(cfg.tokenizer.as_deref())?;
     let dialect = info.tokenize.map(|t| t.dialect);
@@ -408,11 +428,16 @@ pub struct BodyBuilder {
 impl BodyBuilder {
     /// The JSON body for one sample. Token ids are written straight into the buffer.
     pub fn body(&self, s: &Sample, ids: &mut Vec<u32>) -> Result<Vec<u8>, String> {
+        self.body_as(s, ids, &self.model)
+    }
+
+    /// [`BodyBuilder::body`] naming `model` (a LoRA adapter) instead of the builder's.
+    pub fn body_as(&self, s: &Sample, ids: &mut Vec<u32>, model: &str) -> Result<Vec<u8>, String> {
         let mut m = Map::new();
-        m.insert("model".into(), json!(self.model));
+        m.insert("model".into(), json!(model));
         let text = match &s.prompt {
             PromptSource::Text(t) => Some(t.as_str()),
-            PromptSource::Synthetic { .. } => None,
+            PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
         };
         // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
         // no more: a server must see the same request from either tool.
@@ -570,13 +595,7 @@ pub async fn run_shown(
     progress: &mut (dyn Progress + Send),
 ) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
-    let models = ready_models(&client, cfg.ready_check_timeout_s).await?;
-    let model = match &cfg.model {
-        Some(m) => m.clone(),
-        None => models.first().cloned().ok_or_else(|| {
-            RunError::Setup("GET /v1/models listed no model; pass --model".into())
-        })?,
-    };
+    let model = resolve_model(cfg, &client).await?;
     let request_model = cfg
         .served_model_name
         .clone()
@@ -596,13 +615,27 @@ pub async fn run_shown(
         extra: cfg.extra.clone(),
     });
     let path = cfg.endpoint.clone();
+    // `--lora-modules`: benchmark request i names adapter lora[i]; warm-ups and probes keep
+    // the model, as vLLM's.
+    let lora = crate::compat::lora::assign(
+        cfg.lora_modules.len(),
+        cfg.lora_assignment,
+        samples.len(),
+        cfg.dataset.seed,
+    );
     // `index` is the sample's position, which names the request as vLLM does; warm-ups are
     // not benchmark requests and carry no id.
     let make =
         |s: &Sample, index: Option<usize>, ids: &mut Vec<u32>| -> Result<StreamRequest, RunError> {
             Ok(StreamRequest {
                 path: path.clone(),
-                body: Bytes::from(builder.body(s, ids).map_err(RunError::Setup)?),
+                body: Bytes::from(
+                    match index.and_then(|i| lora.get(i)) {
+                        Some(&k) => builder.body_as(s, ids, &cfg.lora_modules[k]),
+                        None => builder.body(s, ids),
+                    }
+                    .map_err(RunError::Setup)?,
+                ),
                 expected_events: s.output_len as usize + 8,
                 keep_text: Some(cfg.save_detailed),
                 request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
@@ -634,10 +667,13 @@ pub async fn run_shown(
         }
     }
 
-    let offsets = cfg
-        .schedule
-        .offsets_ns(samples.len())
-        .map_err(|e| RunError::Setup(e.to_string()))?;
+    let offsets = if cfg.self_timed {
+        self_timed_offsets(cfg, samples.len())?
+    } else {
+        cfg.schedule
+            .offsets_ns(samples.len())
+            .map_err(|e| RunError::Setup(e.to_string()))?
+    };
     // `--shard K/N`: the whole dataset and schedule were built above, so the requests kept
     // here carry their single-run index (request id) and send offset.
     let chosen: Vec<usize> = match cfg.shard {
@@ -679,6 +715,53 @@ pub async fn run_shown(
         step: "bench serve",
         phase: Phase::Requests,
     });
+    let opts = RecordOptions {
+        base_raw: 0,
+        origin: match cfg.latency_from {
+            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
+            LatencyFrom::Sent => LatencyOrigin::Sent,
+        },
+        predicate: match cfg.ttft_from {
+            TtftFrom::Choice => TtftPredicate::FirstChoice,
+            TtftFrom::Content => TtftPredicate::FirstContent,
+        },
+        end: match cfg.chat_end {
+            ChatEnd::LastChoice => RequestEnd::LastChoice,
+            ChatEnd::LastMessage => RequestEnd::LastMessage,
+        },
+    };
+    // As vLLM: the server's speculative-decoding counters just before the first request...
+    let spec_before = spec_decode_counters(&client).await;
+    // ...and one-token probes beside the run, outside the concurrency cap.
+    let probe_stop = Cancel::new();
+    let probes = if cfg.probe_request_rate > 0.0 {
+        let _ = writeln!(log, "probe request rate: {} req/s", cfg.probe_request_rate);
+        let hi = Sample {
+            prompt: PromptSource::Text("Hi".into()),
+            prompt_len: 1,
+            output_len: 1,
+        };
+        let req = StreamRequest {
+            path: path.clone(),
+            body: Bytes::from(builder.body(&hi, &mut ids).map_err(RunError::Setup)?),
+            expected_events: 9,
+            keep_text: Some(false),
+            request_id: None,
+        };
+        Some(tokio::spawn(crate::compat::probe::run_probes(
+            client.clone(),
+            req,
+            cfg.probe_request_rate,
+            RecordOptions {
+                base_raw: clock.raw(),
+                ..opts
+            },
+            probe_stop.clone(),
+            cancel.clone(),
+        )))
+    } else {
+        None
+    };
     let slots = cfg.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(samples.len());
     let mut set: JoinSet<Done> = JoinSet::new();
@@ -753,25 +836,23 @@ pub async fn run_shown(
             Err(e) => return Err(RunError::Setup(format!("a request task failed: {e}"))),
         }
     }
+    // vLLM's order: the probe in flight finishes, then the duration ends.
+    probe_stop.cancel();
+    let probe_outcomes = match probes {
+        Some(h) => h
+            .await
+            .map_err(|e| RunError::Setup(format!("the probe task failed: {e}")))?,
+        None => Vec::new(),
+    };
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
     let cpu1 = crate::sys::client_cpu().unwrap_or_default();
+    let mut vllm_extra = crate::compat::probe::stats(&probe_outcomes).unwrap_or_default();
+    if let (Some(b), Some(a)) = (spec_before, spec_decode_counters(&client).await) {
+        vllm_extra.extend(crate::compat::spec_decode::keys(&b, &a).unwrap_or_default());
+    }
 
-    let opts = RecordOptions {
-        base_raw,
-        origin: match cfg.latency_from {
-            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
-            LatencyFrom::Sent => LatencyOrigin::Sent,
-        },
-        predicate: match cfg.ttft_from {
-            TtftFrom::Choice => TtftPredicate::FirstChoice,
-            TtftFrom::Content => TtftPredicate::FirstContent,
-        },
-        end: match cfg.chat_end {
-            ChatEnd::LastChoice => RequestEnd::LastChoice,
-            ChatEnd::LastMessage => RequestEnd::LastMessage,
-        },
-    };
+    let opts = RecordOptions { base_raw, ..opts };
     let mut records = Vec::with_capacity(samples.len());
     let mut detailed = Detailed::default();
     let mut send_lag_ns = Vec::with_capacity(samples.len());
@@ -910,7 +991,40 @@ pub async fn run_shown(
         detailed,
         extras,
         steady_state,
+        vllm_extra,
     })
+}
+
+/// The server's `vllm:spec_decode_*` counters now; `None` without them (or without a
+/// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
+pub(crate) async fn spec_decode_counters(
+    client: &Client,
+) -> Option<crate::compat::spec_decode::Counters> {
+    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
+        .await
+        .ok()?
+        .ok()?;
+    if r.status != 200 {
+        return None;
+    }
+    crate::compat::spec_decode::parse(&String::from_utf8_lossy(&r.body))
+}
+
+/// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).
+fn self_timed_offsets(cfg: &ServeConfig, n: usize) -> Result<Vec<u64>, RunError> {
+    let path = cfg
+        .dataset
+        .path
+        .as_deref()
+        .ok_or(datasets::DatasetError::NoPath("timed_trace"))?;
+    let rows = crate::workload::trace::read(path, &cfg.dataset.trace, n)?;
+    if rows.len() != n {
+        return Err(RunError::Setup(format!(
+            "the trace changed while it was read: {} rows, then {n}",
+            rows.len()
+        )));
+    }
+    Ok(crate::workload::trace::offsets_ns(&rows))
 }
 
 /// The steady-state window and its figures where vllm-bench computes them: a closed loop
@@ -1013,6 +1127,8 @@ pub fn report(
         }
     }
     result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
+    crate::compat::probe::write_block(w, &out.vllm_extra).map_err(io)?;
+    crate::compat::spec_decode::write_block(w, &out.vllm_extra).map_err(io)?;
     if let Some(ss) = &out.steady_state {
         write_steady_state(w, ss.as_ref()).map_err(io)?;
     }

@@ -33,6 +33,9 @@ pub async fn execute(
         dry_run(cfg, out)?;
         return Ok(Vec::new());
     }
+    if let Some(mt) = &cfg.multi_turn {
+        return multi_turn(cfg, mt, clock, cancel, log, out).await;
+    }
     let mut out = out;
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
     let points = sweep::points(cfg);
@@ -142,6 +145,42 @@ fn save(cfg: &ServeConfig, name: &str, v: &serde_json::Value) -> Result<PathBuf,
     Ok(path)
 }
 
+/// `--multi-turn`: one conversation benchmark, its result saved as vllm-bench's
+/// (`--result-filename`, else `{label or backend}-multi-turn-{model}-{date}.json`).
+async fn multi_turn(
+    cfg: &ServeConfig,
+    mt: &crate::compat::multiturn::MultiTurnConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    out: &mut (dyn Write + Send),
+) -> Result<Vec<PathBuf>, RunError> {
+    let v = crate::compat::multiturn::run(cfg, mt, clock, cancel, log, out).await?;
+    if !(cfg.save_result || cfg.append_result) {
+        return Ok(Vec::new());
+    }
+    let name = cfg.result_filename.clone().unwrap_or_else(|| {
+        let model = v["model_id"].as_str().unwrap_or("model");
+        let date = result::format_date(SystemTime::now()).replace([' ', ':'], "");
+        format!(
+            "{}-multi-turn-{}-{date}.json",
+            cfg.label.as_deref().unwrap_or(cfg.backend.as_str()),
+            model.rsplit('/').next().unwrap_or(model)
+        )
+    });
+    let path = match &cfg.result_dir {
+        Some(d) => d.join(name),
+        None => PathBuf::from(name),
+    };
+    let pairs: Vec<(String, serde_json::Value)> = v
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    result::save(&path, &pairs, cfg.append_result)
+        .map_err(|e| RunError::Save(path.display().to_string(), e))?;
+    Ok(vec![path])
+}
+
 /// What `--dry-run` prints about one dataset.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DryRunStats {
@@ -221,9 +260,12 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
         };
         let samples = datasets::load(&p.cfg.dataset, &mut count)?;
         let counting = match (p.cfg.dataset.kind, &local) {
-            (datasets::DatasetKind::Random | datasets::DatasetKind::PrefixRepetition, _) => {
-                "exact (token ids)"
-            }
+            (
+                datasets::DatasetKind::Random
+                | datasets::DatasetKind::PrefixRepetition
+                | datasets::DatasetKind::TimedTrace,
+                _,
+            ) => "exact (token ids)",
             (_, Some(_)) => "local_tokenizer",
             (_, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
         };

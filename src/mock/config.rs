@@ -57,6 +57,16 @@ pub struct MockConfig {
     /// Test-only: run inside every engine step (see [`super::driver::StepHook`]).
     #[doc(hidden)]
     pub step_hook: Option<super::driver::StepHook>,
+    /// Fake speculative-decoding counters in `/metrics` (vLLM's `vllm:spec_decode_*_total`),
+    /// for clients that read them: one draft of `len()` tokens per generated token, position
+    /// `i` accepted in `floor(drafts x rate[i])` of them. Empty: no such counters (the default).
+    pub spec_decode_acceptance: Vec<f64>,
+    /// LoRA adapter names served beside `model` (vLLM's `--lora-modules name=path`): requests
+    /// may name them, and `/v1/models` lists them with `model` as parent.
+    pub lora_modules: Vec<String>,
+    /// Counts generation requests by the `model` they named when set (a test keeps a clone).
+    pub model_calls:
+        Option<std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>>,
 }
 
 impl MockConfig {
@@ -132,6 +142,9 @@ impl MockConfig {
             admission_delay: std::time::Duration::ZERO,
             tokenize_calls: None,
             step_hook: None,
+            spec_decode_acceptance: Vec::new(),
+            lora_modules: Vec::new(),
+            model_calls: None,
         }
     }
 

@@ -177,11 +177,20 @@ async fn read_json(req: Request<Incoming>) -> Result<Value, Response<MockBody>> 
 }
 
 fn models(app: &App) -> Value {
-    json!({"object": "list", "data": [{
+    let mut data = vec![json!({
         "id": app.cfg.model, "object": "model", "created": app.created, "owned_by": "vllm",
         "root": app.cfg.model, "parent": null, "max_model_len": app.cfg.max_model_len,
         "permission": []
-    }]})
+    })];
+    // vLLM lists each LoRA adapter after the base model, with the base as its parent.
+    for l in &app.cfg.lora_modules {
+        data.push(json!({
+            "id": l, "object": "model", "created": app.created, "owned_by": "vllm",
+            "root": l, "parent": app.cfg.model, "max_model_len": app.cfg.max_model_len,
+            "permission": []
+        }));
+    }
+    json!({"object": "list", "data": data})
 }
 
 /// `messages` -> text through the fixed chat template.
@@ -404,7 +413,12 @@ async fn generate(
     header_fault: Option<Fault>,
 ) -> Response<MockBody> {
     if let Some(m) = body.get("model").and_then(Value::as_str) {
-        if m != app.cfg.model {
+        if let Some(calls) = &app.cfg.model_calls {
+            if let Ok(mut c) = calls.lock() {
+                *c.entry(m.to_string()).or_default() += 1;
+            }
+        }
+        if m != app.cfg.model && !app.cfg.lora_modules.iter().any(|l| l == m) {
             return error_response(
                 StatusCode::NOT_FOUND,
                 &format!("The model `{m}` does not exist."),

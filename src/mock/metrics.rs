@@ -89,7 +89,47 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
             v as f64
         );
     }
+    if !cfg.spec_decode_acceptance.is_empty() {
+        spec_decode(
+            &mut o,
+            &labels,
+            &cfg.spec_decode_acceptance,
+            s.generation_tokens_total,
+        );
+    }
     o
+}
+
+/// The fake speculative-decoding counters (see [`MockConfig::spec_decode_acceptance`]).
+fn spec_decode(o: &mut String, labels: &str, rates: &[f64], generated: u64) {
+    let drafts = generated;
+    let per: Vec<u64> = rates
+        .iter()
+        .map(|r| (drafts as f64 * r.clamp(0.0, 1.0)).floor() as u64)
+        .collect();
+    for (name, v) in [
+        ("vllm:spec_decode_num_drafts", drafts),
+        (
+            "vllm:spec_decode_num_draft_tokens",
+            drafts * rates.len() as u64,
+        ),
+        ("vllm:spec_decode_num_accepted_tokens", per.iter().sum()),
+    ] {
+        let _ = writeln!(
+            o,
+            "# TYPE {name} counter\n{name}_total{{{labels}}} {:?}",
+            v as f64
+        );
+    }
+    let name = "vllm:spec_decode_num_accepted_tokens_per_pos";
+    let _ = writeln!(o, "# TYPE {name} counter");
+    for (i, v) in per.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "{name}_total{{{labels},position=\"{i}\"}} {:?}",
+            *v as f64
+        );
+    }
 }
 
 #[cfg(test)]

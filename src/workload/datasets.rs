@@ -62,6 +62,15 @@ pub enum PromptSource {
         len: u32,
         ids: IdRange,
     },
+    /// A trace's prompt (`timed_trace`): `len` token ids, block `k` built from `hash_ids[k]`
+    /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]).
+    Blocks {
+        hash_ids: Arc<[u64]>,
+        block: u32,
+        len: u32,
+        tail_seed: u64,
+        ids: IdRange,
+    },
 }
 
 /// One request's worth of dataset.
@@ -98,6 +107,18 @@ impl Sample {
                 }
                 true
             }
+            PromptSource::Blocks {
+                hash_ids,
+                block,
+                len,
+                tail_seed,
+                ids,
+            } => {
+                crate::workload::trace::write_block_ids(
+                    hash_ids, *block, *len, *tail_seed, *ids, out,
+                );
+                true
+            }
         }
     }
 }
@@ -110,6 +131,8 @@ pub enum DatasetKind {
     Sonnet,
     Custom,
     PrefixRepetition,
+    /// vLLM's `timed_trace`: a Mooncake-style JSONL trace.
+    TimedTrace,
 }
 
 impl DatasetKind {
@@ -120,6 +143,7 @@ impl DatasetKind {
             DatasetKind::Sonnet => "sonnet",
             DatasetKind::Custom => "custom",
             DatasetKind::PrefixRepetition => "prefix_repetition",
+            DatasetKind::TimedTrace => "timed_trace",
         }
     }
 
@@ -131,11 +155,12 @@ impl DatasetKind {
             "sonnet" => Ok(DatasetKind::Sonnet),
             "custom" => Ok(DatasetKind::Custom),
             "prefix_repetition" => Ok(DatasetKind::PrefixRepetition),
+            "timed_trace" => Ok(DatasetKind::TimedTrace),
             "hf" | "burstgpt" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition)"
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition)"
+                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace)"
             )),
         }
     }
@@ -163,6 +188,8 @@ pub struct DatasetConfig {
     pub custom_output_len: u32,
     /// Token ids random prompts draw from (the runner narrows it to the server's vocabulary).
     pub ids: IdRange,
+    /// `--timed-trace-*` (the `timed_trace` dataset).
+    pub trace: crate::workload::trace::TraceConfig,
 }
 
 impl Default for DatasetConfig {
@@ -186,6 +213,7 @@ impl Default for DatasetConfig {
             prefix_repetition_output_len: 128,
             custom_output_len: 256,
             ids: IdRange::DEFAULT,
+            trace: Default::default(),
         }
     }
 }
@@ -220,6 +248,7 @@ pub fn load(
         DatasetKind::ShareGpt => sharegpt(cfg, count),
         DatasetKind::Sonnet => sonnet(cfg, count),
         DatasetKind::Custom => custom(cfg, count),
+        DatasetKind::TimedTrace => crate::workload::trace::samples(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -610,7 +639,62 @@ pub fn to_text(
         };
         Ok((t, c.tokens))
     };
+    // A trace block's text, by hash id: the same words wherever the block is used, so the
+    // trace's prefix sharing survives as shared leading text (not calibrated block by block:
+    // a Mooncake trace names ~180K blocks; the whole prompt is counted once instead).
+    let mut blocks: std::collections::HashMap<u64, String> = Default::default();
+    let words_for = |n: u32| ((n as f64 / 1.3).round() as usize).max(1);
     for (i, s) in samples.iter_mut().enumerate() {
+        if let PromptSource::Blocks {
+            hash_ids,
+            block,
+            len,
+            tail_seed,
+            ..
+        } = &s.prompt
+        {
+            let mut text = String::new();
+            let mut left = *len;
+            for &h in hash_ids.iter() {
+                if left == 0 {
+                    break;
+                }
+                let full = blocks.entry(h).or_insert_with(|| {
+                    let Prompt::Text(t) =
+                        PromptBuilder::bare(seed ^ h.rotate_left(17)).build(words_for(*block))
+                    else {
+                        unreachable!("bare prompts are text")
+                    };
+                    t
+                });
+                let n = left.min(*block);
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                if n == *block {
+                    text.push_str(full);
+                } else {
+                    // A partial block is the block's first words.
+                    let words: Vec<&str> = full.split(' ').take(words_for(n)).collect();
+                    text.push_str(&words.join(" "));
+                }
+                left -= n;
+            }
+            if left > 0 {
+                let Prompt::Text(t) = PromptBuilder::bare(*tail_seed).build(words_for(left)) else {
+                    unreachable!("bare prompts are text")
+                };
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(&t);
+            }
+            if let Some(c) = count.as_deref_mut() {
+                s.prompt_len = counted(c, &text)?;
+            }
+            s.prompt = PromptSource::Text(text);
+            continue;
+        }
         let PromptSource::Synthetic { prefix, len, .. } = &s.prompt else {
             continue;
         };
@@ -739,6 +823,44 @@ mod tests {
     /// A stand-in tokenizer with BOS: one token per word plus one.
     fn counted_words(s: &str) -> Result<u64, String> {
         Ok(1 + s.split_whitespace().count() as u64)
+    }
+
+    /// Trace prompts as text (chat endpoint): rows with the same leading hash ids start with
+    /// the same text, rows without share none of it, and each is counted once in full.
+    #[test]
+    fn trace_blocks_become_text_that_keeps_the_shared_prefix() {
+        let rows = crate::workload::trace::parse(
+            "{\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [1, 2, 3]}\n\
+             {\"timestamp\": 0, \"input_length\": 48, \"output_length\": 1, \"hash_ids\": [1, 2, 9]}\n\
+             {\"timestamp\": 0, \"input_length\": 40, \"output_length\": 1, \"hash_ids\": [5, 6, 7]}\n",
+            &crate::workload::trace::TraceConfig::default(),
+            10,
+        )
+        .unwrap();
+        let mut s = crate::workload::trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 0);
+        let mut count = counted_words;
+        to_text(&mut s, 3, Some(&mut count)).unwrap();
+        let t: Vec<String> = s
+            .iter()
+            .map(|x| match &x.prompt {
+                PromptSource::Text(t) => t.clone(),
+                other => panic!("text expected, got {other:?}"),
+            })
+            .collect();
+        let words = |x: &str| x.split(' ').map(String::from).collect::<Vec<_>>();
+        let common = |a: &str, b: &str| {
+            words(a)
+                .iter()
+                .zip(words(b))
+                .take_while(|(x, y)| **x == *y)
+                .count()
+        };
+        // Blocks 1 and 2 (16 tokens each, 12 words each at 1.3 tokens a word) are shared.
+        assert_eq!(common(&t[0], &t[1]), 24, "{t:?}");
+        assert_eq!(common(&t[0], &t[2]), 0, "{t:?}");
+        for (x, text) in s.iter().zip(&t) {
+            assert_eq!(x.prompt_len, counted_words(text).unwrap());
+        }
     }
 
     #[test]

@@ -5,3 +5,4 @@ pub mod prompt_cache;
 pub mod prose;
 pub mod schedule;
 pub mod tokenizer;
+pub mod trace;

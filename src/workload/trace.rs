@@ -1,0 +1,348 @@
+//! Request traces: vLLM's `timed_trace` dataset, which reads Mooncake-style JSONL (one request
+//! a line: `timestamp`, `input_length`, `output_length`, `hash_ids`).
+//!
+//! Owns parsing a trace into rows, turning rows into token-id [`Sample`]s whose prompts
+//! reproduce the trace's prefix sharing, and the rows' send offsets for `--self-timed`. It must
+//! never do IO beyond reading the file it is given, or read a clock.
+//!
+//! Each entry of `hash_ids` names one block of `--timed-trace-chunk-hash-size` prompt tokens
+//! (Mooncake uses 512; vLLM's default is 16). A block's tokens are a pure function of its hash
+//! id, so two requests whose `hash_ids` start alike send the same leading tokens and a server's
+//! prefix cache sees exactly the sharing the trace recorded. Prompt tokens past the last block
+//! are unique to the request (seeded by its line and `--seed`); a prompt shorter than its blocks
+//! ends inside the last one, at the same tokens any longer use of that block starts with.
+
+use crate::workload::datasets::{DatasetConfig, DatasetError, IdRange, PromptSource, Sample};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// `--timed-trace-*`: the field names and units of a trace, with vLLM's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceConfig {
+    /// Tokens per `hash_ids` entry.
+    pub chunk_hash_size: u32,
+    /// Multiplies each `timestamp` into seconds (Mooncake's are milliseconds: 0.001); below 1
+    /// it also compresses the trace in time, above 1 it stretches it.
+    pub sec_multiplier: f64,
+    pub label_timestamp: String,
+    pub label_input_length: String,
+    pub label_output_length: String,
+    pub label_hash_ids: String,
+}
+
+impl Default for TraceConfig {
+    fn default() -> Self {
+        Self {
+            chunk_hash_size: 16,
+            sec_multiplier: 1.0,
+            label_timestamp: "timestamp".into(),
+            label_input_length: "input_length".into(),
+            label_output_length: "output_length".into(),
+            label_hash_ids: "hash_ids".into(),
+        }
+    }
+}
+
+/// One request of a trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceRow {
+    /// 1-based line in the file (names the row in errors and seeds its unshared tail).
+    pub line: usize,
+    /// Send offset in seconds (the timestamp times `sec_multiplier`).
+    pub offset_s: f64,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub hash_ids: Arc<[u64]>,
+}
+
+/// Reads the first `limit` requests of a JSONL trace (blank lines skipped).
+pub fn read(
+    path: &std::path::Path,
+    cfg: &TraceConfig,
+    limit: usize,
+) -> Result<Vec<TraceRow>, DatasetError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|err| DatasetError::Read {
+        path: name.clone(),
+        err,
+    })?;
+    parse(&text, cfg, limit).map_err(|msg| DatasetError::Format { path: name, msg })
+}
+
+/// [`read`] on text already in memory.
+pub fn parse(text: &str, cfg: &TraceConfig, limit: usize) -> Result<Vec<TraceRow>, String> {
+    if cfg.chunk_hash_size == 0 {
+        return Err("--timed-trace-chunk-hash-size must be at least 1".into());
+    }
+    if !(cfg.sec_multiplier.is_finite() && cfg.sec_multiplier >= 0.0) {
+        return Err(format!(
+            "--timed-trace-sec-multiplier must be a finite number >= 0, got {}",
+            cfg.sec_multiplier
+        ));
+    }
+    let mut rows = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        if rows.len() == limit {
+            break;
+        }
+        let l = l.trim();
+        if l.is_empty() {
+            continue;
+        }
+        let line = i + 1;
+        let v: Value =
+            serde_json::from_str(l).map_err(|e| format!("line {line}: not JSON: {e}"))?;
+        let num = |label: &str| -> Result<&Value, String> {
+            v.get(label)
+                .ok_or_else(|| format!("line {line}: no field {label:?}"))
+        };
+        let count = |label: &str| -> Result<u32, String> {
+            num(label)?
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| format!("line {line}: {label:?} must be a whole number of tokens"))
+        };
+        let ts = num(&cfg.label_timestamp)?
+            .as_f64()
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .ok_or_else(|| {
+                format!(
+                    "line {line}: {:?} must be a number >= 0",
+                    cfg.label_timestamp
+                )
+            })?;
+        // Traces without prefix identity are still traces: no shared blocks.
+        let hash_ids: Vec<u64> = match v.get(&cfg.label_hash_ids) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|h| {
+                    h.as_u64().ok_or_else(|| {
+                        format!(
+                            "line {line}: {:?} must hold whole numbers >= 0",
+                            cfg.label_hash_ids
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(format!(
+                    "line {line}: {:?} must be an array",
+                    cfg.label_hash_ids
+                ))
+            }
+        };
+        let input_len = count(&cfg.label_input_length)?;
+        let output_len = count(&cfg.label_output_length)?;
+        if input_len == 0 || output_len == 0 {
+            return Err(format!(
+                "line {line}: input and output lengths must be at least 1"
+            ));
+        }
+        rows.push(TraceRow {
+            line,
+            offset_s: ts * cfg.sec_multiplier,
+            input_len,
+            output_len,
+            hash_ids: hash_ids.into(),
+        });
+    }
+    if rows.is_empty() {
+        return Err("the trace holds no request".into());
+    }
+    Ok(rows)
+}
+
+/// The `timed_trace` dataset: one token-id sample per row, in file order.
+pub fn samples(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let path = cfg
+        .path
+        .as_deref()
+        .ok_or(DatasetError::NoPath("timed_trace"))?;
+    let rows = read(path, &cfg.trace, cfg.num_prompts)?;
+    Ok(rows_to_samples(
+        &rows,
+        cfg.trace.chunk_hash_size,
+        cfg.ids,
+        cfg.seed,
+    ))
+}
+
+/// Rows -> samples whose prompts are [`PromptSource::Blocks`].
+pub fn rows_to_samples(rows: &[TraceRow], block: u32, ids: IdRange, seed: u64) -> Vec<Sample> {
+    rows.iter()
+        .map(|r| Sample {
+            prompt: PromptSource::Blocks {
+                hash_ids: r.hash_ids.clone(),
+                block,
+                len: r.input_len,
+                tail_seed: seed ^ (r.line as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ids,
+            },
+            prompt_len: r.input_len as u64,
+            output_len: r.output_len,
+        })
+        .collect()
+}
+
+/// Send offsets for `--self-timed`, in nanoseconds from the start of the run. As vLLM does, a
+/// row's timestamp is its offset (not relative to the first row), and rows are sent in file
+/// order: a row stamped earlier than the one before it goes as soon as its turn comes.
+pub fn offsets_ns(rows: &[TraceRow]) -> Vec<u64> {
+    rows.iter()
+        .map(|r| (r.offset_s * 1e9).round().min(u64::MAX as f64) as u64)
+        .collect()
+}
+
+/// splitmix64's finaliser: a well-mixed 64-bit function of `x`.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Token `j` of the block named `key`. Each token is hashed on its own (not an arithmetic run
+/// from a per-block start) so that two different blocks agree on no run of tokens, which a
+/// server's block-hash prefix cache would otherwise count as shared.
+#[inline]
+pub fn block_token(key: u64, j: u32, ids: IdRange) -> u32 {
+    ids.lo + (mix(key ^ mix(j as u64 + 1)) % ids.span as u64) as u32
+}
+
+/// Appends a blocks prompt's tokens to `out`: `len` tokens, block `k` from `hash_ids[k]`, the
+/// rest from `tail_seed`.
+pub fn write_block_ids(
+    hash_ids: &[u64],
+    block: u32,
+    len: u32,
+    tail_seed: u64,
+    ids: IdRange,
+    out: &mut Vec<u32>,
+) {
+    out.reserve(len as usize);
+    let mut left = len;
+    for &h in hash_ids {
+        if left == 0 {
+            return;
+        }
+        // Hash ids and the unshared tail live in different key spaces (the top bit).
+        let key = mix(h) & !(1 << 63);
+        let n = left.min(block);
+        out.extend((0..n).map(|j| block_token(key, j, ids)));
+        left -= n;
+    }
+    let key = mix(tail_seed) | (1 << 63);
+    out.extend((0..left).map(|j| block_token(key, j, ids)));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids_of(s: &Sample) -> Vec<u32> {
+        let mut v = Vec::new();
+        assert!(s.write_ids(&mut v));
+        v
+    }
+
+    const TRACE: &str = r#"{"timestamp": 0, "input_length": 40, "output_length": 5, "hash_ids": [7, 8, 9]}
+
+{"timestamp": 250, "input_length": 20, "output_length": 3, "hash_ids": [7, 8]}
+{"timestamp": 500, "input_length": 36, "output_length": 4, "hash_ids": [7, 11, 12]}
+{"timestamp": 1000, "input_length": 50, "output_length": 2, "hash_ids": [7, 8, 9]}
+"#;
+
+    fn cfg() -> TraceConfig {
+        TraceConfig {
+            chunk_hash_size: 16,
+            sec_multiplier: 0.001,
+            ..TraceConfig::default()
+        }
+    }
+
+    #[test]
+    fn rows_keep_lines_lengths_and_scaled_timestamps() {
+        let rows = parse(TRACE, &cfg(), 100).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert_eq!(
+            rows.iter().map(|r| r.line).collect::<Vec<_>>(),
+            [1, 3, 4, 5]
+        );
+        assert_eq!(
+            offsets_ns(&rows),
+            [0, 250_000_000, 500_000_000, 1_000_000_000]
+        );
+        assert_eq!((rows[2].input_len, rows[2].output_len), (36, 4));
+        assert_eq!(&*rows[2].hash_ids, &[7, 11, 12]);
+        // The limit takes the first rows.
+        assert_eq!(parse(TRACE, &cfg(), 2).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn shared_leading_hash_ids_share_exactly_their_leading_tokens() {
+        let rows = parse(TRACE, &cfg(), 100).unwrap();
+        let s = rows_to_samples(&rows, 16, IdRange::DEFAULT, 0);
+        let p: Vec<Vec<u32>> = s.iter().map(ids_of).collect();
+        for (x, r) in p.iter().zip(&rows) {
+            assert_eq!(x.len(), r.input_len as usize);
+            assert!(x.iter().all(|&t| (1000..8000).contains(&t)));
+        }
+        let common = |a: &[u32], b: &[u32]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        // [7,8,9] x 40 and [7,8] x 20: the second is the first's first 20 tokens.
+        assert_eq!(p[1][..], p[0][..20]);
+        // [7,11,12]: one block in common with [7,8,9], not a token more.
+        assert_eq!(common(&p[0], &p[2]), 16);
+        // Same blocks, longer prompt: 40 shared, then each its own tail.
+        assert_eq!(common(&p[0], &p[3]), 40);
+        // Past the blocks, each row has its own tail: equal lengths, no hash ids, different
+        // prompts from the first token on.
+        let t = parse(
+            "{\"timestamp\": 0, \"input_length\": 32, \"output_length\": 1, \"hash_ids\": []}\n\
+             {\"timestamp\": 0, \"input_length\": 32, \"output_length\": 1}\n",
+            &cfg(),
+            10,
+        )
+        .unwrap();
+        let q: Vec<Vec<u32>> = rows_to_samples(&t, 16, IdRange::DEFAULT, 0)
+            .iter()
+            .map(ids_of)
+            .collect();
+        assert_eq!(common(&q[0], &q[1]), 0);
+        assert_eq!(common(&p[3][48..], &q[0]), 0);
+    }
+
+    #[test]
+    fn bad_rows_are_named_by_line() {
+        let e = parse("{\"timestamp\": 1}\n", &cfg(), 10).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("input_length"), "{e}");
+        let e = parse(
+            "\n{\"timestamp\": -1, \"input_length\": 1, \"output_length\": 1}",
+            &cfg(),
+            10,
+        )
+        .unwrap_err();
+        assert!(e.contains("line 2") && e.contains("timestamp"), "{e}");
+        let e = parse(
+            "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1, \"hash_ids\": [\"x\"]}",
+            &cfg(),
+            10,
+        )
+        .unwrap_err();
+        assert!(e.contains("hash_ids"), "{e}");
+        assert!(parse("", &cfg(), 10).is_err());
+    }
+
+    #[test]
+    fn labels_rename_the_fields() {
+        let c = TraceConfig {
+            label_timestamp: "t".into(),
+            label_input_length: "in".into(),
+            label_output_length: "out".into(),
+            label_hash_ids: "h".into(),
+            ..cfg()
+        };
+        let rows = parse("{\"t\": 2000, \"in\": 3, \"out\": 4, \"h\": [5]}", &c, 10).unwrap();
+        assert_eq!(offsets_ns(&rows), [2_000_000_000]);
+        assert_eq!((rows[0].input_len, rows[0].output_len), (3, 4));
+    }
+}
