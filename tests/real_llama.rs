@@ -418,38 +418,35 @@ fn check_bench(
     }
 }
 
+/// 12 requests, 4 at once, of one dataset on `/v1/completions` and on `/v1/chat/completions`,
+/// each result checked by [`check_bench`] (`input_len`: the prompt size the dataset asks for).
+fn bench_both_endpoints(s: &LlamaServer, dataset: &[&str], input_len: Option<u64>) {
+    for (backend, endpoint) in [
+        ("openai", "/v1/completions"),
+        ("openai-chat", "/v1/chat/completions"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["--backend", backend, "--endpoint", endpoint];
+        args.extend_from_slice(dataset);
+        let (o, r, delta) = bench(s, dir.path(), "12", "4", &args);
+        check_bench(&o, &r, 12, backend == "openai-chat", input_len, 16, delta);
+    }
+}
+
 #[test]
 fn bench_serve_random_on_both_endpoints() {
     let Some(s) = LlamaServer::start(SLOTS, CTX) else {
         return;
     };
-    for endpoint in ["/v1/completions", "/v1/chat/completions"] {
-        let dir = tempfile::tempdir().unwrap();
-        let backend = if endpoint.contains("chat") {
-            "openai-chat"
-        } else {
-            "openai"
-        };
-        let (o, r, delta) = bench(
-            &s,
-            dir.path(),
-            "12",
-            "4",
-            &[
-                "--backend",
-                backend,
-                "--endpoint",
-                endpoint,
-                "--dataset-name",
-                "random",
-                "--random-input-len",
-                "200",
-                "--random-output-len",
-                "16",
-            ],
-        );
-        check_bench(&o, &r, 12, backend == "openai-chat", Some(200), 16, delta);
-    }
+    let random = [
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "200",
+        "--random-output-len",
+        "16",
+    ];
+    bench_both_endpoints(&s, &random, Some(200));
 }
 
 #[test]
@@ -467,57 +464,28 @@ fn bench_serve_custom_and_prefix_repetition() {
         ));
     }
     std::fs::write(&data, lines).unwrap();
-    for endpoint in ["/v1/completions", "/v1/chat/completions"] {
-        let backend = if endpoint.contains("chat") {
-            "openai-chat"
-        } else {
-            "openai"
-        };
-        let out = tempfile::tempdir().unwrap();
-        let (o, r, delta) = bench(
-            &s,
-            out.path(),
-            "12",
-            "4",
-            &[
-                "--backend",
-                backend,
-                "--endpoint",
-                endpoint,
-                "--dataset-name",
-                "custom",
-                "--dataset-path",
-                data.to_str().unwrap(),
-                "--custom-output-len",
-                "16",
-            ],
-        );
-        check_bench(&o, &r, 12, backend == "openai-chat", None, 16, delta);
-        let out = tempfile::tempdir().unwrap();
-        let (o, r, delta) = bench(
-            &s,
-            out.path(),
-            "12",
-            "4",
-            &[
-                "--backend",
-                backend,
-                "--endpoint",
-                endpoint,
-                "--dataset-name",
-                "prefix_repetition",
-                "--prefix-repetition-prefix-len",
-                "128",
-                "--prefix-repetition-suffix-len",
-                "64",
-                "--prefix-repetition-num-prefixes",
-                "3",
-                "--prefix-repetition-output-len",
-                "16",
-            ],
-        );
-        check_bench(&o, &r, 12, backend == "openai-chat", Some(192), 16, delta);
-    }
+    let custom = [
+        "--dataset-name",
+        "custom",
+        "--dataset-path",
+        data.to_str().unwrap(),
+        "--custom-output-len",
+        "16",
+    ];
+    bench_both_endpoints(&s, &custom, None);
+    let prefix_repetition = [
+        "--dataset-name",
+        "prefix_repetition",
+        "--prefix-repetition-prefix-len",
+        "128",
+        "--prefix-repetition-suffix-len",
+        "64",
+        "--prefix-repetition-num-prefixes",
+        "3",
+        "--prefix-repetition-output-len",
+        "16",
+    ];
+    bench_both_endpoints(&s, &prefix_repetition, Some(192));
 }
 
 #[test]
