@@ -4,16 +4,19 @@
 //! with the server's own `generation_tokens_total`, and the results folder is complete and
 //! matches the schema.
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use llmspeed::analysis::repetition::RepetitionConfig;
 use llmspeed::cli::matrix::run_async;
-use llmspeed::clock::Clock;
 use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
 use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
 use llmspeed::matrix::status::{pre_run, CellStatus, KvSource, ServerLimits};
 use llmspeed::mock::{MockConfig, Profile};
-use llmspeed::net::{Cancel, Client, ClientConfig, Target};
+use llmspeed::net::Cancel;
 use llmspeed::report::MatrixReport;
 use llmspeed::server::Overrides;
+use mock_server::MockServer;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
@@ -113,24 +116,10 @@ fn run_matrix_inner(
     tweak: impl FnOnce(&mut MatrixConfig),
     stop_after: Option<Duration>,
 ) -> Result<MatrixReport, String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mock_server::runtime();
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = Cancel::new();
-        let sd = shutdown.clone();
-        let server = tokio::spawn(async move {
-            llmspeed::mock::serve(listener, mock, async move { sd.cancelled().await }).await
-        });
-        let client = Client::new(
-            ClientConfig::new(Target::parse(&url).unwrap()),
-            Clock::new(),
-        )
-        .unwrap();
+        let server = MockServer::start(mock).await;
+        let (url, client) = (server.url(), server.client());
         let mut cfg = matrix_config(out, &url, contexts, conc);
         tweak(&mut cfg);
         let stop = Cancel::new();
@@ -153,8 +142,7 @@ fn run_matrix_inner(
             });
         }
         let report = run_async(&client, &cfg, false, &stop).await;
-        shutdown.cancel();
-        server.await.unwrap().unwrap();
+        server.stop().await;
         report.map_err(|e| e.message)
     })
 }
@@ -431,27 +419,10 @@ fn prefill_agrees_with_the_simulated_engine() {
 fn on_loop_retry_reruns_a_looped_cell_once() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("retry");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mock_server::runtime();
     let (report, lines) = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = Cancel::new();
-        let sd = shutdown.clone();
-        let server = tokio::spawn(async move {
-            llmspeed::mock::serve(listener, mock_config(Some(30)), async move {
-                sd.cancelled().await
-            })
-            .await
-        });
-        let client = Client::new(
-            ClientConfig::new(Target::parse(&url).unwrap()),
-            Clock::new(),
-        )
-        .unwrap();
+        let server = MockServer::start(mock_config(Some(30))).await;
+        let (url, client) = (server.url(), server.client());
         let mut cfg = matrix_config(&out, &url, &[512], &[1]);
         cfg.retry_looped = true;
         let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
@@ -467,8 +438,7 @@ fn on_loop_retry_reruns_a_looped_cell_once() {
         )
         .await
         .unwrap();
-        shutdown.cancel();
-        server.await.unwrap().unwrap();
+        server.stop().await;
         (report, lines)
     });
     let retries = lines.iter().filter(|l| l.contains("retrying once")).count();
@@ -614,24 +584,10 @@ fn one_cell_beside(
     background: Option<u32>,
     tweak: impl FnOnce(&mut CellConfig),
 ) -> DecodeCell {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = mock_server::runtime();
     rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let shutdown = Cancel::new();
-        let sd = shutdown.clone();
-        let server = tokio::spawn(async move {
-            llmspeed::mock::serve(listener, mock, async move { sd.cancelled().await }).await
-        });
-        let client = Client::new(
-            ClientConfig::new(Target::parse(&url).unwrap()),
-            Clock::new(),
-        )
-        .unwrap();
+        let server = MockServer::start(mock).await;
+        let client = server.client();
         let mut g = Generation::new(
             "mock-model",
             Prompt::Text("Write a long story about a lighthouse keeper. ".repeat(20)),
@@ -691,8 +647,7 @@ fn one_cell_beside(
                 "the other request ran past the cell"
             );
         }
-        shutdown.cancel();
-        server.await.unwrap().unwrap();
+        server.stop().await;
         r.cell
     })
 }
@@ -726,9 +681,15 @@ fn a_stalled_server_gives_a_failed_cell_never_a_blank_valid_one() {
 fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
     // Two requests run at once, the other two wait without a byte (llama.cpp's slots). With no
     // `/metrics` to read, only the client's own view can tell; before the fix this was Valid.
-    let mut mock = mock_config(None);
-    mock.engine.max_num_seqs = 2;
-    let cell = one_cell(mock, None, |_| {});
+    // Steps of 1 ms make a request last about 256 ms, so a client read late by a few ms at a
+    // hand-over (the machine runs other tests) cannot make a third request seem to overlap.
+    let slow = |slots: u32| {
+        let mut mock = mock_config(None);
+        mock.engine.max_num_seqs = slots;
+        mock.engine.decode.base_us = 1000.0;
+        mock
+    };
+    let cell = one_cell(slow(2), None, |_| {});
     assert_eq!(cell.status, CellStatus::Queued, "{:?}", cell.notes);
     assert!(cell.has_figures(), "figures are kept");
     assert!(
@@ -737,8 +698,7 @@ fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
         cell.notes
     );
     // The same server with all four slots: Valid, every stream measured.
-    let mut mock = mock_config(None);
-    mock.engine.max_num_seqs = 4;
+    let mock = slow(4);
     let cell = one_cell(mock, None, |_| {});
     assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
     let streams: std::collections::BTreeSet<u32> = cell
@@ -795,29 +755,11 @@ fn prefill_samples_are_cold_in_every_prompt_mode() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("cold");
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = mock_server::runtime();
         let (report, hits) = rt.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let addr = listener.local_addr().unwrap().to_string();
-            let url = format!("http://{addr}");
-            let shutdown = Cancel::new();
-            let sd = shutdown.clone();
-            let server =
-                tokio::spawn(async move {
-                    llmspeed::mock::serve(listener, mock_config(None), async move {
-                        sd.cancelled().await
-                    })
-                    .await
-                });
-            let client = Client::new(
-                ClientConfig::new(Target::parse(&url).unwrap()),
-                Clock::new(),
-            )
-            .unwrap();
+            let server = MockServer::start(mock_config(None)).await;
+            let (url, client) = (server.url(), server.client());
+            let addr = server.addr.to_string();
             let mut cfg = matrix_config(&out, &url, &[1024], &[1]);
             cfg.prompt_mode = mode;
             cfg.plan.prefill_samples = 3;
@@ -841,8 +783,7 @@ fn prefill_samples_are_cold_in_every_prompt_mode() {
             )
             .await
             .unwrap();
-            shutdown.cancel();
-            server.await.unwrap().unwrap();
+            server.stop().await;
             (report, hits)
         });
         assert_eq!(hits.len(), 2, "{mode:?}: {hits:?}");

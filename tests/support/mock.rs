@@ -1,5 +1,7 @@
 //! The simulated server in-process for integration tests: `MockServer::start(config)` binds
-//! 127.0.0.1:0, serves until `stop()`, and checks that `serve` shut down cleanly.
+//! 127.0.0.1:0, serves until `stop()`, and checks that `serve` shut down cleanly. Tests that
+//! are not async themselves run it inside [`runtime`].
+#![allow(dead_code)]
 
 use llmspeed::mock::{serve, MockConfig};
 use std::net::SocketAddr;
@@ -29,6 +31,16 @@ impl MockServer {
         }
     }
 
+    /// Our client for this server, on a fresh clock.
+    pub fn client(&self) -> llmspeed::net::Client {
+        let target = llmspeed::net::Target::parse(&self.url()).expect("the mock's URL");
+        llmspeed::net::Client::new(
+            llmspeed::net::ClientConfig::new(target),
+            llmspeed::clock::Clock::new(),
+        )
+        .expect("a client")
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
@@ -44,4 +56,13 @@ impl MockServer {
             .expect("serve did not return after shutdown");
         r.unwrap().expect("serve failed");
     }
+}
+
+/// A two-worker runtime, as the tests that drive the matrix from synchronous code use.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
 }
