@@ -110,8 +110,12 @@ async fn concurrency_sweep_writes_one_result_per_point_and_a_summary() {
     );
     let (files, console) = execute(&cfg).await;
     m.stop().await;
-    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files.len(), 4, "{files:?}");
     let (c1, c4, summary) = (&files[0], &files[1], &files[2]);
+    // The sweep's page lies next to the summary, under the same name.
+    assert_eq!(files[3], summary.with_extension("html"));
+    let page = std::fs::read_to_string(&files[3]).expect("the sweep page was written");
+    assert!(page.contains("<section id=\"pareto\">"), "{page}");
     assert!(
         name(c1).starts_with("openai-infqps-concurrency1-mock-model-"),
         "{c1:?}"
@@ -180,7 +184,19 @@ async fn rate_sweep_points_keep_vllms_keys_exactly() {
     let (files, _) = execute(&cfg).await;
     m.stop().await;
     let names: Vec<&str> = files.iter().map(|p| name(p)).collect();
-    assert_eq!(names, ["r-50.0qps.json", "r-infqps.json", "r-sweep.json"]);
+    assert_eq!(
+        names,
+        [
+            "r-50.0qps.json",
+            "r-infqps.json",
+            "r-sweep.json",
+            "r-sweep.html"
+        ]
+    );
+    // Each chart marks both points (three charts), labelled by their rate.
+    let page = std::fs::read_to_string(&files[3]).expect("the sweep page was written");
+    assert_eq!(page.matches("<circle class=\"pt").count(), 6, "{page}");
+    assert!(page.contains(">inf</text>"), "{page}");
     for f in &files[..2] {
         // No --max-concurrency: exactly vLLM's keys, no steady_state.
         assert_eq!(keys_in_order(f), want_keys(false), "{f:?}");

@@ -360,3 +360,68 @@ fn compare_html_loads_cleanly_and_colours_its_rows() {
         "green 'better' rows missing"
     );
 }
+
+#[test]
+fn the_sweep_page_loads_cleanly_and_draws_its_charts() {
+    use llmspeed::compat::args::Sweep;
+    use llmspeed::compat::sweep::{summary_json, PointResult};
+    let Some(bin) = browser_or_skip("the_sweep_page_loads_cleanly_and_draws_its_charts") else {
+        return;
+    };
+    // (concurrency, median TTFT, TPOT (ms), output tok/s); 4 is off the Pareto front.
+    let rows = [
+        (1u64, 20.0, 10.0, 100.0),
+        (2, 30.0, 12.0, 150.0),
+        (4, 45.0, 20.0, 140.0),
+        (8, 90.0, 25.0, 300.0),
+    ];
+    let points: Vec<PointResult> = rows
+        .iter()
+        .map(|&(n, ttft, tpot, out)| PointResult {
+            label: format!("concurrency={n}"),
+            value: serde_json::json!(n),
+            num_prompts: n as usize * 4,
+            figures: vec![
+                ("output_throughput".into(), out),
+                ("median_ttft_ms".into(), ttft),
+                ("mean_tpot_ms".into(), tpot),
+                ("median_tpot_ms".into(), tpot),
+            ],
+            unstable: vec![],
+            result_files: vec![],
+        })
+        .collect();
+    let summary = summary_json(&Sweep::MaxConcurrency(vec![1, 2, 4, 8]), 1, &points);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("r-sweep.html");
+    std::fs::write(&page, llmspeed::compat::sweep_html::render(&summary)).unwrap();
+
+    let run = chromium(
+        &bin,
+        &dir.path().join("p1"),
+        &["--dump-dom"],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let dom = &run.stdout;
+    assert_eq!(dom.matches("<svg").count(), 3);
+    assert_eq!(dom.matches("<circle class=\"pt").count(), 12);
+    assert_eq!(dom.matches("<circle class=\"pt hollow\"").count(), 1);
+    assert_eq!(dom.matches("<polyline class=\"front\"").count(), 1);
+
+    let shot = dir.path().join("sweep.png");
+    let run = chromium(
+        &bin,
+        &dir.path().join("p2"),
+        &[
+            "--window-size=1400,900",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let img = decode_png(&shot);
+    assert_eq!((img.width, img.height), (1400, 900));
+    // The lines and marks are drawn in the first palette colour.
+    assert!(img.pixels_near(0x1f77b4) > 200, "lines and marks missing");
+}

@@ -706,3 +706,91 @@ fn the_recorded_run_validates_against_the_schema() {
     full["decode"][0]["gap_histogram"]["counts"] = serde_json::json!(vec![1; 79]);
     assert!(!v.is_valid(&full));
 }
+
+/// The sweep page (`<sweep summary>.html`): both latency charts and the Pareto chart mark every
+/// point once, the front's line runs through exactly the points the summary flags (the others
+/// hollow), the table has a row per point, and nothing on it loads anything.
+#[test]
+fn the_sweep_page_draws_the_pareto_front_through_the_flagged_points() {
+    use llmspeed::compat::args::Sweep;
+    use llmspeed::compat::sweep::{summary_json, PointResult};
+    use llmspeed::compat::sweep_html;
+    // (concurrency, median TTFT, mean = median TPOT (ms), output tok/s): 4 is beaten by 2 on
+    // both per-user (83 > 50) and total (150 > 140) tok/s, so it is the one off the front.
+    let rows = [
+        (1u64, 20.0, 10.0, 100.0),
+        (2, 30.0, 12.0, 150.0),
+        (4, 45.0, 20.0, 140.0),
+        (8, 90.0, 25.0, 300.0),
+    ];
+    let points: Vec<PointResult> = rows
+        .iter()
+        .map(|&(n, ttft, tpot, out)| PointResult {
+            label: format!("concurrency={n}"),
+            value: serde_json::json!(n),
+            num_prompts: n as usize * 4,
+            figures: vec![
+                ("request_throughput".into(), out / 8.0),
+                ("output_throughput".into(), out),
+                ("median_ttft_ms".into(), ttft),
+                ("mean_tpot_ms".into(), tpot),
+                ("median_tpot_ms".into(), tpot),
+            ],
+            unstable: vec![],
+            result_files: vec![],
+        })
+        .collect();
+    let summary = summary_json(&Sweep::MaxConcurrency(vec![1, 2, 4, 8]), 1, &points);
+    let flags: Vec<bool> = (0..4)
+        .map(|i| summary["points"][i]["pareto"].as_bool().unwrap())
+        .collect();
+    assert_eq!(flags, [true, true, false, true]);
+
+    let page = sweep_html::render(&summary);
+    let els = parse(&page);
+    assert_entities_known(&page);
+    assert_self_contained(&page, &els, None);
+    for id in ["latency", "pareto", "table"] {
+        assert!(
+            els.iter()
+                .any(|e| e.name == "section" && e.attr("id") == Some(id)),
+            "section {id}"
+        );
+    }
+    let circles = |section: &str| -> Vec<&Element> {
+        els.iter()
+            .filter(|e| e.name == "circle" && e.class_has("pt"))
+            .filter(|e| e.inside.iter().any(|i| i == section))
+            .collect()
+    };
+    // Two latency charts, one mark per point each, none hollow.
+    let lat = circles("latency");
+    assert_eq!(lat.len(), 8);
+    assert!(lat.iter().all(|e| !e.class_has("hollow")));
+    let par = circles("pareto");
+    assert_eq!(par.len(), 4, "one mark per point");
+    let hollow: Vec<bool> = par.iter().map(|e| e.class_has("hollow")).collect();
+    assert_eq!(hollow, [false, false, true, false]);
+    // The front's polyline: exactly the flagged marks' centres, in order of total tok/s.
+    let fronts: Vec<&Element> = els
+        .iter()
+        .filter(|e| e.name == "polyline" && e.class_has("front"))
+        .collect();
+    assert_eq!(fronts.len(), 1);
+    let line: Vec<String> = fronts[0]
+        .attr("points")
+        .unwrap()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let centre = |e: &Element| format!("{},{}", e.attr("cx").unwrap(), e.attr("cy").unwrap());
+    let want: Vec<String> = [0, 1, 3].iter().map(|&i| centre(par[i])).collect();
+    assert_eq!(line, want);
+    // Points are labelled by their concurrency; a row per point plus the heading.
+    assert!(page.contains(">8</text>"));
+    let trs = els
+        .iter()
+        .filter(|e| e.name == "tr" && e.inside.iter().any(|i| i == "table"))
+        .count();
+    assert_eq!(trs, 5);
+}

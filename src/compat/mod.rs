@@ -14,4 +14,5 @@ pub mod shard;
 pub mod spec_decode;
 pub mod steady;
 pub mod sweep;
+pub mod sweep_html;
 pub mod timeline_html;

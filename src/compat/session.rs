@@ -103,7 +103,12 @@ pub async fn execute(
         if saving {
             let name = sweep_file_name(cfg, model_id.as_deref(), &date, sw.key());
             let v = sweep::summary_json(sw, cfg.num_runs, &results);
-            written.push(save(cfg, &name, &v)?);
+            let json_path = save(cfg, &name, &v)?;
+            let html_path = crate::compat::sweep_html::path_for(&json_path);
+            std::fs::write(&html_path, crate::compat::sweep_html::render(&v))
+                .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
+            written.push(json_path);
+            written.push(html_path);
         }
     }
     Ok(written)

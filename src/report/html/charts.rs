@@ -720,6 +720,87 @@ fn linear_time_chart(
     out
 }
 
+/// One labelled point of a [`scatter`] chart, in data units.
+pub struct Mark {
+    pub label: String,
+    pub x: f64,
+    pub y: f64,
+    /// Drawn as an outline: a point off the line (e.g. not on a Pareto front).
+    pub hollow: bool,
+}
+
+/// Labelled points over linear axes from 0, with a line (class `line_class`) through the filled
+/// marks in order of x; hollow marks stand alone. A mark with a non-finite or negative figure
+/// (a point without that metric) is left out rather than drawn at a made-up place.
+pub fn scatter(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    marks: &[Mark],
+    line_class: &str,
+) -> String {
+    let mut out = String::with_capacity(4096);
+    open(&mut out, "scatter", title);
+    let ok = |m: &&Mark| m.x.is_finite() && m.y.is_finite() && m.x >= 0.0 && m.y >= 0.0;
+    let shown: Vec<&Mark> = marks.iter().filter(ok).collect();
+    if shown.is_empty() {
+        empty(&mut out, "no measured figures");
+        return out;
+    }
+    let x_max = nice_ceil(shown.iter().map(|m| m.x).fold(0.0, f64::max));
+    let y_max = nice_ceil(shown.iter().map(|m| m.y).fold(0.0, f64::max));
+    y_axis(&mut out, y_max, y_label, x_label, tick_text);
+    let plot_w = W - LEFT - RIGHT;
+    let x_pos = |x: f64| LEFT + plot_w * (x / x_max).clamp(0.0, 1.0);
+    for i in 0..=4 {
+        let v = x_max * i as f64 / 4.0;
+        let px = x_pos(v);
+        let _ = write!(
+            out,
+            "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            H - BOTTOM,
+            H - BOTTOM + 4.0,
+            H - BOTTOM + 16.0,
+            escape(&tick_text(v))
+        );
+    }
+    let mut on_line: Vec<&&Mark> = shown.iter().filter(|m| !m.hollow).collect();
+    on_line.sort_by(|a, b| a.x.total_cmp(&b.x));
+    if on_line.len() > 1 {
+        let _ = write!(
+            out,
+            "<polyline class=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"",
+            escape(line_class),
+            PALETTE[0]
+        );
+        for m in &on_line {
+            let _ = write!(out, "{:.1},{:.1} ", x_pos(m.x), y_pos(m.y, y_max));
+        }
+        out.push_str("\"/>");
+    }
+    for m in &shown {
+        let (cx, cy) = (x_pos(m.x), y_pos(m.y, y_max));
+        let (class, fill) = if m.hollow {
+            ("pt hollow", "none")
+        } else {
+            ("pt", PALETTE[0])
+        };
+        let _ = write!(
+            out,
+            "<circle class=\"{class}\" cx=\"{cx:.1}\" cy=\"{cy:.1}\" r=\"4\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"><title>{}: {}, {}</title></circle><text x=\"{:.1}\" y=\"{:.1}\" class=\"tk lbl\">{}</text>",
+            PALETTE[0],
+            escape(&m.label),
+            escape(&tick_text((m.x * 100.0).round() / 100.0)),
+            escape(&tick_text((m.y * 10.0).round() / 10.0)),
+            cx + 6.0,
+            cy - 6.0,
+            escape(&m.label)
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
