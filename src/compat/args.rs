@@ -292,8 +292,8 @@ pub struct ServeArgs {
     pub no_self_timed: bool,
 
     // ---- multi-turn conversations (vllm-bench's --multi-turn*) ----
-    /// Send synthetic conversations (chat endpoint): each turn carries the earlier turns and
-    /// the server's answers; figures overall and per turn.
+    /// Send conversations (chat endpoint; synthetic, or a ShareGPT file's human turns): each
+    /// turn carries the earlier turns and the server's answers; figures overall and per turn.
     #[arg(long, help_heading = "Multi-turn options")]
     pub multi_turn: bool,
     /// Turns per conversation.
@@ -302,7 +302,8 @@ pub struct ServeArgs {
     /// Fewest turns per conversation (0 = --multi-turn-num-turns).
     #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
     pub multi_turn_min_turns: usize,
-    /// Most turns per conversation (0 = --multi-turn-num-turns).
+    /// Most turns per conversation (0 = --multi-turn-num-turns; with --dataset-name sharegpt,
+    /// 0 = every turn of the file).
     #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
     pub multi_turn_max_turns: usize,
     /// Requests in flight at once [default: --max-concurrency, else every conversation].
@@ -922,8 +923,13 @@ impl ServeArgs {
             ));
         }
         let multi_turn = if self.multi_turn {
-            if kind != DatasetKind::Random {
-                return Err("--multi-turn builds synthetic conversations: use --dataset-name random (sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len)".into());
+            if kind != DatasetKind::Random && kind != DatasetKind::ShareGpt {
+                return Err("--multi-turn sends synthetic conversations (--dataset-name random: sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len) or a ShareGPT file's (--dataset-name sharegpt --dataset-path FILE)".into());
+            }
+            // vllm-bench: a ShareGPT conversation is walked up to the cap, so a cap of one
+            // turn would leave no conversation.
+            if kind == DatasetKind::ShareGpt && self.multi_turn_max_turns == 1 {
+                return Err("--multi-turn-max-turns must be at least 2 for ShareGPT multi-turn".into());
             }
             if self.multi_turn_num_turns == 0
                 || (self.multi_turn_max_turns > 0

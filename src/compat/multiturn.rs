@@ -23,6 +23,7 @@ use crate::compat::metrics::{
 };
 use crate::compat::run::RunError;
 use crate::net::{Cancel, NoopObserver, StreamRequest};
+use crate::workload::datasets::{self, DatasetKind};
 use crate::workload::prose::{Prompt, PromptBuilder};
 use bytes::Bytes;
 use rand::rngs::StdRng;
@@ -110,6 +111,79 @@ pub fn generate(
         .collect()
 }
 
+/// `n` conversations from a ShareGPT file (vllm-bench's `--dataset-name sharegpt --multi-turn`):
+/// entries with at least 4 messages, shuffled (seeded); each human message followed by a
+/// reply is a turn (a non-human or empty message is skipped), at most `max_turns` turns; a
+/// conversation with fewer than 2 turns is dropped; fewer usable conversations than `n` are
+/// repeated at random. The file's replies are never sent (the server's own answers are
+/// carried): only their length is used, as the turn's output length, unless `output_len`
+/// (`--sharegpt-output-len`) fixes it. That length is [`datasets::estimate_tokens`] (at least
+/// 1), where vllm-bench tokenizes: this tool has no local tokenizer.
+pub fn sharegpt(
+    text: &str,
+    n: usize,
+    output_len: Option<u32>,
+    max_turns: Option<usize>,
+    seed: u64,
+    id_prefix: &str,
+) -> Result<Vec<Conversation>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let list = v
+        .as_array()
+        .ok_or("expected a JSON list of conversations")?;
+    let mut entries: Vec<&Vec<Value>> = list
+        .iter()
+        .filter_map(|e| e.get("conversations")?.as_array())
+        .filter(|c| c.len() >= 4)
+        .collect();
+    if entries.is_empty() {
+        return Err("no entry with at least 4 messages (2 turns)".into());
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    rand::seq::SliceRandom::shuffle(entries.as_mut_slice(), &mut rng);
+    let field = |m: &Value, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut out: Vec<Conversation> = Vec::new();
+    for msgs in entries {
+        if out.len() >= n {
+            break;
+        }
+        let mut turns = Vec::new();
+        let mut i = 0;
+        while i + 1 < msgs.len() && max_turns.is_none_or(|m| turns.len() < m) {
+            let user = field(&msgs[i], "value");
+            if field(&msgs[i], "from") != "human" || user.is_empty() {
+                i += 1;
+                continue;
+            }
+            let reply = field(&msgs[i + 1], "value");
+            let len = output_len.unwrap_or_else(|| {
+                u32::try_from(datasets::estimate_tokens(&reply))
+                    .unwrap_or(u32::MAX)
+                    .max(1)
+            });
+            turns.push((user, len));
+            i += 2;
+        }
+        if turns.len() >= 2 {
+            out.push(Conversation {
+                id: format!("{id_prefix}conv{}", out.len()),
+                system: None,
+                turns,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err("no conversation with at least 2 human turns followed by a reply".into());
+    }
+    let have = out.len();
+    while out.len() < n {
+        let mut c = out[rng.gen_range(0..have)].clone();
+        c.id = format!("{id_prefix}conv{}", out.len());
+        out.push(c);
+    }
+    Ok(out)
+}
+
 /// The `messages` of a turn: the system message, then each earlier turn's user message and
 /// the server's answer, then this turn's user message (vllm-bench's content shapes).
 pub fn messages(system: Option<&str>, history: &[(String, String)], user: &str) -> Value {
@@ -157,15 +231,32 @@ pub async fn run(
     let model = crate::compat::run::resolve_model(cfg, &client).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let d = &cfg.dataset;
-    let convs = generate(
-        mt,
-        d.num_prompts,
-        d.random_input_len,
-        d.random_output_len,
-        d.random_prefix_len,
-        d.seed,
-        &cfg.request_id_prefix,
-    );
+    let convs = match (&d.kind, &d.path) {
+        (DatasetKind::ShareGpt, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?;
+            // ShareGPT only consumes a cap on turns: 0 is every turn of the file.
+            let cap = (mt.max_turns > 0).then_some(mt.max_turns);
+            sharegpt(
+                &text,
+                d.num_prompts,
+                d.sharegpt_output_len,
+                cap,
+                d.seed,
+                &cfg.request_id_prefix,
+            )
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?
+        }
+        _ => generate(
+            mt,
+            d.num_prompts,
+            d.random_input_len,
+            d.random_output_len,
+            d.random_prefix_len,
+            d.seed,
+            &cfg.request_id_prefix,
+        ),
+    };
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let concurrency = mt
         .concurrency
@@ -440,6 +531,44 @@ mod tests {
             concurrency: None,
             delay_ms: 0,
         }
+    }
+
+    fn msg(from: &str, value: &str) -> Value {
+        json!({"from": from, "value": value})
+    }
+
+    #[test]
+    fn sharegpt_takes_the_human_turns_and_the_reply_lengths() {
+        let file = json!([
+            // Three turns after a leading system message that is skipped.
+            {"conversations": [msg("system", "be brief"), msg("human", "one"),
+                msg("gpt", "12345678"), msg("human", "two"), msg("gpt", "123456789012"),
+                msg("human", "three"), msg("gpt", "1")]},
+            // One usable turn only: dropped.
+            {"conversations": [msg("human", "a"), msg("gpt", "b"), msg("gpt", "c"),
+                msg("gpt", "d")]},
+            // Fewer than 4 messages: filtered out.
+            {"conversations": [msg("human", "x"), msg("gpt", "y")]},
+            {"no": "conversations"}
+        ])
+        .to_string();
+        let c = sharegpt(&file, 1, None, None, 7, "p-").unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].id, "p-conv0");
+        assert_eq!(c[0].system, None);
+        // Replies of 8, 12 and 1 bytes: 2, 3 and 1 tokens at 4 bytes a token.
+        let want: Vec<(String, u32)> = vec![("one".into(), 2), ("two".into(), 3), ("three".into(), 1)];
+        assert_eq!(c[0].turns, want);
+        // The cap stops the walk; a fixed output length replaces the replies' lengths.
+        let c = sharegpt(&file, 1, Some(5), Some(2), 7, "").unwrap();
+        assert_eq!(c[0].turns, vec![("one".to_string(), 5), ("two".to_string(), 5)]);
+        // Too few conversations are repeated, renumbered.
+        let c = sharegpt(&file, 3, None, None, 7, "").unwrap();
+        let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["conv0", "conv1", "conv2"]);
+        assert!(c.iter().all(|x| x.turns == want));
+        assert!(sharegpt("{}", 1, None, None, 0, "").is_err());
+        assert!(sharegpt("[{\"conversations\": []}]", 1, None, None, 0, "").is_err());
     }
 
     #[test]
