@@ -208,12 +208,93 @@ async fn sharegpt_conversations_send_the_human_turns_with_the_servers_answers() 
 /// `--multi-turn-max-turns 2` caps the file's conversations at two turns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharegpt_turn_cap() {
-    let base = ["x", "--base-url", "http://127.0.0.1:1", "--backend", "openai-chat",
-        "--dataset-name", "sharegpt", "--dataset-path", "f.json", "--multi-turn"];
+    let base = [
+        "x",
+        "--base-url",
+        "http://127.0.0.1:1",
+        "--backend",
+        "openai-chat",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        "f.json",
+        "--multi-turn",
+    ];
     let one = [&base[..], &["--multi-turn-max-turns", "1"]].concat();
     let err = Wrap::parse_from(one).a.validate().unwrap_err();
     assert!(err.contains("at least 2 for ShareGPT"), "{err}");
     let two = [&base[..], &["--multi-turn-max-turns", "2"]].concat();
     let cfg = Wrap::parse_from(two).a.validate().expect("valid");
     assert_eq!(cfg.multi_turn.map(|m| m.max_turns), Some(2));
+}
+
+/// vllm-bench's prefix-sharing mode: each turn is sent alone (its input does not grow with the
+/// conversation), and the global and per-conversation parts are served from the prefix cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_ratios_send_each_turn_alone() {
+    let m = MockServer::start(MockConfig::profile(Profile::Fast)).await;
+    let url = m.url();
+    let dir = tempfile::tempdir().unwrap();
+    let argv = [
+        "x",
+        "--base-url",
+        &url,
+        "--ready-check-timeout-sec",
+        "10",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--multi-turn",
+        "--multi-turn-prefix-global-ratio",
+        "0.4",
+        "--multi-turn-prefix-conversation-ratio",
+        "0.4",
+        "--multi-turn-concurrency",
+        "1",
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "200",
+        "--random-output-len",
+        "8",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "mt.json",
+    ];
+    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+    let before = prefix_hits(&url).await;
+    let files = session::execute(
+        &cfg,
+        Clock::new(),
+        &Cancel::new(),
+        &mut Vec::new(),
+        &mut Vec::new(),
+        &mut |_: &str| {},
+    )
+    .await
+    .expect("session");
+    let hits = prefix_hits(&url).await - before;
+    m.stop().await;
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(v["completed"], 6, "{v}");
+    assert_eq!(v["prefix_global_ratio"], 0.4);
+    assert_eq!(v["prefix_conversation_ratio"], 0.4);
+    let unique = v["prefix_unique_ratio"].as_f64().unwrap();
+    assert!((unique - 0.2).abs() < 1e-9, "{unique}");
+    let input: Vec<u64> = v["per_turn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["total_input_tokens"].as_u64().unwrap())
+        .collect();
+    // No earlier turns or answers: every turn's two messages are about the same size.
+    let (lo, hi) = (input.iter().min().unwrap(), input.iter().max().unwrap());
+    assert!(hi - lo < hi / 10, "{input:?}");
+    // 6 requests of ~200 tokens, 80% of each a part an earlier request sent (the first
+    // conversation's first turn has none, the second's only the global 40%): most of it hit.
+    let total: u64 = input.iter().sum();
+    assert!(hits * 2 > total, "hits {hits}, inputs {input:?}");
 }

@@ -631,9 +631,14 @@ async fn responses_name_the_requested_lora_adapter() {
     let mut cfg = test_config();
     cfg.lora_modules = vec!["sql-lora".into()];
     let srv = Server::start(cfg).await;
-    for (asked, want) in [(Some("sql-lora"), "sql-lora"), (Some("mock-model"), "mock-model"), (None, "mock-model")] {
+    for (asked, want) in [
+        (Some("sql-lora"), "sql-lora"),
+        (Some("mock-model"), "mock-model"),
+        (None, "mock-model"),
+    ] {
         let mut stream = stream_body("the house", 3);
-        let mut chat = json!({"messages": [{"role": "user", "content": "the house"}], "max_tokens": 3});
+        let mut chat =
+            json!({"messages": [{"role": "user", "content": "the house"}], "max_tokens": 3});
         match asked {
             Some(m) => chat["model"] = json!(m),
             None => {
@@ -648,7 +653,10 @@ async fn responses_name_the_requested_lora_adapter() {
         let r = post(srv.addr, "/v1/completions", stream).await;
         let toks = token_events(&r);
         assert_eq!(toks.len(), 3, "{asked:?}");
-        assert!(toks.iter().all(|v| v["model"] == want), "{asked:?}: {toks:?}");
+        assert!(
+            toks.iter().all(|v| v["model"] == want),
+            "{asked:?}: {toks:?}"
+        );
         let full = post(srv.addr, "/v1/chat/completions", chat).await.json();
         assert_eq!(full["model"], want, "{asked:?}: {full}");
     }

@@ -47,6 +47,19 @@ pub struct MultiTurnConfig {
     pub concurrency: Option<usize>,
     /// `--multi-turn-delay-ms`: think time between a conversation's turns.
     pub delay_ms: u64,
+    /// `--multi-turn-prefix-global-ratio`: the share of each user message that is the same in
+    /// every conversation. With the next, > 0 turns on vllm-bench's no-history mode.
+    pub prefix_global_ratio: f64,
+    /// `--multi-turn-prefix-conversation-ratio`: the share the same within a conversation.
+    pub prefix_conversation_ratio: f64,
+}
+
+impl MultiTurnConfig {
+    /// vllm-bench's prefix-sharing mode: each turn sends only its own message (no earlier
+    /// turns, no answers), built as [global][conversation][unique] parts.
+    pub fn no_history(&self) -> bool {
+        self.prefix_global_ratio > 0.0 || self.prefix_conversation_ratio > 0.0
+    }
 }
 
 /// One synthetic conversation.
@@ -94,16 +107,38 @@ pub fn generate(
     let system: Option<Arc<str>> =
         (prefix_len > 0).then(|| prose(seed ^ 0x5359_5354_454D, prefix_len).into());
     let mut rng = StdRng::seed_from_u64(seed ^ 0x4D54_5552_4E53);
+    // No-history mode: vllm-bench's part lengths, floors of the message length.
+    let (global_len, conv_len) = if mt.no_history() {
+        (
+            (input_len as f64 * mt.prefix_global_ratio).floor() as u32,
+            (input_len as f64 * mt.prefix_conversation_ratio).floor() as u32,
+        )
+    } else {
+        (0, 0)
+    };
+    let unique_len = input_len.saturating_sub(global_len + conv_len).max(1);
+    let part = |s: u64, len: u32| {
+        if len > 0 {
+            prose(s, len) + " "
+        } else {
+            String::new()
+        }
+    };
+    let global = part(seed ^ 0x474C_4F42_414C, global_len);
     (0..n)
         .map(|c| {
             let k = rng.gen_range(lo..=hi);
+            let shared = format!(
+                "{global}{}",
+                part(seed ^ 0x434F_4E56 ^ ((c as u64) << 24), conv_len)
+            );
             Conversation {
                 id: format!("{id_prefix}conv{c}"),
                 system: system.clone(),
                 turns: (0..k)
                     .map(|t| {
                         let s = seed ^ ((c as u64) << 20 | t as u64).wrapping_mul(0x9E37_79B9);
-                        (prose(s, input_len), output_len)
+                        (format!("{shared}{}", prose(s, unique_len)), output_len)
                     })
                     .collect(),
             }
@@ -295,6 +330,7 @@ pub async fn run(
         let (endpoint, extra, ignore_eos) =
             (cfg.endpoint.clone(), cfg.extra.clone(), cfg.ignore_eos);
         let delay = Duration::from_millis(mt.delay_ms);
+        let no_history = mt.no_history();
         set.spawn(async move {
             let clock = client.clock().clone();
             let start = clock.raw();
@@ -345,7 +381,10 @@ pub async fn run(
                     all_success = false;
                     break;
                 }
-                history.push((user.clone(), tl.content_text.unwrap_or_default()));
+                // No-history mode sends each turn alone (vllm-bench's prefix sharing).
+                if !no_history {
+                    history.push((user.clone(), tl.content_text.unwrap_or_default()));
+                }
                 if !delay.is_zero() && t + 1 < n {
                     tokio::time::sleep(delay).await;
                 }
@@ -429,6 +468,17 @@ fn result_json(
     r.insert("turns_per_conversation".into(), json!(mt.num_turns));
     r.insert("multi_turn_concurrency".into(), json!(concurrency));
     r.insert("inter_turn_delay_ms".into(), json!(mt.delay_ms));
+    if mt.no_history() {
+        r.insert("prefix_global_ratio".into(), json!(mt.prefix_global_ratio));
+        r.insert(
+            "prefix_conversation_ratio".into(),
+            json!(mt.prefix_conversation_ratio),
+        );
+        r.insert(
+            "prefix_unique_ratio".into(),
+            json!((1.0 - mt.prefix_global_ratio - mt.prefix_conversation_ratio).max(0.0)),
+        );
+    }
     r.insert("duration".into(), json!(overall.duration_s));
     r.insert(
         "conversations_completed".into(),
@@ -530,7 +580,40 @@ mod tests {
             max_turns: 0,
             concurrency: None,
             delay_ms: 0,
+            prefix_global_ratio: 0.0,
+            prefix_conversation_ratio: 0.0,
         }
+    }
+
+    #[test]
+    fn no_history_messages_share_a_global_and_a_conversation_part() {
+        let ps = MultiTurnConfig {
+            prefix_global_ratio: 0.25,
+            prefix_conversation_ratio: 0.25,
+            ..mt()
+        };
+        assert!(ps.no_history() && !mt().no_history());
+        let a = generate(&ps, 3, 80, 8, 0, 7, "");
+        // The words common to the start of two messages.
+        let common = |x: &str, y: &str| {
+            x.split(' ')
+                .zip(y.split(' '))
+                .take_while(|(p, q)| p == q)
+                .count()
+        };
+        let words = |x: &str| x.split(' ').count();
+        let (m00, m01, m10) = (&a[0].turns[0].0, &a[0].turns[1].0, &a[1].turns[0].0);
+        // 20 tokens each part at 1.3 tokens a word: about 15 words global, 15 per conversation,
+        // 31 unique; the same conversation shares both parts, another only the global one.
+        let within = common(m00, m01);
+        let across = common(m00, m10);
+        assert!((28..=32).contains(&within), "{within}: {m00} / {m01}");
+        assert!((13..=17).contains(&across), "{across}: {m00} / {m10}");
+        assert!((58..=64).contains(&words(m00)), "{}", words(m00));
+        assert_eq!(common(&a[1].turns[0].0, &a[2].turns[1].0), across);
+        // Without the ratios, messages share nothing.
+        let b = generate(&mt(), 2, 80, 8, 0, 7, "");
+        assert!(common(&b[0].turns[0].0, &b[0].turns[1].0) < 3);
     }
 
     fn msg(from: &str, value: &str) -> Value {
@@ -557,11 +640,15 @@ mod tests {
         assert_eq!(c[0].id, "p-conv0");
         assert_eq!(c[0].system, None);
         // Replies of 8, 12 and 1 bytes: 2, 3 and 1 tokens at 4 bytes a token.
-        let want: Vec<(String, u32)> = vec![("one".into(), 2), ("two".into(), 3), ("three".into(), 1)];
+        let want: Vec<(String, u32)> =
+            vec![("one".into(), 2), ("two".into(), 3), ("three".into(), 1)];
         assert_eq!(c[0].turns, want);
         // The cap stops the walk; a fixed output length replaces the replies' lengths.
         let c = sharegpt(&file, 1, Some(5), Some(2), 7, "").unwrap();
-        assert_eq!(c[0].turns, vec![("one".to_string(), 5), ("two".to_string(), 5)]);
+        assert_eq!(
+            c[0].turns,
+            vec![("one".to_string(), 5), ("two".to_string(), 5)]
+        );
         // Too few conversations are repeated, renumbered.
         let c = sharegpt(&file, 3, None, None, 7, "").unwrap();
         let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
