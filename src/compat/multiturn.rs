@@ -1,5 +1,5 @@
-//! `--multi-turn` (vllm-bench's): synthetic or ShareGPT conversations sent turn after turn on the chat
-//! endpoint, each turn's `messages` carrying the conversation so far (the user messages and
+//! `--multi-turn` (vllm-bench's): synthetic or ShareGPT conversations sent turn after turn on
+//! the chat endpoint, each turn's `messages` carrying the conversation so far (the user messages and
 //! the answers the server actually generated), with figures over all turns and per turn in
 //! vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
 //!
