@@ -1,7 +1,7 @@
 //! `--multi-turn` (vllm-bench's): synthetic or ShareGPT conversations sent turn after turn on
-//! the chat endpoint, each turn's `messages` carrying the conversation so far (the user messages and
-//! the answers the server actually generated), with figures over all turns and per turn in
-//! vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
+//! the chat endpoint, each turn's `messages` carrying the conversation so far (the user
+//! messages and the answers the server actually generated), with figures over all turns and per
+//! turn in vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
 //!
 //! Owns the conversations (pure: [`generate`], [`sharegpt`], [`messages`]), the conversation loop (one task
 //! per conversation, at most `--multi-turn-concurrency` requests in flight, `--multi-turn-
