@@ -444,6 +444,28 @@ fn trace_replay_probe_and_multi_turn_flags_refuse_what_cannot_work() {
         ),
         (&["--multi-turn", "--num-runs", "2"][..], "is one run"),
         (
+            &[
+                "--multi-turn",
+                "--multi-turn-prefix-global-ratio",
+                "0.5",
+                "--multi-turn-prefix-conversation-ratio",
+                "0.5",
+            ][..],
+            "sum to less than 1",
+        ),
+        (
+            &[
+                "--multi-turn",
+                "--multi-turn-prefix-global-ratio",
+                "0.5",
+                "--dataset-name",
+                "sharegpt",
+                "--dataset-path",
+                "s",
+            ][..],
+            "use --dataset-name random",
+        ),
+        (
             &["--multi-turn", "--multi-turn-num-turns", "0"][..],
             "at least 1",
         ),

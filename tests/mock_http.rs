@@ -623,3 +623,42 @@ async fn loop_after_repeats_in_the_stream() {
     assert!((50 + p..200).all(|i| ids[i] == ids[i - p]));
     srv.stop().await;
 }
+
+/// As vLLM: a request naming a LoRA adapter gets that name back in `model`, streamed or not;
+/// one naming the base model (or none) gets the base model's name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_name_the_requested_lora_adapter() {
+    let mut cfg = test_config();
+    cfg.lora_modules = vec!["sql-lora".into()];
+    let srv = Server::start(cfg).await;
+    for (asked, want) in [
+        (Some("sql-lora"), "sql-lora"),
+        (Some("mock-model"), "mock-model"),
+        (None, "mock-model"),
+    ] {
+        let mut stream = stream_body("the house", 3);
+        let mut chat =
+            json!({"messages": [{"role": "user", "content": "the house"}], "max_tokens": 3});
+        match asked {
+            Some(m) => chat["model"] = json!(m),
+            None => {
+                if let Some(o) = stream.as_object_mut() {
+                    o.remove("model");
+                }
+            }
+        }
+        if let Some(m) = asked {
+            stream["model"] = json!(m);
+        }
+        let r = post(srv.addr, "/v1/completions", stream).await;
+        let toks = token_events(&r);
+        assert_eq!(toks.len(), 3, "{asked:?}");
+        assert!(
+            toks.iter().all(|v| v["model"] == want),
+            "{asked:?}: {toks:?}"
+        );
+        let full = post(srv.addr, "/v1/chat/completions", chat).await.json();
+        assert_eq!(full["model"], want, "{asked:?}: {full}");
+    }
+    srv.stop().await;
+}

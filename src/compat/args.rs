@@ -292,8 +292,8 @@ pub struct ServeArgs {
     pub no_self_timed: bool,
 
     // ---- multi-turn conversations (vllm-bench's --multi-turn*) ----
-    /// Send synthetic conversations (chat endpoint): each turn carries the earlier turns and
-    /// the server's answers; figures overall and per turn.
+    /// Send conversations (chat endpoint; synthetic, or a ShareGPT file's human turns): each
+    /// turn carries the earlier turns and the server's answers; figures overall and per turn.
     #[arg(long, help_heading = "Multi-turn options")]
     pub multi_turn: bool,
     /// Turns per conversation.
@@ -302,7 +302,8 @@ pub struct ServeArgs {
     /// Fewest turns per conversation (0 = --multi-turn-num-turns).
     #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
     pub multi_turn_min_turns: usize,
-    /// Most turns per conversation (0 = --multi-turn-num-turns).
+    /// Most turns per conversation (0 = --multi-turn-num-turns; with --dataset-name sharegpt,
+    /// 0 = every turn of the file).
     #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
     pub multi_turn_max_turns: usize,
     /// Requests in flight at once [default: --max-concurrency, else every conversation].
@@ -311,6 +312,14 @@ pub struct ServeArgs {
     /// Think time between a conversation's turns, in ms.
     #[arg(long, default_value_t = 0, help_heading = "Multi-turn options")]
     pub multi_turn_delay_ms: u64,
+    /// Share of each user message that is the same in every conversation (> 0: each turn is
+    /// sent alone, without the earlier turns; --dataset-name random).
+    #[arg(long, default_value_t = 0.0, help_heading = "Multi-turn options")]
+    pub multi_turn_prefix_global_ratio: f64,
+    /// Share of each user message that is the same within a conversation (> 0: each turn is
+    /// sent alone, without the earlier turns; --dataset-name random).
+    #[arg(long, default_value_t = 0.0, help_heading = "Multi-turn options")]
+    pub multi_turn_prefix_conversation_ratio: f64,
 
     // ---- probes (vLLM's --probe-request-rate) ----
     /// One-token probe requests per second, sent one after another beside the run and outside
@@ -922,8 +931,26 @@ impl ServeArgs {
             ));
         }
         let multi_turn = if self.multi_turn {
-            if kind != DatasetKind::Random {
-                return Err("--multi-turn builds synthetic conversations: use --dataset-name random (sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len)".into());
+            if kind != DatasetKind::Random && kind != DatasetKind::ShareGpt {
+                return Err("--multi-turn sends synthetic conversations (--dataset-name random: sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len) or a ShareGPT file's (--dataset-name sharegpt --dataset-path FILE)".into());
+            }
+            // vllm-bench: a ShareGPT conversation is walked up to the cap, so a cap of one
+            // turn would leave no conversation.
+            if kind == DatasetKind::ShareGpt && self.multi_turn_max_turns == 1 {
+                return Err(
+                    "--multi-turn-max-turns must be at least 2 for ShareGPT multi-turn".into(),
+                );
+            }
+            // vllm-bench's rules for prefix sharing: each ratio in [0, 1], a unique part left.
+            let (pg, pc) = (
+                self.multi_turn_prefix_global_ratio,
+                self.multi_turn_prefix_conversation_ratio,
+            );
+            if !(0.0..=1.0).contains(&pg) || !(0.0..=1.0).contains(&pc) || pg + pc >= 1.0 {
+                return Err("--multi-turn-prefix-global-ratio and --multi-turn-prefix-conversation-ratio must each be in [0, 1] and sum to less than 1 (a unique part is left)".into());
+            }
+            if (pg > 0.0 || pc > 0.0) && kind != DatasetKind::Random {
+                return Err("--multi-turn-prefix-*-ratio builds synthetic messages: use --dataset-name random".into());
             }
             if self.multi_turn_num_turns == 0
                 || (self.multi_turn_max_turns > 0
@@ -951,6 +978,8 @@ impl ServeArgs {
                 max_turns: self.multi_turn_max_turns,
                 concurrency: self.multi_turn_concurrency,
                 delay_ms: self.multi_turn_delay_ms,
+                prefix_global_ratio: self.multi_turn_prefix_global_ratio,
+                prefix_conversation_ratio: self.multi_turn_prefix_conversation_ratio,
             })
         } else {
             None

@@ -1,9 +1,9 @@
-//! `--multi-turn` (vllm-bench's): synthetic conversations sent turn after turn on the chat
-//! endpoint, each turn's `messages` carrying the conversation so far (the user messages and
-//! the answers the server actually generated), with figures over all turns and per turn in
-//! vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
+//! `--multi-turn` (vllm-bench's): synthetic or ShareGPT conversations sent turn after turn on
+//! the chat endpoint, each turn's `messages` carrying the conversation so far (the user
+//! messages and the answers the server actually generated), with figures over all turns and per
+//! turn in vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
 //!
-//! Owns the conversations (pure: [`generate`], [`messages`]), the conversation loop (one task
+//! Owns the conversations (pure: [`generate`], [`sharegpt`], [`messages`]), the conversation loop (one task
 //! per conversation, at most `--multi-turn-concurrency` requests in flight, `--multi-turn-
 //! delay-ms` of think time between turns, a conversation stops at its first failed turn) and
 //! the result JSON. Figures are `compat::metrics` over the turns' records. Nothing here runs per
@@ -23,6 +23,7 @@ use crate::compat::metrics::{
 };
 use crate::compat::run::RunError;
 use crate::net::{Cancel, NoopObserver, StreamRequest};
+use crate::workload::datasets::{self, DatasetKind};
 use crate::workload::prose::{Prompt, PromptBuilder};
 use bytes::Bytes;
 use rand::rngs::StdRng;
@@ -46,6 +47,19 @@ pub struct MultiTurnConfig {
     pub concurrency: Option<usize>,
     /// `--multi-turn-delay-ms`: think time between a conversation's turns.
     pub delay_ms: u64,
+    /// `--multi-turn-prefix-global-ratio`: the share of each user message that is the same in
+    /// every conversation. With the next, > 0 turns on vllm-bench's no-history mode.
+    pub prefix_global_ratio: f64,
+    /// `--multi-turn-prefix-conversation-ratio`: the share the same within a conversation.
+    pub prefix_conversation_ratio: f64,
+}
+
+impl MultiTurnConfig {
+    /// vllm-bench's prefix-sharing mode: each turn sends only its own message (no earlier
+    /// turns, no answers), built as [global][conversation][unique] parts.
+    pub fn no_history(&self) -> bool {
+        self.prefix_global_ratio > 0.0 || self.prefix_conversation_ratio > 0.0
+    }
 }
 
 /// One synthetic conversation.
@@ -93,21 +107,116 @@ pub fn generate(
     let system: Option<Arc<str>> =
         (prefix_len > 0).then(|| prose(seed ^ 0x5359_5354_454D, prefix_len).into());
     let mut rng = StdRng::seed_from_u64(seed ^ 0x4D54_5552_4E53);
+    // No-history mode: vllm-bench's part lengths, floors of the message length.
+    let (global_len, conv_len) = if mt.no_history() {
+        (
+            (input_len as f64 * mt.prefix_global_ratio).floor() as u32,
+            (input_len as f64 * mt.prefix_conversation_ratio).floor() as u32,
+        )
+    } else {
+        (0, 0)
+    };
+    let unique_len = input_len.saturating_sub(global_len + conv_len).max(1);
+    let part = |s: u64, len: u32| {
+        if len > 0 {
+            prose(s, len) + " "
+        } else {
+            String::new()
+        }
+    };
+    let global = part(seed ^ 0x474C_4F42_414C, global_len);
     (0..n)
         .map(|c| {
             let k = rng.gen_range(lo..=hi);
+            let shared = format!(
+                "{global}{}",
+                part(seed ^ 0x434F_4E56 ^ ((c as u64) << 24), conv_len)
+            );
             Conversation {
                 id: format!("{id_prefix}conv{c}"),
                 system: system.clone(),
                 turns: (0..k)
                     .map(|t| {
                         let s = seed ^ ((c as u64) << 20 | t as u64).wrapping_mul(0x9E37_79B9);
-                        (prose(s, input_len), output_len)
+                        (format!("{shared}{}", prose(s, unique_len)), output_len)
                     })
                     .collect(),
             }
         })
         .collect()
+}
+
+/// `n` conversations from a ShareGPT file (vllm-bench's `--dataset-name sharegpt --multi-turn`):
+/// entries with at least 4 messages, shuffled (seeded); each human message followed by a
+/// reply is a turn (a non-human or empty message is skipped), at most `max_turns` turns; a
+/// conversation with fewer than 2 turns is dropped; fewer usable conversations than `n` are
+/// repeated at random. The file's replies are never sent (the server's own answers are
+/// carried): only their length is used, as the turn's output length, unless `output_len`
+/// (`--sharegpt-output-len`) fixes it. That length is [`datasets::estimate_tokens`] (at least
+/// 1), where vllm-bench tokenizes: this tool has no local tokenizer.
+pub fn sharegpt(
+    text: &str,
+    n: usize,
+    output_len: Option<u32>,
+    max_turns: Option<usize>,
+    seed: u64,
+    id_prefix: &str,
+) -> Result<Vec<Conversation>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not valid JSON: {e}"))?;
+    let list = v
+        .as_array()
+        .ok_or("expected a JSON list of conversations")?;
+    let mut entries: Vec<&Vec<Value>> = list
+        .iter()
+        .filter_map(|e| e.get("conversations")?.as_array())
+        .filter(|c| c.len() >= 4)
+        .collect();
+    if entries.is_empty() {
+        return Err("no entry with at least 4 messages (2 turns)".into());
+    }
+    let mut rng = StdRng::seed_from_u64(seed);
+    rand::seq::SliceRandom::shuffle(entries.as_mut_slice(), &mut rng);
+    let field = |m: &Value, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut out: Vec<Conversation> = Vec::new();
+    for msgs in entries {
+        if out.len() >= n {
+            break;
+        }
+        let mut turns = Vec::new();
+        let mut i = 0;
+        while i + 1 < msgs.len() && max_turns.is_none_or(|m| turns.len() < m) {
+            let user = field(&msgs[i], "value");
+            if field(&msgs[i], "from") != "human" || user.is_empty() {
+                i += 1;
+                continue;
+            }
+            let reply = field(&msgs[i + 1], "value");
+            let len = output_len.unwrap_or_else(|| {
+                u32::try_from(datasets::estimate_tokens(&reply))
+                    .unwrap_or(u32::MAX)
+                    .max(1)
+            });
+            turns.push((user, len));
+            i += 2;
+        }
+        if turns.len() >= 2 {
+            out.push(Conversation {
+                id: format!("{id_prefix}conv{}", out.len()),
+                system: None,
+                turns,
+            });
+        }
+    }
+    if out.is_empty() {
+        return Err("no conversation with at least 2 human turns followed by a reply".into());
+    }
+    let have = out.len();
+    while out.len() < n {
+        let mut c = out[rng.gen_range(0..have)].clone();
+        c.id = format!("{id_prefix}conv{}", out.len());
+        out.push(c);
+    }
+    Ok(out)
 }
 
 /// The `messages` of a turn: the system message, then each earlier turn's user message and
@@ -157,15 +266,32 @@ pub async fn run(
     let model = crate::compat::run::resolve_model(cfg, &client).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let d = &cfg.dataset;
-    let convs = generate(
-        mt,
-        d.num_prompts,
-        d.random_input_len,
-        d.random_output_len,
-        d.random_prefix_len,
-        d.seed,
-        &cfg.request_id_prefix,
-    );
+    let convs = match (&d.kind, &d.path) {
+        (DatasetKind::ShareGpt, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?;
+            // ShareGPT only consumes a cap on turns: 0 is every turn of the file.
+            let cap = (mt.max_turns > 0).then_some(mt.max_turns);
+            sharegpt(
+                &text,
+                d.num_prompts,
+                d.sharegpt_output_len,
+                cap,
+                d.seed,
+                &cfg.request_id_prefix,
+            )
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?
+        }
+        _ => generate(
+            mt,
+            d.num_prompts,
+            d.random_input_len,
+            d.random_output_len,
+            d.random_prefix_len,
+            d.seed,
+            &cfg.request_id_prefix,
+        ),
+    };
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let concurrency = mt
         .concurrency
@@ -204,6 +330,7 @@ pub async fn run(
         let (endpoint, extra, ignore_eos) =
             (cfg.endpoint.clone(), cfg.extra.clone(), cfg.ignore_eos);
         let delay = Duration::from_millis(mt.delay_ms);
+        let no_history = mt.no_history();
         set.spawn(async move {
             let clock = client.clock().clone();
             let start = clock.raw();
@@ -254,7 +381,10 @@ pub async fn run(
                     all_success = false;
                     break;
                 }
-                history.push((user.clone(), tl.content_text.unwrap_or_default()));
+                // No-history mode sends each turn alone (vllm-bench's prefix sharing).
+                if !no_history {
+                    history.push((user.clone(), tl.content_text.unwrap_or_default()));
+                }
                 if !delay.is_zero() && t + 1 < n {
                     tokio::time::sleep(delay).await;
                 }
@@ -338,6 +468,17 @@ fn result_json(
     r.insert("turns_per_conversation".into(), json!(mt.num_turns));
     r.insert("multi_turn_concurrency".into(), json!(concurrency));
     r.insert("inter_turn_delay_ms".into(), json!(mt.delay_ms));
+    if mt.no_history() {
+        r.insert("prefix_global_ratio".into(), json!(mt.prefix_global_ratio));
+        r.insert(
+            "prefix_conversation_ratio".into(),
+            json!(mt.prefix_conversation_ratio),
+        );
+        r.insert(
+            "prefix_unique_ratio".into(),
+            json!((1.0 - mt.prefix_global_ratio - mt.prefix_conversation_ratio).max(0.0)),
+        );
+    }
     r.insert("duration".into(), json!(overall.duration_s));
     r.insert(
         "conversations_completed".into(),
@@ -439,7 +580,82 @@ mod tests {
             max_turns: 0,
             concurrency: None,
             delay_ms: 0,
+            prefix_global_ratio: 0.0,
+            prefix_conversation_ratio: 0.0,
         }
+    }
+
+    #[test]
+    fn no_history_messages_share_a_global_and_a_conversation_part() {
+        let ps = MultiTurnConfig {
+            prefix_global_ratio: 0.25,
+            prefix_conversation_ratio: 0.25,
+            ..mt()
+        };
+        assert!(ps.no_history() && !mt().no_history());
+        let a = generate(&ps, 3, 80, 8, 0, 7, "");
+        // The words common to the start of two messages.
+        let common = |x: &str, y: &str| {
+            x.split(' ')
+                .zip(y.split(' '))
+                .take_while(|(p, q)| p == q)
+                .count()
+        };
+        let words = |x: &str| x.split(' ').count();
+        let (m00, m01, m10) = (&a[0].turns[0].0, &a[0].turns[1].0, &a[1].turns[0].0);
+        // 20 tokens each part at 1.3 tokens a word: about 15 words global, 15 per conversation,
+        // 31 unique; the same conversation shares both parts, another only the global one.
+        let within = common(m00, m01);
+        let across = common(m00, m10);
+        assert!((28..=32).contains(&within), "{within}: {m00} / {m01}");
+        assert!((13..=17).contains(&across), "{across}: {m00} / {m10}");
+        assert!((58..=64).contains(&words(m00)), "{}", words(m00));
+        assert_eq!(common(&a[1].turns[0].0, &a[2].turns[1].0), across);
+        // Without the ratios, messages share nothing.
+        let b = generate(&mt(), 2, 80, 8, 0, 7, "");
+        assert!(common(&b[0].turns[0].0, &b[0].turns[1].0) < 3);
+    }
+
+    fn msg(from: &str, value: &str) -> Value {
+        json!({"from": from, "value": value})
+    }
+
+    #[test]
+    fn sharegpt_takes_the_human_turns_and_the_reply_lengths() {
+        let file = json!([
+            // Three turns after a leading system message that is skipped.
+            {"conversations": [msg("system", "be brief"), msg("human", "one"),
+                msg("gpt", "12345678"), msg("human", "two"), msg("gpt", "123456789012"),
+                msg("human", "three"), msg("gpt", "1")]},
+            // One usable turn only: dropped.
+            {"conversations": [msg("human", "a"), msg("gpt", "b"), msg("gpt", "c"),
+                msg("gpt", "d")]},
+            // Fewer than 4 messages: filtered out.
+            {"conversations": [msg("human", "x"), msg("gpt", "y")]},
+            {"no": "conversations"}
+        ])
+        .to_string();
+        let c = sharegpt(&file, 1, None, None, 7, "p-").unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].id, "p-conv0");
+        assert_eq!(c[0].system, None);
+        // Replies of 8, 12 and 1 bytes: 2, 3 and 1 tokens at 4 bytes a token.
+        let want: Vec<(String, u32)> =
+            vec![("one".into(), 2), ("two".into(), 3), ("three".into(), 1)];
+        assert_eq!(c[0].turns, want);
+        // The cap stops the walk; a fixed output length replaces the replies' lengths.
+        let c = sharegpt(&file, 1, Some(5), Some(2), 7, "").unwrap();
+        assert_eq!(
+            c[0].turns,
+            vec![("one".to_string(), 5), ("two".to_string(), 5)]
+        );
+        // Too few conversations are repeated, renumbered.
+        let c = sharegpt(&file, 3, None, None, 7, "").unwrap();
+        let ids: Vec<&str> = c.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids, ["conv0", "conv1", "conv2"]);
+        assert!(c.iter().all(|x| x.turns == want));
+        assert!(sharegpt("{}", 1, None, None, 0, "").is_err());
+        assert!(sharegpt("[{\"conversations\": []}]", 1, None, None, 0, "").is_err());
     }
 
     #[test]

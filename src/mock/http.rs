@@ -491,10 +491,18 @@ async fn generate(
         Err(e @ AdmitError::LargerThanCache { .. }) => return bad_request(&e.to_string()),
         Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     };
+    // vLLM names the LoRA adapter a request asked for in `model` of its answer, and the base
+    // model otherwise (an absent `model` included).
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .filter(|m| app.cfg.lora_modules.iter().any(|l| l == m))
+        .unwrap_or(&app.cfg.model)
+        .to_string();
     let meta = Meta {
         chat,
         id,
-        model: app.cfg.model.clone(),
+        model,
         created: app.created,
         include_usage,
         continuous,
