@@ -1,6 +1,7 @@
 //! The text parsers added around the measurements never panic, whatever they are given: the
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
-//! the machine panel, `--start-at`, and a shard result file read by `llmspeed merge`.
+//! the machine panel, `--start-at`, a shard result file read by `llmspeed merge`, a Mooncake-style
+//! trace (`--dataset-name timed_trace`) and a ShareGPT file read as multi-turn conversations.
 //!
 //! Input layout: byte 0 picks the parser; the rest is the text (lossy UTF-8).
 #![no_main]
@@ -8,16 +9,19 @@
 use libfuzzer_sys::fuzz_target;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::compat::merge::ShardResult;
+use llmspeed::compat::multiturn;
 use llmspeed::compat::shard::parse_start_at;
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
+use llmspeed::workload::datasets::IdRange;
+use llmspeed::workload::trace::{self, TraceConfig};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, rest)) = data.split_first() else {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    match which % 6 {
+    match which % 8 {
         0 => {
             for unit in [Unit::Micros, Unit::Millis, Unit::Secs] {
                 // A parsed duration is a number of seconds a timer can hold.
@@ -38,6 +42,18 @@ fuzz_target!(|data: &[u8]| {
         }
         3 => {
             let _ = parse_start_at(&text);
+        }
+        4 => {
+            // A trace's prompts are built from its rows: rows that parse must build, and every
+            // block id must stay inside the id range.
+            if let Ok(rows) = trace::parse(&text, &TraceConfig::default(), 64) {
+                let samples = trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 1);
+                assert_eq!(samples.len(), rows.len());
+                let _ = trace::offsets_ns(&rows);
+            }
+        }
+        5 => {
+            let _ = multiturn::sharegpt(&text, 4, None, Some(3), 1, "c");
         }
         _ => {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
