@@ -290,14 +290,27 @@ pub fn cdf(title: &str, x_label: &str, values: &[f64]) -> String {
         );
     }
     out.push_str("\"/>");
-    // The marks' values go in one line under the title, so close percentiles stay legible.
+    let marks = PERCENTILE_COLORS.iter().filter_map(|&(p, color)| {
+        let q = stats::percentile_sorted(&v, p as f64)?;
+        Some((x_pos(q), format!("p{p} {}", fixed(q, hi - lo)), color))
+    });
+    percentile_marks(&mut out, marks, 7.0);
+    out.push_str("</svg>");
+    out
+}
+
+/// p50, p90 and p99 and the colour each is marked in, on every distribution chart.
+const PERCENTILE_COLORS: [(u32, &str); 3] = [(50, "#2ca02c"), (90, "#ff7f0e"), (99, "#d62728")];
+
+/// Dashed vertical lines at each `(x, label, colour)`, their labels in one line under the
+/// title (so close percentiles stay legible), advancing `char_w` per label character.
+fn percentile_marks<'a>(
+    out: &mut String,
+    marks: impl Iterator<Item = (f64, String, &'a str)>,
+    char_w: f64,
+) {
     let mut label_x = LEFT + 4.0;
-    for (p, color) in [(50.0, "#2ca02c"), (90.0, "#ff7f0e"), (99.0, "#d62728")] {
-        let Some(q) = stats::percentile_sorted(&v, p) else {
-            continue;
-        };
-        let x = x_pos(q);
-        let text = format!("p{p:.0} {}", fixed(q, hi - lo));
+    for (x, text, color) in marks {
         let _ = write!(
             out,
             "<line class=\"pct\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-dasharray=\"4 3\"/><text x=\"{label_x:.1}\" y=\"{:.1}\" class=\"tk\" fill=\"{color}\">{}</text>",
@@ -305,10 +318,8 @@ pub fn cdf(title: &str, x_label: &str, values: &[f64]) -> String {
             TOP + 10.0,
             escape(&text)
         );
-        label_x += 7.0 * text.chars().count() as f64 + 10.0;
+        label_x += char_w * text.chars().count() as f64 + 10.0;
     }
-    out.push_str("</svg>");
-    out
 }
 
 /// A time on the gap chart's ticks in its own unit: `5 µs`, `20 ms`, `1 s`.
@@ -435,23 +446,12 @@ pub fn gap_histogram(title: &str, h: &GapHistogram) -> String {
             y_pos(v, 1.0) + 4.0
         );
     }
-    let mut label_x = LEFT + 4.0;
-    for (p, q, color) in [
-        (50, h.p50_ms, "#2ca02c"),
-        (90, h.p90_ms, "#ff7f0e"),
-        (99, h.p99_ms, "#d62728"),
-    ] {
-        let x = x_pos(q);
-        let text = format!("p{p} {} ms", significant(q));
-        let _ = write!(
-            out,
-            "<line class=\"pct\" x1=\"{x:.1}\" y1=\"{TOP}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"{color}\" stroke-dasharray=\"4 3\"/><text x=\"{label_x:.1}\" y=\"{:.1}\" class=\"tk\" fill=\"{color}\">{}</text>",
-            H - BOTTOM,
-            TOP + 10.0,
-            escape(&text)
-        );
-        label_x += 6.5 * text.chars().count() as f64 + 10.0;
-    }
+    let quantiles = [h.p50_ms, h.p90_ms, h.p99_ms];
+    let marks = PERCENTILE_COLORS
+        .iter()
+        .zip(quantiles)
+        .map(|(&(p, color), q)| (x_pos(q), format!("p{p} {} ms", significant(q)), color));
+    percentile_marks(&mut out, marks, 6.5);
     out.push_str("</svg>");
     out
 }
