@@ -31,6 +31,29 @@ async fn prefix_hits(url: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// Runs the multi-turn session `argv` asks for against `m`, then stops `m`: the result file,
+/// the prefix-cache hit tokens the session caused, and the console output.
+async fn run_session(m: MockServer, argv: &[&str]) -> (Value, u64, String) {
+    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+    let url = m.url();
+    let before = prefix_hits(&url).await;
+    let mut out = Vec::new();
+    let files = session::execute(
+        &cfg,
+        Clock::new(),
+        &Cancel::new(),
+        &mut Vec::new(),
+        &mut out,
+        &mut |_: &str| {},
+    )
+    .await
+    .expect("session");
+    let hits = prefix_hits(&url).await - before;
+    m.stop().await;
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    (v, hits, String::from_utf8(out).unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
     let m = MockServer::start(MockConfig::profile(Profile::Fast)).await;
@@ -67,22 +90,7 @@ async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
         "--result-filename",
         "mt.json",
     ];
-    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
-    let before = prefix_hits(&url).await;
-    let mut out = Vec::new();
-    let files = session::execute(
-        &cfg,
-        Clock::new(),
-        &Cancel::new(),
-        &mut Vec::new(),
-        &mut out,
-        &mut |_: &str| {},
-    )
-    .await
-    .expect("session");
-    let hits = prefix_hits(&url).await - before;
-    m.stop().await;
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let (v, hits, console) = run_session(m, &argv).await;
     assert_eq!(v["mode"], "multi_turn");
     assert_eq!(v["completed"], 12, "{v}");
     assert_eq!(v["conversations_completed"], 4);
@@ -108,7 +116,6 @@ async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
         hits + 2 * 4 * 16 >= input[0] + input[1],
         "hits {hits}, inputs {input:?}"
     );
-    let console = String::from_utf8(out).unwrap();
     assert!(console.contains("Multi-Turn Benchmark Result"), "{console}");
 }
 
@@ -159,21 +166,7 @@ async fn sharegpt_conversations_send_the_human_turns_with_the_servers_answers() 
         "--result-filename",
         "mt.json",
     ];
-    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
-    let before = prefix_hits(&url).await;
-    let files = session::execute(
-        &cfg,
-        Clock::new(),
-        &Cancel::new(),
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut |_: &str| {},
-    )
-    .await
-    .expect("session");
-    let hits = prefix_hits(&url).await - before;
-    m.stop().await;
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let (v, hits, _) = run_session(m, &argv).await;
     assert_eq!(v["mode"], "multi_turn");
     // Every turn of the file (the cap is 0: uncapped), 8 tokens asked each.
     assert_eq!(v["completed"], 6, "{v}");
@@ -264,21 +257,7 @@ async fn prefix_ratios_send_each_turn_alone() {
         "--result-filename",
         "mt.json",
     ];
-    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
-    let before = prefix_hits(&url).await;
-    let files = session::execute(
-        &cfg,
-        Clock::new(),
-        &Cancel::new(),
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut |_: &str| {},
-    )
-    .await
-    .expect("session");
-    let hits = prefix_hits(&url).await - before;
-    m.stop().await;
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let (v, hits, _) = run_session(m, &argv).await;
     assert_eq!(v["completed"], 6, "{v}");
     assert_eq!(v["prefix_global_ratio"], 0.4);
     assert_eq!(v["prefix_conversation_ratio"], 0.4);

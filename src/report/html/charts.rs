@@ -299,6 +299,21 @@ pub fn cdf(title: &str, x_label: &str, values: &[f64]) -> String {
     out
 }
 
+/// Five x-axis ticks from `lo` to `hi` milliseconds, labelled in seconds (one decimal), on the
+/// charts over a cell's time.
+fn seconds_ticks(out: &mut String, lo: f64, hi: f64, x_pos: impl Fn(f64) -> f64) {
+    for i in 0..=4 {
+        let x = lo + (hi - lo) * i as f64 / 4.0;
+        let _ = write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            x_pos(x),
+            H - BOTTOM + 16.0,
+            escape(&tick_text((x / 100.0).round() / 10.0))
+        );
+    }
+}
+
 /// p50, p90 and p99 and the colour each is marked in, on every distribution chart.
 const PERCENTILE_COLORS: [(u32, &str); 3] = [(50, "#2ca02c"), (90, "#ff7f0e"), (99, "#d62728")];
 
@@ -569,16 +584,7 @@ pub fn timeline(title: &str, spans: &[Span], window_ms: f64) -> String {
         W - RIGHT,
         H - BOTTOM
     );
-    for i in 0..=4 {
-        let x = lo + (hi - lo) * i as f64 / 4.0;
-        let _ = write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
-            x_pos(x),
-            H - BOTTOM + 16.0,
-            escape(&tick_text((x / 100.0).round() / 10.0))
-        );
-    }
+    seconds_ticks(&mut out, lo, hi, x_pos);
     let _ = write!(
         out,
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"al\">s from window start · a row per stream · light: before the first token</text>",
@@ -685,16 +691,7 @@ fn linear_time_chart(
         "seconds from the window start",
         tick_text,
     );
-    for i in 0..=4 {
-        let x = lo + (hi - lo) * i as f64 / 4.0;
-        let _ = write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
-            x_pos(x),
-            H - BOTTOM + 16.0,
-            escape(&tick_text((x / 100.0).round() / 10.0))
-        );
-    }
+    seconds_ticks(&mut out, lo, hi, x_pos);
     for (i, s) in series.iter().enumerate() {
         let _ = write!(
             out,
