@@ -116,6 +116,27 @@ pub fn client_cpu() -> Option<CpuTime> {
     })
 }
 
+/// Reap child `pid` and return its raw wait status, the CPU time of it and of every
+/// descendant it waited for, and the largest resident set among them in bytes (`wait4`: the
+/// usage the kernel hands over with this one child, whatever other children the process has).
+pub fn wait_child(pid: u32) -> std::io::Result<(i32, CpuTime, u64)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain data, for which all-zero bytes are a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: the pointers are to owned values that wait4 only writes.
+        let rc = unsafe { libc::wait4(pid as libc::pid_t, &mut status, 0, &mut ru) };
+        if rc >= 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok((status, cpu_of(&ru), ru.ru_maxrss.max(0) as u64 * 1024))
+}
+
 /// Peak resident set size of the process in bytes (Linux reports KiB).
 pub fn peak_rss_bytes() -> Option<u64> {
     rusage(libc::RUSAGE_SELF).map(|ru| ru.ru_maxrss.max(0) as u64 * 1024)

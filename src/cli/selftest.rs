@@ -1,7 +1,9 @@
-//! `llmspeed selftest`: flags -> [`Shape`], run, print a table or one JSON object. Exits 1 when
-//! any stream failed, so scripts can trust a zero exit.
+//! `llmspeed selftest`: flags -> [`Shape`] (plus `--pin` and `--external`), run, print a table
+//! or one JSON object. Exits 1 when any stream failed, so scripts can trust a zero exit.
 
 use super::{CliError, CliResult};
+use crate::selftest::external::{self, External};
+use crate::selftest::pin::{self, Pin};
 use crate::selftest::{self, Shape};
 use clap::Args;
 use std::process::ExitCode;
@@ -23,8 +25,22 @@ pub struct SelftestArgs {
     #[arg(long, default_value = "0ms", value_parser = parse_duration)]
     pub first_token: Duration,
     /// Worker threads of the client's runtime (the server has its own threads).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "external")]
     pub client_threads: usize,
+    /// Score another benchmark client instead of our own: a command run with `sh -c` after
+    /// replacing {url}, {model}, {dataset} (vLLM `custom` JSONL, one prompt per stream),
+    /// {result_dir}, {prefix} (request-id prefix), {streams} and {tokens}. It must save
+    /// vLLM's detailed result JSON (--save-result --save-detailed) into {result_dir}.
+    #[arg(long, value_name = "CMD")]
+    pub external: Option<String>,
+    /// Pin the server and the client to CPUs: SERVER_CPUS:CLIENT_CPUS, e.g. 0:1 or 0-1:2,3
+    /// (Linux only).
+    #[arg(long, value_name = "SERVER_CPUS:CLIENT_CPUS", value_parser = Pin::parse)]
+    pub pin: Option<Pin>,
+    /// Keep the external client's work folder (dataset, result, output); it is always kept
+    /// when the run fails.
+    #[arg(long, requires = "external")]
+    pub keep: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -45,7 +61,27 @@ pub fn run(a: SelftestArgs) -> CliResult {
         client_threads: a.client_threads,
     };
     shape.validate().map_err(CliError::usage)?;
-    let report = selftest::run(&shape).map_err(|e| CliError::failed(e.to_string()))?;
+    if let Some(p) = &a.pin {
+        check_pin(p)?;
+    }
+    let report = match &a.external {
+        Some(command) => {
+            external::check_placeholders(command).map_err(CliError::usage)?;
+            let ext = External {
+                command: command.clone(),
+                keep: a.keep,
+            };
+            external::run(&shape, &ext, a.pin.as_ref())
+        }
+        None => match &a.pin {
+            Some(p) => selftest::run_pinned(&shape, p),
+            None => selftest::run(&shape),
+        },
+    }
+    .map_err(|e| CliError::failed(e.to_string()))?;
+    if let Some(d) = &report.work_dir {
+        eprintln!("selftest: work folder kept: {d}");
+    }
     let mut out = std::io::stdout().lock();
     let written = if a.json {
         serde_json::to_writer(&mut out, &report)
@@ -64,6 +100,18 @@ pub fn run(a: SelftestArgs) -> CliResult {
         )));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--pin` needs `sched_setaffinity`, and CPUs this process may use.
+fn check_pin(p: &Pin) -> Result<(), CliError> {
+    if !pin::SUPPORTED {
+        return Err(CliError::usage(
+            "--pin needs sched_setaffinity, which only Linux has; run without --pin",
+        ));
+    }
+    let allowed = pin::allowed_cpus()
+        .map_err(|e| CliError::usage(format!("--pin: cannot read the allowed CPUs: {e}")))?;
+    p.check_allowed(&allowed).map_err(CliError::usage)
 }
 
 #[cfg(test)]

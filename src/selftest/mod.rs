@@ -3,7 +3,10 @@
 //! shape, and compares every client stamp with the server's ground-truth write stamps.
 //!
 //! Owns: the shape of the run, matching client events to trace records, and the error figures
-//! (TTFT error, gap error, server write lag, client CPU per token, peak memory).
+//! (TTFT error, gap error, coalesced gaps, server write lag, client CPU per token, peak
+//! memory). `external` runs any vLLM-compatible benchmark command instead of our client and
+//! `score` scores its `--save-detailed` result (pure); `pin` places the server and the client
+//! on given CPUs.
 //!
 //! Architecture invariants:
 //! - The server never shares the client's executor: it runs on its own current-thread runtime
@@ -13,6 +16,12 @@
 //!   that; gaps are differences within one side.
 //! - Nothing here touches the per-token path: the client runs exactly as `stream` does
 //!   (`NoopObserver`), and all matching happens after the run.
+//! - A figure a client cannot be scored on (an external client's stamps are on its own clock:
+//!   delivery, TTFT against first write) is `None` (JSON `null`), never 0.
+
+pub mod external;
+pub mod pin;
+pub mod score;
 
 use crate::analysis::stats;
 use crate::clock::Clock;
@@ -21,6 +30,7 @@ use crate::mock::{self, MockConfig, Profile};
 use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::{ErrorKind, Timeline};
+use pin::{Mask, Pin};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,6 +83,10 @@ pub enum SelftestError {
     Server(String),
     #[error("cannot start the client: {0}")]
     Client(String),
+    #[error("{0}")]
+    Usage(String),
+    #[error("external client: {0}")]
+    External(String),
 }
 
 /// The result. Units are in the field names; every figure is over all matched tokens.
@@ -82,7 +96,13 @@ pub struct Report {
     pub tokens_per_stream: u32,
     pub gap_ms: f64,
     pub first_token_ms: f64,
-    pub client_threads: usize,
+    /// Worker threads of our in-process client; `None` for an external one.
+    pub client_threads: Option<usize>,
+    /// `llmspeed (in-process)`, or the external command line as given (placeholders kept).
+    pub client: String,
+    /// CPUs the server and the client were pinned to (`--pin`), `None` when not pinned.
+    pub server_cpus: Option<Vec<usize>>,
+    pub client_cpus: Option<Vec<usize>>,
     /// Output tokens the client received (sum of final usage over streams).
     pub tokens: u64,
     /// Tokens whose client event was matched to a server trace record.
@@ -94,13 +114,15 @@ pub struct Report {
     pub errors: HashMap<&'static str, usize>,
     /// One example failure message, when any stream failed.
     pub first_error: Option<String>,
-    /// Mean of (server's first write - client's send stamp): what TTFT truly was.
-    pub true_ttft_ms_mean: f64,
-    /// Client first-token stamp minus the server's first write stamp (see docs/selftest.md).
-    pub ttft_error_ms_mean: f64,
-    pub ttft_error_ms_p50: f64,
-    pub ttft_error_ms_p99: f64,
-    pub ttft_error_ms_max: f64,
+    /// Mean of (server's first write - client's send stamp): what TTFT truly was. Needs the
+    /// client's send stamp on our clock: `None` for an external client.
+    pub true_ttft_ms_mean: Option<f64>,
+    /// Client first-token stamp minus the server's first write stamp (see docs/selftest.md);
+    /// `None` for an external client (its stamps are on its own clock).
+    pub ttft_error_ms_mean: Option<f64>,
+    pub ttft_error_ms_p50: Option<f64>,
+    pub ttft_error_ms_p99: Option<f64>,
+    pub ttft_error_ms_max: Option<f64>,
     /// Mean of (server's first write - the request's arrival at the server): the TTFT the
     /// server itself saw, from the read that completed the request.
     pub server_ttft_ms_mean: f64,
@@ -115,12 +137,18 @@ pub struct Report {
     pub gap_error_us_p50: f64,
     pub gap_error_us_p99: f64,
     pub gap_error_us_max: f64,
+    /// Consecutive tokens the client saw (almost) together although the server wrote them
+    /// apart: client gap < 10% of the server's, server gap >= half the nominal gap.
+    pub coalesced_gaps: u64,
+    /// Streams whose number of client token times (an external client: ITLs + 1) differs from
+    /// the trace's tokens: counted, and their gaps not scored.
+    pub requests_itl_mismatch: usize,
     /// Client read stamp minus server write stamp, every matched token: where gap error comes
     /// from (its jitter). Negative when the server was descheduled between its write returning
-    /// and its stamp: the ground truth's own noise.
-    pub delivery_us_min: f64,
-    pub delivery_us_p50: f64,
-    pub delivery_us_p99: f64,
+    /// and its stamp: the ground truth's own noise. `None` for an external client.
+    pub delivery_us_min: Option<f64>,
+    pub delivery_us_p50: Option<f64>,
+    pub delivery_us_p99: Option<f64>,
     /// Server write time minus the engine's due time: how late the server itself ran.
     pub server_write_lag_us_p50: f64,
     pub server_write_lag_us_p99: f64,
@@ -131,14 +159,22 @@ pub struct Report {
     pub client_cpu_user_ns_per_token: f64,
     pub client_cpu_sys_ns_per_token: f64,
     pub client_cpu_ms: f64,
-    /// Peak resident memory of the whole process (server and client together).
+    /// Peak resident memory of the whole process (server and client together); for an
+    /// external client, the client's own (its largest process).
     pub peak_rss_mb: f64,
     pub wall_s: f64,
+    /// The external client's work folder, when `--keep` kept it.
+    pub work_dir: Option<String>,
 }
 
 /// Run the self-test. Blocks; must not be called from inside a tokio runtime.
 pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO)
+    run_client(shape, Duration::ZERO, None)
+}
+
+/// [`run`] with the server's threads on `pin.server` and the client's on `pin.client`.
+pub fn run_pinned(shape: &Shape, pin: &Pin) -> Result<Report, SelftestError> {
+    run_client(shape, Duration::ZERO, Some(pin))
 }
 
 /// Test hook: [`run`] with a client that blocks its thread for `busy` after every event, so
@@ -146,17 +182,23 @@ pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
 /// client stamping late would report. Tests use it to prove their bounds catch that.
 #[doc(hidden)]
 pub fn run_with_busy_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
-    run_client(shape, busy)
+    run_client(shape, busy, None)
 }
 
-fn run_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
+fn run_client(shape: &Shape, busy: Duration, pin: Option<&Pin>) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     raise_fd_limit(shape.streams as u64 * 2 + 256);
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
-    let server = ServerThread::start(mock_config(shape, sink))?;
+    let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
     let clock = Clock::new();
-    let run = drive(shape, server.addr, &clock, busy);
+    let run = drive(
+        shape,
+        server.addr,
+        &clock,
+        busy,
+        pin.map(|p| Mask::of(&p.client)),
+    );
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
     let (timelines, (user_ns, sys_ns)) = run?;
@@ -170,6 +212,8 @@ fn run_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
     report.client_cpu_user_ns_per_token = per_token(user_ns);
     report.client_cpu_sys_ns_per_token = per_token(sys_ns);
     report.peak_rss_mb = crate::sys::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    report.server_cpus = pin.map(|p| p.server.cpus().to_vec());
+    report.client_cpus = pin.map(|p| p.client.cpus().to_vec());
     report.wall_s = wall.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -206,6 +250,7 @@ fn drive(
     addr: std::net::SocketAddr,
     clock: &Clock,
     busy: Duration,
+    pin: Option<Mask>,
 ) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
     let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
     g.max_tokens = Some(shape.tokens);
@@ -239,10 +284,21 @@ fn drive(
 
     let worker_cpu = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let stop_cpu = worker_cpu.clone();
+    // Pinning failures on the runtime's threads cannot be returned from the hook: counted,
+    // and the run refused afterwards.
+    let pin_failures = Arc::new(AtomicU64::new(0));
+    let start_failures = pin_failures.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(shape.client_threads)
         .thread_name("selftest-client")
         .enable_all()
+        .on_thread_start(move || {
+            if let Some(mask) = pin {
+                if mask.apply().is_err() {
+                    start_failures.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
         // A thread's CPU clock starts at zero, so its value at exit is all it ever used.
         .on_thread_stop(move || {
             let (user, sys) = thread_cpu_ns_pair();
@@ -251,6 +307,17 @@ fn drive(
         })
         .build()
         .map_err(|e| SelftestError::Client(format!("runtime: {e}")))?;
+    // The thread driving `block_on` runs client work too; it is the caller's, so its own mask
+    // comes back afterwards.
+    let restore = match pin {
+        Some(mask) => {
+            let old = Mask::current().map_err(|e| SelftestError::Client(format!("pin: {e}")))?;
+            mask.apply()
+                .map_err(|e| SelftestError::Client(format!("cannot pin the client: {e}")))?;
+            Some(old)
+        }
+        None => None,
+    };
     let main_cpu0 = thread_cpu_ns_pair();
     let timelines = rt.block_on(async move {
         let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
@@ -293,6 +360,14 @@ fn drive(
     let main_cpu1 = thread_cpu_ns_pair();
     // Joins the workers, which runs their stop hooks.
     drop(rt);
+    if let Some(old) = restore {
+        let _ = old.apply();
+    }
+    if pin_failures.load(Ordering::Relaxed) > 0 {
+        return Err(SelftestError::Client(
+            "cannot pin the client runtime's threads to the --pin CPUs".into(),
+        ));
+    }
     let user = worker_cpu[0].load(Ordering::Relaxed) + main_cpu1.0.saturating_sub(main_cpu0.0);
     let sys = worker_cpu[1].load(Ordering::Relaxed) + main_cpu1.1.saturating_sub(main_cpu0.1);
     Ok((timelines, (user, sys)))
@@ -335,6 +410,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let mut errors: HashMap<&'static str, usize> = HashMap::new();
     let mut first_error = None;
     let (mut tokens, mut matched) = (0u64, 0u64);
+    let (mut coalesced, mut itl_mismatch) = (0u64, 0usize);
+    let nominal_gap_ns = shape.gap.as_nanos() as u64;
     let mut client_t: Vec<Option<u64>> = vec![None; shape.tokens as usize];
     for (i, tl) in timelines.iter().enumerate() {
         if let Err(e) = &tl.outcome {
@@ -358,6 +435,10 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         let Some(server) = truth.get(request_id(i).as_str()) else {
             continue;
         };
+        let traced = server.tokens.iter().filter(|t| t.is_some()).count();
+        if k != traced {
+            itl_mismatch += 1;
+        }
         let mut prev: Option<(u64, u64)> = None;
         for (k, (c, s)) in client_t.iter().zip(server.tokens.iter()).enumerate() {
             let (Some(c), Some((s_raw, _, _))) = (*c, *s) else {
@@ -382,6 +463,9 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
                 let measured = clock.signed_delta_ns(pc, c);
                 let truth = clock.signed_delta_ns(ps, s_raw);
                 gap_err_us.push((measured - truth).unsigned_abs() as f64 / 1e3);
+                if score::is_coalesced(measured, truth, nominal_gap_ns) {
+                    coalesced += 1;
+                }
             }
             prev = Some((c, s_raw));
         }
@@ -400,18 +484,21 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         tokens_per_stream: shape.tokens,
         gap_ms: shape.gap.as_secs_f64() * 1e3,
         first_token_ms: shape.first_token.as_secs_f64() * 1e3,
-        client_threads: shape.client_threads,
+        client_threads: Some(shape.client_threads),
+        client: IN_PROCESS.into(),
+        server_cpus: None,
+        client_cpus: None,
         tokens,
         tokens_matched: matched,
         trace_records: trace.len() as u64,
         failed_streams: timelines.iter().filter(|t| !t.is_ok()).count(),
         errors,
         first_error,
-        true_ttft_ms_mean: Fig::of(&true_ttft_ms).mean,
-        ttft_error_ms_mean: ttft.mean,
-        ttft_error_ms_p50: ttft.p50,
-        ttft_error_ms_p99: ttft.p99,
-        ttft_error_ms_max: ttft.max,
+        true_ttft_ms_mean: Some(Fig::of(&true_ttft_ms).mean),
+        ttft_error_ms_mean: Some(ttft.mean),
+        ttft_error_ms_p50: Some(ttft.p50),
+        ttft_error_ms_p99: Some(ttft.p99),
+        ttft_error_ms_max: Some(ttft.max),
         server_ttft_ms_mean: Fig::of(&server_ttft_ms).mean,
         ttft_arrival_error_ms_mean: ttft_arrival.mean,
         ttft_arrival_error_ms_p50: ttft_arrival.p50,
@@ -421,9 +508,11 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         gap_error_us_p50: gap.p50,
         gap_error_us_p99: gap.p99,
         gap_error_us_max: gap.max,
-        delivery_us_min: delivery.min,
-        delivery_us_p50: delivery.p50,
-        delivery_us_p99: delivery.p99,
+        coalesced_gaps: coalesced,
+        requests_itl_mismatch: itl_mismatch,
+        delivery_us_min: Some(delivery.min),
+        delivery_us_p50: Some(delivery.p50),
+        delivery_us_p99: Some(delivery.p99),
         server_write_lag_us_p50: lag.p50,
         server_write_lag_us_p99: lag.p99,
         server_write_lag_us_max: lag.max,
@@ -433,6 +522,124 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         client_cpu_ms: 0.0,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
+        work_dir: None,
+    }
+}
+
+/// What the report says our own client is.
+pub const IN_PROCESS: &str = "llmspeed (in-process)";
+
+/// Score a vLLM `--save-detailed` result (`result_json`, entry `i` being request `{prefix}{i}`)
+/// against a trace: what `--external` does once its command has finished. CPU, memory, wall
+/// time and the client's name are left for the caller.
+pub fn score_result(
+    shape: &Shape,
+    trace: &[TraceRec],
+    result_json: &str,
+    prefix: &str,
+) -> Result<Report, String> {
+    let clients = external::parse_detailed(result_json)?;
+    if clients.len() != shape.streams {
+        return Err(format!(
+            "the result holds {} requests, the self-test expects {} (pass {{streams}} as the number of prompts)",
+            clients.len(),
+            shape.streams
+        ));
+    }
+    Ok(analyse_external(shape, trace, &clients, prefix))
+}
+
+/// The report for an external client's result (`clients[i]` is request `{prefix}{i}`):
+/// every figure [`score::score`] gives, the server's own figures from the trace, and `None`
+/// for what needs the client's stamps on our clock. CPU, memory and wall time are the
+/// caller's.
+fn analyse_external(
+    shape: &Shape,
+    trace: &[TraceRec],
+    clients: &[score::ClientRecord],
+    prefix: &str,
+) -> Report {
+    let s = score::score(
+        &score::index_trace(trace),
+        prefix,
+        clients,
+        shape.gap.as_nanos() as u64,
+    );
+    let failed: Vec<(usize, &score::ClientRecord)> = clients
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| !c.error.is_empty())
+        .collect();
+    let mut errors = HashMap::new();
+    if !failed.is_empty() {
+        errors.insert("client_reported", failed.len());
+    }
+    if s.requests_untraced > 0 {
+        errors.insert("untraced", s.requests_untraced);
+    }
+    let lag_us: Vec<f64> = trace
+        .iter()
+        .map(|r| r.t_ns.saturating_sub(r.due_ns) as f64 / 1e3)
+        .collect();
+    let (gap, lag, arrival) = (
+        Fig::of(&s.gap_error_us),
+        Fig::of(&lag_us),
+        Fig::of(&s.ttft_arrival_error_ms),
+    );
+    Report {
+        streams: shape.streams,
+        tokens_per_stream: shape.tokens,
+        gap_ms: shape.gap.as_secs_f64() * 1e3,
+        first_token_ms: shape.first_token.as_secs_f64() * 1e3,
+        client_threads: None,
+        client: String::new(),
+        server_cpus: None,
+        client_cpus: None,
+        tokens: clients.iter().map(|c| c.output_len).sum(),
+        tokens_matched: s.tokens_matched,
+        trace_records: trace.len() as u64,
+        failed_streams: failed.len(),
+        errors,
+        first_error: failed
+            .first()
+            .map(|(i, c)| format!("request {prefix}{i}: {}", c.error))
+            .or_else(|| {
+                (s.requests_untraced > 0).then(|| {
+                    format!(
+                        "{} request(s) never reached the server under an id {prefix}N (does the client send x-request-id {{prefix}}N?)",
+                        s.requests_untraced
+                    )
+                })
+            }),
+        true_ttft_ms_mean: None,
+        ttft_error_ms_mean: None,
+        ttft_error_ms_p50: None,
+        ttft_error_ms_p99: None,
+        ttft_error_ms_max: None,
+        server_ttft_ms_mean: Fig::of(&s.server_ttft_ms).mean,
+        ttft_arrival_error_ms_mean: arrival.mean,
+        ttft_arrival_error_ms_p50: arrival.p50,
+        ttft_arrival_error_ms_p99: arrival.p99,
+        ttft_arrival_error_ms_max: arrival.max,
+        gap_error_us_mean: gap.mean,
+        gap_error_us_p50: gap.p50,
+        gap_error_us_p99: gap.p99,
+        gap_error_us_max: gap.max,
+        coalesced_gaps: s.coalesced_gaps,
+        requests_itl_mismatch: s.requests_itl_mismatch,
+        delivery_us_min: None,
+        delivery_us_p50: None,
+        delivery_us_p99: None,
+        server_write_lag_us_p50: lag.p50,
+        server_write_lag_us_p99: lag.p99,
+        server_write_lag_us_max: lag.max,
+        client_cpu_ns_per_token: 0.0,
+        client_cpu_user_ns_per_token: 0.0,
+        client_cpu_sys_ns_per_token: 0.0,
+        client_cpu_ms: 0.0,
+        peak_rss_mb: 0.0,
+        wall_s: 0.0,
+        work_dir: None,
     }
 }
 
@@ -467,12 +674,21 @@ struct ServerThread {
 }
 
 impl ServerThread {
-    fn start(cfg: MockConfig) -> Result<ServerThread, SelftestError> {
+    /// With `pin`, the server thread restricts itself before it starts anything, so the
+    /// engine's thread (spawned from it) inherits the mask; the caller's thread is untouched.
+    fn start(cfg: MockConfig, pin: Option<Mask>) -> Result<ServerThread, SelftestError> {
         let (addr_tx, addr_rx) = std::sync::mpsc::channel();
         let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("selftest-server".into())
             .spawn(move || -> std::io::Result<()> {
+                if let Some(mask) = pin {
+                    if let Err(e) = mask.apply() {
+                        let why = format!("cannot pin the server: {e}");
+                        let _ = addr_tx.send(Err(std::io::Error::new(e.kind(), why)));
+                        return Ok(());
+                    }
+                }
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
@@ -528,13 +744,24 @@ fn raise_fd_limit(want: u64) {
     unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
 }
 
-/// The human table.
+/// The human table. A figure the client cannot be scored on prints as `n/a`.
 pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
+    let threads = match r.client_threads {
+        Some(n) => format!(", {n} client thread(s)"),
+        None => String::new(),
+    };
     writeln!(
         w,
-        "selftest: {} streams x {} tokens, gap {} ms, first-token delay {} ms, {} client thread(s), {:.1} s",
-        r.streams, r.tokens_per_stream, r.gap_ms, r.first_token_ms, r.client_threads, r.wall_s
+        "selftest: {} streams x {} tokens, gap {} ms, first-token delay {} ms{threads}, {:.1} s",
+        r.streams, r.tokens_per_stream, r.gap_ms, r.first_token_ms, r.wall_s
     )?;
+    writeln!(w, "  client            {}", r.client)?;
+    if let (Some(s), Some(c)) = (&r.server_cpus, &r.client_cpus) {
+        writeln!(
+            w,
+            "  pinned            server CPUs {s:?}, client CPUs {c:?}"
+        )?;
+    }
     writeln!(
         w,
         "  tokens            {} received, {} matched to the server trace ({} traced), {} failed stream(s)",
@@ -545,14 +772,18 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         "  {:<17} {:>10} {:>10} {:>10} {:>10}",
         "", "mean", "p50", "p99", "max"
     )?;
+    let opt = |v: Option<f64>, digits: usize| match v {
+        Some(v) => format!("{v:.digits$}"),
+        None => "n/a".into(),
+    };
     writeln!(
         w,
-        "  {:<17} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+        "  {:<17} {:>10} {:>10} {:>10} {:>10}",
         "TTFT error ms",
-        r.ttft_error_ms_mean,
-        r.ttft_error_ms_p50,
-        r.ttft_error_ms_p99,
-        r.ttft_error_ms_max
+        opt(r.ttft_error_ms_mean, 3),
+        opt(r.ttft_error_ms_p50, 3),
+        opt(r.ttft_error_ms_p99, 3),
+        opt(r.ttft_error_ms_max, 3)
     )?;
     writeln!(
         w,
@@ -583,17 +814,26 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
-        "  {:<17} {:>10} {:>10.1} {:>10.1} {:>10}",
+        "  {:<17} {:>10} {:>10} {:>10} {:>10}",
         "delivery us",
-        format!("min {:.1}", r.delivery_us_min),
-        r.delivery_us_p50,
-        r.delivery_us_p99,
+        match r.delivery_us_min {
+            Some(m) => format!("min {m:.1}"),
+            None => "n/a".into(),
+        },
+        opt(r.delivery_us_p50, 1),
+        opt(r.delivery_us_p99, 1),
         ""
     )?;
     writeln!(
         w,
-        "  true TTFT         {:.2} ms mean (server first write - client send); {:.2} ms at the server (first write - arrival)",
-        r.true_ttft_ms_mean, r.server_ttft_ms_mean
+        "  coalesced gaps    {} (tokens read together that the server wrote apart); {} stream(s) with a token count unlike the trace's",
+        r.coalesced_gaps, r.requests_itl_mismatch
+    )?;
+    writeln!(
+        w,
+        "  true TTFT         {} ms mean (server first write - client send); {:.2} ms at the server (first write - arrival)",
+        opt(r.true_ttft_ms_mean, 2),
+        r.server_ttft_ms_mean
     )?;
     writeln!(
         w,
@@ -603,13 +843,17 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         r.client_cpu_sys_ns_per_token,
         r.client_cpu_ms
     )?;
-    writeln!(
-        w,
-        "  peak RSS          {:.1} MB (whole process: server and client)",
-        r.peak_rss_mb
-    )?;
+    let whose = if r.client_threads.is_some() {
+        "whole process: server and client"
+    } else {
+        "the external client's largest process"
+    };
+    writeln!(w, "  peak RSS          {:.1} MB ({whose})", r.peak_rss_mb)?;
     if let Some(e) = &r.first_error {
         writeln!(w, "  first failure     {e}")?;
+    }
+    if let Some(d) = &r.work_dir {
+        writeln!(w, "  work folder       {d}")?;
     }
     Ok(())
 }
@@ -677,14 +921,40 @@ mod tests {
         assert!((r.ttft_arrival_error_ms_mean - 0.001).abs() < 1e-12);
         assert!((r.ttft_arrival_error_ms_max - 0.001).abs() < 1e-12);
         assert_eq!(r.failed_streams, 0);
-        assert!((r.ttft_error_ms_mean - 0.0002).abs() < 1e-12);
-        assert!((r.true_ttft_ms_mean - 0.009).abs() < 1e-12);
+        assert!((r.ttft_error_ms_mean.unwrap() - 0.0002).abs() < 1e-12);
+        assert!((r.true_ttft_ms_mean.unwrap() - 0.009).abs() < 1e-12);
         // Gap errors: |1050 - 1000| = 50 ns, |850 - 1000| = 150 ns.
         assert!((r.gap_error_us_max - 0.15).abs() < 1e-9);
         assert!((r.gap_error_us_mean - 0.1).abs() < 1e-9);
         assert!((r.server_write_lag_us_max - 5.0).abs() < 1e-9);
-        assert!((r.delivery_us_min - 0.1).abs() < 1e-9);
-        assert!((r.delivery_us_p50 - 0.2).abs() < 1e-9);
+        assert!((r.delivery_us_min.unwrap() - 0.1).abs() < 1e-9);
+        assert!((r.delivery_us_p50.unwrap() - 0.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn tokens_read_together_are_coalesced_gaps() {
+        // Server writes 1 ms apart (the nominal gap); the client reads tokens 1 and 2 in one
+        // read, so their gap measures 0, and it misses token 3 entirely.
+        let (clock, _h) = Clock::mock();
+        let mut tl = Timeline::new(0, 4, false);
+        tl.send_start = Some(0);
+        for (t, n) in [(1_000_100u64, 1u32), (3_000_100, 2)] {
+            tl.events.push(EventRecord {
+                t,
+                tokens: n,
+                channel: Channel::Content,
+            });
+        }
+        let trace: Vec<TraceRec> = (0..4)
+            .map(|k| rec("selftest-0", k, 1_000_000 * (k as u64 + 1)))
+            .collect();
+        let r = analyse(&shape(1, 4), &clock, &[tl], &trace);
+        assert_eq!(r.tokens_matched, 3);
+        assert_eq!(r.coalesced_gaps, 1, "{r:?}");
+        assert_eq!(r.requests_itl_mismatch, 1, "3 client tokens, 4 traced");
+        // |2_000_000 - 1_000_000| and |0 - 1_000_000| ns.
+        assert_eq!(r.gap_error_us_max, 1000.0);
+        assert_eq!(r.gap_error_us_p50, 1000.0);
     }
 
     #[test]

@@ -1,0 +1,484 @@
+//! `selftest --external 'CMD …'`: any vLLM-compatible benchmark client, scored against the
+//! fixed-gap server's trace exactly as llmspeed's own client is.
+//!
+//! Owns: the work folder (the `custom` dataset the command reads, its result folder, its
+//! captured output), the command's placeholders, starting the command with `sh -c` (pinned
+//! when asked) and reading its CPU time and peak memory from the kernel when it is reaped,
+//! and reading vLLM's `--save-detailed` result back. The scoring is [`super::score`]'s.
+//!
+//! The contract with the command, which vLLM's `bench serve`, vllm-bench and `llmspeed bench
+//! serve` all keep: request `i` of the dataset carries `x-request-id: {prefix}{i}` (the mock
+//! keys its trace by that header), and entry `i` of the result's `ttfts`/`itls`/`output_lens`/
+//! `errors` arrays is request `i`.
+
+use super::pin::{CpuList, Mask, Pin};
+use super::score::ClientRecord;
+use super::{Report, SelftestError, ServerThread, Shape};
+use crate::mock::trace::{TraceRec, TraceSink};
+use crate::sys::CpuTime;
+use serde_json::Value;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Instant;
+
+/// The placeholders `--external` knows, in the order the help lists them.
+pub const PLACEHOLDERS: [&str; 7] = [
+    "url",
+    "model",
+    "dataset",
+    "result_dir",
+    "prefix",
+    "streams",
+    "tokens",
+];
+
+/// The request-id prefix the command must use.
+pub const PREFIX: &str = "selftest-ext-";
+
+/// How to run an external client.
+#[derive(Clone, Debug)]
+pub struct External {
+    /// The command line with placeholders, run with `sh -c`.
+    pub command: String,
+    /// Keep the work folder after a successful run (it is always kept after a failure).
+    pub keep: bool,
+}
+
+/// Replace every `{name}` whose name is a known placeholder; an unknown `{name}` (letters,
+/// digits and `_`) is an error naming it. Anything else in braces — `${VAR}`, JSON such as
+/// `{"temperature": 0}` — is left for the shell. Values are shell-quoted when they need it.
+pub fn substitute(template: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(template.len() + 64);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let (before, from) = rest.split_at(open);
+        out.push_str(before);
+        let name = from[1..].find('}').map(|close| &from[1..1 + close]);
+        let is_name = |n: &str| {
+            n.starts_with(|c: char| c.is_ascii_alphabetic())
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        match name {
+            Some(n) if is_name(n) && !before.ends_with('$') => {
+                let value = vars
+                    .iter()
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v)
+                    .ok_or_else(|| {
+                        let known: Vec<String> =
+                            PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect();
+                        format!(
+                            "--external: unknown placeholder {{{n}}} (known: {})",
+                            known.join(", ")
+                        )
+                    })?;
+                out.push_str(&shell_quote(value));
+                rest = &from[n.len() + 2..];
+            }
+            _ => {
+                out.push('{');
+                rest = &from[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Check a command's placeholders before anything starts (a usage error, not a failed run).
+pub fn check_placeholders(template: &str) -> Result<(), String> {
+    let vars: Vec<(&str, String)> = PLACEHOLDERS.iter().map(|p| (*p, String::new())).collect();
+    substitute(template, &vars).map(drop)
+}
+
+fn shell_quote(v: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:=,+@%-".contains(c);
+    if !v.is_empty() && v.chars().all(plain) {
+        return v.to_string();
+    }
+    format!("'{}'", v.replace('\'', r"'\''"))
+}
+
+/// vLLM's `custom` dataset: one JSON object per line with `prompt` and `output_tokens`. One
+/// short distinct prompt per stream (prefill is free on the fixed-gap server; distinct so no
+/// client deduplicates them). Both vLLM-style readers shuffle the lines, which is harmless:
+/// requests are identified by position, not by prompt.
+pub fn dataset_jsonl(streams: usize, tokens: u32) -> String {
+    let mut s = String::with_capacity(streams * 64);
+    for i in 0..streams {
+        let line = serde_json::json!({
+            "prompt": format!("Selftest prompt {i}: the"),
+            "output_tokens": tokens,
+        });
+        s.push_str(&line.to_string());
+        s.push('\n');
+    }
+    s
+}
+
+/// The per-request arrays of a vLLM result saved with `--save-detailed`.
+pub fn parse_detailed(text: &str) -> Result<Vec<ClientRecord>, String> {
+    let v: Value =
+        serde_json::from_str(text).map_err(|e| format!("the result is not valid JSON: {e}"))?;
+    let array = |k: &str| -> Result<&Vec<Value>, String> {
+        v.get(k).and_then(Value::as_array).ok_or_else(|| {
+            format!("the result has no {k:?} array: was the client run with --save-detailed?")
+        })
+    };
+    let (ttfts, itls, lens, errors) = (
+        array("ttfts")?,
+        array("itls")?,
+        array("output_lens")?,
+        array("errors")?,
+    );
+    let n = ttfts.len();
+    if itls.len() != n || lens.len() != n || errors.len() != n {
+        return Err(format!(
+            "the result's arrays differ in length: ttfts {n}, itls {}, output_lens {}, errors {}",
+            itls.len(),
+            lens.len(),
+            errors.len()
+        ));
+    }
+    let secs = |x: &Value, what: &str, i: usize| -> Result<f64, String> {
+        // A failed request may carry null where a time would be.
+        match x {
+            Value::Null => Ok(0.0),
+            _ => x
+                .as_f64()
+                .filter(|s| s.is_finite())
+                .ok_or_else(|| format!("{what} of request {i} is not a number: {x}")),
+        }
+    };
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let list = match &itls[i] {
+            Value::Null => Vec::new(),
+            l => l
+                .as_array()
+                .ok_or_else(|| format!("itls of request {i} is not a list: {l}"))?
+                .iter()
+                .map(|x| secs(x, "an itl", i))
+                .collect::<Result<_, _>>()?,
+        };
+        out.push(ClientRecord {
+            ttft_s: secs(&ttfts[i], "the ttft", i)?,
+            itls_s: list,
+            output_len: match &lens[i] {
+                Value::Null => 0,
+                l => l
+                    .as_u64()
+                    .ok_or_else(|| format!("output_lens of request {i} is not a count: {l}"))?,
+            },
+            error: match &errors[i] {
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                e => e.to_string(),
+            },
+        });
+    }
+    Ok(out)
+}
+
+/// The one `*.json` the client wrote into its result folder.
+pub fn find_result(dir: &Path) -> Result<PathBuf, String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(format!(
+            "the client wrote no *.json into {} (pass --save-result --save-detailed and {{result_dir}} as its result folder)",
+            dir.display()
+        )),
+        n => {
+            found.sort();
+            let names: Vec<String> = found.iter().map(|p| p.display().to_string()).collect();
+            Err(format!(
+                "the client wrote {n} *.json files, expected exactly one: {}",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// Start `sh -c command` with the given output files, stdin closed, restricted to
+/// `client_cpus` when given (set in the child between fork and exec, so `sh` and everything
+/// it starts inherit the mask).
+pub fn spawn(
+    command: &str,
+    client_cpus: Option<&CpuList>,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> io::Result<Child> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(stderr);
+    if let Some(cpus) = client_cpus {
+        let mask = Mask::of(cpus);
+        use std::os::unix::process::CommandExt;
+        // SAFETY: the closure only makes one system call on a mask built before the fork (no
+        // allocation, no lock), which is what `pre_exec` requires.
+        unsafe {
+            cmd.pre_exec(move || mask.apply());
+        }
+    }
+    cmd.spawn()
+}
+
+/// How a child ended and what it used.
+#[derive(Clone, Copy, Debug)]
+pub struct ChildRun {
+    pub status: ExitStatus,
+    /// CPU time of the child and every descendant it waited for (`sh` and the client).
+    pub cpu: CpuTime,
+    /// The largest resident set among them.
+    pub peak_rss_bytes: u64,
+}
+
+/// Wait for the child and read its resource usage as the kernel hands it over at reaping
+/// (`wait4`): exactly this child's, unlike a before/after of `RUSAGE_CHILDREN`, which would
+/// also count any other child this process reaps meanwhile (tests run in parallel).
+pub fn wait(child: Child) -> io::Result<ChildRun> {
+    let (status, cpu, peak_rss_bytes) = crate::sys::wait_child(child.id())?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(ChildRun {
+        status: ExitStatus::from_raw(status),
+        cpu,
+        peak_rss_bytes,
+    })
+}
+
+/// The last `max` bytes of a file, as text (for error messages).
+fn tail(path: &Path, max: usize) -> String {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    let start = bytes.len().saturating_sub(max);
+    String::from_utf8_lossy(&bytes[start..]).trim().to_string()
+}
+
+/// The work folder: the dataset, the result folder, and the command's output.
+struct Work {
+    dir: PathBuf,
+}
+
+impl Work {
+    fn create() -> io::Result<Work> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir =
+            std::env::temp_dir().join(format!("llmspeed-selftest-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir)?;
+        std::fs::create_dir(dir.join("result"))?;
+        Ok(Work { dir })
+    }
+    fn dataset(&self) -> PathBuf {
+        self.dir.join("dataset.jsonl")
+    }
+    fn result_dir(&self) -> PathBuf {
+        self.dir.join("result")
+    }
+    fn stdout(&self) -> PathBuf {
+        self.dir.join("stdout.txt")
+    }
+    fn stderr(&self) -> PathBuf {
+        self.dir.join("stderr.txt")
+    }
+}
+
+/// Run the fixed-gap server, the external command against it, and score the command's result.
+/// On failure the work folder is kept and the error names it.
+pub fn run(shape: &Shape, ext: &External, pin: Option<&Pin>) -> Result<Report, SelftestError> {
+    shape.validate().map_err(SelftestError::Shape)?;
+    check_placeholders(&ext.command).map_err(SelftestError::Shape)?;
+    super::raise_fd_limit(shape.streams as u64 + 256);
+    let work = Work::create()
+        .map_err(|e| SelftestError::External(format!("cannot create the work folder: {e}")))?;
+    match run_in(shape, ext, pin, &work) {
+        Ok(mut report) => {
+            if ext.keep {
+                report.work_dir = Some(work.dir.display().to_string());
+            } else {
+                let _ = std::fs::remove_dir_all(&work.dir);
+            }
+            Ok(report)
+        }
+        Err(e) => Err(SelftestError::External(format!(
+            "{e}; the work folder is kept: {}",
+            work.dir.display()
+        ))),
+    }
+}
+
+fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Result<Report, String> {
+    let wall = Instant::now();
+    std::fs::write(work.dataset(), dataset_jsonl(shape.streams, shape.tokens))
+        .map_err(|e| format!("cannot write the dataset: {e}"))?;
+    let (sink, trace_rx) = TraceSink::memory();
+    let config = super::mock_config(shape, sink);
+    let model = config.model.clone();
+    let server =
+        ServerThread::start(config, pin.map(|p| Mask::of(&p.server))).map_err(|e| e.to_string())?;
+    let vars = [
+        ("url", format!("http://{}", server.addr)),
+        ("model", model),
+        ("dataset", work.dataset().display().to_string()),
+        ("result_dir", work.result_dir().display().to_string()),
+        ("prefix", PREFIX.to_string()),
+        ("streams", shape.streams.to_string()),
+        ("tokens", shape.tokens.to_string()),
+    ];
+    let child = substitute(&ext.command, &vars).and_then(|cmd| run_child(&cmd, pin, work));
+    // Stop the server whatever happened to the child, so its thread never outlives us.
+    let stopped = server.stop();
+    let child = child?;
+    stopped.map_err(|e| e.to_string())?;
+    if !child.status.success() {
+        return Err(format!(
+            "the external command failed ({}); the end of its stderr:\n{}",
+            child.status,
+            tail(&work.stderr(), 2000)
+        ));
+    }
+    // The server has returned: every sink clone is gone and the trace is complete.
+    let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
+    let path = find_result(&work.result_dir())?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut report = super::score_result(shape, &trace, &text, PREFIX)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let per_token = |ns: u64| ns as f64 / report.tokens.max(1) as f64;
+    report.client = ext.command.clone();
+    report.client_cpu_ms = child.cpu.total_ns() as f64 / 1e6;
+    report.client_cpu_ns_per_token = per_token(child.cpu.total_ns());
+    report.client_cpu_user_ns_per_token = per_token(child.cpu.user_ns);
+    report.client_cpu_sys_ns_per_token = per_token(child.cpu.system_ns);
+    report.peak_rss_mb = child.peak_rss_bytes as f64 / (1024.0 * 1024.0);
+    report.server_cpus = pin.map(|p| p.server.cpus().to_vec());
+    report.client_cpus = pin.map(|p| p.client.cpus().to_vec());
+    report.wall_s = wall.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn run_child(command: &str, pin: Option<&Pin>, work: &Work) -> Result<ChildRun, String> {
+    let file = |p: PathBuf| {
+        std::fs::File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))
+    };
+    let (out, err) = (file(work.stdout())?, file(work.stderr())?);
+    let child = spawn(command, pin.map(|p| &p.client), out.into(), err.into())
+        .map_err(|e| format!("cannot start sh -c {command:?}: {e}"))?;
+    wait(child).map_err(|e| format!("cannot wait for the external command: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> Vec<(&'static str, String)> {
+        vec![
+            ("url", "http://127.0.0.1:9".into()),
+            ("result_dir", "/tmp/a b".into()),
+            ("streams", "4".into()),
+        ]
+    }
+
+    #[test]
+    fn placeholders_are_substituted_and_quoted() {
+        let s = substitute(
+            "x --base-url {url} --n {streams} --dir {result_dir} {url}",
+            &vars(),
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            "x --base-url http://127.0.0.1:9 --n 4 --dir '/tmp/a b' http://127.0.0.1:9"
+        );
+    }
+
+    #[test]
+    fn braces_that_are_not_placeholders_stay() {
+        let t = r#"x --extra-body '{"temperature": 0}' ${HOME} {} { url } {url"#;
+        assert_eq!(substitute(t, &vars()).unwrap(), t);
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_named() {
+        let e = substitute("x {model_name}", &vars()).unwrap_err();
+        assert!(e.contains("unknown placeholder {model_name}"), "{e}");
+        assert!(e.contains("{result_dir}"), "{e}");
+        assert!(check_placeholders("x {url} {prefix} {tokens} {dataset} {model}").is_ok());
+        assert!(check_placeholders("x {urls}").is_err());
+    }
+
+    #[test]
+    fn quoting_survives_single_quotes() {
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("a-b_c.d/e:1"), "a-b_c.d/e:1");
+    }
+
+    #[test]
+    fn dataset_lines_read_as_vllm_custom() {
+        let d = dataset_jsonl(3, 7);
+        assert_eq!(d.lines().count(), 3);
+        for (i, line) in d.lines().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["prompt"], format!("Selftest prompt {i}: the"));
+            assert_eq!(v["output_tokens"], 7);
+        }
+    }
+
+    #[test]
+    fn detailed_results_parse() {
+        let r = parse_detailed(
+            r#"{"ttfts": [0.5, 0.0], "itls": [[0.1, 0.2], []], "output_lens": [3, 0],
+                "errors": ["", "HTTP 500"], "start_times": [0.0, 0.1]}"#,
+        )
+        .unwrap();
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].itls_s, [0.1, 0.2]);
+        assert_eq!(r[0].output_len, 3);
+        assert_eq!(r[1].error, "HTTP 500");
+    }
+
+    #[test]
+    fn incomplete_results_are_refused_with_a_reason() {
+        let e = parse_detailed(r#"{"ttfts": [0.5]}"#).unwrap_err();
+        assert!(
+            e.contains("\"itls\"") && e.contains("--save-detailed"),
+            "{e}"
+        );
+        let e = parse_detailed(
+            r#"{"ttfts": [0.5, 1], "itls": [[]], "output_lens": [1, 1], "errors": ["", ""]}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("differ in length"), "{e}");
+        let e =
+            parse_detailed(r#"{"ttfts": ["x"], "itls": [[]], "output_lens": [1], "errors": [""]}"#)
+                .unwrap_err();
+        assert!(e.contains("ttft of request 0"), "{e}");
+        assert!(parse_detailed("nope").is_err());
+    }
+
+    #[test]
+    fn exactly_one_result_file() {
+        let dir = std::env::temp_dir().join(format!("llmspeed-find-result-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        assert!(find_result(&dir).unwrap_err().contains("no *.json"));
+        std::fs::write(dir.join("a.json"), "{}").unwrap();
+        std::fs::write(dir.join("a.html"), "").unwrap();
+        assert_eq!(find_result(&dir).unwrap(), dir.join("a.json"));
+        std::fs::write(dir.join("b.json"), "{}").unwrap();
+        assert!(find_result(&dir).unwrap_err().contains("2 *.json"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,333 @@
+//! `llmspeed selftest --external` and `--pin`: another benchmark client scored against the
+//! fixed-gap server's trace. llmspeed's own `bench serve` plays the external client (it keeps
+//! vLLM's contract: `x-request-id: {prefix}{i}`, `--save-detailed` arrays in request order); a
+//! shell script writing a hand-made result checks the plumbing with exact counts; a hand-made
+//! trace and result check the scores exactly; and a spawned shell shows the CPU mask it got.
+//! Everything binds 127.0.0.1:0 (the mock inside the self-test).
+
+use llmspeed::mock::trace::TraceRec;
+use llmspeed::selftest::external::{self, External, PREFIX};
+use llmspeed::selftest::pin::{allowed_cpus, CpuList, Pin};
+use llmspeed::selftest::{run_pinned, score_result, Shape};
+use serde_json::Value;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_llmspeed");
+
+fn small() -> Shape {
+    Shape {
+        streams: 4,
+        gap: Duration::from_millis(5),
+        tokens: 30,
+        first_token: Duration::ZERO,
+        client_threads: 1,
+    }
+}
+
+/// llmspeed's own `bench serve`, written as a user would write it for `--external`.
+fn bench_serve_command() -> String {
+    format!(
+        "{BIN} bench serve --base-url {{url}} --model {{model}} --dataset-name custom \
+         --dataset-path {{dataset}} --num-prompts {{streams}} --custom-output-len {{tokens}} \
+         --ignore-eos --request-id-prefix {{prefix}} --save-result --save-detailed \
+         --result-dir {{result_dir}}"
+    )
+}
+
+#[test]
+fn llmspeed_bench_serve_as_an_external_client_is_matched_token_by_token() {
+    let ext = External {
+        command: bench_serve_command(),
+        keep: false,
+    };
+    let r = external::run(&small(), &ext, None).expect("the external self-test runs");
+    assert_eq!(r.failed_streams, 0, "{:?}", r.first_error);
+    assert_eq!(r.tokens, 4 * 30);
+    assert_eq!(r.trace_records, 4 * 30);
+    assert_eq!(r.tokens_matched, 4 * 30, "{r:?}");
+    assert_eq!(r.requests_itl_mismatch, 0, "{r:?}");
+    assert_eq!(r.client, ext.command);
+    assert_eq!(r.client_threads, None);
+    // Half the gaps within a whole gap of the truth, on however loaded a machine.
+    assert!(r.gap_error_us_p50 < 5_000.0, "{r:?}");
+    assert!(r.gap_error_us_p50 <= r.gap_error_us_max);
+    // The server's own TTFT: at least one 5 ms step.
+    assert!(r.server_ttft_ms_mean >= 4.0, "{r:?}");
+    assert!(
+        r.client_cpu_ns_per_token > 0.0 && r.client_cpu_ns_per_token.is_finite(),
+        "{r:?}"
+    );
+    assert!(
+        r.client_cpu_ns_per_token
+            >= r.client_cpu_user_ns_per_token
+                .max(r.client_cpu_sys_ns_per_token)
+    );
+    assert!(r.peak_rss_mb > 1.0, "{r:?}");
+    assert_eq!(r.work_dir, None, "the work folder is removed after success");
+    // What an external client cannot be scored on is null, never 0.
+    let json = serde_json::to_value(&r).unwrap();
+    for k in [
+        "delivery_us_p50",
+        "delivery_us_min",
+        "ttft_error_ms_mean",
+        "true_ttft_ms_mean",
+        "client_threads",
+    ] {
+        assert!(json[k].is_null(), "{k} should be null: {json}");
+    }
+    for k in [
+        "ttft_arrival_error_ms_p50",
+        "gap_error_us_p99",
+        "coalesced_gaps",
+    ] {
+        assert!(json[k].as_f64().is_some(), "{k} missing: {json}");
+    }
+}
+
+/// The script makes the server trace every id with the real client (into a side folder), then
+/// writes its own result: request 0 is scored, request 1 failed, request 2 has one ITL too
+/// few, request 3 reports every gap as 10 s.
+#[test]
+fn a_hand_made_result_is_read_and_counted_exactly() {
+    let shape = Shape {
+        tokens: 4,
+        ..small()
+    };
+    let real = bench_serve_command().replace("{result_dir}", "{result_dir}/../real");
+    let result = r#"{"ttfts": [100.0, 0.0, 0.01, 0.01],
+        "itls": [[10.0, 10.0, 10.0], [], [0.005, 0.005], [10.0, 10.0, 10.0]],
+        "output_lens": [4, 0, 4, 3], "errors": ["", "HTTP 500: boom", "", ""]}"#;
+    let ext = External {
+        command: format!("{real} >/dev/null && printf '%s' '{result}' > {{result_dir}}/fake.json"),
+        keep: true,
+    };
+    let r = external::run(&shape, &ext, None).expect("the external self-test runs");
+    let dir = r.work_dir.clone().expect("--keep keeps the work folder");
+    assert!(std::path::Path::new(&dir).join("result/fake.json").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(r.tokens, 11, "the sum of output_lens");
+    assert_eq!(r.failed_streams, 1);
+    assert_eq!(
+        r.first_error.as_deref(),
+        Some("request selftest-ext-1: HTTP 500: boom")
+    );
+    assert_eq!(r.requests_itl_mismatch, 1);
+    assert_eq!(r.tokens_matched, 8, "requests 0 and 3, 4 tokens each");
+    assert_eq!(r.trace_records, 16);
+    // Every scored gap is 10 s against a server gap of about 5 ms.
+    assert!(
+        r.gap_error_us_p50 > 9_900_000.0 && r.gap_error_us_max <= 10_000_000.0,
+        "{r:?}"
+    );
+    assert_eq!(r.coalesced_gaps, 0);
+    // Request 0 claims 100 s to its first token: the largest TTFT error against arrival.
+    assert!(r.ttft_arrival_error_ms_max > 99_000.0, "{r:?}");
+}
+
+fn rec(id: &str, index: u32, t_ns: u64, arrival_ns: u64) -> TraceRec {
+    TraceRec {
+        request_id_json: Arc::from(format!("\"{id}\"")),
+        choice: 0,
+        index,
+        t_ns,
+        due_ns: t_ns - 100_000,
+        arrival_ns,
+        arrival_raw: 0,
+        t_raw: 0,
+    }
+}
+
+/// Worked by hand, nominal gap 1 ms. Request 0: arrival 1 ms, writes at 2, 3, 4 ms (server
+/// TTFT 1 ms); the client's ITLs are the true 1 ms gaps shifted by +0.25 ms and -0.95 ms, its
+/// TTFT 1.4 ms. Request 1: arrival 0, writes at 5, 6, 7 ms (server TTFT 5 ms); ITLs shifted by
+/// 0 and +0.5 ms, TTFT 5.1 ms.
+/// - gap errors 250, 950, 0, 500 us: p50 (numpy-linear) 375, max 950, mean 425;
+/// - 0.05 ms < 10% of the 1 ms gap: one coalesced gap;
+/// - TTFT errors against arrival 0.4 and 0.1 ms: mean 0.25; server TTFT mean 3 ms;
+/// - server lag 100 us on every token.
+#[test]
+fn scores_equal_the_hand_worked_values() {
+    let ms = 1_000_000;
+    let p = PREFIX;
+    let trace = [
+        rec(&format!("{p}0"), 0, 2 * ms, ms),
+        rec(&format!("{p}0"), 1, 3 * ms, ms),
+        rec(&format!("{p}0"), 2, 4 * ms, ms),
+        rec(&format!("{p}1"), 0, 5 * ms, 0),
+        rec(&format!("{p}1"), 1, 6 * ms, 0),
+        rec(&format!("{p}1"), 2, 7 * ms, 0),
+    ];
+    let json = r#"{"ttfts": [0.0014, 0.0051], "itls": [[0.00125, 0.00005], [0.001, 0.0015]],
+        "output_lens": [3, 3], "errors": ["", ""], "start_times": [0.0, 0.0]}"#;
+    let shape = Shape {
+        streams: 2,
+        gap: Duration::from_millis(1),
+        tokens: 3,
+        ..small()
+    };
+    let r = score_result(&shape, &trace, json, p).unwrap();
+    assert_eq!(r.tokens, 6);
+    assert_eq!(r.tokens_matched, 6);
+    assert_eq!(r.failed_streams, 0);
+    assert_eq!(r.requests_itl_mismatch, 0);
+    assert_eq!(r.coalesced_gaps, 1);
+    assert_eq!(r.gap_error_us_p50, 375.0);
+    assert_eq!(r.gap_error_us_max, 950.0);
+    assert_eq!(r.gap_error_us_mean, 425.0);
+    assert!((r.ttft_arrival_error_ms_mean - 0.25).abs() < 1e-12, "{r:?}");
+    assert_eq!(r.ttft_arrival_error_ms_max, 0.4);
+    assert_eq!(r.server_ttft_ms_mean, 3.0);
+    assert_eq!(r.server_write_lag_us_max, 100.0);
+    assert_eq!(r.delivery_us_p50, None);
+    assert_eq!(r.ttft_error_ms_mean, None);
+
+    let e = score_result(
+        &Shape {
+            streams: 3,
+            ..shape
+        },
+        &trace,
+        json,
+        p,
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("holds 2 requests") && e.contains("expects 3"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_failing_command_is_an_error_with_its_stderr_tail() {
+    let ext = External {
+        command: "echo starting; echo 'no route to {url}' >&2; exit 3".into(),
+        keep: false,
+    };
+    let e = external::run(&small(), &ext, None).unwrap_err().to_string();
+    assert!(e.contains("no route to http://127.0.0.1:"), "{e}");
+    assert!(e.contains("exit status: 3"), "{e}");
+    // The folder is kept on failure and named.
+    let dir = e
+        .rsplit("the work folder is kept: ")
+        .next()
+        .expect("the error names the work folder")
+        .trim();
+    assert!(std::path::Path::new(dir).join("stderr.txt").exists(), "{e}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_command_that_writes_no_result_is_an_error() {
+    let ext = External {
+        command: "true".into(),
+        keep: false,
+    };
+    let e = external::run(&small(), &ext, None).unwrap_err().to_string();
+    assert!(e.contains("wrote no *.json"), "{e}");
+    let dir = e.rsplit("the work folder is kept: ").next().unwrap().trim();
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The child gets the client CPUs before `sh` starts: the shell's own view of its mask.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_pinned_child_runs_on_the_client_cpus() {
+    let allowed = allowed_cpus().unwrap();
+    // The last allowed CPU: unlike the unpinned mask whenever there are two or more.
+    let cpu = *allowed.last().unwrap();
+    let list = CpuList::parse(&cpu.to_string()).unwrap();
+    let out = std::env::temp_dir().join(format!("llmspeed-pin-{}.txt", std::process::id()));
+    let file = std::fs::File::create(&out).unwrap();
+    let child = external::spawn(
+        "grep Cpus_allowed_list /proc/self/status",
+        Some(&list),
+        file.into(),
+        Stdio::null(),
+    )
+    .unwrap();
+    let run = external::wait(child).unwrap();
+    assert!(run.status.success());
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(text.trim(), format!("Cpus_allowed_list:\t{cpu}"));
+    assert!(run.cpu.total_ns() < 10_000_000_000, "{:?}", run.cpu);
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn an_in_process_pinned_run_reports_its_cpus() {
+    let allowed = allowed_cpus().unwrap();
+    let (s, c) = (allowed[0], *allowed.last().unwrap());
+    let pin = Pin::parse(&format!("{s}:{c}")).unwrap();
+    let shape = Shape {
+        tokens: 10,
+        ..small()
+    };
+    let r = run_pinned(&shape, &pin).expect("selftest runs");
+    assert_eq!(r.failed_streams, 0, "{:?}", r.first_error);
+    assert_eq!(r.tokens_matched, 40);
+    assert_eq!(r.server_cpus, Some(vec![s]));
+    assert_eq!(r.client_cpus, Some(vec![c]));
+    assert_eq!(r.client, "llmspeed (in-process)");
+    // The caller's thread got its own mask back.
+    assert_eq!(allowed_cpus().unwrap(), allowed);
+}
+
+fn cli(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn usage_errors_name_what_is_wrong() {
+    let (code, _, err) = cli(&["selftest", "--pin", "0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("SERVER_CPUS:CLIENT_CPUS"), "{err}");
+    let (code, _, err) = cli(&["selftest", "--pin", "0:2-1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("backwards"), "{err}");
+    let (code, _, err) = cli(&["selftest", "--external", "x --url {base}"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown placeholder {base}"), "{err}");
+    let (code, _, err) = cli(&["selftest", "--keep"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = cli(&["selftest", "--client-threads", "2", "--external", "true"]);
+    assert_eq!(code, 2, "{err}");
+    if cfg!(target_os = "linux") {
+        let (code, _, err) = cli(&["selftest", "--pin", "1023:0"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("server CPU 1023 is not one this process may use"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn cli_external_json_is_one_object() {
+    let cmd = bench_serve_command();
+    let (code, out, err) = cli(&[
+        "selftest",
+        "--streams",
+        "2",
+        "--gap",
+        "5ms",
+        "--tokens",
+        "10",
+        "--json",
+        "--external",
+        &cmd,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["tokens_matched"], 20);
+    assert_eq!(v["client"], cmd.as_str());
+    assert!(v["delivery_us_p99"].is_null());
+    assert!(v["server_cpus"].is_null());
+}
