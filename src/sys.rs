@@ -94,7 +94,7 @@ pub fn threads_cpu(prefix: &str) -> Option<CpuTime> {
 /// `(comm, utime, stime)` of one `/proc/<pid>/task/<tid>/stat` line. The name sits in
 /// parentheses and may itself hold spaces or parentheses, so fields are counted after the last
 /// `)`: state is field 3, utime 14, stime 15.
-fn parse_task_stat(line: &str) -> Option<(&str, u64, u64)> {
+pub(crate) fn parse_task_stat(line: &str) -> Option<(&str, u64, u64)> {
     let open = line.find('(')?;
     let close = line.rfind(')')?;
     let name = line.get(open + 1..close)?;

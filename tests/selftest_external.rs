@@ -8,7 +8,7 @@
 use llmspeed::mock::trace::TraceRec;
 use llmspeed::selftest::external::{self, External, PREFIX};
 use llmspeed::selftest::pin::{allowed_cpus, CpuList, Pin};
-use llmspeed::selftest::{run_pinned, score_result, Shape};
+use llmspeed::selftest::{run_pinned, score_result, CpuScope, Shape};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -64,6 +64,13 @@ fn llmspeed_bench_serve_as_an_external_client_is_matched_token_by_token() {
             >= r.client_cpu_user_ns_per_token
                 .max(r.client_cpu_sys_ns_per_token)
     );
+    // CPU is counted while the client streamed, not its start-up or result writing: the
+    // whole process's figure must be larger.
+    assert_eq!(r.client_cpu_scope, CpuScope::StreamingWindow, "{r:?}");
+    let whole = r
+        .client_cpu_whole_run_ns_per_token
+        .expect("whole-run figure");
+    assert!(whole > r.client_cpu_ns_per_token, "{r:?}");
     assert!(r.peak_rss_mb > 1.0, "{r:?}");
     assert_eq!(r.work_dir, None, "the work folder is removed after success");
     // What an external client cannot be scored on is null, never 0.

@@ -11,9 +11,12 @@
 //! keys its trace by that header), and entry `i` of the result's `ttfts`/`itls`/`output_lens`/
 //! `errors` arrays is request `i`.
 
+use super::cpu_window;
 use super::pin::{CpuList, Mask, Pin};
 use super::score::ClientRecord;
+use super::CpuScope;
 use super::{Report, SelftestError, ServerThread, Shape};
+use crate::clock::Clock;
 use crate::mock::trace::{TraceRec, TraceSink};
 use crate::sys::CpuTime;
 use serde_json::Value;
@@ -341,10 +344,10 @@ fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Resu
     let stopped = server.stop();
     let child = child?;
     stopped.map_err(|e| e.to_string())?;
-    if !child.status.success() {
+    if !child.run.status.success() {
         return Err(format!(
             "the external command failed ({}); the end of its stderr:\n{}",
-            child.status,
+            child.run.status,
             tail(&work.stderr(), 2000)
         ));
     }
@@ -355,27 +358,66 @@ fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Resu
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut report = super::score_result(shape, &trace, &text, PREFIX)
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    let per_token = |ns: u64| ns as f64 / report.tokens.max(1) as f64;
+    let per_token = |ns: f64| ns / report.tokens.max(1) as f64;
     report.client = ext.command.clone();
-    report.client_cpu_ms = child.cpu.total_ns() as f64 / 1e6;
-    report.client_cpu_ns_per_token = per_token(child.cpu.total_ns());
-    report.client_cpu_user_ns_per_token = per_token(child.cpu.user_ns);
-    report.client_cpu_sys_ns_per_token = per_token(child.cpu.system_ns);
-    report.peak_rss_mb = child.peak_rss_bytes as f64 / (1024.0 * 1024.0);
+    let whole = child.run.cpu;
+    report.client_cpu_whole_run_ns_per_token = Some(per_token(whole.total_ns() as f64));
+    // The streaming: from the first request's arrival to the last token's write.
+    let start = trace.iter().map(|r| r.arrival_raw).min();
+    let end = trace.iter().map(|r| r.t_raw).max();
+    let spent = start
+        .zip(end)
+        .and_then(|(a, b)| cpu_window::window(&child.samples, a, b));
+    match spent {
+        Some(w) => {
+            let share = w
+                .user_share
+                .unwrap_or_else(|| whole.user_ns as f64 / whole.total_ns().max(1) as f64);
+            let ns = w.cpu_ns as f64;
+            report.client_cpu_scope = CpuScope::StreamingWindow;
+            report.client_cpu_ms = ns / 1e6;
+            report.client_cpu_ns_per_token = per_token(ns);
+            report.client_cpu_user_ns_per_token = per_token(ns * share);
+            report.client_cpu_sys_ns_per_token = per_token(ns * (1.0 - share));
+        }
+        None => {
+            report.client_cpu_scope = CpuScope::WholeProcess;
+            report.client_cpu_ms = whole.total_ns() as f64 / 1e6;
+            report.client_cpu_ns_per_token = per_token(whole.total_ns() as f64);
+            report.client_cpu_user_ns_per_token = per_token(whole.user_ns as f64);
+            report.client_cpu_sys_ns_per_token = per_token(whole.system_ns as f64);
+        }
+    }
+    report.peak_rss_mb = child.run.peak_rss_bytes as f64 / (1024.0 * 1024.0);
     report.server_cpus = pin.map(|p| p.server.cpus().to_vec());
     report.client_cpus = pin.map(|p| p.client.cpus().to_vec());
     report.wall_s = wall.elapsed().as_secs_f64();
     Ok(report)
 }
 
-fn run_child(command: &str, pin: Option<&Pin>, work: &Work) -> Result<ChildRun, String> {
+/// The child's end and its CPU readings over its life (see [`cpu_window`]).
+struct Sampled {
+    run: ChildRun,
+    samples: Vec<cpu_window::Sample>,
+}
+
+fn run_child(command: &str, pin: Option<&Pin>, work: &Work) -> Result<Sampled, String> {
     let file = |p: PathBuf| {
         std::fs::File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))
     };
     let (out, err) = (file(work.stdout())?, file(work.stderr())?);
     let child = spawn(command, pin.map(|p| &p.client), out.into(), err.into())
         .map_err(|e| format!("cannot start sh -c {command:?}: {e}"))?;
-    wait(child).map_err(|e| format!("cannot wait for the external command: {e}"))
+    // The sampler runs beside the server, never on the client's CPUs.
+    let server_mask = pin.map(|p| Mask::of(&p.server));
+    let sampler = cpu_window::Sampler::start(child.id(), Clock::new(), move || {
+        if let Some(m) = server_mask {
+            let _ = m.apply();
+        }
+    });
+    let run = wait(child).map_err(|e| format!("cannot wait for the external command: {e}"));
+    let samples = sampler.map(|s| s.stop()).unwrap_or_default();
+    Ok(Sampled { run: run?, samples })
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - A figure a client cannot be scored on (an external client's stamps are on its own clock:
 //!   delivery, TTFT against first write) is `None` (JSON `null`), never 0.
 
+pub mod cpu_window;
 pub mod external;
 pub mod pin;
 pub mod score;
@@ -87,6 +88,20 @@ pub enum SelftestError {
     Usage(String),
     #[error("external client: {0}")]
     External(String),
+}
+
+/// What a report's client CPU figures cover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuScope {
+    /// The in-process client: its runtime's threads and the thread driving it, whole run
+    /// (connecting and request writing included).
+    ClientThreads,
+    /// An external client's process tree between the first request's arrival at the server
+    /// and the server's last token write (sampled every 2 ms; see [`cpu_window`]).
+    StreamingWindow,
+    /// An external client from exec to exit, when the sampler could not bracket the window.
+    WholeProcess,
 }
 
 /// The result. Units are in the field names; every figure is over all matched tokens.
@@ -159,6 +174,11 @@ pub struct Report {
     pub client_cpu_user_ns_per_token: f64,
     pub client_cpu_sys_ns_per_token: f64,
     pub client_cpu_ms: f64,
+    /// What `client_cpu_*` covers (see [`CpuScope`]).
+    pub client_cpu_scope: CpuScope,
+    /// An external client's CPU from exec to exit (start-up, tokenizer and dataset loading,
+    /// result writing included) per token; `None` for the in-process client.
+    pub client_cpu_whole_run_ns_per_token: Option<f64>,
     /// Peak resident memory of the whole process (server and client together); for an
     /// external client, the client's own (its largest process).
     pub peak_rss_mb: f64,
@@ -520,6 +540,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         client_cpu_user_ns_per_token: 0.0,
         client_cpu_sys_ns_per_token: 0.0,
         client_cpu_ms: 0.0,
+        client_cpu_scope: CpuScope::ClientThreads,
+        client_cpu_whole_run_ns_per_token: None,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
@@ -637,6 +659,8 @@ fn analyse_external(
         client_cpu_user_ns_per_token: 0.0,
         client_cpu_sys_ns_per_token: 0.0,
         client_cpu_ms: 0.0,
+        client_cpu_scope: CpuScope::ClientThreads,
+        client_cpu_whole_run_ns_per_token: None,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
@@ -837,12 +861,23 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     )?;
     writeln!(
         w,
-        "  client CPU        {:.0} ns/token: {:.0} user + {:.0} kernel ({:.1} ms total)",
+        "  client CPU        {:.0} ns/token: {:.0} user + {:.0} kernel ({:.1} ms total, {})",
         r.client_cpu_ns_per_token,
         r.client_cpu_user_ns_per_token,
         r.client_cpu_sys_ns_per_token,
-        r.client_cpu_ms
+        r.client_cpu_ms,
+        match r.client_cpu_scope {
+            CpuScope::ClientThreads => "client runtime threads, whole run",
+            CpuScope::StreamingWindow => "while streaming",
+            CpuScope::WholeProcess => "whole process: start-up included",
+        }
     )?;
+    if let Some(n) = r.client_cpu_whole_run_ns_per_token {
+        writeln!(
+            w,
+            "                    {n:.0} ns/token over the whole process (start-up included)"
+        )?;
+    }
     let whose = if r.client_threads.is_some() {
         "whole process: server and client"
     } else {
