@@ -68,7 +68,10 @@ async fn first_byte_timeout_fires_when_no_event_comes() {
     assert!(tl.events.is_empty());
     // The first-byte limit, not the (shorter) gap limit, applies before the first event.
     assert!(took >= ms(300), "timed out after {took:?}");
-    assert!(took < ms(3000), "gave up long before the stall ended: {took:?}");
+    assert!(
+        took < ms(3000),
+        "gave up long before the stall ended: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -127,7 +130,10 @@ async fn gap_timeout_is_measured_from_the_last_event() {
         waited + ms(1) >= gap,
         "timed out {waited:?} after the last event"
     );
-    assert!(waited < ms(2500), "timed out {waited:?} after the last event");
+    assert!(
+        waited < ms(2500),
+        "timed out {waited:?} after the last event"
+    );
     assert!(took < ms(4000), "gave up before the stall ended: {took:?}");
 }
 
@@ -149,7 +155,11 @@ async fn events_inside_the_gap_limit_never_time_out_however_long_the_stream() {
     assert_eq!(tl.outcome, Ok(()));
     assert_eq!(tl.events.len(), 10);
     assert!(took >= ms(900), "the stream really lasted: {took:?}");
-    assert_eq!(client.idle_connections(), 1, "a clean end keeps the connection");
+    assert_eq!(
+        client.idle_connections(),
+        1,
+        "a clean end keeps the connection"
+    );
 }
 
 #[tokio::test]
@@ -165,7 +175,14 @@ async fn after_done_the_client_waits_at_most_the_gap_limit_for_the_body_end() {
     assert_eq!(tl.outcome, Ok(()), "the stream was complete at [DONE]");
     assert!(tl.done);
     assert_eq!(tl.events.len(), 1);
-    assert_eq!(client.idle_connections(), 0, "a body that did not end is not reused");
+    assert_eq!(
+        client.idle_connections(),
+        0,
+        "a body that did not end is not reused"
+    );
     assert!(took >= ms(300), "waited the gap limit: {took:?}");
-    assert!(took < ms(2000), "waited min(gap, 2 s), not longer: {took:?}");
+    assert!(
+        took < ms(2000),
+        "waited min(gap, 2 s), not longer: {took:?}"
+    );
 }
