@@ -11,7 +11,10 @@
 //! what the receiver pays is its wake-ups, the receive syscalls' copy and the ACKs it sends.
 //!
 //! Variants:
-//! - `tokio`: a current-thread runtime, one task per connection doing `read_buf` (today's path);
+//! - `tokio`: a current-thread runtime, one task per connection doing `read_buf` raced against a
+//!   gap timer armed once (today's path);
+//! - `tokio_timer_reset_per_event`: the same with the timer moved after every event (the client
+//!   before `net::deadline`): the difference is what lazy re-arming saves;
 //! - `epoll`: plain level-triggered epoll + one `recv` per ready socket, no tokio (the floor of
 //!   the readiness model);
 //! - `epoll_timestamping`: `epoll` with `recvmsg` and `SO_TIMESTAMPING` software receive stamps
@@ -49,6 +52,7 @@ mod linux {
 
     const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream; charset=utf-8\r\ntransfer-encoding: chunked\r\n\r\n";
     const READ_BUF: usize = 8 * 1024;
+    const GAP_LIMIT: Duration = Duration::from_secs(120);
 
     /// One vLLM completions chunk as uvicorn frames it: ~200 bytes, one token.
     pub fn chunk() -> Vec<u8> {
@@ -240,15 +244,19 @@ mod linux {
     }
 
     struct Tokio {
+        /// Move the read's timeout timer after every event, as the client did before
+        /// `net::deadline` (today's client arms it once and re-arms only when it fires).
+        rearm_per_event: bool,
         rt: tokio::runtime::Runtime,
         /// Out in the tasks during `receive`, back here between calls.
         conns: Vec<(tokio::net::TcpStream, Stream)>,
     }
 
     impl Tokio {
-        fn new(rig: &Rig) -> Tokio {
+        fn new(rig: &Rig, rearm_per_event: bool) -> Tokio {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_io()
+                .enable_time()
                 .build()
                 .expect("runtime");
             let conns = {
@@ -263,7 +271,11 @@ mod linux {
                     })
                     .collect()
             };
-            Tokio { rt, conns }
+            Tokio {
+                rearm_per_event,
+                rt,
+                conns,
+            }
         }
     }
 
@@ -276,16 +288,29 @@ mod linux {
                 .zip(expected.iter().copied())
                 .map(|((mut sock, mut st), want)| {
                     let clock = clock.clone();
+                    let rearm = self.rearm_per_event;
                     self.rt.spawn(async move {
                         let (mut got, mut reads) = (0usize, 0u64);
+                        // The client's read races a gap timer (default limit 120 s).
+                        let timer = tokio::time::sleep(GAP_LIMIT);
+                        tokio::pin!(timer);
                         while got < want {
                             st.spare();
-                            let n = sock.read_buf(&mut st.buf).await.expect("read");
+                            let n = tokio::select! {
+                                biased;
+                                r = sock.read_buf(&mut st.buf) => r.expect("read"),
+                                _ = &mut timer => panic!("gap limit passed in a bench"),
+                            };
                             let t = clock.raw();
                             assert!(n > 0, "early end of stream");
                             got += n;
                             reads += 1;
                             st.feed(t);
+                            if rearm {
+                                timer
+                                    .as_mut()
+                                    .reset(tokio::time::Instant::now() + GAP_LIMIT);
+                            }
                         }
                         (sock, st, reads)
                     })
@@ -577,10 +602,10 @@ mod linux {
     pub fn bench(c: &mut Criterion) {
         let k = env("READ_PATH_STREAMS", 128).max(1) as usize;
         let gap = Duration::from_micros(env("READ_PATH_GAP_US", 1000));
-        {
+        for (name, rearm) in [("tokio", false), ("tokio_timer_reset_per_event", true)] {
             let rig = Rig::new(k, gap);
-            let mut p = Tokio::new(&rig);
-            run_variant(c, "tokio", &rig, &mut p);
+            let mut p = Tokio::new(&rig, rearm);
+            run_variant(c, name, &rig, &mut p);
         }
         for timestamping in [false, true] {
             let rig = Rig::new(k, gap);
