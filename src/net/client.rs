@@ -2,6 +2,7 @@
 
 use super::config::ClientConfig;
 use super::connect::{self, Conn};
+use super::deadline::{Arm, Fired, ReadDeadline};
 use super::decode::{self, Progress, StreamDecoder};
 use super::observer::{Cancel, StreamObserver};
 use super::pool::Pool;
@@ -20,9 +21,6 @@ use tokio_rustls::TlsConnector;
 const READ_BUF: usize = 8 * 1024;
 /// Reads smaller than this would waste a syscall.
 const MIN_READ: usize = 1024;
-/// How long (at most; never longer than the gap timeout) to wait for the end of the body once
-/// `[DONE]` arrived before giving the connection up (the request has succeeded by then).
-const AFTER_DONE_WAIT: Duration = Duration::from_secs(2);
 /// The header that carries [`StreamRequest::request_id`].
 const REQUEST_ID: &str = "x-request-id";
 /// Largest body `get`/`post_json` accept.
@@ -335,53 +333,50 @@ impl Client {
         tl.write_done = Some(clock.raw());
         let mut buf = BytesMut::with_capacity(READ_BUF);
         let mut dec = StreamDecoder::new(self.inner.cfg.max_event_bytes);
-        let mut last_progress = Instant::now();
+        let mut deadline = ReadDeadline::new(timeouts);
         let mut seen = 0u64;
-        // One timer for the whole response, moved forward as events arrive: extending a tokio
-        // timer's deadline is an atomic store, while a fresh timer per read would take the timer
-        // wheel's lock on the per-token path.
-        let timer = tokio::time::sleep_until(last_progress);
+        // The last event's read stamp, where the gap limit runs from. Noting it is all the
+        // per-event work: the timer is armed once per phase and re-armed only when it fires
+        // while events still flow (see `deadline`), not moved per token.
+        let mut last_event = tl.write_done.unwrap_or_default();
+        let timer = tokio::time::sleep_until(Instant::now());
         tokio::pin!(timer);
-        let mut armed: Option<Instant> = None;
+        let mut timed = false;
         loop {
             if buf.capacity() - buf.len() < MIN_READ {
                 buf.reserve(READ_BUF);
             }
-            let (deadline, which) = if tl.done {
-                let wait = timeouts
-                    .gap
-                    .map_or(AFTER_DONE_WAIT, |g| g.min(AFTER_DONE_WAIT));
-                (Some(last_progress + wait), None)
-            } else if seen == 0 {
-                (
-                    timeouts.first_byte.map(|d| last_progress + d),
-                    Some(ErrorKind::TimeoutFirstByte),
-                )
-            } else {
-                (
-                    timeouts.gap.map(|d| last_progress + d),
-                    Some(ErrorKind::TimeoutGap),
-                )
-            };
-            let read = match deadline {
-                None => conn.read_buf(&mut buf).await,
-                Some(d) => {
-                    if armed != Some(d) {
-                        timer.as_mut().reset(d);
-                        armed = Some(d);
-                    }
-                    tokio::select! {
-                        biased;
-                        r = conn.read_buf(&mut buf) => r,
-                        _ = &mut timer => {
-                            return match which {
-                                // The stream is complete; only the end of the body is late.
-                                None => Ok(false),
-                                Some(kind) => Err(self.timeout_error(kind, tl).into()),
-                            };
+            match deadline.before_read(seen, tl.done) {
+                Arm::Unlimited => timed = false,
+                Arm::Keep => {}
+                Arm::In(limit) => {
+                    timer.as_mut().reset(Instant::now() + limit);
+                    timed = true;
+                }
+            }
+            let read = if timed {
+                tokio::select! {
+                    biased;
+                    r = conn.read_buf(&mut buf) => r,
+                    _ = &mut timer => {
+                        let since = Duration::from_nanos(clock.delta_ns(last_event, clock.raw()));
+                        match deadline.fired(seen, since) {
+                            Fired::RearmIn(rest) => {
+                                timer.as_mut().reset(Instant::now() + rest);
+                                continue;
+                            }
+                            Fired::Expired(phase) => {
+                                return match phase.timeout_kind() {
+                                    // The stream is complete; only the end of the body is late.
+                                    None => Ok(false),
+                                    Some(kind) => Err(self.timeout_error(kind, tl).into()),
+                                };
+                            }
                         }
                     }
                 }
+            } else {
+                conn.read_buf(&mut buf).await
             };
             // The stamp every event completed by this read carries: taken before any parsing.
             let t = clock.raw();
@@ -416,7 +411,7 @@ impl Client {
             }
             if dec.events_seen() != seen {
                 seen = dec.events_seen();
-                last_progress = Instant::now();
+                last_event = t;
             }
         }
     }

@@ -3,7 +3,8 @@
 //!
 //! What lives here: base-URL parsing ([`Target`]), client configuration ([`ClientConfig`]),
 //! connecting and classifying connect/TLS failures (`connect`), the per-target keep-alive pool
-//! (`pool`), the sans-IO [`StreamDecoder`] that turns bytes into timeline entries, request
+//! (`pool`), the read loop's lazily re-armed deadline (`deadline`, pure), the sans-IO
+//! [`StreamDecoder`] that turns bytes into timeline entries, request
 //! bodies for the OpenAI endpoints ([`request`]), and the [`Client`] that ties them together.
 //!
 //! Architecture invariants:
@@ -18,6 +19,7 @@
 mod client;
 mod config;
 mod connect;
+mod deadline;
 mod decode;
 mod observer;
 mod pool;
