@@ -123,6 +123,7 @@ mod watch_tests {
         let rec = EventRecord {
             t: 0,
             tokens: 1,
+            wakeup_ns: 0,
             channel: Channel::Content,
         };
         for _ in 0..times {
@@ -981,6 +982,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: at(ms),
                 tokens: 1,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
         }
@@ -1106,6 +1108,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: at(ns),
                 tokens,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             })
         };

@@ -246,7 +246,11 @@ impl Client {
 
     async fn fresh_conn(&self) -> Result<Conn, RequestError> {
         let target = &self.inner.cfg.target;
-        let fut = connect::connect(target, self.inner.tls.as_ref());
+        let fut = connect::connect(
+            target,
+            self.inner.tls.as_ref(),
+            self.inner.cfg.kernel_stamps,
+        );
         match self.inner.cfg.timeouts.connect {
             None => fut.await,
             Some(limit) => match tokio::time::timeout(limit, fut).await {
@@ -363,8 +367,8 @@ impl Client {
                     Some(ErrorKind::TimeoutGap),
                 )
             };
-            let read = match deadline {
-                None => conn.read_buf(&mut buf).await,
+            let (read, stamp) = match deadline {
+                None => conn.read_stamped(&mut buf, clock).await,
                 Some(d) => {
                     if armed != Some(d) {
                         timer.as_mut().reset(d);
@@ -372,7 +376,7 @@ impl Client {
                     }
                     tokio::select! {
                         biased;
-                        r = conn.read_buf(&mut buf) => r,
+                        r = conn.read_stamped(&mut buf, clock) => r,
                         _ = &mut timer => {
                             return match which {
                                 // The stream is complete; only the end of the body is late.
@@ -383,8 +387,9 @@ impl Client {
                     }
                 }
             };
-            // The stamp every event completed by this read carries: taken before any parsing.
-            let t = clock.raw();
+            // The stamp every event completed by this read carries: taken before any parsing,
+            // moved back to the kernel's receive stamp where there is one (`net::stamp`).
+            let t = stamp.t;
             match read {
                 Ok(0) => {
                     if !dec.received_any() {
@@ -409,7 +414,10 @@ impl Client {
                     .into());
                 }
             }
-            match dec.feed(&mut buf, t, tl, observer)? {
+            let first_new = tl.events.len();
+            let fed = dec.feed(&mut buf, t, tl, observer);
+            tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);
+            match fed? {
                 Progress::NeedMore => {}
                 Progress::Finished { reusable } => return Ok(reusable && buf.is_empty()),
                 Progress::Stopped => return Err(stopped(tl).into()),

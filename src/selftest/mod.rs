@@ -661,6 +661,7 @@ mod tests {
             tl.events.push(EventRecord {
                 t,
                 tokens: n,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
         }
@@ -694,6 +695,7 @@ mod tests {
         ok.events.push(EventRecord {
             t: 5,
             tokens: 1,
+            wakeup_ns: 0,
             channel: Channel::Content,
         });
         let mut bad = Timeline::new(0, 2, false);
