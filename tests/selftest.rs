@@ -15,6 +15,7 @@ fn small() -> Shape {
         tokens: 50,
         first_token: Duration::from_millis(5),
         client_threads: 1,
+        kernel_stamps: true,
     }
 }
 
@@ -92,8 +93,11 @@ fn check_stamps_are_prompt(r: &llmspeed::selftest::Report) -> Result<(), String>
 
 #[test]
 fn the_bounds_catch_a_client_that_stamps_late() {
+    // With the client's own clock: kernel stamps would take the late wake-ups out (see
+    // `kernel_stamps_keep_a_busy_clients_stamps`).
     let shape = Shape {
         streams: 4,
+        kernel_stamps: false,
         ..small()
     };
     let good = run(&shape).expect("selftest runs");
@@ -115,6 +119,42 @@ fn the_bounds_catch_a_client_that_stamps_late() {
         late.delivery_us_p50,
         good.delivery_us_p50
     );
+}
+
+#[test]
+fn kernel_stamps_keep_a_busy_clients_stamps() {
+    // A busy client as above, with kernel receive stamps: three streams, 2 ms of blocking per
+    // event, a 10 ms step, so the second and third stream's reads of each step return about 2
+    // and 4 ms after their data arrived (with the client's own clock their delivery p50 is
+    // about 2 ms), and the client, busy 6 ms of every 10, keeps up even beside the other tests.
+    // Kernel stamps say when the data arrived, and the lateness is reported as the client's
+    // wake-up latency instead.
+    let shape = Shape {
+        streams: 3,
+        gap: Duration::from_millis(10),
+        tokens: 30,
+        ..small()
+    };
+    let busy = Duration::from_millis(2);
+    let late = run_with_busy_client(&shape, busy).expect("selftest runs");
+    assert_eq!(late.failed_streams, 0, "{:?}", late.first_error);
+    eprintln!(
+        "busy client: delivery p50 {:.1} us, gap error p50 {:.1} us, wake-up p50 {:.1} p99 {:.1} us",
+        late.delivery_us_p50, late.gap_error_us_p50, late.client_wakeup_us_p50, late.client_wakeup_us_p99
+    );
+    if cfg!(target_os = "linux") {
+        assert_eq!(late.stamp_source, "kernel", "{late:?}");
+        check_stamps_are_prompt(&late).unwrap_or_else(|e| panic!("{e}: {late:?}"));
+        // The second stream's data may land a few us after the first's read began.
+        assert!(
+            late.client_wakeup_us_p99 >= 0.9 * busy.as_secs_f64() * 1e6,
+            "wake-up p99 {} us for a client busy {busy:?} per event",
+            late.client_wakeup_us_p99
+        );
+    } else {
+        assert_eq!(late.stamp_source, "client_clock");
+        assert_eq!(late.stamp_fallback, Some("unsupported"));
+    }
 }
 
 #[test]

@@ -25,6 +25,10 @@ pub struct SelftestArgs {
     /// Worker threads of the client's runtime (the server has its own threads).
     #[arg(long, default_value_t = 1)]
     pub client_threads: usize,
+    /// Stamp reads with the client's own clock when it wakes up, not the kernel's receive
+    /// stamp: measures what a client without kernel stamps would report.
+    #[arg(long)]
+    pub no_kernel_stamps: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -43,6 +47,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         tokens: a.tokens,
         first_token: a.first_token,
         client_threads: a.client_threads,
+        kernel_stamps: !a.no_kernel_stamps,
     };
     shape.validate().map_err(CliError::usage)?;
     let report = selftest::run(&shape).map_err(|e| CliError::failed(e.to_string()))?;

@@ -151,6 +151,7 @@ pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunE
     cc.insecure = cfg.insecure;
     cc.system_roots = cfg.system_roots;
     cc.ca_file = cfg.ca_cert.clone();
+    cc.kernel_stamps = cfg.kernel_stamps;
     cc.keep_text = cfg.save_detailed;
     cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
     // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests

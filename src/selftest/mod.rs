@@ -20,7 +20,7 @@ use crate::mock::trace::{TraceRec, TraceSink};
 use crate::mock::{self, MockConfig, Profile};
 use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
-use crate::timeline::{ErrorKind, Timeline};
+use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +41,8 @@ pub struct Shape {
     pub first_token: Duration,
     /// Worker threads of the client's runtime.
     pub client_threads: usize,
+    /// Kernel receive stamps on the client's reads (`--no-kernel-stamps` turns them off).
+    pub kernel_stamps: bool,
 }
 
 impl Shape {
@@ -131,6 +133,17 @@ pub struct Report {
     pub client_cpu_user_ns_per_token: f64,
     pub client_cpu_sys_ns_per_token: f64,
     pub client_cpu_ms: f64,
+    /// Which clock stamped the client's reads: `kernel` (receive stamps), `client_clock` or
+    /// `mixed`; `stamp_fallback` says why any read used the client's clock.
+    pub stamp_source: &'static str,
+    pub stamp_fallback: Option<&'static str>,
+    /// How late the client woke up to its reads: realtime when the read returned minus the
+    /// kernel's receive stamp, over token events with a kernel stamp (zeros without any).
+    /// Kernel stamps take it out of every figure above; it is what the client's clock would
+    /// have added.
+    pub client_wakeup_us_p50: f64,
+    pub client_wakeup_us_p99: f64,
+    pub client_wakeup_us_max: f64,
     /// Peak resident memory of the whole process (server and client together).
     pub peak_rss_mb: f64,
     pub wall_s: f64,
@@ -228,6 +241,7 @@ fn drive(
     // client users run.
     let mut cfg = ClientConfig::new(target);
     cfg.max_idle = shape.streams;
+    cfg.kernel_stamps = shape.kernel_stamps;
     cfg.timeouts = Timeouts {
         connect: Some(Duration::from_secs(30)),
         first_byte: Some(Duration::from_secs(120)),
@@ -336,7 +350,17 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let mut first_error = None;
     let (mut tokens, mut matched) = (0u64, 0u64);
     let mut client_t: Vec<Option<u64>> = vec![None; shape.tokens as usize];
+    let mut wakeup_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
+    let mut source: Option<StampSource> = None;
     for (i, tl) in timelines.iter().enumerate() {
+        let s = tl.stamp_source();
+        source = Some(source.map_or(s, |a| a.combine(s)));
+        wakeup_us.extend(
+            tl.events
+                .iter()
+                .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
+                .map(|e| e.wakeup_ns as f64 / 1e3),
+        );
         if let Err(e) = &tl.outcome {
             *errors.entry(e.kind.as_str()).or_default() += 1;
             if first_error.is_none() {
@@ -395,6 +419,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let gap = Fig::of(&gap_err_us);
     let lag = Fig::of(&lag_us);
     let delivery = Fig::of(&delivery_us);
+    let wakeup = Fig::of(&wakeup_us);
+    let source = source.unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
     Report {
         streams: shape.streams,
         tokens_per_stream: shape.tokens,
@@ -431,6 +457,11 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         client_cpu_user_ns_per_token: 0.0,
         client_cpu_sys_ns_per_token: 0.0,
         client_cpu_ms: 0.0,
+        stamp_source: source.as_str(),
+        stamp_fallback: source.fallback().map(StampFallback::as_str),
+        client_wakeup_us_p50: wakeup.p50,
+        client_wakeup_us_p99: wakeup.p99,
+        client_wakeup_us_max: wakeup.max,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
     }
@@ -603,6 +634,19 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         r.client_cpu_sys_ns_per_token,
         r.client_cpu_ms
     )?;
+    let fallback = r.stamp_fallback.map_or(String::new(), |f| format!(" ({f})"));
+    if r.stamp_source == "client_clock" {
+        writeln!(
+            w,
+            "  stamps            client_clock{fallback}: each read stamped when the client woke up"
+        )?;
+    } else {
+        writeln!(
+            w,
+            "  stamps            {}{fallback}: the client woke up {:.1} us p50, {:.1} p99, {:.1} max after the data arrived (not in the stamps)",
+            r.stamp_source, r.client_wakeup_us_p50, r.client_wakeup_us_p99, r.client_wakeup_us_max
+        )?;
+    }
     writeln!(
         w,
         "  peak RSS          {:.1} MB (whole process: server and client)",
@@ -647,6 +691,7 @@ mod tests {
             tokens,
             first_token: Duration::ZERO,
             client_threads: 1,
+            kernel_stamps: true,
         }
     }
 
@@ -657,13 +702,17 @@ mod tests {
         let mut tl = Timeline::new(0, 4, false);
         tl.send_start = Some(1_000);
         // Server writes at 10_000, 11_000, 12_000; client reads 200, 250, 100 ns later.
-        for (t, n) in [(10_200u64, 1u32), (11_250, 1), (12_100, 1)] {
+        for (i, (t, n)) in [(10_200u64, 1u32), (11_250, 1), (12_100, 1)]
+            .into_iter()
+            .enumerate()
+        {
             tl.events.push(EventRecord {
                 t,
                 tokens: n,
                 wakeup_ns: 0,
                 channel: Channel::Content,
             });
+            tl.note_read(None, 1_000 * (i as u32 + 1), i);
         }
         let trace = vec![
             rec("selftest-0", 0, 10_000),
@@ -686,6 +735,14 @@ mod tests {
         assert!((r.server_write_lag_us_max - 5.0).abs() < 1e-9);
         assert!((r.delivery_us_min - 0.1).abs() < 1e-9);
         assert!((r.delivery_us_p50 - 0.2).abs() < 1e-9);
+        // Every read kernel-stamped, woken 1, 2 and 3 us late.
+        assert_eq!((r.stamp_source, r.stamp_fallback), ("kernel", None));
+        assert!((r.client_wakeup_us_p50 - 2.0).abs() < 1e-9);
+        assert!((r.client_wakeup_us_max - 3.0).abs() < 1e-9);
+        let mut table = Vec::new();
+        write_table(&mut table, &r).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert!(table.contains("stamps            kernel: "), "{table}");
     }
 
     #[test]
@@ -711,6 +768,9 @@ mod tests {
         assert_eq!(r.errors.get("protocol"), Some(&1));
         assert!(r.first_error.unwrap().contains("stream 1"));
         assert_eq!(r.gap_error_us_max, 0.0);
+        // No read brought data through a kernel stamp.
+        assert_eq!(r.stamp_source, "client_clock");
+        assert_eq!(r.client_wakeup_us_max, 0.0);
     }
 
     #[test]
