@@ -4,6 +4,7 @@ use super::config::ClientConfig;
 use super::connect::{self, Conn};
 use super::decode::{self, Progress, StreamDecoder};
 use super::observer::{Cancel, StreamObserver};
+use super::plain::StampKeeper;
 use super::pool::Pool;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
@@ -75,6 +76,9 @@ struct Inner {
     clock: Clock,
     tls: Option<TlsConnector>,
     pool: Pool,
+    /// Keeps the kernel's receive stamping switched on while this client lives (plain
+    /// targets with kernel stamps only; see `plain::StampKeeper`).
+    _stamps: Option<StampKeeper>,
     /// User-Agent, Authorization and the custom headers, in that order.
     headers: Vec<(String, String)>,
 }
@@ -127,12 +131,16 @@ impl Client {
         }
         headers.extend(cfg.headers.iter().cloned());
         let pool = Pool::new(cfg.max_idle);
+        let _stamps = (cfg.kernel_stamps && tls.is_none())
+            .then(StampKeeper::new)
+            .flatten();
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,
                 clock,
                 tls,
                 pool,
+                _stamps,
                 headers,
             }),
         })

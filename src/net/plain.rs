@@ -19,9 +19,9 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 #[cfg(target_os = "linux")]
-pub(crate) use linux::Plain;
+pub(crate) use linux::{Plain, StampKeeper};
 #[cfg(not(target_os = "linux"))]
-pub(crate) use other::Plain;
+pub(crate) use other::{Plain, StampKeeper};
 
 #[cfg(target_os = "linux")]
 mod linux {
@@ -49,7 +49,7 @@ mod linux {
             let std = stream.into_std()?;
             let fallback = if !stamps {
                 Some(Fallback::Disabled)
-            } else if enable_rx_stamps(&std).is_err() {
+            } else if enable_rx_stamps(std.as_raw_fd()).is_err() {
                 Some(Fallback::EnableFailed)
             } else {
                 None
@@ -86,7 +86,7 @@ mod linux {
                 let spare = buf.spare_capacity_mut();
                 let want = spare.len();
                 let mut control = [0u64; CONTROL_LEN / 8];
-                let r = recvmsg(self.fd.get_ref(), spare, &mut control, kernel);
+                let r = recvmsg(self.fd.get_ref().as_raw_fd(), spare, &mut control, kernel);
                 // The stamps, right after the call returns and before anything else.
                 let tsc = clock.raw();
                 let realtime = if kernel { realtime_ns() } else { 0 };
@@ -127,12 +127,57 @@ mod linux {
         }
     }
 
-    fn enable_rx_stamps(s: &std::net::TcpStream) -> io::Result<()> {
+    /// A socket of the client's own with receive stamps asked for, held for the client's life.
+    ///
+    /// Why: the kernel switches software receive stamping on lazily, in deferred work, when
+    /// the first socket of the system asks for it, and off again when the last one closes.
+    /// Data that arrives before the switch carries no stamp, so without this the first reads
+    /// of a run, and of every connection opened after the last one closed, could fall back to
+    /// the client's clock.
+    pub(crate) struct StampKeeper {
+        _socket: std::net::UdpSocket,
+    }
+
+    impl StampKeeper {
+        /// Asks, then waits (at most 50 ms, once per client) until a datagram sent to itself
+        /// comes back stamped. `None` when the kernel refuses: connections then say so.
+        pub(crate) fn new() -> Option<Self> {
+            let s = std::net::UdpSocket::bind("127.0.0.1:0").ok()?;
+            enable_rx_stamps(s.as_raw_fd()).ok()?;
+            s.connect(s.local_addr().ok()?).ok()?;
+            s.set_read_timeout(Some(std::time::Duration::from_millis(5)))
+                .ok()?;
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(50);
+            let mut data = [MaybeUninit::<u8>::uninit(); 8];
+            while std::time::Instant::now() < deadline {
+                if s.send(&[0]).is_err() {
+                    break;
+                }
+                let mut control = [0u64; CONTROL_LEN / 8];
+                // Blocking (with the timeout above): the datagram is on its way.
+                let Ok((_, len)) = recvmsg_flags(s.as_raw_fd(), &mut data, &mut control, true, 0)
+                else {
+                    continue;
+                };
+                // SAFETY: `control` is plain bytes; `len` ≤ its size.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(control.as_ptr().cast::<u8>(), len.min(CONTROL_LEN))
+                };
+                if stamp::rx_software_stamp_ns(bytes).is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Some(Self { _socket: s })
+        }
+    }
+
+    fn enable_rx_stamps(fd: std::os::fd::RawFd) -> io::Result<()> {
         let flags: libc::c_uint = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
         // SAFETY: a valid fd and a pointer to a c_uint of the size passed.
         let rc = unsafe {
             libc::setsockopt(
-                s.as_raw_fd(),
+                fd,
                 libc::SOL_SOCKET,
                 libc::SO_TIMESTAMPING,
                 (&flags as *const libc::c_uint).cast(),
@@ -149,10 +194,20 @@ mod linux {
     /// One `recvmsg` into `data`, with `control` for the timestamp message when `want_control`.
     /// Returns (bytes read, control bytes filled).
     fn recvmsg(
-        s: &std::net::TcpStream,
+        fd: std::os::fd::RawFd,
         data: &mut [MaybeUninit<u8>],
         control: &mut [u64; CONTROL_LEN / 8],
         want_control: bool,
+    ) -> io::Result<(usize, usize)> {
+        recvmsg_flags(fd, data, control, want_control, libc::MSG_DONTWAIT)
+    }
+
+    fn recvmsg_flags(
+        fd: std::os::fd::RawFd,
+        data: &mut [MaybeUninit<u8>],
+        control: &mut [u64; CONTROL_LEN / 8],
+        want_control: bool,
+        flags: libc::c_int,
     ) -> io::Result<(usize, usize)> {
         let mut iov = libc::iovec {
             iov_base: data.as_mut_ptr().cast(),
@@ -167,7 +222,7 @@ mod linux {
             msg.msg_controllen = CONTROL_LEN as _;
         }
         // SAFETY: iov and control point at live buffers of the lengths given.
-        let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) };
+        let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
         if n < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -274,6 +329,15 @@ mod other {
     use super::*;
     use tokio::io::AsyncReadExt;
 
+    /// Nothing to keep on here (no `SO_TIMESTAMPING`).
+    pub(crate) struct StampKeeper;
+
+    impl StampKeeper {
+        pub(crate) fn new() -> Option<Self> {
+            None
+        }
+    }
+
     /// Tokio's stream; reads keep the client's stamp (no `SO_TIMESTAMPING` here).
     pub(crate) struct Plain {
         s: tokio::net::TcpStream,
@@ -345,6 +409,8 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime");
+        // As a client does (see `StampKeeper`): stamping is on before the first chunk.
+        let _keeper = StampKeeper::new().expect("SO_TIMESTAMPING on a UDP socket");
         let counts = rt.block_on(async move {
             let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
             let mut p = Plain::new(s, true).expect("register");
