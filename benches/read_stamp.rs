@@ -85,7 +85,8 @@ mod linux {
             b.iter(|| {
                 w.write_all(CHUNK).expect("write");
                 // SAFETY: a live buffer of its length; blocking, the chunk is on its way.
-                let n = unsafe { libc::recv(r.as_raw_fd(), data.as_mut_ptr().cast(), data.len(), 0) };
+                let n =
+                    unsafe { libc::recv(r.as_raw_fd(), data.as_mut_ptr().cast(), data.len(), 0) };
                 black_box(n)
             })
         });

@@ -402,7 +402,12 @@ impl Timeline {
     /// Records one read that brought data: its stamp source, and its wake-up latency on the
     /// events from index `first_event` on (the ones this read completed).
     #[inline]
-    pub fn note_read(&mut self, fallback: Option<StampFallback>, wakeup_ns: u32, first_event: usize) {
+    pub fn note_read(
+        &mut self,
+        fallback: Option<StampFallback>,
+        wakeup_ns: u32,
+        first_event: usize,
+    ) {
         match fallback {
             None => self.stamps.kernel_reads = self.stamps.kernel_reads.saturating_add(1),
             Some(f) => {
@@ -464,7 +469,10 @@ mod tests {
     #[test]
     fn stamp_source_follows_the_reads() {
         let mut t = Timeline::new(0, 4, false);
-        assert_eq!(t.stamp_source(), StampSource::ClientClock(StampFallback::NoStamp));
+        assert_eq!(
+            t.stamp_source(),
+            StampSource::ClientClock(StampFallback::NoStamp)
+        );
         t.events.push(EventRecord {
             t: 10,
             tokens: 1,
@@ -481,7 +489,10 @@ mod tests {
         assert_eq!(t.stamp_source().label(), "mixed (no_stamp)");
         let mut tls = Timeline::new(0, 1, false);
         tls.note_read(Some(StampFallback::Tls), 0, 0);
-        assert_eq!(tls.stamp_source(), StampSource::ClientClock(StampFallback::Tls));
+        assert_eq!(
+            tls.stamp_source(),
+            StampSource::ClientClock(StampFallback::Tls)
+        );
         assert_eq!(
             StampSource::Kernel.combine(tls.stamp_source()),
             StampSource::Mixed(StampFallback::Tls)

@@ -548,8 +548,7 @@ impl StampSummary {
         extras["stamp_fallback"] = json!(source.fallback().map(StampFallback::as_str));
         let s = Summary::or_zero(&self.wakeup_us, &[50.0, 99.0]);
         let max = self.wakeup_us.iter().copied().fold(0.0, f64::max);
-        extras["client_wakeup_us"] =
-            json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max});
+        extras["client_wakeup_us"] = json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max});
     }
 }
 
@@ -560,7 +559,9 @@ fn stamps_line(x: &Value) -> String {
         .as_str()
         .map_or(String::new(), |f| format!(" ({f})"));
     if source == "client_clock" {
-        return format!("llmspeed: stamps client_clock{why}: each read stamped when the client woke up");
+        return format!(
+            "llmspeed: stamps client_clock{why}: each read stamped when the client woke up"
+        );
     }
     let w = &x["client_wakeup_us"];
     let f = |k: &str| w[k].as_f64().unwrap_or(0.0);

@@ -243,7 +243,11 @@ pub struct WindowFacts {
 
 /// p99 of the client's wake-up latency (µs) over kernel-stamped token events inside
 /// `[open, close)`; `None` without any.
-fn wakeup_p99_us<'a>(tls: impl Iterator<Item = &'a Timeline>, open: u64, close: u64) -> Option<f64> {
+fn wakeup_p99_us<'a>(
+    tls: impl Iterator<Item = &'a Timeline>,
+    open: u64,
+    close: u64,
+) -> Option<f64> {
     let us: Vec<f64> = tls
         .flat_map(|tl| tl.events.iter())
         .filter(|e| e.tokens > 0 && e.wakeup_ns > 0 && (open..close).contains(&e.t))
@@ -929,7 +933,13 @@ mod tests {
         let mut tl = Timeline::new(0, 8, false);
         // (stamp, tokens, wake-up ns): outside the window, an empty event, a client-clock
         // read (0), and two inside.
-        for (t, tokens, w) in [(5, 1, 9_000_000), (20, 0, 8_000_000), (30, 1, 0), (40, 1, 1_000), (50, 1, 3_000)] {
+        for (t, tokens, w) in [
+            (5, 1, 9_000_000),
+            (20, 0, 8_000_000),
+            (30, 1, 0),
+            (40, 1, 1_000),
+            (50, 1, 3_000),
+        ] {
             tl.events.push(EventRecord {
                 t,
                 tokens,

@@ -173,7 +173,8 @@ mod linux {
     }
 
     fn enable_rx_stamps(fd: std::os::fd::RawFd) -> io::Result<()> {
-        let flags: libc::c_uint = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+        let flags: libc::c_uint =
+            libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
         // SAFETY: a valid fd and a pointer to a c_uint of the size passed.
         let rc = unsafe {
             libc::setsockopt(
@@ -439,8 +440,14 @@ mod tests {
         // the odd race with a newly arrived edge.
         let (reads, would_block, kernel) = read_all(30, Duration::from_millis(2));
         eprintln!("{reads} data reads, {would_block} EAGAIN reads, {kernel} kernel-stamped");
-        assert!(reads >= 15, "{reads} reads: the chunks should mostly arrive apart");
-        assert!(would_block <= 3, "{would_block} EAGAIN reads for {reads} reads");
+        assert!(
+            reads >= 15,
+            "{reads} reads: the chunks should mostly arrive apart"
+        );
+        assert!(
+            would_block <= 3,
+            "{would_block} EAGAIN reads for {reads} reads"
+        );
         assert_eq!(kernel, reads);
     }
 }

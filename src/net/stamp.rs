@@ -211,7 +211,10 @@ mod tests {
             rx_software_stamp_ns(&stamping([(5, 1_000_000_000), (0, 0), (0, 0)])),
             None
         );
-        assert_eq!(rx_software_stamp_ns(&stamping([(-1, 5), (0, 0), (0, 0)])), None);
+        assert_eq!(
+            rx_software_stamp_ns(&stamping([(-1, 5), (0, 0), (0, 0)])),
+            None
+        );
         assert_eq!(
             rx_software_stamp_ns(&stamping([(i64::MAX, 0), (0, 0), (0, 0)])),
             None

@@ -634,7 +634,9 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         r.client_cpu_sys_ns_per_token,
         r.client_cpu_ms
     )?;
-    let fallback = r.stamp_fallback.map_or(String::new(), |f| format!(" ({f})"));
+    let fallback = r
+        .stamp_fallback
+        .map_or(String::new(), |f| format!(" ({f})"));
     if r.stamp_source == "client_clock" {
         writeln!(
             w,
