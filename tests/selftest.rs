@@ -194,6 +194,24 @@ fn cli_json_is_one_object_and_exits_zero() {
 }
 
 #[test]
+fn cli_no_kernel_stamps_stamps_with_the_clients_clock() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["selftest", "--streams", "2", "--tokens", "5", "--json"])
+        .arg("--no-kernel-stamps")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stamp_source"], "client_clock", "{v}");
+    assert_eq!(v["stamp_fallback"], "disabled", "{v}");
+    assert_eq!(v["client_wakeup_us_max"], 0.0);
+}
+
+#[test]
 fn cli_refuses_a_bad_gap() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
         .args(["selftest", "--gap", "fast"])
