@@ -68,13 +68,23 @@ impl Clock {
     /// Raw stamp `ns` nanoseconds after `base` (used to compute scheduled send times).
     pub fn add_ns(&self, base: u64, ns: u64) -> u64 {
         // Scale via the measured ratio of one second; exact for the mock clock (1 raw = 1 ns).
+        base.saturating_add(self.ns_to_raw(ns))
+    }
+
+    /// Raw stamp `ns` nanoseconds before `base` (0 at the floor): moves a read's stamp back to
+    /// when the kernel received its data (see `net::stamp`).
+    pub fn sub_ns(&self, base: u64, ns: u64) -> u64 {
+        base.saturating_sub(self.ns_to_raw(ns))
+    }
+
+    /// `ns` nanoseconds as raw ticks of this clock; exact for the mock clock (1 raw = 1 ns).
+    fn ns_to_raw(&self, ns: u64) -> u64 {
         let probe = 1_000_000_000u64;
         let per_sec = self.inner.delta_as_nanos(0, probe);
-        if per_sec == probe {
-            return base.saturating_add(ns);
+        if per_sec == probe || per_sec == 0 {
+            return ns;
         }
-        let raw_per_ns = probe as f64 / per_sec as f64;
-        base.saturating_add((ns as f64 * raw_per_ns) as u64)
+        (ns as f64 * (probe as f64 / per_sec as f64)) as u64
     }
 
     /// `raw` as nanoseconds since this process's clock epoch (quanta's one calibration, shared
@@ -112,6 +122,22 @@ mod tests {
         assert_eq!(clock.signed_delta_ns(b, a), -250_000);
         assert_eq!(clock.add_ns(a, 250_000), b);
         assert_eq!(clock.epoch_ns(b) - clock.epoch_ns(a), 250_000);
+        assert_eq!(clock.sub_ns(b, 250_000), a);
+        assert_eq!(clock.sub_ns(b, 1), b - 1);
+        assert_eq!(clock.sub_ns(5, 10), 0);
+    }
+
+    #[test]
+    fn sub_ns_is_the_inverse_of_add_ns_on_the_real_clock() {
+        let clock = Clock::new();
+        let b = clock.raw();
+        for ns in [1_000u64, 50_000_000, 3_000_000_000] {
+            let a = clock.sub_ns(b, ns);
+            assert!(a < b);
+            let back = clock.delta_ns(a, b);
+            // Float scaling of one ratio: a part in a million at most.
+            assert!(back.abs_diff(ns) <= ns / 1_000_000 + 2, "{ns}: {back}");
+        }
     }
 
     #[test]

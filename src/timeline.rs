@@ -108,7 +108,100 @@ pub struct EventRecord {
     pub t: u64,
     /// Output tokens this event carried (see [`Timeline::token_count_source`]).
     pub tokens: u32,
+    /// How late the client woke up to the read that completed this event: ns between the
+    /// kernel receiving the data and the read returning; 0 when unknown (the read kept the
+    /// client's own stamp, see [`Timeline::stamp_source`]). Set after the observer saw it.
+    pub wakeup_ns: u32,
     pub channel: Channel,
+}
+
+/// Why a read carries the client's own (TSC) stamp rather than the kernel's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StampFallback {
+    /// `--no-kernel-stamps` / `ClientConfig::kernel_stamps = false`.
+    Disabled,
+    /// TLS: a rustls record can span reads, so no one read's stamp belongs to an event.
+    Tls,
+    /// Not Linux: no `SO_TIMESTAMPING`.
+    Unsupported,
+    /// `setsockopt(SO_TIMESTAMPING)` failed on this connection.
+    EnableFailed,
+    /// A read returned data without a usable timestamp message.
+    NoStamp,
+    /// The stamp was later than the realtime clock read after it, or implausibly old: the
+    /// realtime clock was stepped.
+    Implausible,
+}
+
+impl StampFallback {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StampFallback::Disabled => "disabled",
+            StampFallback::Tls => "tls",
+            StampFallback::Unsupported => "unsupported",
+            StampFallback::EnableFailed => "enable_failed",
+            StampFallback::NoStamp => "no_stamp",
+            StampFallback::Implausible => "implausible",
+        }
+    }
+}
+
+/// Which clock stamped a timeline's reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StampSource {
+    /// Every read carried the kernel's receive stamp.
+    Kernel,
+    /// Every read carried the client's own stamp, for this reason.
+    ClientClock(StampFallback),
+    /// Some of each; the reason is the last read that fell back.
+    Mixed(StampFallback),
+}
+
+impl StampSource {
+    /// `kernel`, `client_clock` or `mixed`: the report key (the reason is separate).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StampSource::Kernel => "kernel",
+            StampSource::ClientClock(_) => "client_clock",
+            StampSource::Mixed(_) => "mixed",
+        }
+    }
+
+    /// Why some reads used the client's clock; `None` for [`StampSource::Kernel`].
+    pub fn fallback(self) -> Option<StampFallback> {
+        match self {
+            StampSource::Kernel => None,
+            StampSource::ClientClock(f) | StampSource::Mixed(f) => Some(f),
+        }
+    }
+
+    /// The source of two sets of reads together (several timelines in one report).
+    pub fn combine(self, other: StampSource) -> StampSource {
+        use StampSource::*;
+        match (self, other) {
+            (Kernel, Kernel) => Kernel,
+            (ClientClock(a), ClientClock(_)) => ClientClock(a),
+            (Kernel, x) | (x, Kernel) => Mixed(x.fallback().unwrap_or(StampFallback::NoStamp)),
+            (Mixed(a), _) | (_, Mixed(a)) => Mixed(a),
+        }
+    }
+
+    /// `kernel`, `client_clock (tls)`, `mixed (no_stamp)`: for tables and the console.
+    pub fn label(self) -> String {
+        match self.fallback() {
+            None => self.as_str().to_string(),
+            Some(f) => format!("{} ({})", self.as_str(), f.as_str()),
+        }
+    }
+}
+
+/// Per-timeline tally of how its data reads were stamped (counters only: no allocation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StampCounts {
+    pub kernel_reads: u32,
+    pub client_reads: u32,
+    /// Why the last read that used the client's clock did.
+    pub fallback: Option<StampFallback>,
 }
 
 /// Classified failure kinds. These are statistics keys: never key counts by message strings.
@@ -247,6 +340,8 @@ pub struct Timeline {
     pub finish_reason_raw: Option<String>,
     /// Whether `[DONE]` was seen.
     pub done: bool,
+    /// How the reads that brought data were stamped (see [`Timeline::stamp_source`]).
+    pub stamps: StampCounts,
     pub outcome: Outcome,
 }
 
@@ -278,6 +373,7 @@ impl Timeline {
             finish_reason: None,
             finish_reason_raw: None,
             done: false,
+            stamps: StampCounts::default(),
             outcome: Ok(()),
         }
     }
@@ -303,6 +399,40 @@ impl Timeline {
         self.outcome.as_ref().err().map(|e| e.kind)
     }
 
+    /// Records one read that brought data: its stamp source, and its wake-up latency on the
+    /// events from index `first_event` on (the ones this read completed).
+    #[inline]
+    pub fn note_read(
+        &mut self,
+        fallback: Option<StampFallback>,
+        wakeup_ns: u32,
+        first_event: usize,
+    ) {
+        match fallback {
+            None => self.stamps.kernel_reads = self.stamps.kernel_reads.saturating_add(1),
+            Some(f) => {
+                self.stamps.client_reads = self.stamps.client_reads.saturating_add(1);
+                self.stamps.fallback = Some(f);
+            }
+        }
+        if wakeup_ns != 0 {
+            if let Some(new) = self.events.get_mut(first_event..) {
+                new.iter_mut().for_each(|e| e.wakeup_ns = wakeup_ns);
+            }
+        }
+    }
+
+    /// Which clock stamped this timeline's reads. No data read at all: the client's clock.
+    pub fn stamp_source(&self) -> StampSource {
+        let s = &self.stamps;
+        let why = s.fallback.unwrap_or(StampFallback::NoStamp);
+        match (s.kernel_reads, s.client_reads) {
+            (k, 0) if k > 0 => StampSource::Kernel,
+            (0, _) => StampSource::ClientClock(why),
+            _ => StampSource::Mixed(why),
+        }
+    }
+
     /// Stamp of the last choice-carrying event.
     pub fn last_event(&self) -> Option<u64> {
         self.events.last().map(|e| e.t)
@@ -320,6 +450,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: i,
                 tokens: 2,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
         }
@@ -333,6 +464,53 @@ mod tests {
         assert_eq!(t.output_tokens(), 7);
         assert_eq!(t.event_tokens(), 6);
         assert_eq!(t.last_event(), Some(2));
+    }
+
+    #[test]
+    fn stamp_source_follows_the_reads() {
+        let mut t = Timeline::new(0, 4, false);
+        assert_eq!(
+            t.stamp_source(),
+            StampSource::ClientClock(StampFallback::NoStamp)
+        );
+        t.events.push(EventRecord {
+            t: 10,
+            tokens: 1,
+            wakeup_ns: 0,
+            channel: Channel::Content,
+        });
+        t.note_read(None, 700, 0);
+        assert_eq!(t.stamp_source(), StampSource::Kernel);
+        assert_eq!(t.events[0].wakeup_ns, 700);
+        // A later read completing no event touches no earlier event.
+        t.note_read(Some(StampFallback::NoStamp), 0, 1);
+        assert_eq!(t.events[0].wakeup_ns, 700);
+        assert_eq!(t.stamp_source(), StampSource::Mixed(StampFallback::NoStamp));
+        assert_eq!(t.stamp_source().label(), "mixed (no_stamp)");
+        let mut tls = Timeline::new(0, 1, false);
+        tls.note_read(Some(StampFallback::Tls), 0, 0);
+        assert_eq!(
+            tls.stamp_source(),
+            StampSource::ClientClock(StampFallback::Tls)
+        );
+        assert_eq!(
+            StampSource::Kernel.combine(tls.stamp_source()),
+            StampSource::Mixed(StampFallback::Tls)
+        );
+        assert_eq!(
+            StampSource::Kernel.combine(StampSource::Kernel),
+            StampSource::Kernel
+        );
+        assert_eq!(
+            tls.stamp_source().combine(tls.stamp_source()).label(),
+            "client_clock (tls)"
+        );
+    }
+
+    #[test]
+    fn event_record_stays_small() {
+        // Millions are kept per run: the wake-up latency fits in the padding tokens left.
+        assert!(std::mem::size_of::<EventRecord>() <= 24);
     }
 
     #[test]

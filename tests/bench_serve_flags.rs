@@ -46,6 +46,7 @@ fn every_vllm_flag_parses() {
         }),
         (&["--header", "A=1", "B=2"], |c| c.headers.len() == 2),
         (&["--insecure"], |c| c.insecure),
+        (&["--no-kernel-stamps"], |c| !c.kernel_stamps),
         (&["--model", "org/m"], |c| {
             c.model.as_deref() == Some("org/m")
         }),

@@ -15,6 +15,7 @@ fn small() -> Shape {
         tokens: 50,
         first_token: Duration::from_millis(5),
         client_threads: 1,
+        kernel_stamps: true,
     }
 }
 
@@ -93,8 +94,11 @@ fn check_stamps_are_prompt(r: &llmspeed::selftest::Report) -> Result<(), String>
 
 #[test]
 fn the_bounds_catch_a_client_that_stamps_late() {
+    // With the client's own clock: kernel stamps would take the late wake-ups out (see
+    // `kernel_stamps_keep_a_busy_clients_stamps`).
     let shape = Shape {
         streams: 4,
+        kernel_stamps: false,
         ..small()
     };
     let good = run(&shape).expect("selftest runs");
@@ -116,6 +120,45 @@ fn the_bounds_catch_a_client_that_stamps_late() {
         late.delivery_us_p50,
         good.delivery_us_p50
     );
+}
+
+#[test]
+fn kernel_stamps_keep_a_busy_clients_stamps() {
+    // A busy client as above, with kernel receive stamps: three streams, 2 ms of blocking per
+    // event, a 10 ms step, so the second and third stream's reads of each step return about 2
+    // and 4 ms after their data arrived (with the client's own clock their delivery p50 is
+    // about 2 ms), and the client, busy 6 ms of every 10, keeps up even beside the other tests.
+    // Kernel stamps say when the data arrived, and the lateness is reported as the client's
+    // wake-up latency instead.
+    let shape = Shape {
+        streams: 3,
+        gap: Duration::from_millis(10),
+        tokens: 30,
+        ..small()
+    };
+    let busy = Duration::from_millis(2);
+    let late = run_with_busy_client(&shape, busy).expect("selftest runs");
+    assert_eq!(late.failed_streams, 0, "{:?}", late.first_error);
+    eprintln!(
+        "busy client: delivery p50 {:?} us, gap error p50 {:.1} us, wake-up p50 {:?} p99 {:?} us",
+        late.delivery_us_p50,
+        late.gap_error_us_p50,
+        late.client_wakeup_us_p50,
+        late.client_wakeup_us_p99
+    );
+    if cfg!(target_os = "linux") {
+        assert_eq!(late.stamp_source, Some("kernel"), "{late:?}");
+        check_stamps_are_prompt(&late).unwrap_or_else(|e| panic!("{e}: {late:?}"));
+        // The second stream's data may land a few us after the first's read began.
+        let p99 = late.client_wakeup_us_p99.expect("kernel-stamped reads");
+        assert!(
+            p99 >= 0.9 * busy.as_secs_f64() * 1e6,
+            "wake-up p99 {p99} us for a client busy {busy:?} per event"
+        );
+    } else {
+        assert_eq!(late.stamp_source, Some("client_clock"));
+        assert_eq!(late.stamp_fallback, Some("unsupported"));
+    }
 }
 
 #[test]
@@ -152,6 +195,27 @@ fn cli_json_is_one_object_and_exits_zero() {
     assert_eq!(v["tokens"], 40);
     assert_eq!(v["failed_streams"], 0);
     assert!(v["gap_error_us_p99"].as_f64().is_some());
+}
+
+#[test]
+fn cli_no_kernel_stamps_stamps_with_the_clients_clock() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["selftest", "--streams", "2", "--tokens", "5", "--json"])
+        .arg("--no-kernel-stamps")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stamp_source"], "client_clock", "{v}");
+    assert_eq!(v["stamp_fallback"], "disabled", "{v}");
+    assert!(
+        v["client_wakeup_us_max"].is_null(),
+        "no kernel stamp, no wake-up figure: {v}"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ fn ttft_against_arrival_is_reported_and_consistent() {
         // Held between arrival and the engine: part of the server's own TTFT.
         first_token: Duration::from_millis(20),
         client_threads: 1,
+        kernel_stamps: true,
     };
     let r = run(&shape).expect("selftest runs");
     assert_eq!(r.failed_streams, 0, "{:?}", r.first_error);

@@ -23,6 +23,7 @@ fn small() -> Shape {
         tokens: 30,
         first_token: Duration::ZERO,
         client_threads: 1,
+        kernel_stamps: true,
     }
 }
 

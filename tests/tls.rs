@@ -6,7 +6,7 @@ mod support;
 use bytes::Bytes;
 use llmspeed::clock::Clock;
 use llmspeed::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target};
-use llmspeed::timeline::{ErrorKind, Timeline};
+use llmspeed::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::io::Write;
@@ -80,6 +80,13 @@ async fn insecure_accepts_any_certificate() {
     assert_eq!(tl.outcome, Ok(()));
     assert_eq!(tl.events.len(), 3);
     assert_eq!(tl.output_tokens(), 3);
+    // A rustls record can span reads: no kernel stamp belongs to an event, and the timeline
+    // says the client's clock was used, and why (kernel stamps are on by default).
+    assert_eq!(
+        tl.stamp_source(),
+        StampSource::ClientClock(StampFallback::Tls)
+    );
+    assert!(tl.events.iter().all(|e| e.wakeup_ns == 0));
 }
 
 #[tokio::test]

@@ -41,6 +41,10 @@ pub struct SelftestArgs {
     /// when the run fails.
     #[arg(long, requires = "external")]
     pub keep: bool,
+    /// Stamp reads with the client's own clock when it wakes up, not the kernel's receive
+    /// stamp: measures what a client without kernel stamps would report.
+    #[arg(long, conflicts_with = "external")]
+    pub no_kernel_stamps: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -59,6 +63,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         tokens: a.tokens,
         first_token: a.first_token,
         client_threads: a.client_threads,
+        kernel_stamps: !a.no_kernel_stamps,
     };
     shape.validate().map_err(CliError::usage)?;
     if let Some(p) = &a.pin {

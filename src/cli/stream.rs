@@ -34,6 +34,10 @@ pub struct ConnectionArgs {
     /// Also trust the CA certificates in this PEM file.
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
+    /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's
+    /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
+    #[arg(long)]
+    pub no_kernel_stamps: bool,
     /// Connect + TLS handshake limit (10s, 500ms; a bare number is seconds; 0 = none).
     #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = super::duration::secs)]
     pub connect_timeout: f64,
@@ -80,6 +84,7 @@ impl ConnectionArgs {
         cfg.insecure = self.insecure;
         cfg.system_roots = self.system_roots;
         cfg.ca_file = self.ca_cert.clone();
+        cfg.kernel_stamps = !self.no_kernel_stamps;
         cfg.timeouts = Timeouts {
             connect: secs("--connect-timeout", self.connect_timeout)?,
             first_byte: secs("--first-byte-timeout", self.first_byte_timeout)?,

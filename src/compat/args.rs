@@ -136,6 +136,10 @@ pub struct ServeArgs {
     /// Also trust the CA certificates in this PEM file.
     #[arg(long, value_name = "PEM", help_heading = "llmspeed extras")]
     pub ca_cert: Option<std::path::PathBuf>,
+    /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's
+    /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub no_kernel_stamps: bool,
     /// Model name [default: the first model in /v1/models].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
@@ -531,6 +535,8 @@ pub struct ServeConfig {
     pub insecure: bool,
     pub system_roots: bool,
     pub ca_cert: Option<std::path::PathBuf>,
+    /// Kernel receive stamps on plain connections (`--no-kernel-stamps` turns them off).
+    pub kernel_stamps: bool,
     pub api_key: Option<String>,
     pub model: Option<String>,
     pub served_model_name: Option<String>,
@@ -1028,6 +1034,7 @@ impl ServeArgs {
             insecure: self.insecure,
             system_roots: self.system_roots,
             ca_cert: self.ca_cert.clone(),
+            kernel_stamps: !self.no_kernel_stamps,
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),

@@ -621,6 +621,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: at,
                 tokens: u32::from(channel != Channel::Empty),
+                wakeup_ns: 0,
                 channel,
             });
         }

@@ -23,7 +23,7 @@ use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Targ
 use crate::progress::{Event, Phase, Progress};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
-use crate::timeline::Timeline;
+use crate::timeline::{StampFallback, StampSource, Timeline};
 use crate::workload::datasets::{self, PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
 use bytes::Bytes;
@@ -151,6 +151,7 @@ pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunE
     cc.insecure = cfg.insecure;
     cc.system_roots = cfg.system_roots;
     cc.ca_file = cfg.ca_cert.clone();
+    cc.kernel_stamps = cfg.kernel_stamps;
     cc.keep_text = cfg.save_detailed;
     cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
     // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
@@ -517,6 +518,61 @@ fn lag_summary(ns: &[u64]) -> Value {
     json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max})
 }
 
+/// Which clock stamped the run's reads, and how late the client woke up to them.
+#[derive(Default)]
+struct StampSummary {
+    source: Option<StampSource>,
+    wakeup_us: Vec<f64>,
+}
+
+impl StampSummary {
+    fn add(&mut self, tl: &Timeline) {
+        let s = tl.stamp_source();
+        self.source = Some(self.source.map_or(s, |a| a.combine(s)));
+        self.wakeup_us.extend(
+            tl.events
+                .iter()
+                .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
+                .map(|e| e.wakeup_ns as f64 / 1e3),
+        );
+    }
+
+    /// `stamp_source` (`kernel`, `client_clock`, `mixed`), `stamp_fallback` (why any read used
+    /// the client's clock, or null) and `client_wakeup_us` {mean, p50, p99, max} over token
+    /// events with a kernel stamp (zeros without any).
+    fn write(&self, extras: &mut Value) {
+        let source = self
+            .source
+            .unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
+        extras["stamp_source"] = json!(source.as_str());
+        extras["stamp_fallback"] = json!(source.fallback().map(StampFallback::as_str));
+        let s = Summary::or_zero(&self.wakeup_us, &[50.0, 99.0]);
+        let max = self.wakeup_us.iter().copied().fold(0.0, f64::max);
+        extras["client_wakeup_us"] = json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max});
+    }
+}
+
+/// The console line for the `stamp_source` and `client_wakeup_us` keys of `extras`.
+fn stamps_line(x: &Value) -> String {
+    let source = x["stamp_source"].as_str().unwrap_or("client_clock");
+    let why = x["stamp_fallback"]
+        .as_str()
+        .map_or(String::new(), |f| format!(" ({f})"));
+    if source == "client_clock" {
+        return format!(
+            "llmspeed: stamps client_clock{why}: each read stamped when the client woke up"
+        );
+    }
+    let w = &x["client_wakeup_us"];
+    let f = |k: &str| w[k].as_f64().unwrap_or(0.0);
+    format!(
+        "llmspeed: stamps {source}{why}: the client woke up {:.0} us p50, {:.0} us p99, {:.0} us max after the data arrived (not in the timings)",
+        f("p50"),
+        f("p99"),
+        f("max")
+    )
+}
+
 /// The timer wheel's resolution is 1 ms: sleeping to the deadline would start requests up to
 /// a millisecond late, and that lateness lands in TTFT (latency runs from the schedule). So we
 /// sleep to just before the deadline and yield (letting other tasks run) for the rest.
@@ -861,9 +917,11 @@ pub async fn run_shown(
     let (mut input_from_server, mut input_len_differs) = (0usize, 0usize);
     let mut dataset_input_lens = Vec::new();
     let mut indices = Vec::new();
+    let mut stamps = StampSummary::default();
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
         indices.push(d.index);
+        stamps.add(&d.timeline);
         // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
         // when it reports one, else the dataset's length.
         let server_len = d.timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
@@ -951,6 +1009,7 @@ pub async fn run_shown(
         "client_cpu_sys_s": cpu_s,
         "client_cpu_percent_of_one_core": if wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / wall_s } else { 0.0 },
     });
+    stamps.write(&mut extras);
     if cfg.save_detailed {
         // Beside vLLM's `input_lens` (the server's counts): what the dataset asked for.
         extras["dataset_input_lens"] = json!(dataset_input_lens);
@@ -1142,6 +1201,7 @@ pub fn report(
         x["client_cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
     )
     .map_err(io)?;
+    writeln!(w, "{}", stamps_line(x)).map_err(io)?;
     let path = result_path(cfg, &out.info);
     if let Some(th) = cfg.plot_timeline {
         // Where vLLM puts it, also when the JSON itself is not saved.
@@ -1164,6 +1224,45 @@ pub fn report(
 mod tests {
     use super::*;
     use crate::workload::datasets::{random, DatasetConfig};
+
+    #[test]
+    fn stamp_summary_writes_the_source_and_the_wakeup_figures() {
+        use crate::timeline::{Channel, EventRecord};
+        let mut kernel = Timeline::new(0, 4, false);
+        for (i, w) in [1_000u32, 3_000].into_iter().enumerate() {
+            kernel.events.push(EventRecord {
+                t: i as u64,
+                tokens: 1,
+                wakeup_ns: 0,
+                channel: Channel::Content,
+            });
+            kernel.note_read(None, w, i);
+        }
+        let mut x = json!({});
+        let mut s = StampSummary::default();
+        s.add(&kernel);
+        s.write(&mut x);
+        assert_eq!(x["stamp_source"], "kernel");
+        assert_eq!(x["stamp_fallback"], Value::Null);
+        assert_eq!(x["client_wakeup_us"]["max"], 3.0);
+        assert_eq!(x["client_wakeup_us"]["p50"], 2.0);
+        assert!(stamps_line(&x).contains("stamps kernel: the client woke up 2 us p50"));
+        // A TLS stream beside it: mixed, and why.
+        let mut tls = Timeline::new(0, 1, false);
+        tls.note_read(Some(StampFallback::Tls), 0, 0);
+        s.add(&tls);
+        s.write(&mut x);
+        assert_eq!(x["stamp_source"], "mixed");
+        assert_eq!(x["stamp_fallback"], "tls");
+        let mut only_tls = StampSummary::default();
+        only_tls.add(&tls);
+        let mut y = json!({});
+        only_tls.write(&mut y);
+        assert_eq!(
+            stamps_line(&y),
+            "llmspeed: stamps client_clock (tls): each read stamped when the client woke up"
+        );
+    }
 
     fn builder(chat: bool) -> BodyBuilder {
         let mut extra = Map::new();

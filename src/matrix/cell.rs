@@ -123,6 +123,7 @@ mod watch_tests {
         let rec = EventRecord {
             t: 0,
             tokens: 1,
+            wakeup_ns: 0,
             channel: Channel::Content,
         };
         for _ in 0..times {
@@ -238,6 +239,21 @@ pub struct WindowFacts {
     /// The most requests that were between their first token and their end at one instant of
     /// the window (the client's view of how many the server ran at once).
     pub peak_decoding: u64,
+}
+
+/// p99 of the client's wake-up latency (µs) over kernel-stamped token events inside
+/// `[open, close)`; `None` without any.
+fn wakeup_p99_us<'a>(
+    tls: impl Iterator<Item = &'a Timeline>,
+    open: u64,
+    close: u64,
+) -> Option<f64> {
+    let us: Vec<f64> = tls
+        .flat_map(|tl| tl.events.iter())
+        .filter(|e| e.tokens > 0 && e.wakeup_ns > 0 && (open..close).contains(&e.t))
+        .map(|e| e.wakeup_ns as f64 / 1e3)
+        .collect();
+    stats::percentile(&us, 99.0)
 }
 
 /// TTFT and time between tokens of one request, from its events inside `[open, close)` only.
@@ -890,6 +906,7 @@ pub async fn run_cell(
     }
     cell.timer_lag_ms_p99 = stats::percentile(&lags, 99.0);
     cell.timer_lag_ms_max = lags.iter().copied().reduce(f64::max);
+    cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), open, close);
     let ok_requests = cell
         .requests
         .iter()
@@ -910,6 +927,30 @@ pub async fn run_cell(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wakeup_p99_counts_kernel_stamped_token_events_inside_the_window() {
+        let mut tl = Timeline::new(0, 8, false);
+        // (stamp, tokens, wake-up ns): outside the window, an empty event, a client-clock
+        // read (0), and two inside.
+        for (t, tokens, w) in [
+            (5, 1, 9_000_000),
+            (20, 0, 8_000_000),
+            (30, 1, 0),
+            (40, 1, 1_000),
+            (50, 1, 3_000),
+        ] {
+            tl.events.push(EventRecord {
+                t,
+                tokens,
+                wakeup_ns: w,
+                channel: Channel::Content,
+            });
+        }
+        let p99 = wakeup_p99_us([&tl].into_iter(), 10, 100).unwrap();
+        assert!((p99 - 2.98).abs() < 1e-9, "{p99}");
+        assert_eq!(wakeup_p99_us([&tl].into_iter(), 60, 100), None);
+    }
     use crate::matrix::status::CellStatus;
 
     const MS: u64 = 1_000_000;
@@ -981,6 +1022,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: at(ms),
                 tokens: 1,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
         }
@@ -1106,6 +1148,7 @@ mod tests {
             t.events.push(EventRecord {
                 t: at(ns),
                 tokens,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             })
         };

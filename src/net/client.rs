@@ -5,6 +5,7 @@ use super::connect::{self, Conn};
 use super::deadline::{Arm, Fired, ReadDeadline};
 use super::decode::{self, Progress, StreamDecoder};
 use super::observer::{Cancel, StreamObserver};
+use super::plain::StampKeeper;
 use super::pool::Pool;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
@@ -73,6 +74,9 @@ struct Inner {
     clock: Clock,
     tls: Option<TlsConnector>,
     pool: Pool,
+    /// Keeps the kernel's receive stamping switched on while this client lives (plain
+    /// targets with kernel stamps only; see `plain::StampKeeper`).
+    _stamps: Option<StampKeeper>,
     /// User-Agent, Authorization and the custom headers, in that order.
     headers: Vec<(String, String)>,
 }
@@ -125,12 +129,16 @@ impl Client {
         }
         headers.extend(cfg.headers.iter().cloned());
         let pool = Pool::new(cfg.max_idle);
+        let _stamps = (cfg.kernel_stamps && tls.is_none())
+            .then(StampKeeper::new)
+            .flatten();
         Ok(Self {
             inner: Arc::new(Inner {
                 cfg,
                 clock,
                 tls,
                 pool,
+                _stamps,
                 headers,
             }),
         })
@@ -244,7 +252,11 @@ impl Client {
 
     async fn fresh_conn(&self) -> Result<Conn, RequestError> {
         let target = &self.inner.cfg.target;
-        let fut = connect::connect(target, self.inner.tls.as_ref());
+        let fut = connect::connect(
+            target,
+            self.inner.tls.as_ref(),
+            self.inner.cfg.kernel_stamps,
+        );
         match self.inner.cfg.timeouts.connect {
             None => fut.await,
             Some(limit) => match tokio::time::timeout(limit, fut).await {
@@ -354,10 +366,10 @@ impl Client {
                     timed = true;
                 }
             }
-            let read = if timed {
+            let (read, stamp) = if timed {
                 tokio::select! {
                     biased;
-                    r = conn.read_buf(&mut buf) => r,
+                    r = conn.read_stamped(&mut buf, clock) => r,
                     _ = &mut timer => {
                         let since = Duration::from_nanos(clock.delta_ns(last_event, clock.raw()));
                         match deadline.fired(seen, since) {
@@ -376,10 +388,11 @@ impl Client {
                     }
                 }
             } else {
-                conn.read_buf(&mut buf).await
+                conn.read_stamped(&mut buf, clock).await
             };
-            // The stamp every event completed by this read carries: taken before any parsing.
-            let t = clock.raw();
+            // The stamp every event completed by this read carries: taken before any parsing,
+            // moved back to the kernel's receive stamp where there is one (`net::stamp`).
+            let t = stamp.t;
             match read {
                 Ok(0) => {
                     if !dec.received_any() {
@@ -404,7 +417,10 @@ impl Client {
                     .into());
                 }
             }
-            match dec.feed(&mut buf, t, tl, observer)? {
+            let first_new = tl.events.len();
+            let fed = dec.feed(&mut buf, t, tl, observer);
+            tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);
+            match fed? {
                 Progress::NeedMore => {}
                 Progress::Finished { reusable } => return Ok(reusable && buf.is_empty()),
                 Progress::Stopped => return Err(stopped(tl).into()),

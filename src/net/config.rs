@@ -50,6 +50,10 @@ pub struct ClientConfig {
     pub keep_text: bool,
     /// Most idle keep-alive connections kept for reuse.
     pub max_idle: usize,
+    /// Stamp reads with the kernel's receive time where it can (plain TCP on Linux), so a
+    /// client that wakes up late does not shift its stamps; `false` keeps the client's own
+    /// clock for every read (`--no-kernel-stamps`).
+    pub kernel_stamps: bool,
 }
 
 impl ClientConfig {
@@ -65,6 +69,7 @@ impl ClientConfig {
             max_event_bytes: 4 << 20,
             keep_text: false,
             max_idle: 256,
+            kernel_stamps: true,
         }
     }
 }

@@ -4,8 +4,12 @@
 //! ("connection refused by 127.0.0.1:8000", "certificate not trusted; use --insecure ...").
 
 use super::config::ClientConfig;
+use super::plain::Plain;
+use super::stamp::{Fallback, ReadStamp};
 use super::target::Target;
+use crate::clock::Clock;
 use crate::timeline::{ErrorKind, RequestError};
+use bytes::BytesMut;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -14,15 +18,35 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 /// One open connection to the target, plain or TLS.
 pub(crate) enum Conn {
-    Plain(TcpStream),
+    /// Reads stamped by the kernel where it can (see `net::plain`).
+    Plain(Plain),
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Conn {
+    /// Reads into `buf` and stamps the read: the kernel's receive stamp on a plain Linux
+    /// connection that has them, else the client's clock the moment the read returned (TLS:
+    /// a rustls record can span reads, so no one read's kernel stamp belongs to an event).
+    pub(crate) async fn read_stamped(
+        &mut self,
+        buf: &mut BytesMut,
+        clock: &Clock,
+    ) -> (io::Result<usize>, ReadStamp) {
+        match self {
+            Conn::Plain(p) => p.read_stamped(buf, clock).await,
+            Conn::Tls(s) => {
+                let r = s.read_buf(buf).await;
+                (r, ReadStamp::client(clock.raw(), Fallback::Tls))
+            }
+        }
+    }
 }
 
 impl AsyncRead for Conn {
@@ -119,10 +143,12 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
     Ok(Arc::new(config))
 }
 
-/// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set.
+/// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set, and kernel receive
+/// stamps asked for on a plain one when `kernel_stamps`.
 pub(crate) async fn connect(
     target: &Target,
     tls: Option<&TlsConnector>,
+    kernel_stamps: bool,
 ) -> Result<Conn, RequestError> {
     let authority = target.authority();
     let addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
@@ -157,7 +183,14 @@ pub(crate) async fn connect(
     // Nagle would hold our small request writes back; the latency it adds is what we measure.
     let _ = stream.set_nodelay(true);
     let Some(tls) = tls else {
-        return Ok(Conn::Plain(stream));
+        return Plain::new(stream, kernel_stamps)
+            .map(Conn::Plain)
+            .map_err(|e| {
+                RequestError::new(
+                    ErrorKind::Connect,
+                    format!("cannot register the connection to {authority}: {e}"),
+                )
+            });
     };
     let name = ServerName::try_from(target.host.clone())
         .map_err(|_| tls_err(format!("{:?} is not a valid TLS server name", target.host)))?;

@@ -345,6 +345,7 @@ impl StreamDecoder {
         let rec = EventRecord {
             t,
             tokens: tokens.min(u32::MAX as u64) as u32,
+            wakeup_ns: 0,
             channel,
         };
         tl.events.push(rec);

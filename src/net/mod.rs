@@ -10,7 +10,9 @@
 //! Architecture invariants:
 //! - Only this module reads client sockets, and only `client` holds the read loop. The loop
 //!   takes `clock.raw()` the moment a read returns, before any parsing; every event completed
-//!   by that read carries that stamp.
+//!   by that read carries that stamp. On a plain Linux connection the stamp is moved back to
+//!   the kernel's receive stamp (`stamp`, `plain`): the same moment in the TSC clock, minus
+//!   how late the client woke up.
 //! - Nothing on the per-token path (`StreamDecoder::feed`) allocates, formats, locks or
 //!   tokenizes: it appends to pre-sized vectors. The pool's lock is taken once per request.
 //! - Every request ends with a classified outcome ([`crate::timeline::ErrorKind`]); nothing
@@ -22,8 +24,10 @@ mod connect;
 mod deadline;
 mod decode;
 mod observer;
+mod plain;
 mod pool;
 pub mod request;
+pub mod stamp;
 mod target;
 
 pub use client::{Client, Response, StreamRequest};

@@ -378,6 +378,10 @@ pub struct DecodeCell {
     /// How late the client's timers fired during the window (a saturated client shows here).
     pub timer_lag_ms_p99: Option<f64>,
     pub timer_lag_ms_max: Option<f64>,
+    /// How late the client woke up to its kernel-stamped reads of token events inside the
+    /// window, p99 in µs (kept out of every stamp; `None` when no read had a kernel stamp).
+    #[serde(default)]
+    pub client_wakeup_us_p99: Option<f64>,
     pub requests: Vec<RequestSummary>,
     /// GPU readings during the cell, every GPU at each sample (empty without a GPU tool).
     #[serde(default)]
@@ -428,6 +432,7 @@ impl DecodeCell {
             client_cpu_percent: None,
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
+            client_wakeup_us_p99: None,
             requests: Vec::new(),
             gpu_samples: Vec::new(),
             server_samples: Vec::new(),

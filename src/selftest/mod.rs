@@ -30,7 +30,7 @@ use crate::mock::trace::{TraceRec, TraceSink};
 use crate::mock::{self, MockConfig, Profile};
 use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
-use crate::timeline::{ErrorKind, Timeline};
+use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
 use pin::{Mask, Pin};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -52,6 +52,8 @@ pub struct Shape {
     pub first_token: Duration,
     /// Worker threads of the client's runtime.
     pub client_threads: usize,
+    /// Kernel receive stamps on the client's reads (`--no-kernel-stamps` turns them off).
+    pub kernel_stamps: bool,
 }
 
 impl Shape {
@@ -179,6 +181,18 @@ pub struct Report {
     /// An external client's CPU from exec to exit (start-up, tokenizer and dataset loading,
     /// result writing included) per token; `None` for the in-process client.
     pub client_cpu_whole_run_ns_per_token: Option<f64>,
+    /// Which clock stamped the client's reads: `kernel` (receive stamps), `client_clock` or
+    /// `mixed`; `stamp_fallback` says why any read used the client's clock.
+    pub stamp_source: Option<&'static str>,
+    pub stamp_fallback: Option<&'static str>,
+    /// How late the client woke up to its reads: realtime when the read returned minus the
+    /// kernel's receive stamp, over token events with a kernel stamp (`None` without any, and
+    /// for an external client, whose reads we cannot see).
+    /// Kernel stamps take it out of every figure above; it is what the client's clock would
+    /// have added.
+    pub client_wakeup_us_p50: Option<f64>,
+    pub client_wakeup_us_p99: Option<f64>,
+    pub client_wakeup_us_max: Option<f64>,
     /// Peak resident memory of the whole process (server and client together); for an
     /// external client, the client's own (its largest process).
     pub peak_rss_mb: f64,
@@ -293,6 +307,7 @@ fn drive(
     // client users run.
     let mut cfg = ClientConfig::new(target);
     cfg.max_idle = shape.streams;
+    cfg.kernel_stamps = shape.kernel_stamps;
     cfg.timeouts = Timeouts {
         connect: Some(Duration::from_secs(30)),
         first_byte: Some(Duration::from_secs(120)),
@@ -433,7 +448,17 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let (mut coalesced, mut itl_mismatch) = (0u64, 0usize);
     let nominal_gap_ns = shape.gap.as_nanos() as u64;
     let mut client_t: Vec<Option<u64>> = vec![None; shape.tokens as usize];
+    let mut wakeup_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
+    let mut source: Option<StampSource> = None;
     for (i, tl) in timelines.iter().enumerate() {
+        let s = tl.stamp_source();
+        source = Some(source.map_or(s, |a| a.combine(s)));
+        wakeup_us.extend(
+            tl.events
+                .iter()
+                .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
+                .map(|e| e.wakeup_ns as f64 / 1e3),
+        );
         if let Err(e) = &tl.outcome {
             *errors.entry(e.kind.as_str()).or_default() += 1;
             if first_error.is_none() {
@@ -499,6 +524,8 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let gap = Fig::of(&gap_err_us);
     let lag = Fig::of(&lag_us);
     let delivery = Fig::of(&delivery_us);
+    let wakeup = Fig::of(&wakeup_us);
+    let source = source.unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
     Report {
         streams: shape.streams,
         tokens_per_stream: shape.tokens,
@@ -542,6 +569,11 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         client_cpu_ms: 0.0,
         client_cpu_scope: CpuScope::ClientThreads,
         client_cpu_whole_run_ns_per_token: None,
+        stamp_source: Some(source.as_str()),
+        stamp_fallback: source.fallback().map(StampFallback::as_str),
+        client_wakeup_us_p50: (!wakeup_us.is_empty()).then_some(wakeup.p50),
+        client_wakeup_us_p99: (!wakeup_us.is_empty()).then_some(wakeup.p99),
+        client_wakeup_us_max: (!wakeup_us.is_empty()).then_some(wakeup.max),
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
@@ -661,6 +693,11 @@ fn analyse_external(
         client_cpu_ms: 0.0,
         client_cpu_scope: CpuScope::ClientThreads,
         client_cpu_whole_run_ns_per_token: None,
+        stamp_source: None,
+        stamp_fallback: None,
+        client_wakeup_us_p50: None,
+        client_wakeup_us_p99: None,
+        client_wakeup_us_max: None,
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
@@ -878,6 +915,20 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
             "                    {n:.0} ns/token over the whole process (start-up included)"
         )?;
     }
+    let fallback = r
+        .stamp_fallback
+        .map_or(String::new(), |f| format!(" ({f})"));
+    match (r.stamp_source, r.client_wakeup_us_p50, r.client_wakeup_us_p99, r.client_wakeup_us_max) {
+        (None, ..) => writeln!(w, "  stamps            n/a (the external client's own)")?,
+        (Some(src), Some(p50), Some(p99), Some(max)) => writeln!(
+            w,
+            "  stamps            {src}{fallback}: the client woke up {p50:.1} us p50, {p99:.1} p99, {max:.1} max after the data arrived (not in the stamps)"
+        )?,
+        (Some(src), ..) => writeln!(
+            w,
+            "  stamps            {src}{fallback}: each read stamped when the client woke up"
+        )?,
+    }
     let whose = if r.client_threads.is_some() {
         "whole process: server and client"
     } else {
@@ -926,6 +977,7 @@ mod tests {
             tokens,
             first_token: Duration::ZERO,
             client_threads: 1,
+            kernel_stamps: true,
         }
     }
 
@@ -936,12 +988,17 @@ mod tests {
         let mut tl = Timeline::new(0, 4, false);
         tl.send_start = Some(1_000);
         // Server writes at 10_000, 11_000, 12_000; client reads 200, 250, 100 ns later.
-        for (t, n) in [(10_200u64, 1u32), (11_250, 1), (12_100, 1)] {
+        for (i, (t, n)) in [(10_200u64, 1u32), (11_250, 1), (12_100, 1)]
+            .into_iter()
+            .enumerate()
+        {
             tl.events.push(EventRecord {
                 t,
                 tokens: n,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
+            tl.note_read(None, 1_000 * (i as u32 + 1), i);
         }
         let trace = vec![
             rec("selftest-0", 0, 10_000),
@@ -964,6 +1021,14 @@ mod tests {
         assert!((r.server_write_lag_us_max - 5.0).abs() < 1e-9);
         assert!((r.delivery_us_min.unwrap() - 0.1).abs() < 1e-9);
         assert!((r.delivery_us_p50.unwrap() - 0.2).abs() < 1e-9);
+        // Every read kernel-stamped, woken 1, 2 and 3 us late.
+        assert_eq!((r.stamp_source, r.stamp_fallback), (Some("kernel"), None));
+        assert!((r.client_wakeup_us_p50.unwrap() - 2.0).abs() < 1e-9);
+        assert!((r.client_wakeup_us_max.unwrap() - 3.0).abs() < 1e-9);
+        let mut table = Vec::new();
+        write_table(&mut table, &r).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert!(table.contains("stamps            kernel: "), "{table}");
     }
 
     #[test]
@@ -977,6 +1042,7 @@ mod tests {
             tl.events.push(EventRecord {
                 t,
                 tokens: n,
+                wakeup_ns: 0,
                 channel: Channel::Content,
             });
         }
@@ -999,6 +1065,7 @@ mod tests {
         ok.events.push(EventRecord {
             t: 5,
             tokens: 1,
+            wakeup_ns: 0,
             channel: Channel::Content,
         });
         let mut bad = Timeline::new(0, 2, false);
@@ -1014,6 +1081,9 @@ mod tests {
         assert_eq!(r.errors.get("protocol"), Some(&1));
         assert!(r.first_error.unwrap().contains("stream 1"));
         assert_eq!(r.gap_error_us_max, 0.0);
+        // No read brought data through a kernel stamp.
+        assert_eq!(r.stamp_source, Some("client_clock"));
+        assert_eq!(r.client_wakeup_us_max, None);
     }
 
     #[test]

@@ -1,0 +1,105 @@
+//! The per-read cost of kernel receive stamps: one `recvmsg` of a token-sized chunk with a
+//! control buffer, plus the `SCM_TIMESTAMPING` parse and the realtime read, against a plain
+//! `recv` of the same chunk on a socket without stamps (what tokio's read does). Loopback TCP,
+//! one chunk written and read per iteration. Linux only; elsewhere it benches nothing.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use criterion::Criterion;
+    use llmspeed::net::stamp::{rx_software_stamp_ns, CONTROL_LEN};
+    use std::hint::black_box;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    const CHUNK: &[u8] = b"data: {\"choices\":[{\"index\":0,\"text\":\" word\"}]}\n\n";
+
+    fn pair(stamps: bool) -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let w = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (r, _) = l.accept().expect("accept");
+        w.set_nodelay(true).expect("nodelay");
+        if stamps {
+            let flags: libc::c_uint =
+                libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+            // SAFETY: a valid fd and a c_uint of the size passed.
+            let rc = unsafe {
+                libc::setsockopt(
+                    r.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_TIMESTAMPING,
+                    (&flags as *const libc::c_uint).cast(),
+                    std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+                )
+            };
+            assert_eq!(rc, 0, "SO_TIMESTAMPING");
+        }
+        (w, r)
+    }
+
+    fn realtime_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid pointer to a timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    pub fn bench(c: &mut Criterion) {
+        let mut g = c.benchmark_group("read_stamp");
+        let mut data = [0u8; 4096];
+        let (mut w, r) = pair(true);
+        g.bench_function("recvmsg_with_stamp", |b| {
+            b.iter(|| {
+                w.write_all(CHUNK).expect("write");
+                let mut control = [0u64; CONTROL_LEN / 8];
+                let mut iov = libc::iovec {
+                    iov_base: data.as_mut_ptr().cast(),
+                    iov_len: data.len(),
+                };
+                // SAFETY: an all-zero msghdr is valid; the buffers outlive the call.
+                let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen = CONTROL_LEN as _;
+                // SAFETY: as above; blocking, the chunk is already on its way.
+                let n = unsafe { libc::recvmsg(r.as_raw_fd(), &mut msg, 0) };
+                assert!(n > 0);
+                // SAFETY: `control` is plain bytes; the kernel filled `msg_controllen`.
+                let bytes = unsafe {
+                    std::slice::from_raw_parts(
+                        control.as_ptr().cast::<u8>(),
+                        (msg.msg_controllen as usize).min(CONTROL_LEN),
+                    )
+                };
+                black_box((rx_software_stamp_ns(bytes), realtime_ns()))
+            })
+        });
+        let (mut w, r) = pair(false);
+        g.bench_function("recv_plain", |b| {
+            b.iter(|| {
+                w.write_all(CHUNK).expect("write");
+                // SAFETY: a live buffer of its length; blocking, the chunk is on its way.
+                let n =
+                    unsafe { libc::recv(r.as_raw_fd(), data.as_mut_ptr().cast(), data.len(), 0) };
+                black_box(n)
+            })
+        });
+        g.finish();
+    }
+}
+
+fn bench(c: &mut Criterion) {
+    #[cfg(target_os = "linux")]
+    linux::bench(c);
+    #[cfg(not(target_os = "linux"))]
+    let _ = c;
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,43 @@
+#![no_main]
+//! The `SCM_TIMESTAMPING` control-buffer parser never panics, whatever the bytes, and agrees
+//! with a naive twin that first splits the buffer into whole messages, then looks for ours.
+
+use libfuzzer_sys::fuzz_target;
+use llmspeed::net::stamp::rx_software_stamp_ns;
+
+/// `(level, type, payload)` of each whole message, walking as `CMSG_NXTHDR` does; stops at
+/// the first header that does not fit.
+fn messages(b: &[u8]) -> Vec<(i32, i32, &[u8])> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while b.len() >= at + 16 {
+        let len = u64::from_ne_bytes(b[at..at + 8].try_into().unwrap()) as u128;
+        if len < 16 || len > (b.len() - at) as u128 {
+            break;
+        }
+        let len = len as usize;
+        let level = i32::from_ne_bytes(b[at + 8..at + 12].try_into().unwrap());
+        let ty = i32::from_ne_bytes(b[at + 12..at + 16].try_into().unwrap());
+        out.push((level, ty, &b[at + 16..at + len]));
+        at += len.div_ceil(8) * 8;
+    }
+    out
+}
+
+fn naive(b: &[u8]) -> Option<u64> {
+    // SOL_SOCKET / SCM_TIMESTAMPING on Linux x86-64 and aarch64.
+    let (_, _, p) = messages(b).into_iter().find(|m| m.0 == 1 && m.1 == 37)?;
+    if p.len() < 16 {
+        return None;
+    }
+    let sec = i64::from_ne_bytes(p[..8].try_into().unwrap());
+    let nsec = i64::from_ne_bytes(p[8..16].try_into().unwrap());
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) || (sec, nsec) == (0, 0) {
+        return None;
+    }
+    (sec as u128 * 1_000_000_000 + nsec as u128).try_into().ok()
+}
+
+fuzz_target!(|data: &[u8]| {
+    assert_eq!(rx_software_stamp_ns(data), naive(data));
+});

@@ -1,0 +1,246 @@
+//! Kernel receive timestamps, the pure half: reading `SCM_TIMESTAMPING` out of a `recvmsg`
+//! control buffer, and turning (kernel stamp, realtime now, TSC now) into the stamp a read's
+//! events carry.
+//!
+//! Why: a client stamps a read when it wakes up, not when the data arrived. With
+//! `SO_TIMESTAMPING` (software receive stamps) the kernel tells us when the data reached the
+//! socket, in `CLOCK_REALTIME`. Reading `CLOCK_REALTIME` again right after `recvmsg` returns
+//! gives the wake-up latency in one clock (no offset between clocks to estimate), and the
+//! event stamp is the TSC stamp taken at the same moment minus that latency.
+//!
+//! No sockets, no clock reads here: the socket half lives in `net::plain`.
+
+use crate::clock::Clock;
+pub use crate::timeline::StampFallback as Fallback;
+
+/// `SOL_SOCKET` and `SCM_TIMESTAMPING`: libc's on Linux; elsewhere Linux x86-64's values, so
+/// the parser (and its fuzz target) builds everywhere though only Linux sends the message.
+#[cfg(target_os = "linux")]
+const LEVEL: i32 = libc::SOL_SOCKET;
+#[cfg(target_os = "linux")]
+const TYPE: i32 = libc::SCM_TIMESTAMPING;
+#[cfg(not(target_os = "linux"))]
+const LEVEL: i32 = 1;
+#[cfg(not(target_os = "linux"))]
+const TYPE: i32 = 37;
+
+/// `struct cmsghdr` on a 64-bit target: `size_t cmsg_len; int cmsg_level; int cmsg_type;`.
+const HDR: usize = 16;
+/// `struct scm_timestamping { struct timespec ts[3]; }` with 64-bit `time_t` and `long`.
+const SCM_TIMESTAMPING_LEN: usize = 48;
+/// Bytes of control buffer one `SCM_TIMESTAMPING` message needs (`CMSG_SPACE(48)`).
+pub const CONTROL_LEN: usize = HDR + SCM_TIMESTAMPING_LEN;
+
+/// Longest wake-up latency taken as real: the most a `u32` of nanoseconds holds (4.29 s). A
+/// larger one means the realtime clock was stepped between the two readings (NTP), not that
+/// the client slept that long, so that read keeps its TSC stamp.
+pub const MAX_WAKEUP_NS: u64 = u32::MAX as u64;
+
+/// The software receive stamp (`ts[0]`, nanoseconds since the Unix epoch, `CLOCK_REALTIME`)
+/// of the first `SCM_TIMESTAMPING` message in `control`, the bytes `recvmsg` filled
+/// (`msg_controllen` of them). `None` when there is none, it is cut short, or `ts[0]` is zero
+/// or not a valid time (the kernel leaves it zero when it took no software stamp).
+///
+/// Walks the messages as `CMSG_NXTHDR` does: each header's length, rounded up to 8, leads to
+/// the next; a length shorter than a header or past the end stops the walk.
+pub fn rx_software_stamp_ns(control: &[u8]) -> Option<u64> {
+    let mut at = 0usize;
+    while control.len().saturating_sub(at) >= HDR {
+        let hdr = &control[at..at + HDR];
+        let len = u64::from_ne_bytes(word(&hdr[0..8])?);
+        let level = i32::from_ne_bytes(hdr[8..12].try_into().ok()?);
+        let ty = i32::from_ne_bytes(hdr[12..16].try_into().ok()?);
+        let len = usize::try_from(len).ok()?;
+        if len < HDR || len > control.len() - at {
+            return None;
+        }
+        if level == LEVEL && ty == TYPE {
+            if len < HDR + 16 {
+                return None;
+            }
+            let sec = i64::from_ne_bytes(word(&control[at + HDR..at + HDR + 8])?);
+            let nsec = i64::from_ne_bytes(word(&control[at + HDR + 8..at + HDR + 16])?);
+            return timespec_ns(sec, nsec);
+        }
+        // CMSG_ALIGN: the next header starts at an 8-byte boundary.
+        at = at.checked_add(len.checked_add(7)? & !7)?;
+    }
+    None
+}
+
+fn word(b: &[u8]) -> Option<[u8; 8]> {
+    b.try_into().ok()
+}
+
+fn timespec_ns(sec: i64, nsec: i64) -> Option<u64> {
+    if sec < 0 || !(0..1_000_000_000).contains(&nsec) || (sec == 0 && nsec == 0) {
+        return None;
+    }
+    (sec as u64)
+        .checked_mul(1_000_000_000)?
+        .checked_add(nsec as u64)
+}
+
+/// How late the client woke up: realtime now minus the kernel's receive stamp, both
+/// `CLOCK_REALTIME` ns. `None` when the difference is negative or above [`MAX_WAKEUP_NS`]
+/// (the clock was stepped): that read keeps its TSC stamp.
+pub fn wakeup_ns(kernel_ns: u64, realtime_now_ns: u64) -> Option<u32> {
+    let d = realtime_now_ns.checked_sub(kernel_ns)?;
+    if d > MAX_WAKEUP_NS {
+        return None;
+    }
+    u32::try_from(d).ok()
+}
+
+/// The stamp of one read: what every event it completes carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadStamp {
+    /// Raw clock stamp (see [`crate::clock::Clock`]).
+    pub t: u64,
+    /// Nanoseconds between the kernel receiving the data and the client waking up to read it;
+    /// 0 when the kernel stamp was not used.
+    pub wakeup_ns: u32,
+    /// `None` when `t` is the kernel's stamp, else why it is the client's own.
+    pub fallback: Option<Fallback>,
+}
+
+impl ReadStamp {
+    /// The client's own stamp, taken when the read returned.
+    pub fn client(t: u64, why: Fallback) -> Self {
+        Self {
+            t,
+            wakeup_ns: 0,
+            fallback: Some(why),
+        }
+    }
+
+    /// A read's stamp from its TSC stamp `tsc`, the realtime clock read with it and the
+    /// kernel's receive stamp, if the control buffer held one.
+    pub fn from_kernel(clock: &Clock, tsc: u64, realtime_ns: u64, kernel_ns: Option<u64>) -> Self {
+        let Some(kernel) = kernel_ns else {
+            return Self::client(tsc, Fallback::NoStamp);
+        };
+        match wakeup_ns(kernel, realtime_ns) {
+            Some(w) => Self {
+                t: clock.sub_ns(tsc, w as u64),
+                wakeup_ns: w,
+                fallback: None,
+            },
+            None => Self::client(tsc, Fallback::Implausible),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One control message as the kernel lays it out: header, payload, padding to 8.
+    fn cmsg(level: i32, ty: i32, payload: &[u8]) -> Vec<u8> {
+        let len = (HDR + payload.len()) as u64;
+        let mut v = len.to_ne_bytes().to_vec();
+        v.extend_from_slice(&level.to_ne_bytes());
+        v.extend_from_slice(&ty.to_ne_bytes());
+        v.extend_from_slice(payload);
+        while v.len() % 8 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    fn stamping(ts: [(i64, i64); 3]) -> Vec<u8> {
+        let mut p = Vec::new();
+        for (s, n) in ts {
+            p.extend_from_slice(&s.to_ne_bytes());
+            p.extend_from_slice(&n.to_ne_bytes());
+        }
+        cmsg(LEVEL, TYPE, &p)
+    }
+
+    const T: (i64, i64) = (1_700_000_000, 123_456_789);
+    const T_NS: u64 = 1_700_000_000_123_456_789;
+
+    #[test]
+    fn reads_the_software_stamp() {
+        let buf = stamping([T, (0, 0), (0, 0)]);
+        assert_eq!(buf.len(), CONTROL_LEN);
+        assert_eq!(rx_software_stamp_ns(&buf), Some(T_NS));
+    }
+
+    #[test]
+    fn no_control_message_means_no_stamp() {
+        assert_eq!(rx_software_stamp_ns(&[]), None);
+        assert_eq!(rx_software_stamp_ns(&[0u8; 15]), None);
+    }
+
+    #[test]
+    fn skips_another_message_first() {
+        // An IP_TOS-like 1-byte message: padded to 24 bytes, then ours.
+        let mut buf = cmsg(0, 1, &[7]);
+        assert_eq!(buf.len(), 24);
+        buf.extend(stamping([T, (0, 0), (0, 0)]));
+        assert_eq!(rx_software_stamp_ns(&buf), Some(T_NS));
+        // Another type at our level is skipped too.
+        let mut buf = cmsg(LEVEL, TYPE + 1, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        buf.extend(stamping([T, (0, 0), (0, 0)]));
+        assert_eq!(rx_software_stamp_ns(&buf), Some(T_NS));
+    }
+
+    #[test]
+    fn truncated_buffers_give_no_stamp() {
+        let full = stamping([T, (0, 0), (0, 0)]);
+        // Cut anywhere: the header's length then runs past the end.
+        for cut in 0..full.len() {
+            assert_eq!(rx_software_stamp_ns(&full[..cut]), None, "cut at {cut}");
+        }
+        // A header claiming less than a header: the walk stops instead of looping.
+        let mut bad = full.clone();
+        bad[..8].copy_from_slice(&4u64.to_ne_bytes());
+        assert_eq!(rx_software_stamp_ns(&bad), None);
+        // A header too short for ts[0].
+        let mut short = cmsg(LEVEL, TYPE, &[0; 8]);
+        short.extend_from_slice(&[0; 8]);
+        assert_eq!(rx_software_stamp_ns(&short), None);
+    }
+
+    #[test]
+    fn zero_or_invalid_software_stamp_gives_none() {
+        // Only a hardware stamp (ts[2]): ts[0] is zero.
+        assert_eq!(rx_software_stamp_ns(&stamping([(0, 0), (0, 0), T])), None);
+        assert_eq!(
+            rx_software_stamp_ns(&stamping([(5, 1_000_000_000), (0, 0), (0, 0)])),
+            None
+        );
+        assert_eq!(
+            rx_software_stamp_ns(&stamping([(-1, 5), (0, 0), (0, 0)])),
+            None
+        );
+        assert_eq!(
+            rx_software_stamp_ns(&stamping([(i64::MAX, 0), (0, 0), (0, 0)])),
+            None
+        );
+    }
+
+    #[test]
+    fn wakeup_is_realtime_now_minus_kernel_stamp() {
+        assert_eq!(wakeup_ns(T_NS, T_NS + 42_000), Some(42_000));
+        assert_eq!(wakeup_ns(T_NS, T_NS), Some(0));
+        // The clock went back between the two readings: not a latency.
+        assert_eq!(wakeup_ns(T_NS, T_NS - 1), None);
+        assert_eq!(wakeup_ns(T_NS, T_NS + MAX_WAKEUP_NS), Some(u32::MAX));
+        assert_eq!(wakeup_ns(T_NS, T_NS + MAX_WAKEUP_NS + 1), None);
+    }
+
+    #[test]
+    fn read_stamp_moves_the_tsc_stamp_back_by_the_wakeup() {
+        let (clock, _h) = Clock::mock();
+        let s = ReadStamp::from_kernel(&clock, 1_000_000, T_NS + 30_000, Some(T_NS));
+        assert_eq!(s.t, 970_000);
+        assert_eq!(s.wakeup_ns, 30_000);
+        assert_eq!(s.fallback, None);
+        let s = ReadStamp::from_kernel(&clock, 1_000_000, T_NS, None);
+        assert_eq!(s, ReadStamp::client(1_000_000, Fallback::NoStamp));
+        let s = ReadStamp::from_kernel(&clock, 1_000_000, T_NS - 5, Some(T_NS));
+        assert_eq!(s, ReadStamp::client(1_000_000, Fallback::Implausible));
+    }
+}

@@ -1,0 +1,145 @@
+//! Kernel receive stamps (Linux): a client that wakes up late keeps the stamps of when the data
+//! arrived. A raw server thread writes token 1, then token 2 five milliseconds later; the
+//! client's observer blocks its thread 50 ms on token 1, so the read of token 2 returns about
+//! 45 ms after token 2 arrived. With kernel stamps the measured gap is the server's; with the
+//! client's own clock it is the observer's 50 ms.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use llmspeed::clock::Clock;
+use llmspeed::net::{Cancel, Client, ClientConfig, Flow, StreamRequest, Target};
+use llmspeed::timeline::{EventRecord, StampFallback, StampSource, Timeline};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::time::Duration;
+use support::{chunk, vllm_event, vllm_usage_event, CHUNKED_HEAD, DONE_EVENT, LAST_CHUNK};
+
+const SERVER_GAP: Duration = Duration::from_millis(5);
+const BUSY: Duration = Duration::from_millis(50);
+
+/// Reads one request (head and Content-Length body) off `s`.
+fn read_request(s: &mut std::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut piece = [0u8; 4096];
+    loop {
+        let n = s.read(&mut piece).expect("read request");
+        assert!(n > 0, "client closed before its request ended");
+        buf.extend_from_slice(&piece[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().expect("content-length"));
+        if buf.len() >= end + 4 + len {
+            return;
+        }
+    }
+}
+
+/// One streamed response with two tokens `SERVER_GAP` apart. Returns the client's timeline and
+/// the server's true gap between its two token writes (same process, same clock).
+fn run(kernel_stamps: bool) -> (Timeline, Duration) {
+    let clock = Clock::new();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    let server_clock = clock.clone();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        s.set_nodelay(true).expect("nodelay");
+        read_request(&mut s);
+        let mut first = CHUNKED_HEAD.as_bytes().to_vec();
+        first.extend(chunk(vllm_event(1, 4, None).as_bytes()));
+        s.write_all(&first).expect("write token 1");
+        let t1 = server_clock.raw();
+        std::thread::sleep(SERVER_GAP);
+        let mut rest = chunk(vllm_event(2, 4, Some("length")).as_bytes());
+        rest.extend(chunk(vllm_usage_event(2, 4).as_bytes()));
+        rest.extend(chunk(DONE_EVENT.as_bytes()));
+        rest.extend_from_slice(LAST_CHUNK);
+        s.write_all(&rest).expect("write token 2");
+        let t2 = server_clock.raw();
+        // Keep the socket open until the client has read everything.
+        let _ = s.read(&mut [0u8; 1]);
+        Duration::from_nanos(server_clock.delta_ns(t1, t2))
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let tl = rt.block_on(async move {
+        let mut cfg = ClientConfig::new(Target::parse(&format!("http://{addr}")).expect("url"));
+        cfg.kernel_stamps = kernel_stamps;
+        cfg.max_idle = 0;
+        let client = Client::new(cfg, clock).expect("client");
+        let req = StreamRequest {
+            path: "/v1/completions".into(),
+            body: bytes::Bytes::from_static(b"{}"),
+            expected_events: 4,
+            keep_text: None,
+            request_id: None,
+        };
+        // Blocking the runtime's only thread is the point: the next read returns late.
+        let mut seen = 0;
+        let mut busy = |e: &EventRecord, _: Option<&[u8]>| {
+            seen += e.tokens;
+            if seen == 1 {
+                std::thread::sleep(BUSY);
+            }
+            Flow::Continue
+        };
+        client.stream(&req, 0, &mut busy, &Cancel::new()).await
+    });
+    let true_gap = server.join().expect("server thread");
+    (tl, true_gap)
+}
+
+fn token_gap(tl: &Timeline, clock: &Clock) -> Duration {
+    let tokens: Vec<&EventRecord> = tl.events.iter().filter(|e| e.tokens > 0).collect();
+    assert_eq!(tokens.len(), 2, "{:?}", tl.events);
+    Duration::from_nanos(clock.delta_ns(tokens[0].t, tokens[1].t))
+}
+
+#[test]
+fn kernel_stamps_take_the_late_wakeup_out_of_the_gap() {
+    let (tl, true_gap) = run(true);
+    assert!(tl.is_ok(), "{:?}", tl.outcome);
+    assert_eq!(tl.stamp_source(), StampSource::Kernel, "{:?}", tl.stamps);
+    let gap = token_gap(&tl, &Clock::new());
+    // The server's gap is ≥ 5 ms; the busy client would make it ≥ 50 ms.
+    assert!(
+        gap.abs_diff(true_gap) < Duration::from_millis(3),
+        "measured {gap:?}, server wrote {true_gap:?} apart"
+    );
+    let second = tl.events.iter().filter(|e| e.tokens > 0).nth(1).unwrap();
+    eprintln!(
+        "kernel stamps: gap {gap:?} (server {true_gap:?}), wake-up {} us",
+        second.wakeup_ns / 1000
+    );
+    // Token 2 arrived ~5 ms into the 50 ms the client was blocked.
+    assert!(
+        second.wakeup_ns >= 40_000_000,
+        "wake-up {} ns",
+        second.wakeup_ns
+    );
+}
+
+#[test]
+fn the_clients_own_clock_shows_the_late_wakeup() {
+    // The same run with kernel stamps off: what every stamp looked like before them.
+    let (tl, true_gap) = run(false);
+    assert!(tl.is_ok(), "{:?}", tl.outcome);
+    assert_eq!(
+        tl.stamp_source(),
+        StampSource::ClientClock(StampFallback::Disabled)
+    );
+    let gap = token_gap(&tl, &Clock::new());
+    assert!(
+        gap >= BUSY - Duration::from_millis(1),
+        "measured {gap:?}, server {true_gap:?}"
+    );
+    assert!(tl.events.iter().all(|e| e.wakeup_ns == 0));
+}
