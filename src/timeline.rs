@@ -433,6 +433,23 @@ impl Timeline {
         }
     }
 
+    /// Gaps between consecutive token-carrying events, and how many of them the client could
+    /// not time because both events came in one read (equal stamps): `(in_one_read, gaps)`.
+    /// Such a gap is 0 in every figure built on it (ITL, time between tokens); a share of
+    /// them says the client, or the server's batching of writes, hid the real gaps.
+    pub fn token_gaps_in_one_read(&self) -> (u64, u64) {
+        let mut prev: Option<u64> = None;
+        let (mut same, mut gaps) = (0, 0);
+        for e in self.events.iter().filter(|e| e.tokens > 0) {
+            if let Some(p) = prev {
+                gaps += 1;
+                same += u64::from(p == e.t);
+            }
+            prev = Some(e.t);
+        }
+        (same, gaps)
+    }
+
     /// Stamp of the last choice-carrying event.
     pub fn last_event(&self) -> Option<u64> {
         self.events.last().map(|e| e.t)
@@ -442,6 +459,37 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_gaps_in_one_read_count_equal_stamps_between_token_events() {
+        let mut tl = Timeline::new(0, 8, false);
+        // Stamps 10, 20, 20 (a read that brought two tokens), an empty event at 30 that
+        // does not count, then 30 (the same read as the empty one, but the token before was
+        // at 20), 40, 40, 40.
+        for (t, tokens) in [
+            (10, 1),
+            (20, 1),
+            (20, 2),
+            (30, 0),
+            (30, 1),
+            (40, 1),
+            (40, 1),
+            (40, 1),
+        ] {
+            tl.events.push(EventRecord {
+                t,
+                tokens,
+                wakeup_ns: 0,
+                channel: if tokens > 0 {
+                    Channel::Content
+                } else {
+                    Channel::Empty
+                },
+            });
+        }
+        assert_eq!(tl.token_gaps_in_one_read(), (3, 6));
+        assert_eq!(Timeline::new(0, 1, false).token_gaps_in_one_read(), (0, 0));
+    }
 
     #[test]
     fn output_tokens_prefers_usage() {

@@ -205,6 +205,17 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
         assert_eq!(v["llmspeed"]["stamp_fallback"], Value::Null);
         assert!(v["llmspeed"]["client_wakeup_us"]["max"].as_f64().unwrap() > 0.0);
     }
+    // Gaps whose two tokens came in one read, counted from the timelines' stamps, are exactly
+    // the zero ITLs of the result (vLLM's per-chunk gaps), out of every ITL.
+    let one_read = &v["llmspeed"]["token_gaps_in_one_read"];
+    let itls: Vec<f64> = out.detailed.itls.iter().flatten().copied().collect();
+    assert_eq!(itls.len(), 40 * 19, "one token per chunk");
+    assert_eq!(one_read["of"], itls.len(), "{one_read}");
+    assert_eq!(
+        one_read["count"],
+        itls.iter().filter(|&&g| g == 0.0).count(),
+        "{one_read}"
+    );
 
     // Ground truth: every request, under exactly the id we sent, wrote 20 token chunks.
     let writes = trace_writes(&trace);

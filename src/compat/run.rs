@@ -523,6 +523,10 @@ fn lag_summary(ns: &[u64]) -> Value {
 struct StampSummary {
     source: Option<StampSource>,
     wakeup_us: Vec<f64>,
+    /// Token gaps, and those whose two tokens came in one read (see
+    /// [`Timeline::token_gaps_in_one_read`]).
+    gaps: u64,
+    gaps_in_one_read: u64,
 }
 
 impl StampSummary {
@@ -535,6 +539,9 @@ impl StampSummary {
                 .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
                 .map(|e| e.wakeup_ns as f64 / 1e3),
         );
+        let (same, gaps) = tl.token_gaps_in_one_read();
+        self.gaps += gaps;
+        self.gaps_in_one_read += same;
     }
 
     /// `stamp_source` (`kernel`, `client_clock`, `mixed`), `stamp_fallback` (why any read used
@@ -549,7 +556,23 @@ impl StampSummary {
         let s = Summary::or_zero(&self.wakeup_us, &[50.0, 99.0]);
         let max = self.wakeup_us.iter().copied().fold(0.0, f64::max);
         extras["client_wakeup_us"] = json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max});
+        extras["token_gaps_in_one_read"] = json!({
+            "count": self.gaps_in_one_read,
+            "of": self.gaps,
+            "percent": if self.gaps == 0 { 0.0 } else { 100.0 * self.gaps_in_one_read as f64 / self.gaps as f64 },
+        });
     }
+}
+
+/// The console line for `token_gaps_in_one_read`, when any gap came in one read.
+fn one_read_line(x: &Value) -> Option<String> {
+    let g = &x["token_gaps_in_one_read"];
+    let count = g["count"].as_u64().filter(|&n| n > 0)?;
+    Some(format!(
+        "llmspeed: {count} of {} token gaps ({:.2}%) came in one read with the token before: they are 0 in ITL (the client fell behind, or the server wrote them together)",
+        g["of"].as_u64().unwrap_or(0),
+        g["percent"].as_f64().unwrap_or(0.0)
+    ))
 }
 
 /// The console line for the `stamp_source` and `client_wakeup_us` keys of `extras`.
@@ -1202,6 +1225,9 @@ pub fn report(
     )
     .map_err(io)?;
     writeln!(w, "{}", stamps_line(x)).map_err(io)?;
+    if let Some(line) = one_read_line(x) {
+        writeln!(w, "{line}").map_err(io)?;
+    }
     let path = result_path(cfg, &out.info);
     if let Some(th) = cfg.plot_timeline {
         // Where vLLM puts it, also when the JSON itself is not saved.
@@ -1247,6 +1273,33 @@ mod tests {
         assert_eq!(x["client_wakeup_us"]["max"], 3.0);
         assert_eq!(x["client_wakeup_us"]["p50"], 2.0);
         assert!(stamps_line(&x).contains("stamps kernel: the client woke up 2 us p50"));
+        // Stamps 0 and 1: one gap, timed apart.
+        assert_eq!(
+            x["token_gaps_in_one_read"],
+            json!({"count": 0, "of": 1, "percent": 0.0})
+        );
+        assert_eq!(one_read_line(&x), None);
+        let mut together = Timeline::new(0, 3, false);
+        for t in [5u64, 9, 9] {
+            together.events.push(EventRecord {
+                t,
+                tokens: 1,
+                wakeup_ns: 0,
+                channel: Channel::Content,
+            });
+        }
+        let mut s2 = StampSummary::default();
+        s2.add(&kernel);
+        s2.add(&together);
+        let mut z = json!({});
+        s2.write(&mut z);
+        assert_eq!(
+            z["token_gaps_in_one_read"],
+            json!({"count": 1, "of": 3, "percent": 100.0 / 3.0})
+        );
+        assert!(one_read_line(&z)
+            .unwrap()
+            .starts_with("llmspeed: 1 of 3 token gaps (33.33%) came in one read"));
         // A TLS stream beside it: mixed, and why.
         let mut tls = Timeline::new(0, 1, false);
         tls.note_read(Some(StampFallback::Tls), 0, 0);
