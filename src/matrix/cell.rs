@@ -256,6 +256,32 @@ fn wakeup_p99_us<'a>(
     stats::percentile(&us, 99.0)
 }
 
+/// Share (percent) of the gaps between consecutive token events inside `[open, close)` whose
+/// two events came in one read (equal stamps), so the gap measured 0; `None` without any gap.
+/// A share above a few percent says the client (or the server's batching of writes) hid gaps.
+fn gaps_in_one_read_percent<'a>(
+    tls: impl Iterator<Item = &'a Timeline>,
+    open: u64,
+    close: u64,
+) -> Option<f64> {
+    let (mut same, mut gaps) = (0u64, 0u64);
+    for tl in tls {
+        let mut prev: Option<u64> = None;
+        for e in tl
+            .events
+            .iter()
+            .filter(|e| e.tokens > 0 && (open..close).contains(&e.t))
+        {
+            if let Some(p) = prev {
+                gaps += 1;
+                same += u64::from(p == e.t);
+            }
+            prev = Some(e.t);
+        }
+    }
+    (gaps > 0).then(|| 100.0 * same as f64 / gaps as f64)
+}
+
 /// TTFT and time between tokens of one request, from its events inside `[open, close)` only.
 /// TTFT counts only a request sent inside the window whose first token is also inside it; time
 /// between tokens is (last − first inside event) / tokens after the first inside event.
@@ -907,6 +933,8 @@ pub async fn run_cell(
     cell.timer_lag_ms_p99 = stats::percentile(&lags, 99.0);
     cell.timer_lag_ms_max = lags.iter().copied().reduce(f64::max);
     cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), open, close);
+    cell.client_gaps_in_one_read_percent =
+        gaps_in_one_read_percent(finished.iter().map(|f| &f.tl), open, close);
     let ok_requests = cell
         .requests
         .iter()
@@ -927,6 +955,39 @@ pub async fn run_cell(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gaps_in_one_read_are_counted_inside_the_window_only() {
+        let mut tl = Timeline::new(0, 8, false);
+        // Token events at 10, 20, 20, 30, 30 and 90 (an empty event at 30 does not count):
+        // inside [10, 60) the gaps are 10→20, 20→20, 20→30, 30→30, two of four in one read.
+        for (t, tokens) in [
+            (10, 1),
+            (20, 1),
+            (20, 1),
+            (30, 0),
+            (30, 1),
+            (30, 1),
+            (90, 1),
+        ] {
+            tl.events.push(EventRecord {
+                t,
+                tokens,
+                wakeup_ns: 0,
+                channel: Channel::Content,
+            });
+        }
+        assert_eq!(
+            gaps_in_one_read_percent([&tl].into_iter(), 10, 60),
+            Some(50.0)
+        );
+        // The gap to the event at 90 counts once the window reaches it.
+        assert_eq!(
+            gaps_in_one_read_percent([&tl].into_iter(), 10, 100),
+            Some(40.0)
+        );
+        assert_eq!(gaps_in_one_read_percent([&tl].into_iter(), 40, 60), None);
+    }
 
     #[test]
     fn wakeup_p99_counts_kernel_stamped_token_events_inside_the_window() {

@@ -382,6 +382,11 @@ pub struct DecodeCell {
     /// window, p99 in µs (kept out of every stamp; `None` when no read had a kernel stamp).
     #[serde(default)]
     pub client_wakeup_us_p99: Option<f64>,
+    /// Percent of the gaps between token events inside the window whose two events came in
+    /// one read (so the gap measured 0): the client fell behind, or the server wrote them
+    /// together. `None` without any gap.
+    #[serde(default)]
+    pub client_gaps_in_one_read_percent: Option<f64>,
     pub requests: Vec<RequestSummary>,
     /// GPU readings during the cell, every GPU at each sample (empty without a GPU tool).
     #[serde(default)]
@@ -433,6 +438,7 @@ impl DecodeCell {
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
             client_wakeup_us_p99: None,
+            client_gaps_in_one_read_percent: None,
             requests: Vec::new(),
             gpu_samples: Vec::new(),
             server_samples: Vec::new(),
