@@ -485,3 +485,48 @@ async fn cancelling_stops_dispatch_and_keeps_what_was_measured() {
     );
     assert!(String::from_utf8(log).unwrap().contains("interrupted"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preconnect_opens_one_connection_per_concurrent_request_before_the_start() {
+    let mock = start_mock(None).await;
+    let run_with = |extra: &'static [&'static str]| {
+        let mut argv = vec![
+            "--num-prompts",
+            "12",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--max-concurrency",
+            "4",
+        ];
+        argv.extend_from_slice(extra);
+        config(mock.addr, &argv)
+    };
+    let mut log = Vec::new();
+    let out = run::run(
+        &run_with(&["--preconnect"]),
+        Clock::new(),
+        &Cancel::new(),
+        &mut log,
+    )
+    .await
+    .expect("run");
+    assert_eq!(out.metrics.completed, 12);
+    assert_eq!(out.extras["preconnected"], 4, "{}", out.extras);
+    let log = String::from_utf8(log).unwrap();
+    assert!(
+        log.contains("--preconnect: 4 connections open before the start"),
+        "{log}"
+    );
+    let plain = run::run(
+        &run_with(&[]),
+        Clock::new(),
+        &Cancel::new(),
+        &mut Vec::new(),
+    )
+    .await
+    .expect("run");
+    assert_eq!(plain.extras["preconnected"], Value::Null);
+    mock.stop().await;
+}

@@ -16,7 +16,27 @@ fn small() -> Shape {
         first_token: Duration::from_millis(5),
         client_threads: 1,
         kernel_stamps: true,
+        preconnect: false,
     }
+}
+
+#[test]
+fn preconnect_opens_every_stream_before_the_start() {
+    let shape = Shape {
+        preconnect: true,
+        ..small()
+    };
+    let r = run(&shape).expect("selftest runs");
+    assert_eq!(r.failed_streams, 0, "{:?}", r.first_error);
+    assert_eq!(r.tokens_matched, 16 * 50);
+    assert_eq!(r.preconnect, Some(true));
+    let mut table = Vec::new();
+    write_table(&mut table, &r).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    assert!(
+        table.contains("connections opened before the start"),
+        "{table}"
+    );
 }
 
 #[test]

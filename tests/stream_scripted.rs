@@ -559,3 +559,44 @@ async fn non_streaming_json_answer_is_a_protocol_error() {
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn preconnect_opens_the_connections_the_streams_then_use() {
+    // Three connections opened before any request, then three concurrent streams: the server
+    // accepts no fourth connection, and each pooled connection carries one request.
+    let server = Server::start_repeating(respond(vllm_writes(2, 2)), 3).await;
+    let client = Client::new(config(&server), Clock::new()).unwrap();
+    assert_eq!(client.preconnect(3).await.expect("preconnect"), 3);
+    assert_eq!(client.idle_connections(), 3);
+    assert_eq!(server.accepted(), 3);
+    assert!(server.requests().is_empty(), "no request before the start");
+    let streams: Vec<_> = (0..3)
+        .map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move { stream(&c).await })
+        })
+        .collect();
+    for s in streams {
+        assert_ok_stream(&s.await.unwrap(), 2);
+    }
+    assert_eq!(server.accepted(), 3);
+    assert_eq!(server.requests().len(), 3);
+    // Asking again tops the pool up to the number asked for, never past the pool's size.
+    assert_eq!(client.preconnect(3).await.expect("none to open"), 3);
+    assert_eq!(server.accepted(), 3);
+}
+
+#[tokio::test]
+async fn preconnect_reports_a_refused_connection() {
+    // A port nothing listens on (bound, then released).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let target = Target::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap();
+    let client = Client::new(ClientConfig::new(target), Clock::new()).unwrap();
+    let e = client.preconnect(4).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Connect, "{e:?}");
+    assert_eq!(client.idle_connections(), 0);
+}

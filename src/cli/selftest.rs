@@ -45,6 +45,10 @@ pub struct SelftestArgs {
     /// stamp: measures what a client without kernel stamps would report.
     #[arg(long, conflicts_with = "external")]
     pub no_kernel_stamps: bool,
+    /// Open every stream's connection before the start, so the simultaneous start is requests
+    /// only (as `bench serve --preconnect`; give an external client its own flag).
+    #[arg(long, conflicts_with = "external")]
+    pub preconnect: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -64,6 +68,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         first_token: a.first_token,
         client_threads: a.client_threads,
         kernel_stamps: !a.no_kernel_stamps,
+        preconnect: a.preconnect,
     };
     shape.validate().map_err(CliError::usage)?;
     if let Some(p) = &a.pin {

@@ -140,6 +140,12 @@ pub struct ServeArgs {
     /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
     #[arg(long, help_heading = "llmspeed extras")]
     pub no_kernel_stamps: bool,
+    /// Open the run's connections (one per concurrent request, up to 1024) after the warm-ups
+    /// and before the first request, so no request's latency includes a TCP or TLS handshake
+    /// and a burst of starts does not keep the client busy connecting while the first tokens
+    /// arrive. vLLM's clients connect inside the first requests.
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub preconnect: bool,
     /// Model name [default: the first model in /v1/models].
     #[arg(long, help_heading = "Server")]
     pub model: Option<String>,
@@ -537,6 +543,8 @@ pub struct ServeConfig {
     pub ca_cert: Option<std::path::PathBuf>,
     /// Kernel receive stamps on plain connections (`--no-kernel-stamps` turns them off).
     pub kernel_stamps: bool,
+    /// `--preconnect`.
+    pub preconnect: bool,
     pub api_key: Option<String>,
     pub model: Option<String>,
     pub served_model_name: Option<String>,
@@ -1035,6 +1043,7 @@ impl ServeArgs {
             system_roots: self.system_roots,
             ca_cert: self.ca_cert.clone(),
             kernel_stamps: !self.no_kernel_stamps,
+            preconnect: self.preconnect,
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),

@@ -774,6 +774,23 @@ pub async fn run_shown(
             samples.len()
         );
     }
+    let preconnected = if cfg.preconnect {
+        let n = chosen
+            .len()
+            .min(cfg.max_concurrency.unwrap_or(usize::MAX))
+            .min(client.config().max_idle);
+        let idle = client
+            .preconnect(n)
+            .await
+            .map_err(|e| RunError::Setup(format!("--preconnect: {e}")))?;
+        let _ = writeln!(
+            log,
+            "--preconnect: {idle} connections open before the start"
+        );
+        Some(idle)
+    } else {
+        None
+    };
     let _ = writeln!(
         log,
         "sending {} requests to {}{} (model {request_model}, rate {}, max concurrency {})",
@@ -1033,6 +1050,7 @@ pub async fn run_shown(
         "client_cpu_percent_of_one_core": if wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / wall_s } else { 0.0 },
     });
     stamps.write(&mut extras);
+    extras["preconnected"] = json!(preconnected);
     if cfg.save_detailed {
         // Beside vLLM's `input_lens` (the server's counts): what the dataset asked for.
         extras["dataset_input_lens"] = json!(dataset_input_lens);

@@ -24,6 +24,9 @@ const READ_BUF: usize = 8 * 1024;
 const MIN_READ: usize = 1024;
 /// The header that carries [`StreamRequest::request_id`].
 const REQUEST_ID: &str = "x-request-id";
+/// Most handshakes [`Client::preconnect`] has in flight: enough to open a thousand connections
+/// in a few round trips, few enough not to overflow a server's accept backlog.
+pub const PRECONNECT_IN_FLIGHT: usize = 64;
 /// Largest body `get`/`post_json` accept.
 const MAX_FULL_BODY: usize = 64 << 20;
 
@@ -270,6 +273,48 @@ impl Client {
                     ),
                 )),
             },
+        }
+    }
+
+    /// Opens connections until `n` (at most the pool's size) are idle in the pool, at most
+    /// [`PRECONNECT_IN_FLIGHT`] handshakes at once, so the requests that follow start without
+    /// a TCP or TLS handshake. Returns how many are idle afterwards; a connect failure ends it
+    /// with that error (the connections already opened stay pooled).
+    pub async fn preconnect(&self, n: usize) -> Result<usize, RequestError> {
+        let want = n
+            .min(self.inner.cfg.max_idle)
+            .saturating_sub(self.inner.pool.idle_count());
+        let mut set = tokio::task::JoinSet::new();
+        let mut started = 0;
+        let mut first_err = None;
+        while started < want || !set.is_empty() {
+            while started < want && set.len() < PRECONNECT_IN_FLIGHT && first_err.is_none() {
+                let c = self.clone();
+                set.spawn(async move { c.fresh_conn().await });
+                started += 1;
+            }
+            let Some(done) = set.join_next().await else {
+                break;
+            };
+            match done {
+                Ok(Ok(conn)) => self.inner.pool.put(conn),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(RequestError::new(
+                        ErrorKind::Connect,
+                        format!("a connect task failed: {e}"),
+                    ));
+                }
+            }
+            if first_err.is_some() {
+                started = want;
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(self.inner.pool.idle_count()),
         }
     }
 

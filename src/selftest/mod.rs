@@ -54,6 +54,9 @@ pub struct Shape {
     pub client_threads: usize,
     /// Kernel receive stamps on the client's reads (`--no-kernel-stamps` turns them off).
     pub kernel_stamps: bool,
+    /// Open every stream's connection before the start (`--preconnect`, as `bench serve
+    /// --preconnect`), so the start is requests only.
+    pub preconnect: bool,
 }
 
 impl Shape {
@@ -115,6 +118,9 @@ pub struct Report {
     pub first_token_ms: f64,
     /// Worker threads of our in-process client; `None` for an external one.
     pub client_threads: Option<usize>,
+    /// Whether our client opened every connection before the start (`--preconnect`); `None`
+    /// for an external client (its own flags say).
+    pub preconnect: Option<bool>,
     /// `llmspeed (in-process)`, or the external command line as given (placeholders kept).
     pub client: String,
     /// CPUs the server and the client were pinned to (`--pin`), `None` when not pinned.
@@ -355,6 +361,10 @@ fn drive(
     };
     let main_cpu0 = thread_cpu_ns_pair();
     let timelines = rt.block_on(async move {
+        if shape.preconnect {
+            // Every stream's connection is open before the start; the pool holds them all.
+            client.preconnect(shape.streams).await?;
+        }
         let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
         let mut tasks = Vec::with_capacity(shape.streams);
         for req in reqs {
@@ -390,7 +400,7 @@ fn drive(
                 }
             }
         }
-        out
+        Ok::<_, crate::timeline::RequestError>(out)
     });
     let main_cpu1 = thread_cpu_ns_pair();
     // Joins the workers, which runs their stop hooks.
@@ -403,6 +413,7 @@ fn drive(
             "cannot pin the client runtime's threads to the --pin CPUs".into(),
         ));
     }
+    let timelines = timelines.map_err(|e| SelftestError::Client(format!("--preconnect: {e}")))?;
     let user = worker_cpu[0].load(Ordering::Relaxed) + main_cpu1.0.saturating_sub(main_cpu0.0);
     let sys = worker_cpu[1].load(Ordering::Relaxed) + main_cpu1.1.saturating_sub(main_cpu0.1);
     Ok((timelines, (user, sys)))
@@ -532,6 +543,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         gap_ms: shape.gap.as_secs_f64() * 1e3,
         first_token_ms: shape.first_token.as_secs_f64() * 1e3,
         client_threads: Some(shape.client_threads),
+        preconnect: Some(shape.preconnect),
         client: IN_PROCESS.into(),
         server_cpus: None,
         client_cpus: None,
@@ -646,6 +658,7 @@ fn analyse_external(
         gap_ms: shape.gap.as_secs_f64() * 1e3,
         first_token_ms: shape.first_token.as_secs_f64() * 1e3,
         client_threads: None,
+        preconnect: None,
         client: String::new(),
         server_cpus: None,
         client_cpus: None,
@@ -808,6 +821,9 @@ fn raise_fd_limit(want: u64) {
 /// The human table. A figure the client cannot be scored on prints as `n/a`.
 pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     let threads = match r.client_threads {
+        Some(n) if r.preconnect == Some(true) => {
+            format!(", {n} client thread(s), connections opened before the start")
+        }
         Some(n) => format!(", {n} client thread(s)"),
         None => String::new(),
     };
@@ -978,6 +994,7 @@ mod tests {
             first_token: Duration::ZERO,
             client_threads: 1,
             kernel_stamps: true,
+            preconnect: false,
         }
     }
 
