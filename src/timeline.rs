@@ -433,14 +433,19 @@ impl Timeline {
         }
     }
 
-    /// Gaps between consecutive token-carrying events, and how many of them the client could
-    /// not time because both events came in one read (equal stamps): `(in_one_read, gaps)`.
-    /// Such a gap is 0 in every figure built on it (ITL, time between tokens); a share of
-    /// them says the client, or the server's batching of writes, hid the real gaps.
-    pub fn token_gaps_in_one_read(&self) -> (u64, u64) {
+    /// Gaps between consecutive token-carrying events stamped inside `window`, and how many of
+    /// them the client could not time because both events came in one read (equal stamps):
+    /// `(in_one_read, gaps)`. Such a gap is 0 in every figure built on it (ITL, time between
+    /// tokens); a share of them says the client, or the server's batching of writes, hid the
+    /// real gaps.
+    pub fn token_gaps_in_one_read(&self, window: std::ops::Range<u64>) -> (u64, u64) {
         let mut prev: Option<u64> = None;
         let (mut same, mut gaps) = (0, 0);
-        for e in self.events.iter().filter(|e| e.tokens > 0) {
+        for e in self
+            .events
+            .iter()
+            .filter(|e| e.tokens > 0 && window.contains(&e.t))
+        {
             if let Some(p) = prev {
                 gaps += 1;
                 same += u64::from(p == e.t);
@@ -487,8 +492,13 @@ mod tests {
                 },
             });
         }
-        assert_eq!(tl.token_gaps_in_one_read(), (3, 6));
-        assert_eq!(Timeline::new(0, 1, false).token_gaps_in_one_read(), (0, 0));
+        assert_eq!(tl.token_gaps_in_one_read(0..u64::MAX), (3, 6));
+        // Inside [20, 40): token events at 20, 20 and 30: one of two gaps in one read.
+        assert_eq!(tl.token_gaps_in_one_read(20..40), (1, 2));
+        assert_eq!(
+            Timeline::new(0, 1, false).token_gaps_in_one_read(0..u64::MAX),
+            (0, 0)
+        );
     }
 
     #[test]

@@ -539,7 +539,7 @@ impl StampSummary {
                 .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
                 .map(|e| e.wakeup_ns as f64 / 1e3),
         );
-        let (same, gaps) = tl.token_gaps_in_one_read();
+        let (same, gaps) = tl.token_gaps_in_one_read(0..u64::MAX);
         self.gaps += gaps;
         self.gaps_in_one_read += same;
     }

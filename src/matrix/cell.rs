@@ -264,21 +264,9 @@ fn gaps_in_one_read_percent<'a>(
     open: u64,
     close: u64,
 ) -> Option<f64> {
-    let (mut same, mut gaps) = (0u64, 0u64);
-    for tl in tls {
-        let mut prev: Option<u64> = None;
-        for e in tl
-            .events
-            .iter()
-            .filter(|e| e.tokens > 0 && (open..close).contains(&e.t))
-        {
-            if let Some(p) = prev {
-                gaps += 1;
-                same += u64::from(p == e.t);
-            }
-            prev = Some(e.t);
-        }
-    }
+    let (same, gaps) = tls
+        .map(|tl| tl.token_gaps_in_one_read(open..close))
+        .fold((0, 0), |(a, b), (s, g)| (a + s, b + g));
     (gaps > 0).then(|| 100.0 * same as f64 / gaps as f64)
 }
 
