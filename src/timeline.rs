@@ -433,6 +433,15 @@ impl Timeline {
         }
     }
 
+    /// How late the client woke up (µs) to each token event stamped inside `window` whose read
+    /// carried a kernel stamp (events without one, wake-up 0, are left out).
+    pub fn token_wakeups_us(&self, window: std::ops::Range<u64>) -> impl Iterator<Item = f64> + '_ {
+        self.events
+            .iter()
+            .filter(move |e| e.tokens > 0 && e.wakeup_ns > 0 && window.contains(&e.t))
+            .map(|e| e.wakeup_ns as f64 / 1e3)
+    }
+
     /// Gaps between consecutive token-carrying events stamped inside `window`, and how many of
     /// them the client could not time because both events came in one read (equal stamps):
     /// `(in_one_read, gaps)`. Such a gap is 0 in every figure built on it (ITL, time between

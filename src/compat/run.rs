@@ -533,12 +533,7 @@ impl StampSummary {
     fn add(&mut self, tl: &Timeline) {
         let s = tl.stamp_source();
         self.source = Some(self.source.map_or(s, |a| a.combine(s)));
-        self.wakeup_us.extend(
-            tl.events
-                .iter()
-                .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
-                .map(|e| e.wakeup_ns as f64 / 1e3),
-        );
+        self.wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
         let (same, gaps) = tl.token_gaps_in_one_read(0..u64::MAX);
         self.gaps += gaps;
         self.gaps_in_one_read += same;

@@ -249,9 +249,7 @@ fn wakeup_p99_us<'a>(
     close: u64,
 ) -> Option<f64> {
     let us: Vec<f64> = tls
-        .flat_map(|tl| tl.events.iter())
-        .filter(|e| e.tokens > 0 && e.wakeup_ns > 0 && (open..close).contains(&e.t))
-        .map(|e| e.wakeup_ns as f64 / 1e3)
+        .flat_map(|tl| tl.token_wakeups_us(open..close))
         .collect();
     stats::percentile(&us, 99.0)
 }

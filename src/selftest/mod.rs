@@ -464,12 +464,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     for (i, tl) in timelines.iter().enumerate() {
         let s = tl.stamp_source();
         source = Some(source.map_or(s, |a| a.combine(s)));
-        wakeup_us.extend(
-            tl.events
-                .iter()
-                .filter(|e| e.tokens > 0 && e.wakeup_ns > 0)
-                .map(|e| e.wakeup_ns as f64 / 1e3),
-        );
+        wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
         if let Err(e) = &tl.outcome {
             *errors.entry(e.kind.as_str()).or_default() += 1;
             if first_error.is_none() {
