@@ -308,9 +308,6 @@ impl Client {
                     ));
                 }
             }
-            if first_err.is_some() {
-                started = want;
-            }
         }
         match first_err {
             Some(e) => Err(e),
