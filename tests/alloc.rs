@@ -161,10 +161,9 @@ fn loop_detector_on_escaped_text_does_not_allocate_per_push() {
     );
 }
 
-#[test]
-fn idle_open_stream_costs_at_most_64_kib() {
-    const STREAMS: usize = 200;
-    // The server runs on its own thread so its allocations are not counted here.
+/// The scripted server on a thread and runtime of its own, so its allocations are not counted
+/// by the tests here; it runs until the process ends.
+fn server_on_its_own_thread(scripts: Vec<Vec<Step>>) -> Server {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -172,18 +171,23 @@ fn idle_open_stream_costs_at_most_64_kib() {
             .build()
             .unwrap();
         rt.block_on(async move {
-            let script = respond(vec![
-                Step::Write(CHUNKED_HEAD.as_bytes().to_vec()),
-                Step::Pause(Duration::from_secs(60)),
-            ]);
-            let mut scripts = vec![respond(vllm_writes(2, 2))];
-            scripts.extend(std::iter::repeat_n(script, STREAMS));
-            let server = Server::start(scripts).await;
-            tx.send(server).unwrap();
+            tx.send(Server::start(scripts).await).unwrap();
             std::future::pending::<()>().await;
         });
     });
-    let server = rx.recv().unwrap();
+    rx.recv().unwrap()
+}
+
+#[test]
+fn idle_open_stream_costs_at_most_64_kib() {
+    const STREAMS: usize = 200;
+    let script = respond(vec![
+        Step::Write(CHUNKED_HEAD.as_bytes().to_vec()),
+        Step::Pause(Duration::from_secs(60)),
+    ]);
+    let mut scripts = vec![respond(vllm_writes(2, 2))];
+    scripts.extend(std::iter::repeat_n(script, STREAMS));
+    let server = server_on_its_own_thread(scripts);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -248,23 +252,12 @@ fn idle_open_stream_costs_at_most_64_kib() {
 
 #[test]
 fn whole_read_path_does_not_allocate_per_token() {
-    // The server runs on its own thread so its allocations are not counted here.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let scripts = [50, 50, 1000]
-                .into_iter()
-                .map(|n| respond(vllm_writes(n, 2)))
-                .collect();
-            tx.send(Server::start(scripts).await).unwrap();
-            std::future::pending::<()>().await;
-        });
-    });
-    let server = rx.recv().unwrap();
+    let server = server_on_its_own_thread(
+        [50, 50, 1000]
+            .into_iter()
+            .map(|n| respond(vllm_writes(n, 2)))
+            .collect(),
+    );
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
