@@ -516,6 +516,44 @@ fn token_source(sources: &[TokenCountSource]) -> (Option<TokenCountSource>, Opti
 /// The client–server token comparison over the window: `(server tokens, client − server,
 /// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
 /// measure a window, so no difference is drawn from it.
+/// Readings of the server's generation-token counter at each end of a window; the one with the
+/// shortest round trip sets the bound.
+const COUNTER_READINGS: usize = 3;
+
+/// The server's generation-token counter and the stamp a window bound takes from its reading:
+/// the middle of the `/metrics` round trip. Where inside the round trip the server read its
+/// counters is unknown (vLLM's frontend, busy with streams, answers tens of ms late); a bound at
+/// the middle of both readings' round trips gives back at one end what it takes at the other
+/// (a bound after the first answer and before the second request gave the server both round
+/// trips' tokens), and of [`COUNTER_READINGS`] readings the shortest round trip leaves the
+/// least doubt. A failed reading is `None` with the stamp of the last attempt.
+async fn read_generation_tokens(
+    client: &Client,
+    names: &MetricNames,
+    clock: &Clock,
+) -> (Option<f64>, u64) {
+    let mut best: Option<(u64, f64, u64)> = None;
+    let mut last = clock.raw();
+    for _ in 0..COUNTER_READINGS {
+        let sent = clock.raw();
+        let count = sample_once(client, names)
+            .await
+            .and_then(|s| s.generation_tokens);
+        let back = clock.raw();
+        let rtt = back.saturating_sub(sent);
+        last = sent + rtt / 2;
+        if let Some(v) = count {
+            if best.is_none_or(|(r, _, _)| rtt < r) {
+                best = Some((rtt, v, last));
+            }
+        }
+    }
+    match best {
+        Some((_, v, at)) => (Some(v), at),
+        None => (None, last),
+    }
+}
+
 fn token_check(
     names: &MetricNames,
     counter: (Option<f64>, Option<f64>),
@@ -726,16 +764,14 @@ pub async fn run_cell(
     let mut cpu = (None, None);
     let mut lags = Vec::new();
     if !interrupted && ready_at_gate > 0 {
-        if let Some(n) = &names {
-            gen.0 = sample_once(client, n)
-                .await
-                .and_then(|s| s.generation_tokens);
-        }
         progress.event(&Event::Phase {
             step: &step,
             phase: Phase::Measuring,
         });
-        open = clock.raw();
+        (gen.0, open) = match &names {
+            Some(n) => read_generation_tokens(client, n, &clock).await,
+            None => (None, clock.raw()),
+        };
         opened = true;
         cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
         let lag_cancel = Cancel::new();
@@ -765,15 +801,13 @@ pub async fn run_cell(
                 (last_t, last_n) = (t, n);
             }
         }
-        close = clock.raw();
+        (gen.1, close) = match &names {
+            Some(n) => read_generation_tokens(client, n, &clock).await,
+            None => (None, clock.raw()),
+        };
         cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
-        if let Some(n) = &names {
-            gen.1 = sample_once(client, n)
-                .await
-                .and_then(|s| s.generation_tokens);
-        }
     }
     progress.event(&Event::Phase {
         step: &step,

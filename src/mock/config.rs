@@ -51,6 +51,9 @@ pub struct MockConfig {
     /// Held before a generation request reaches the engine: a fixed extra time to first token
     /// on top of the engine's own (the self-test's `--first-token`). Zero by default.
     pub admission_delay: std::time::Duration,
+    /// Held between reading the counters for `GET /metrics` and answering (a frontend busy with
+    /// streams answers late; vLLM's does): zero by default.
+    pub metrics_delay: std::time::Duration,
     /// Counts `/tokenize` requests when set; a test keeps a clone of the `Arc` to see how much
     /// calibration a client did.
     pub tokenize_calls: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
@@ -140,6 +143,7 @@ impl MockConfig {
             trace: None,
             trace_sink: None,
             admission_delay: std::time::Duration::ZERO,
+            metrics_delay: std::time::Duration::ZERO,
             tokenize_calls: None,
             step_hook: None,
             spec_decode_acceptance: Vec::new(),

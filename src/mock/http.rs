@@ -115,11 +115,17 @@ pub async fn handle(
             json_response(StatusCode::OK, &json!({"version": app.cfg.version}))
         }
         (&Method::GET, "/v1/models") => json_response(StatusCode::OK, &models(&app)),
-        (&Method::GET, "/metrics") => respond(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            super::metrics::render(&app.cfg, &app.driver.stats().await),
-        ),
+        (&Method::GET, "/metrics") => {
+            let page = super::metrics::render(&app.cfg, &app.driver.stats().await);
+            if !app.cfg.metrics_delay.is_zero() {
+                tokio::time::sleep(app.cfg.metrics_delay).await;
+            }
+            respond(
+                StatusCode::OK,
+                "text/plain; version=0.0.4; charset=utf-8",
+                page,
+            )
+        }
         (
             &Method::POST,
             "/tokenize" | "/detokenize" | "/v1/completions" | "/v1/chat/completions",
