@@ -362,8 +362,8 @@ async fn load_samples(
     Ok((samples, counting, PromptKind::Text))
 }
 
-/// Every token-id prompt through `/detokenize`; all or nothing (the first failure is the
-/// error, and the samples are left as they were).
+/// Every token-id prompt through `/detokenize`, fitted to its length ([`fit_detokenized`]);
+/// all or nothing (the first failure is the error, and the samples are left as they were).
 async fn detokenize_all(
     client: &Client,
     dialect: TokenizeDialect,
@@ -375,17 +375,61 @@ async fn detokenize_all(
     for s in samples.iter() {
         ids.clear();
         texts.push(if s.write_ids(&mut ids) {
-            Some(detokenize(client, dialect, model, &ids).await?)
+            Some(fit_detokenized(client, dialect, model, &mut ids, s.prompt_len).await?)
         } else {
             None
         });
     }
     for (s, t) in samples.iter_mut().zip(texts) {
-        if let Some(t) = t {
-            s.prompt = PromptSource::Text(t);
+        if let Some((text, len)) = t {
+            s.prompt = PromptSource::Text(text);
+            s.prompt_len = len;
         }
     }
     Ok(())
+}
+
+/// Rounds of fitting a detokenized prompt to its length, as vLLM's
+/// `gen_prompt_decode_to_target_len` does.
+const FIT_ROUNDS: usize = 10;
+
+/// The text of `ids` that the server counts (without special tokens) as `target` tokens, and
+/// its count. Random ids rarely come back as many tokens once decoded: on a byte-level BPE
+/// vocabulary 200 random ids re-tokenize as about 240 (pieces merge across id boundaries, bytes
+/// that are not valid UTF-8 alone are replaced). Ids are dropped from the end, or the sample's
+/// own ids appended again, until the count is the target; after [`FIT_ROUNDS`] the closest text
+/// is kept with its true count (as vLLM keeps its mismatch).
+async fn fit_detokenized(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    ids: &mut Vec<u32>,
+    target: u64,
+) -> Result<(String, u64), String> {
+    let pool = ids.clone();
+    let mut best: Option<(String, u64)> = None;
+    for _ in 0..FIT_ROUNDS {
+        let text = detokenize(client, dialect, model, ids).await?;
+        let n = server_count(client, dialect, model, &text).await?;
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| n.abs_diff(target) < b.abs_diff(target))
+        {
+            best = Some((text, n));
+        }
+        if n == target || pool.is_empty() {
+            break;
+        }
+        if n > target {
+            let keep = ids.len().saturating_sub((n - target) as usize).max(1);
+            ids.truncate(keep);
+        } else {
+            for _ in 0..target - n {
+                ids.push(pool[ids.len() % pool.len()]);
+            }
+        }
+    }
+    best.ok_or_else(|| "no /detokenize round ran".to_string())
 }
 
 /// Decimal digits of 0..100, two bytes each, so a number is written two digits at a time.
