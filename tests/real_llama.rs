@@ -4,65 +4,22 @@
 //! The binary is driven as a user drives it; the server is asked independently (its own
 //! `/tokenize`, `/metrics`, `/props`) through a separate minimal HTTP client in `server.rs`.
 
+#[path = "support/real_server.rs"]
+mod real_server;
 #[path = "real_llama/server.rs"]
 mod server;
 
+use real_server::{json_lines, llmspeed, text};
 use serde_json::Value;
 use server::LlamaServer;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 /// llama.cpp's tiny model: `-c 8192 -np 4` gives 2048 tokens per slot.
 const SLOTS: u64 = 4;
 const CTX: u64 = 8192;
 const PER_SLOT: u64 = CTX / SLOTS;
-
-/// Runs the binary with a deadline; the output, whatever the exit status.
-fn llmspeed(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
-        .args(args)
-        .env("XDG_CACHE_HOME", cache_dir())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn llmspeed");
-    let deadline = Instant::now() + limit;
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().expect("output")
-}
-
-/// A prompt cache of this test process only: never a stale prompt from another run.
-fn cache_dir() -> std::path::PathBuf {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().unwrap())
-        .path()
-        .to_path_buf()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json_lines(o: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
 
 #[test]
 fn stream_completions_and_chat_count_tokens_from_usage() {

@@ -5,8 +5,8 @@
 //! test failure; elsewhere the test says loudly that it did not run.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use crate::real_server::raw_request;
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -27,12 +27,7 @@ pub struct Paths {
 /// The server and model, or `None` (with a loud message) when they are not built here.
 /// Panics under `CI=true`: CI must build them (`.ci/run` runs the script first).
 pub fn paths() -> Option<Paths> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_default()
-        .join("llmspeed")
-        .join(format!("llama.cpp-{VERSION}"));
+    let cache = crate::real_server::scripts_cache().join(format!("llama.cpp-{VERSION}"));
     let server = std::env::var_os("LLMSPEED_LLAMA_SERVER")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache.join("bin/llama-server"));
@@ -42,16 +37,11 @@ pub fn paths() -> Option<Paths> {
     if server.is_file() && model.is_file() {
         return Some(Paths { server, model });
     }
-    let msg = format!(
+    crate::real_server::missing(&format!(
         "real llama.cpp server not available ({} / {}): run scripts/llama-server.sh",
         server.display(),
         model.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("NOT RUN: {msg}");
-    None
+    ))
 }
 
 /// The newest `tiny-<hash>.gguf` the script wrote (its name changes with the script).
@@ -189,15 +179,7 @@ impl LlamaServer {
     pub fn metric(&self, name: &str) -> Option<f64> {
         let (status, body) = self.get("/metrics");
         assert_eq!(status, 200, "{body}");
-        let mut found = None;
-        for line in body.lines().filter(|l| !l.starts_with('#')) {
-            let (key, value) = line.rsplit_once(' ')?;
-            let key = key.split('{').next().unwrap_or(key);
-            if key == name {
-                *found.get_or_insert(0.0) += value.parse::<f64>().ok()?;
-            }
-        }
-        found
+        crate::real_server::metric(&body, name)
     }
 }
 
@@ -213,33 +195,4 @@ fn listening_port(line: &str) -> Option<u16> {
     let rest = &line[line.find("listening on http://127.0.0.1:")? + 30..];
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
-}
-
-/// One request on its own connection with `Connection: close`; the body read to EOF.
-/// llama.cpp answers non-streaming requests with Content-Length.
-pub fn raw_request(port: u16, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return (0, String::new());
-    };
-    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
-    let body = body.unwrap_or("");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    if s.write_all(head.as_bytes()).is_err() || s.write_all(body.as_bytes()).is_err() {
-        return (0, String::new());
-    }
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-        return (0, text);
-    };
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    (status, body.to_string())
 }

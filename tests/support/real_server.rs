@@ -1,0 +1,153 @@
+//! What the real-server suites (`tests/real_llama.rs`, `tests/real_vllm.rs`) share: running the
+//! binary as a user does, the rule for a missing server, and an HTTP client of their own (not
+//! llmspeed's) to ask the server for its own counts.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs the binary with a deadline; the output, whatever the exit status.
+pub fn llmspeed(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(args)
+        .env("XDG_CACHE_HOME", prompt_cache_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn llmspeed");
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// A prompt cache of this test process only: never a stale prompt from another run.
+pub fn prompt_cache_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap())
+        .path()
+        .to_path_buf()
+}
+
+pub fn text(o: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn json_lines(o: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed`, where the scripts cache their builds.
+pub fn scripts_cache() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_default()
+        .join("llmspeed")
+}
+
+/// A real component is missing: a failure under `CI=true` (CI must provide it), elsewhere a
+/// loud "NOT RUN" and `None`.
+pub fn missing<T>(msg: &str) -> Option<T> {
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("NOT RUN: {msg}");
+    None
+}
+
+/// A port nobody listens on now, chosen by the kernel (bind 127.0.0.1:0, then free it), for a
+/// server that takes its port as a flag.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+/// One request on its own connection with `Connection: close`; the body read to EOF.
+/// Non-streaming answers (llama.cpp, uvicorn) come with Content-Length.
+pub fn raw_request(port: u16, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+        return (0, String::new());
+    };
+    s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+    let body = body.unwrap_or("");
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    if s.write_all(head.as_bytes()).is_err() || s.write_all(body.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let Some((head, body)) = text.split_once("\r\n\r\n") else {
+        return (0, text);
+    };
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
+
+/// A counter or gauge of a Prometheus page, summed over its label sets; `None` when absent.
+pub fn metric(page: &str, name: &str) -> Option<f64> {
+    let mut found = None;
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let key = key.split('{').next().unwrap_or(key);
+        if key == name {
+            *found.get_or_insert(0.0) += value.parse::<f64>().ok()?;
+        }
+    }
+    found
+}
+
+/// A histogram's cumulative buckets `(le, count)` in page order, summed over label sets
+/// other than `le`; `+Inf` is `f64::INFINITY`.
+pub fn histogram(page: &str, name: &str) -> Vec<(f64, f64)> {
+    let bucket = format!("{name}_bucket{{");
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for line in page.lines().filter(|l| l.starts_with(&bucket)) {
+        let Some((key, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some(le) = key.split("le=\"").nth(1).and_then(|r| r.split('"').next()) else {
+            continue;
+        };
+        let le = if le == "+Inf" {
+            f64::INFINITY
+        } else {
+            le.parse().unwrap_or(f64::NAN)
+        };
+        let v: f64 = value.parse().unwrap_or(f64::NAN);
+        match out.iter_mut().find(|(l, _)| *l == le) {
+            Some((_, c)) => *c += v,
+            None => out.push((le, v)),
+        }
+    }
+    out
+}
