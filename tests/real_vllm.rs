@@ -112,7 +112,7 @@ fn matrix(s: &VllmServer, out: &Path, args: &[&str]) -> (Output, Value) {
         "--ready-stable",
         "0.5",
         "--ready-timeout",
-        "60",
+        "20",
         "--loop-min-span",
         "100000",
     ];
