@@ -78,14 +78,26 @@ pub struct VllmServer {
 }
 
 /// The test binary's one server, started on first use; `None` when vLLM is not installed (see
-/// [`paths`]). The guard gives the calling test the server to itself until it is dropped.
+/// [`paths`]). The guard gives the calling test the server to itself until it is dropped. A
+/// start that failed fails every later test at once with the same message, rather than each
+/// trying again for minutes.
 pub fn shared() -> Option<MutexGuard<'static, VllmServer>> {
-    static SERVER: OnceLock<Option<Mutex<VllmServer>>> = OnceLock::new();
-    let server = SERVER.get_or_init(|| VllmServer::start().map(Mutex::new));
-    // A test that panicked while holding the server left it as it was: the next one goes on.
-    server
-        .as_ref()
-        .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()))
+    static SERVER: OnceLock<Result<Option<Mutex<VllmServer>>, String>> = OnceLock::new();
+    let server = SERVER.get_or_init(|| {
+        std::panic::catch_unwind(|| VllmServer::start().map(Mutex::new)).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        })
+    });
+    match server {
+        // A test that panicked while holding the server left it as it was: the next one goes on.
+        Ok(s) => s
+            .as_ref()
+            .map(|m| m.lock().unwrap_or_else(|e| e.into_inner())),
+        Err(e) => panic!("the shared vLLM did not start: {e}"),
+    }
 }
 
 impl VllmServer {
