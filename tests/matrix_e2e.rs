@@ -692,8 +692,14 @@ fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
     let cell = one_cell(slow(2), None, |_| {});
     assert_eq!(cell.status, CellStatus::Queued, "{:?}", cell.notes);
     assert!(cell.has_figures(), "figures are kept");
+    // Two slots: never all four at once. The client may see a third overlap for a moment (a
+    // loaded machine writes a finished request's last bytes after the engine gave its slot to
+    // the next request, whose first token then reads first), so the invariant is "fewer than
+    // four", not exactly two.
     assert!(
-        cell.notes.iter().any(|n| n.contains("at most 2 of 4")),
+        cell.notes
+            .iter()
+            .any(|n| n.contains("at most 2 of 4") || n.contains("at most 3 of 4")),
         "{:?}",
         cell.notes
     );
