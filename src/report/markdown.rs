@@ -6,7 +6,9 @@
 //! or a verdict. Lines for metadata the run did not have are left out rather than shown empty.
 
 use crate::matrix::status::{CapacityReason, CellStatus};
-use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
+use crate::report::format::{
+    group_digits, hardware_text, ms, one_decimal, opt, rate, seconds, MISSING,
+};
 use crate::report::model::{
     DecodeCell, ErrorMessage, Hardware, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
 };
@@ -154,8 +156,13 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             .map(|v| format!("{} GB", trim_float(v)))
             .as_deref(),
     )?;
-    kv_line(w, "OS", h.os.as_deref())?;
-    kv_line(w, "Hardware", h.description.as_deref())?;
+    let told = h.kind.is_some() || h.gpu.is_some() || h.vram_gb.is_some();
+    match &h.description {
+        Some(d) => kv_line(w, "Hardware", Some(d))?,
+        // Nothing told: what was measured (or that nothing was), never the OS as hardware.
+        None if !told => kv_line(w, "Hardware", Some(&hardware_text(h)))?,
+        None => {}
+    }
     machine_lines(w, h)?;
 
     writeln!(w)?;
