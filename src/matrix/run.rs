@@ -53,6 +53,9 @@ pub struct HeaderFacts {
     pub launch_command: Option<String>,
     pub engine_build: Option<String>,
     pub notes: Option<String>,
+    /// `matrix --mock`: the built-in simulated server's identity (profile and parameters),
+    /// which `--resume` compares instead of its address (a new port every run).
+    pub simulated_server: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -203,6 +206,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             date: rfc3339(unix_now()),
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
+            simulated_server: h.simulated_server.clone(),
             hardware: Hardware {
                 // The server's accelerator is what the user told (--gpu, --vram-gb,
                 // --hardware); what was measured is this (the client's) machine, below.

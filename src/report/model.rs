@@ -33,6 +33,10 @@ pub struct Metadata {
     /// When the run stopped early (Ctrl-C, error), why; `None` for a complete run.
     pub interrupted: Option<String>,
     pub base_url: Option<String>,
+    /// The built-in simulated server's identity (its profile and parameters) when the run
+    /// measured `matrix --mock`: its address changes every run, so `--resume` compares this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_server: Option<String>,
     pub hardware: Hardware,
     pub engine: Engine,
     pub model: ModelInfo,
@@ -196,6 +200,9 @@ pub struct LoopRule {
 pub struct MeasuredUnder {
     pub model: String,
     pub base_url: Option<String>,
+    /// See [`Metadata::simulated_server`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_server: Option<String>,
     pub max_tokens: u64,
     pub duration_s: f64,
     pub endpoint: String,
