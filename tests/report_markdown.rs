@@ -39,7 +39,7 @@ fn partial_report_says_so_and_missing_metadata_is_left_out() {
     let md = render(&r);
     assert!(md.contains("**gemma-4-26B-A4B-it-NVFP4**\n"), "{md}");
     assert!(md.contains(
-        "**Partial report:** the run stopped early (interrupted by Ctrl-C); cells marked Pending were not run."
+        "**Partial report:** the run stopped early (interrupted by Ctrl-C); cells marked Pending were not run, a cell marked interrupted was measured for less than its window."
     ));
     assert!(md.contains("- KV cache: unknown (no cell marked Over capacity)\n"));
     assert!(!md.contains("- GPU:"));

@@ -17,7 +17,7 @@ use crate::report::{
     RequestSummary, ServerSample, TokenBins, GAP_BINS_PER_DECADE, GAP_DECADES, GAP_LO_US,
     MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
 };
-use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
+use crate::server::sampler::{sample_once, unreachable, wait_drained, Drain, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -571,10 +571,12 @@ async fn gather(
     (finished, panics)
 }
 
-/// What the caller gets back besides the cell: whether the user stopped the run mid-cell.
+/// What the caller gets back besides the cell: whether the user stopped the run mid-cell, and
+/// the connection error when the server could no longer be reached at the cell's end.
 pub struct CellRun {
     pub cell: DecodeCell,
     pub interrupted: bool,
+    pub unreachable: Option<crate::timeline::RequestError>,
 }
 
 /// The stability half of the readiness gate: it opens once qualifying `/metrics` samples have
@@ -785,15 +787,34 @@ pub async fn run_cell(
         Some(s) => s.stop().await,
         None => Vec::new(),
     };
+    // A server that refused the cell's last connections is gone: it cannot drain.
+    let mut server_unreachable = finished
+        .iter()
+        .rev()
+        .find_map(|f| f.tl.outcome.as_ref().err().filter(|e| unreachable(e)))
+        .cloned();
     if let Some(n) = &names {
         // The next cell must start on an idle server; when it cannot, the report says so.
-        let drained = wait_drained(client, n, cfg.drain_timeout, &clock).await;
-        cell.server_drained = Some(drained);
-        if !drained {
-            cell.notes.push(format!(
-                "the server still reported running or waiting requests {:.1} s after the cell ended: the next cell may have started on a busy server",
-                cfg.drain_timeout.as_secs_f64()
-            ));
+        match wait_drained(client, n, cfg.drain_timeout, &clock).await {
+            Drain::Drained => {
+                cell.server_drained = Some(true);
+                server_unreachable = None;
+            }
+            Drain::Busy => {
+                cell.server_drained = Some(false);
+                cell.notes.push(format!(
+                    "the server still reported running or waiting requests {:.1} s after the cell ended: the next cell may have started on a busy server",
+                    cfg.drain_timeout.as_secs_f64()
+                ));
+            }
+            Drain::Unreachable(e) => {
+                cell.server_drained = Some(false);
+                cell.notes.push(format!(
+                    "server unreachable after the cell (its /metrics refused the connection: {}); nothing could drain",
+                    e.message
+                ));
+                server_unreachable = Some(e);
+            }
         }
     }
 
@@ -935,7 +956,11 @@ pub async fn run_cell(
         streams_measured: facts.streams_with_tokens,
         never_all_at_once: opened && names.is_none() && facts.peak_decoding < c as u64,
     });
-    CellRun { cell, interrupted }
+    CellRun {
+        cell,
+        interrupted,
+        unreachable: server_unreachable,
+    }
 }
 
 #[cfg(test)]

@@ -160,7 +160,8 @@ pub fn resume(
 }
 
 /// Copy finished measurements of an earlier report into `report` (same contexts and
-/// concurrency only); returns how many were kept. Checks nothing: see [`resume`].
+/// concurrency only; a cell stopped inside its window is not finished); returns how many were
+/// kept. Checks nothing: see [`resume`].
 pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
     let mut kept = 0;
     for row in &mut report.prefill {
@@ -181,7 +182,11 @@ pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
             continue;
         }
         if let Some(o) = old.decode.iter().find(|o| {
-            o.context == cell.context && o.concurrency == cell.concurrency && o.status.was_run()
+            // A cell stopped inside its window is measured again: its window was short.
+            o.context == cell.context
+                && o.concurrency == cell.concurrency
+                && o.status.was_run()
+                && !o.interrupted
         }) {
             *cell = o.clone();
             kept += 1;

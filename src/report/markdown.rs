@@ -138,7 +138,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         writeln!(w)?;
         writeln!(
             w,
-            "**Partial report:** the run stopped early ({}); cells marked Pending were not run.",
+            "**Partial report:** the run stopped early ({}); cells marked Pending were not run, a cell marked interrupted was measured for less than its window.",
             cell_text(why)
         )?;
     }
@@ -339,6 +339,14 @@ fn figures(c: &DecodeCell) -> Option<String> {
 }
 
 fn grid_text(c: &DecodeCell) -> String {
+    let text = status_text(c);
+    match c.measured_s.filter(|_| c.interrupted) {
+        Some(s) => format!("{text} (interrupted after {})", seconds(s)),
+        None => text,
+    }
+}
+
+fn status_text(c: &DecodeCell) -> String {
     match (&c.status, figures(c)) {
         (CellStatus::Valid, Some(f)) => f,
         (CellStatus::Looped, Some(f)) => format!("Looped ({f})"),
@@ -422,7 +430,11 @@ fn decode_line(c: &DecodeCell) -> String {
         "| Sustained decode | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         cell_text(&c.context_label),
         c.concurrency,
-        c.status.label(),
+        if c.interrupted {
+            format!("{} (interrupted)", c.status.label())
+        } else {
+            c.status.label().to_string()
+        },
         opt(c.output_tok_per_s, rate),
         opt(c.per_request_tok_per_s, one_decimal),
         opt(c.ttft_ms_p50, ms),

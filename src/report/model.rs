@@ -257,7 +257,8 @@ pub struct LoopInfo {
 /// The first message of one kind of failure, so a Failed row explains itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorMessage {
-    /// `None`: the failure came before any request (the prompt could not be built).
+    /// Always set by this version (`prompt` when the prompt could not be built); `None` only in
+    /// files written before every failure had a kind.
     #[serde(with = "error_kind::option")]
     pub kind: Option<ErrorKind>,
     pub http_status: Option<u16>,
@@ -348,7 +349,13 @@ pub struct DecodeCell {
     pub completed_requests: Option<u64>,
     /// Output tokens stamped inside the window.
     pub output_tokens: Option<u64>,
+    /// The window's real length: the planned `--duration`, shorter only when the run was
+    /// stopped inside it (`interrupted`).
     pub measured_s: Option<f64>,
+    /// The run was stopped (Ctrl-C, SIGTERM) inside this cell's window: its figures cover the
+    /// shortened window of `measured_s` seconds. A later `--resume` measures the cell again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The window's bounds `[start, end)` on the client's clock, in ns since the process's
     /// clock epoch ([`crate::clock::Clock::epoch_ns`]): comparable between the cells of one run
     /// and with anything else the same process stamped (the in-process simulated server's
@@ -430,6 +437,7 @@ impl DecodeCell {
             completed_requests: None,
             output_tokens: None,
             measured_s: None,
+            interrupted: false,
             window_start_ns: None,
             window_end_ns: None,
             token_count_source: None,

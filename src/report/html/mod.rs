@@ -468,7 +468,7 @@ fn cell_view(c: &DecodeCell) -> Value {
     context! {
         id => format!("cell-{}-{}", c.context, c.concurrency),
         title => title,
-        status => c.status.label(),
+        status => if c.interrupted { format!("{} · interrupted", c.status.label()) } else { c.status.label().to_string() },
         status_kind => c.status.as_str(),
         figures => figures,
         overhead => overhead,
