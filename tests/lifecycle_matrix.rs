@@ -255,8 +255,28 @@ fn resume_of_a_mock_run_finishes_the_remaining_cells() {
 
 #[test]
 fn a_dead_server_ends_the_drain_at_once_and_fails_the_rest_with_its_connection_error() {
+    // Killed inside the first cell's window.
+    dead_server("dead-window", in_window, Duration::ZERO);
+}
+
+#[test]
+fn a_server_dead_while_a_cell_waits_for_its_gate_ends_the_cell_at_once() {
+    // Killed 1.5 s after the first cell started its streams: they have their first tokens
+    // (the demo server answers in milliseconds) and the readiness gate, which needs 3 s of
+    // stable /metrics, is still closed. Before: the gate waited out --ready-timeout (120 s),
+    // then the drain 60 s. (On a machine so slow that no token came yet, the older rule for
+    // streams that all fail before a token ends the gate; the test holds either way.)
+    dead_server(
+        "dead-gate",
+        |l| l.contains("cell 1K x 1: running ("),
+        Duration::from_millis(1500),
+    );
+}
+
+/// A `matrix` against an external mock that is killed `after` `kill_at` accepts a line.
+fn dead_server(name: &str, kill_at: impl Fn(&str) -> bool, after: Duration) {
     let (mut mock, url) = external_mock("demo");
-    let dir = out_dir("dead");
+    let dir = out_dir(name);
     let out = dir.to_str().unwrap();
     let mut run = Running::spawn(&matrix_args(
         out,
@@ -271,7 +291,8 @@ fn a_dead_server_ends_the_drain_at_once_and_fails_the_rest_with_its_connection_e
             "3s",
         ],
     ));
-    run.wait_line("from inside the first window", in_window);
+    run.wait_line("to kill the server at", kill_at);
+    std::thread::sleep(after);
     let _ = mock.child.kill();
     let _ = mock.child.wait();
     let (status, output) = run.wait();
@@ -289,6 +310,10 @@ fn a_dead_server_ends_the_drain_at_once_and_fails_the_rest_with_its_connection_e
             .iter()
             .any(|n| n.contains("server unreachable after the cell")),
         "{notes:?}\n{output}"
+    );
+    assert!(
+        !notes.iter().any(|n| n.contains("readiness gate gave up")),
+        "{notes:?}"
     );
     // Every step after the dead one failed with the connection error, and every recorded error
     // has a kind (before: the prompt failures carried `kind: null`).

@@ -72,6 +72,9 @@ struct Counters {
     ready: AtomicU64,
     /// Failed requests (not our own cancellations).
     failures: AtomicU64,
+    /// Requests refused a connection since the last request that was not (set once per
+    /// request): a server that died refuses every stream's every attempt.
+    refused_in_a_row: AtomicU64,
     /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
     tokens: AtomicU64,
     /// Streams inside a request now (one add and one subtract per request, not per token).
@@ -181,6 +184,10 @@ async fn worker(
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
         w.shared.active.fetch_sub(1, Ordering::Relaxed);
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
+        match &tl.outcome {
+            Err(e) if unreachable(e) => w.shared.refused_in_a_row.fetch_add(1, Ordering::Relaxed),
+            _ => w.shared.refused_in_a_row.swap(0, Ordering::Relaxed),
+        };
         // The detectors check at intervals; run the last check on what the stream left.
         if w.looped.is_none() {
             if let Some(l) = w.content.finish() {
@@ -665,6 +672,7 @@ pub async fn run_cell(
     let mut stable = StableGate::new(cfg.ready_stable);
     let mut interrupted = false;
     let mut gate_timed_out = false;
+    let mut refused = false;
     loop {
         tokio::select! {
             _ = stop.cancelled() => { interrupted = true; break; }
@@ -689,6 +697,13 @@ pub async fn run_cell(
             gate_timed_out = true;
             break;
         }
+        // Every stream's connection refused twice over: the server is gone, whatever tokens
+        // came before; no window is opened on it.
+        if shared.refused_in_a_row.load(Ordering::Relaxed) >= 2 * c as u64 {
+            gate_timed_out = true;
+            refused = true;
+            break;
+        }
         if waited >= cfg.ready_timeout.as_nanos() as u64 {
             gate_timed_out = true;
             break;
@@ -698,7 +713,11 @@ pub async fn run_cell(
     let mut server_queued = false;
     let ready_at_gate = ready.load(Ordering::Relaxed);
     let gate_waited_s = clock.delta_ns(gate_start, clock.raw()) as f64 / 1e9;
-    if !interrupted && gate_timed_out {
+    if !interrupted && refused {
+        cell.notes.push(format!(
+            "the server refused every stream's connection while the cell waited for its readiness gate ({gate_waited_s:.1} s): nothing was measured"
+        ));
+    } else if !interrupted && gate_timed_out {
         if ready_at_gate == 0 && failures.load(Ordering::Relaxed) == 0 {
             // Nothing failed and nothing came: a stalled server. Say so instead of a blank cell.
             cell.error_messages.push(ErrorMessage::new(
@@ -727,7 +746,7 @@ pub async fn run_cell(
     let mut gen = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
-    if !interrupted && ready_at_gate > 0 {
+    if !interrupted && !refused && ready_at_gate > 0 {
         if let Some(n) = &names {
             gen.0 = sample_once(client, n)
                 .await
