@@ -113,10 +113,12 @@ impl Drop for Running {
     }
 }
 
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("llmspeed-lifecycle-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+/// A results folder inside a temporary directory removed when the guard drops (also when a
+/// test fails).
+fn out_dir(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    let d = tmp.path().join(name);
+    (tmp, d)
 }
 
 fn results(dir: &Path) -> MatrixReport {
@@ -157,7 +159,7 @@ fn in_window(l: &str) -> bool {
 
 #[test]
 fn a_cell_interrupted_inside_its_window_keeps_its_shortened_measurement() {
-    let dir = out_dir("interrupt");
+    let (_tmp, dir) = out_dir("interrupt");
     let out = dir.to_str().unwrap();
     let mut run = Running::spawn(&matrix_args(
         out,
@@ -201,12 +203,11 @@ fn a_cell_interrupted_inside_its_window_keeps_its_shortened_measurement() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["decode"][0]["interrupted"], serde_json::json!(true));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn resume_of_a_mock_run_finishes_the_remaining_cells() {
-    let dir = out_dir("resume-mock");
+    let (_tmp, dir) = out_dir("resume-mock");
     let out = dir.to_str().unwrap();
     let plan = [
         "--mock",
@@ -250,7 +251,6 @@ fn resume_of_a_mock_run_finishes_the_remaining_cells() {
     }
     // The first run's cell was kept, not measured again.
     assert_eq!(r.decode[0].window_start_ns, first.decode[0].window_start_ns);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn a_server_dead_while_a_cell_waits_for_its_gate_ends_the_cell_at_once() {
 /// A `matrix` against an external mock that is killed `after` `kill_at` accepts a line.
 fn dead_server(name: &str, kill_at: impl Fn(&str) -> bool, after: Duration) {
     let (mut mock, url) = external_mock("demo");
-    let dir = out_dir(name);
+    let (_tmp, dir) = out_dir(name);
     let out = dir.to_str().unwrap();
     let mut run = Running::spawn(&matrix_args(
         out,
@@ -348,7 +348,6 @@ fn dead_server(name: &str, kill_at: impl Fn(&str) -> bool, after: Duration) {
         assert_eq!(p.status, CellStatus::Failed(vec![(ErrorKind::Connect, 1)]));
     }
     assert!(r.decode.iter().all(|c| c.status != CellStatus::Pending));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The plan's "Prefill at:" line of a dry run.
