@@ -230,10 +230,14 @@ pub enum ErrorKind {
     ClientPanic,
     /// We cancelled it (end of a measurement window, Ctrl-C).
     Cancelled,
+    /// The matrix could not build a prompt of the planned size (the counter's answers could
+    /// not be vouched for, or the server answered the counting requests with an error), so no
+    /// measuring request was sent.
+    Prompt,
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 12] = [
+    pub const ALL: [ErrorKind; 13] = [
         ErrorKind::Connect,
         ErrorKind::Tls,
         ErrorKind::HttpStatus,
@@ -246,6 +250,7 @@ impl ErrorKind {
         ErrorKind::TimeoutFirstToken,
         ErrorKind::ClientPanic,
         ErrorKind::Cancelled,
+        ErrorKind::Prompt,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -262,6 +267,7 @@ impl ErrorKind {
             ErrorKind::TimeoutFirstToken => "timeout_first_token",
             ErrorKind::ClientPanic => "client_panic",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::Prompt => "prompt",
         }
     }
 }

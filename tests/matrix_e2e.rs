@@ -279,7 +279,15 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
     );
     assert!(r.metadata.interrupted.is_some());
     assert_eq!(r.decode[0].status, CellStatus::Valid);
-    assert_eq!(r.decode[1].status, CellStatus::Pending);
+    // Stopped in the second cell: before its window opened it measured nothing (Pending);
+    // inside it, its shortened window is kept and marked. Which one depends on the machine's
+    // pace; both are right, and the resume measures it again either way.
+    let second = &r.decode[1];
+    assert!(
+        second.status == CellStatus::Pending
+            || (second.interrupted && second.status.was_run() && second.measured_s.is_some()),
+        "{second:?}"
+    );
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert!(schema_errors(&json).is_empty());
@@ -692,8 +700,14 @@ fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
     let cell = one_cell(slow(2), None, |_| {});
     assert_eq!(cell.status, CellStatus::Queued, "{:?}", cell.notes);
     assert!(cell.has_figures(), "figures are kept");
+    // Two slots: never all four at once. The client may see a third overlap for a moment (a
+    // loaded machine writes a finished request's last bytes after the engine gave its slot to
+    // the next request, whose first token then reads first), so the invariant is "fewer than
+    // four", not exactly two.
     assert!(
-        cell.notes.iter().any(|n| n.contains("at most 2 of 4")),
+        cell.notes
+            .iter()
+            .any(|n| n.contains("at most 2 of 4") || n.contains("at most 3 of 4")),
         "{:?}",
         cell.notes
     );
@@ -830,7 +844,8 @@ fn a_prompt_that_cannot_be_built_fails_its_rows_with_the_message() {
             .unwrap();
     let errs = schema_errors(&json);
     assert!(errs.is_empty(), "{errs:#?}");
-    assert!(json["decode"][0]["error_messages"][0]["kind"].is_null());
+    // Every failure has a kind: a prompt that could not be built is `prompt` (it was null).
+    assert_eq!(json["decode"][0]["error_messages"][0]["kind"], "prompt");
 }
 
 #[test]

@@ -422,6 +422,37 @@ fn absent_gpu_tools_are_said_and_old_files_say_what_they_lack() {
     assert!(old.contains("this file has no per-gap data"));
 }
 
+/// The Run table's Hardware cell, as rendered.
+fn hardware_cell(page: &str) -> &str {
+    let at = page
+        .find("<tr><td>Hardware</td><td>")
+        .expect("a Hardware row")
+        + "<tr><td>Hardware</td><td>".len();
+    let end = page[at..].find("</td>").expect("the cell ends") + at;
+    &page[at..end]
+}
+
+#[test]
+fn the_run_table_shows_hardware_told_or_measured_never_the_os_name() {
+    // A `matrix --mock` run without --gpu on a machine without GPUs: it printed "linux".
+    let mut r = recorded();
+    r.metadata.hardware = Default::default();
+    r.metadata.hardware.os = Some("linux".into());
+    assert_eq!(
+        hardware_cell(&render(&r)),
+        "no GPU seen on the client; pass --gpu for the server&#x27;s"
+    );
+    report_common::add_machine_and_gaps(&mut r);
+    assert_eq!(
+        hardware_cell(&render(&r)),
+        "NVIDIA H200 (140.4 GiB); NVIDIA H200 (140.4 GiB) (listed by nvidia-smi on the client)"
+    );
+    // What the user told wins, as typed.
+    r.metadata.hardware.gpu = Some("RTX PRO 6000".into());
+    r.metadata.hardware.vram_gb = Some(96.0);
+    assert_eq!(hardware_cell(&render(&r)), "RTX PRO 6000 · 96.0 GB");
+}
+
 #[test]
 fn every_status_and_hostile_text_render_escaped() {
     let mut r = report_common::report();

@@ -39,12 +39,42 @@ fn partial_report_says_so_and_missing_metadata_is_left_out() {
     let md = render(&r);
     assert!(md.contains("**gemma-4-26B-A4B-it-NVFP4**\n"), "{md}");
     assert!(md.contains(
-        "**Partial report:** the run stopped early (interrupted by Ctrl-C); cells marked Pending were not run."
+        "**Partial report:** the run stopped early (interrupted by Ctrl-C); cells marked Pending were not run, a cell marked interrupted was measured for less than its window."
     ));
     assert!(md.contains("- KV cache: unknown (no cell marked Over capacity)\n"));
     assert!(!md.contains("- GPU:"));
     assert!(!md.contains("## Launch command"));
     assert!(md.starts_with("# Speed test matrix\n\n**gemma-4-26B-A4B-it-NVFP4**\n\n3 contexts (8K–251K) × 4 concurrency levels (1–8) · prefill at 8K, 128K, 256K\n"));
+}
+
+#[test]
+fn hardware_is_what_was_told_or_measured_never_the_os_name() {
+    // Nothing told, no GPU seen: said so (it printed "- OS: linux" under Hardware before).
+    let mut r = report_common::report();
+    r.metadata.hardware = Default::default();
+    r.metadata.hardware.os = Some("linux".into());
+    let md = render(&r);
+    assert!(
+        md.contains("- Hardware: no GPU seen on the client; pass --gpu for the server's\n"),
+        "{md}"
+    );
+    assert!(!md.contains("linux"), "{md}");
+    // Nothing told, GPUs listed by nvidia-smi: those.
+    report_common::add_machine_and_gaps(&mut r);
+    r.metadata.hardware.os = Some("linux".into());
+    let md = render(&r);
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("- Hardware: "))
+        .expect("a hardware line");
+    assert_eq!(
+        line,
+        "- Hardware: NVIDIA H200 (140.4 GiB); NVIDIA H200 (140.4 GiB) (listed by nvidia-smi on the client)"
+    );
+    // Told with --gpu: the told GPU line, no measured guess beside it.
+    let md = render(&report_common::report());
+    assert!(!md.contains("- Hardware:"), "{md}");
+    assert!(md.contains("- GPU: RTX PRO 6000 Blackwell Server Edition\n"));
 }
 
 #[test]
@@ -66,7 +96,6 @@ vllm · 0.30.1rc1.dev452+g73a583112 · NVFP4 · 3 contexts (8K–251K) × 4 conc
 - Type: Discrete GPU
 - GPU: RTX PRO 6000 Blackwell Server Edition
 - VRAM: 96 GB
-- OS: linux
 
 ## Engine
 

@@ -178,13 +178,11 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
         prefill_samples: a.prefill_samples.max(1),
     };
     if a.mock {
-        // Reduced plan: about a minute against the demo profile.
+        // Reduced plan: about a minute against the demo profile. Prefill contexts follow the
+        // one rule of every run (the decode contexts plus max_model_len - 1, see `Plan::new`).
         plan.contexts = plan
             .contexts
             .or_else(|| parse_contexts("--contexts", "2k,8k,max").ok());
-        plan.prefill_contexts = plan
-            .prefill_contexts
-            .or_else(|| parse_contexts("--prefill-contexts", "2k,8k,max").ok());
         plan.concurrency = plan.concurrency.or_else(|| Some(vec![1, 4, 16, 64]));
     }
     let duration = if a.mock && a.duration == 30.0 {
@@ -237,6 +235,7 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             launch_command: a.launch_command.clone(),
             engine_build: a.engine_build.clone(),
             notes: a.notes.clone(),
+            simulated_server: None,
         },
         ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
         ready_stable: {
@@ -373,8 +372,9 @@ pub fn run(a: MatrixArgs) -> CliResult {
         }
     });
     let (client_cfg, base_url, mock_server) = if a.mock {
-        let server =
-            MockThread::start(crate::mock::MockConfig::profile(crate::mock::Profile::Demo))?;
+        let mock_cfg = crate::mock::MockConfig::profile(crate::mock::Profile::Demo);
+        cfg.header.simulated_server = Some(format!("demo profile: {}", mock_cfg.identity()));
+        let server = MockThread::start(mock_cfg)?;
         let url = format!("http://{}", server.addr);
         eprintln!("[matrix] simulated server (demo profile) at {url}");
         let target = Target::parse(&url).map_err(|e| CliError::failed(e.to_string()))?;

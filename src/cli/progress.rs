@@ -2,7 +2,7 @@
 //! otherwise (CI, pipes, `--no-progress`). Owns the choice of mode and the words; what a run
 //! reports, and when, is the runner's.
 
-use crate::progress::{time_left_s, Event, Pace, Phase, Progress};
+use crate::progress::{time_left_s, Event, Pace, Phase, Progress, TimeLeft};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -36,6 +36,8 @@ pub struct Display {
     step: String,
     phase: Option<Phase>,
     live: Option<(f64, u64, f64)>,
+    /// The plan's time left, once the runner sent its plan (the matrix); else the count pace.
+    eta: Option<TimeLeft>,
 }
 
 impl Display {
@@ -66,6 +68,7 @@ impl Display {
             step: String::new(),
             phase: None,
             live: None,
+            eta: None,
         }
     }
 
@@ -76,16 +79,23 @@ impl Display {
         }
     }
 
-    /// "1m05s", or "?" before anything says.
+    /// "about 1m05s left", or "estimating…" before anything measured says.
     fn left_text(&self) -> String {
-        time_left_s(&Pace {
-            left: self.total.saturating_sub(self.done),
-            done_here: self.done_here,
-            estimate_at_start_s: self.estimate_s,
-            estimate_done_s: self.estimate_done_s,
-            elapsed_s: self.started.elapsed().as_secs_f64(),
-        })
-        .map_or_else(|| "?".into(), clock_text)
+        let elapsed_s = self.started.elapsed().as_secs_f64();
+        let left = match &self.eta {
+            Some(eta) => eta.left_s(elapsed_s),
+            None => time_left_s(&Pace {
+                left: self.total.saturating_sub(self.done),
+                done_here: self.done_here,
+                estimate_at_start_s: self.estimate_s,
+                estimate_done_s: self.estimate_done_s,
+                elapsed_s,
+            }),
+        };
+        left.map_or_else(
+            || "estimating…".into(),
+            |s| format!("about {} left", clock_text(s)),
+        )
     }
 
     fn message(&self) -> String {
@@ -99,7 +109,7 @@ impl Display {
                 " {left:.0} s left, {tps:.0} tok/s live, {active} streams"
             ));
         }
-        m.push_str(&format!(" | run: about {} left", self.left_text()));
+        m.push_str(&format!(" | run: {}", self.left_text()));
         m
     }
 
@@ -120,7 +130,14 @@ pub fn clock_text(s: f64) -> String {
 
 impl Progress for Display {
     fn event(&mut self, e: &Event<'_>) {
+        if matches!(e, Event::Plan(_)) {
+            self.eta.get_or_insert_with(TimeLeft::default);
+        }
+        if let Some(eta) = &mut self.eta {
+            eta.observe(self.started.elapsed().as_secs_f64(), e);
+        }
         match *e {
+            Event::Plan(_) | Event::PrefillRate { .. } => {}
             Event::Line(s) => match &self.mode {
                 Mode::Live(bar) => bar.println(format!("[{}] {s}", self.tag)),
                 Mode::Plain { .. } => self.plain(s),
@@ -180,7 +197,7 @@ impl Progress for Display {
                     Mode::Live(bar) => bar.set_position(self.done),
                     // Requests finish by the hundred: their count is the bar's job only.
                     Mode::Plain { .. } if self.unit != "requests" => self.plain(&format!(
-                        "{} of {} {} done, about {} left",
+                        "{} of {} {} done, {}",
                         self.done,
                         self.total,
                         self.unit,
@@ -238,5 +255,45 @@ mod tests {
             phase: Phase::Draining,
         });
         assert!(d.message().starts_with("cell 8K x 4: draining | run:"));
+    }
+
+    #[test]
+    fn the_matrix_says_it_is_estimating_until_a_step_of_each_kind_was_measured() {
+        let mut d = Display::new("matrix", "steps", false);
+        d.event(&Event::Start {
+            total: 2,
+            done: 0,
+            estimate_s: 0.0,
+        });
+        let work = [
+            crate::progress::Work::Prefill {
+                tokens: 1000,
+                samples: 1,
+            },
+            crate::progress::Work::Cell { window_s: 30.0 },
+        ];
+        d.event(&Event::Plan(&work));
+        assert!(
+            d.message().ends_with("| run: estimating…"),
+            "{}",
+            d.message()
+        );
+        d.event(&Event::PrefillRate {
+            tokens: 1000,
+            tok_per_s: 1e9,
+        });
+        d.event(&Event::StepDone { estimate_s: 0.0 });
+        // The cell has no measured ramp and drain yet.
+        assert!(
+            d.message().ends_with("| run: estimating…"),
+            "{}",
+            d.message()
+        );
+        d.event(&Event::StepDone { estimate_s: 0.0 });
+        assert!(
+            d.message().ends_with("| run: about 0s left"),
+            "{}",
+            d.message()
+        );
     }
 }

@@ -17,7 +17,7 @@ use crate::report::{
     RequestSummary, ServerSample, TokenBins, GAP_BINS_PER_DECADE, GAP_DECADES, GAP_LO_US,
     MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
 };
-use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
+use crate::server::sampler::{sample_once, unreachable, wait_drained, Drain, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -72,6 +72,9 @@ struct Counters {
     ready: AtomicU64,
     /// Failed requests (not our own cancellations).
     failures: AtomicU64,
+    /// Requests refused a connection since the last request that was not (set once per
+    /// request): a server that died refuses every stream's every attempt.
+    refused_in_a_row: AtomicU64,
     /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
     tokens: AtomicU64,
     /// Streams inside a request now (one add and one subtract per request, not per token).
@@ -181,6 +184,10 @@ async fn worker(
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
         w.shared.active.fetch_sub(1, Ordering::Relaxed);
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
+        match &tl.outcome {
+            Err(e) if unreachable(e) => w.shared.refused_in_a_row.fetch_add(1, Ordering::Relaxed),
+            _ => w.shared.refused_in_a_row.swap(0, Ordering::Relaxed),
+        };
         // The detectors check at intervals; run the last check on what the stream left.
         if w.looped.is_none() {
             if let Some(l) = w.content.finish() {
@@ -513,9 +520,6 @@ fn token_source(sources: &[TokenCountSource]) -> (Option<TokenCountSource>, Opti
     (counts.first().map(|c| c.0), note)
 }
 
-/// The client–server token comparison over the window: `(server tokens, client − server,
-/// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
-/// measure a window, so no difference is drawn from it.
 /// Readings of the server's generation-token counter at each end of a window; the one with the
 /// shortest round trip sets the bound.
 const COUNTER_READINGS: usize = 3;
@@ -554,6 +558,9 @@ async fn read_generation_tokens(
     }
 }
 
+/// The client–server token comparison over the window: `(server tokens, client − server,
+/// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
+/// measure a window, so no difference is drawn from it.
 fn token_check(
     names: &MetricNames,
     counter: (Option<f64>, Option<f64>),
@@ -609,10 +616,12 @@ async fn gather(
     (finished, panics)
 }
 
-/// What the caller gets back besides the cell: whether the user stopped the run mid-cell.
+/// What the caller gets back besides the cell: whether the user stopped the run mid-cell, and
+/// the connection error when the server could no longer be reached at the cell's end.
 pub struct CellRun {
     pub cell: DecodeCell,
     pub interrupted: bool,
+    pub unreachable: Option<crate::timeline::RequestError>,
 }
 
 /// The stability half of the readiness gate: it opens once qualifying `/metrics` samples have
@@ -701,6 +710,7 @@ pub async fn run_cell(
     let mut stable = StableGate::new(cfg.ready_stable);
     let mut interrupted = false;
     let mut gate_timed_out = false;
+    let mut refused = false;
     loop {
         tokio::select! {
             _ = stop.cancelled() => { interrupted = true; break; }
@@ -725,6 +735,13 @@ pub async fn run_cell(
             gate_timed_out = true;
             break;
         }
+        // Every stream's connection refused twice over: the server is gone, whatever tokens
+        // came before; no window is opened on it.
+        if shared.refused_in_a_row.load(Ordering::Relaxed) >= 2 * c as u64 {
+            gate_timed_out = true;
+            refused = true;
+            break;
+        }
         if waited >= cfg.ready_timeout.as_nanos() as u64 {
             gate_timed_out = true;
             break;
@@ -734,7 +751,11 @@ pub async fn run_cell(
     let mut server_queued = false;
     let ready_at_gate = ready.load(Ordering::Relaxed);
     let gate_waited_s = clock.delta_ns(gate_start, clock.raw()) as f64 / 1e9;
-    if !interrupted && gate_timed_out {
+    if !interrupted && refused {
+        cell.notes.push(format!(
+            "the server refused every stream's connection while the cell waited for its readiness gate ({gate_waited_s:.1} s): nothing was measured"
+        ));
+    } else if !interrupted && gate_timed_out {
         if ready_at_gate == 0 && failures.load(Ordering::Relaxed) == 0 {
             // Nothing failed and nothing came: a stalled server. Say so instead of a blank cell.
             cell.error_messages.push(ErrorMessage::new(
@@ -763,7 +784,7 @@ pub async fn run_cell(
     let mut gen = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
-    if !interrupted && ready_at_gate > 0 {
+    if !interrupted && !refused && ready_at_gate > 0 {
         progress.event(&Event::Phase {
             step: &step,
             phase: Phase::Measuring,
@@ -819,15 +840,34 @@ pub async fn run_cell(
         Some(s) => s.stop().await,
         None => Vec::new(),
     };
+    // A server that refused the cell's last connections is gone: it cannot drain.
+    let mut server_unreachable = finished
+        .iter()
+        .rev()
+        .find_map(|f| f.tl.outcome.as_ref().err().filter(|e| unreachable(e)))
+        .cloned();
     if let Some(n) = &names {
         // The next cell must start on an idle server; when it cannot, the report says so.
-        let drained = wait_drained(client, n, cfg.drain_timeout, &clock).await;
-        cell.server_drained = Some(drained);
-        if !drained {
-            cell.notes.push(format!(
-                "the server still reported running or waiting requests {:.1} s after the cell ended: the next cell may have started on a busy server",
-                cfg.drain_timeout.as_secs_f64()
-            ));
+        match wait_drained(client, n, cfg.drain_timeout, &clock).await {
+            Drain::Drained => {
+                cell.server_drained = Some(true);
+                server_unreachable = None;
+            }
+            Drain::Busy => {
+                cell.server_drained = Some(false);
+                cell.notes.push(format!(
+                    "the server still reported running or waiting requests {:.1} s after the cell ended: the next cell may have started on a busy server",
+                    cfg.drain_timeout.as_secs_f64()
+                ));
+            }
+            Drain::Unreachable(e) => {
+                cell.server_drained = Some(false);
+                cell.notes.push(format!(
+                    "server unreachable after the cell (its /metrics refused the connection: {}); nothing could drain",
+                    e.message
+                ));
+                server_unreachable = Some(e);
+            }
         }
     }
 
@@ -969,7 +1009,11 @@ pub async fn run_cell(
         streams_measured: facts.streams_with_tokens,
         never_all_at_once: opened && names.is_none() && facts.peak_decoding < c as u64,
     });
-    CellRun { cell, interrupted }
+    CellRun {
+        cell,
+        interrupted,
+        unreachable: server_unreachable,
+    }
 }
 
 #[cfg(test)]

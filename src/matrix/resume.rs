@@ -1,6 +1,7 @@
 //! `matrix --resume`: which finished measurements of an earlier `results.json` may be kept.
 //!
-//! Owns the pure check that an earlier run measured the same thing (model, base URL,
+//! Owns the pure check that an earlier run measured the same thing (model, base URL, or the
+//! built-in simulated server's profile and parameters for `--mock`,
 //! `--max-tokens`, `--duration`, prompt mode, `--chat`, ignore-eos and the loop rule) and the
 //! merge. A run with other settings is refused with a message naming each difference, or, with
 //! `--resume-force`, kept with its old settings written on every kept row and cell
@@ -16,6 +17,7 @@ pub fn measured_under(r: &MatrixReport) -> MeasuredUnder {
     MeasuredUnder {
         model: r.metadata.model.id.clone(),
         base_url: r.metadata.base_url.clone(),
+        simulated_server: r.metadata.simulated_server.clone(),
         max_tokens: s.max_tokens,
         duration_s: s.duration_s,
         endpoint: s.endpoint.clone(),
@@ -44,11 +46,16 @@ pub fn differences(new: &MatrixReport, old: &MatrixReport) -> Vec<Difference> {
         }
     };
     check("model", o.model, n.model);
-    check(
-        "base URL",
-        o.base_url.unwrap_or_else(|| "unknown".into()),
-        n.base_url.unwrap_or_else(|| "unknown".into()),
-    );
+    // The built-in simulated server is the same server when its profile and parameters are:
+    // it takes a new port every run. Any other server is known by its address.
+    match (o.simulated_server, n.simulated_server) {
+        (Some(o), Some(n)) => check("simulated server", o, n),
+        (o_sim, n_sim) => check(
+            "base URL",
+            server_text(o.base_url, o_sim),
+            server_text(n.base_url, n_sim),
+        ),
+    }
     check(
         "--max-tokens",
         o.max_tokens.to_string(),
@@ -81,6 +88,15 @@ pub fn differences(new: &MatrixReport, old: &MatrixReport) -> Vec<Difference> {
     };
     check("loop rule", rule(o.loop_rule), rule(n.loop_rule));
     out
+}
+
+/// A server as the difference message names it.
+fn server_text(base_url: Option<String>, simulated: Option<String>) -> String {
+    match (simulated, base_url) {
+        (Some(_), _) => "the built-in simulated server (--mock)".into(),
+        (None, Some(u)) => u,
+        (None, None) => "unknown".into(),
+    }
 }
 
 /// Why a resume was refused.
@@ -144,7 +160,8 @@ pub fn resume(
 }
 
 /// Copy finished measurements of an earlier report into `report` (same contexts and
-/// concurrency only); returns how many were kept. Checks nothing: see [`resume`].
+/// concurrency only; a cell stopped inside its window is not finished); returns how many were
+/// kept. Checks nothing: see [`resume`].
 pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
     let mut kept = 0;
     for row in &mut report.prefill {
@@ -165,11 +182,63 @@ pub fn merge_resumed(report: &mut MatrixReport, old: &MatrixReport) -> usize {
             continue;
         }
         if let Some(o) = old.decode.iter().find(|o| {
-            o.context == cell.context && o.concurrency == cell.concurrency && o.status.was_run()
+            // A cell stopped inside its window is measured again: its window was short.
+            o.context == cell.context
+                && o.concurrency == cell.concurrency
+                && o.status.was_run()
+                && !o.interrupted
         }) {
             *cell = o.clone();
             kept += 1;
         }
     }
     kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded() -> MatrixReport {
+        crate::report::json::read(
+            include_str!("../../tests/data/matrix_mock_results.json").as_bytes(),
+        )
+        .expect("the recorded results.json reads")
+    }
+
+    fn settings(d: &[Difference]) -> Vec<&str> {
+        d.iter().map(|d| d.setting).collect()
+    }
+
+    #[test]
+    fn the_simulated_server_is_known_by_its_identity_not_its_port() {
+        let mut old = recorded();
+        old.metadata.simulated_server = Some("demo profile: kv 262144".into());
+        old.metadata.base_url = Some("http://127.0.0.1:40001".into());
+        let mut new = old.clone();
+        new.metadata.base_url = Some("http://127.0.0.1:40002".into());
+        // Before: "base URL http://127.0.0.1:40001 (now http://127.0.0.1:40002)".
+        assert_eq!(differences(&new, &old), []);
+        new.metadata.simulated_server = Some("demo profile: kv 131072".into());
+        let d = differences(&new, &old);
+        assert_eq!(settings(&d), ["simulated server"]);
+        assert_eq!(d[0].old, "demo profile: kv 262144");
+        // A real server at the old address is another server, and said so.
+        new.metadata.simulated_server = None;
+        new.metadata.base_url = old.metadata.base_url.clone();
+        let d = differences(&new, &old);
+        assert_eq!(settings(&d), ["base URL"]);
+        assert_eq!(
+            (d[0].old.as_str(), d[0].new.as_str()),
+            (
+                "the built-in simulated server (--mock)",
+                "http://127.0.0.1:40001"
+            )
+        );
+        // Two real servers: by address, as before.
+        old.metadata.simulated_server = None;
+        assert_eq!(differences(&new, &old), []);
+        new.metadata.base_url = Some("http://10.0.0.2:8000".into());
+        assert_eq!(settings(&differences(&new, &old)), ["base URL"]);
+    }
 }

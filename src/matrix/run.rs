@@ -13,7 +13,7 @@ use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client};
-use crate::progress::{Event, Phase, Progress};
+use crate::progress::{Event, Phase, Progress, Work};
 use crate::report::files;
 use crate::report::{
     methodology, rows_from_plan, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits,
@@ -22,8 +22,10 @@ use crate::report::{
 };
 use crate::server::gpu::{self, GpuSampler};
 use crate::server::probe::token_id_range;
+use crate::server::sampler::unreachable;
 use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
+use crate::timeline::{ErrorKind, RequestError};
 use crate::workload::prose;
 use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
@@ -53,6 +55,9 @@ pub struct HeaderFacts {
     pub launch_command: Option<String>,
     pub engine_build: Option<String>,
     pub notes: Option<String>,
+    /// `matrix --mock`: the built-in simulated server's identity (profile and parameters),
+    /// which `--resume` compares instead of its address (a new port every run).
+    pub simulated_server: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -203,6 +208,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
             date: rfc3339(unix_now()),
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
+            simulated_server: h.simulated_server.clone(),
             hardware: Hardware {
                 // The server's accelerator is what the user told (--gpu, --vram-gb,
                 // --hardware); what was measured is this (the client's) machine, below.
@@ -275,7 +281,7 @@ pub async fn execute(
         resume_from_disk(cfg, &mut report, progress)?;
     }
     write_results(cfg, &report)?;
-    progress.event(&start_event(&plan, cfg, &report));
+    progress.event(&start_event(&plan, &report));
     let mut m = Measure {
         cfg,
         run: Run {
@@ -295,10 +301,14 @@ pub async fn execute(
         },
         stop,
         progress,
+        unreachable: None,
     };
     if !cfg.skip_warmup {
         m.warm_up().await;
     }
+    // After the warm-up: a slow first request of a cold server is no step's time.
+    let work = work_left(&plan, cfg, &m.report);
+    m.progress.event(&Event::Plan(&work));
     let mut flow = Flow::Go;
     let mut prefill_done = vec![false; plan.prefill.len()];
     for row in 0..plan.contexts.len() {
@@ -339,40 +349,55 @@ fn resume_from_disk(
     Ok(())
 }
 
-/// The run's size for the progress display: runnable steps, those a resume already kept, and
-/// the plan's estimate for the steps still to run.
-fn start_event(plan: &Plan, cfg: &MatrixConfig, r: &MatrixReport) -> Event<'static> {
+/// The run's size for the progress display: runnable steps and those a resume already kept.
+/// The time left comes from [`work_left`] once the warm-up is done.
+fn start_event(plan: &Plan, r: &MatrixReport) -> Event<'static> {
     let total = (plan.runnable_cells().count() + plan.runnable_prefill().count()) as u64;
     let pending = |s: &CellStatus| *s == CellStatus::Pending;
-    let cells = r.decode.iter().filter(|d| pending(&d.status)).count();
-    let prefill: Vec<u64> = r
-        .prefill
-        .iter()
-        .filter(|p| pending(&p.status))
-        .map(|p| p.context)
-        .collect();
-    let estimate_s = cells as f64 * cell_estimate_s(cfg)
-        + prefill
-            .iter()
-            .map(|&t| prefill_estimate_s(plan, t))
-            .sum::<f64>();
+    let left = r.decode.iter().filter(|d| pending(&d.status)).count()
+        + r.prefill.iter().filter(|p| pending(&p.status)).count();
     Event::Start {
         total,
-        done: total.saturating_sub((cells + prefill.len()) as u64),
-        estimate_s,
+        done: total.saturating_sub(left as u64),
+        // Nothing measured yet: the display says it is estimating.
+        estimate_s: 0.0,
     }
 }
 
-/// The plan's estimate for one decode cell (the same figures as the banner's estimate).
-fn cell_estimate_s(cfg: &MatrixConfig) -> f64 {
-    let e = EstimateInputs::default();
-    e.warmup_s + cfg.duration.as_secs_f64() + e.drain_s
-}
-
-/// The plan's estimate for one prefill row of `tokens`.
-fn prefill_estimate_s(plan: &Plan, tokens: u64) -> f64 {
-    let e = EstimateInputs::default();
-    tokens as f64 * plan.prefill_samples.max(1) as f64 / e.prefill_tok_per_s
+/// The steps still to run, in the order [`execute`] runs them: per context its prefill row,
+/// then its cells; then the prefill-only rows.
+fn work_left(plan: &Plan, cfg: &MatrixConfig, r: &MatrixReport) -> Vec<Work> {
+    let pending = |s: &CellStatus| *s == CellStatus::Pending;
+    let prefill_work = |i: usize| Work::Prefill {
+        tokens: plan.prefill[i].context.tokens,
+        samples: plan.prefill_samples.max(1),
+    };
+    let scout_of = |tokens: u64| {
+        plan.prefill
+            .iter()
+            .position(|p| p.context.tokens == tokens && p.status.is_none())
+    };
+    let mut work = Vec::new();
+    let ncols = plan.concurrency.len();
+    for (row, ctx) in plan.contexts.iter().enumerate() {
+        if let Some(i) = scout_of(ctx.tokens).filter(|&i| pending(&r.prefill[i].status)) {
+            work.push(prefill_work(i));
+        }
+        for i in row * ncols..(row + 1) * ncols {
+            if pending(&r.decode[i].status) {
+                work.push(Work::Cell {
+                    window_s: cfg.duration.as_secs_f64(),
+                });
+            }
+        }
+    }
+    for (i, p) in plan.prefill.iter().enumerate() {
+        let in_a_row = plan.contexts.iter().any(|c| scout_of(c.tokens) == Some(i));
+        if !in_a_row && p.status.is_none() && pending(&r.prefill[i].status) {
+            work.push(prefill_work(i));
+        }
+    }
+    work
 }
 
 fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
@@ -438,16 +463,22 @@ struct Measure<'a, 'p> {
     names: Option<MetricNames>,
     stop: &'a Cancel,
     progress: &'p mut dyn Progress,
+    /// The server refused a connection in the last step: before the next one, one connection
+    /// attempt says whether it is still gone (the step then fails at once with that error) or
+    /// back (the run goes on).
+    unreachable: Option<ErrorMessage>,
 }
 
 impl<'a> Measure<'a, '_> {
-    /// A step finished: prefill row `Some(i)` or a decode cell.
+    /// A step finished: prefill row `Some(i)` (with its measured rate) or a decode cell.
     fn step_done(&mut self, prefill_row: Option<usize>) {
-        let estimate_s = match prefill_row {
-            Some(i) => prefill_estimate_s(self.plan, self.plan.prefill[i].context.tokens),
-            None => cell_estimate_s(self.cfg),
-        };
-        self.progress.event(&Event::StepDone { estimate_s });
+        if let Some(row) = prefill_row.map(|i| &self.report.prefill[i]) {
+            if let (Some(tok_per_s), Some(tokens)) = (row.prefill_tok_per_s, row.prompt_tokens) {
+                self.progress
+                    .event(&Event::PrefillRate { tokens, tok_per_s });
+            }
+        }
+        self.progress.event(&Event::StepDone { estimate_s: 0.0 });
     }
 
     async fn warm_up(&mut self) {
@@ -488,6 +519,10 @@ impl<'a> Measure<'a, '_> {
         if self.stop.is_cancelled() {
             return Ok(Flow::Stopped);
         }
+        if let Some(msg) = self.still_unreachable().await {
+            self.fail_steps(&cells, scout_pending, msg)?;
+            return Ok(Flow::Go);
+        }
         let Some(prompt) = self.prompt(&ctx.label, ctx.tokens).await else {
             return Ok(Flow::Stopped);
         };
@@ -495,19 +530,8 @@ impl<'a> Measure<'a, '_> {
             Ok(p) => p,
             Err(e) => {
                 // Recorded, not skipped: every row this prompt was for says why it has nothing.
-                let failed = || CellStatus::Failed(Vec::new());
-                let msg = ErrorMessage::new(None, None, &format!("cannot build the prompt: {e}"));
-                for &i in &cells {
-                    self.report.decode[i].status = failed();
-                    self.report.decode[i].error_messages = vec![msg.clone()];
-                    self.step_done(None);
-                }
-                if let Some(i) = scout_pending {
-                    self.report.prefill[i].status = failed();
-                    self.report.prefill[i].error_messages = vec![msg];
-                    self.step_done(Some(i));
-                }
-                write_results(self.cfg, &self.report)?;
+                let msg = self.prompt_failure(&e).await;
+                self.fail_steps(&cells, scout_pending, msg)?;
                 return Ok(Flow::Go);
             }
         };
@@ -525,11 +549,71 @@ impl<'a> Measure<'a, '_> {
             self.run.warm(&prompt.generation, 1, self.stop).await;
         }
         for i in cells {
+            if let Some(msg) = self.still_unreachable().await {
+                self.fail_steps(&[i], None, msg)?;
+                continue;
+            }
             if self.decode_cell(i, &prompt).await? == Flow::Stopped {
                 return Ok(Flow::Stopped);
             }
         }
         Ok(Flow::Go)
+    }
+
+    /// Rows and cells that cannot be measured fail with `msg`, each counted as one failure of
+    /// its kind, and the results are written.
+    fn fail_steps(
+        &mut self,
+        cells: &[usize],
+        scout: Option<usize>,
+        msg: ErrorMessage,
+    ) -> Result<(), String> {
+        let failed = || CellStatus::Failed(msg.kind.map(|k| vec![(k, 1)]).unwrap_or_default());
+        // In the order the plan runs them (the progress display counts them so).
+        if let Some(i) = scout {
+            let row = &mut self.report.prefill[i];
+            row.status = failed();
+            row.error_messages = vec![msg.clone()];
+            let line = format!("prefill {}: {}", row.context_label, prefill_line(row));
+            self.progress.line(&line);
+            self.step_done(Some(i));
+        }
+        for &i in cells {
+            let c = &mut self.report.decode[i];
+            c.status = failed();
+            c.error_messages = vec![msg.clone()];
+            let line = format!(
+                "cell {} x {}: {}",
+                c.context_label,
+                c.concurrency,
+                cell_line(c)
+            );
+            self.progress.line(&line);
+            self.step_done(None);
+        }
+        write_results(self.cfg, &self.report)
+    }
+
+    /// The server's connection error when it is still unreachable; `None` when it was not
+    /// found unreachable since, or answers again (one connection attempt, no wait).
+    async fn still_unreachable(&mut self) -> Option<ErrorMessage> {
+        self.unreachable.as_ref()?;
+        self.unreachable = reachability(self.run.client).await;
+        self.unreachable.clone()
+    }
+
+    /// Why a prompt could not be built, with its kind: a server that no longer takes
+    /// connections is `connect` (and later steps fail at once), anything else `prompt`.
+    async fn prompt_failure(&mut self, e: &str) -> ErrorMessage {
+        self.unreachable = reachability(self.run.client).await;
+        match &self.unreachable {
+            Some(m) => m.clone(),
+            None => ErrorMessage::new(
+                Some(ErrorKind::Prompt),
+                None,
+                &format!("cannot build the prompt: {e}"),
+            ),
+        }
     }
 
     /// The prompt for a context, with its progress lines; `None` when stopped.
@@ -572,12 +656,8 @@ impl<'a> Measure<'a, '_> {
             match sample {
                 Ok(g) => samples.push(g),
                 Err(e) => {
-                    let row = &mut self.report.prefill[i];
-                    row.status = CellStatus::Failed(Vec::new());
-                    row.error_messages = vec![ErrorMessage::new(None, None, &e)];
-                    self.progress.line(&format!("prefill {label}: Failed: {e}"));
-                    self.step_done(Some(i));
-                    write_results(cfg, &self.report)?;
+                    let msg = ErrorMessage::new(Some(ErrorKind::Prompt), None, &e);
+                    self.fail_steps(&[], Some(i), msg)?;
                     return Ok(Flow::Go);
                 }
             }
@@ -594,7 +674,9 @@ impl<'a> Measure<'a, '_> {
         if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
             return Ok(Flow::Stopped);
         }
+        let lost = connection_error(&row.error_messages);
         let line = prefill_line(row);
+        self.unreachable = lost;
         self.progress.line(&format!("prefill {label}: {line}"));
         self.step_done(Some(i));
         write_results(cfg, &self.report)?;
@@ -651,7 +733,9 @@ impl<'a> Measure<'a, '_> {
             if let Some(g) = gpu {
                 r.cell.gpu_samples = g.stop().await;
             }
+            self.unreachable = r.unreachable.as_ref().map(unreachable_message);
             if r.interrupted {
+                self.keep_interrupted(i, r.cell)?;
                 return Ok(Flow::Stopped);
             }
             self.progress
@@ -684,6 +768,26 @@ impl<'a> Measure<'a, '_> {
         Ok(Flow::Go)
     }
 
+    /// A cell the run was stopped in: when its window had opened, its shortened measurement is
+    /// kept with its real window length and marked `interrupted` (a later `--resume` measures
+    /// it again); stopped before the window, nothing was measured and it stays Pending.
+    fn keep_interrupted(&mut self, i: usize, mut cell: DecodeCell) -> Result<(), String> {
+        let Some(measured) = cell.measured_s else {
+            return Ok(());
+        };
+        cell.interrupted = true;
+        cell.notes.push(format!(
+            "the run was stopped inside this cell's window: its figures cover {measured:.1} s of the planned {:.1} s",
+            self.cfg.duration.as_secs_f64()
+        ));
+        self.progress.line(&format!(
+            "cell {} x {}: interrupted after {measured:.1} s of its window; kept, marked interrupted",
+            cell.context_label, cell.concurrency
+        ));
+        self.report.decode[i] = cell;
+        write_results(self.cfg, &self.report)
+    }
+
     /// Prefill-only contexts (e.g. the full max_model_len - 1), after every decode row.
     async fn prefill_only(&mut self, prefill_done: &[bool]) -> Result<Flow, String> {
         let plan = self.plan;
@@ -697,6 +801,10 @@ impl<'a> Measure<'a, '_> {
             if self.stop.is_cancelled() {
                 return Ok(Flow::Stopped);
             }
+            if let Some(msg) = self.still_unreachable().await {
+                self.fail_steps(&[], Some(i), msg)?;
+                continue;
+            }
             let Some(prompt) = self.prompt(&p.context.label, p.context.tokens).await else {
                 return Ok(Flow::Stopped);
             };
@@ -707,20 +815,43 @@ impl<'a> Measure<'a, '_> {
                     }
                 }
                 Err(e) => {
-                    let row = &mut self.report.prefill[i];
-                    row.status = CellStatus::Failed(Vec::new());
-                    row.error_messages = vec![ErrorMessage::new(
-                        None,
-                        None,
-                        &format!("cannot build the prompt: {e}"),
-                    )];
-                    self.step_done(Some(i));
-                    write_results(self.cfg, &self.report)?;
+                    let msg = self.prompt_failure(&e).await;
+                    self.fail_steps(&[], Some(i), msg)?;
                 }
             }
         }
         Ok(Flow::Go)
     }
+}
+
+/// The longest a reachability check waits (a refused connection answers at once).
+const REACHABILITY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One `GET /v1/models`: `None` when the server answers (whatever it answers), else its
+/// connection error. A server that accepts but does not answer within the limit is not
+/// unreachable: its steps run and say what they get.
+async fn reachability(client: &Client) -> Option<ErrorMessage> {
+    match tokio::time::timeout(REACHABILITY_TIMEOUT, client.get("/v1/models")).await {
+        Ok(Err(e)) if unreachable(&e) => Some(unreachable_message(&e)),
+        _ => None,
+    }
+}
+
+/// The error every step records while the server cannot be reached.
+fn unreachable_message(e: &RequestError) -> ErrorMessage {
+    ErrorMessage::new(
+        Some(e.kind),
+        e.status,
+        &format!("server unreachable: {}", e.message),
+    )
+}
+
+/// The first connection error among a row's errors, as the message later steps record.
+fn connection_error(errors: &[ErrorMessage]) -> Option<ErrorMessage> {
+    errors
+        .iter()
+        .find(|m| matches!(m.kind, Some(ErrorKind::Connect | ErrorKind::TimeoutConnect)))
+        .cloned()
 }
 
 /// The console words for a finished prefill row: figures, or why it failed.

@@ -73,6 +73,40 @@ pub struct MockConfig {
 }
 
 impl MockConfig {
+    /// What makes this server behave as it does, in one line: two configurations with the same
+    /// identity answer the same requests with the same tokens at the same simulated speed
+    /// (`matrix --resume` of a `--mock` run compares it instead of the server's address).
+    /// Test hooks and trace sinks change nothing a client measures and are left out.
+    pub fn identity(&self) -> String {
+        let e = &self.engine;
+        format!(
+            "model {}, max_model_len {}, version {}, kv {} tokens in blocks of {}, max_num_seqs {}, \
+             max_num_batched_tokens {}, prefill {} tok/s (half at {}), decode step {} us + {} us/seq \
+             + {} us per 1K total + {} us per 1K longest, time scale {}, admission delay {:?}, \
+             loop after {:?} in {} of requests, faults {:?}, spec decode {:?}, lora {:?}",
+            self.model,
+            self.max_model_len,
+            self.version,
+            e.kv_tokens,
+            e.block_size,
+            e.max_num_seqs,
+            e.max_num_batched_tokens,
+            e.prefill.rate_tok_s,
+            e.prefill.half_ctx,
+            e.decode.base_us,
+            e.decode.per_seq_us,
+            e.decode.per_ktok_total_us,
+            e.decode.per_ktok_max_us,
+            e.time_scale,
+            self.admission_delay,
+            self.loop_after,
+            self.loop_fraction,
+            self.faults,
+            self.spec_decode_acceptance,
+            self.lora_modules,
+        )
+    }
+
     pub fn profile(p: Profile) -> Self {
         let engine = match p {
             Profile::Seed => EngineParams {

@@ -48,6 +48,38 @@ pub fn seconds(x: f64) -> String {
     format!("{} s", one_decimal(x))
 }
 
+/// What the report says the hardware is: what the user told (`--gpu`, `--vram-gb`, the type,
+/// `--hardware`), else what was measured (the GPUs nvidia-smi listed on the client), else that
+/// none was seen. Never the operating system's name: that is not hardware.
+pub fn hardware_text(h: &crate::report::Hardware) -> String {
+    let told: Vec<String> = [
+        h.kind.clone(),
+        h.gpu.clone(),
+        h.vram_gb.map(|v| format!("{} GB", one_decimal(v))),
+        h.description.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|s| !s.trim().is_empty())
+    .collect();
+    if !told.is_empty() {
+        return told.join(" · ");
+    }
+    if h.gpus.is_empty() {
+        return "no GPU seen on the client; pass --gpu for the server's".into();
+    }
+    let gpus: Vec<String> = h
+        .gpus
+        .iter()
+        .map(|g| match g.memory_total_mib {
+            Some(m) => format!("{} ({} GiB)", g.name, one_decimal(m / 1024.0)),
+            None => g.name.clone(),
+        })
+        .collect();
+    let by = h.gpu_source.as_deref().unwrap_or("the GPU tool");
+    format!("{} (listed by {by} on the client)", gpus.join("; "))
+}
+
 /// An optional figure through a formatter, `—` when missing.
 pub fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| MISSING.to_string(), f)

@@ -6,7 +6,9 @@
 //! or a verdict. Lines for metadata the run did not have are left out rather than shown empty.
 
 use crate::matrix::status::{CapacityReason, CellStatus};
-use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
+use crate::report::format::{
+    group_digits, hardware_text, ms, one_decimal, opt, rate, seconds, MISSING,
+};
 use crate::report::model::{
     DecodeCell, ErrorMessage, Hardware, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
 };
@@ -136,7 +138,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         writeln!(w)?;
         writeln!(
             w,
-            "**Partial report:** the run stopped early ({}); cells marked Pending were not run.",
+            "**Partial report:** the run stopped early ({}); cells marked Pending were not run, a cell marked interrupted was measured for less than its window.",
             cell_text(why)
         )?;
     }
@@ -154,8 +156,13 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             .map(|v| format!("{} GB", trim_float(v)))
             .as_deref(),
     )?;
-    kv_line(w, "OS", h.os.as_deref())?;
-    kv_line(w, "Hardware", h.description.as_deref())?;
+    let told = h.kind.is_some() || h.gpu.is_some() || h.vram_gb.is_some();
+    match &h.description {
+        Some(d) => kv_line(w, "Hardware", Some(d))?,
+        // Nothing told: what was measured (or that nothing was), never the OS as hardware.
+        None if !told => kv_line(w, "Hardware", Some(&hardware_text(h)))?,
+        None => {}
+    }
     machine_lines(w, h)?;
 
     writeln!(w)?;
@@ -332,6 +339,14 @@ fn figures(c: &DecodeCell) -> Option<String> {
 }
 
 fn grid_text(c: &DecodeCell) -> String {
+    let text = status_text(c);
+    match c.measured_s.filter(|_| c.interrupted) {
+        Some(s) => format!("{text} (interrupted after {})", seconds(s)),
+        None => text,
+    }
+}
+
+fn status_text(c: &DecodeCell) -> String {
     match (&c.status, figures(c)) {
         (CellStatus::Valid, Some(f)) => f,
         (CellStatus::Looped, Some(f)) => format!("Looped ({f})"),
@@ -415,7 +430,11 @@ fn decode_line(c: &DecodeCell) -> String {
         "| Sustained decode | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         cell_text(&c.context_label),
         c.concurrency,
-        c.status.label(),
+        if c.interrupted {
+            format!("{} (interrupted)", c.status.label())
+        } else {
+            c.status.label().to_string()
+        },
         opt(c.output_tok_per_s, rate),
         opt(c.per_request_tok_per_s, one_decimal),
         opt(c.ttft_ms_p50, ms),

@@ -33,6 +33,10 @@ pub struct Metadata {
     /// When the run stopped early (Ctrl-C, error), why; `None` for a complete run.
     pub interrupted: Option<String>,
     pub base_url: Option<String>,
+    /// The built-in simulated server's identity (its profile and parameters) when the run
+    /// measured `matrix --mock`: its address changes every run, so `--resume` compares this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_server: Option<String>,
     pub hardware: Hardware,
     pub engine: Engine,
     pub model: ModelInfo,
@@ -196,6 +200,9 @@ pub struct LoopRule {
 pub struct MeasuredUnder {
     pub model: String,
     pub base_url: Option<String>,
+    /// See [`Metadata::simulated_server`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated_server: Option<String>,
     pub max_tokens: u64,
     pub duration_s: f64,
     pub endpoint: String,
@@ -250,7 +257,8 @@ pub struct LoopInfo {
 /// The first message of one kind of failure, so a Failed row explains itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorMessage {
-    /// `None`: the failure came before any request (the prompt could not be built).
+    /// Always set by this version (`prompt` when the prompt could not be built); `None` only in
+    /// files written before every failure had a kind.
     #[serde(with = "error_kind::option")]
     pub kind: Option<ErrorKind>,
     pub http_status: Option<u16>,
@@ -341,7 +349,13 @@ pub struct DecodeCell {
     pub completed_requests: Option<u64>,
     /// Output tokens stamped inside the window.
     pub output_tokens: Option<u64>,
+    /// The window's real length: the planned `--duration`, shorter only when the run was
+    /// stopped inside it (`interrupted`).
     pub measured_s: Option<f64>,
+    /// The run was stopped (Ctrl-C, SIGTERM) inside this cell's window: its figures cover the
+    /// shortened window of `measured_s` seconds. A later `--resume` measures the cell again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// The window's bounds `[start, end)` on the client's clock, in ns since the process's
     /// clock epoch ([`crate::clock::Clock::epoch_ns`]): comparable between the cells of one run
     /// and with anything else the same process stamped (the in-process simulated server's
@@ -423,6 +437,7 @@ impl DecodeCell {
             completed_requests: None,
             output_tokens: None,
             measured_s: None,
+            interrupted: false,
             window_start_ns: None,
             window_end_ns: None,
             token_count_source: None,

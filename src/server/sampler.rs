@@ -165,26 +165,55 @@ impl Sampler {
     }
 }
 
-/// Wait until the server reports no running requests (or `timeout`); returns whether it drained.
+/// How the wait for an idle server ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Drain {
+    /// The server reported 0 running and 0 waiting.
+    Drained,
+    /// It still reported running or waiting requests (or no readable page) at the timeout.
+    Busy,
+    /// Its connection was refused: a dead server cannot drain, so the wait ends at once. The
+    /// error is the refusal, as the client classified it.
+    Unreachable(crate::timeline::RequestError),
+}
+
+/// Whether a failed request says the server cannot be reached at all (nothing listens, or
+/// nothing answers the connection), as opposed to a server that answered badly.
+pub fn unreachable(e: &crate::timeline::RequestError) -> bool {
+    use crate::timeline::ErrorKind;
+    matches!(e.kind, ErrorKind::Connect | ErrorKind::TimeoutConnect)
+}
+
+/// Wait until the server reports no running and no waiting requests, for at most `timeout`.
 pub async fn wait_drained(
     client: &Client,
     names: &MetricNames,
     timeout: Duration,
     clock: &Clock,
-) -> bool {
+) -> Drain {
     let start = clock.raw();
     let limit_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
     loop {
         // Each poll gets only the time left, so a hanging `/metrics` cannot outlast `timeout`.
         let left =
             Duration::from_nanos(limit_ns.saturating_sub(clock.delta_ns(start, clock.raw())));
-        if let Ok(Some(s)) = tokio::time::timeout(left, sample_once(client, names)).await {
-            if s.running <= 0.0 && s.waiting <= 0.0 {
-                return true;
+        let poll = tokio::time::timeout(left.min(POLL_TIMEOUT), client.get("/metrics")).await;
+        match poll {
+            Ok(Err(e)) if unreachable(&e) => return Drain::Unreachable(e),
+            Ok(Ok(r)) if r.is_success() => {
+                let t = clock.raw();
+                let idle = std::str::from_utf8(&r.body)
+                    .ok()
+                    .and_then(|page| names.read(t, page))
+                    .is_some_and(|s| s.running <= 0.0 && s.waiting <= 0.0);
+                if idle {
+                    return Drain::Drained;
+                }
             }
+            _ => {}
         }
         if clock.delta_ns(start, clock.raw()) >= limit_ns {
-            return false;
+            return Drain::Busy;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -249,8 +278,29 @@ mod tests {
         let t = std::time::Instant::now();
         let drained =
             wait_drained(&client, &names, Duration::from_millis(50), client.clock()).await;
-        assert!(!drained);
+        assert_eq!(drained, Drain::Busy);
         assert!(t.elapsed() < POLL_TIMEOUT / 2, "{:?}", t.elapsed());
         server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_ends_the_drain_wait_at_once() {
+        // Before: a dead server was polled for the whole drain timeout (60 s in a matrix) and
+        // then called busy. A port that was bound and closed again refuses connections.
+        let addr = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let client = client_for(addr);
+        let names = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        let t = std::time::Instant::now();
+        let drained = wait_drained(&client, &names, Duration::from_secs(600), client.clock()).await;
+        match drained {
+            Drain::Unreachable(e) => assert_eq!(e.kind, crate::timeline::ErrorKind::Connect),
+            other => panic!("{other:?}"),
+        }
+        // Half the limit: a bound no loaded machine comes near, which a wait that ran the
+        // limit out cannot meet.
+        assert!(t.elapsed() < Duration::from_secs(300), "{:?}", t.elapsed());
     }
 }

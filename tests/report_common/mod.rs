@@ -19,6 +19,7 @@ pub fn report() -> MatrixReport {
         date: "2026-11-30T04:00:00Z".into(),
         interrupted: None,
         base_url: Some("http://127.0.0.1:8000".into()),
+        simulated_server: None,
         hardware: Hardware {
             kind: Some("Discrete GPU".into()),
             gpu: Some("RTX PRO 6000 Blackwell Server Edition".into()),

@@ -121,18 +121,7 @@ pub(crate) fn header(r: &MatrixReport) -> Value {
         .flatten()
         .collect::<Vec<_>>()
         .join(" ");
-    let h = &md.hardware;
-    let hardware = [
-        h.kind.clone(),
-        h.gpu.clone(),
-        h.vram_gb.map(|v| format!("{} GB", one_decimal(v))),
-        h.os.clone(),
-        h.description.clone(),
-    ]
-    .into_iter()
-    .flatten()
-    .collect::<Vec<_>>()
-    .join(" · ");
+    let hardware = crate::report::format::hardware_text(&md.hardware);
     let or_missing = |s: String| if s.is_empty() { MISSING.to_string() } else { s };
     context! {
         model => model,
@@ -479,7 +468,7 @@ fn cell_view(c: &DecodeCell) -> Value {
     context! {
         id => format!("cell-{}-{}", c.context, c.concurrency),
         title => title,
-        status => c.status.label(),
+        status => if c.interrupted { format!("{} · interrupted", c.status.label()) } else { c.status.label().to_string() },
         status_kind => c.status.as_str(),
         figures => figures,
         overhead => overhead,
