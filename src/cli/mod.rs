@@ -10,6 +10,7 @@ pub mod probe;
 pub mod progress;
 pub mod report;
 pub mod selftest;
+pub mod signal;
 pub mod stream;
 
 use clap::{Parser, Subcommand};
