@@ -65,7 +65,8 @@ impl ConnectionArgs {
         if self.ready_check_timeout_sec == 0 {
             return Ok(());
         }
-        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec)
+        let mut say = |line: &str| eprintln!("{line}");
+        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec, &mut say)
             .await
             .map(drop)
             .map_err(|e| CliError::failed(e.to_string()))

@@ -168,8 +168,15 @@ pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunE
 
 /// Waits for `GET /v1/models` to answer 200 (retrying refused connections and 5xx until
 /// `--ready-check-timeout-sec`) and returns the model ids.
-async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, RunError> {
-    let r = crate::server::wait_ready(client, "/v1/models", timeout_s).await?;
+async fn ready_models(
+    client: &Client,
+    timeout_s: u64,
+    log: &mut (dyn Write + Send),
+) -> Result<Vec<String>, RunError> {
+    let mut say = |line: &str| {
+        let _ = writeln!(log, "{line}");
+    };
+    let r = crate::server::wait_ready(client, "/v1/models", timeout_s, &mut say).await?;
     let v: Value = serde_json::from_slice(&r.body)
         .map_err(|e| RunError::Setup(format!("GET /v1/models did not return JSON: {e}")))?;
     Ok(v.get("data")
@@ -183,8 +190,12 @@ async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, Ru
 }
 
 /// The ready check, then `--model` or the first model the server lists.
-pub(crate) async fn resolve_model(cfg: &ServeConfig, client: &Client) -> Result<String, RunError> {
-    let models = ready_models(client, cfg.ready_check_timeout_s).await?;
+pub(crate) async fn resolve_model(
+    cfg: &ServeConfig,
+    client: &Client,
+    log: &mut (dyn Write + Send),
+) -> Result<String, RunError> {
+    let models = ready_models(client, cfg.ready_check_timeout_s, log).await?;
     match &cfg.model {
         Some(m) => Ok(m.clone()),
         None => models
@@ -691,7 +702,7 @@ pub async fn run_shown(
     progress: &mut (dyn Progress + Send),
 ) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
-    let model = resolve_model(cfg, &client).await?;
+    let model = resolve_model(cfg, &client, log).await?;
     let request_model = cfg
         .served_model_name
         .clone()
