@@ -24,6 +24,7 @@ pub struct Proc {
     lines: Receiver<String>,
     seen: Arc<Mutex<Vec<String>>>,
     stdout: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
     what: String,
 }
 
@@ -39,6 +40,7 @@ impl Proc {
         let (tx, lines) = channel();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stdout = Arc::new(Mutex::new(String::new()));
+        let mut readers = Vec::new();
         // Both streams are drained from the start so the child never blocks on a full pipe;
         // every line of either goes to `lines` (stderr carries progress, stdout the banners).
         for (stream, keep) in [
@@ -52,7 +54,7 @@ impl Proc {
             ),
         ] {
             let (tx, seen) = (tx.clone(), seen.clone());
-            std::thread::spawn(move || {
+            readers.push(std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { return };
                     if let Some(k) = &keep {
@@ -63,13 +65,14 @@ impl Proc {
                     seen.lock().unwrap().push(line.clone());
                     let _ = tx.send(line);
                 }
-            });
+            }));
         }
         Proc {
             child,
             lines,
             seen,
             stdout,
+            readers,
             what: args.join(" "),
         }
     }
@@ -105,8 +108,10 @@ impl Proc {
         let t0 = Instant::now();
         while t0.elapsed() < PATIENCE {
             if let Ok(Some(st)) = self.child.try_wait() {
-                // Let the reader threads take the last lines.
-                std::thread::sleep(Duration::from_millis(100));
+                // Its pipes are closed now: the readers end once they have every line.
+                for r in self.readers.drain(..) {
+                    let _ = r.join();
+                }
                 return st;
             }
             std::thread::sleep(Duration::from_millis(50));
