@@ -1,11 +1,10 @@
-use clap::Parser;
 use std::process::ExitCode;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = llmspeed::cli::Cli::parse();
+    let cli = llmspeed::cli::parse_env();
     match llmspeed::cli::run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -475,14 +475,23 @@ async fn cancelling_stops_dispatch_and_keeps_what_was_measured() {
         .expect("run");
     mock.stop().await;
     let m = &out.metrics;
-    let sent = m.completed + m.failed;
-    assert!(sent > 0 && sent < 40, "sent {sent}");
-    // 200 tokens at 2 ms each outlive the 400 ms: the requests in flight end as cancelled.
+    let stop = &out.extras["interrupted"];
+    let count = |k: &str| stop[k].as_u64().unwrap_or_else(|| panic!("{k}: {stop}")) as usize;
+    let (unsent, cut) = (count("requests_unsent"), count("requests_cut"));
+    // Every request once: ran to its end, cut short by the stop, or never sent.
+    assert_eq!(count("requests_planned"), 40);
+    assert_eq!(m.completed + m.failed + unsent + cut, 40, "{stop}");
+    assert!(unsent > 0 && unsent < 40, "{stop}");
+    // 200 tokens at 2 ms each outlive the 400 ms, so some were cut: not the server's failures.
+    assert!(cut > 0, "{stop}");
     assert!(
-        m.failures.keys().any(|k| k.as_str() == "cancelled"),
+        !m.failures.keys().any(|k| k.as_str() == "cancelled"),
         "{:?}",
         m.failures
     );
+    // No signal here: the cancel gave no reason.
+    assert!(stop["signal"].is_null(), "{stop}");
+    assert_eq!(out.info.num_prompts, m.completed + m.failed);
     assert!(String::from_utf8(log).unwrap().contains("interrupted"));
 }
 

@@ -2,6 +2,7 @@
 //! builds the runtime, runs `compat::run` and prints or saves the result. Owns no measurement.
 
 use super::progress::{live_wanted, Display};
+use super::signal::stop_on_signal;
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::compat::args::ServeArgs;
@@ -33,36 +34,54 @@ fn serve(a: &ServeArgs) -> CliResult {
         eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");
     }
     let rt = runtime(cfg.threads)?;
+    let cancel = Cancel::new();
+    // A signal ends the run early but keeps (and reports) what was measured. Setup steps (the
+    // readiness wait, the /tokenize calls) do not watch `cancel`: a second signal ends the
+    // process at once.
+    let caught = {
+        let _in_runtime = rt.enter();
+        stop_on_signal(
+            cancel.clone(),
+            "",
+            |sig| {
+                format!(
+                    "interrupted by {}: cancelling requests in flight (again to quit without a result)",
+                    sig.describe()
+                )
+            },
+            "exiting without a result",
+        )?
+    };
     let saved = rt
         .block_on(async {
-            let cancel = Cancel::new();
-            let on_signal = cancel.clone();
-            // Ctrl-C ends the run early but keeps (and reports) what was measured. Installing
-            // the handler disables the default exit, and setup steps (the readiness wait, the
-            // /tokenize calls) do not watch `cancel`: a second Ctrl-C must still end the process.
-            tokio::spawn(async move {
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted: cancelling requests in flight (Ctrl-C again to quit without a result)");
-                    on_signal.cancel();
-                }
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("interrupted twice: exiting without a result");
-                    std::process::exit(130);
-                }
-            });
             let mut log = std::io::stderr();
             // Sweeps and repeated runs print each run as it ends, so stdout is written from
             // here rather than after the runtime returns.
             let mut stdout = std::io::stdout();
             let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
-            let r = session::execute(&cfg, Clock::new(), &cancel, &mut log, &mut stdout, &mut display)
-                .await;
+            let r = session::execute(
+                &cfg,
+                Clock::new(),
+                &cancel,
+                &mut log,
+                &mut stdout,
+                &mut display,
+            )
+            .await;
             display.finish();
             r
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     for p in saved {
         eprintln!("saved {}", p.display());
+    }
+    // An interrupted run is not a success, whatever it saved.
+    if let Some(sig) = caught.get() {
+        eprintln!(
+            "interrupted by {}: what was saved is partial and says so (`llmspeed.interrupted`)",
+            sig.describe()
+        );
+        return Ok(ExitCode::from(sig.exit_code()));
     }
     Ok(ExitCode::SUCCESS)
 }

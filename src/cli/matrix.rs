@@ -364,13 +364,20 @@ pub fn run(a: MatrixArgs) -> CliResult {
     }
     let rt = runtime(0)?;
     let stop = Cancel::new();
-    let s = stop.clone();
-    rt.spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("[matrix] stopping after Ctrl-C; the partial report stays valid");
-            s.cancel();
-        }
-    });
+    let caught = {
+        let _in_runtime = rt.enter();
+        super::signal::stop_on_signal(
+            stop.clone(),
+            "[matrix] ",
+            |sig| {
+                format!(
+                    "stopping after {}; the partial report stays valid",
+                    sig.describe()
+                )
+            },
+            "exiting now; results.json holds every finished measurement",
+        )?
+    };
     let (client_cfg, base_url, mock_server) = if a.mock {
         let mock_cfg = crate::mock::MockConfig::profile(crate::mock::Profile::Demo);
         cfg.header.simulated_server = Some(format!("demo profile: {}", mock_cfg.identity()));
@@ -390,7 +397,20 @@ pub fn run(a: MatrixArgs) -> CliResult {
     let client =
         Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     if let Some(conn) = &a.conn {
-        rt.block_on(conn.wait_ready(&client))?;
+        // A stop while waiting for the server ends the command at once: nothing was measured.
+        let stopped = rt.block_on(async {
+            tokio::select! {
+                r = conn.wait_ready(&client) => r.map(|()| false),
+                _ = stop.cancelled() => Ok(true),
+            }
+        })?;
+        if let (true, Some(sig)) = (stopped, caught.get()) {
+            eprintln!(
+                "[matrix] stopped by {} while waiting for the server; nothing was measured",
+                sig.describe()
+            );
+            return Ok(ExitCode::from(sig.exit_code()));
+        }
     }
     let live = super::progress::live_wanted(a.no_progress);
     let report = rt.block_on(run_shown(&client, &cfg, a.dry_run, &stop, live));
@@ -403,7 +423,7 @@ pub fn run(a: MatrixArgs) -> CliResult {
         println!("results: {}", cfg.out_dir.display());
     }
     Ok(if report.metadata.interrupted.is_some() {
-        ExitCode::from(130)
+        ExitCode::from(caught.get().map_or(130, |sig| sig.exit_code()))
     } else {
         ExitCode::SUCCESS
     })

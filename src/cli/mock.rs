@@ -138,22 +138,15 @@ pub fn run(args: MockArgs) -> CliResult {
             .map_err(|e| CliError::failed(format!("cannot read the bound address: {e}")))?;
         // SIGTERM (a supervisor's stop, `kill`, `docker stop`) must take the same clean path
         // as Ctrl-C: its default action would end the process with the trace's buffer unwritten.
-        use tokio::signal::unix::{signal, SignalKind};
-        let watch = |kind: SignalKind, name: &str| {
-            signal(kind).map_err(|e| CliError::failed(format!("cannot watch for {name}: {e}")))
-        };
-        let mut term = watch(SignalKind::terminate(), "SIGTERM")?;
-        let mut int = watch(SignalKind::interrupt(), "SIGINT")?;
+        // A server asked to stop has done its job: it exits 0, unlike the commands that measure.
+        let mut signals = super::signal::Signals::watch()?;
         // Printed only once both signals are watched: a supervisor may stop us as soon as it
         // reads the URL.
         println!("llmspeed mock ({:?} profile)", args.profile);
         println!("{}", config.describe());
         println!("serving on http://{local}/v1  (Ctrl-C or SIGTERM to stop)");
         let shutdown = async move {
-            tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-            }
+            signals.next().await;
         };
         crate::mock::serve(listener, config, shutdown)
             .await

@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod argv;
 pub mod bench;
 pub mod duration;
 pub mod matrix;
@@ -10,9 +11,10 @@ pub mod probe;
 pub mod progress;
 pub mod report;
 pub mod selftest;
+pub mod signal;
 pub mod stream;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// An error that ends the process: printed as one line, with the exit code to use.
@@ -79,6 +81,15 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
+}
+
+/// The process's command line, parsed as `main` does: a flag's value that starts with a hyphen
+/// reaches the flag's own parser (see [`argv`]). Exits with clap's message on a bad one.
+pub fn parse_env() -> Cli {
+    let cmd = Cli::command();
+    let given: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let joined = argv::join_hyphen_values(&cmd, given.clone());
+    Cli::try_parse_from(joined).unwrap_or_else(|e| argv::explain(&cmd, &given, e).exit())
 }
 
 /// Run a parsed command line.

@@ -1,7 +1,9 @@
 //! `llmspeed selftest`: flags -> [`Shape`] (plus `--pin` and `--external`), run, print a table
 //! or one JSON object. Exits 1 when any stream failed, so scripts can trust a zero exit.
 
+use super::signal::stop_on_signal_thread;
 use super::{CliError, CliResult};
+use crate::net::Cancel;
 use crate::selftest::external::{self, External};
 use crate::selftest::pin::{self, Pin};
 use crate::selftest::{self, Shape};
@@ -74,6 +76,9 @@ pub fn run(a: SelftestArgs) -> CliResult {
     if let Some(p) = &a.pin {
         check_pin(p)?;
     }
+    // `--external` keeps the signals' default action: the command runs in its own process,
+    // which a terminal's Ctrl-C reaches too; its work folder stays for a look.
+    let mut caught = None;
     let report = match &a.external {
         Some(command) => {
             external::check_placeholders(command).map_err(CliError::usage)?;
@@ -83,10 +88,20 @@ pub fn run(a: SelftestArgs) -> CliResult {
             };
             external::run(&shape, &ext, a.pin.as_ref())
         }
-        None => match &a.pin {
-            Some(p) => selftest::run_pinned(&shape, p),
-            None => selftest::run(&shape),
-        },
+        None => {
+            let stop = Cancel::new();
+            caught = Some(stop_on_signal_thread(
+                stop.clone(),
+                "selftest: ",
+                |sig| format!("stopping after {}: the streams are cut and the report covers what arrived", sig.describe()),
+                "exiting without a report",
+            )?);
+            eprintln!(
+                "selftest: {} streams x {} tokens; Ctrl-C or SIGTERM stops early with a partial report",
+                shape.streams, shape.tokens
+            );
+            selftest::run_stoppable(&shape, a.pin.as_ref(), &stop)
+        }
     }
     .map_err(|e| CliError::failed(e.to_string()))?;
     if let Some(d) = &report.work_dir {
@@ -101,6 +116,13 @@ pub fn run(a: SelftestArgs) -> CliResult {
         selftest::write_table(&mut out, &report)
     };
     written.map_err(|e| CliError::failed(format!("cannot write the report: {e}")))?;
+    if let Some(sig) = caught.as_ref().and_then(|c| c.get()) {
+        eprintln!(
+            "selftest: interrupted by {}: the report above is partial",
+            sig.describe()
+        );
+        return Ok(ExitCode::from(sig.exit_code()));
+    }
     if report.failed_streams > 0 {
         return Err(CliError::failed(format!(
             "{} of {} streams failed; first: {}",

@@ -65,7 +65,8 @@ impl ConnectionArgs {
         if self.ready_check_timeout_sec == 0 {
             return Ok(());
         }
-        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec)
+        let mut say = |line: &str| eprintln!("{line}");
+        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec, &mut say)
             .await
             .map(drop)
             .map_err(|e| CliError::failed(e.to_string()))
@@ -165,19 +166,25 @@ pub fn run(args: StreamArgs) -> CliResult {
     let url = format!("{}{}", cfg.target, req.path);
     let rt = runtime(1)?;
     let clock = Clock::new();
-    let tl = rt.block_on(async {
+    let (tl, caught) = rt.block_on(async {
         let client =
             Client::new(cfg, clock.clone()).map_err(|e| CliError::failed(e.to_string()))?;
         args.conn.wait_ready(&client).await?;
         let cancel = Cancel::new();
-        let on_ctrl_c = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                on_ctrl_c.cancel();
-            }
-        });
+        let caught = super::signal::stop_on_signal(
+            cancel.clone(),
+            "",
+            |sig| {
+                format!(
+                    "stopping the stream after {}; what arrived so far follows",
+                    sig.describe()
+                )
+            },
+            "exiting without output",
+        )?;
         let start = clock.raw();
-        Ok::<_, CliError>(client.stream(&req, start, &mut NoopObserver, &cancel).await)
+        let tl = client.stream(&req, start, &mut NoopObserver, &cancel).await;
+        Ok::<_, CliError>((tl, caught))
     })?;
     let mut out = std::io::stdout().lock();
     let written = if args.json {
@@ -186,6 +193,9 @@ pub fn run(args: StreamArgs) -> CliResult {
         write_human(&mut out, &clock, &tl, &url, &args.model)
     };
     written.map_err(|e| CliError::failed(format!("cannot write output: {e}")))?;
+    if let Some(sig) = caught.get() {
+        return Ok(ExitCode::from(sig.exit_code()));
+    }
     match &tl.outcome {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(e) => Err(CliError::failed(e.to_string())),

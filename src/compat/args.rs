@@ -163,8 +163,9 @@ pub struct ServeArgs {
     /// Accepted for compatibility: no model code is ever loaded.
     #[arg(long, help_heading = "Server")]
     pub trust_remote_code: bool,
-    /// Seconds to wait for the server to answer /v1/models before starting (0 = no wait).
-    #[arg(long, default_value_t = 600, value_parser = crate::cli::duration::whole_secs, help_heading = "Server")]
+    /// Seconds to wait for the server to answer /v1/models before starting (0, the default as
+    /// in vLLM: one attempt, no wait).
+    #[arg(long, default_value_t = 0, value_parser = crate::cli::duration::whole_secs, help_heading = "Server")]
     pub ready_check_timeout_sec: u64,
     /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`.
     #[arg(long, default_value = "benchmark-serving", help_heading = "Server")]

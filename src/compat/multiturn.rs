@@ -263,7 +263,7 @@ pub async fn run(
         ));
     }
     let client = crate::compat::run::client_for(cfg, clock.clone())?;
-    let model = crate::compat::run::resolve_model(cfg, &client).await?;
+    let model = crate::compat::run::resolve_model(cfg, &client, log).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let d = &cfg.dataset;
     let convs = match (&d.kind, &d.path) {

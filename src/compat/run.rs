@@ -23,7 +23,7 @@ use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Targ
 use crate::progress::{Event, Phase, Progress};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
-use crate::timeline::{StampFallback, StampSource, Timeline};
+use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
 use crate::workload::datasets::{self, PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
 use bytes::Bytes;
@@ -168,8 +168,15 @@ pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunE
 
 /// Waits for `GET /v1/models` to answer 200 (retrying refused connections and 5xx until
 /// `--ready-check-timeout-sec`) and returns the model ids.
-async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, RunError> {
-    let r = crate::server::wait_ready(client, "/v1/models", timeout_s).await?;
+async fn ready_models(
+    client: &Client,
+    timeout_s: u64,
+    log: &mut (dyn Write + Send),
+) -> Result<Vec<String>, RunError> {
+    let mut say = |line: &str| {
+        let _ = writeln!(log, "{line}");
+    };
+    let r = crate::server::wait_ready(client, "/v1/models", timeout_s, &mut say).await?;
     let v: Value = serde_json::from_slice(&r.body)
         .map_err(|e| RunError::Setup(format!("GET /v1/models did not return JSON: {e}")))?;
     Ok(v.get("data")
@@ -183,8 +190,12 @@ async fn ready_models(client: &Client, timeout_s: u64) -> Result<Vec<String>, Ru
 }
 
 /// The ready check, then `--model` or the first model the server lists.
-pub(crate) async fn resolve_model(cfg: &ServeConfig, client: &Client) -> Result<String, RunError> {
-    let models = ready_models(client, cfg.ready_check_timeout_s).await?;
+pub(crate) async fn resolve_model(
+    cfg: &ServeConfig,
+    client: &Client,
+    log: &mut (dyn Write + Send),
+) -> Result<String, RunError> {
+    let models = ready_models(client, cfg.ready_check_timeout_s, log).await?;
     match &cfg.model {
         Some(m) => Ok(m.clone()),
         None => models
@@ -682,6 +693,28 @@ async fn wait_for_wall_clock(at_unix_ns: u64, log: &mut (dyn Write + Send)) {
     }
 }
 
+/// How a stop left a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopFate {
+    /// It ran to its own end (success or the server's failure).
+    Ran,
+    /// Cancelled before its first byte was written: never a request.
+    Unsent,
+    /// Sent, then cut short by the stop: not the server's failure.
+    Cut,
+}
+
+/// Only our own cancel (the stop) ends a request as `cancelled` in `bench serve`.
+fn stop_fate(t: &Timeline) -> StopFate {
+    match &t.outcome {
+        Err(e) if e.kind == ErrorKind::Cancelled => match t.send_start {
+            None => StopFate::Unsent,
+            Some(_) => StopFate::Cut,
+        },
+        _ => StopFate::Ran,
+    }
+}
+
 /// What one request task hands back.
 struct Done {
     index: usize,
@@ -713,7 +746,7 @@ pub async fn run_shown(
     progress: &mut (dyn Progress + Send),
 ) -> Result<RunOutput, RunError> {
     let client = client_for(cfg, clock.clone())?;
-    let model = resolve_model(cfg, &client).await?;
+    let model = resolve_model(cfg, &client, log).await?;
     let request_model = cfg
         .served_model_name
         .clone()
@@ -913,14 +946,6 @@ pub async fn run_shown(
     let mut prebuilt = prebuilt.into_iter();
     for (sent, &i) in chosen.iter().enumerate() {
         let s = &samples[i];
-        if cancel.is_cancelled() {
-            let _ = writeln!(
-                log,
-                "interrupted: {sent} of {} requests were sent",
-                chosen.len()
-            );
-            break;
-        }
         let req = match prebuilt.next() {
             Some(r) => r,
             None => make(s, Some(i), &mut ids)?,
@@ -928,7 +953,19 @@ pub async fn run_shown(
         let off = offsets[i];
         let scheduled = clock.add_ns(base_raw, off);
         if off > 0 {
-            wait_until(&clock, base_instant, off, scheduled).await;
+            // A stop must not wait for the next send time (minutes apart at a low rate).
+            tokio::select! {
+                _ = wait_until(&clock, base_instant, off, scheduled) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
+        if cancel.is_cancelled() {
+            let _ = writeln!(
+                log,
+                "interrupted: {sent} of {} requests were dispatched",
+                chosen.len()
+            );
+            break;
         }
         timer_lag_ns.push(clock.delta_ns(scheduled, clock.raw()));
         let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
@@ -960,6 +997,7 @@ pub async fn run_shown(
             }
         });
     }
+    let dispatched = set.len();
     let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
     while let Some(r) = set.join_next().await {
         match r {
@@ -997,8 +1035,22 @@ pub async fn run_shown(
     let mut dataset_input_lens = Vec::new();
     let mut indices = Vec::new();
     let mut stamps = StampSummary::default();
+    // Requests never sent and requests the stop cut short are not the server's results: they
+    // are counted apart (`llmspeed.interrupted`), never as completed or failed.
+    let (mut unsent, mut cut) = (chosen.len() - dispatched, 0usize);
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
+        match stop_fate(&d.timeline) {
+            StopFate::Ran => {}
+            StopFate::Unsent => {
+                unsent += 1;
+                continue;
+            }
+            StopFate::Cut => {
+                cut += 1;
+                continue;
+            }
+        }
         indices.push(d.index);
         stamps.add(&d.timeline);
         // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
@@ -1094,6 +1146,20 @@ pub async fn run_shown(
         // Beside vLLM's `input_lens` (the server's counts): what the dataset asked for.
         extras["dataset_input_lens"] = json!(dataset_input_lens);
     }
+    let mut num_prompts = cfg.dataset.num_prompts;
+    if cancel.is_cancelled() {
+        let _ = writeln!(
+            log,
+            "interrupted: {cut} requests cut short and {unsent} never sent are left out of the figures"
+        );
+        extras["interrupted"] = json!({
+            "signal": cancel.reason(),
+            "requests_planned": chosen.len(),
+            "requests_unsent": unsent,
+            "requests_cut": cut,
+        });
+        num_prompts = num_prompts.saturating_sub(unsent + cut);
+    }
     let duration_ns = clock.delta_ns(base_raw, end_raw);
     extras["start_unix_ns"] = json!(start_unix_ns);
     extras["end_unix_ns"] = json!(start_unix_ns + duration_ns);
@@ -1103,7 +1169,7 @@ pub async fn run_shown(
         label: cfg.label.clone(),
         model_id: model.clone(),
         tokenizer_id: cfg.tokenizer.clone().unwrap_or(model),
-        num_prompts: cfg.dataset.num_prompts,
+        num_prompts,
         metadata: cfg.metadata.clone(),
         request_rate: cfg.request_rate,
         burstiness: cfg.schedule.burstiness,
@@ -1307,6 +1373,38 @@ pub fn report(
 mod tests {
     use super::*;
     use crate::workload::datasets::{random, DatasetConfig};
+
+    #[test]
+    fn a_stop_leaves_requests_unsent_or_cut_and_nothing_else_changes() {
+        use crate::timeline::RequestError;
+        let tl = |sent: bool, kind: Option<ErrorKind>| {
+            let mut t = Timeline::new(0, 1, false);
+            t.send_start = sent.then_some(5);
+            t.outcome = match kind {
+                Some(k) => Err(RequestError::new(k, "x")),
+                None => Ok(()),
+            };
+            t
+        };
+        assert_eq!(
+            stop_fate(&tl(false, Some(ErrorKind::Cancelled))),
+            StopFate::Unsent
+        );
+        assert_eq!(
+            stop_fate(&tl(true, Some(ErrorKind::Cancelled))),
+            StopFate::Cut
+        );
+        assert_eq!(stop_fate(&tl(true, None)), StopFate::Ran);
+        // The server's own failures stay failures, sent or not (a refused connection).
+        assert_eq!(
+            stop_fate(&tl(false, Some(ErrorKind::Connect))),
+            StopFate::Ran
+        );
+        assert_eq!(
+            stop_fate(&tl(true, Some(ErrorKind::HttpStatus))),
+            StopFate::Ran
+        );
+    }
 
     #[test]
     fn stamp_summary_writes_the_source_and_the_wakeup_figures() {

@@ -322,7 +322,9 @@ pub async fn execute(
     }
     let mut report = m.report;
     if flow == Flow::Stopped || stop.is_cancelled() {
-        report.metadata.interrupted = Some("stopped by the user (Ctrl-C)".into());
+        // The stop's reason names the signal (`cli::signal`); a stop without one is Ctrl-C's.
+        let why = stop.reason().unwrap_or("SIGINT");
+        report.metadata.interrupted = Some(format!("stopped by {why}"));
     }
     write_results(cfg, &report)?;
     Ok(report)

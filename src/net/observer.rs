@@ -52,6 +52,9 @@ pub struct Cancel {
 struct CancelInner {
     flag: AtomicBool,
     notify: Notify,
+    /// Why, when the canceller said (`cancel_because`): a signal's name, written into the
+    /// runners' results.
+    reason: std::sync::OnceLock<&'static str>,
 }
 
 impl Cancel {
@@ -62,6 +65,17 @@ impl Cancel {
     pub fn cancel(&self) {
         self.inner.flag.store(true, Ordering::Release);
         self.inner.notify.notify_waiters();
+    }
+
+    /// [`Cancel::cancel`], recording why (the first reason given is kept).
+    pub fn cancel_because(&self, reason: &'static str) {
+        let _ = self.inner.reason.set(reason);
+        self.cancel();
+    }
+
+    /// The reason given to [`Cancel::cancel_because`], if any.
+    pub fn reason(&self) -> Option<&'static str> {
+        self.inner.reason.get().copied()
     }
 
     pub fn is_cancelled(&self) -> bool {

@@ -205,16 +205,31 @@ pub struct Report {
     pub wall_s: f64,
     /// The external client's work folder, when `--keep` kept it.
     pub work_dir: Option<String>,
+    /// The signal that stopped the run early (`SIGINT`, `SIGTERM`): the streams it cut are
+    /// counted under `errors.cancelled` and every figure covers only what arrived. `None` for
+    /// a whole run.
+    pub interrupted: Option<&'static str>,
 }
 
 /// Run the self-test. Blocks; must not be called from inside a tokio runtime.
 pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO, None)
+    run_client(shape, Duration::ZERO, None, &Cancel::new())
 }
 
 /// [`run`] with the server's threads on `pin.server` and the client's on `pin.client`.
 pub fn run_pinned(shape: &Shape, pin: &Pin) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO, Some(pin))
+    run_client(shape, Duration::ZERO, Some(pin), &Cancel::new())
+}
+
+/// [`run`] (pinned when `pin` is given) that `stop` ends early: the streams are cut, the
+/// report covers what arrived and says why it stopped (`Report::interrupted`, the stop's
+/// reason).
+pub fn run_stoppable(
+    shape: &Shape,
+    pin: Option<&Pin>,
+    stop: &Cancel,
+) -> Result<Report, SelftestError> {
+    run_client(shape, Duration::ZERO, pin, stop)
 }
 
 /// Test hook: [`run`] with a client that blocks its thread for `busy` after every event, so
@@ -222,10 +237,15 @@ pub fn run_pinned(shape: &Shape, pin: &Pin) -> Result<Report, SelftestError> {
 /// client stamping late would report. Tests use it to prove their bounds catch that.
 #[doc(hidden)]
 pub fn run_with_busy_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
-    run_client(shape, busy, None)
+    run_client(shape, busy, None, &Cancel::new())
 }
 
-fn run_client(shape: &Shape, busy: Duration, pin: Option<&Pin>) -> Result<Report, SelftestError> {
+fn run_client(
+    shape: &Shape,
+    busy: Duration,
+    pin: Option<&Pin>,
+    stop: &Cancel,
+) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     raise_fd_limit(shape.streams as u64 * 2 + 256);
     let wall = Instant::now();
@@ -238,6 +258,7 @@ fn run_client(shape: &Shape, busy: Duration, pin: Option<&Pin>) -> Result<Report
         &clock,
         busy,
         pin.map(|p| Mask::of(&p.client)),
+        stop,
     );
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
@@ -246,6 +267,9 @@ fn run_client(shape: &Shape, busy: Duration, pin: Option<&Pin>) -> Result<Report
     // The server has returned: every sink clone is gone and the trace is complete.
     let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
     let mut report = analyse(shape, &clock, &timelines, &trace);
+    report.interrupted = stop
+        .is_cancelled()
+        .then(|| stop.reason().unwrap_or("SIGINT"));
     let per_token = |ns: u64| ns as f64 / report.tokens.max(1) as f64;
     report.client_cpu_ms = (user_ns + sys_ns) as f64 / 1e6;
     report.client_cpu_ns_per_token = per_token(user_ns + sys_ns);
@@ -291,6 +315,7 @@ fn drive(
     clock: &Clock,
     busy: Duration,
     pin: Option<Mask>,
+    stop: &Cancel,
 ) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
     let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
     g.max_tokens = Some(shape.tokens);
@@ -368,21 +393,19 @@ fn drive(
         let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
         let mut tasks = Vec::with_capacity(shape.streams);
         for req in reqs {
-            let (go, client) = (go.clone(), client.clone());
+            let (go, client, stop) = (go.clone(), client.clone(), stop.clone());
             tasks.push(tokio::spawn(async move {
                 go.wait().await;
                 let start = client.clock().raw();
                 if busy.is_zero() {
-                    return client
-                        .stream(&req, start, &mut NoopObserver, &Cancel::new())
-                        .await;
+                    return client.stream(&req, start, &mut NoopObserver, &stop).await;
                 }
                 // Test hook only (see `run_with_busy_client`): blocking is the point.
                 let mut slow = |_: &crate::timeline::EventRecord, _: Option<&[u8]>| {
                     std::thread::sleep(busy);
                     crate::net::Flow::Continue
                 };
-                client.stream(&req, start, &mut slow, &Cancel::new()).await
+                client.stream(&req, start, &mut slow, &stop).await
             }));
         }
         go.wait().await;
@@ -584,6 +607,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
+        interrupted: None,
     }
 }
 
@@ -709,6 +733,7 @@ fn analyse_external(
         peak_rss_mb: 0.0,
         wall_s: 0.0,
         work_dir: None,
+        interrupted: None,
     }
 }
 
@@ -828,6 +853,12 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         r.streams, r.tokens_per_stream, r.gap_ms, r.first_token_ms, r.wall_s
     )?;
     writeln!(w, "  client            {}", r.client)?;
+    if let Some(sig) = r.interrupted {
+        writeln!(
+            w,
+            "  INTERRUPTED       by {sig}: streams were cut short; the figures cover what arrived"
+        )?;
+    }
     if let (Some(s), Some(c)) = (&r.server_cpus, &r.client_cpus) {
         writeln!(
             w,

@@ -50,11 +50,61 @@ pub fn classify(answer: Result<(u16, String), String>) -> Attempt {
     }
 }
 
+/// How often a wait that goes on says so.
+const NOTE_EVERY: Duration = Duration::from_secs(10);
+
+/// What the waiting loop tells the person watching (pure: the loop hands it the time waited):
+/// once when it starts waiting, what it waits for and for how long; then a line every
+/// [`NOTE_EVERY`]. A server that answers at the first attempt is never mentioned.
+#[derive(Debug)]
+pub struct WaitNotes {
+    url: String,
+    timeout_s: u64,
+    next: Option<Duration>,
+}
+
+impl WaitNotes {
+    pub fn new(url: String, timeout_s: u64) -> Self {
+        Self {
+            url,
+            timeout_s,
+            next: None,
+        }
+    }
+
+    /// The line to print after a failed attempt `waited` into the wait, if one is due.
+    pub fn after_attempt(&mut self, waited: Duration, last: &str) -> Option<String> {
+        let (url, limit) = (&self.url, self.timeout_s);
+        match self.next {
+            None => {
+                self.next = Some(waited + NOTE_EVERY);
+                Some(format!(
+                    "waiting up to {limit} s for {url} to answer (--ready-check-timeout-sec {limit}); now: {last}"
+                ))
+            }
+            Some(at) if waited >= at => {
+                self.next = Some(at + NOTE_EVERY);
+                Some(format!(
+                    "still waiting for {url}: {:.0} s of {limit} s; now: {last}",
+                    waited.as_secs_f64()
+                ))
+            }
+            Some(_) => None,
+        }
+    }
+}
+
 /// `GET path` until it answers 2xx, for at most `timeout_s` seconds (0: one attempt). Returns the
-/// successful response.
-pub async fn wait_ready(client: &Client, path: &str, timeout_s: u64) -> Result<Response, NotReady> {
+/// successful response. A wait is announced through `say` (see [`WaitNotes`]).
+pub async fn wait_ready(
+    client: &Client,
+    path: &str,
+    timeout_s: u64,
+    say: &mut (dyn FnMut(&str) + Send),
+) -> Result<Response, NotReady> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs(timeout_s);
+    let mut notes = WaitNotes::new(format!("{}{path}", client.config().target), timeout_s);
     loop {
         let r = client.get(path).await;
         let answer = match &r {
@@ -79,6 +129,9 @@ pub async fn wait_ready(client: &Client, path: &str, timeout_s: u64) -> Result<R
                 timeout_s,
                 last,
             });
+        }
+        if let Some(line) = notes.after_attempt(now.duration_since(start), &last) {
+            say(&line);
         }
         tokio::time::sleep(RETRY_EVERY.min(deadline - now)).await;
     }
@@ -111,6 +164,32 @@ mod tests {
             classify(Ok((404, String::new()))),
             Attempt::Fail(404, _)
         ));
+    }
+
+    #[test]
+    fn a_wait_is_announced_once_then_every_ten_seconds() {
+        let mut n = WaitNotes::new("http://127.0.0.1:9/v1/models".into(), 60);
+        let ms = Duration::from_millis;
+        let first = n
+            .after_attempt(ms(3), "connection refused")
+            .expect("the first note");
+        assert_eq!(
+            first,
+            "waiting up to 60 s for http://127.0.0.1:9/v1/models to answer (--ready-check-timeout-sec 60); now: connection refused"
+        );
+        let mut lines = vec![];
+        // An attempt every 500 ms for 35 s: notes at 10, 20 and 30 s after the first.
+        for k in 1..=70 {
+            if let Some(l) = n.after_attempt(ms(3 + 500 * k), "HTTP 503: Loading model") {
+                lines.push((k, l));
+            }
+        }
+        let at: Vec<u64> = lines.iter().map(|(k, _)| *k).collect();
+        assert_eq!(at, [20, 40, 60]);
+        assert_eq!(
+            lines[0].1,
+            "still waiting for http://127.0.0.1:9/v1/models: 10 s of 60 s; now: HTTP 503: Loading model"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod mock;
+pub mod process;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,203 @@
+//! Stopping a run with a real signal, as a terminal (Ctrl-C: SIGINT) or a supervisor (systemd,
+//! Kubernetes, a CI timeout: SIGTERM) does: every command that writes results finishes its
+//! files, marks them interrupted with the signal's name and exits 128 + the signal's number.
+//! The binary runs as a user runs it (`LLMSPEED_BIN` may point at a release build).
+
+mod support;
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+use support::process::{mock, Proc, PATIENCE};
+
+/// `vllm:num_requests_running` of the server at `url` (`http://127.0.0.1:PORT`).
+fn running(url: &str) -> f64 {
+    let addr = url.strip_prefix("http://").expect("an http URL");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the mock");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find(|l| l.starts_with("vllm:num_requests_running"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no vllm:num_requests_running in:\n{text}"))
+}
+
+/// Waits until the server runs at least one request (a state that lasts: each request of the
+/// tests below streams for seconds).
+fn wait_running(url: &str) {
+    let t0 = Instant::now();
+    while running(url) < 1.0 {
+        assert!(t0.elapsed() < PATIENCE, "the server never ran a request");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn read_json(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `bench serve` stopped while requests stream: 4 run (each 5000 tokens at 2 ms, ~10 s) and 4
+/// wait for a slot. The signal cuts the 4 and the 4 are never sent.
+fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
+    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "5000",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]);
+    p.wait_line("sending 8 requests");
+    wait_running(&url);
+    p.signal(sig);
+    assert_eq!(p.exit_code(), code, "{}", p.output());
+    let out = p.output();
+    assert!(
+        out.contains(&format!("interrupted by {}", signal_words(name))),
+        "{out}"
+    );
+
+    let v = read_json(&dir.path().join("r.json"));
+    let ls = &v["llmspeed"];
+    let stop = &ls["interrupted"];
+    assert_eq!(stop["signal"], name, "{ls}");
+    assert_eq!(stop["requests_planned"], 8, "{ls}");
+    let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"));
+    let (unsent, cut) = (n(&stop["requests_unsent"]), n(&stop["requests_cut"]));
+    let (completed, failed) = (n(&v["completed"]), n(&v["failed"]));
+    // Every request is accounted for exactly once.
+    assert_eq!(completed + failed + unsent + cut, 8, "{v}");
+    // The 4 waiting for a slot were never sent; at least one running was cut.
+    assert!(unsent >= 4, "{stop}");
+    assert!(cut >= 1, "{stop}");
+    // Requests never sent are not requests; cut ones are not the server's failures.
+    assert_eq!(n(&v["num_prompts"]), completed + failed, "{v}");
+    assert!(
+        ls["failures_by_kind"].get("cancelled").is_none(),
+        "{}",
+        ls["failures_by_kind"]
+    );
+}
+
+#[test]
+fn bench_serve_ctrl_c_exits_130_with_a_result_marked_interrupted() {
+    bench_serve_stopped_by(libc::SIGINT, "SIGINT", 130);
+}
+
+#[test]
+fn bench_serve_sigterm_exits_143_with_a_result_marked_interrupted() {
+    bench_serve_stopped_by(libc::SIGTERM, "SIGTERM", 143);
+}
+
+/// `matrix --mock` stopped in its decode cell (a 60 s window).
+fn matrix_stopped_by(sig: libc::c_int, name: &str, code: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let mut p = Proc::spawn(&[
+        "matrix",
+        "--mock",
+        "--no-progress",
+        "--contexts",
+        "1k",
+        "--prefill-contexts",
+        "1k",
+        "--concurrency",
+        "2",
+        "--duration",
+        "60",
+        "--max-tokens",
+        "64",
+        "--out",
+        out.to_str().unwrap(),
+        "--prompt-cache",
+        dir.path().join("cache").to_str().unwrap(),
+    ]);
+    // Printed once both signals are watched.
+    p.wait_line("simulated server");
+    p.wait_line("tok/s live");
+    p.signal(sig);
+    assert_eq!(p.exit_code(), code, "{}", p.output());
+    let log = p.output();
+    assert!(
+        log.contains(&format!("[matrix] stopping after {}", signal_words(name))),
+        "{log}"
+    );
+    let v = read_json(&out.join("results.json"));
+    assert_eq!(
+        v["metadata"]["interrupted"],
+        format!("stopped by {name}"),
+        "{}",
+        v["metadata"]
+    );
+    // The rendered report says so too.
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(&format!("stopped by {name}")), "{md}");
+}
+
+fn signal_words(name: &str) -> &'static str {
+    match name {
+        "SIGINT" => "Ctrl-C (SIGINT)",
+        _ => "SIGTERM",
+    }
+}
+
+#[test]
+fn matrix_sigterm_is_ctrl_c() {
+    matrix_stopped_by(libc::SIGTERM, "SIGTERM", 143);
+}
+
+#[test]
+fn matrix_ctrl_c_exits_130_marked_interrupted() {
+    matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
+}
+
+/// `selftest` stopped mid-run (4 streams of 200000 tokens at 1 ms would take minutes): the
+/// report comes out, says it is partial, and every stream is counted as cut.
+#[test]
+fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
+    let mut p = Proc::spawn(&[
+        "selftest",
+        "--streams",
+        "4",
+        "--tokens",
+        "200000",
+        "--gap",
+        "1ms",
+        "--json",
+    ]);
+    p.wait_line("SIGTERM stops early");
+    p.signal(libc::SIGTERM);
+    assert_eq!(p.exit_code(), 143, "{}", p.output());
+    let v: Value =
+        serde_json::from_str(p.stdout().trim()).unwrap_or_else(|e| panic!("{e}: {}", p.output()));
+    assert_eq!(v["interrupted"], "SIGTERM", "{v}");
+    assert_eq!(v["errors"]["cancelled"], 4, "{v}");
+    assert!(
+        p.output().contains("interrupted by SIGTERM"),
+        "{}",
+        p.output()
+    );
+}
