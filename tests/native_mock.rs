@@ -122,7 +122,7 @@ fn assert_against_trace(clock: &Clock, what: &str, tl: &Timeline, trace: &[Trace
     let token_events: Vec<u64> = tl
         .events
         .iter()
-        .flat_map(|e| std::iter::repeat(e.t).take(e.tokens as usize))
+        .flat_map(|e| std::iter::repeat_n(e.t, e.tokens as usize))
         .collect();
     for (k, (t, rec)) in token_events.iter().zip(trace).enumerate() {
         assert_eq!(rec.index as usize, k, "{what}: the trace has token {k}");

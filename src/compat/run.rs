@@ -1468,6 +1468,42 @@ mod tests {
         );
     }
 
+    /// The native backends' bodies: TGI's is vLLM's `async_request_tgi` payload plus
+    /// `details`; SGLang's puts the sampling fields in `sampling_params`, as its own
+    /// `bench_serving` does; llama.cpp's takes them at the top.
+    #[test]
+    fn native_backend_bodies() {
+        use crate::net::Dialect;
+        let s = Sample {
+            prompt: PromptSource::Text("hi".into()),
+            prompt_len: 3,
+            output_len: 5,
+        };
+        let body = |d: Dialect| -> Value {
+            let mut b = builder(false);
+            b.dialect = d;
+            b.extra.insert("top_k".into(), json!(4));
+            b.extra.insert("lora_path".into(), json!("a"));
+            serde_json::from_slice(&b.body(&s, &mut Vec::new()).unwrap()).unwrap()
+        };
+        assert_eq!(
+            body(Dialect::Tgi),
+            json!({"inputs": "hi", "parameters": {"max_new_tokens": 5, "do_sample": true,
+                   "temperature": 0.01, "top_p": 0.99, "truncate": 3,
+                   "ignore_eos_token": true, "details": true}})
+        );
+        assert_eq!(
+            body(Dialect::Sglang),
+            json!({"text": "hi", "sampling_params": {"max_new_tokens": 5, "ignore_eos": true,
+                   "temperature": 0.0, "top_k": 4}, "lora_path": "a", "stream": true})
+        );
+        assert_eq!(
+            body(Dialect::LlamaCpp),
+            json!({"prompt": "hi", "n_predict": 5, "ignore_eos": true, "stream": true,
+                   "temperature": 0.0, "top_k": 4, "lora_path": "a"})
+        );
+    }
+
     #[test]
     fn failure_messages_keep_the_status_and_at_most_500_characters() {
         let long = "é".repeat(700);

@@ -101,7 +101,7 @@ impl NativeDecoder {
         match d {
             Dialect::OpenAi => None,
             Dialect::Sglang => Some(NativeDecoder::Sglang(sglang::Decoder::default())),
-            Dialect::Tgi => Some(NativeDecoder::Tgi(tgi::Decoder::default())),
+            Dialect::Tgi => Some(NativeDecoder::Tgi(tgi::Decoder)),
             Dialect::LlamaCpp => Some(NativeDecoder::LlamaCpp(llamacpp::Decoder::default())),
         }
     }

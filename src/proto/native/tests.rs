@@ -16,8 +16,11 @@ fn payloads(body: &[u8]) -> Vec<&[u8]> {
         .collect()
 }
 
+/// One decoded payload: its text (or error message), its tokens and what else it was.
+type Decoded = Result<(String, u64, Option<NativeItemKind>), OpenAiError>;
+
 /// Decodes every payload, unescaping the text of each event.
-fn run(d: Dialect, body: &[u8]) -> Vec<Result<(String, u64, Option<NativeItemKind>), OpenAiError>> {
+fn run(d: Dialect, body: &[u8]) -> Vec<Decoded> {
     let mut dec = NativeDecoder::new(d).unwrap();
     payloads(body)
         .into_iter()
@@ -47,7 +50,7 @@ enum NativeItemKind {
     Error,
 }
 
-fn ok(t: &str, n: u64) -> Result<(String, u64, Option<NativeItemKind>), OpenAiError> {
+fn ok(t: &str, n: u64) -> Decoded {
     Ok((t.to_string(), n, None))
 }
 
