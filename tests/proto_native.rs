@@ -77,7 +77,7 @@ fn fixture(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-const FIXTURES: [(Dialect, &str); 7] = [
+const FIXTURES: [(Dialect, &str); 8] = [
     (Dialect::Sglang, "sglang_generate.sse"),
     (Dialect::Sglang, "sglang_generate_incremental.sse"),
     (Dialect::Sglang, "sglang_generate_error.sse"),
@@ -85,6 +85,9 @@ const FIXTURES: [(Dialect, &str); 7] = [
     (Dialect::Tgi, "tgi_generate_stream_error.sse"),
     (Dialect::LlamaCpp, "llamacpp_completion.sse"),
     (Dialect::LlamaCpp, "llamacpp_completion_error.sse"),
+    // Recorded from the real llama-server (release 11434, the tiny model): `/completion` with
+    // `n_predict: 6`, `ignore_eos`, temperature 0.
+    (Dialect::LlamaCpp, "llamacpp_completion_recorded.sse"),
 ];
 
 #[test]
@@ -150,6 +153,21 @@ fn recorded_streams_decode_to_what_the_engine_sent() {
     assert_eq!(l.1.map(|u| u.completion_tokens), Some(5));
     assert_eq!((l.2, l.3), (Some(FinishReason::Length), true));
     assert!(l.6.is_ok());
+
+    let r = ok("llamacpp_completion_recorded.sse");
+    assert_eq!(
+        r.0.iter().map(|e| e.1).collect::<Vec<_>>(),
+        [1, 1, 1, 1, 1, 1, 0]
+    );
+    assert_eq!(
+        r.1.map(|u| (u.prompt_tokens, u.completion_tokens, u.cached_tokens)),
+        Some((7, 6, Some(0)))
+    );
+    assert_eq!(
+        r.4.as_deref(),
+        Some(" expa Nethercomb shore Autum salt Forc")
+    );
+    assert_eq!((r.2, r.3), (Some(FinishReason::Length), true));
 
     for name in [
         "sglang_generate_error.sse",

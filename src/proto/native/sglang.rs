@@ -13,6 +13,11 @@
 //! the last event, then `{"type": "stop", "matched": ...}`, `{"type": "length", "length": N}` or
 //! `{"type": "abort", "message": ...}`).
 //!
+//! Cross-checked with the oldest shape in the search index, sgl-project/sglang commit
+//! `c60799d0eb1b537e3fa09e45fc5c91b5861de957` (`python/sglang/srt/managers/tokenizer_manager.py`,
+//! `handle_loop`): `{"text", "meta_info"}` without `output_ids`, which this decoder reads too
+//! (without `output_ids` it takes `text` as cumulative).
+//!
 //! Token accounting: the growth of `meta_info.completion_tokens` since the previous event
 //! (exact, [`TokenCountSource::ContinuousUsage`]); without `meta_info`, one token per event that
 //! added text. New text: the part of the cumulative `text` past the previous event's, a slice of
