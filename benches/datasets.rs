@@ -39,6 +39,7 @@ fn bench(c: &mut Criterion) {
     extra.insert("temperature".into(), json!(0.0));
     let builder = BodyBuilder {
         model: "m".into(),
+        dialect: llmspeed::net::Dialect::OpenAi,
         chat: false,
         ignore_eos: true,
         continuous_usage: true,

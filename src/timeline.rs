@@ -34,13 +34,17 @@ impl Channel {
 }
 
 /// Where the per-event token counts came from, best first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum TokenCountSource {
-    /// Running `usage.completion_tokens` on every chunk (`continuous_usage_stats`): exact.
+    /// Running `usage.completion_tokens` on every chunk (`continuous_usage_stats`), or an
+    /// engine's own running count (SGLang `meta_info.completion_tokens`, llama.cpp
+    /// `tokens_predicted`): exact.
     ContinuousUsage,
-    /// Length of the per-chunk `token_ids` array (`return_token_ids`): exact.
+    /// Length of the per-chunk `token_ids` array (`return_token_ids`), or the protocol's own
+    /// token per event (TGI's `token` object, llama.cpp's `tokens`): exact.
     TokenIds,
     /// One token per non-empty chunk: an estimate (wrong under output merging or speculation).
+    #[default]
     Chunks,
 }
 
@@ -79,8 +83,11 @@ pub enum FinishReason {
 impl FinishReason {
     pub fn parse(s: &[u8]) -> Self {
         match s {
-            b"stop" | b"eos" | b"stop_sequence" | b"end_turn" => FinishReason::Stop,
-            b"length" | b"max_tokens" => FinishReason::Length,
+            // TGI says `eos_token`; llama.cpp's native `stop_type` says `eos`, `word` or `limit`.
+            b"stop" | b"eos" | b"eos_token" | b"word" | b"stop_sequence" | b"end_turn" => {
+                FinishReason::Stop
+            }
+            b"length" | b"max_tokens" | b"limit" => FinishReason::Length,
             b"tool_calls" | b"function_call" => FinishReason::ToolCalls,
             b"content_filter" => FinishReason::ContentFilter,
             b"abort" | b"cancelled" => FinishReason::Abort,

@@ -11,7 +11,8 @@ mod support;
 use bytes::BytesMut;
 use llmspeed::clock::Clock;
 use llmspeed::net::{
-    Cancel, Client, ClientConfig, NoopObserver, Progress, StreamDecoder, StreamRequest, Target,
+    Cancel, Client, ClientConfig, Dialect, NoopObserver, Progress, StreamDecoder, StreamRequest,
+    Target,
 };
 use llmspeed::timeline::Timeline;
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -71,11 +72,14 @@ fn vllm_stream(tokens: u64) -> Vec<u8> {
     bytes
 }
 
-#[test]
-fn decode_path_does_not_allocate_per_event() {
-    const EVENTS: u64 = 5000;
-    const WARMUP_READS: usize = 200;
-    let input = vllm_stream(EVENTS);
+/// Feeds `input` through the whole decode path of `dialect` in socket-sized reads; returns the
+/// allocations after the first `warmup_reads` reads and the events decoded after them.
+fn steady_decode_allocs(
+    input: &[u8],
+    dialect: Dialect,
+    expected_events: u64,
+    warmup_reads: usize,
+) -> (u64, usize) {
     // Read sizes as a socket hands them out: whole events, several at once, and splits.
     let sizes = [291, 97, 1024, 33, 640, 290, 4096, 1, 580];
     let mut reads = Vec::new();
@@ -88,14 +92,14 @@ fn decode_path_does_not_allocate_per_event() {
         reads.push(&input[at..at + n]);
         at += n;
     }
-    let mut tl = Timeline::new(0, EVENTS as usize + 8, false);
-    let mut dec = StreamDecoder::new(1 << 20);
+    let mut tl = Timeline::new(0, expected_events as usize + 8, false);
+    let mut dec = StreamDecoder::with_dialect(1 << 20, dialect);
     let mut buf = BytesMut::with_capacity(8 * 1024);
     let mut steady_start = None;
     let mut events_at_steady = 0;
     let mut finished = false;
     for (i, read) in reads.iter().enumerate() {
-        if i == WARMUP_READS {
+        if i == warmup_reads {
             steady_start = Some(allocs());
             events_at_steady = tl.events.len();
         }
@@ -110,15 +114,98 @@ fn decode_path_does_not_allocate_per_event() {
             other => panic!("unexpected {other:?}"),
         }
     }
+    if !finished {
+        // Close-delimited bodies end at end of file.
+        finished = matches!(dec.eof(u64::MAX, &mut tl), Ok(Progress::Finished { .. }));
+    }
     let steady = allocs() - steady_start.expect("enough reads");
     let events = tl.events.len() - events_at_steady;
-    assert!(finished && tl.done && tl.outcome.is_ok());
-    assert_eq!(tl.events.len() as u64, EVENTS);
+    assert!(finished && tl.done && tl.outcome.is_ok(), "{dialect:?}");
+    assert_eq!(tl.events.len() as u64, expected_events, "{dialect:?}");
+    assert_eq!(tl.event_tokens(), expected_events, "{dialect:?}");
+    eprintln!("{dialect:?} steady state: {steady} allocations over {events} events");
+    (steady, events)
+}
+
+#[test]
+fn decode_path_does_not_allocate_per_event() {
+    const EVENTS: u64 = 5000;
+    let (steady, events) = steady_decode_allocs(&vllm_stream(EVENTS), Dialect::OpenAi, EVENTS, 200);
     assert!(events > 4000, "steady state covers {events} events");
-    eprintln!("steady state: {steady} allocations over {events} events");
     assert_eq!(
         steady, 0,
         "allocations in steady state over {events} events"
+    );
+}
+
+/// `n` events of a native stream, framed as the engine's server frames them: SGLang's uvicorn
+/// and llama.cpp's httplib send chunked bodies, TGI's axum too (with `data:` and no space).
+fn native_stream(dialect: Dialect, n: u64) -> Vec<u8> {
+    let mut bytes = CHUNKED_HEAD.as_bytes().to_vec();
+    let mut text = String::new();
+    let mut ids = String::new();
+    for i in 1..=n {
+        let piece = format!(" w\\\\{}", i % 10);
+        let ev = match dialect {
+            Dialect::Sglang => {
+                text.push_str(&piece);
+                if i > 1 {
+                    ids.push(',');
+                }
+                ids.push_str(&(1000 + i % 7000).to_string());
+                let fin = if i == n { r#"{"type":"length","length":1}"# } else { "null" };
+                format!(
+                    "data: {{\"text\":\"{text}\",\"output_ids\":[{ids}],\"meta_info\":{{\"id\":\"r\",\"finish_reason\":{fin},\"prompt_tokens\":9,\"completion_tokens\":{i},\"cached_tokens\":0}}}}\n\n"
+                )
+            }
+            Dialect::Tgi => {
+                let (gen, det) = if i == n {
+                    ("\"all\"", format!(r#"{{"finish_reason":"length","generated_tokens":{n},"seed":null,"input_length":9}}"#))
+                } else {
+                    ("null", "null".to_string())
+                };
+                format!(
+                    "data:{{\"index\":{i},\"token\":{{\"id\":{i},\"text\":\"{piece}\",\"logprob\":-0.1,\"special\":false}},\"generated_text\":{gen},\"details\":{det}}}\n\n"
+                )
+            }
+            _ => format!(
+                "data: {{\"index\":0,\"content\":\"{piece}\",\"tokens\":[{i}],\"stop\":{},\"id_slot\":0,\"tokens_predicted\":{i},\"tokens_evaluated\":9,\"stop_type\":\"limit\"}}\n\n",
+                i == n
+            ),
+        };
+        bytes.extend(chunk(ev.as_bytes()));
+    }
+    if dialect == Dialect::Sglang {
+        bytes.extend(chunk(b"data: [DONE]\n\n"));
+    }
+    bytes.extend_from_slice(LAST_CHUNK);
+    bytes
+}
+
+#[test]
+fn native_decode_paths_do_not_allocate_per_event() {
+    for dialect in [Dialect::Tgi, Dialect::LlamaCpp] {
+        let (steady, events) =
+            steady_decode_allocs(&native_stream(dialect, 5000), dialect, 5000, 50);
+        assert!(
+            events > 4500,
+            "{dialect:?}: steady state covers {events} events"
+        );
+        assert_eq!(steady, 0, "{dialect:?}: allocations over {events} events");
+    }
+    // SGLang's events carry the whole output so far, so they grow without bound: the buffers
+    // that hold one event grow with them, geometrically (a few reallocations in all), never
+    // once per event. 1500 events of up to ~15 KiB each.
+    let (steady, events) = steady_decode_allocs(
+        &native_stream(Dialect::Sglang, 1500),
+        Dialect::Sglang,
+        1500,
+        50,
+    );
+    assert!(events > 1200, "steady state covers {events} events");
+    assert!(
+        steady <= 12,
+        "{steady} allocations over {events} growing events"
     );
 }
 
@@ -200,6 +287,7 @@ fn idle_open_stream_costs_at_most_64_kib() {
             path: "/v1/completions".into(),
             body: bytes::Bytes::from(vec![b' '; 600]),
             // Room for 1024 output tokens, as a real decode request reserves.
+            dialect: Dialect::OpenAi,
             expected_events: 1028,
             keep_text: None,
             request_id: None,
@@ -270,6 +358,7 @@ fn whole_read_path_does_not_allocate_per_token() {
         let req = StreamRequest {
             path: "/v1/completions".into(),
             body: bytes::Bytes::from_static(b"{}"),
+            dialect: Dialect::OpenAi,
             expected_events: 1100,
             keep_text: None,
             request_id: None,

@@ -6,6 +6,7 @@ use clap::Parser;
 use llmspeed::cli::bench::BenchCommand;
 use llmspeed::cli::{Cli, Command};
 use llmspeed::compat::args::{ServeArgs, ServeConfig};
+use llmspeed::net::Dialect;
 
 fn args(argv: &[&str]) -> Result<ServeArgs, String> {
     let full = ["llmspeed", "bench", "serve"].iter().chain(argv).copied();
@@ -34,6 +35,25 @@ fn every_vllm_flag_parses() {
         (&["--backend", "openai-chat"], |c| {
             c.endpoint == "/v1/chat/completions"
         }),
+        // vLLM's older native backends: each engine's own endpoint and stream by default, and
+        // vLLM's old OpenAI completions meaning when that endpoint is named.
+        (&["--backend", "tgi"], |c| {
+            c.endpoint == "/generate_stream" && c.backend.dialect(&c.endpoint) == Dialect::Tgi
+        }),
+        (&["--backend", "sglang"], |c| {
+            c.endpoint == "/generate" && c.backend.dialect(&c.endpoint) == Dialect::Sglang
+        }),
+        (&["--backend", "llama.cpp"], |c| {
+            c.endpoint == "/completion" && c.backend.dialect(&c.endpoint) == Dialect::LlamaCpp
+        }),
+        (
+            &["--backend", "sglang", "--endpoint", "/v1/completions"],
+            |c| c.backend.dialect(&c.endpoint) == Dialect::OpenAi,
+        ),
+        (
+            &["--backend", "llama.cpp", "--endpoint", "/v1/completions"],
+            |c| c.backend.dialect(&c.endpoint) == Dialect::OpenAi,
+        ),
         (&["--base-url", "https://h:9/"], |c| {
             c.base_url == "https://h:9"
         }),
@@ -269,7 +289,7 @@ fn unsupported_flags_are_refused_clearly() {
         &["--logprobs", "5"],
         &["--dataset-name", "hf", "--dataset-path", "org/ds"],
         &["--hf-split", "train"],
-        &["--backend", "tgi"],
+        &["--backend", "lmdeploy"],
         &["--tokenizer-mode", "slow"],
         &["--custom-skip-chat-template"],
     ];

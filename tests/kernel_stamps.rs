@@ -78,6 +78,7 @@ fn run(kernel_stamps: bool) -> (Timeline, Duration) {
         let req = StreamRequest {
             path: "/v1/completions".into(),
             body: bytes::Bytes::from_static(b"{}"),
+            dialect: llmspeed::net::Dialect::OpenAi,
             expected_events: 4,
             keep_text: None,
             request_id: None,

@@ -70,3 +70,68 @@ fn decoding_events_does_not_allocate() {
     // Per round: two chunks with one choice, an error, a chunk with none, [DONE], a failure.
     assert_eq!(seen, 1000 * 6);
 }
+
+/// The `data` payloads of a recorded native stream (single-line events, comments skipped).
+fn payloads(body: &'static str) -> Vec<&'static [u8]> {
+    body.split("\n\n")
+        .filter_map(|e| e.strip_prefix("data:"))
+        .map(|d| d.strip_prefix(' ').unwrap_or(d).as_bytes())
+        .collect()
+}
+
+#[test]
+fn native_decoders_do_not_allocate() {
+    use llmspeed::proto::native::{Dialect, NativeDecoder, NativeItem};
+    let streams = [
+        (
+            Dialect::Sglang,
+            include_str!("data/native/sglang_generate.sse"),
+        ),
+        (
+            Dialect::Sglang,
+            include_str!("data/native/sglang_generate_error.sse"),
+        ),
+        (
+            Dialect::Tgi,
+            include_str!("data/native/tgi_generate_stream.sse"),
+        ),
+        (
+            Dialect::Tgi,
+            include_str!("data/native/tgi_generate_stream_error.sse"),
+        ),
+        (
+            Dialect::LlamaCpp,
+            include_str!("data/native/llamacpp_completion.sse"),
+        ),
+        (
+            Dialect::LlamaCpp,
+            include_str!("data/native/llamacpp_completion_error.sse"),
+        ),
+    ];
+    let streams: Vec<(Dialect, Vec<&[u8]>)> =
+        streams.iter().map(|(d, b)| (*d, payloads(b))).collect();
+    let mut decoders: Vec<NativeDecoder> = streams
+        .iter()
+        .map(|(d, _)| NativeDecoder::new(*d).unwrap())
+        .collect();
+    let before = allocs();
+    let mut tokens = 0u64;
+    let mut others = 0u64;
+    for _ in 0..1000 {
+        for ((d, events), dec) in streams.iter().zip(decoders.iter_mut()) {
+            *dec = NativeDecoder::new(*d).unwrap();
+            for e in events {
+                match dec.decode(e) {
+                    Ok(NativeItem::Event(ev)) => tokens += ev.tokens,
+                    Ok(_) => others += 1,
+                    Err(_) => others += 100,
+                }
+            }
+        }
+    }
+    assert_eq!(allocs() - before, 0, "a native decoder allocated");
+    // Per round: 8 + 1 (SGLang), 5 + 1 (TGI), 5 + 1 (llama.cpp) tokens; [DONE] twice and an
+    // error event in each error stream, no failure.
+    assert_eq!(tokens, 1000 * (8 + 1 + 5 + 1 + 5 + 1));
+    assert_eq!(others, 1000 * (2 + 3));
+}

@@ -135,6 +135,7 @@ async fn tokio_path(writes: &[Vec<u8>]) -> Timeline {
     let req = StreamRequest {
         path: "/v1/completions".into(),
         body: Bytes::from_static(BODY.as_bytes()),
+        dialect: llmspeed::net::Dialect::OpenAi,
         expected_events: 64,
         keep_text: Some(true),
         request_id: None,

@@ -585,3 +585,147 @@ fn ready_check_waits_for_a_server_that_starts_later() {
         text(&o)
     );
 }
+
+/// The gaps (ns) between consecutive token-carrying events of a timeline.
+fn token_gaps_ns(clock: &llmspeed::clock::Clock, tl: &llmspeed::timeline::Timeline) -> Vec<u64> {
+    let stamps: Vec<u64> = tl
+        .events
+        .iter()
+        .filter(|e| e.tokens > 0)
+        .map(|e| e.t)
+        .collect();
+    stamps
+        .windows(2)
+        .map(|w| clock.delta_ns(w[0], w[1]))
+        .collect()
+}
+
+fn p50(mut v: Vec<u64>) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2] as f64
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+    }
+}
+
+/// llama.cpp's native `/completion` stream and its OpenAI completions stream, for the same
+/// request (prompt, greedy decoding with a fixed seed, 64 tokens, ignore_eos), alternated so
+/// both see the same server state: the same tokens, the same text, the server's own count in
+/// both, and the same token gaps (p50 within 1 ms).
+#[test]
+fn native_completion_stream_agrees_with_the_openai_stream_of_the_same_request() {
+    use llmspeed::clock::Clock;
+    use llmspeed::net::request::{Generation, Prompt};
+    use llmspeed::net::{Cancel, Client, ClientConfig, Dialect, NoopObserver, Target};
+    use llmspeed::timeline::{FinishReason, TokenCountSource};
+    const MAX: u32 = 64;
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let clock = Clock::new();
+    let client = Client::new(
+        ClientConfig::new(Target::parse(&s.url).unwrap()),
+        clock.clone(),
+    )
+    .unwrap();
+    let mut gaps = [Vec::new(), Vec::new()];
+    let mut texts = [Vec::new(), Vec::new()];
+    for round in 0..4 {
+        for (i, d) in [Dialect::OpenAi, Dialect::LlamaCpp].into_iter().enumerate() {
+            let mut g = Generation::new("tiny", Prompt::Text("The speed of the server is".into()));
+            g.dialect = d;
+            g.max_tokens = Some(MAX);
+            g.ignore_eos = true;
+            g.continuous_usage = false;
+            g.extra.insert("temperature".into(), 0.0.into());
+            g.extra.insert("seed".into(), 42.into());
+            let req = g.stream_request(Some(true)).unwrap();
+            let tl = rt.block_on(async {
+                let start = client.clock().raw();
+                client
+                    .stream(&req, start, &mut NoopObserver, &Cancel::new())
+                    .await
+            });
+            let what = format!("round {round}, {}", d.as_str());
+            assert_eq!(tl.outcome, Ok(()), "{what}");
+            assert_eq!(
+                tl.output_tokens(),
+                MAX as u64,
+                "{what}: the server's own count"
+            );
+            assert_eq!(tl.finish_reason, Some(FinishReason::Length), "{what}");
+            if d == Dialect::LlamaCpp {
+                // tokens_predicted deltas: exact per event, even for tokens that end inside a
+                // UTF-8 character (no event of their own).
+                assert_eq!(tl.token_count_source, TokenCountSource::ContinuousUsage);
+                assert_eq!(tl.event_tokens(), MAX as u64, "{what}");
+            }
+            gaps[i].extend(token_gaps_ns(&clock, &tl));
+            texts[i].push(tl.content_text.unwrap_or_default());
+        }
+    }
+    assert_eq!(
+        texts[0], texts[1],
+        "greedy decoding: the same text on both endpoints"
+    );
+    assert!(texts[1].iter().all(|t| t == &texts[1][0] && !t.is_empty()));
+    let (openai, native) = (p50(gaps[0].clone()), p50(gaps[1].clone()));
+    assert!(
+        (openai - native).abs() < 1e6,
+        "p50 token gap: OpenAI {:.3} ms, native {:.3} ms",
+        openai / 1e6,
+        native / 1e6
+    );
+    eprintln!(
+        "p50 token gap: OpenAI {:.3} ms ({} gaps), native {:.3} ms ({} gaps)",
+        openai / 1e6,
+        gaps[0].len(),
+        native / 1e6,
+        gaps[1].len()
+    );
+}
+
+#[test]
+fn stream_cli_speaks_the_native_completion_endpoint() {
+    let Some(s) = LlamaServer::start(SLOTS, CTX) else {
+        return;
+    };
+    let args = [
+        "stream",
+        "--base-url",
+        &s.url,
+        "--model",
+        "tiny",
+        "--api",
+        "llama.cpp",
+        "--prompt",
+        "The speed of the server is",
+        "--max-tokens",
+        "32",
+        "--ignore-eos",
+        "--json",
+    ];
+    let o = llmspeed(&args, Duration::from_secs(60));
+    assert!(o.status.success(), "{}", text(&o));
+    let lines = json_lines(&o);
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["output_tokens"], 32, "{summary}");
+    assert_eq!(
+        summary["token_count_source"], "continuous_usage",
+        "{summary}"
+    );
+    assert_eq!(summary["finish_reason"], "length", "{summary}");
+    let prompt_tokens = summary["usage"]["prompt_tokens"].as_u64().unwrap();
+    assert_eq!(
+        prompt_tokens as usize,
+        s.count("The speed of the server is")
+    );
+}

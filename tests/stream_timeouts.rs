@@ -22,6 +22,7 @@ fn request() -> StreamRequest {
     StreamRequest {
         path: "/v1/completions".into(),
         body: Bytes::from_static(br#"{"model":"m","prompt":"hi","stream":true}"#),
+        dialect: llmspeed::net::Dialect::OpenAi,
         expected_events: 64,
         keep_text: None,
         request_id: None,

@@ -54,6 +54,7 @@ async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
     let req = StreamRequest {
         path: "/v1/completions".into(),
         body: Bytes::from_static(b"{}"),
+        dialect: llmspeed::net::Dialect::OpenAi,
         expected_events: 8,
         keep_text: None,
         request_id: None,
@@ -110,6 +111,7 @@ async fn plain_http_server_on_https_url_is_a_tls_error() {
     let req = StreamRequest {
         path: "/v1/completions".into(),
         body: Bytes::from_static(b"{}"),
+        dialect: llmspeed::net::Dialect::OpenAi,
         expected_events: 8,
         keep_text: None,
         request_id: None,

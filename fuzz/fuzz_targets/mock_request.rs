@@ -1,10 +1,11 @@
-//! The mock server's request parsing: any body never panics, and what it accepts respects
+//! The mock server's request parsing (OpenAI, SGLang and TGI bodies): any body never panics, and what it accepts respects
 //! `max_model_len`; the tokenizer round-trips any text; fault specs parse or fail cleanly.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use llmspeed::mock::faults::FaultRule;
-use llmspeed::mock::http::parse_generate;
+use llmspeed::mock::http::parse_request;
+use llmspeed::mock::native::Flavor;
 use llmspeed::mock::tokenizer::Tokenizer;
 use std::sync::OnceLock;
 
@@ -17,8 +18,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = text.parse::<FaultRule>();
     }
     if let Ok(body) = serde_json::from_slice::<serde_json::Value>(data) {
-        for chat in [false, true] {
-            if let Ok(g) = parse_generate(tok, 4096, &body, chat) {
+        for flavor in [Flavor::Completions, Flavor::Chat, Flavor::Sglang, Flavor::Tgi] {
+            if let Ok(g) = parse_request(tok, 4096, &body, flavor) {
                 for p in &g.prompts {
                     assert!(!p.is_empty());
                     assert!(p.len() as u64 + g.max_tokens.unwrap_or(0) as u64 <= 4096);

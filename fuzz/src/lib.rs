@@ -31,3 +31,56 @@ pub fn reads<'a>(payload: &'a [u8], sizes: Option<&[usize]>) -> Vec<&'a [u8]> {
     }
     out
 }
+
+/// What a native stream decoded to, everything a split could change.
+pub type NativeSummary = (
+    Vec<(u32, llmspeed::timeline::Channel)>,
+    Option<llmspeed::timeline::Usage>,
+    Option<llmspeed::timeline::FinishReason>,
+    bool,
+    Option<String>,
+    Result<bool, (llmspeed::timeline::ErrorKind, String)>,
+);
+
+/// Runs an SSE body of `dialect` (behind a close-delimited 200 head) through the whole decode
+/// path in the given reads, keeping text (so every accepted text must unescape).
+pub fn native_stream(dialect: llmspeed::net::Dialect, pieces: &[&[u8]]) -> NativeSummary {
+    use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
+    use llmspeed::timeline::Timeline;
+    let mut tl = Timeline::new(0, 8, true);
+    // A small event limit so the too-large path is fuzzed too.
+    let mut dec = StreamDecoder::with_dialect(2048, dialect);
+    let mut buf = bytes::BytesMut::from(&b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"[..]);
+    let mut result = Ok(Progress::NeedMore);
+    for piece in pieces {
+        buf.extend_from_slice(piece);
+        result = dec.feed(&mut buf, 0, &mut tl, &mut NoopObserver);
+        if result != Ok(Progress::NeedMore) {
+            break;
+        }
+    }
+    if result == Ok(Progress::NeedMore) {
+        result = dec.eof(0, &mut tl);
+    }
+    let outcome = match result {
+        Ok(Progress::Finished { .. }) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) => Err((e.kind, e.message)),
+    };
+    (
+        tl.events.iter().map(|e| (e.tokens, e.channel)).collect(),
+        tl.usage,
+        tl.finish_reason,
+        tl.done,
+        tl.content_text,
+        outcome,
+    )
+}
+
+/// The check every native target makes: never a panic, and split reads give what the whole
+/// body gives.
+pub fn check_native(dialect: llmspeed::net::Dialect, data: &[u8]) {
+    let (sizes, payload) = split_input(data);
+    let whole = native_stream(dialect, &reads(payload, None));
+    assert_eq!(native_stream(dialect, &reads(payload, Some(&sizes))), whole);
+}

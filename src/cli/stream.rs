@@ -5,6 +5,7 @@
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::net::request::{synthetic_token_ids, synthetic_words, Generation, Prompt};
+use crate::net::Dialect;
 use crate::net::{parse_header, Cancel, Client, ClientConfig, NoopObserver, Target, Timeouts};
 use crate::timeline::{Channel, Timeline};
 use serde_json::{json, Value};
@@ -105,6 +106,27 @@ fn secs(flag: &str, v: f64) -> Result<Option<Duration>, CliError> {
     Ok((v > 0.0).then(|| Duration::from_secs_f64(v)))
 }
 
+/// `--api`: which streaming API a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    Openai,
+    Sglang,
+    Tgi,
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
+impl Api {
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Api::Openai => Dialect::OpenAi,
+            Api::Sglang => Dialect::Sglang,
+            Api::Tgi => Dialect::Tgi,
+            Api::LlamaCpp => Dialect::LlamaCpp,
+        }
+    }
+}
+
 /// Send one streaming request and print its timeline.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StreamArgs {
@@ -126,6 +148,10 @@ pub struct StreamArgs {
     /// Use /v1/chat/completions instead of /v1/completions.
     #[arg(long)]
     pub chat: bool,
+    /// The streaming API to speak: OpenAI's, or an engine's native one (SGLang `/generate`,
+    /// TGI `/generate_stream`, llama.cpp `/completion`).
+    #[arg(long, value_enum, default_value_t = Api::Openai)]
+    pub api: Api,
     #[arg(long, value_name = "N", default_value_t = 128)]
     pub max_tokens: u32,
     /// Keep generating past end-of-sequence (vLLM, SGLang, llama.cpp).
@@ -146,16 +172,23 @@ pub fn run(args: StreamArgs) -> CliResult {
     let cfg = args.conn.client_config()?;
     let prompt = match (&args.prompt, args.prompt_tokens) {
         (Some(p), _) => Prompt::Text(p.clone()),
-        (None, Some(n)) if args.chat => {
+        (None, Some(n)) if args.chat || args.api == Api::Tgi => {
             eprintln!(
-                "llmspeed: note: --prompt-tokens with --chat sends {n} words; the prompt's token count is approximate"
+                "llmspeed: note: --prompt-tokens with {} sends {n} words; the prompt's token count is approximate",
+                if args.chat { "--chat" } else { "--api tgi" }
             );
             Prompt::Text(synthetic_words(n))
         }
         (None, Some(n)) => Prompt::TokenIds(synthetic_token_ids(n)),
         (None, None) => return Err(CliError::usage("give --prompt or --prompt-tokens")),
     };
+    if args.chat && args.api != Api::Openai {
+        return Err(CliError::usage(
+            "--chat picks OpenAI's chat endpoint; the native APIs (--api) have none",
+        ));
+    }
     let mut gen = Generation::new(args.model.clone(), prompt);
+    gen.dialect = args.api.dialect();
     gen.chat = args.chat;
     gen.max_tokens = Some(args.max_tokens);
     gen.ignore_eos = args.ignore_eos;

@@ -7,17 +7,30 @@
 //! (never silently ignored).
 
 use crate::compat::metrics::{parse_percentiles, GoodputSlo, MetricKind};
+use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::schedule::{Ramp, RampStrategy, ScheduleConfig};
 use std::path::PathBuf;
 
 /// Which API flavour to speak.
+///
+/// `tgi`, `sglang` and `llama.cpp` are the names of vLLM's older `benchmarks/
+/// backend_request_func.py` (`ASYNC_REQUEST_FUNCS`; current vLLM, 0.32.0's
+/// `vllm/benchmarks/lib/endpoint_request_func.py`, keeps none of them). There `tgi` spoke TGI's
+/// native `/generate_stream` and `sglang` / `llama.cpp` the OpenAI completions endpoint; here
+/// each defaults to its engine's native endpoint and decoder, and an explicit
+/// `--endpoint /v1/completions` keeps vLLM's old meaning (see [`Backend::dialect`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Vllm,
     OpenAi,
     OpenAiChat,
+    Tgi,
+    Sglang,
+    LlamaCpp,
 }
+
+const SUPPORTED: &str = "vllm, openai, openai-chat, tgi, sglang, llama.cpp";
 
 impl Backend {
     pub fn parse(s: &str) -> Result<Backend, String> {
@@ -25,15 +38,22 @@ impl Backend {
             "vllm" => Ok(Backend::Vllm),
             "openai" => Ok(Backend::OpenAi),
             "openai-chat" => Ok(Backend::OpenAiChat),
-            "tgi" | "lmdeploy" | "deepspeed-mii" | "tensorrt-llm" | "scalellm" | "sglang"
-            | "llama.cpp" | "openai-audio" | "openai-embeddings" | "vllm-pooling"
-            | "vllm-rerank" | "infinity-embeddings" => Err(format!(
-                "--backend {s} is not supported yet by llmspeed (supported: vllm, openai, openai-chat; \
-                 most servers speak openai or openai-chat)"
+            "tgi" => Ok(Backend::Tgi),
+            "sglang" => Ok(Backend::Sglang),
+            "llama.cpp" => Ok(Backend::LlamaCpp),
+            "lmdeploy"
+            | "deepspeed-mii"
+            | "tensorrt-llm"
+            | "scalellm"
+            | "openai-audio"
+            | "openai-embeddings"
+            | "vllm-pooling"
+            | "vllm-rerank"
+            | "infinity-embeddings" => Err(format!(
+                "--backend {s} is not supported yet by llmspeed (supported: {SUPPORTED}; \
+                     most servers speak openai or openai-chat)"
             )),
-            _ => Err(format!(
-                "unknown --backend {s:?} (supported: vllm, openai, openai-chat)"
-            )),
+            _ => Err(format!("unknown --backend {s:?} (supported: {SUPPORTED})")),
         }
     }
 
@@ -42,6 +62,9 @@ impl Backend {
             Backend::Vllm => "vllm",
             Backend::OpenAi => "openai",
             Backend::OpenAiChat => "openai-chat",
+            Backend::Tgi => "tgi",
+            Backend::Sglang => "sglang",
+            Backend::LlamaCpp => "llama.cpp",
         }
     }
 
@@ -49,12 +72,36 @@ impl Backend {
         self == Backend::OpenAiChat
     }
 
-    /// The endpoint vLLM's backend talks to when `--endpoint` is not given.
+    /// The engine whose native API this backend names, if any.
+    fn native(self) -> Option<Dialect> {
+        match self {
+            Backend::Tgi => Some(Dialect::Tgi),
+            Backend::Sglang => Some(Dialect::Sglang),
+            Backend::LlamaCpp => Some(Dialect::LlamaCpp),
+            Backend::Vllm | Backend::OpenAi | Backend::OpenAiChat => None,
+        }
+    }
+
+    /// The endpoint the backend talks to when `--endpoint` is not given: vLLM's for the OpenAI
+    /// ones, the engine's native one for `tgi`, `sglang` and `llama.cpp`.
     pub fn default_endpoint(self) -> &'static str {
+        if let Some(p) = self.native().and_then(Dialect::native_path) {
+            return p;
+        }
         if self.is_chat() {
             "/v1/chat/completions"
         } else {
             "/v1/completions"
+        }
+    }
+
+    /// The stream dialect for `endpoint`: a native backend speaks its engine's native API on
+    /// that engine's path and OpenAI completions on any other (vLLM's old `sglang` and
+    /// `llama.cpp`); the OpenAI backends always speak OpenAI.
+    pub fn dialect(self, endpoint: &str) -> Dialect {
+        match self.native() {
+            Some(d) if d.native_path().is_some_and(|p| endpoint.ends_with(p)) => d,
+            _ => Dialect::OpenAi,
         }
     }
 }
@@ -789,6 +836,11 @@ impl ServeArgs {
             .unwrap_or_else(|| backend.default_endpoint().to_string());
         if !endpoint.starts_with('/') {
             return Err(format!("--endpoint {endpoint:?} must start with /"));
+        }
+        if backend == Backend::Tgi && backend.dialect(&endpoint) != Dialect::Tgi {
+            return Err(format!(
+                "--backend tgi speaks TGI's /generate_stream (vLLM's tgi backend asserted the same), not --endpoint {endpoint}"
+            ));
         }
         if backend.is_chat() != endpoint.ends_with("/chat/completions") {
             return Err(format!(

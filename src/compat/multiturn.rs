@@ -364,6 +364,7 @@ pub async fn run(
                 let req = StreamRequest {
                     path: endpoint.clone(),
                     body: Bytes::from(Value::Object(body).to_string()),
+                    dialect: crate::net::Dialect::OpenAi,
                     expected_events: *out_len as usize + 8,
                     // The answer is the next turn's history.
                     keep_text: Some(true),

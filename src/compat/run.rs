@@ -314,7 +314,9 @@ async fn load_samples(
             }
         }
     };
-    let chat = cfg.backend.is_chat();
+    // TGI's /generate_stream takes text only, as the chat endpoint does.
+    let chat =
+        cfg.backend.is_chat() || cfg.backend.dialect(&cfg.endpoint) == crate::net::Dialect::Tgi;
     let ids_ok = !chat && info.token_ids == Some(true);
     // Dataset loading is synchronous; its token counter calls back into the runtime from a
     // blocking thread (only before the measured run).
@@ -471,9 +473,12 @@ fn push_u32(out: &mut Vec<u8>, mut n: u32) {
     out.extend_from_slice(&buf[i..]);
 }
 
-/// Builds request bodies as vLLM's openai backends send them.
+/// Builds request bodies as vLLM's backends send them (OpenAI and TGI), and the native ones of
+/// SGLang and llama.cpp.
 pub struct BodyBuilder {
     pub model: String,
+    /// The API spoken (OpenAI: `chat` picks the endpoint).
+    pub dialect: crate::net::Dialect,
     pub chat: bool,
     pub ignore_eos: bool,
     pub continuous_usage: bool,
@@ -489,6 +494,9 @@ impl BodyBuilder {
 
     /// [`BodyBuilder::body`] naming `model` (a LoRA adapter) instead of the builder's.
     pub fn body_as(&self, s: &Sample, ids: &mut Vec<u32>, model: &str) -> Result<Vec<u8>, String> {
+        if self.dialect != crate::net::Dialect::OpenAi {
+            return self.native_body(s, ids);
+        }
         let mut m = Map::new();
         m.insert("model".into(), json!(model));
         let text = match &s.prompt {
@@ -548,6 +556,84 @@ impl BodyBuilder {
         Ok(out)
     }
 }
+
+impl BodyBuilder {
+    /// The body of a native endpoint. TGI's is vLLM's `async_request_tgi` payload plus
+    /// `details` (the last event's finish reason and token count; it does not change what is
+    /// generated); like vLLM's, it leaves the sampling flags and `--extra-body` out. SGLang's
+    /// puts the sampling fields in `sampling_params` and `--extra-body` at the top, as SGLang's
+    /// own `bench_serving` does; llama.cpp's takes them all at the top.
+    fn native_body(&self, s: &Sample, ids: &mut Vec<u32>) -> Result<Vec<u8>, String> {
+        use crate::net::Dialect;
+        let prompt = match &s.prompt {
+            PromptSource::Text(t) => json!(t),
+            PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
+                ids.clear();
+                s.write_ids(ids);
+                json!(ids)
+            }
+        };
+        let body = match self.dialect {
+            Dialect::Tgi => {
+                let PromptSource::Text(t) = &s.prompt else {
+                    return Err("TGI's /generate_stream takes text prompts only".into());
+                };
+                json!({"inputs": t, "parameters": {
+                    "max_new_tokens": s.output_len,
+                    "do_sample": true,
+                    "temperature": 0.01,
+                    "top_p": 0.99,
+                    "truncate": s.prompt_len,
+                    "ignore_eos_token": self.ignore_eos,
+                    "details": true,
+                }})
+            }
+            Dialect::Sglang => {
+                let key = if prompt.is_string() {
+                    "text"
+                } else {
+                    "input_ids"
+                };
+                let mut sp = json!({"max_new_tokens": s.output_len, "ignore_eos": self.ignore_eos});
+                let mut m = Map::new();
+                m.insert(key.into(), prompt);
+                for (k, v) in &self.extra {
+                    if SAMPLING_KEYS.contains(&k.as_str()) {
+                        sp[k.as_str()] = v.clone();
+                    } else {
+                        m.insert(k.clone(), v.clone());
+                    }
+                }
+                m.insert("sampling_params".into(), sp);
+                m.insert("stream".into(), json!(true));
+                Value::Object(m)
+            }
+            Dialect::LlamaCpp | Dialect::OpenAi => {
+                let mut m = Map::new();
+                m.insert("prompt".into(), prompt);
+                m.insert("n_predict".into(), json!(s.output_len));
+                if self.ignore_eos {
+                    m.insert("ignore_eos".into(), json!(true));
+                }
+                m.insert("stream".into(), json!(true));
+                m.extend(self.extra.clone());
+                Value::Object(m)
+            }
+        };
+        serde_json::to_vec(&body).map_err(|e| e.to_string())
+    }
+}
+
+/// The sampling flags' fields, which SGLang reads inside `sampling_params`.
+const SAMPLING_KEYS: [&str; 7] = [
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "frequency_penalty",
+    "presence_penalty",
+    "repetition_penalty",
+];
 
 /// Why a request that ended cleanly still failed (vLLM: "Never received a valid chunk to
 /// calculate TTFT").
@@ -758,8 +844,10 @@ pub async fn run_shown(
             "note: the server has no /tokenize; prompt lengths are estimated as bytes/4"
         );
     }
+    let dialect = cfg.backend.dialect(&cfg.endpoint);
     let builder = Arc::new(BodyBuilder {
         model: request_model.clone(),
+        dialect,
         chat: cfg.backend.is_chat(),
         ignore_eos: cfg.ignore_eos,
         continuous_usage: cfg.continuous_usage,
@@ -787,6 +875,7 @@ pub async fn run_shown(
                     }
                     .map_err(RunError::Setup)?,
                 ),
+                dialect,
                 expected_events: s.output_len as usize + 8,
                 keep_text: Some(cfg.save_detailed),
                 request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
@@ -912,6 +1001,7 @@ pub async fn run_shown(
         let req = StreamRequest {
             path: path.clone(),
             body: Bytes::from(builder.body(&hi, &mut ids).map_err(RunError::Setup)?),
+            dialect,
             expected_events: 9,
             keep_text: Some(false),
             request_id: None,
@@ -1477,6 +1567,7 @@ mod tests {
         extra.insert("temperature".into(), json!(0.0));
         BodyBuilder {
             model: "m".into(),
+            dialect: crate::net::Dialect::OpenAi,
             chat,
             ignore_eos: true,
             continuous_usage: false,
@@ -1516,6 +1607,42 @@ mod tests {
         assert_eq!(
             body(&b)["stream_options"],
             json!({"include_usage": true, "continuous_usage_stats": true})
+        );
+    }
+
+    /// The native backends' bodies: TGI's is vLLM's `async_request_tgi` payload plus
+    /// `details`; SGLang's puts the sampling fields in `sampling_params`, as its own
+    /// `bench_serving` does; llama.cpp's takes them at the top.
+    #[test]
+    fn native_backend_bodies() {
+        use crate::net::Dialect;
+        let s = Sample {
+            prompt: PromptSource::Text("hi".into()),
+            prompt_len: 3,
+            output_len: 5,
+        };
+        let body = |d: Dialect| -> Value {
+            let mut b = builder(false);
+            b.dialect = d;
+            b.extra.insert("top_k".into(), json!(4));
+            b.extra.insert("lora_path".into(), json!("a"));
+            serde_json::from_slice(&b.body(&s, &mut Vec::new()).unwrap()).unwrap()
+        };
+        assert_eq!(
+            body(Dialect::Tgi),
+            json!({"inputs": "hi", "parameters": {"max_new_tokens": 5, "do_sample": true,
+                   "temperature": 0.01, "top_p": 0.99, "truncate": 3,
+                   "ignore_eos_token": true, "details": true}})
+        );
+        assert_eq!(
+            body(Dialect::Sglang),
+            json!({"text": "hi", "sampling_params": {"max_new_tokens": 5, "ignore_eos": true,
+                   "temperature": 0.0, "top_k": 4}, "lora_path": "a", "stream": true})
+        );
+        assert_eq!(
+            body(Dialect::LlamaCpp),
+            json!({"prompt": "hi", "n_predict": 5, "ignore_eos": true, "stream": true,
+                   "temperature": 0.0, "top_k": 4, "lora_path": "a"})
         );
     }
 

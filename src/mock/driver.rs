@@ -42,6 +42,8 @@ enum Cmd {
     },
     Abort(Vec<u64>),
     Stats(oneshot::Sender<EngineStats>),
+    /// Empty the prefix cache if idle; the answer says whether it was.
+    FlushCache(oneshot::Sender<bool>),
     Shutdown,
 }
 
@@ -132,6 +134,16 @@ impl Driver {
     pub fn params(&self) -> EngineParams {
         self.params.clone()
     }
+
+    /// Empties the engine's prefix cache when no request is running or waiting; `false` when it
+    /// was busy (or has stopped).
+    pub async fn flush_cache(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.cmds.send(Cmd::FlushCache(tx)).is_err() {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
 }
 
 impl Drop for Driver {
@@ -186,6 +198,9 @@ impl EngineThread {
             }
             Cmd::Stats(reply) => {
                 let _ = reply.send(self.engine.stats());
+            }
+            Cmd::FlushCache(reply) => {
+                let _ = reply.send(self.engine.flush_cache());
             }
             Cmd::Shutdown => return false,
         }

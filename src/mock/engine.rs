@@ -295,6 +295,16 @@ impl Blocks {
         }
     }
 
+    /// Forgets every cached block nobody holds (SGLang's `/flush_cache`).
+    fn flush(&mut self) {
+        while let Some((_, b)) = self.lru.pop_first() {
+            if let Some(h) = self.hash_of[b as usize].take() {
+                self.cached.remove(&h);
+            }
+            self.free.push(b);
+        }
+    }
+
     fn register(&mut self, b: u32, h: u64) {
         if self.hash_of[b as usize].is_some() || self.cached.contains_key(&h) {
             return;
@@ -367,6 +377,16 @@ impl Engine {
         s.waiting = self.waiting.len() as u32;
         s.used_blocks = self.blocks.used;
         s
+    }
+
+    /// Empties the prefix cache, as SGLang's `/flush_cache` does: only when no request is
+    /// running or waiting (`false`, and nothing done, otherwise).
+    pub fn flush_cache(&mut self) -> bool {
+        if !self.running.is_empty() || !self.waiting.is_empty() {
+            return false;
+        }
+        self.blocks.flush();
+        true
     }
 
     /// When the current step ends (the next time tokens become due); `None` when idle.

@@ -1,10 +1,12 @@
-//! The HTTP face of the mock: hyper 1 service, routing, vLLM-shaped JSON, and the SSE body that
-//! turns engine emissions into one chunk per event (uvicorn-style). Byte-level faults are
+//! The HTTP face of the mock: hyper 1 service, routing, vLLM-shaped JSON (and SGLang's and TGI's
+//! native endpoints, shaped by [`super::native`]), and the SSE body that turns engine emissions
+//! into one chunk per event (uvicorn-style). Byte-level faults are
 //! delegated to [`super::faults::FaultIo`]; this module only decides when they fire.
 //! It must never use the client's HTTP code (`crate::net`, `crate::proto`).
 
 use super::engine::{AdmitError, Emission, NewSeq};
 use super::faults::{self, ConnCtl, Fault};
+use super::native::{self, EventFacts, Flavor, Output};
 use super::text::mix64;
 use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
 use super::trace::TraceRec;
@@ -126,9 +128,49 @@ pub async fn handle(
                 page,
             )
         }
+        (&Method::GET, "/metrics") => respond(
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            super::metrics::render(&app.cfg, &app.driver.stats().await),
+        ),
+        (&Method::GET, "/get_server_info" | "/server_info") => {
+            let p = app.driver.params();
+            json_response(
+                StatusCode::OK,
+                &native::server_info(
+                    &app.cfg.model,
+                    &app.cfg.version,
+                    app.cfg.max_model_len,
+                    p.kv_tokens,
+                    p.block_size,
+                    p.max_num_seqs,
+                ),
+            )
+        }
+        (&Method::GET | &Method::POST, "/flush_cache") => {
+            // SGLang's answer, plain text; it refuses while requests run or wait.
+            if app.driver.flush_cache().await {
+                respond(
+                    StatusCode::OK,
+                    "text/plain; charset=utf-8",
+                    "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+                )
+            } else {
+                respond(
+                    StatusCode::BAD_REQUEST,
+                    "text/plain; charset=utf-8",
+                    "Flush cache failed.\n",
+                )
+            }
+        }
         (
             &Method::POST,
-            "/tokenize" | "/detokenize" | "/v1/completions" | "/v1/chat/completions",
+            "/tokenize"
+            | "/detokenize"
+            | "/v1/completions"
+            | "/v1/chat/completions"
+            | "/generate"
+            | "/generate_stream",
         ) => {
             let body = match read_json(req).await {
                 Ok(v) => v,
@@ -144,8 +186,13 @@ pub async fn handle(
                         Some(Err(_)) => return bad_request("x-mock-fault is not ASCII"),
                         None => None,
                     };
-                    let chat = path == "/v1/chat/completions";
-                    generate(&app, &ctl, &body, chat, request_id.clone(), fault).await
+                    let flavor = match path.as_str() {
+                        "/v1/chat/completions" => Flavor::Chat,
+                        "/generate" => Flavor::Sglang,
+                        "/generate_stream" => Flavor::Tgi,
+                        _ => Flavor::Completions,
+                    };
+                    generate(&app, &ctl, &body, flavor, request_id.clone(), fault).await
                 }
             }
         }
@@ -158,7 +205,12 @@ pub async fn handle(
             | "/tokenize"
             | "/detokenize"
             | "/v1/completions"
-            | "/v1/chat/completions",
+            | "/v1/chat/completions"
+            | "/generate"
+            | "/generate_stream"
+            | "/get_server_info"
+            | "/server_info"
+            | "/flush_cache",
         ) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("method {method} not allowed on {path}"),
@@ -356,6 +408,8 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     pub salt: Option<String>,
     pub user_seed: u64,
+    /// TGI `parameters.details`: the last event carries the finish reason and token count.
+    pub details: bool,
 }
 
 /// Validate a completions (`chat == false`) or chat completions body. Pure, so it is fuzzed
@@ -406,15 +460,32 @@ pub fn parse_generate(
             .and_then(Value::as_str)
             .map(str::to_owned),
         user_seed: body.get("seed").and_then(Value::as_u64).unwrap_or(0),
+        details: false,
     })
 }
 
-/// Completions and chat completions, streaming or not.
+/// Validates a generation request of any flavor. Pure, so it is fuzzed.
+pub fn parse_request(
+    tok: &Tokenizer,
+    max_model_len: u32,
+    body: &Value,
+    flavor: Flavor,
+) -> Result<GenRequest, String> {
+    match flavor {
+        Flavor::Completions => parse_generate(tok, max_model_len, body, false),
+        Flavor::Chat => parse_generate(tok, max_model_len, body, true),
+        Flavor::Sglang => native::parse_sglang(tok, max_model_len, body),
+        Flavor::Tgi => native::parse_tgi(tok, max_model_len, body),
+    }
+}
+
+/// Completions, chat completions, SGLang's `/generate` and TGI's `/generate_stream`, streaming
+/// or not.
 async fn generate(
     app: &Arc<App>,
     ctl: &Arc<ConnCtl>,
     body: &Value,
-    chat: bool,
+    flavor: Flavor,
     request_id: Option<String>,
     header_fault: Option<Fault>,
 ) -> Response<MockBody> {
@@ -440,7 +511,8 @@ async fn generate(
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return error_response(status, &format!("mock fault: HTTP {code}"), None);
     }
-    let g = match parse_generate(&app.tok, app.cfg.max_model_len, body, chat) {
+    let chat = flavor == Flavor::Chat;
+    let g = match parse_request(&app.tok, app.cfg.max_model_len, body, flavor) {
         Ok(g) => g,
         Err(e) => return bad_request(&e),
     };
@@ -455,6 +527,7 @@ async fn generate(
         ignore_eos,
         salt,
         user_seed,
+        details,
     } = g;
     let mml = app.cfg.max_model_len;
     let loops = app.cfg.loop_after.filter(|_| {
@@ -486,7 +559,11 @@ async fn generate(
     if !app.cfg.admission_delay.is_zero() {
         tokio::time::sleep(app.cfg.admission_delay).await;
     }
-    let prefix = if chat { "chatcmpl" } else { "cmpl" };
+    let prefix = match flavor {
+        Flavor::Chat => "chatcmpl",
+        Flavor::Completions => "cmpl",
+        Flavor::Sglang | Flavor::Tgi => "gen",
+    };
     let id = format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base));
     let rid = request_id.unwrap_or_else(|| id.clone());
     let rid_json: Arc<str> = serde_json::to_string(&rid)
@@ -507,6 +584,9 @@ async fn generate(
         .to_string();
     let meta = Meta {
         chat,
+        flavor,
+        details,
+        rid: rid.clone(),
         id,
         model,
         created: app.created,
@@ -544,6 +624,8 @@ async fn generate(
         state: State::Streaming,
         truncate_flushed: false,
         line: String::with_capacity(512),
+        output: Output::default(),
+        cached_tokens: 0,
     };
     let mut r = Response::new(MockBody::Sse(Box::new(body)));
     r.headers_mut().insert(
@@ -569,6 +651,11 @@ impl Drop for AbortGuard {
 
 struct Meta {
     chat: bool,
+    flavor: Flavor,
+    /// TGI `details` asked for.
+    details: bool,
+    /// The request id (`x-request-id`, else `id`): SGLang's `meta_info.id`.
+    rid: String,
     id: String,
     model: String,
     created: u64,
@@ -608,6 +695,25 @@ async fn collect_full(
         }
     }
     let completion: u64 = toks.iter().map(|t| t.len() as u64).sum();
+    if meta.flavor == Flavor::Sglang {
+        let text = app.tok.decode(&toks[0]).unwrap_or_default();
+        let finish = if fin[0] == Some("length") {
+            super::engine::Finish::Length
+        } else {
+            super::engine::Finish::Stop
+        };
+        return json_response(
+            StatusCode::OK,
+            &native::sglang_full(
+                &text,
+                &toks[0],
+                &meta.rid,
+                meta.prompt_tokens,
+                cached,
+                finish,
+            ),
+        );
+    }
     let choices: Vec<Value> = toks
         .iter()
         .enumerate()
@@ -672,6 +778,9 @@ pub struct SseBody {
     state: State,
     truncate_flushed: bool,
     line: String,
+    /// The output so far (SGLang's cumulative events, TGI's `generated_text`; one choice).
+    output: Output,
+    cached_tokens: u64,
 }
 
 fn escape_into(out: &mut String, s: &str) {
@@ -726,8 +835,44 @@ impl SseBody {
         });
     }
 
+    /// The event for one emission on a native endpoint (one choice).
+    fn on_native_emission(&mut self, e: Emission) {
+        self.completion_tokens += 1;
+        if e.index == 0 {
+            self.cached_tokens = e.cached_tokens as u64;
+        }
+        let app = self.app.clone();
+        let piece = String::from_utf8_lossy(app.tok.piece(e.token).unwrap_or(b""));
+        self.output.text.push_str(&piece);
+        self.output.ids.push(e.token);
+        let facts = EventFacts {
+            rid: &self.meta.rid,
+            prompt_tokens: self.meta.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            token: e.token,
+            piece: &piece,
+            finish: e.finish,
+            details: self.meta.details,
+        };
+        let mut line = std::mem::take(&mut self.line);
+        if self.meta.flavor == Flavor::Sglang {
+            native::sglang_event(&mut line, &self.output, &facts);
+        } else {
+            native::tgi_event(&mut line, self.completion_tokens, &self.output, &facts);
+        }
+        self.line = line;
+        self.push_line(Some((0, e.index, e.due_ns)));
+        if e.finish.is_some() {
+            self.finished += 1;
+            self.finish_stream();
+        }
+    }
+
     /// The chunk(s) for one emission.
     fn on_emission(&mut self, e: Emission) {
+        if matches!(self.meta.flavor, Flavor::Sglang | Flavor::Tgi) {
+            return self.on_native_emission(e);
+        }
         let choice = (e.tag - self.guard.base) as u32;
         if self.meta.chat && !self.role_sent[choice as usize] {
             self.role_sent[choice as usize] = true;
@@ -787,10 +932,13 @@ impl SseBody {
             self.usage_into();
             self.push_line(None);
         }
-        self.pending.push_back(Pending {
-            bytes: Bytes::from_static(b"data: [DONE]\n\n"),
-            token: None,
-        });
+        // TGI's stream simply ends after the event that carries `generated_text`.
+        if self.meta.flavor != Flavor::Tgi {
+            self.pending.push_back(Pending {
+                bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                token: None,
+            });
+        }
         self.state = State::Ended;
     }
 
@@ -829,13 +977,23 @@ impl SseBody {
                     &(self.guard.base..self.guard.base + self.guard.choices).collect::<Vec<_>>(),
                 );
                 let msg = "mock fault: the engine failed while generating";
-                let body = json!({"error": {"message": msg, "type": "InternalServerError", "param": null, "code": 500}});
+                let event = match self.meta.flavor {
+                    // TGI: `InferError` as an event, no `[DONE]`.
+                    Flavor::Tgi => format!(
+                        "data:{}\n\n",
+                        json!({"error": msg, "error_type": "generation"})
+                    ),
+                    Flavor::Sglang => format!(
+                        "data: {}\n\ndata: [DONE]\n\n",
+                        json!({"error": {"message": msg, "type": "invalid_request_error", "code": 500, "retryable": false}})
+                    ),
+                    Flavor::Completions | Flavor::Chat => format!(
+                        "data: {}\n\ndata: [DONE]\n\n",
+                        json!({"error": {"message": msg, "type": "InternalServerError", "param": null, "code": 500}})
+                    ),
+                };
                 self.pending.push_back(Pending {
-                    bytes: Bytes::from(format!("data: {body}\n\n")),
-                    token: None,
-                });
-                self.pending.push_back(Pending {
-                    bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                    bytes: Bytes::from(event),
                     token: None,
                 });
                 self.state = State::Ended;

@@ -10,6 +10,7 @@ use super::pool::Pool;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
 use crate::proto::http1::{encode_request, validate_header, HeadParser, RequestHead};
+use crate::proto::native::Dialect;
 use crate::timeline::{ErrorKind, RequestError, Timeline};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct StreamRequest {
     pub path: String,
     /// The JSON body (see [`super::request`]).
     pub body: Bytes,
+    /// The streaming API the response speaks (OpenAI, or an engine's native one).
+    pub dialect: Dialect,
     /// Room to reserve for event records (max tokens + a few); more still works.
     pub expected_events: usize,
     /// Keep the output text; `None` uses [`ClientConfig::keep_text`].
@@ -350,7 +353,10 @@ impl Client {
         let mut retried = false;
         loop {
             let (mut conn, pooled) = self.conn(!retried).await?;
-            match self.stream_on(&mut conn, &wbuf, tl, observer).await {
+            match self
+                .stream_on(&mut conn, &wbuf, req.dialect, tl, observer)
+                .await
+            {
                 Ok(reusable) => {
                     if reusable {
                         self.inner.pool.put(conn);
@@ -375,6 +381,7 @@ impl Client {
         &self,
         conn: &mut Conn,
         request: &[u8],
+        dialect: Dialect,
         tl: &mut Timeline,
         observer: &mut O,
     ) -> Result<bool, AttemptError> {
@@ -386,7 +393,7 @@ impl Client {
         }
         tl.write_done = Some(clock.raw());
         let mut buf = BytesMut::with_capacity(READ_BUF);
-        let mut dec = StreamDecoder::new(self.inner.cfg.max_event_bytes);
+        let mut dec = StreamDecoder::with_dialect(self.inner.cfg.max_event_bytes, dialect);
         let mut deadline = ReadDeadline::new(timeouts);
         let mut seen = 0u64;
         // The last event's read stamp, where the gap limit runs from. Noting it is all the

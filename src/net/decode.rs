@@ -2,7 +2,8 @@
 //!
 //! [`StreamDecoder::feed`] takes the bytes of one read and the stamp of that read, and runs
 //! them through the response-head parser, the body decoder (chunked, length or close
-//! delimited), the SSE parser and the OpenAI chunk decoder, appending to the [`Timeline`].
+//! delimited), the SSE parser and the event decoder of the request's [`Dialect`] (OpenAI, or an
+//! engine's native stream), appending to the [`Timeline`].
 //! Every event completed by one read gets that read's stamp.
 //!
 //! Architecture invariant: no IO, no clock, no locks, and no allocation per event in steady
@@ -12,7 +13,8 @@
 use super::observer::{Flow, StreamObserver};
 use crate::proto::body::{BodyChunk, BodyDecoder};
 use crate::proto::http1::{BodyKind, HeadParser};
-use crate::proto::openai::{self, StreamItem};
+use crate::proto::native::{Dialect, NativeDecoder, NativeEvent, NativeItem};
+use crate::proto::openai::{self, ServerError, StreamItem};
 use crate::proto::sse::SseParser;
 use crate::timeline::{
     Channel, ErrorKind, EventRecord, FinishReason, RequestError, Timeline, TokenCountSource,
@@ -61,13 +63,22 @@ pub struct StreamDecoder {
     /// choice-carrying event).
     continuous: bool,
     last_completion: u64,
+    dialect: Dialect,
+    /// The native dialect's per-stream state (`None` for OpenAI).
+    native: Option<NativeDecoder>,
     content_type: Option<String>,
     reason: String,
     error_body: Vec<u8>,
 }
 
 impl StreamDecoder {
+    /// A decoder for OpenAI-compatible streams.
     pub fn new(max_event_bytes: usize) -> Self {
+        Self::with_dialect(max_event_bytes, Dialect::OpenAi)
+    }
+
+    /// A decoder for streams of `dialect`.
+    pub fn with_dialect(max_event_bytes: usize, dialect: Dialect) -> Self {
         Self {
             phase: Phase::Head,
             head: HeadParser::new(MAX_HEAD_BYTES),
@@ -80,6 +91,8 @@ impl StreamDecoder {
             events_seen: 0,
             continuous: false,
             last_completion: 0,
+            dialect,
+            native: NativeDecoder::new(dialect),
             content_type: None,
             reason: String::new(),
             error_body: Vec::new(),
@@ -92,7 +105,7 @@ impl StreamDecoder {
         sse_buf.clear();
         *self = Self {
             sse_buf,
-            ..Self::new(self.max_event_bytes)
+            ..Self::with_dialect(self.max_event_bytes, self.dialect)
         };
     }
 
@@ -234,9 +247,15 @@ impl StreamDecoder {
             let ct = self.content_type.as_deref().unwrap_or("none");
             return Err(protocol(if tl.events.is_empty() {
                 format!("the response ended without any stream event (content-type: {ct})")
-            } else {
+            } else if self.dialect == Dialect::OpenAi {
                 format!(
                     "the stream ended after {} events without [DONE] or a finish_reason",
+                    tl.events.len()
+                )
+            } else {
+                format!(
+                    "the {} stream ended after {} events without its last event",
+                    self.dialect.as_str(),
                     tl.events.len()
                 )
             }));
@@ -275,6 +294,9 @@ impl StreamDecoder {
         tl: &mut Timeline,
         observer: &mut O,
     ) -> Result<Flow, RequestError> {
+        if self.native.is_some() {
+            return self.on_native(data, t, tl, observer);
+        }
         let item = match openai::decode(data) {
             Ok(i) => i,
             Err(e) => {
@@ -291,17 +313,7 @@ impl StreamDecoder {
                 tl.end = Some(t);
                 return Ok(Flow::Continue);
             }
-            StreamItem::Error(e) => {
-                let mut message = String::new();
-                if e.message.unescape_into(&mut message).is_err() || message.is_empty() {
-                    message = excerpt(data);
-                }
-                tl.end = Some(t);
-                return Err(RequestError::new(
-                    ErrorKind::ServerError,
-                    format!("server error in the stream: {message}"),
-                ));
-            }
+            StreamItem::Error(e) => return Err(stream_error(&e, data, t, tl)),
             StreamItem::Chunk(c) => c,
         };
         tl.last_message = Some(t);
@@ -350,11 +362,7 @@ impl StreamDecoder {
         };
         tl.events.push(rec);
         if let Some(reason) = c.finish_reason {
-            let parsed = FinishReason::parse(reason);
-            if parsed == FinishReason::Other {
-                tl.finish_reason_raw = Some(String::from_utf8_lossy(reason).into_owned());
-            }
-            tl.finish_reason = Some(parsed);
+            set_finish_reason(tl, reason);
         }
         if tl.content_text.is_some() {
             if let (true, Some(text), Some(out)) =
@@ -382,6 +390,72 @@ impl StreamDecoder {
         Ok(observer.on_event(&rec, raw))
     }
 
+    /// One event of a native stream: the same records as an OpenAI choice event, with the
+    /// dialect's own token count.
+    fn on_native<O: StreamObserver + ?Sized>(
+        &mut self,
+        data: &[u8],
+        t: u64,
+        tl: &mut Timeline,
+        observer: &mut O,
+    ) -> Result<Flow, RequestError> {
+        let Some(decoder) = self.native.as_mut() else {
+            return Ok(Flow::Continue);
+        };
+        let ev: NativeEvent<'_> = match decoder.decode(data) {
+            Ok(NativeItem::Event(ev)) => ev,
+            Ok(NativeItem::Done) => {
+                tl.done = true;
+                tl.end = Some(t);
+                return Ok(Flow::Continue);
+            }
+            Ok(NativeItem::Ignore) => return Ok(Flow::Continue),
+            Ok(NativeItem::Error(e)) => return Err(stream_error(&e, data, t, tl)),
+            Err(e) => {
+                return Err(protocol(format!(
+                    "malformed {} stream event after {} events: {e}: {}",
+                    self.dialect.as_str(),
+                    tl.events.len(),
+                    excerpt(data)
+                )))
+            }
+        };
+        tl.last_message = Some(t);
+        if ev.usage.is_some() {
+            tl.usage = ev.usage;
+        }
+        let has_output = !ev.text.is_empty();
+        tl.token_count_source = ev.source;
+        tl.first_event.get_or_insert(t);
+        if has_output {
+            tl.first_token.get_or_insert(t);
+        }
+        let rec = EventRecord {
+            t,
+            tokens: ev.tokens.min(u32::MAX as u64) as u32,
+            wakeup_ns: 0,
+            channel: if has_output {
+                Channel::Content
+            } else {
+                Channel::Empty
+            },
+        };
+        tl.events.push(rec);
+        if let Some(reason) = ev.finish_reason {
+            set_finish_reason(tl, reason);
+        }
+        if let (true, Some(out)) = (has_output, tl.content_text.as_mut()) {
+            ev.text
+                .unescape_into(out)
+                .map_err(|e| protocol(format!("bad text escape in stream event: {e}")))?;
+        }
+        if ev.last {
+            tl.done = true;
+            tl.end = Some(t);
+        }
+        Ok(observer.on_event(&rec, has_output.then_some(ev.text.raw)))
+    }
+
     fn status_error(&self, status: u16) -> RequestError {
         let detail = server_message(&self.error_body).unwrap_or_else(|| {
             if self.error_body.is_empty() {
@@ -401,6 +475,28 @@ impl StreamDecoder {
             message: format!("server answered {status}{reason}: {detail}"),
         }
     }
+}
+
+/// Records the server's finish reason (the raw word only when it is not one we know).
+fn set_finish_reason(tl: &mut Timeline, reason: &[u8]) {
+    let parsed = FinishReason::parse(reason);
+    if parsed == FinishReason::Other {
+        tl.finish_reason_raw = Some(String::from_utf8_lossy(reason).into_owned());
+    }
+    tl.finish_reason = Some(parsed);
+}
+
+/// An error event in a 200 stream, with the server's own message (or the payload).
+fn stream_error(e: &ServerError<'_>, data: &[u8], t: u64, tl: &mut Timeline) -> RequestError {
+    let mut message = String::new();
+    if e.message.unescape_into(&mut message).is_err() || message.is_empty() {
+        message = excerpt(data);
+    }
+    tl.end = Some(t);
+    RequestError::new(
+        ErrorKind::ServerError,
+        format!("server error in the stream: {message}"),
+    )
 }
 
 fn protocol(message: impl Into<String>) -> RequestError {

@@ -5,7 +5,7 @@
 //! connecting and classifying connect/TLS failures (`connect`), the per-target keep-alive pool
 //! (`pool`), the read loop's lazily re-armed deadline (`deadline`, pure), the sans-IO
 //! [`StreamDecoder`] that turns bytes into timeline entries, request
-//! bodies for the OpenAI endpoints ([`request`]), and the [`Client`] that ties them together.
+//! bodies for the OpenAI endpoints and the engines' native ones ([`request`]), and the [`Client`] that ties them together.
 //!
 //! Architecture invariants:
 //! - Only this module reads client sockets, and only `client` holds the read loop. The loop
@@ -30,6 +30,7 @@ pub mod request;
 pub mod stamp;
 mod target;
 
+pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};
 pub use config::{parse_header, ClientConfig, Timeouts};
 pub use decode::{Progress, StreamDecoder};

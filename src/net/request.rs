@@ -1,8 +1,10 @@
-//! Request bodies for the OpenAI-compatible streaming endpoints, and synthetic prompts.
+//! Request bodies for the OpenAI-compatible streaming endpoints and the engines' native ones
+//! (SGLang `/generate`, TGI `/generate_stream`, llama.cpp `/completion`), and synthetic prompts.
 //!
 //! Built once per request, before the clock starts: this is the only place JSON is written.
 
 use super::client::StreamRequest;
+use crate::proto::native::Dialect;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
@@ -14,11 +16,13 @@ pub enum Prompt {
     TokenIds(Vec<u32>),
 }
 
-/// One generation request, either endpoint.
+/// One generation request, any endpoint.
 #[derive(Clone, Debug)]
 pub struct Generation {
     pub model: String,
     pub prompt: Prompt,
+    /// The API to speak: OpenAI (`chat` picks the endpoint) or an engine's native one.
+    pub dialect: Dialect,
     /// `/v1/chat/completions` with one user message instead of `/v1/completions`.
     pub chat: bool,
     pub max_tokens: Option<u32>,
@@ -26,7 +30,8 @@ pub struct Generation {
     /// Ask for `usage` on every chunk (`continuous_usage_stats`); some OpenAI-compatible
     /// servers reject the field.
     pub continuous_usage: bool,
-    /// Extra top-level fields (e.g. `cache_salt`, `temperature`), merged last.
+    /// Extra top-level fields (e.g. `cache_salt`, `temperature`; inside `parameters` for TGI),
+    /// merged last.
     pub extra: Map<String, Value>,
 }
 
@@ -35,6 +40,7 @@ impl Generation {
         Self {
             model: model.into(),
             prompt,
+            dialect: Dialect::OpenAi,
             chat: false,
             max_tokens: None,
             ignore_eos: false,
@@ -44,6 +50,9 @@ impl Generation {
     }
 
     pub fn path(&self) -> &'static str {
+        if let Some(p) = self.dialect.native_path() {
+            return p;
+        }
         if self.chat {
             "/v1/chat/completions"
         } else {
@@ -51,8 +60,92 @@ impl Generation {
         }
     }
 
-    /// The JSON body. Fails only for token ids on the chat endpoint, which has no such field.
+    /// The JSON body. Fails only for a prompt or option the endpoint has no field for (token
+    /// ids on the chat endpoint or TGI's, `ignore_eos` on TGI's).
     pub fn body(&self) -> Result<Vec<u8>, String> {
+        let m = match self.dialect {
+            Dialect::OpenAi => self.openai_body()?,
+            Dialect::Sglang => self.sglang_body(),
+            Dialect::Tgi => self.tgi_body()?,
+            Dialect::LlamaCpp => self.llamacpp_body(),
+        };
+        serde_json::to_vec(&Value::Object(m)).map_err(|e| format!("cannot encode request: {e}"))
+    }
+
+    fn prompt_json(&self) -> Value {
+        match &self.prompt {
+            Prompt::Text(t) => json!(t),
+            Prompt::TokenIds(ids) => json!(ids),
+        }
+    }
+
+    /// Merges the extra fields last, so they win.
+    fn with_extra(&self, mut m: Map<String, Value>) -> Map<String, Value> {
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        m
+    }
+
+    /// SGLang `/generate` (`GenerateReqInput`): `text` or `input_ids`, the length and
+    /// `ignore_eos` inside `sampling_params`.
+    fn sglang_body(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        let key = match self.prompt {
+            Prompt::Text(_) => "text",
+            Prompt::TokenIds(_) => "input_ids",
+        };
+        m.insert(key.into(), self.prompt_json());
+        let mut sp = Map::new();
+        if let Some(n) = self.max_tokens {
+            sp.insert("max_new_tokens".into(), json!(n));
+        }
+        if self.ignore_eos {
+            sp.insert("ignore_eos".into(), json!(true));
+        }
+        m.insert("sampling_params".into(), Value::Object(sp));
+        m.insert("stream".into(), json!(true));
+        self.with_extra(m)
+    }
+
+    /// TGI `/generate_stream` (`GenerateRequest`): `inputs` text only, `parameters` with
+    /// `max_new_tokens`, `details` (the last event's finish reason and token count come only
+    /// when asked for) and the extra fields. TGI has no `ignore_eos`.
+    fn tgi_body(&self) -> Result<Map<String, Value>, String> {
+        let Prompt::Text(t) = &self.prompt else {
+            return Err("TGI's /generate_stream takes text prompts only, not token ids".into());
+        };
+        if self.ignore_eos {
+            return Err("TGI's /generate_stream has no ignore_eos".into());
+        }
+        let mut params = Map::new();
+        if let Some(n) = self.max_tokens {
+            params.insert("max_new_tokens".into(), json!(n));
+        }
+        params.insert("details".into(), json!(true));
+        // TGI reads every generation option inside `parameters`.
+        let params = self.with_extra(params);
+        let mut m = Map::new();
+        m.insert("inputs".into(), json!(t));
+        m.insert("parameters".into(), Value::Object(params));
+        Ok(m)
+    }
+
+    /// llama.cpp `/completion`: `prompt` (text or token ids), `n_predict`, `ignore_eos`.
+    fn llamacpp_body(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("prompt".into(), self.prompt_json());
+        if let Some(n) = self.max_tokens {
+            m.insert("n_predict".into(), json!(n));
+        }
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), json!(true));
+        }
+        m.insert("stream".into(), json!(true));
+        self.with_extra(m)
+    }
+
+    fn openai_body(&self) -> Result<Map<String, Value>, String> {
         let mut m = Map::new();
         m.insert("model".into(), json!(self.model));
         if self.chat {
@@ -74,11 +167,7 @@ impl Generation {
                 m.insert("max_tokens".into(), json!(n));
             }
         } else {
-            let prompt = match &self.prompt {
-                Prompt::Text(t) => json!(t),
-                Prompt::TokenIds(ids) => json!(ids),
-            };
-            m.insert("prompt".into(), prompt);
+            m.insert("prompt".into(), self.prompt_json());
             if let Some(n) = self.max_tokens {
                 m.insert("max_tokens".into(), json!(n));
             }
@@ -93,10 +182,7 @@ impl Generation {
         if self.ignore_eos {
             m.insert("ignore_eos".into(), json!(true));
         }
-        for (k, v) in &self.extra {
-            m.insert(k.clone(), v.clone());
-        }
-        serde_json::to_vec(&Value::Object(m)).map_err(|e| format!("cannot encode request: {e}"))
+        Ok(self.with_extra(m))
     }
 
     /// The ready-to-send request, with room for `max_tokens` events.
@@ -104,6 +190,7 @@ impl Generation {
         Ok(StreamRequest {
             path: self.path().to_string(),
             body: Bytes::from(self.body()?),
+            dialect: self.dialect,
             expected_events: self.max_tokens.unwrap_or(256) as usize + 4,
             keep_text,
             request_id: None,
@@ -178,6 +265,46 @@ mod tests {
         assert!(v.get("ignore_eos").is_none());
         g.prompt = Prompt::TokenIds(vec![1]);
         assert!(g.body().is_err());
+    }
+
+    #[test]
+    fn native_bodies_use_each_engines_field_names() {
+        let mut g = Generation::new("m", Prompt::Text("hi".into()));
+        g.max_tokens = Some(9);
+        g.ignore_eos = true;
+        g.extra.insert("temperature".into(), json!(0.0));
+
+        g.dialect = Dialect::Sglang;
+        assert_eq!(g.path(), "/generate");
+        assert_eq!(
+            body(&g),
+            json!({"text": "hi", "sampling_params": {"max_new_tokens": 9, "ignore_eos": true}, "stream": true, "temperature": 0.0})
+        );
+        g.prompt = Prompt::TokenIds(vec![5, 6]);
+        assert_eq!(body(&g)["input_ids"], json!([5, 6]));
+
+        g.dialect = Dialect::LlamaCpp;
+        assert_eq!(g.path(), "/completion");
+        assert_eq!(
+            body(&g),
+            json!({"prompt": [5, 6], "n_predict": 9, "ignore_eos": true, "stream": true, "temperature": 0.0})
+        );
+
+        g.dialect = Dialect::Tgi;
+        assert_eq!(g.path(), "/generate_stream");
+        assert!(g.body().unwrap_err().contains("token ids"));
+        g.prompt = Prompt::Text("hi".into());
+        assert!(g.body().unwrap_err().contains("ignore_eos"));
+        g.ignore_eos = false;
+        assert_eq!(
+            body(&g),
+            json!({"inputs": "hi", "parameters": {"max_new_tokens": 9, "details": true, "temperature": 0.0}})
+        );
+        let req = g.stream_request(None).unwrap();
+        assert_eq!(
+            (req.path.as_str(), req.dialect),
+            ("/generate_stream", Dialect::Tgi)
+        );
     }
 
     #[test]

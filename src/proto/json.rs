@@ -747,6 +747,15 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
+    /// `true` or `false`; `None` (nothing consumed) when the next value is another kind.
+    pub fn bool(&mut self) -> Result<Option<bool>, JsonError> {
+        match self.peek_ws()? {
+            b't' => self.literal(b"true").map(|()| Some(true)),
+            b'f' => self.literal(b"false").map(|()| Some(false)),
+            _ => Ok(None),
+        }
+    }
+
     /// Only whitespace may follow the top-level value.
     pub fn finish(&mut self) -> Result<(), JsonError> {
         self.skip_ws();

@@ -149,9 +149,9 @@ impl From<JsonError> for OpenAiError {
     }
 }
 
-type Res<T> = Result<T, OpenAiError>;
+pub(super) type Res<T> = Result<T, OpenAiError>;
 
-fn wrong(field: &'static str, expected: &'static str) -> OpenAiError {
+pub(super) fn wrong(field: &'static str, expected: &'static str) -> OpenAiError {
     OpenAiError::Field { field, expected }
 }
 
@@ -230,7 +230,7 @@ pub fn decode(data: &[u8]) -> Result<StreamItem<'_>, OpenAiError> {
 
 /// A string, or `None` for anything else (error fields come in many shapes; we never fail an
 /// error event over them).
-fn lenient_text<'a>(sc: &mut Scanner<'a>) -> Res<Option<Text<'a>>> {
+pub(super) fn lenient_text<'a>(sc: &mut Scanner<'a>) -> Res<Option<Text<'a>>> {
     if sc.peek()? == Kind::String {
         return Ok(Some(sc.string()?.into()));
     }
@@ -239,7 +239,7 @@ fn lenient_text<'a>(sc: &mut Scanner<'a>) -> Res<Option<Text<'a>>> {
 }
 
 /// `code`: an integer, or a string holding one (`"400"`), else `None`.
-fn lenient_code(sc: &mut Scanner<'_>) -> Res<Option<i64>> {
+pub(super) fn lenient_code(sc: &mut Scanner<'_>) -> Res<Option<i64>> {
     match sc.peek()? {
         Kind::Number => Ok(sc.i64()?),
         Kind::String => {
@@ -259,7 +259,7 @@ fn lenient_code(sc: &mut Scanner<'_>) -> Res<Option<i64>> {
 
 /// A string or null; any other type is an error naming `field`.
 #[inline]
-fn opt_text<'a>(sc: &mut Scanner<'a>, field: &'static str) -> Res<Option<Text<'a>>> {
+pub(super) fn opt_text<'a>(sc: &mut Scanner<'a>, field: &'static str) -> Res<Option<Text<'a>>> {
     match sc.peek()? {
         Kind::String => Ok(Some(sc.string()?.into())),
         Kind::Null => {
@@ -272,7 +272,7 @@ fn opt_text<'a>(sc: &mut Scanner<'a>, field: &'static str) -> Res<Option<Text<'a
 
 /// A non-negative integer or null; anything else is an error naming `field`.
 #[inline]
-fn opt_u64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<u64>> {
+pub(super) fn opt_u64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<u64>> {
     match sc.peek()? {
         Kind::Number => match sc.u64()? {
             Some(v) => Ok(Some(v)),
@@ -286,7 +286,7 @@ fn opt_u64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<u64>> {
     }
 }
 
-fn opt_f64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<f64>> {
+pub(super) fn opt_f64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<f64>> {
     match sc.peek()? {
         Kind::Number => Ok(Some(sc.f64()?)),
         Kind::Null => {
@@ -299,7 +299,7 @@ fn opt_f64(sc: &mut Scanner<'_>, field: &'static str) -> Res<Option<f64>> {
 
 /// Sits before a value that must be an object or null: `true` when an object was entered.
 #[inline]
-fn enter_opt_object(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
+pub(super) fn enter_opt_object(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
     match sc.peek()? {
         Kind::Object => {
             sc.enter_object()?;
@@ -313,7 +313,7 @@ fn enter_opt_object(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
     }
 }
 
-fn enter_opt_array(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
+pub(super) fn enter_opt_array(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
     match sc.peek()? {
         Kind::Array => {
             sc.enter_array()?;
@@ -328,7 +328,7 @@ fn enter_opt_array(sc: &mut Scanner<'_>, field: &'static str) -> Res<bool> {
 }
 
 /// Counts the elements of an entered array, skipping them.
-fn count_elements(sc: &mut Scanner<'_>) -> Res<usize> {
+pub(super) fn count_elements(sc: &mut Scanner<'_>) -> Res<usize> {
     let mut n = 0;
     let mut first = true;
     while sc.next_element(&mut first)? {
@@ -444,7 +444,7 @@ fn usage(sc: &mut Scanner<'_>) -> Res<Option<Usage>> {
     Ok(Some(u))
 }
 
-fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
+pub(super) fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
     if !enter_opt_object(sc, "timings")? {
         return Ok(None);
     }
@@ -465,7 +465,7 @@ fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
 }
 
 /// `{"message","type","param","code"}`.
-fn error_object<'a>(sc: &mut Scanner<'a>) -> Res<ServerError<'a>> {
+pub(super) fn error_object<'a>(sc: &mut Scanner<'a>) -> Res<ServerError<'a>> {
     sc.enter_object()?;
     let mut e = ServerError::default();
     let mut kb = [0u8; 32];
