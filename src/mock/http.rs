@@ -128,11 +128,6 @@ pub async fn handle(
                 page,
             )
         }
-        (&Method::GET, "/metrics") => respond(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            super::metrics::render(&app.cfg, &app.driver.stats().await),
-        ),
         (&Method::GET, "/get_server_info" | "/server_info") => {
             let p = app.driver.params();
             json_response(
