@@ -254,6 +254,11 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             a.prompt_cache.clone().or_else(default_prompt_cache)
         },
         drain_timeout: Duration::from_secs(60),
+        ready_check_timeout: Duration::from_secs(
+            a.conn
+                .as_ref()
+                .map_or(0, |c| c.ready_check_timeout(READY_CHECK_DEFAULT_S)),
+        ),
         base_url: base_url.to_string(),
         skip_warmup: false,
     })
@@ -340,7 +345,9 @@ pub async fn run_shown(
     stop: &Cancel,
     live: bool,
 ) -> Result<crate::report::MatrixReport, CliError> {
-    let prepared = plan_run(client, cfg).await.map_err(CliError::failed)?;
+    let prepared = plan_run(client, cfg, &mut |w| eprintln!("[matrix] {w}"))
+        .await
+        .map_err(CliError::failed)?;
     eprint!("{}", prepared.info.render());
     eprintln!("{}", prepared.plan.render());
     eprintln!(
@@ -356,6 +363,10 @@ pub async fn run_shown(
     display.finish();
     r.map_err(CliError::failed)
 }
+
+/// `--ready-check-timeout-sec`'s default for the matrix: a long run started beside a loading
+/// server waits for it rather than failing in its first second.
+const READY_CHECK_DEFAULT_S: u64 = 600;
 
 pub fn run(a: MatrixArgs) -> CliResult {
     // Flags first: a typo must not start a server or a run.
@@ -390,7 +401,7 @@ pub fn run(a: MatrixArgs) -> CliResult {
     let client =
         Client::new(client_cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     if let Some(conn) = &a.conn {
-        rt.block_on(conn.wait_ready(&client))?;
+        rt.block_on(conn.wait_ready(&client, READY_CHECK_DEFAULT_S))?;
     }
     let live = super::progress::live_wanted(a.no_progress);
     let report = rt.block_on(run_shown(&client, &cfg, a.dry_run, &stop, live));

@@ -19,6 +19,7 @@ use crate::report::{
 };
 use crate::server::sampler::{sample_once, wait_drained, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
+use crate::workload::request_id::RequestId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,10 +43,20 @@ pub struct CellConfig {
     pub repetition: RepetitionConfig,
     /// `/metrics` polling period during the cell (≤ 1 s).
     pub sample_period: Duration,
-    /// When set, request `n` of stream `s` carries `x-request-id:
-    /// {run_id}-{context}-{concurrency}-{s}-{n}`, so the server's logs and traces can be joined
-    /// to the report's requests.
-    pub run_id: Option<String>,
+    /// When set, request `n` of stream `s` carries `x-request-id:` the UUID
+    /// [`RequestId::Matrix`] of this run tag and attempt, the cell, `s` and `n`, so the server's
+    /// logs and traces can be joined to the report's requests (and servers that validate the
+    /// header as a UUID accept it).
+    pub request_ids: Option<CellIds>,
+}
+
+/// What a cell's request ids carry besides the cell and the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellIds {
+    /// [`crate::workload::request_id::run_tag`] of the run id.
+    pub run: u32,
+    /// The cell's retry (0 first): a retry's requests never reuse the first attempt's ids.
+    pub attempt: u8,
 }
 
 /// One finished request of the cell.
@@ -150,7 +161,7 @@ async fn worker(
     stream: u32,
     client: Client,
     req: Arc<StreamRequest>,
-    id_prefix: Option<String>,
+    ids: Option<(CellIds, u64, u32)>,
     cancel: Cancel,
     shared: Arc<Counters>,
     rep: RepetitionConfig,
@@ -174,7 +185,17 @@ async fn worker(
         w.content.reset();
         w.reasoning.reset();
         w.looped = None;
-        req.request_id = id_prefix.as_ref().map(|p| format!("{p}-{stream}-{n}"));
+        req.request_id = ids.map(|(i, context, concurrency)| {
+            RequestId::Matrix {
+                run: i.run,
+                attempt: i.attempt,
+                context,
+                concurrency,
+                stream,
+                n,
+            }
+            .to_string()
+        });
         n += 1;
         let intended = client.clock().raw();
         w.shared.active.fetch_add(1, Ordering::Relaxed);
@@ -634,17 +655,14 @@ pub async fn run_cell(
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
-    let id_prefix = cfg
-        .run_id
-        .as_ref()
-        .map(|r| format!("{r}-{}-{c}", cell.context));
+    let ids = cfg.request_ids.map(|i| (i, cell.context, c));
     let workers: Vec<_> = (0..c)
         .map(|i| {
             tokio::spawn(worker(
                 i,
                 client.clone(),
                 req.clone(),
-                id_prefix.clone(),
+                ids,
                 cancel.clone(),
                 shared.clone(),
                 cfg.repetition,

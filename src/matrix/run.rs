@@ -6,7 +6,7 @@
 //! never decides a verdict rule (that is `status`); progress goes out as `progress::Event`s.
 
 use crate::analysis::repetition::RepetitionConfig;
-use crate::matrix::cell::{run_cell, CellConfig};
+use crate::matrix::cell::{run_cell, CellConfig, CellIds};
 use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
 use crate::matrix::prompts::{mix, Prepared, Run};
 use crate::matrix::scout::{self, ColdSwitches, Fresh};
@@ -21,11 +21,12 @@ use crate::report::{
     SCHEMA_VERSION,
 };
 use crate::server::gpu::{self, GpuSampler};
+use crate::server::probe::collect_when_ready;
 use crate::server::probe::token_id_range;
-use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
+use crate::server::{detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
-use crate::workload::prose;
 use crate::workload::tokenizer::LocalTokenizer;
+use crate::workload::{prose, request_id};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,9 @@ pub struct MatrixConfig {
     /// opens.
     pub ready_stable: Duration,
     pub drain_timeout: Duration,
+    /// How long the probe waits for a server that still answers 5xx (loading) before the run
+    /// fails (`--ready-check-timeout-sec`; zero: one probe).
+    pub ready_check_timeout: Duration,
     pub base_url: String,
     /// Skip the warm-up request (tests).
     pub skip_warmup: bool,
@@ -120,9 +124,20 @@ pub struct Prepared0 {
     pub report: MatrixReport,
 }
 
-/// Probe and plan; nothing is measured yet.
-pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, String> {
-    let collected = collect(client, cfg.model.as_deref()).await?;
+/// Probe and plan; nothing is measured yet. `waiting` hears what the probe waits for while the
+/// server is still loading.
+pub async fn plan_run(
+    client: &Client,
+    cfg: &MatrixConfig,
+    waiting: &mut dyn FnMut(&str),
+) -> Result<Prepared0, String> {
+    let collected = collect_when_ready(
+        client,
+        cfg.model.as_deref(),
+        cfg.ready_check_timeout,
+        waiting,
+    )
+    .await?;
     let info = detect(&collected, &cfg.overrides);
     let model = cfg
         .model
@@ -616,7 +631,10 @@ impl<'a> Measure<'a, '_> {
             drain_timeout: cfg.drain_timeout,
             repetition: cfg.repetition,
             sample_period: Duration::from_millis(500),
-            run_id: Some(self.run.run_id.clone()),
+            request_ids: Some(CellIds {
+                run: request_id::run_tag(&self.run.run_id),
+                attempt: 0,
+            }),
         };
         let mut generation = prompt.generation.clone();
         for attempt in 0..2u64 {
@@ -629,7 +647,10 @@ impl<'a> Measure<'a, '_> {
             ));
             if attempt > 0 {
                 // The retry's requests must not reuse the first attempt's ids.
-                cell_cfg.run_id = Some(format!("{}.{attempt}", self.run.run_id));
+                cell_cfg.request_ids = cell_cfg.request_ids.map(|i| CellIds {
+                    attempt: attempt as u8,
+                    ..i
+                });
             }
             let req = generation
                 .stream_request(Some(false))

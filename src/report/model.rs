@@ -536,7 +536,8 @@ pub struct RequestSummary {
     #[serde(with = "error_kind::option")]
     pub error: Option<ErrorKind>,
     pub looped: bool,
-    /// The `x-request-id` it was sent with (`{run_id}-{context}-{concurrency}-{stream}-{n}`),
+    /// The `x-request-id` it was sent with (a UUID naming run, cell, stream and request: see
+    /// `workload::request_id`),
     /// to find it in the server's logs; absent in files from before it was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
