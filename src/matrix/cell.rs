@@ -535,8 +535,9 @@ fn token_source(sources: &[TokenCountSource]) -> (Option<TokenCountSource>, Opti
 }
 
 /// The client–server token comparison over the window: `(server tokens, client − server,
-/// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
-/// measure a window, so no difference is drawn from it.
+/// why unavailable)`. `counter` is `MetricsSample::generated` before and after the window: a
+/// counter that moves only when a request ends (llama.cpp) measures a window only with the
+/// tokens of the requests in flight from `/slots`, so without them no difference is drawn.
 fn token_check(
     names: &MetricNames,
     counter: (Option<f64>, Option<f64>),
@@ -545,12 +546,12 @@ fn token_check(
     let Some(name) = names.generation_tokens else {
         return (None, None, None);
     };
-    if names.generation_counted_at_end {
+    if names.generation_counted_at_end && (counter.0.is_none() || counter.1.is_none()) {
         return (
             None,
             None,
             Some(format!(
-                "unavailable: {name} counts a request's tokens only when it ends, so its change over the window is not the tokens generated inside it"
+                "unavailable: {name} counts a request's tokens only when it ends, and /slots (each busy slot's n_decoded) could not be read consistently with it before and after the window (is llama-server running with --no-slots?)"
             )),
         );
     }
@@ -745,9 +746,7 @@ pub async fn run_cell(
     let mut lags = Vec::new();
     if !interrupted && ready_at_gate > 0 {
         if let Some(n) = &names {
-            gen.0 = sample_once(client, n)
-                .await
-                .and_then(|s| s.generation_tokens);
+            gen.0 = sample_once(client, n).await.and_then(|s| s.generated(n));
         }
         progress.event(&Event::Phase {
             step: &step,
@@ -788,9 +787,7 @@ pub async fn run_cell(
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
         if let Some(n) = &names {
-            gen.1 = sample_once(client, n)
-                .await
-                .and_then(|s| s.generation_tokens);
+            gen.1 = sample_once(client, n).await.and_then(|s| s.generated(n));
         }
     }
     progress.event(&Event::Phase {
@@ -1274,7 +1271,7 @@ mod tests {
     }
 
     #[test]
-    fn llama_cpp_counter_gives_no_window_difference() {
+    fn llama_cpp_counter_needs_the_slots_for_a_window_difference() {
         use crate::server::probe::EngineKind;
         let vllm = MetricNames::for_engine(EngineKind::Vllm).unwrap();
         assert_eq!(
@@ -1284,11 +1281,21 @@ mod tests {
         let (server, diff, why) = token_check(&vllm, (Some(100.0), None), Some(260));
         assert_eq!((server, diff), (None, None));
         assert!(why.unwrap().contains("could not be read"));
-        // llama.cpp counts at request end: a window's whole output would show as a difference.
+        // llama.cpp counts at request end: without /slots (the samples' `generated` is then
+        // `None`) a window's whole output would show as a difference, so none is drawn...
         let llama = MetricNames::for_engine(EngineKind::LlamaCpp).unwrap();
-        let (server, diff, why) = token_check(&llama, (Some(0.0), Some(0.0)), Some(5000));
+        let (server, diff, why) = token_check(&llama, (None, Some(0.0)), Some(5000));
         assert_eq!((server, diff), (None, None));
-        assert!(why.unwrap().contains("only when it ends"));
+        let why = why.unwrap();
+        assert!(
+            why.contains("only when it ends") && why.contains("/slots"),
+            "{why}"
+        );
+        // ...with it, the live count is compared like any other.
+        assert_eq!(
+            token_check(&llama, (Some(120.0), Some(5110.0)), Some(5000)),
+            (Some(4990), Some(10), None)
+        );
         let tgi = MetricNames::for_engine(EngineKind::Tgi).unwrap();
         assert_eq!(token_check(&tgi, (None, None), Some(1)), (None, None, None));
     }
