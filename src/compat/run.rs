@@ -519,8 +519,10 @@ async fn first_request_hint(
     match done.get(first).and_then(Option::as_ref) {
         Some(d) if diagnose::is_empty_400(&d.timeline) => {
             let req = rebuild(first)?;
+            let cause = diagnose::empty_400(client, &req).await;
             Ok(Some(diagnose::explain(
-                &diagnose::empty_400(client, &req).await,
+                &cause,
+                diagnose::Command::BenchServe,
             )))
         }
         _ => Ok(None),

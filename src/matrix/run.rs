@@ -20,13 +20,15 @@ use crate::report::{
     MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
     SCHEMA_VERSION,
 };
+use crate::server::diagnose;
 use crate::server::gpu::{self, GpuSampler};
 use crate::server::probe::collect_when_ready;
 use crate::server::probe::token_id_range;
 use crate::server::{detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
+use crate::workload::prose;
+use crate::workload::request_id::{self, RequestId};
 use crate::workload::tokenizer::LocalTokenizer;
-use crate::workload::{prose, request_id};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -310,6 +312,7 @@ pub async fn execute(
         },
         stop,
         progress,
+        diagnosed: false,
     };
     if !cfg.skip_warmup {
         m.warm_up().await;
@@ -453,6 +456,8 @@ struct Measure<'a, 'p> {
     names: Option<MetricNames>,
     stop: &'a Cancel,
     progress: &'p mut dyn Progress,
+    /// An empty 400 was already looked into (once per run).
+    diagnosed: bool,
 }
 
 impl<'a> Measure<'a, '_> {
@@ -672,6 +677,7 @@ impl<'a> Measure<'a, '_> {
             if let Some(g) = gpu {
                 r.cell.gpu_samples = g.stop().await;
             }
+            self.explain_empty_400(&mut r.cell, &req, &cell_cfg).await;
             if r.interrupted {
                 return Ok(Flow::Stopped);
             }
@@ -703,6 +709,47 @@ impl<'a> Measure<'a, '_> {
         }
         self.step_done(None);
         Ok(Flow::Go)
+    }
+
+    /// A cell refused with `400` and an empty body says nothing about why: the first time in a
+    /// run, send its first request again without each suspect (`server::diagnose`) and add the
+    /// cause to the cell's message.
+    async fn explain_empty_400(
+        &mut self,
+        cell: &mut DecodeCell,
+        req: &crate::net::StreamRequest,
+        cell_cfg: &CellConfig,
+    ) {
+        if self.diagnosed {
+            return;
+        }
+        let Some(m) = cell
+            .error_messages
+            .iter_mut()
+            .find(|m| m.http_status == Some(400) && m.message.ends_with(crate::net::EMPTY_BODY))
+        else {
+            return;
+        };
+        self.diagnosed = true;
+        let mut first = req.clone();
+        first.request_id = cell_cfg.request_ids.map(|i| {
+            RequestId::Matrix {
+                run: i.run,
+                attempt: i.attempt,
+                context: cell.context,
+                concurrency: cell.concurrency as u32,
+                stream: 0,
+                n: 0,
+            }
+            .to_string()
+        });
+        let cause = diagnose::empty_400(self.run.client, &first).await;
+        let hint = diagnose::explain(&cause, diagnose::Command::Matrix);
+        self.progress.line(&format!(
+            "cell {} x {}: the server refused the request: {hint}",
+            cell.context_label, cell.concurrency
+        ));
+        *m = ErrorMessage::new(m.kind, m.http_status, &format!("{}: {hint}", m.message));
     }
 
     /// Prefill-only contexts (e.g. the full max_model_len - 1), after every decode row.

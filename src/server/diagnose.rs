@@ -75,19 +75,42 @@ pub fn extension_fields(body: &[u8]) -> Vec<String> {
         .collect()
 }
 
+/// The command whose request was refused: the flags to try differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    BenchServe,
+    Matrix,
+}
+
 /// The sentence for the user: the cause found and the flag to try.
-pub fn explain(cause: &Cause) -> String {
+pub fn explain(cause: &Cause, command: Command) -> String {
     match cause {
         Cause::RequestId(id) => format!(
             "the server refuses our x-request-id header ({id:?}): the same request without it \
-             succeeds. Request ids are UUIDs unless --request-id-prefix is given; leave that \
-             flag out, or give a prefix whose ids the server accepts"
+             succeeds. {}",
+            match command {
+                Command::BenchServe => {
+                    "Request ids are UUIDs unless --request-id-prefix is given; leave that \
+                     flag out, or give a prefix whose ids the server accepts"
+                }
+                Command::Matrix => {
+                    "The matrix's ids are UUIDs and no flag changes them: please report this \
+                     server"
+                }
+            }
         ),
         Cause::Fields(f) => format!(
             "the server refuses field(s) beyond OpenAI's API ({}): the same request without \
-             them succeeds. Leave out the flags that add them (--ignore-eos, --extra-body, \
-             sampling flags such as --top-k)",
-            f.join(", ")
+             them succeeds. {}",
+            f.join(", "),
+            match command {
+                Command::BenchServe => {
+                    "Leave out the flags that add them (--ignore-eos, --extra-body, sampling \
+                     flags such as --top-k)"
+                }
+                Command::Matrix =>
+                    "Try --no-ignore-eos (ignore_eos is the matrix's one such field)",
+            }
         ),
         Cause::Unknown(tried) => format!(
             "the server answered 400 with an empty body and did not accept the request \
@@ -170,15 +193,23 @@ mod tests {
 
     #[test]
     fn explanations_name_the_cause_and_the_flag() {
-        let s = explain(&Cause::RequestId("run-1".into()));
+        let s = explain(&Cause::RequestId("run-1".into()), Command::BenchServe);
         assert!(s.contains("x-request-id") && s.contains("\"run-1\""), "{s}");
         assert!(s.contains("--request-id-prefix"), "{s}");
-        let s = explain(&Cause::Fields(vec!["ignore_eos".into()]));
+        let s = explain(
+            &Cause::Fields(vec!["ignore_eos".into()]),
+            Command::BenchServe,
+        );
         assert!(
             s.contains("ignore_eos") && s.contains("--ignore-eos"),
             "{s}"
         );
-        let s = explain(&Cause::Unknown("without the x-request-id header".into()));
+        let s = explain(&Cause::Fields(vec!["ignore_eos".into()]), Command::Matrix);
+        assert!(s.contains("--no-ignore-eos"), "{s}");
+        let s = explain(
+            &Cause::Unknown("without the x-request-id header".into()),
+            Command::Matrix,
+        );
         assert!(s.contains("without the x-request-id header"), "{s}");
     }
 }
