@@ -399,7 +399,7 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
             };
             assert_eq!(
                 (context, concurrency as u64, stream, attempt),
-                (cell.context, cell.concurrency as u64, q.stream, 0),
+                (cell.context, cell.concurrency, q.stream, 0),
                 "{what}: {id} names another cell or stream"
             );
             ids.push(id);

@@ -107,7 +107,7 @@ fn assert_valid_with_our_ids(r: &MatrixReport) {
             };
             assert_eq!(
                 (context, concurrency as u64, stream),
-                (cell.context, cell.concurrency as u64, q.stream),
+                (cell.context, cell.concurrency, q.stream),
                 "{what}: {id}"
             );
             assert_eq!(q.error, None, "{what}: {id}");
