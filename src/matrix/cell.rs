@@ -570,6 +570,44 @@ fn token_check(
     }
 }
 
+/// Tokens the client received in `[from, to)` over every request of the cell, for the
+/// comparison with the server's count. The server counts every token; chunks can carry two
+/// (llama.cpp sends a byte-fallback piece that is not UTF-8 on its own with the next one), which
+/// on a small vocabulary reads as a ~1.5% difference. So each request's share is scaled by its
+/// usage total over its chunk count, and a request without usage (one cut at the window's end)
+/// by the ratio of the cell's requests that have one.
+fn client_tokens_between(finished: &[Finished], from: u64, to: u64) -> u64 {
+    let (mut counted, mut chunked) = (0u64, 0u64);
+    for f in finished.iter().filter(|f| f.tl.usage.is_some()) {
+        counted += f.tl.output_tokens();
+        chunked += f.tl.event_tokens();
+    }
+    let cell_ratio = if chunked > 0 && counted > chunked {
+        counted as f64 / chunked as f64
+    } else {
+        1.0
+    };
+    let mut total = 0.0;
+    for f in finished {
+        let inside: u64 =
+            f.tl.events
+                .iter()
+                .filter(|e| e.t >= from && e.t < to)
+                .map(|e| e.tokens as u64)
+                .sum();
+        let events = f.tl.event_tokens();
+        let ratio = match f.tl.usage {
+            Some(u) if events > 0 && u.completion_tokens > events => {
+                u.completion_tokens as f64 / events as f64
+            }
+            Some(_) => 1.0,
+            None => cell_ratio,
+        };
+        total += inside as f64 * ratio;
+    }
+    total.round() as u64
+}
+
 /// The workers' requests; a worker that panicked (a bug of ours) lost its requests, and is
 /// counted as one failed request with its message rather than vanishing.
 async fn gather(
@@ -741,12 +779,17 @@ pub async fn run_cell(
     }
     let (mut open, mut close) = (0u64, 0u64);
     let mut opened = false;
+    // The server's generated-token count read just before the window opens and just after it
+    // closes, with the moments it describes.
     let mut gen = (None, None);
+    let mut gen_t = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
     if !interrupted && ready_at_gate > 0 {
         if let Some(n) = &names {
-            gen.0 = sample_once(client, n).await.and_then(|s| s.generated(n));
+            let s = sample_once(client, n).await;
+            gen.0 = s.and_then(|s| s.generated(n));
+            gen_t.0 = s.map(|s| s.t);
         }
         progress.event(&Event::Phase {
             step: &step,
@@ -787,7 +830,9 @@ pub async fn run_cell(
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
         if let Some(n) = &names {
-            gen.1 = sample_once(client, n).await.and_then(|s| s.generated(n));
+            let s = sample_once(client, n).await;
+            gen.1 = s.and_then(|s| s.generated(n));
+            gen_t.1 = s.map(|s| s.t);
         }
     }
     progress.event(&Event::Phase {
@@ -919,7 +964,13 @@ pub async fn run_cell(
     cell.notes.extend(mixed);
     if let Some(n) = &names {
         if opened {
-            let (server, diff, why) = token_check(n, gen, cell.output_tokens);
+            // Ours over the same span as the server's two reads (they sit a few ms outside the
+            // window, which at thousands of tokens per second is more than 1%).
+            let ours = match gen_t {
+                (Some(a), Some(b)) => Some(client_tokens_between(&finished, a, b)),
+                _ => cell.output_tokens,
+            };
+            let (server, diff, why) = token_check(n, gen, ours);
             cell.server_output_tokens = server;
             cell.token_count_diff = diff;
             cell.token_count_check = why;

@@ -352,9 +352,11 @@ pub struct DecodeCell {
     pub window_end_ns: Option<u64>,
     #[serde(with = "token_count_source::option")]
     pub token_count_source: Option<TokenCountSource>,
-    /// The server's `generation_tokens_total` delta over the window, where exposed.
+    /// The server's generated-token count (`generation_tokens_total`; llama.cpp's
+    /// `tokens_predicted_total` plus its busy slots' `n_decoded`) between a read just before the
+    /// window opens and one just after it closes, where exposed.
     pub server_output_tokens: Option<u64>,
-    /// client count - server count.
+    /// The client's token count between the moments of those two reads minus the server's.
     pub token_count_diff: Option<i64>,
     /// Why there is no client–server token comparison although the server has a counter (e.g.
     /// llama.cpp counts a request's tokens only when it ends).

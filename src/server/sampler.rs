@@ -169,6 +169,9 @@ pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<Metrics
         let after = slots_once(client).await;
         if let (Some(b), Some(a)) = (before, after) {
             if a.states == b.states {
+                // The sum describes the moment of the last read: the total did not move since
+                // the first (no request ended), the slots' counts are those of the last.
+                m.t = client.clock().raw();
                 m.in_flight_tokens = Some(a.in_flight_tokens as f64);
                 return Some(m);
             }
