@@ -208,7 +208,7 @@ fn every_vllm_flag_parses() {
         (&["--metadata", "a=1", "b=x"], |c| c.metadata.len() == 2),
         (&["--label", "L"], |c| c.label.as_deref() == Some("L")),
         (&["--request-id-prefix", "run7-"], |c| {
-            c.request_id_prefix == "run7-"
+            c.request_ids == llmspeed::workload::request_id::RequestIds::Prefix("run7-".into())
         }),
         (&["--trust-remote-code"], |_| true),
         (&["--tokenizer-mode", "auto"], |_| true),

@@ -400,6 +400,7 @@ async fn matrix_calibrates_with_the_content_dialect_and_caches_by_tokenizer() {
         ready_timeout: Duration::from_secs(2),
         ready_stable: Duration::from_millis(50),
         drain_timeout: Duration::from_secs(2),
+        ready_check_timeout: Duration::ZERO,
         base_url: url.clone(),
         skip_warmup: true,
         prompt_cache: Some(cache.clone()),

@@ -67,6 +67,7 @@ fn matrix_config(out: &Path, base_url: &str, contexts: &[u64], conc: &[u64]) -> 
         ready_timeout: Duration::from_secs(20),
         ready_stable: Duration::from_millis(600),
         drain_timeout: Duration::from_secs(10),
+        ready_check_timeout: Duration::ZERO,
         base_url: base_url.into(),
         skip_warmup: false,
         prompt_cache: None,
@@ -433,7 +434,7 @@ fn on_loop_retry_reruns_a_looped_cell_once() {
         let (url, client) = (server.url(), server.client());
         let mut cfg = matrix_config(&out, &url, &[512], &[1]);
         cfg.retry_looped = true;
-        let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
+        let prepared = llmspeed::matrix::run::plan_run(&client, &cfg, &mut |_| {})
             .await
             .unwrap();
         let mut lines = Vec::new();
@@ -615,7 +616,7 @@ fn one_cell_beside(
                 max_period: 512,
             },
             sample_period: Duration::from_millis(200),
-            run_id: None,
+            request_ids: None,
         };
         tweak(&mut cfg);
         let other = Cancel::new();
@@ -778,7 +779,7 @@ fn prefill_samples_are_cold_in_every_prompt_mode() {
             cfg.prompt_mode = mode;
             cfg.plan.prefill_samples = 3;
             cfg.duration = Duration::from_millis(300);
-            let prepared = llmspeed::matrix::run::plan_run(&client, &cfg)
+            let prepared = llmspeed::matrix::run::plan_run(&client, &cfg, &mut |_| {})
                 .await
                 .unwrap();
             // Counter before the first sample and after the last: calibration (which sends the

@@ -25,6 +25,7 @@ use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use llmspeed::report::MatrixReport;
 use llmspeed::server::Overrides;
+use llmspeed::workload::request_id::RequestId;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -83,6 +84,7 @@ fn matrix_config(out: &Path, base_url: &str) -> MatrixConfig {
         ready_timeout: Duration::from_secs(20),
         ready_stable: Duration::from_millis(300),
         drain_timeout: Duration::from_secs(10),
+        ready_check_timeout: Duration::ZERO,
         base_url: base_url.into(),
         skip_warmup: false,
         prompt_cache: None,
@@ -384,15 +386,21 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
                 .request_id
                 .as_deref()
                 .unwrap_or_else(|| panic!("{what}: every request carries an id"));
-            let parts: Vec<&str> = id.split('-').collect();
+            // Our UUID, read back: it names this cell, this stream and the request's number.
+            let Some(RequestId::Matrix {
+                context,
+                concurrency,
+                stream,
+                attempt,
+                ..
+            }) = RequestId::parse(id)
+            else {
+                panic!("{what}: {id} is not a matrix request id")
+            };
             assert_eq!(
-                parts[1..4],
-                [
-                    cell.context.to_string(),
-                    cell.concurrency.to_string(),
-                    q.stream.to_string()
-                ],
-                "{what}: {id} is run-context-concurrency-stream-n"
+                (context, concurrency as u64, stream, attempt),
+                (cell.context, cell.concurrency, q.stream, 0),
+                "{what}: {id} names another cell or stream"
             );
             ids.push(id);
             let Some(end) = q.end_ms.filter(|e| (0.0..window_ms).contains(e)) else {

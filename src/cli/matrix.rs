@@ -253,6 +253,11 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             a.prompt_cache.clone().or_else(default_prompt_cache)
         },
         drain_timeout: Duration::from_secs(60),
+        ready_check_timeout: Duration::from_secs(
+            a.conn
+                .as_ref()
+                .map_or(0, |c| c.ready_check_timeout(READY_CHECK_DEFAULT_S)),
+        ),
         base_url: base_url.to_string(),
         skip_warmup: false,
     })
@@ -339,7 +344,9 @@ pub async fn run_shown(
     stop: &Cancel,
     live: bool,
 ) -> Result<crate::report::MatrixReport, CliError> {
-    let prepared = plan_run(client, cfg).await.map_err(CliError::failed)?;
+    let prepared = plan_run(client, cfg, &mut |w| eprintln!("[matrix] {w}"))
+        .await
+        .map_err(CliError::failed)?;
     eprint!("{}", prepared.info.render());
     eprintln!("{}", prepared.plan.render());
     eprintln!(
@@ -355,6 +362,10 @@ pub async fn run_shown(
     display.finish();
     r.map_err(CliError::failed)
 }
+
+/// `--ready-check-timeout-sec`'s default for the matrix: a long run started beside a loading
+/// server waits for it rather than failing in its first second.
+const READY_CHECK_DEFAULT_S: u64 = 600;
 
 pub fn run(a: MatrixArgs) -> CliResult {
     // Flags first: a typo must not start a server or a run.
@@ -400,7 +411,7 @@ pub fn run(a: MatrixArgs) -> CliResult {
         // A stop while waiting for the server ends the command at once: nothing was measured.
         let stopped = rt.block_on(async {
             tokio::select! {
-                r = conn.wait_ready(&client) => r.map(|()| false),
+                r = conn.wait_ready(&client, READY_CHECK_DEFAULT_S) => r.map(|()| false),
                 _ = stop.cancelled() => Ok(true),
             }
         })?;

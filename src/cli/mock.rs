@@ -76,6 +76,14 @@ pub struct MockArgs {
     /// LoRA adapter names accepted as `model` beside --model and listed in /v1/models.
     #[arg(long, num_args = 1..)]
     pub lora_modules: Vec<String>,
+    /// Answer 400 with an empty body to a request whose x-request-id is not a UUID (as
+    /// llama-cpp-python's server does).
+    #[arg(long)]
+    pub uuid_request_ids: bool,
+    /// Answer the first N requests (but /v1/models and /health) with 503 Loading model, as
+    /// llama.cpp's server does while it loads.
+    #[arg(long, default_value_t = 0)]
+    pub loading_requests: u64,
 }
 
 impl MockArgs {
@@ -117,6 +125,8 @@ impl MockArgs {
         }
         c.spec_decode_acceptance = self.spec_decode_acceptance.clone();
         c.lora_modules = self.lora_modules.clone();
+        c.uuid_request_ids = self.uuid_request_ids;
+        c.loading_requests = self.loading_requests;
         c.validate().map_err(CliError::usage)?;
         Ok(c)
     }

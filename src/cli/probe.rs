@@ -4,8 +4,10 @@ use super::stream::ConnectionArgs;
 use super::{runtime, CliError, CliResult};
 use crate::clock::Clock;
 use crate::net::Client;
-use crate::server::{collect, detect, Overrides};
+use crate::server::probe::collect_when_ready;
+use crate::server::{detect, Overrides};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// Limits the user knows better than the server (they override anything probed).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -50,9 +52,17 @@ pub fn run(args: ProbeArgs) -> CliResult {
     let cfg = args.conn.client_config()?;
     let rt = runtime(1)?;
     let client = Client::new(cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
-    rt.block_on(args.conn.wait_ready(&client))?;
+    rt.block_on(args.conn.wait_ready(&client, 0))?;
+    // A server still loading (5xx) is waited for as long as the flag says, never reported as
+    // one without the endpoint.
+    let wait = Duration::from_secs(args.conn.ready_check_timeout(0));
     let collected = rt
-        .block_on(collect(&client, args.model.as_deref()))
+        .block_on(collect_when_ready(
+            &client,
+            args.model.as_deref(),
+            wait,
+            &mut |w| eprintln!("[probe] {w}"),
+        ))
         .map_err(CliError::failed)?;
     let info = detect(&collected, &args.limits.overrides());
     if args.json {

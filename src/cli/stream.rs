@@ -54,20 +54,28 @@ pub struct ConnectionArgs {
     pub total_timeout: f64,
     /// Wait up to this many seconds for the server to come up: `GET /v1/models` is retried on
     /// refused connections and 5xx (a model still loading) until it answers 200 (0: no check),
-    /// as `vllm bench serve --ready-check-timeout-sec`.
-    #[arg(long, value_name = "DURATION", default_value_t = 0, value_parser = super::duration::whole_secs)]
-    pub ready_check_timeout_sec: u64,
+    /// as `vllm bench serve --ready-check-timeout-sec`; `matrix` and `probe` also probe again
+    /// while any endpoint answers 5xx. Default: 600 for `matrix` (a long run must not die in its
+    /// first second), 0 otherwise.
+    #[arg(long, value_name = "DURATION", value_parser = super::duration::whole_secs)]
+    pub ready_check_timeout_sec: Option<u64>,
 }
 
 impl ConnectionArgs {
-    /// The ready check (`--ready-check-timeout-sec`) before a command's first request; none
-    /// when the flag is 0 (a server without `/v1/models` must still work).
-    pub async fn wait_ready(&self, client: &Client) -> Result<(), CliError> {
-        if self.ready_check_timeout_sec == 0 {
+    /// `--ready-check-timeout-sec`, or the command's own default.
+    pub fn ready_check_timeout(&self, default_s: u64) -> u64 {
+        self.ready_check_timeout_sec.unwrap_or(default_s)
+    }
+
+    /// The ready check (`--ready-check-timeout-sec`, else `default_s`) before a command's first
+    /// request; none when it is 0 (a server without `/v1/models` must still work).
+    pub async fn wait_ready(&self, client: &Client, default_s: u64) -> Result<(), CliError> {
+        let timeout_s = self.ready_check_timeout(default_s);
+        if timeout_s == 0 {
             return Ok(());
         }
         let mut say = |line: &str| eprintln!("{line}");
-        crate::server::wait_ready(client, "/v1/models", self.ready_check_timeout_sec, &mut say)
+        crate::server::wait_ready(client, "/v1/models", timeout_s, &mut say)
             .await
             .map(drop)
             .map_err(|e| CliError::failed(e.to_string()))
@@ -202,7 +210,7 @@ pub fn run(args: StreamArgs) -> CliResult {
     let (tl, caught) = rt.block_on(async {
         let client =
             Client::new(cfg, clock.clone()).map_err(|e| CliError::failed(e.to_string()))?;
-        args.conn.wait_ready(&client).await?;
+        args.conn.wait_ready(&client, 0).await?;
         let cancel = Cancel::new();
         let caught = super::signal::stop_on_signal(
             cancel.clone(),

@@ -9,6 +9,7 @@
 use crate::compat::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
+use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::{Ramp, RampStrategy, ScheduleConfig};
 use std::path::PathBuf;
 
@@ -214,9 +215,11 @@ pub struct ServeArgs {
     /// in vLLM: one attempt, no wait).
     #[arg(long, default_value_t = 0, value_parser = crate::cli::duration::whole_secs, help_heading = "Server")]
     pub ready_check_timeout_sec: u64,
-    /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`.
-    #[arg(long, default_value = "benchmark-serving", help_heading = "Server")]
-    pub request_id_prefix: String,
+    /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`. Without
+    /// it every request carries a UUID (version 8, run tag and request index encoded), which
+    /// servers that validate the header as a UUID (llama-cpp-python's) accept too.
+    #[arg(long, help_heading = "Server")]
+    pub request_id_prefix: Option<String>,
     /// Not supported yet (vLLM's torch profiler hooks).
     #[arg(long, help_heading = "Server")]
     pub profile: bool,
@@ -584,8 +587,8 @@ pub struct ServeConfig {
     pub base_url: String,
     pub endpoint: String,
     pub headers: Vec<(String, String)>,
-    /// Request i carries `x-request-id: {request_id_prefix}{i}` (vLLM's ids).
-    pub request_id_prefix: String,
+    /// What request i's `x-request-id` is: `{prefix}{i}` (vLLM's form) or a UUID.
+    pub request_ids: crate::workload::request_id::RequestIds,
     pub insecure: bool,
     pub system_roots: bool,
     pub ca_cert: Option<std::path::PathBuf>,
@@ -791,16 +794,15 @@ impl ServeArgs {
         }
         // Checked with a digit appended, as it will be sent, so a bad prefix fails here rather
         // than as every request failing.
-        crate::proto::http1::validate_header(
-            "x-request-id",
-            &format!("{}0", self.request_id_prefix),
-        )
-        .map_err(|_| {
-            format!(
-                "--request-id-prefix {:?} has bytes not allowed in a header value",
-                self.request_id_prefix
-            )
-        })?;
+        if let Some(prefix) = &self.request_id_prefix {
+            crate::proto::http1::validate_header("x-request-id", &format!("{prefix}0")).map_err(
+                |_| {
+                    format!(
+                        "--request-id-prefix {prefix:?} has bytes not allowed in a header value"
+                    )
+                },
+            )?;
+        }
         if let Some(t) = &self.tokenizer {
             if std::path::Path::new(t).exists() {
                 if !crate::workload::tokenizer::LocalTokenizer::AVAILABLE {
@@ -1091,7 +1093,14 @@ impl ServeArgs {
             base_url,
             endpoint,
             headers,
-            request_id_prefix: self.request_id_prefix.clone(),
+            request_ids: match &self.request_id_prefix {
+                Some(p) => RequestIds::Prefix(p.clone()),
+                // A tag per run, so two runs' logs do not mix (vLLM's default prefix holds a
+                // random part too).
+                None => RequestIds::Uuid {
+                    run: rand::random(),
+                },
+            },
             insecure: self.insecure,
             system_roots: self.system_roots,
             ca_cert: self.ca_cert.clone(),

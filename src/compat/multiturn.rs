@@ -278,7 +278,7 @@ pub async fn run(
                 d.sharegpt_output_len,
                 cap,
                 d.seed,
-                &cfg.request_id_prefix,
+                cfg.request_ids.prefix(),
             )
             .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?
         }
@@ -289,7 +289,7 @@ pub async fn run(
             d.random_output_len,
             d.random_prefix_len,
             d.seed,
-            &cfg.request_id_prefix,
+            cfg.request_ids.prefix(),
         ),
     };
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
@@ -327,6 +327,7 @@ pub async fn run(
             None => request_model.clone(),
         };
         let (client, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+        let request_ids = cfg.request_ids.clone();
         let (endpoint, extra, ignore_eos) =
             (cfg.endpoint.clone(), cfg.extra.clone(), cfg.ignore_eos);
         let delay = Duration::from_millis(mt.delay_ms);
@@ -368,7 +369,7 @@ pub async fn run(
                     expected_events: *out_len as usize + 8,
                     // The answer is the next turn's history.
                     keep_text: Some(true),
-                    request_id: Some(format!("{}-turn{t}", c.id)),
+                    request_id: Some(request_ids.turn(i, t)),
                 };
                 let permit = slots.clone().acquire_owned().await;
                 let sent = clock.raw();

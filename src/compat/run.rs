@@ -21,6 +21,7 @@ use crate::compat::steady::{self, SteadyState};
 use crate::compat::timeline_html;
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::progress::{Event, Phase, Progress};
+use crate::server::diagnose;
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
@@ -234,13 +235,14 @@ async fn detokenize(
         .detokenize_body(model, ids)
         .ok_or_else(|| format!("no /detokenize in the {} dialect", dialect.as_str()))?
         .to_string();
+    let path = dialect.detokenize_path();
     let r = client
-        .post_json("/detokenize", body.as_bytes())
+        .post_json(path, body.as_bytes())
         .await
-        .map_err(|e| format!("POST /detokenize: {e}"))?;
+        .map_err(|e| format!("POST {path}: {e}"))?;
     if !r.is_success() {
         return Err(format!(
-            "POST /detokenize answered HTTP {}: {}",
+            "POST {path} answered HTTP {}: {}",
             r.status,
             r.error_message()
         ));
@@ -644,6 +646,30 @@ const MESSAGE_MAX_CHARS: usize = 500;
 
 /// `{"status": 503 | null, "message": "..."}`: the first message of one failure kind, cut to
 /// [`MESSAGE_MAX_CHARS`] characters (never inside a character).
+/// A server that refuses the run's first request with `400` and an empty body says nothing
+/// about why: the checks of `server::diagnose` name the cause and the flag to try.
+async fn first_request_hint(
+    client: &Client,
+    chosen: &[usize],
+    done: &[Option<Done>],
+    rebuild: impl FnOnce(usize) -> Result<StreamRequest, RunError>,
+) -> Result<Option<String>, RunError> {
+    let Some(&first) = chosen.first() else {
+        return Ok(None);
+    };
+    match done.get(first).and_then(Option::as_ref) {
+        Some(d) if diagnose::is_empty_400(&d.timeline) => {
+            let req = rebuild(first)?;
+            let cause = diagnose::empty_400(client, &req).await;
+            Ok(Some(diagnose::explain(
+                &cause,
+                diagnose::Command::BenchServe,
+            )))
+        }
+        _ => Ok(None),
+    }
+}
+
 fn failure_message(status: Option<u16>, message: &str) -> Value {
     let cut = match message.char_indices().nth(MESSAGE_MAX_CHARS) {
         Some((i, _)) => &message[..i],
@@ -878,7 +904,7 @@ pub async fn run_shown(
                 dialect,
                 expected_events: s.output_len as usize + 8,
                 keep_text: Some(cfg.save_detailed),
-                request_id: index.map(|i| format!("{}{i}", cfg.request_id_prefix)),
+                request_id: index.map(|i| cfg.request_ids.request(i)),
             })
         };
     let mut ids = Vec::new();
@@ -1115,6 +1141,14 @@ pub async fn run_shown(
         vllm_extra.extend(crate::compat::spec_decode::keys(&b, &a).unwrap_or_default());
     }
 
+    let empty_400 = first_request_hint(&client, &chosen, &done, |i| {
+        make(&samples[i], Some(i), &mut Vec::new())
+    })
+    .await?;
+    if let Some(h) = &empty_400 {
+        let _ = writeln!(log, "the first request was refused: {h}");
+    }
+
     let opts = RecordOptions { base_raw, ..opts };
     let mut records = Vec::with_capacity(samples.len());
     let mut detailed = Detailed::default();
@@ -1180,9 +1214,12 @@ pub async fn run_shown(
                     Err(e) => (e.status, e.message.as_str()),
                     Ok(()) => (d.timeline.status, NO_TOKEN_CHUNK),
                 };
-                first_failures
-                    .entry(f)
-                    .or_insert_with(|| failure_message(status, message));
+                first_failures.entry(f).or_insert_with(|| match &empty_400 {
+                    Some(h) if status == Some(400) => {
+                        failure_message(status, &format!("{message}: {h}"))
+                    }
+                    _ => failure_message(status, message),
+                });
                 match &d.timeline.outcome {
                     Err(e) => e.to_string(),
                     Ok(()) => format!("{f}: {NO_TOKEN_CHUNK}"),

@@ -19,6 +19,7 @@ use crate::report::{
 };
 use crate::server::sampler::{sample_once, unreachable, wait_drained, Drain, MetricNames, Sampler};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
+use crate::workload::request_id::RequestId;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,10 +43,20 @@ pub struct CellConfig {
     pub repetition: RepetitionConfig,
     /// `/metrics` polling period during the cell (≤ 1 s).
     pub sample_period: Duration,
-    /// When set, request `n` of stream `s` carries `x-request-id:
-    /// {run_id}-{context}-{concurrency}-{s}-{n}`, so the server's logs and traces can be joined
-    /// to the report's requests.
-    pub run_id: Option<String>,
+    /// When set, request `n` of stream `s` carries `x-request-id:` the UUID
+    /// [`RequestId::Matrix`] of this run tag and attempt, the cell, `s` and `n`, so the server's
+    /// logs and traces can be joined to the report's requests (and servers that validate the
+    /// header as a UUID accept it).
+    pub request_ids: Option<CellIds>,
+}
+
+/// What a cell's request ids carry besides the cell and the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CellIds {
+    /// [`crate::workload::request_id::run_tag`] of the run id.
+    pub run: u32,
+    /// The cell's retry (0 first): a retry's requests never reuse the first attempt's ids.
+    pub attempt: u8,
 }
 
 /// One finished request of the cell.
@@ -153,7 +164,7 @@ async fn worker(
     stream: u32,
     client: Client,
     req: Arc<StreamRequest>,
-    id_prefix: Option<String>,
+    ids: Option<(CellIds, u64, u32)>,
     cancel: Cancel,
     shared: Arc<Counters>,
     rep: RepetitionConfig,
@@ -177,7 +188,17 @@ async fn worker(
         w.content.reset();
         w.reasoning.reset();
         w.looped = None;
-        req.request_id = id_prefix.as_ref().map(|p| format!("{p}-{stream}-{n}"));
+        req.request_id = ids.map(|(i, context, concurrency)| {
+            RequestId::Matrix {
+                run: i.run,
+                attempt: i.attempt,
+                context,
+                concurrency,
+                stream,
+                n,
+            }
+            .to_string()
+        });
         n += 1;
         let intended = client.clock().raw();
         w.shared.active.fetch_add(1, Ordering::Relaxed);
@@ -542,7 +563,7 @@ async fn read_generation_tokens(
         let sent = clock.raw();
         let count = sample_once(client, names)
             .await
-            .and_then(|s| s.generation_tokens);
+            .and_then(|s| s.generated(names));
         let back = clock.raw();
         let rtt = back.saturating_sub(sent);
         last = sent + rtt / 2;
@@ -559,8 +580,9 @@ async fn read_generation_tokens(
 }
 
 /// The client–server token comparison over the window: `(server tokens, client − server,
-/// why unavailable)`. A counter that moves only when a request ends (llama.cpp) does not
-/// measure a window, so no difference is drawn from it.
+/// why unavailable)`. `counter` is `MetricsSample::generated` before and after the window: a
+/// counter that moves only when a request ends (llama.cpp) measures a window only with the
+/// tokens of the requests in flight from `/slots`, so without them no difference is drawn.
 fn token_check(
     names: &MetricNames,
     counter: (Option<f64>, Option<f64>),
@@ -569,12 +591,12 @@ fn token_check(
     let Some(name) = names.generation_tokens else {
         return (None, None, None);
     };
-    if names.generation_counted_at_end {
+    if names.generation_counted_at_end && (counter.0.is_none() || counter.1.is_none()) {
         return (
             None,
             None,
             Some(format!(
-                "unavailable: {name} counts a request's tokens only when it ends, so its change over the window is not the tokens generated inside it"
+                "unavailable: {name} counts a request's tokens only when it ends, and /slots (each busy slot's n_decoded) could not be read consistently with it before and after the window (is llama-server running with --no-slots?)"
             )),
         );
     }
@@ -591,6 +613,44 @@ fn token_check(
             )),
         ),
     }
+}
+
+/// Tokens the client received in `[from, to)` over every request of the cell, for the
+/// comparison with the server's count. The server counts every token; chunks can carry two
+/// (llama.cpp sends a byte-fallback piece that is not UTF-8 on its own with the next one), which
+/// on a small vocabulary reads as a ~1.5% difference. So each request's share is scaled by its
+/// usage total over its chunk count, and a request without usage (one cut at the window's end)
+/// by the ratio of the cell's requests that have one.
+fn client_tokens_between(finished: &[Finished], from: u64, to: u64) -> u64 {
+    let (mut counted, mut chunked) = (0u64, 0u64);
+    for f in finished.iter().filter(|f| f.tl.usage.is_some()) {
+        counted += f.tl.output_tokens();
+        chunked += f.tl.event_tokens();
+    }
+    let cell_ratio = if chunked > 0 && counted > chunked {
+        counted as f64 / chunked as f64
+    } else {
+        1.0
+    };
+    let mut total = 0.0;
+    for f in finished {
+        let inside: u64 =
+            f.tl.events
+                .iter()
+                .filter(|e| e.t >= from && e.t < to)
+                .map(|e| e.tokens as u64)
+                .sum();
+        let events = f.tl.event_tokens();
+        let ratio = match f.tl.usage {
+            Some(u) if events > 0 && u.completion_tokens > events => {
+                u.completion_tokens as f64 / events as f64
+            }
+            Some(_) => 1.0,
+            None => cell_ratio,
+        };
+        total += inside as f64 * ratio;
+    }
+    total.round() as u64
 }
 
 /// The workers' requests; a worker that panicked (a bug of ours) lost its requests, and is
@@ -681,17 +741,14 @@ pub async fn run_cell(
     let cancel = Cancel::new();
     let req = Arc::new(req.clone());
     let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
-    let id_prefix = cfg
-        .run_id
-        .as_ref()
-        .map(|r| format!("{r}-{}-{c}", cell.context));
+    let ids = cfg.request_ids.map(|i| (i, cell.context, c));
     let workers: Vec<_> = (0..c)
         .map(|i| {
             tokio::spawn(worker(
                 i,
                 client.clone(),
                 req.clone(),
-                id_prefix.clone(),
+                ids,
                 cancel.clone(),
                 shared.clone(),
                 cfg.repetition,
@@ -781,7 +838,10 @@ pub async fn run_cell(
     }
     let (mut open, mut close) = (0u64, 0u64);
     let mut opened = false;
+    // The server's generated-token count read just before the window opens and just after it
+    // closes, with the moments it describes.
     let mut gen = (None, None);
+    let mut gen_t = (None, None);
     let mut cpu = (None, None);
     let mut lags = Vec::new();
     if !interrupted && !refused && ready_at_gate > 0 {
@@ -829,6 +889,8 @@ pub async fn run_cell(
         cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
         lag_cancel.cancel();
         lags = lag.await.unwrap_or_default();
+        // The server's reads bound the window, so both counts cover the same span.
+        gen_t = (gen.0.map(|_| open), gen.1.map(|_| close));
     }
     progress.event(&Event::Phase {
         step: &step,
@@ -978,7 +1040,13 @@ pub async fn run_cell(
     cell.notes.extend(mixed);
     if let Some(n) = &names {
         if opened {
-            let (server, diff, why) = token_check(n, gen, cell.output_tokens);
+            // Ours over the same span as the server's two reads (they sit a few ms outside the
+            // window, which at thousands of tokens per second is more than 1%).
+            let ours = match gen_t {
+                (Some(a), Some(b)) => Some(client_tokens_between(&finished, a, b)),
+                _ => cell.output_tokens,
+            };
+            let (server, diff, why) = token_check(n, gen, ours);
             cell.server_output_tokens = server;
             cell.token_count_diff = diff;
             cell.token_count_check = why;
@@ -1334,7 +1402,7 @@ mod tests {
     }
 
     #[test]
-    fn llama_cpp_counter_gives_no_window_difference() {
+    fn llama_cpp_counter_needs_the_slots_for_a_window_difference() {
         use crate::server::probe::EngineKind;
         let vllm = MetricNames::for_engine(EngineKind::Vllm).unwrap();
         assert_eq!(
@@ -1344,11 +1412,21 @@ mod tests {
         let (server, diff, why) = token_check(&vllm, (Some(100.0), None), Some(260));
         assert_eq!((server, diff), (None, None));
         assert!(why.unwrap().contains("could not be read"));
-        // llama.cpp counts at request end: a window's whole output would show as a difference.
+        // llama.cpp counts at request end: without /slots (the samples' `generated` is then
+        // `None`) a window's whole output would show as a difference, so none is drawn...
         let llama = MetricNames::for_engine(EngineKind::LlamaCpp).unwrap();
-        let (server, diff, why) = token_check(&llama, (Some(0.0), Some(0.0)), Some(5000));
+        let (server, diff, why) = token_check(&llama, (None, Some(0.0)), Some(5000));
         assert_eq!((server, diff), (None, None));
-        assert!(why.unwrap().contains("only when it ends"));
+        let why = why.unwrap();
+        assert!(
+            why.contains("only when it ends") && why.contains("/slots"),
+            "{why}"
+        );
+        // ...with it, the live count is compared like any other.
+        assert_eq!(
+            token_check(&llama, (Some(120.0), Some(5110.0)), Some(5000)),
+            (Some(4990), Some(10), None)
+        );
         let tgi = MetricNames::for_engine(EngineKind::Tgi).unwrap();
         assert_eq!(token_check(&tgi, (None, None), Some(1)), (None, None, None));
     }

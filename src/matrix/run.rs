@@ -6,7 +6,7 @@
 //! never decides a verdict rule (that is `status`); progress goes out as `progress::Event`s.
 
 use crate::analysis::repetition::RepetitionConfig;
-use crate::matrix::cell::{run_cell, CellConfig};
+use crate::matrix::cell::{run_cell, CellConfig, CellIds};
 use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
 use crate::matrix::prompts::{mix, Prepared, Run};
 use crate::matrix::scout::{self, ColdSwitches, Fresh};
@@ -20,13 +20,16 @@ use crate::report::{
     MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
     SCHEMA_VERSION,
 };
+use crate::server::diagnose;
 use crate::server::gpu::{self, GpuSampler};
+use crate::server::probe::collect_when_ready;
 use crate::server::probe::token_id_range;
 use crate::server::sampler::unreachable;
-use crate::server::{collect, detect, EngineKind, MetricNames, Overrides, ServerInfo};
+use crate::server::{detect, EngineKind, MetricNames, Overrides, ServerInfo};
 use crate::sys::unix_now;
 use crate::timeline::{ErrorKind, RequestError};
 use crate::workload::prose;
+use crate::workload::request_id::{self, RequestId};
 use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -83,6 +86,9 @@ pub struct MatrixConfig {
     /// opens.
     pub ready_stable: Duration,
     pub drain_timeout: Duration,
+    /// How long the probe waits for a server that still answers 5xx (loading) before the run
+    /// fails (`--ready-check-timeout-sec`; zero: one probe).
+    pub ready_check_timeout: Duration,
     pub base_url: String,
     /// Skip the warm-up request (tests).
     pub skip_warmup: bool,
@@ -125,9 +131,20 @@ pub struct Prepared0 {
     pub report: MatrixReport,
 }
 
-/// Probe and plan; nothing is measured yet.
-pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, String> {
-    let collected = collect(client, cfg.model.as_deref()).await?;
+/// Probe and plan; nothing is measured yet. `waiting` hears what the probe waits for while the
+/// server is still loading.
+pub async fn plan_run(
+    client: &Client,
+    cfg: &MatrixConfig,
+    waiting: &mut dyn FnMut(&str),
+) -> Result<Prepared0, String> {
+    let collected = collect_when_ready(
+        client,
+        cfg.model.as_deref(),
+        cfg.ready_check_timeout,
+        waiting,
+    )
+    .await?;
     let info = detect(&collected, &cfg.overrides);
     let model = cfg
         .model
@@ -302,6 +319,7 @@ pub async fn execute(
         stop,
         progress,
         unreachable: None,
+        diagnosed: false,
     };
     if !cfg.skip_warmup {
         m.warm_up().await;
@@ -469,6 +487,8 @@ struct Measure<'a, 'p> {
     /// attempt says whether it is still gone (the step then fails at once with that error) or
     /// back (the run goes on).
     unreachable: Option<ErrorMessage>,
+    /// An empty 400 was already looked into (once per run).
+    diagnosed: bool,
 }
 
 impl<'a> Measure<'a, '_> {
@@ -700,7 +720,10 @@ impl<'a> Measure<'a, '_> {
             drain_timeout: cfg.drain_timeout,
             repetition: cfg.repetition,
             sample_period: Duration::from_millis(500),
-            run_id: Some(self.run.run_id.clone()),
+            request_ids: Some(CellIds {
+                run: request_id::run_tag(&self.run.run_id),
+                attempt: 0,
+            }),
         };
         let mut generation = prompt.generation.clone();
         for attempt in 0..2u64 {
@@ -713,7 +736,10 @@ impl<'a> Measure<'a, '_> {
             ));
             if attempt > 0 {
                 // The retry's requests must not reuse the first attempt's ids.
-                cell_cfg.run_id = Some(format!("{}.{attempt}", self.run.run_id));
+                cell_cfg.request_ids = cell_cfg.request_ids.map(|i| CellIds {
+                    attempt: attempt as u8,
+                    ..i
+                });
             }
             let req = generation
                 .stream_request(Some(false))
@@ -736,6 +762,7 @@ impl<'a> Measure<'a, '_> {
                 r.cell.gpu_samples = g.stop().await;
             }
             self.unreachable = r.unreachable.as_ref().map(unreachable_message);
+            self.explain_empty_400(&mut r.cell, &req, &cell_cfg).await;
             if r.interrupted {
                 self.keep_interrupted(i, r.cell)?;
                 return Ok(Flow::Stopped);
@@ -788,6 +815,47 @@ impl<'a> Measure<'a, '_> {
         ));
         self.report.decode[i] = cell;
         write_results(self.cfg, &self.report)
+    }
+
+    /// A cell refused with `400` and an empty body says nothing about why: the first time in a
+    /// run, send its first request again without each suspect (`server::diagnose`) and add the
+    /// cause to the cell's message.
+    async fn explain_empty_400(
+        &mut self,
+        cell: &mut DecodeCell,
+        req: &crate::net::StreamRequest,
+        cell_cfg: &CellConfig,
+    ) {
+        if self.diagnosed {
+            return;
+        }
+        let Some(m) = cell
+            .error_messages
+            .iter_mut()
+            .find(|m| m.http_status == Some(400) && m.message.ends_with(crate::net::EMPTY_BODY))
+        else {
+            return;
+        };
+        self.diagnosed = true;
+        let mut first = req.clone();
+        first.request_id = cell_cfg.request_ids.map(|i| {
+            RequestId::Matrix {
+                run: i.run,
+                attempt: i.attempt,
+                context: cell.context,
+                concurrency: cell.concurrency as u32,
+                stream: 0,
+                n: 0,
+            }
+            .to_string()
+        });
+        let cause = diagnose::empty_400(self.run.client, &first).await;
+        let hint = diagnose::explain(&cause, diagnose::Command::Matrix);
+        self.progress.line(&format!(
+            "cell {} x {}: the server refused the request: {hint}",
+            cell.context_label, cell.concurrency
+        ));
+        *m = ErrorMessage::new(m.kind, m.http_status, &format!("{}: {hint}", m.message));
     }
 
     /// Prefill-only contexts (e.g. the full max_model_len - 1), after every decode row.

@@ -70,6 +70,12 @@ pub struct MockConfig {
     /// Counts generation requests by the `model` they named when set (a test keeps a clone).
     pub model_calls:
         Option<std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, u64>>>>,
+    /// Answer `400` with an empty body to every request whose `x-request-id` is not a UUID, as
+    /// llama-cpp-python's server does (a request without the header is served).
+    pub uuid_request_ids: bool,
+    /// The first this-many requests to any endpoint but `/v1/models` and `/health` answer
+    /// `503 Loading model`, as llama.cpp's server does while it loads its model.
+    pub loading_requests: u64,
 }
 
 impl MockConfig {
@@ -183,6 +189,8 @@ impl MockConfig {
             spec_decode_acceptance: Vec::new(),
             lora_modules: Vec::new(),
             model_calls: None,
+            uuid_request_ids: false,
+            loading_requests: 0,
         }
     }
 

@@ -109,8 +109,14 @@ pub async fn handle(
         .headers()
         .get("x-mock-fault")
         .map(|v| v.to_str().map(str::parse::<Fault>));
+    if app.cfg.uuid_request_ids && request_id.as_deref().is_some_and(|id| !python_uuid(id)) {
+        return respond(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
+    }
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
+    if still_loading(&app, &path) {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "Loading model", None);
+    }
     let mut resp = match (&method, path.as_str()) {
         (&Method::GET, "/health") => respond(StatusCode::OK, "application/json", Bytes::new()),
         (&Method::GET, "/version") => {
@@ -217,6 +223,30 @@ pub async fn handle(
         resp.headers_mut().insert("x-request-id", id);
     }
     resp
+}
+
+/// Whether this request is one of the first `loading_requests` (llama.cpp's public endpoints
+/// aside), which a loading server refuses.
+fn still_loading(app: &App, path: &str) -> bool {
+    let n = app.cfg.loading_requests;
+    n > 0
+        && !matches!(path, "/v1/models" | "/health")
+        && app
+            .loading_answered
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |k| {
+                (k < n).then_some(k + 1)
+            })
+            .is_ok()
+}
+
+/// Whether Python's `uuid.UUID(s)` accepts `s` (what starlette-context's request-id plugin
+/// checks): an optional `urn:`/`uuid:` prefix and braces, hyphens anywhere, 32 hex digits.
+fn python_uuid(s: &str) -> bool {
+    let s = s.strip_prefix("urn:").unwrap_or(s);
+    let s = s.strip_prefix("uuid:").unwrap_or(s);
+    let s = s.trim_matches(|c| c == '{' || c == '}');
+    let digits = s.bytes().filter(|&b| b != b'-');
+    digits.clone().count() == 32 && digits.into_iter().all(|b| b.is_ascii_hexdigit())
 }
 
 async fn read_json(req: Request<Incoming>) -> Result<Value, Response<MockBody>> {

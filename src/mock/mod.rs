@@ -55,6 +55,8 @@ pub struct App {
     pub tags: AtomicU64,
     /// Unix seconds at start, for `created` fields.
     pub created: u64,
+    /// Requests answered `503 Loading model` so far (`MockConfig::loading_requests`).
+    pub loading_answered: AtomicU64,
 }
 
 /// Serve the mock on an already-bound listener until `shutdown` completes.
@@ -84,6 +86,7 @@ pub async fn serve(
         trace,
         requests: AtomicU64::new(0),
         tags: AtomicU64::new(0),
+        loading_answered: AtomicU64::new(0),
         created: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())

@@ -211,12 +211,31 @@ impl Client {
     /// `GET path` (prefix added), read to the end. Any status is returned; only transport and
     /// framing failures are errors.
     pub async fn get(&self, path: &str) -> Result<Response, RequestError> {
-        self.full("GET", path, &[]).await
+        self.full("GET", path, &[], None).await
     }
 
     /// `POST path` with a JSON body, read to the end.
     pub async fn post_json(&self, path: &str, body: &[u8]) -> Result<Response, RequestError> {
-        self.full("POST", path, body).await
+        self.full("POST", path, body, None).await
+    }
+
+    /// [`Client::post_json`] carrying `x-request-id: request_id` when set (it replaces a
+    /// configured one, as in [`Client::stream`]).
+    pub async fn post_json_with_id(
+        &self,
+        path: &str,
+        body: &[u8],
+        request_id: Option<&str>,
+    ) -> Result<Response, RequestError> {
+        if let Some(id) = request_id {
+            if validate_header(REQUEST_ID, id).is_err() {
+                return Err(RequestError::new(
+                    ErrorKind::Protocol,
+                    format!("request id {id:?} has bytes not allowed in a header; not sent"),
+                ));
+            }
+        }
+        self.full("POST", path, body, request_id).await
     }
 
     /// The request bytes. `request_id`, when set, replaces any configured `x-request-id`.
@@ -497,8 +516,14 @@ impl Client {
         RequestError::new(kind, message)
     }
 
-    async fn full(&self, method: &str, path: &str, body: &[u8]) -> Result<Response, RequestError> {
-        let wbuf = self.encode(method, path, body, None, None);
+    async fn full(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        request_id: Option<&str>,
+    ) -> Result<Response, RequestError> {
+        let wbuf = self.encode(method, path, body, None, request_id);
         let total = self.inner.cfg.timeouts.total;
         let attempt = async {
             let mut retried = false;

@@ -459,7 +459,7 @@ impl StreamDecoder {
     fn status_error(&self, status: u16) -> RequestError {
         let detail = server_message(&self.error_body).unwrap_or_else(|| {
             if self.error_body.is_empty() {
-                "(empty body)".to_string()
+                EMPTY_BODY.to_string()
             } else {
                 excerpt(&self.error_body)
             }
@@ -498,6 +498,9 @@ fn stream_error(e: &ServerError<'_>, data: &[u8], t: u64, tl: &mut Timeline) -> 
         format!("server error in the stream: {message}"),
     )
 }
+
+/// How a status error's message ends when the server sent no body.
+pub const EMPTY_BODY: &str = "(empty body)";
 
 fn protocol(message: impl Into<String>) -> RequestError {
     RequestError::new(ErrorKind::Protocol, message)

@@ -33,6 +33,6 @@ mod target;
 pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};
 pub use config::{parse_header, ClientConfig, Timeouts};
-pub use decode::{Progress, StreamDecoder};
+pub use decode::{Progress, StreamDecoder, EMPTY_BODY};
 pub use observer::{Cancel, Flow, NoopObserver, StreamObserver};
 pub use target::{Scheme, Target, TargetError};

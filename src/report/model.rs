@@ -366,9 +366,11 @@ pub struct DecodeCell {
     pub window_end_ns: Option<u64>,
     #[serde(with = "token_count_source::option")]
     pub token_count_source: Option<TokenCountSource>,
-    /// The server's `generation_tokens_total` delta over the window, where exposed.
+    /// The server's generated-token count (`generation_tokens_total`; llama.cpp's
+    /// `tokens_predicted_total` plus its busy slots' `n_decoded`) between a read just before the
+    /// window opens and one just after it closes, where exposed.
     pub server_output_tokens: Option<u64>,
-    /// client count - server count.
+    /// The client's token count between the moments of those two reads minus the server's.
     pub token_count_diff: Option<i64>,
     /// Why there is no client–server token comparison although the server has a counter (e.g.
     /// llama.cpp counts a request's tokens only when it ends).
@@ -551,7 +553,8 @@ pub struct RequestSummary {
     #[serde(with = "error_kind::option")]
     pub error: Option<ErrorKind>,
     pub looped: bool,
-    /// The `x-request-id` it was sent with (`{run_id}-{context}-{concurrency}-{stream}-{n}`),
+    /// The `x-request-id` it was sent with (a UUID naming run, cell, stream and request: see
+    /// `workload::request_id`),
     /// to find it in the server's logs; absent in files from before it was sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,

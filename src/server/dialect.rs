@@ -16,6 +16,9 @@
 //! - llama.cpp: `POST /tokenize {content, add_special}` → `{tokens}`;
 //!   `POST /detokenize {tokens}` → `{content}` (an id outside the vocabulary is a 500).
 //! - TGI: `POST /tokenize {inputs}` → `[{id, text, start, stop}, …]`; no `/detokenize`.
+//! - llama-cpp-python (`llama_cpp.server`): `POST /extras/tokenize {model, input}` → `{tokens}`
+//!   (BOS included, as in a completion prompt), `POST /extras/tokenize/count {model, input}` →
+//!   `{count}`; `POST /extras/detokenize {model, tokens}` → `{text}`. Its `/tokenize` is a 404.
 
 use crate::workload::prose::ChatMessage;
 use serde_json::{json, Value};
@@ -29,6 +32,8 @@ pub enum TokenizeDialect {
     Content,
     /// TGI: `{inputs}` → a JSON array of tokens.
     Inputs,
+    /// llama-cpp-python: `/extras/tokenize {model, input}` → `{tokens}`.
+    Input,
 }
 
 /// The text every dialect is verified with: several words, so every tokenizer gives more than
@@ -36,11 +41,28 @@ pub enum TokenizeDialect {
 pub const VERIFY_TEXT: &str = "The quick brown fox jumps over the lazy dog.";
 
 impl TokenizeDialect {
-    pub const ALL: [TokenizeDialect; 3] = [
+    pub const ALL: [TokenizeDialect; 4] = [
         TokenizeDialect::Prompt,
         TokenizeDialect::Content,
         TokenizeDialect::Inputs,
+        TokenizeDialect::Input,
     ];
+
+    /// The endpoint that tokenizes in this dialect.
+    pub fn path(self) -> &'static str {
+        match self {
+            TokenizeDialect::Input => "/extras/tokenize",
+            _ => "/tokenize",
+        }
+    }
+
+    /// The endpoint that detokenizes in this dialect.
+    pub fn detokenize_path(self) -> &'static str {
+        match self {
+            TokenizeDialect::Input => "/extras/detokenize",
+            _ => "/detokenize",
+        }
+    }
 
     /// The request keys, for messages.
     pub fn describe(self) -> &'static str {
@@ -48,6 +70,7 @@ impl TokenizeDialect {
             TokenizeDialect::Prompt => "/tokenize {model, prompt} -> {count, tokens}",
             TokenizeDialect::Content => "/tokenize {content} -> {tokens}",
             TokenizeDialect::Inputs => "/tokenize {inputs} -> [tokens]",
+            TokenizeDialect::Input => "/extras/tokenize {model, input} -> {tokens}",
         }
     }
 
@@ -56,6 +79,7 @@ impl TokenizeDialect {
             TokenizeDialect::Prompt => "prompt",
             TokenizeDialect::Content => "content",
             TokenizeDialect::Inputs => "inputs",
+            TokenizeDialect::Input => "input",
         }
     }
 
@@ -68,6 +92,8 @@ impl TokenizeDialect {
             }
             TokenizeDialect::Content => json!({"content": text, "add_special": true}),
             TokenizeDialect::Inputs => json!({"inputs": text}),
+            // No switch for BOS: the server always adds it, as to a completion prompt.
+            TokenizeDialect::Input => json!({"model": model, "input": text}),
         }
     }
 
@@ -93,7 +119,7 @@ impl TokenizeDialect {
                     .collect::<Vec<_>>(),
                 "add_generation_prompt": true
             })),
-            TokenizeDialect::Content | TokenizeDialect::Inputs => None,
+            TokenizeDialect::Content | TokenizeDialect::Inputs | TokenizeDialect::Input => None,
         }
     }
 
@@ -108,7 +134,7 @@ impl TokenizeDialect {
                     .and_then(Value::as_array)
                     .map(|a| a.len() as u64)
             }),
-            TokenizeDialect::Content => v
+            TokenizeDialect::Content | TokenizeDialect::Input => v
                 .get("tokens")
                 .and_then(Value::as_array)
                 .map(|a| a.len() as u64),
@@ -128,6 +154,7 @@ impl TokenizeDialect {
         match self {
             TokenizeDialect::Prompt => Some(json!({"model": model, "tokens": ids})),
             TokenizeDialect::Content => Some(json!({"tokens": ids})),
+            TokenizeDialect::Input => Some(json!({"model": model, "tokens": ids})),
             TokenizeDialect::Inputs => None,
         }
     }
@@ -139,6 +166,7 @@ impl TokenizeDialect {
         let key = match self {
             TokenizeDialect::Prompt => "prompt",
             TokenizeDialect::Content => "content",
+            TokenizeDialect::Input => "text",
             TokenizeDialect::Inputs => return Err("TGI has no /detokenize".into()),
         };
         v.get(key)
@@ -157,8 +185,12 @@ pub enum Attempt {
     /// answer without the dialect's keys. `why` says which.
     NotThisDialect { why: String },
     /// The server refused or failed (401, 403, 429, 5xx) or could not be reached: the endpoint
-    /// may well exist; the user must see the message.
-    Error { message: String },
+    /// may well exist; the user must see the message. `status` is the HTTP status, if any (a
+    /// 5xx means "not ready yet", see `probe::Collected::not_ready`).
+    Error {
+        message: String,
+        status: Option<u16>,
+    },
 }
 
 /// Judge one `/tokenize` answer to [`VERIFY_TEXT`] (`status`, `body`).
@@ -179,19 +211,24 @@ pub fn verify(dialect: TokenizeDialect, status: u16, body: &[u8]) -> Attempt {
             why: format!("HTTP {status}: {}", excerpt(body)),
         },
         _ => Attempt::Error {
-            message: format!("/tokenize answered HTTP {status}: {}", excerpt(body)),
+            status: Some(status),
+            message: format!(
+                "{} answered HTTP {status}: {}",
+                dialect.path(),
+                excerpt(body)
+            ),
         },
     }
 }
 
 /// The order to try dialects in: the detected engine's own first.
-pub fn order_for(engine: crate::server::EngineKind) -> [TokenizeDialect; 3] {
+pub fn order_for(engine: crate::server::EngineKind) -> [TokenizeDialect; 4] {
     use crate::server::EngineKind as E;
     use TokenizeDialect as D;
     match engine {
-        E::LlamaCpp => [D::Content, D::Prompt, D::Inputs],
-        E::Tgi => [D::Inputs, D::Prompt, D::Content],
-        _ => [D::Prompt, D::Content, D::Inputs],
+        E::LlamaCpp => [D::Content, D::Prompt, D::Inputs, D::Input],
+        E::Tgi => [D::Inputs, D::Prompt, D::Content, D::Input],
+        _ => [D::Prompt, D::Content, D::Inputs, D::Input],
     }
 }
 
@@ -218,6 +255,8 @@ mod tests {
     const LLAMA_TRAP: &str = r#"{"tokens":[]}"#;
     const SGLANG: &str = r#"{"tokens":[785,3974,13876,38835,34208,916,279,15678,5562,13],"count":10,"max_model_len":40960}"#;
     const TGI: &str = r#"[{"id":1,"text":"","start":0,"stop":0},{"id":415,"text":"The","start":0,"stop":3},{"id":2936,"text":" quick","start":3,"stop":9}]"#;
+    /// llama-cpp-python's `/extras/tokenize` (the tiny test model's vocabulary).
+    const LLAMA_CPP_PYTHON: &str = r#"{"tokens":[1,52,60,48,77,41,9]}"#;
 
     #[test]
     fn every_engine_counts_in_its_own_dialect() {
@@ -237,6 +276,36 @@ mod tests {
             verify(D::Inputs, 200, TGI.as_bytes()),
             Attempt::Verified { count: 3 }
         );
+        assert_eq!(
+            verify(D::Input, 200, LLAMA_CPP_PYTHON.as_bytes()),
+            Attempt::Verified { count: 7 }
+        );
+    }
+
+    #[test]
+    fn llama_cpp_python_speaks_on_its_own_paths() {
+        assert_eq!(D::Input.path(), "/extras/tokenize");
+        assert_eq!(D::Input.detokenize_path(), "/extras/detokenize");
+        assert_eq!(
+            D::Input.text_body("m", "hi"),
+            json!({"model": "m", "input": "hi"})
+        );
+        assert_eq!(
+            D::Input.detokenize_body("m", &[5]),
+            Some(json!({"model": "m", "tokens": [5]}))
+        );
+        assert_eq!(
+            D::Input.parse_detokenized(br#"{"text":"ab"}"#).unwrap(),
+            "ab"
+        );
+        // Its 404 on the others' path, and their answers on its path, are "not this dialect".
+        assert!(matches!(
+            verify(D::Input, 404, br#"{"detail":"Not Found"}"#),
+            Attempt::NotThisDialect { .. }
+        ));
+        for d in [D::Prompt, D::Content, D::Inputs] {
+            assert_eq!(d.path(), "/tokenize");
+        }
     }
 
     #[test]
@@ -253,7 +322,7 @@ mod tests {
     fn refusals_and_failures_are_errors_with_the_servers_message() {
         for status in [401u16, 403, 429, 500, 503] {
             let a = verify(D::Prompt, status, br#"{"error":"invalid api key"}"#);
-            let Attempt::Error { message } = a else {
+            let Attempt::Error { message, .. } = a else {
                 panic!("{status}: {a:?}")
             };
             assert!(message.contains(&status.to_string()), "{message}");
@@ -317,9 +386,12 @@ mod tests {
         for e in [E::Vllm, E::LlamaCpp, E::Tgi, E::OpenAi] {
             let mut o = order_for(e).to_vec();
             o.sort_by_key(|d| d.as_str());
-            assert_eq!(o.len(), 3);
             o.dedup();
-            assert_eq!(o.len(), 3, "every dialect is tried once for {e:?}");
+            assert_eq!(
+                o.len(),
+                D::ALL.len(),
+                "every dialect is tried once for {e:?}"
+            );
         }
         for d in D::ALL {
             assert_eq!(d.counts_chat(), d.chat_body("m", &[]).is_some());

@@ -6,6 +6,7 @@
 //! GPUs with nvidia-smi. Neither is on the per-token
 //! path, and neither ever sends a generation request that produces more than one token.
 
+pub mod diagnose;
 pub mod dialect;
 pub mod gpu;
 pub mod probe;

@@ -101,6 +101,42 @@ pub struct Collected {
     pub token_ids: Option<bool>,
 }
 
+impl Collected {
+    /// The first answer that says the server is still starting: a 5xx from any endpoint
+    /// (llama.cpp answers `503 Loading model` everywhere but `/v1/models` and `/health` while
+    /// it loads). Until none is left, what was collected describes a loading server: a
+    /// `/tokenize` that failed is not a missing one, and a missing limit may yet appear.
+    pub fn not_ready(&self) -> Option<String> {
+        let fetched = [
+            ("GET /v1/models", &self.models),
+            ("GET /version", &self.version),
+            ("GET /metrics", &self.metrics),
+            ("GET /get_server_info", &self.server_info),
+            ("GET /info", &self.info),
+            ("GET /props", &self.props),
+            ("GET /api/version", &self.api_version),
+        ];
+        let endpoint = fetched.iter().find_map(|(what, f)| {
+            f.as_ref().filter(|f| f.status >= 500).map(|f| {
+                format!(
+                    "{what} answered HTTP {}: {}",
+                    f.status,
+                    dialect::excerpt(f.body.as_bytes())
+                )
+            })
+        });
+        endpoint.or_else(|| {
+            self.tokenize.iter().find_map(|(_, a)| match a {
+                Attempt::Error {
+                    message,
+                    status: Some(s),
+                } if *s >= 500 => Some(message.clone()),
+                _ => None,
+            })
+        })
+    }
+}
+
 /// Limits the user states on the command line; they win over anything probed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Overrides {
@@ -483,7 +519,7 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         None
     } else {
         c.tokenize.iter().find_map(|(_, a)| match a {
-            Attempt::Error { message } => Some(message.clone()),
+            Attempt::Error { message, .. } => Some(message.clone()),
             _ => None,
         })
     };
@@ -514,13 +550,14 @@ pub async fn tokenize_count(
     dialect: TokenizeDialect,
     body: &Value,
 ) -> Result<u64, String> {
+    let path = dialect.path();
     let r = client
-        .post_json("/tokenize", body.to_string().as_bytes())
+        .post_json(path, body.to_string().as_bytes())
         .await
-        .map_err(|e| format!("POST /tokenize: {e}"))?;
+        .map_err(|e| format!("POST {path}: {e}"))?;
     if !r.is_success() {
         return Err(format!(
-            "POST /tokenize answered HTTP {}: {}",
+            "POST {path} answered HTTP {}: {}",
             r.status,
             r.error_message()
         ));
@@ -565,10 +602,11 @@ async fn probe_tokenize(
     let mut out = Vec::new();
     for d in dialect::order_for(engine) {
         let body = d.text_body(model, VERIFY_TEXT).to_string();
-        let a = match client.post_json("/tokenize", body.as_bytes()).await {
+        let a = match client.post_json(d.path(), body.as_bytes()).await {
             Ok(r) => dialect::verify(d, r.status, &r.body),
             Err(e) => Attempt::Error {
-                message: format!("POST /tokenize: {e}"),
+                message: format!("POST {}: {e}", d.path()),
+                status: None,
             },
         };
         let done = matches!(a, Attempt::Verified { .. });
@@ -579,6 +617,45 @@ async fn probe_tokenize(
     }
     out
 }
+
+/// [`collect`] until no endpoint answers 5xx ([`Collected::not_ready`]), for at most `timeout`
+/// (zero: one probe). `waiting` hears why the server is not ready each time the reason changes.
+/// A server still loading after `timeout` is an error naming its last answer, never a server
+/// without the endpoint.
+pub async fn collect_when_ready(
+    client: &Client,
+    model_hint: Option<&str>,
+    timeout: std::time::Duration,
+    waiting: &mut dyn FnMut(&str),
+) -> Result<Collected, String> {
+    let start = std::time::Instant::now();
+    let mut told: Option<String> = None;
+    loop {
+        let c = collect(client, model_hint).await?;
+        let Some(why) = c.not_ready() else {
+            return Ok(c);
+        };
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(format!(
+                "the server is not ready after {:.1} s of waiting (--ready-check-timeout-sec {}): {why}",
+                waited.as_secs_f64(),
+                timeout.as_secs()
+            ));
+        }
+        if told.as_deref() != Some(why.as_str()) {
+            waiting(&format!(
+                "waiting for the server to be ready (up to {} s): {why}",
+                timeout.as_secs()
+            ));
+            told = Some(why);
+        }
+        tokio::time::sleep(PROBE_RETRY_EVERY.min(timeout - waited)).await;
+    }
+}
+
+/// How often a loading server is probed again.
+const PROBE_RETRY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Fetch the informative endpoints. Unreachable servers fail here with the transport error;
 /// everything else missing is just absent.

@@ -1,6 +1,12 @@
 //! Live `/metrics` sampling during a matrix cell: running and waiting requests, the generation
 //! token counter and preemptions, polled on its own task at a fixed period (≥ 1 Hz).
 //!
+//! llama.cpp adds a request's tokens to `llamacpp:tokens_predicted_total` only when it ends;
+//! its `/slots` shows each busy slot's live `n_decoded`. Their sum is a live generation counter
+//! (a request that ended is in the total, one in flight in its slot), read as `/slots`,
+//! `/metrics`, `/slots` and kept only when no slot started or ended a request between the two
+//! `/slots` reads, so no request is counted twice or missed.
+//!
 //! Owns the per-engine metric names. It must never run on the per-token path: streams never
 //! wait for it, and a slow or failing `/metrics` only leaves gaps in the samples.
 
@@ -19,8 +25,10 @@ pub struct MetricNames {
     pub generation_tokens: Option<&'static str>,
     pub preemptions: Option<&'static str>,
     /// The generation counter moves only when a request ends (llama.cpp), so its delta over a
-    /// window is not the tokens generated inside it.
+    /// window is not the tokens generated inside it...
     pub generation_counted_at_end: bool,
+    /// ...unless `/slots` adds the tokens of the requests in flight (llama.cpp).
+    pub live_slots: bool,
 }
 
 impl MetricNames {
@@ -32,6 +40,7 @@ impl MetricNames {
                 generation_tokens: Some("vllm:generation_tokens_total"),
                 preemptions: Some("vllm:num_preemptions_total"),
                 generation_counted_at_end: false,
+                live_slots: false,
             }),
             EngineKind::Sglang => Some(MetricNames {
                 running: "sglang:num_running_reqs",
@@ -39,6 +48,7 @@ impl MetricNames {
                 generation_tokens: Some("sglang:generation_tokens_total"),
                 preemptions: None,
                 generation_counted_at_end: false,
+                live_slots: false,
             }),
             EngineKind::Tgi => Some(MetricNames {
                 running: "tgi_batch_current_size",
@@ -46,6 +56,7 @@ impl MetricNames {
                 generation_tokens: None,
                 preemptions: None,
                 generation_counted_at_end: false,
+                live_slots: false,
             }),
             EngineKind::LlamaCpp => Some(MetricNames {
                 running: "llamacpp:requests_processing",
@@ -53,6 +64,7 @@ impl MetricNames {
                 generation_tokens: Some("llamacpp:tokens_predicted_total"),
                 preemptions: None,
                 generation_counted_at_end: true,
+                live_slots: true,
             }),
             EngineKind::Ollama | EngineKind::OpenAi => None,
         }
@@ -67,8 +79,47 @@ impl MetricNames {
             waiting: prometheus::sum(&s, self.waiting).unwrap_or(0.0),
             generation_tokens: self.generation_tokens.and_then(|n| prometheus::sum(&s, n)),
             preemptions: self.preemptions.and_then(|n| prometheus::sum(&s, n)),
+            in_flight_tokens: None,
         })
     }
+}
+
+/// What `/slots` shows: each slot's id, whether it is busy and its task, and the tokens the busy
+/// slots have generated so far.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slots {
+    /// `(id, is_processing, id_task)` per slot: equal readings mean no request started or
+    /// ended in between.
+    pub states: Vec<(i64, bool, Option<i64>)>,
+    /// Sum of `n_decoded` over the busy slots.
+    pub in_flight_tokens: u64,
+}
+
+/// Read llama.cpp's `GET /slots` answer: an array of slots, each with `id`, `is_processing`,
+/// `id_task` and `n_decoded` under `next_token` (an array of one object in current versions, an
+/// object before) or at the top (older versions). `None` for any other shape (pure).
+pub fn parse_slots(body: &[u8]) -> Option<Slots> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let mut out = Slots {
+        states: Vec::new(),
+        in_flight_tokens: 0,
+    };
+    for s in v.as_array()? {
+        let busy = s.get("is_processing")?.as_bool()?;
+        let id = s.get("id")?.as_i64()?;
+        out.states
+            .push((id, busy, s.get("id_task").and_then(|t| t.as_i64())));
+        if busy {
+            let next = s.get("next_token");
+            let next = next.and_then(|n| n.get(0)).or(next);
+            let n = next
+                .and_then(|n| n.get("n_decoded"))
+                .or_else(|| s.get("n_decoded"))?
+                .as_u64()?;
+            out.in_flight_tokens += n;
+        }
+    }
+    Some(out)
 }
 
 /// One `/metrics` reading.
@@ -80,6 +131,23 @@ pub struct MetricsSample {
     pub waiting: f64,
     pub generation_tokens: Option<f64>,
     pub preemptions: Option<f64>,
+    /// Tokens generated so far by the requests in flight (llama.cpp's `/slots`), read
+    /// consistently with `generation_tokens`; `None` where not read.
+    pub in_flight_tokens: Option<f64>,
+}
+
+impl MetricsSample {
+    /// The server's count of tokens generated so far, for a difference over a window: the
+    /// generation counter, plus the requests in flight where it counts only ended ones. `None`
+    /// when the counter does not measure a window.
+    pub fn generated(&self, names: &MetricNames) -> Option<f64> {
+        let total = self.generation_tokens?;
+        if names.generation_counted_at_end {
+            Some(total + self.in_flight_tokens?)
+        } else {
+            Some(total)
+        }
+    }
 }
 
 /// Fetch and read `/metrics` once.
@@ -89,6 +157,34 @@ pub struct MetricsSample {
 pub const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<MetricsSample> {
+    if !names.live_slots {
+        return metrics_once(client, names).await;
+    }
+    // /slots, /metrics, /slots: when no slot changed request in between, the total and the
+    // slots' counts describe the same requests. A few tries; then the total alone.
+    let mut last = None;
+    for _ in 0..SLOTS_TRIES {
+        let before = slots_once(client).await;
+        let mut m = metrics_once(client, names).await?;
+        let after = slots_once(client).await;
+        if let (Some(b), Some(a)) = (before, after) {
+            if a.states == b.states {
+                // The sum describes the moment of the last read: the total did not move since
+                // the first (no request ended), the slots' counts are those of the last.
+                m.t = client.clock().raw();
+                m.in_flight_tokens = Some(a.in_flight_tokens as f64);
+                return Some(m);
+            }
+        }
+        last = Some(m);
+    }
+    last
+}
+
+/// Consistent `/slots`–`/metrics` readings tried per sample.
+const SLOTS_TRIES: usize = 4;
+
+async fn metrics_once(client: &Client, names: &MetricNames) -> Option<MetricsSample> {
     let r = tokio::time::timeout(POLL_TIMEOUT, client.get("/metrics"))
         .await
         .ok()?
@@ -98,6 +194,17 @@ pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<Metrics
     }
     let t = client.clock().raw();
     names.read(t, std::str::from_utf8(&r.body).ok()?)
+}
+
+async fn slots_once(client: &Client) -> Option<Slots> {
+    let r = tokio::time::timeout(POLL_TIMEOUT, client.get("/slots"))
+        .await
+        .ok()?
+        .ok()?;
+    if !r.is_success() {
+        return None;
+    }
+    parse_slots(&r.body)
 }
 
 /// A polling task; samples accumulate until [`Sampler::stop`].
@@ -234,6 +341,60 @@ mod tests {
         assert_eq!(s.waiting, 1.0);
         assert_eq!(s.generation_tokens, Some(100.0));
         assert_eq!(s.preemptions, None);
+    }
+
+    /// llama.cpp's `/slots` (current shape, trimmed): slot 0 busy with 17 tokens so far, slot 1
+    /// idle keeping its last request's count, which must not be added.
+    #[test]
+    fn slots_add_the_busy_slots_tokens_only() {
+        let body = br#"[
+          {"id":0,"n_ctx":512,"speculative":false,"is_processing":true,"id_task":12,
+           "next_token":[{"has_next_token":true,"has_new_line":false,"n_remain":47,"n_decoded":17}]},
+          {"id":1,"n_ctx":512,"speculative":false,"is_processing":false,"id_task":9,
+           "next_token":[{"has_next_token":false,"has_new_line":false,"n_remain":0,"n_decoded":64}]},
+          {"id":2,"n_ctx":512,"speculative":false,"is_processing":false}
+        ]"#;
+        let s = parse_slots(body).unwrap();
+        assert_eq!(s.in_flight_tokens, 17);
+        assert_eq!(
+            s.states,
+            [(0, true, Some(12)), (1, false, Some(9)), (2, false, None)]
+        );
+        // The older shapes: `next_token` an object, or `n_decoded` at the top.
+        let old = br#"[{"id":0,"is_processing":true,"next_token":{"n_decoded":5}},
+                      {"id":1,"is_processing":true,"n_decoded":6}]"#;
+        assert_eq!(parse_slots(old).unwrap().in_flight_tokens, 11);
+        // Anything else is no reading, never a zero.
+        for bad in [
+            &b"{}"[..],
+            b"[{\"id\":0,\"is_processing\":true}]",
+            b"[{\"is_processing\":false}]",
+            b"not json",
+        ] {
+            assert_eq!(parse_slots(bad), None);
+        }
+    }
+
+    #[test]
+    fn a_counter_counted_at_request_end_needs_the_requests_in_flight() {
+        let n = MetricNames::for_engine(EngineKind::LlamaCpp).unwrap();
+        let mut s = n
+            .read(
+                0,
+                "llamacpp:requests_processing 2\nllamacpp:tokens_predicted_total 100\n",
+            )
+            .unwrap();
+        assert_eq!(s.generated(&n), None);
+        s.in_flight_tokens = Some(30.0);
+        assert_eq!(s.generated(&n), Some(130.0));
+        let v = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        let s = v
+            .read(
+                0,
+                "vllm:num_requests_running 1\nvllm:generation_tokens_total 7\n",
+            )
+            .unwrap();
+        assert_eq!(s.generated(&v), Some(7.0));
     }
 
     #[test]

@@ -864,6 +864,7 @@ const INTRO: &str =
 const ACK: &str =
     "Understood. I have read the whole reference document and will rely on it alone. \
     What would you like me to write?";
+const SHORT_REQUEST: &str = "Continue:";
 const REQUEST: &str = "Write a very long, detailed article based on the reference document above. \
     Go through its places, people, trades and events one by one, explain how they connect and why \
     they matter, quote specific details, and add a section of open questions at the end. \
@@ -875,9 +876,39 @@ pub struct PromptBuilder {
     kind: PromptKind,
     prefix: String,
     prose: Prose,
-    /// `false`: the prompt is the prose alone ([`PromptBuilder::bare`]).
-    framed: bool,
+    framing: Framing,
 }
+
+/// What surrounds the prose. [`PromptBuilder::calibrate`] starts from the fullest and shrinks
+/// it while it would take more than [`FRAMING_SHARE`] of the target, so small contexts build on
+/// any vocabulary (a 679-token vocabulary spells the full framing in ~350 tokens).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// The first line, an introduction, the prose, and a request for a long article.
+    Full,
+    /// The first line, the prose and a one-line request.
+    Short,
+    /// The first line (the run id) and the prose.
+    Line,
+    /// The prose alone ([`PromptBuilder::bare`]).
+    Bare,
+}
+
+impl Framing {
+    /// The next smaller framing that keeps the first line; `None` from `Line` (the run id must
+    /// stay: it makes each run's prompts new to the server) and from `Bare`.
+    fn smaller(self) -> Option<Framing> {
+        match self {
+            Framing::Full => Some(Framing::Short),
+            Framing::Short => Some(Framing::Line),
+            Framing::Line | Framing::Bare => None,
+        }
+    }
+}
+
+/// The largest share of a prompt the framing may take before a smaller one is used: the rest is
+/// prose, which calibration sizes.
+const FRAMING_SHARE: f64 = 0.75;
 
 /// A prompt calibrated to a token count.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -953,7 +984,7 @@ impl PromptBuilder {
             kind,
             prefix: prompt_prefix(run_id, context_tokens, seed),
             prose: Prose::new(seed),
-            framed: true,
+            framing: Framing::Full,
         }
     }
 
@@ -965,7 +996,7 @@ impl PromptBuilder {
             kind: PromptKind::Completion,
             prefix: String::new(),
             prose: Prose::new(seed),
-            framed: false,
+            framing: Framing::Bare,
         }
     }
 
@@ -986,11 +1017,22 @@ impl PromptBuilder {
     /// last word may be cut, which sizes a prompt finer than one word.
     fn build_bytes(&mut self, end: usize) -> Prompt {
         let body = &self.prose.text()[..end];
-        if !self.framed {
-            return Prompt::Text(body.to_string());
-        }
-        match self.kind {
-            PromptKind::Chat => Prompt::Chat(vec![
+        let prefix = &self.prefix;
+        match (self.framing, self.kind) {
+            (Framing::Bare, _) => Prompt::Text(body.to_string()),
+            (Framing::Line, PromptKind::Completion) => Prompt::Text(format!("{prefix}\n{body}")),
+            (Framing::Line, PromptKind::Chat) => Prompt::Chat(vec![ChatMessage {
+                role: Role::User,
+                content: format!("{prefix}\n{body}"),
+            }]),
+            (Framing::Short, PromptKind::Completion) => {
+                Prompt::Text(format!("{prefix}\n{body}\n\n{SHORT_REQUEST}\n"))
+            }
+            (Framing::Short, PromptKind::Chat) => Prompt::Chat(vec![ChatMessage {
+                role: Role::User,
+                content: format!("{prefix}\n{body}\n\n{SHORT_REQUEST}"),
+            }]),
+            (Framing::Full, PromptKind::Chat) => Prompt::Chat(vec![
                 ChatMessage {
                     role: Role::User,
                     content: format!("{}\n{INTRO}\n\n{body}", self.prefix),
@@ -1004,11 +1046,15 @@ impl PromptBuilder {
                     content: REQUEST.to_string(),
                 },
             ]),
-            PromptKind::Completion => Prompt::Text(format!(
-                "{}\n{INTRO}\n\n{body}\n\n{REQUEST}\n\nArticle:\n",
-                self.prefix
+            (Framing::Full, PromptKind::Completion) => Prompt::Text(format!(
+                "{prefix}\n{INTRO}\n\n{body}\n\n{REQUEST}\n\nArticle:\n"
             )),
         }
+    }
+
+    /// The framing the prompts are built with.
+    pub fn framing(&self) -> Framing {
+        self.framing
     }
 
     /// Find the longest prompt whose token count is at most `target`, asking `count` at most
@@ -1041,7 +1087,18 @@ impl PromptBuilder {
             }
             Ok((p, n))
         };
-        let (p0, overhead) = eval(self, &mut calls, 0)?;
+        if self.framing != Framing::Bare {
+            self.framing = Framing::Full;
+        }
+        let (mut p0, mut overhead) = eval(self, &mut calls, 0)?;
+        // Shrink the framing until the prose has room (a small context, a small vocabulary).
+        while overhead as f64 > target as f64 * FRAMING_SHARE {
+            let Some(smaller) = self.framing.smaller() else {
+                break;
+            };
+            self.framing = smaller;
+            (p0, overhead) = eval(self, &mut calls, 0)?;
+        }
         if overhead > target {
             return Err(CalibrateError::TooSmall { target, overhead });
         }
@@ -1348,6 +1405,50 @@ mod tests {
                 assert_eq!(c.prompt.kind(), kind);
             }
         }
+    }
+
+    /// A counter of one token per byte (plus BOS), as a tiny vocabulary of characters counts.
+    fn per_byte(p: &Prompt) -> Result<u64, String> {
+        Ok(match p {
+            Prompt::Chat(m) => m.iter().map(|m| 4 + m.content.len() as u64).sum(),
+            Prompt::Text(t) => 1 + t.len() as u64,
+        })
+    }
+
+    /// The full framing is ~500 bytes: on a byte-level counter, contexts from 64 tokens up
+    /// build with a smaller framing that still starts with the run's first line.
+    #[test]
+    fn small_contexts_shrink_the_framing_down_to_the_first_line() {
+        for kind in [PromptKind::Completion, PromptKind::Chat] {
+            for (target, want) in [
+                (64, Framing::Line),
+                (128, Framing::Short),
+                (256, Framing::Short),
+                (1024, Framing::Full),
+            ] {
+                let mut b = PromptBuilder::new("12345678", target, 3, kind);
+                let c = b
+                    .calibrate(target, per_byte, 24)
+                    .unwrap_or_else(|e| panic!("{kind:?} {target}: {e}"));
+                assert!(c.tokens <= target && c.tokens * 100 >= target * 99, "{c:?}");
+                assert_eq!(b.framing(), want, "{kind:?} {target}");
+                let first = match &c.prompt {
+                    Prompt::Text(t) => t.as_str(),
+                    Prompt::Chat(m) => m[0].content.as_str(),
+                };
+                assert!(
+                    first.starts_with(&prompt_prefix("12345678", target, 3)),
+                    "{first}"
+                );
+                assert!(c.prose_words > 0, "{kind:?} {target}: some prose");
+            }
+        }
+        // Below the first line alone, nothing fits.
+        let mut b = PromptBuilder::new("12345678", 32, 3, PromptKind::Completion);
+        assert!(matches!(
+            b.calibrate(32, per_byte, 24),
+            Err(CalibrateError::TooSmall { target: 32, .. })
+        ));
     }
 
     #[test]

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Builds llama-cpp-python's OpenAI-compatible server (PyPI `llama-cpp-python[server]`) from source
+# into a virtualenv cached outside the checkout, keyed by version:
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama-cpp-python-<version>/venv
+# Prints one line, `python=PATH`: the virtualenv's interpreter, which serves with
+# `PATH -m llama_cpp.server --model MODEL --host 127.0.0.1 --port N`. The model is the tiny GGUF
+# that scripts/llama-server.sh writes. Idempotent: a finished virtualenv is reused.
+# Cost: about 10 minutes on 2 idle cores the first time (the wheel compiles llama.cpp; 22 minutes
+# measured on a shared, loaded 2-core machine), instant when cached. Needs only PyPI and a C++
+# compiler.
+set -euo pipefail
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama-cpp-python-$VERSION"
+VENV="$CACHE/venv"
+STAMP="$CACHE/venv.done"
+log() { printf '[llama-cpp-python.sh] %s\n' "$*" >&2; }
+
+build_venv() {
+  [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ] && return 0
+  command -v c++ >/dev/null 2>&1 || { log "installing a C++ compiler (apt)"; apt-get update -qq && apt-get install -y -qq g++ >/dev/null; }
+  rm -rf "$VENV"; mkdir -p "$CACHE"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  local wheels="$CACHE/wheels"
+  if ! ls "$wheels"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
+    log "building llama-cpp-python $VERSION from source (about 10 minutes on 2 cores)"
+    # GGML_NATIVE=OFF: native builds crashed on load on these CPUs (as for llama-server).
+    # The wheel is kept in the cache: a rebuilt virtualenv does not compile again.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      "$VENV/bin/pip" wheel -q --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
+      "llama-cpp-python==$VERSION" >&2
+    mkdir -p "$wheels" && mv "$wheels.tmp"/llama_cpp_python-*.whl "$wheels/" && rm -rf "$wheels.tmp"
+  fi
+  local wheel
+  wheel="$(ls "$wheels"/llama_cpp_python-"$VERSION"-*.whl | head -1)"
+  "$VENV/bin/pip" install -q "$wheel[server]" >&2
+  "$VENV/bin/python" -c "import llama_cpp.server" >&2
+  touch "$STAMP"
+}
+
+build_venv
+echo "python=$VENV/bin/python"
