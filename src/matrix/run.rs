@@ -199,7 +199,7 @@ pub async fn plan_run(client: &Client, cfg: &MatrixConfig) -> Result<Prepared0, 
         schema_version: SCHEMA_VERSION,
         metadata: Metadata {
             tool: "llmspeed".into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
+            tool_version: crate::VERSION.into(),
             date: rfc3339(unix_now()),
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),
