@@ -54,6 +54,8 @@ printf 'root:x:0:\nllmspeed:x:%s:\n' "$uid" >"$root/etc/group"
 "$bin" completions fish | install -D -m 0644 /dev/stdin "$root/usr/share/fish/vendor_completions.d/llmspeed.fish"
 
 # ---- the image -------------------------------------------------------------------------------
+# The previous build of this version goes, so rebuilds leave no untagged images behind.
+buildah rmi "$name" localhost/llmspeed:latest >/dev/null 2>&1 || true
 ctr=$(buildah from scratch)
 buildah copy --quiet "$ctr" "$root" / >/dev/null
 # The user's home (matrix prompt cache under ~/.cache) belongs to the user.
