@@ -20,3 +20,9 @@ pub mod server;
 pub mod sys;
 pub mod timeline;
 pub mod workload;
+
+/// What `llmspeed --version` prints after the name, and what every result file records as the
+/// tool's version: the package version, the git commit the binary was built from ("release" for
+/// a build from a package) and the target triple, e.g. `0.1.0 (3e0944a1b2c3 x86_64-unknown-linux-gnu)`.
+/// Made by `build.rs`.
+pub const VERSION: &str = env!("LLMSPEED_VERSION");

@@ -445,6 +445,8 @@ fn the_binary_runs_and_appends_results() {
         assert_eq!(v["label"], "ci");
         assert_eq!(v["run"], "1", "metadata values stay strings, as in vLLM");
         assert_eq!(v["completed"], 6);
+        // As `llmspeed --version` names the binary (tests/version.rs).
+        assert_eq!(v["llmspeed"]["version"], llmspeed::VERSION);
     }
 }
 

@@ -215,6 +215,8 @@ async fn shards_merge_to_the_single_run() {
     assert_eq!(v["median_ttft_ms"].as_f64().unwrap(), mm.ttft_ms.median);
     assert_eq!(v["ttfts"].as_array().unwrap().len(), PROMPTS);
     assert_eq!(v["llmspeed"]["merged_from"].as_array().unwrap().len(), N);
+    // The tool that merged, as `llmspeed --version` names it (tests/version.rs).
+    assert_eq!(v["llmspeed"]["version"], llmspeed::VERSION);
     // A missing shard is refused, not merged into a smaller run.
     let status = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
         .arg("merge")

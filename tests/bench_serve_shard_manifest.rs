@@ -170,3 +170,28 @@ fn list_reader() {
     let flow = std::panic::catch_unwind(|| lists("args: [a, b]\n", "args"));
     assert!(flow.is_err());
 }
+
+/// Every container runs the image `scripts/build-image.sh` builds: `localhost/llmspeed:VERSION`
+/// of this package (the script tags what the binary's `--version` says).
+#[test]
+fn manifests_name_the_image_the_build_script_makes() {
+    let script = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/build-image.sh"),
+    )
+    .unwrap();
+    assert!(
+        script.contains("name=\"localhost/llmspeed:$version\""),
+        "scripts/build-image.sh no longer names the image localhost/llmspeed:VERSION"
+    );
+    let want = format!("localhost/llmspeed:{}", env!("CARGO_PKG_VERSION"));
+    for file in ["shards-job.yaml", "merge-job.yaml"] {
+        let text = manifest(file);
+        let images: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter_map(|l| l.strip_prefix("image:"))
+            .map(unquote)
+            .collect();
+        assert_eq!(images, std::slice::from_ref(&want), "{file}");
+    }
+}

@@ -46,6 +46,8 @@ fn mock_run_writes_a_report_chat_prompts() {
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     assert_eq!(v["metadata"]["settings"]["endpoint"], "chat");
     assert_eq!(v["metadata"]["hardware"]["gpu"], "Test GPU");
+    // As `llmspeed --version` names the binary (tests/version.rs): version, commit, target.
+    assert_eq!(v["metadata"]["tool_version"], llmspeed::VERSION);
     for c in v["decode"].as_array().unwrap() {
         assert_eq!(c["status"]["kind"], "valid", "{c}");
         assert!(c["output_tok_per_s"].as_f64().unwrap() > 0.0);

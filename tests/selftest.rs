@@ -231,6 +231,8 @@ fn cli_no_kernel_stamps_stamps_with_the_clients_clock() {
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["stamp_source"], "client_clock", "{v}");
+    // As `llmspeed --version` names the binary (tests/version.rs).
+    assert_eq!(v["tool_version"], llmspeed::VERSION);
     assert_eq!(v["stamp_fallback"], "disabled", "{v}");
     assert!(
         v["client_wakeup_us_max"].is_null(),

@@ -3,6 +3,7 @@
 
 pub mod argv;
 pub mod bench;
+pub mod completions;
 pub mod duration;
 pub mod matrix;
 pub mod merge;
@@ -55,7 +56,7 @@ pub type CliResult = Result<ExitCode, CliError>;
 #[derive(Debug, Parser)]
 #[command(
     name = "llmspeed",
-    version,
+    version = crate::VERSION,
     about = "How fast does your LLM server serve tokens?"
 )]
 pub struct Cli {
@@ -81,6 +82,10 @@ pub enum Command {
     Merge(merge::MergeArgs),
     /// Measure this machine's measurement error against a simulated server's ground truth.
     Selftest(selftest::SelftestArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff) to stdout, or write one page per command into a folder.
+    Man(completions::ManArgs),
 }
 
 /// The process's command line, parsed as `main` does: a flag's value that starts with a hyphen
@@ -103,6 +108,8 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Report(args) => report::run(args),
         Command::Selftest(args) => selftest::run(args),
         Command::Merge(a) => merge::run(a),
+        Command::Completions(a) => completions::run_completions(a),
+        Command::Man(a) => completions::run_man(a),
     }
 }
 

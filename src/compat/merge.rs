@@ -190,7 +190,7 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     let mut order: Vec<&ShardResult> = shards.iter().collect();
     order.sort_by_key(|s| s.block.shard.index);
     let extras = json!({
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": crate::VERSION,
         "merged_from": order.iter().map(|s| json!({
             "file": s.name,
             "shard": s.block.shard.to_string(),

@@ -1245,7 +1245,7 @@ pub async fn run_shown(
     let cpu = cpu1.since(cpu0);
     let (cpu_u, cpu_s) = (cpu.user_ns as f64 / 1e9, cpu.system_ns as f64 / 1e9);
     let mut extras = json!({
-        "version": env!("CARGO_PKG_VERSION"),
+        "version": crate::VERSION,
         "latency_from": match cfg.latency_from { LatencyFrom::Scheduled => "scheduled", LatencyFrom::Sent => "sent" },
         "ttft_from": match cfg.ttft_from { TtftFrom::Choice => "first_choice", TtftFrom::Content => "first_content" },
         "chat_end": match cfg.chat_end { ChatEnd::LastChoice => "last_choice", ChatEnd::LastMessage => "last_message" },

@@ -221,7 +221,7 @@ pub async fn plan_run(
         schema_version: SCHEMA_VERSION,
         metadata: Metadata {
             tool: "llmspeed".into(),
-            tool_version: env!("CARGO_PKG_VERSION").into(),
+            tool_version: crate::VERSION.into(),
             date: rfc3339(unix_now()),
             interrupted: None,
             base_url: Some(cfg.base_url.clone()),

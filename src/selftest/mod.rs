@@ -112,6 +112,8 @@ pub enum CpuScope {
 /// The result. Units are in the field names; every figure is over all matched tokens.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// The llmspeed that measured ([`crate::VERSION`]: version, commit, target).
+    pub tool_version: &'static str,
     pub streams: usize,
     pub tokens_per_stream: u32,
     pub gap_ms: f64,
@@ -556,6 +558,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let wakeup = Fig::of(&wakeup_us);
     let source = source.unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
     Report {
+        tool_version: crate::VERSION,
         streams: shape.streams,
         tokens_per_stream: shape.tokens,
         gap_ms: shape.gap.as_secs_f64() * 1e3,
@@ -672,6 +675,7 @@ fn analyse_external(
         Fig::of(&s.ttft_arrival_error_ms),
     );
     Report {
+        tool_version: crate::VERSION,
         streams: shape.streams,
         tokens_per_stream: shape.tokens,
         gap_ms: shape.gap.as_secs_f64() * 1e3,
