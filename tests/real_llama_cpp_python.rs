@@ -145,7 +145,8 @@ impl Server {
 
     /// An independent request (not llmspeed's client); the body parsed.
     fn post(&self, path: &str, body: &Value) -> Value {
-        let (status, text) = real_server::raw_request(self.port, "POST", path, Some(&body.to_string()));
+        let (status, text) =
+            real_server::raw_request(self.port, "POST", path, Some(&body.to_string()));
         assert_eq!(status, 200, "{path} {body}: {text}");
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
