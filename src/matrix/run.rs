@@ -7,7 +7,7 @@
 
 use crate::matrix::cell::{run_cell, CellConfig, CellIds};
 pub use crate::matrix::config::{HeaderFacts, MatrixConfig, PromptMode};
-use crate::matrix::plan::{EstimateInputs, Plan};
+use crate::matrix::plan::{rows_from_plan, EstimateInputs, Plan};
 use crate::matrix::prompts::{mix, Prepared, Run};
 use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
@@ -16,9 +16,8 @@ use crate::net::{Cancel, Client};
 use crate::progress::{Event, Phase, Progress, Work};
 use crate::report::files;
 use crate::report::{
-    methodology, rows_from_plan, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits,
-    MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
-    SCHEMA_VERSION,
+    methodology, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
+    Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings, SCHEMA_VERSION,
 };
 use crate::server::diagnose;
 use crate::server::gpu::{self, GpuSampler};

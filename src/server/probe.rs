@@ -5,9 +5,9 @@
 //! [`ServerInfo`], so every engine's shape is unit-tested from captured bodies. Detection never
 //! guesses a number: a limit it cannot find stays `None` and is listed in `missing`.
 
-use crate::matrix::status::{KvSource, ServerLimits};
 use crate::net::Client;
 use crate::proto::prometheus::{self, Sample};
+use crate::report::status::{KvSource, ServerLimits};
 use crate::server::dialect::{self, Attempt, TokenizeDialect, VERIFY_TEXT};
 use crate::server::engine::EngineKind;
 use crate::server::sampler::MetricNames;
