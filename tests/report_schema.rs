@@ -3,9 +3,9 @@
 
 mod report_common;
 
-use llmspeed::matrix::plan::{Plan, PlanConfig};
+use llmspeed::matrix::plan::{rows_from_plan, Plan, PlanConfig};
 use llmspeed::matrix::status::{KvSource, ServerLimits};
-use llmspeed::report::{json, methodology, rows_from_plan, MatrixReport};
+use llmspeed::report::{json, methodology, MatrixReport};
 use serde_json::{json, Value};
 
 fn schema() -> Value {

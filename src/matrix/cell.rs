@@ -1403,7 +1403,7 @@ mod tests {
 
     #[test]
     fn llama_cpp_counter_needs_the_slots_for_a_window_difference() {
-        use crate::server::probe::EngineKind;
+        use crate::server::EngineKind;
         let vllm = MetricNames::for_engine(EngineKind::Vllm).unwrap();
         assert_eq!(
             token_check(&vllm, (Some(100.0), Some(350.0)), Some(260)),

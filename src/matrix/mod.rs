@@ -1,6 +1,7 @@
 //! The speed-test matrix: plan, prefill scouts, sustained-decode cells, verdicts.
 
 pub mod cell;
+pub mod config;
 pub mod plan;
 pub mod prompts;
 pub mod resume;

@@ -7,6 +7,8 @@
 //! print; the caller hands it the limits it found and prints what `render` returns.
 
 use crate::matrix::status::{self, CellStatus, KvSource, ServerLimits};
+use crate::report::format::group_digits;
+use crate::report::{DecodeCell, PrefillRow};
 use std::fmt::Write as _;
 
 /// Default decode contexts besides "the largest that fits".
@@ -190,19 +192,6 @@ fn k_label(tokens: u64, k: u64) -> String {
     } else {
         format!("{k}K")
     }
-}
-
-/// `1234567` -> `1,234,567`.
-pub fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
 }
 
 /// A resolved context: the prompt size in tokens and its label.
@@ -551,6 +540,43 @@ impl Plan {
 fn prefill_max(max_model_len: u64) -> Context {
     // Nearest-K labelling gives the window it fills (`256K` for 262,143 tokens), as the seed.
     Context::new(max_model_len - 1)
+}
+
+/// The rows of a report for `plan` before anything ran: cells the plan will not run carry their
+/// verdict (Over capacity, Skipped), the rest are Pending, to be replaced as they finish. A
+/// report written from this is already valid, which is what makes partial reports possible.
+pub fn rows_from_plan(plan: &Plan) -> (Vec<PrefillRow>, Vec<DecodeCell>) {
+    let prefill = plan
+        .prefill
+        .iter()
+        .map(|p| PrefillRow {
+            context: p.context.tokens,
+            context_label: p.context.label.clone(),
+            status: p.status.clone().unwrap_or(CellStatus::Pending),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prefill_tok_per_s: None,
+            samples: 0,
+            ttft_ms_samples: Vec::new(),
+            server_prompt_tokens: None,
+            error_messages: Vec::new(),
+            measured_under: None,
+        })
+        .collect();
+    let decode = plan
+        .cells
+        .iter()
+        .map(|c| {
+            let ctx = &plan.contexts[c.context];
+            DecodeCell::empty(
+                ctx.tokens,
+                &ctx.label,
+                c.concurrency,
+                c.status.clone().unwrap_or(CellStatus::Pending),
+            )
+        })
+        .collect();
+    (prefill, decode)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! count that does not grow with the text, or a size more than 1% off the target is an error
 //! naming the context and the counter's answer, never a cached or a sent prompt.
 
-use crate::matrix::run::MatrixConfig;
+use crate::matrix::config::MatrixConfig;
 use crate::net::request::{Generation, Prompt as NetPrompt};
 use crate::net::{Cancel, Client, NoopObserver};
 use crate::report::PromptTokens;

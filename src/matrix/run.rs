@@ -5,9 +5,9 @@
 //! exact size are `matrix::prompts`. It never formats reports itself (that is `report`) and
 //! never decides a verdict rule (that is `status`); progress goes out as `progress::Event`s.
 
-use crate::analysis::repetition::RepetitionConfig;
 use crate::matrix::cell::{run_cell, CellConfig, CellIds};
-use crate::matrix::plan::{EstimateInputs, Plan, PlanConfig};
+pub use crate::matrix::config::{HeaderFacts, MatrixConfig, PromptMode};
+use crate::matrix::plan::{rows_from_plan, EstimateInputs, Plan};
 use crate::matrix::prompts::{mix, Prepared, Run};
 use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
@@ -16,89 +16,24 @@ use crate::net::{Cancel, Client};
 use crate::progress::{Event, Phase, Progress, Work};
 use crate::report::files;
 use crate::report::{
-    methodology, rows_from_plan, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits,
-    MatrixReport, Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings,
-    SCHEMA_VERSION,
+    methodology, ClientMachine, DecodeCell, Engine, ErrorMessage, Hardware, Limits, MatrixReport,
+    Metadata, ModelInfo, PrefillMode, PrefillRow, PromptTokens, Settings, SCHEMA_VERSION,
 };
 use crate::server::diagnose;
 use crate::server::gpu::{self, GpuSampler};
 use crate::server::probe::collect_when_ready;
 use crate::server::probe::token_id_range;
 use crate::server::sampler::unreachable;
-use crate::server::{detect, EngineKind, MetricNames, Overrides, ServerInfo};
+use crate::server::{detect, EngineKind, MetricNames, ServerInfo};
 use crate::sys::unix_now;
 use crate::timeline::{ErrorKind, RequestError};
 use crate::workload::prose;
 use crate::workload::request_id::{self, RequestId};
-use crate::workload::tokenizer::LocalTokenizer;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// GPU readings during a cell: nvidia-smi itself takes tens of milliseconds.
 const GPU_SAMPLE_EVERY: Duration = Duration::from_secs(1);
-
-/// How prompt sizes are made exact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PromptMode {
-    /// `/tokenize` calibration where the server has it (natural prose), else token ids, else
-    /// the usage estimate.
-    Auto,
-    TokenIds,
-    Tokenize,
-    Usage,
-}
-
-/// What the header cannot probe.
-#[derive(Clone, Debug, Default)]
-pub struct HeaderFacts {
-    pub gpu: Option<String>,
-    pub vram_gb: Option<f64>,
-    pub hardware: Option<String>,
-    pub launch_command: Option<String>,
-    pub engine_build: Option<String>,
-    pub notes: Option<String>,
-    /// `matrix --mock`: the built-in simulated server's identity (profile and parameters),
-    /// which `--resume` compares instead of its address (a new port every run).
-    pub simulated_server: Option<String>,
-}
-
-#[derive(Clone, Debug)]
-pub struct MatrixConfig {
-    pub plan: PlanConfig,
-    pub duration: Duration,
-    pub model: Option<String>,
-    pub chat: bool,
-    pub prompt_mode: PromptMode,
-    pub seed: u64,
-    pub ignore_eos: bool,
-    pub out_dir: PathBuf,
-    /// Keep finished measurements found in `out_dir/results.json`.
-    pub resume: bool,
-    /// Keep them even when they were measured with other settings (see `matrix::resume`).
-    pub resume_force: bool,
-    pub retry_looped: bool,
-    pub repetition: RepetitionConfig,
-    pub overrides: Overrides,
-    pub header: HeaderFacts,
-    pub ready_timeout: Duration,
-    /// How long the server's metrics must keep showing the gate condition before the window
-    /// opens.
-    pub ready_stable: Duration,
-    pub drain_timeout: Duration,
-    /// How long the probe waits for a server that still answers 5xx (loading) before the run
-    /// fails (`--ready-check-timeout-sec`; zero: one probe).
-    pub ready_check_timeout: Duration,
-    pub base_url: String,
-    /// Skip the warm-up request (tests).
-    pub skip_warmup: bool,
-    /// Calibrated prompts are kept here by (model, context, seed, kind); `None` calibrates
-    /// every run.
-    pub prompt_cache: Option<PathBuf>,
-    /// `--tokenizer`: count calibration locally instead of with `/tokenize` (completions
-    /// prompts only; chat prompts need the server's chat template).
-    pub tokenizer: Option<Arc<LocalTokenizer>>,
-}
 
 /// The default prompt cache: `$XDG_CACHE_HOME/llmspeed/prompts`, else
 /// `~/.cache/llmspeed/prompts`; `None` when neither variable is set.

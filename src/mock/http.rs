@@ -7,6 +7,7 @@
 use super::engine::{AdmitError, Emission, NewSeq};
 use super::faults::{self, ConnCtl, Fault};
 use super::native::{self, EventFacts, Flavor, Output};
+use super::request::GenRequest;
 use super::text::mix64;
 use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
 use super::trace::TraceRec;
@@ -416,25 +417,6 @@ fn get_u32(body: &Value, key: &str) -> Result<Option<u32>, String> {
 
 fn get_bool(v: Option<&Value>) -> bool {
     v.and_then(Value::as_bool).unwrap_or(false)
-}
-
-/// A generation request, validated; every field as vLLM reads it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct GenRequest {
-    /// One token list per choice; each non-empty.
-    pub prompts: Vec<Vec<u32>>,
-    /// `None`: up to `max_model_len`.
-    pub max_tokens: Option<u32>,
-    pub min_tokens: u32,
-    pub stream: bool,
-    pub include_usage: bool,
-    pub continuous: bool,
-    pub return_token_ids: bool,
-    pub ignore_eos: bool,
-    pub salt: Option<String>,
-    pub user_seed: u64,
-    /// TGI `parameters.details`: the last event carries the finish reason and token count.
-    pub details: bool,
 }
 
 /// Validate a completions (`chat == false`) or chat completions body. Pure, so it is fuzzed

@@ -18,6 +18,7 @@ pub mod faults;
 pub mod http;
 pub mod metrics;
 pub mod native;
+pub mod request;
 pub mod text;
 pub mod tokenizer;
 pub mod trace;

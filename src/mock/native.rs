@@ -7,7 +7,7 @@
 //! checked against what is written here, which follows the engines' sources independently.
 
 use super::engine::Finish;
-use super::http::GenRequest;
+use super::request::GenRequest;
 use super::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use std::fmt::Write as _;

@@ -2,9 +2,9 @@
 //! text (no markdown), statuses abbreviated so 8 columns fit 80 characters, then the first
 //! message per error kind of every Failed row. Returns a string; printing is the caller's.
 
-use crate::matrix::status::CellStatus;
 use crate::report::format::{rate, MISSING};
 use crate::report::model::{DecodeCell, MatrixReport};
+use crate::report::status::CellStatus;
 use std::fmt::Write as _;
 
 fn short(c: &DecodeCell) -> String {

@@ -56,8 +56,8 @@ fn row(w: &mut impl Write, cells: &[String]) -> std::io::Result<()> {
 }
 
 /// Details of a status that the bare word does not carry.
-fn status_detail(s: &crate::matrix::status::CellStatus) -> String {
-    use crate::matrix::status::{CapacityReason, CellStatus};
+fn status_detail(s: &crate::report::status::CellStatus) -> String {
+    use crate::report::status::{CapacityReason, CellStatus};
     match s {
         CellStatus::OverCapacity(CapacityReason::KvCache {
             needed_tokens,

@@ -1,7 +1,18 @@
 //! Number formatting shared by the human-facing outputs, matching the seed report: `31.5K`,
 //! `6,473.0`, `1,747 ms`, `10.4 ms`, `30.0 s`, `2,869`, and `—` for a missing figure.
 
-pub use crate::matrix::plan::group_digits;
+/// `1234567` -> `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, ch) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
 
 /// Shown where a figure is missing.
 pub const MISSING: &str = "—";

@@ -5,13 +5,13 @@
 //! It prints what the model holds, formatted by `report::format`; it never computes a figure
 //! or a verdict. Lines for metadata the run did not have are left out rather than shown empty.
 
-use crate::matrix::status::{CapacityReason, CellStatus};
 use crate::report::format::{
     group_digits, hardware_text, ms, one_decimal, opt, rate, seconds, MISSING,
 };
 use crate::report::model::{
     DecodeCell, ErrorMessage, Hardware, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
 };
+use crate::report::status::{CapacityReason, CellStatus};
 use std::io::{self, Write};
 
 /// Write the markdown report.

@@ -6,7 +6,7 @@
 //! names, so their home modules stay free of serde. The model does no I/O and computes no
 //! statistics: the measuring code fills it, the writers read it.
 
-use crate::matrix::status::{CapacityReason, CellStatus, KvSource, ServerLimits};
+use crate::report::status::{CapacityReason, CellStatus, KvSource, ServerLimits};
 use crate::timeline::{Channel, ErrorKind, FinishReason, TokenCountSource};
 use serde::{Deserialize, Serialize};
 
@@ -730,43 +730,6 @@ pub(crate) mod status {
             StatusRepr::Pending => CellStatus::Pending,
         })
     }
-}
-
-/// The rows of a report for `plan` before anything ran: cells the plan will not run carry their
-/// verdict (Over capacity, Skipped), the rest are Pending, to be replaced as they finish. A
-/// report written from this is already valid, which is what makes partial reports possible.
-pub fn rows_from_plan(plan: &crate::matrix::plan::Plan) -> (Vec<PrefillRow>, Vec<DecodeCell>) {
-    let prefill = plan
-        .prefill
-        .iter()
-        .map(|p| PrefillRow {
-            context: p.context.tokens,
-            context_label: p.context.label.clone(),
-            status: p.status.clone().unwrap_or(CellStatus::Pending),
-            prompt_tokens: None,
-            ttft_ms: None,
-            prefill_tok_per_s: None,
-            samples: 0,
-            ttft_ms_samples: Vec::new(),
-            server_prompt_tokens: None,
-            error_messages: Vec::new(),
-            measured_under: None,
-        })
-        .collect();
-    let decode = plan
-        .cells
-        .iter()
-        .map(|c| {
-            let ctx = &plan.contexts[c.context];
-            DecodeCell::empty(
-                ctx.tokens,
-                &ctx.label,
-                c.concurrency,
-                c.status.clone().unwrap_or(CellStatus::Pending),
-            )
-        })
-        .collect();
-    (prefill, decode)
 }
 
 /// The standard methodology sentences for a report with these settings: every figure's

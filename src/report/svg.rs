@@ -6,10 +6,10 @@
 //! verdict; the only arithmetic is geometry and colour. Every piece of text from the report
 //! goes through [`escape`], so a label cannot break the XML.
 
-use crate::matrix::status::CellStatus;
 use crate::report::format::{group_digits, ms, rate, MISSING};
 use crate::report::markdown::row_labels;
 use crate::report::model::{DecodeCell, MatrixReport};
+use crate::report::status::CellStatus;
 use std::io::{self, Write};
 
 const FONT: &str = "font-family=\"Helvetica, Arial, sans-serif\"";
@@ -68,7 +68,7 @@ const LEGEND_STATUSES: [CellStatus; 6] = [
     CellStatus::Looped,
     CellStatus::Queued,
     CellStatus::Failed(Vec::new()),
-    CellStatus::OverCapacity(crate::matrix::status::CapacityReason::RunningLimit {
+    CellStatus::OverCapacity(crate::report::status::CapacityReason::RunningLimit {
         max_running: 0,
     }),
     CellStatus::Skipped,

@@ -444,34 +444,8 @@ fn drive(
     Ok((timelines, (user, sys)))
 }
 
-/// Per-stream ground truth.
-struct Truth {
-    /// Raw stamp of the read that completed the request at the server.
-    arrival: Option<u64>,
-    /// For each token index, (write stamp raw, t_ns, due_ns).
-    tokens: Vec<Option<(u64, u64, u64)>>,
-}
-
-fn index_trace(trace: &[TraceRec], tokens: u32) -> HashMap<&str, Truth> {
-    let mut by_id: HashMap<&str, Truth> = HashMap::new();
-    for r in trace {
-        if r.choice != 0 || r.index >= tokens {
-            continue;
-        }
-        // Stored as a JSON string literal; our ids need no escaping, so strip the quotes.
-        let id = r.request_id_json.trim_matches('"');
-        let v = by_id.entry(id).or_insert_with(|| Truth {
-            arrival: None,
-            tokens: vec![None; tokens as usize],
-        });
-        v.tokens[r.index as usize] = Some((r.t_raw, r.t_ns, r.due_ns));
-        v.arrival = Some(r.arrival_raw);
-    }
-    by_id
-}
-
 fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceRec]) -> Report {
-    let truth = index_trace(trace, shape.tokens);
+    let truth = score::index_trace(trace);
     let mut ttft_err_ms = Vec::with_capacity(timelines.len());
     let mut true_ttft_ms = Vec::with_capacity(timelines.len());
     let mut server_ttft_ms = Vec::with_capacity(timelines.len());
@@ -511,13 +485,15 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         let Some(server) = truth.get(request_id(i).as_str()) else {
             continue;
         };
-        let traced = server.tokens.iter().filter(|t| t.is_some()).count();
+        // The server's writes on the shared raw clock; only the tokens the shape asks for.
+        let writes = &server.writes_raw[..server.writes_raw.len().min(shape.tokens as usize)];
+        let traced = writes.iter().filter(|t| t.is_some()).count();
         if k != traced {
             itl_mismatch += 1;
         }
         let mut prev: Option<(u64, u64)> = None;
-        for (k, (c, s)) in client_t.iter().zip(server.tokens.iter()).enumerate() {
-            let (Some(c), Some((s_raw, _, _))) = (*c, *s) else {
+        for (k, (c, s)) in client_t.iter().zip(writes).enumerate() {
+            let (Some(c), Some(s_raw)) = (*c, *s) else {
                 prev = None;
                 continue;
             };
@@ -527,9 +503,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
                 ttft_err_ms.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
                 if let Some(send) = tl.send_start {
                     true_ttft_ms.push(clock.signed_delta_ns(send, s_raw) as f64 / 1e6);
-                }
-                if let (Some(send), Some(arrival)) = (tl.send_start, server.arrival) {
-                    let server_ttft = clock.signed_delta_ns(arrival, s_raw);
+                    let server_ttft = clock.signed_delta_ns(server.arrival_raw, s_raw);
                     let client_ttft = clock.signed_delta_ns(send, c);
                     server_ttft_ms.push(server_ttft as f64 / 1e6);
                     ttft_arrival_err_ms.push((client_ttft - server_ttft) as f64 / 1e6);

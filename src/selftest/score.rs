@@ -2,7 +2,7 @@
 //! client that reports only what vLLM's `--save-detailed` result holds: per request a TTFT and
 //! the list of inter-token latencies (ITLs), in seconds, on the client's own clock.
 //!
-//! Owns: the trace indexed by request id, and every figure an external client can be scored
+//! Owns: the trace indexed by request id (for the in-process run too), and every figure an external client can be scored
 //! on — gap error, coalesced gaps, requests whose ITL count differs from the trace, TTFT error
 //! against the request's arrival at the server, tokens matched. The coalesced-gap rule is also
 //! used for llmspeed's own in-process run, so both print the same columns.
@@ -38,9 +38,14 @@ pub fn secs_to_ns(s: f64) -> i64 {
 pub struct ServerRequest {
     /// When the read that completed the request returned (ns since the server started).
     pub arrival_ns: u64,
+    /// `arrival_ns` as a raw [`crate::clock::Clock`] stamp: an in-process client shares the
+    /// server's clock and compares its own stamps with it directly.
+    pub arrival_raw: u64,
     /// Write time of each token, by index (ns since the server started); `None` where the
     /// trace has no record for that index.
     pub writes_ns: Vec<Option<u64>>,
+    /// The same writes as raw clock stamps, index for index (holes included).
+    pub writes_raw: Vec<Option<u64>>,
 }
 
 impl ServerRequest {
@@ -60,9 +65,12 @@ pub fn index_trace(trace: &[TraceRec]) -> HashMap<String, ServerRequest> {
         let i = r.index as usize;
         if s.writes_ns.len() <= i {
             s.writes_ns.resize(i + 1, None);
+            s.writes_raw.resize(i + 1, None);
         }
         s.writes_ns[i] = Some(r.t_ns);
+        s.writes_raw[i] = Some(r.t_raw);
         s.arrival_ns = r.arrival_ns;
+        s.arrival_raw = r.arrival_raw;
     }
     by_id
 }

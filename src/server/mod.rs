@@ -8,14 +8,16 @@
 
 pub mod diagnose;
 pub mod dialect;
+pub mod engine;
 pub mod gpu;
 pub mod probe;
 pub mod ready;
 pub mod sampler;
 
 pub use dialect::TokenizeDialect;
+pub use engine::EngineKind;
 pub use probe::{
-    collect, detect, Collected, EngineKind, Fetched, Found, Overrides, ServerInfo, VerifiedTokenize,
+    collect, detect, Collected, Fetched, Found, Overrides, ServerInfo, VerifiedTokenize,
 };
 pub use ready::{wait_ready, NotReady};
 pub use sampler::{MetricNames, MetricsSample, Sampler};

@@ -5,47 +5,13 @@
 //! [`ServerInfo`], so every engine's shape is unit-tested from captured bodies. Detection never
 //! guesses a number: a limit it cannot find stays `None` and is listed in `missing`.
 
-use crate::matrix::status::{KvSource, ServerLimits};
 use crate::net::Client;
 use crate::proto::prometheus::{self, Sample};
+use crate::report::status::{KvSource, ServerLimits};
 use crate::server::dialect::{self, Attempt, TokenizeDialect, VERIFY_TEXT};
+use crate::server::engine::EngineKind;
+use crate::server::sampler::MetricNames;
 use serde_json::Value;
-
-/// The server software, as far as its endpoints tell.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum EngineKind {
-    Vllm,
-    Sglang,
-    Tgi,
-    LlamaCpp,
-    Ollama,
-    /// An OpenAI-compatible server we could not name.
-    OpenAi,
-}
-
-impl EngineKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Vllm => "vllm",
-            EngineKind::Sglang => "sglang",
-            EngineKind::Tgi => "tgi",
-            EngineKind::LlamaCpp => "llama.cpp",
-            EngineKind::Ollama => "ollama",
-            EngineKind::OpenAi => "openai",
-        }
-    }
-
-    pub fn repository(self) -> Option<&'static str> {
-        match self {
-            EngineKind::Vllm => Some("github.com/vllm-project/vllm"),
-            EngineKind::Sglang => Some("github.com/sgl-project/sglang"),
-            EngineKind::Tgi => Some("github.com/huggingface/text-generation-inference"),
-            EngineKind::LlamaCpp => Some("github.com/ggml-org/llama.cpp"),
-            EngineKind::Ollama => Some("github.com/ollama/ollama"),
-            EngineKind::OpenAi => None,
-        }
-    }
-}
 
 /// One endpoint's answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -540,8 +506,6 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         missing,
     }
 }
-
-use super::sampler::MetricNames;
 
 /// `POST /tokenize` with a body in `dialect`'s shape -> the token count. A non-2xx answer is an
 /// error with the server's message.

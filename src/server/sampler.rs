@@ -10,7 +10,7 @@
 //! Owns the per-engine metric names. It must never run on the per-token path: streams never
 //! wait for it, and a slow or failing `/metrics` only leaves gaps in the samples.
 
-use super::probe::EngineKind;
+use super::engine::EngineKind;
 use crate::clock::Clock;
 use crate::net::{Cancel, Client};
 use crate::proto::prometheus;

@@ -10,118 +10,16 @@
 //! only stores `(offset, length)` until [`Sample::write_ids`] materialises it: 100,000 prompts
 //! of 8K tokens never need 3 GB of ids at once.
 
+use crate::workload::trace;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// First id of the range random prompts draw from: past special and byte tokens.
-pub const VOCAB_LO: u32 = 1000;
-/// Size of that range (ids `1000..8000`): ordinary pieces in every common tokenizer, and inside
-/// the simulated server's small vocabulary (8460 ids).
-pub const VOCAB_SPAN: u32 = 7_000;
-
-/// The token ids random prompts draw from: `lo..lo + span`. [`IdRange::DEFAULT`] fits every
-/// common tokenizer; a server with a smaller vocabulary gets a range inside it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IdRange {
-    pub lo: u32,
-    pub span: u32,
-}
-
-impl IdRange {
-    pub const DEFAULT: IdRange = IdRange {
-        lo: VOCAB_LO,
-        span: VOCAB_SPAN,
-    };
-
-    /// `None` for an empty range.
-    pub fn from_range(r: std::ops::Range<u32>) -> Option<IdRange> {
-        (r.end > r.start).then(|| IdRange {
-            lo: r.start,
-            span: r.end - r.start,
-        })
-    }
-
-    /// One past the highest id.
-    pub fn end(self) -> u32 {
-        self.lo + self.span
-    }
-}
-
-/// What a prompt is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PromptSource {
-    /// Text, sent as is (completions `prompt` or the chat user message).
-    Text(String),
-    /// Token ids `prefix ++ [(ids.lo + (start + j) % ids.span) for j in 0..len]`.
-    Synthetic {
-        prefix: Arc<[u32]>,
-        start: u32,
-        len: u32,
-        ids: IdRange,
-    },
-    /// A trace's prompt (`timed_trace`): `len` token ids, block `k` built from `hash_ids[k]`
-    /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]).
-    Blocks {
-        hash_ids: Arc<[u64]>,
-        block: u32,
-        len: u32,
-        tail_seed: u64,
-        ids: IdRange,
-    },
-}
-
-/// One request's worth of dataset.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sample {
-    pub prompt: PromptSource,
-    /// Prompt length in tokens (exact for token-id prompts, the counter's figure for text).
-    pub prompt_len: u64,
-    /// Output tokens to ask for (`max_tokens`).
-    pub output_len: u32,
-}
-
-impl Sample {
-    /// Appends the prompt's token ids to `out` (empty for text prompts); returns whether it
-    /// was a token-id prompt.
-    pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
-        match &self.prompt {
-            PromptSource::Text(_) => false,
-            PromptSource::Synthetic {
-                prefix,
-                start,
-                len,
-                ids,
-            } => {
-                out.reserve(prefix.len() + *len as usize);
-                out.extend_from_slice(prefix);
-                let mut id = start % ids.span;
-                for _ in 0..*len {
-                    out.push(ids.lo + id);
-                    id += 1;
-                    if id == ids.span {
-                        id = 0;
-                    }
-                }
-                true
-            }
-            PromptSource::Blocks {
-                hash_ids,
-                block,
-                len,
-                tail_seed,
-                ids,
-            } => {
-                crate::workload::trace::write_block_ids(
-                    hash_ids, *block, *len, *tail_seed, *ids, out,
-                );
-                true
-            }
-        }
-    }
-}
+pub use crate::workload::sample::{
+    DatasetError, IdRange, PromptSource, Sample, VOCAB_LO, VOCAB_SPAN,
+};
 
 /// Which dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,21 +119,6 @@ impl Default for DatasetConfig {
 /// Counts the tokens of a text (the server's `/tokenize`, or an estimate).
 pub type TokenCounter<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
 
-/// A dataset that cannot be built, with a one-line reason.
-#[derive(Debug, thiserror::Error)]
-pub enum DatasetError {
-    #[error("--dataset-name {0} needs --dataset-path")]
-    NoPath(&'static str),
-    #[error("cannot read {path}: {err}")]
-    Read { path: String, err: std::io::Error },
-    #[error("{path}: {msg}")]
-    Format { path: String, msg: String },
-    #[error("{0}")]
-    Invalid(String),
-    #[error("counting tokens failed: {0}")]
-    Count(String),
-}
-
 /// Builds the samples. `count` measures texts (sharegpt, sonnet, custom); token-id datasets
 /// never call it.
 pub fn load(
@@ -248,7 +131,7 @@ pub fn load(
         DatasetKind::ShareGpt => sharegpt(cfg, count),
         DatasetKind::Sonnet => sonnet(cfg, count),
         DatasetKind::Custom => custom(cfg, count),
-        DatasetKind::TimedTrace => crate::workload::trace::samples(cfg),
+        DatasetKind::TimedTrace => timed_trace(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -265,6 +148,21 @@ pub fn range_bounds(len: u32, ratio: f64) -> (u32, u32) {
     let lo = (len as f64 * (1.0 - ratio)).floor().max(1.0) as u32;
     let hi = (len as f64 * (1.0 + ratio)).ceil().max(lo as f64) as u32;
     (lo, hi)
+}
+
+/// The `timed_trace` dataset: one token-id sample per row, in file order.
+fn timed_trace(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let path = cfg
+        .path
+        .as_deref()
+        .ok_or(DatasetError::NoPath("timed_trace"))?;
+    let rows = trace::read(path, &cfg.trace, cfg.num_prompts)?;
+    Ok(trace::rows_to_samples(
+        &rows,
+        cfg.trace.chunk_hash_size,
+        cfg.ids,
+        cfg.seed,
+    ))
 }
 
 /// The `random` dataset.

@@ -4,6 +4,7 @@ pub mod datasets;
 pub mod prompt_cache;
 pub mod prose;
 pub mod request_id;
+pub mod sample;
 pub mod schedule;
 pub mod tokenizer;
 pub mod trace;

@@ -11,8 +11,10 @@
 //! prefix cache sees exactly the sharing the trace recorded. Prompt tokens past the last block
 //! are unique to the request (seeded by its line and `--seed`); a prompt shorter than its blocks
 //! ends inside the last one, at the same tokens any longer use of that block starts with.
+//!
+//! The block tokens themselves are written by [`crate::workload::sample`] when a prompt is sent.
 
-use crate::workload::datasets::{DatasetConfig, DatasetError, IdRange, PromptSource, Sample};
+use crate::workload::sample::{DatasetError, IdRange, PromptSource, Sample};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -153,21 +155,6 @@ pub fn parse(text: &str, cfg: &TraceConfig, limit: usize) -> Result<Vec<TraceRow
     Ok(rows)
 }
 
-/// The `timed_trace` dataset: one token-id sample per row, in file order.
-pub fn samples(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
-    let path = cfg
-        .path
-        .as_deref()
-        .ok_or(DatasetError::NoPath("timed_trace"))?;
-    let rows = read(path, &cfg.trace, cfg.num_prompts)?;
-    Ok(rows_to_samples(
-        &rows,
-        cfg.trace.chunk_hash_size,
-        cfg.ids,
-        cfg.seed,
-    ))
-}
-
 /// Rows -> samples whose prompts are [`PromptSource::Blocks`].
 pub fn rows_to_samples(rows: &[TraceRow], block: u32, ids: IdRange, seed: u64) -> Vec<Sample> {
     rows.iter()
@@ -192,47 +179,6 @@ pub fn offsets_ns(rows: &[TraceRow]) -> Vec<u64> {
     rows.iter()
         .map(|r| (r.offset_s * 1e9).round().min(u64::MAX as f64) as u64)
         .collect()
-}
-
-/// splitmix64's finaliser: a well-mixed 64-bit function of `x`.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// Token `j` of the block named `key`. Each token is hashed on its own (not an arithmetic run
-/// from a per-block start) so that two different blocks agree on no run of tokens, which a
-/// server's block-hash prefix cache would otherwise count as shared.
-#[inline]
-pub fn block_token(key: u64, j: u32, ids: IdRange) -> u32 {
-    ids.lo + (mix(key ^ mix(j as u64 + 1)) % ids.span as u64) as u32
-}
-
-/// Appends a blocks prompt's tokens to `out`: `len` tokens, block `k` from `hash_ids[k]`, the
-/// rest from `tail_seed`.
-pub fn write_block_ids(
-    hash_ids: &[u64],
-    block: u32,
-    len: u32,
-    tail_seed: u64,
-    ids: IdRange,
-    out: &mut Vec<u32>,
-) {
-    out.reserve(len as usize);
-    let mut left = len;
-    for &h in hash_ids {
-        if left == 0 {
-            return;
-        }
-        // Hash ids and the unshared tail live in different key spaces (the top bit).
-        let key = mix(h) & !(1 << 63);
-        let n = left.min(block);
-        out.extend((0..n).map(|j| block_token(key, j, ids)));
-        left -= n;
-    }
-    let key = mix(tail_seed) | (1 << 63);
-    out.extend((0..left).map(|j| block_token(key, j, ids)));
 }
 
 #[cfg(test)]

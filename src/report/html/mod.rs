@@ -12,10 +12,10 @@
 
 pub mod charts;
 
-use crate::matrix::status::CellStatus;
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
 use crate::report::markdown::row_labels;
 use crate::report::model::{DecodeCell, GpuSample, Hardware, MatrixReport, PromptTokens};
+use crate::report::status::CellStatus;
 use charts::{GpuSeries, LogXChart, Series, Span, PALETTE};
 use minijinja::{context, Environment, Value};
 use std::io::{self, Write};
