@@ -51,13 +51,15 @@ pub fn native_stream(dialect: llmspeed::net::Dialect, pieces: &[&[u8]]) -> Nativ
     // A small event limit so the too-large path is fuzzed too.
     let mut dec = StreamDecoder::with_dialect(2048, dialect);
     let mut buf = bytes::BytesMut::from(&b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"[..]);
-    let mut result = Ok(Progress::NeedMore);
+    // The head first, on its own: an empty body must be decoded the same whether it came as one
+    // empty read or as none.
+    let mut result = dec.feed(&mut buf, 0, &mut tl, &mut NoopObserver);
     for piece in pieces {
-        buf.extend_from_slice(piece);
-        result = dec.feed(&mut buf, 0, &mut tl, &mut NoopObserver);
         if result != Ok(Progress::NeedMore) {
             break;
         }
+        buf.extend_from_slice(piece);
+        result = dec.feed(&mut buf, 0, &mut tl, &mut NoopObserver);
     }
     if result == Ok(Progress::NeedMore) {
         result = dec.eof(0, &mut tl);
