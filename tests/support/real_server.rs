@@ -48,6 +48,55 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// What a `bench serve` result must say on any real server: every request done, exact output
+/// counts (`ignore_eos`: the server generated exactly what was asked, counted from usage), input
+/// lengths that are the server's own counts (`usage.prompt_tokens`) and add up both to
+/// `total_input_tokens` and to `prompt_delta`, the growth of the server's own prompt-token
+/// counters over the run (which also saw the probe's few one-token requests), and dataset prompts
+/// within 1% of `input_len`. Returns each request's (server-counted, dataset) input length, for
+/// the engine's own rule between the two.
+pub fn check_bench_counts(
+    o: &Output,
+    r: &Value,
+    n: u64,
+    input_len: Option<u64>,
+    output_len: u64,
+    prompt_delta: f64,
+) -> Vec<(u64, u64)> {
+    assert!(o.status.success(), "{}", text(o));
+    assert_eq!(r["completed"], n, "{}", text(o));
+    assert_eq!(r["failed"], 0, "{}", text(o));
+    assert_eq!(r["total_output_tokens"], n * output_len, "{}", text(o));
+    let ext = &r["llmspeed"];
+    assert_eq!(ext["input_lens_from_server_usage"], n, "{ext}");
+    let numbers = |v: &Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    let lens = numbers(&r["input_lens"]);
+    let asked = numbers(&ext["dataset_input_lens"]);
+    assert_eq!(lens.len() as u64, n);
+    let sum: u64 = lens.iter().sum();
+    assert_eq!(r["total_input_tokens"], sum);
+    let extra = prompt_delta - sum as f64;
+    assert!(
+        (0.0..=64.0).contains(&extra),
+        "the server took in {prompt_delta} prompt tokens, we report {sum}"
+    );
+    if let Some(want) = input_len {
+        for dataset in &asked {
+            assert!(
+                dataset.abs_diff(want) <= want / 100 + 1,
+                "{dataset} vs {want}"
+            );
+        }
+    }
+    lens.into_iter().zip(asked).collect()
+}
+
 pub fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)
         .lines()
