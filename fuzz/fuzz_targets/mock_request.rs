@@ -18,7 +18,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = text.parse::<FaultRule>();
     }
     if let Ok(body) = serde_json::from_slice::<serde_json::Value>(data) {
-        for flavor in [Flavor::Completions, Flavor::Chat, Flavor::Sglang, Flavor::Tgi] {
+        for flavor in [
+            Flavor::Completions,
+            Flavor::Chat,
+            Flavor::Sglang,
+            Flavor::Tgi,
+        ] {
             if let Ok(g) = parse_request(tok, 4096, &body, flavor) {
                 for p in &g.prompts {
                     assert!(!p.is_empty());

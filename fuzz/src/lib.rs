@@ -32,8 +32,8 @@ pub fn reads<'a>(payload: &'a [u8], sizes: Option<&[usize]>) -> Vec<&'a [u8]> {
     out
 }
 
-/// What a native stream decoded to, everything a split could change.
-pub type NativeSummary = (
+/// What a response decoded to, everything a split could change.
+pub type Summary = (
     Vec<(u32, llmspeed::timeline::Channel)>,
     Option<llmspeed::timeline::Usage>,
     Option<llmspeed::timeline::FinishReason>,
@@ -42,17 +42,14 @@ pub type NativeSummary = (
     Result<bool, (llmspeed::timeline::ErrorKind, String)>,
 );
 
-/// Runs an SSE body of `dialect` (behind a close-delimited 200 head) through the whole decode
-/// path in the given reads, keeping text (so every accepted text must unescape).
-pub fn native_stream(dialect: llmspeed::net::Dialect, pieces: &[&[u8]]) -> NativeSummary {
-    use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
+/// Runs `head` and then `pieces` through `dec`, keeping text (so every accepted text must
+/// unescape). The head is decoded first, on its own: an empty body must be decoded the same
+/// whether it came as one empty read or as none.
+pub fn decode(mut dec: llmspeed::net::StreamDecoder, head: &[u8], pieces: &[&[u8]]) -> Summary {
+    use llmspeed::net::{NoopObserver, Progress};
     use llmspeed::timeline::Timeline;
     let mut tl = Timeline::new(0, 8, true);
-    // A small event limit so the too-large path is fuzzed too.
-    let mut dec = StreamDecoder::with_dialect(2048, dialect);
-    let mut buf = bytes::BytesMut::from(&b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"[..]);
-    // The head first, on its own: an empty body must be decoded the same whether it came as one
-    // empty read or as none.
+    let mut buf = bytes::BytesMut::from(head);
     let mut result = dec.feed(&mut buf, 0, &mut tl, &mut NoopObserver);
     for piece in pieces {
         if result != Ok(Progress::NeedMore) {
@@ -76,6 +73,17 @@ pub fn native_stream(dialect: llmspeed::net::Dialect, pieces: &[&[u8]]) -> Nativ
         tl.done,
         tl.content_text,
         outcome,
+    )
+}
+
+/// An SSE body of `dialect` behind a close-delimited 200 head, through the whole decode path
+/// (a small event limit so the too-large path is fuzzed too).
+pub fn native_stream(dialect: llmspeed::net::Dialect, pieces: &[&[u8]]) -> Summary {
+    let dec = llmspeed::net::StreamDecoder::with_dialect(2048, dialect);
+    decode(
+        dec,
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n",
+        pieces,
     )
 }
 
