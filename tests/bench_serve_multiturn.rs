@@ -31,11 +31,31 @@ async fn prefix_hits(url: &str) -> u64 {
         .sum::<f64>() as u64
 }
 
-/// Runs the multi-turn session `argv` asks for against `m`, then stops `m`: the result file,
-/// the prefix-cache hit tokens the session caused, and the console output.
-async fn run_session(m: MockServer, argv: &[&str]) -> (Value, u64, String) {
-    let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+/// Runs a chat multi-turn session against `m` with the flags every test here shares plus
+/// `extra`, then stops `m`: the result file, the prefix-cache hit tokens the session caused,
+/// and the console output.
+async fn run_session(m: MockServer, extra: &[&str]) -> (Value, u64, String) {
     let url = m.url();
+    let dir = tempfile::tempdir().unwrap();
+    let mut argv = vec![
+        "x",
+        "--base-url",
+        &url,
+        "--ready-check-timeout-sec",
+        "10",
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--multi-turn",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "mt.json",
+    ];
+    argv.extend_from_slice(extra);
+    let cfg = Wrap::parse_from(&argv).a.validate().expect("valid flags");
     let before = prefix_hits(&url).await;
     let mut out = Vec::new();
     let files = session::execute(
@@ -57,19 +77,7 @@ async fn run_session(m: MockServer, argv: &[&str]) -> (Value, u64, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
     let m = MockServer::start(MockConfig::profile(Profile::Fast)).await;
-    let url = m.url();
-    let dir = tempfile::tempdir().unwrap();
     let argv = [
-        "x",
-        "--base-url",
-        &url,
-        "--ready-check-timeout-sec",
-        "10",
-        "--backend",
-        "openai-chat",
-        "--endpoint",
-        "/v1/chat/completions",
-        "--multi-turn",
         "--multi-turn-num-turns",
         "3",
         "--multi-turn-concurrency",
@@ -84,11 +92,6 @@ async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
         "8",
         "--random-prefix-len",
         "64",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "mt.json",
     ];
     let (v, hits, console) = run_session(m, &argv).await;
     assert_eq!(v["mode"], "multi_turn");
@@ -124,7 +127,6 @@ async fn turns_carry_the_conversation_and_hit_the_prefix_cache() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharegpt_conversations_send_the_human_turns_with_the_servers_answers() {
     let m = MockServer::start(MockConfig::profile(Profile::Fast)).await;
-    let url = m.url();
     let dir = tempfile::tempdir().unwrap();
     // Each file reply is ~300 words: had one been sent, a turn would grow by hundreds of tokens.
     let reply = "the file's own answer ".repeat(75);
@@ -142,29 +144,14 @@ async fn sharegpt_conversations_send_the_human_turns_with_the_servers_answers() 
     let path = dir.path().join("sharegpt.json");
     std::fs::write(&path, Value::Array(convs).to_string()).unwrap();
     let argv = [
-        "x",
-        "--base-url",
-        &url,
-        "--ready-check-timeout-sec",
-        "10",
-        "--backend",
-        "openai-chat",
-        "--endpoint",
-        "/v1/chat/completions",
         "--dataset-name",
         "sharegpt",
         "--dataset-path",
         path.to_str().unwrap(),
         "--sharegpt-output-len",
         "8",
-        "--multi-turn",
         "--num-prompts",
         "2",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "mt.json",
     ];
     let (v, hits, _) = run_session(m, &argv).await;
     assert_eq!(v["mode"], "multi_turn");
@@ -226,19 +213,7 @@ async fn sharegpt_turn_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prefix_ratios_send_each_turn_alone() {
     let m = MockServer::start(MockConfig::profile(Profile::Fast)).await;
-    let url = m.url();
-    let dir = tempfile::tempdir().unwrap();
     let argv = [
-        "x",
-        "--base-url",
-        &url,
-        "--ready-check-timeout-sec",
-        "10",
-        "--backend",
-        "openai-chat",
-        "--endpoint",
-        "/v1/chat/completions",
-        "--multi-turn",
         "--multi-turn-prefix-global-ratio",
         "0.4",
         "--multi-turn-prefix-conversation-ratio",
@@ -251,11 +226,6 @@ async fn prefix_ratios_send_each_turn_alone() {
         "200",
         "--random-output-len",
         "8",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "mt.json",
     ];
     let (v, hits, _) = run_session(m, &argv).await;
     assert_eq!(v["completed"], 6, "{v}");

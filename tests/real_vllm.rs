@@ -260,7 +260,10 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
             assert_eq!(peak, c as f64, "{ctx} x {c}: running samples {running:?}");
             let mean = running.iter().sum::<f64>() / running.len() as f64;
             let avg = cell["avg_active_requests"].as_f64().unwrap();
-            assert!((avg - mean).abs() < 1e-9, "{ctx} x {c}: avg {avg}, samples' mean {mean}");
+            assert!(
+                (avg - mean).abs() < 1e-9,
+                "{ctx} x {c}: avg {avg}, samples' mean {mean}"
+            );
             // The server's own generation counter over the window, within 1% of ours.
             let ours = cell["output_tokens"].as_i64().unwrap();
             let server = cell["server_output_tokens"]
