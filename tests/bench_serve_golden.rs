@@ -97,34 +97,39 @@ fn got(r: &RequestRecord) -> Want {
     }
 }
 
+/// A chat stream: the role-only chunk, two content chunks, the finish-only chunk, a
+/// usage-only chunk and `[DONE]` (the first test reads it under current vLLM's rule, the last
+/// under the older one).
+const CHAT_WITH_USAGE: &[(u64, &str)] = &[
+    // vLLM: choices non-empty -> first token, TTFT 100 (content "" does not matter).
+    (
+        100,
+        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+    ),
+    (
+        110,
+        r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
+    ),
+    (
+        125,
+        r#"{"choices":[{"index":0,"delta":{"content":"b c"},"finish_reason":null}]}"#,
+    ),
+    // The finish-only chunk still has choices: one more ITL entry, and the end.
+    (
+        130,
+        r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+    ),
+    // Usage only: output_tokens = 3; the end stays at 130.
+    (
+        170,
+        r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+    ),
+    (171, "[DONE]"),
+];
+
 #[test]
 fn chat_role_chunk_is_the_first_token_and_the_usage_chunk_is_not_the_end() {
-    let r = record(&[
-        // vLLM: choices non-empty -> first token, TTFT 100 (content "" does not matter).
-        (
-            100,
-            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
-        ),
-        (
-            110,
-            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
-        ),
-        (
-            125,
-            r#"{"choices":[{"index":0,"delta":{"content":"b c"},"finish_reason":null}]}"#,
-        ),
-        // The finish-only chunk still has choices: one more ITL entry, and the end.
-        (
-            130,
-            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
-        ),
-        // Usage only: output_tokens = 3; the end stays at 130.
-        (
-            170,
-            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
-        ),
-        (171, "[DONE]"),
-    ]);
+    let r = record(CHAT_WITH_USAGE);
     let want = Want {
         success: true,
         ttft_ms: 100,
@@ -314,30 +319,7 @@ fn run_metrics_pool_the_golden_requests_as_vllm_does() {
 /// moves to the usage-only chunk (170 ms), so TPOT = (170 - 100) / 2 = 35 ms.
 #[test]
 fn older_vllm_chat_rule_ends_at_the_usage_chunk() {
-    let msgs: &[(u64, &str)] = &[
-        (
-            100,
-            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
-        ),
-        (
-            110,
-            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#,
-        ),
-        (
-            125,
-            r#"{"choices":[{"index":0,"delta":{"content":"b c"},"finish_reason":null}]}"#,
-        ),
-        (
-            130,
-            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
-        ),
-        (
-            170,
-            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
-        ),
-        (171, "[DONE]"),
-    ];
-    let r = record_with(msgs, RequestEnd::LastMessage);
+    let r = record_with(CHAT_WITH_USAGE, RequestEnd::LastMessage);
     let want = Want {
         success: true,
         ttft_ms: 100,
@@ -348,7 +330,7 @@ fn older_vllm_chat_rule_ends_at_the_usage_chunk() {
     assert_eq!(got(&r), want);
     assert_eq!(r.tpot_ns(), Some(35.0 * MS as f64));
     // The current rule on the same bytes, for contrast.
-    assert_eq!(got(&record(msgs)).latency_ms, 130);
+    assert_eq!(got(&record(CHAT_WITH_USAGE)).latency_ms, 130);
 }
 
 #[test]
