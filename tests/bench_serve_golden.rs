@@ -21,11 +21,11 @@
 //! figures is checked, not only the arithmetic.
 
 use bytes::BytesMut;
-use llmspeed::clock::Clock;
-use llmspeed::compat::metrics::{
+use llmspeed::bench::metrics::{
     compute, FailureKind, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
     TtftPredicate,
 };
+use llmspeed::clock::Clock;
 use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
 use llmspeed::timeline::Timeline;
 

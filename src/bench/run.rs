@@ -5,20 +5,20 @@
 //! ramps are all just offsets), the `--max-concurrency` slots, warm-ups, request bodies, and the
 //! client-side measurements vLLM lacks (send lag, timer lag, client CPU time). It must never
 //! parse server bytes (that is `net`/`proto`), compute vLLM's metrics itself (that is
-//! `compat::metrics`), or format results (that is `compat::result`). Nothing here runs per
+//! `bench::metrics`), or format results (that is `bench::result`). Nothing here runs per
 //! token: each request is one spawned task around `Client::stream`.
 
 use crate::analysis::stats::Summary;
-use crate::clock::Clock;
-use crate::compat::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
-use crate::compat::metrics::{
+use crate::bench::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
+use crate::bench::metrics::{
     compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
     TtftPredicate,
 };
-use crate::compat::result::{self, Detailed, RunInfo};
-use crate::compat::shard::{RunInfoData, ShardBlock};
-use crate::compat::steady::{self, SteadyState};
-use crate::compat::timeline_html;
+use crate::bench::result::{self, Detailed, RunInfo};
+use crate::bench::shard::{RunInfoData, ShardBlock};
+use crate::bench::steady::{self, SteadyState};
+use crate::bench::timeline_html;
+use crate::clock::Clock;
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::progress::{Event, Phase, Progress};
 use crate::server::diagnose;
@@ -882,7 +882,7 @@ pub async fn run_shown(
     let path = cfg.endpoint.clone();
     // `--lora-modules`: benchmark request i names adapter lora[i]; warm-ups and probes keep
     // the model, as vLLM's.
-    let lora = crate::compat::lora::assign(
+    let lora = crate::bench::lora::assign(
         cfg.lora_modules.len(),
         cfg.lora_assignment,
         samples.len(),
@@ -1032,7 +1032,7 @@ pub async fn run_shown(
             keep_text: Some(false),
             request_id: None,
         };
-        Some(tokio::spawn(crate::compat::probe::run_probes(
+        Some(tokio::spawn(crate::bench::probe::run_probes(
             client.clone(),
             req,
             cfg.probe_request_rate,
@@ -1136,9 +1136,9 @@ pub async fn run_shown(
     let end_raw = clock.raw();
     let wall_s = wall0.elapsed().as_secs_f64();
     let cpu1 = crate::sys::client_cpu().unwrap_or_default();
-    let mut vllm_extra = crate::compat::probe::stats(&probe_outcomes).unwrap_or_default();
+    let mut vllm_extra = crate::bench::probe::stats(&probe_outcomes).unwrap_or_default();
     if let (Some(b), Some(a)) = (spec_before, spec_decode_counters(&client).await) {
-        vllm_extra.extend(crate::compat::spec_decode::keys(&b, &a).unwrap_or_default());
+        vllm_extra.extend(crate::bench::spec_decode::keys(&b, &a).unwrap_or_default());
     }
 
     let empty_400 = first_request_hint(&client, &chosen, &done, |i| {
@@ -1331,7 +1331,7 @@ pub async fn run_shown(
 /// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
 pub(crate) async fn spec_decode_counters(
     client: &Client,
-) -> Option<crate::compat::spec_decode::Counters> {
+) -> Option<crate::bench::spec_decode::Counters> {
     let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
         .await
         .ok()?
@@ -1339,7 +1339,7 @@ pub(crate) async fn spec_decode_counters(
     if r.status != 200 {
         return None;
     }
-    crate::compat::spec_decode::parse(&String::from_utf8_lossy(&r.body))
+    crate::bench::spec_decode::parse(&String::from_utf8_lossy(&r.body))
 }
 
 /// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).
@@ -1459,8 +1459,8 @@ pub fn report(
         }
     }
     result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
-    crate::compat::probe::write_block(w, &out.vllm_extra).map_err(io)?;
-    crate::compat::spec_decode::write_block(w, &out.vllm_extra).map_err(io)?;
+    crate::bench::probe::write_block(w, &out.vllm_extra).map_err(io)?;
+    crate::bench::spec_decode::write_block(w, &out.vllm_extra).map_err(io)?;
     if let Some(ss) = &out.steady_state {
         write_steady_state(w, ss.as_ref()).map_err(io)?;
     }

@@ -9,7 +9,7 @@
 //! reduction of probe outcomes to those keys. Nothing here runs per token.
 
 use crate::analysis::stats::{median, percentile};
-use crate::compat::metrics::{RecordOptions, RequestRecord};
+use crate::bench::metrics::{RecordOptions, RequestRecord};
 use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use serde_json::{json, Value};
 use std::io::Write;

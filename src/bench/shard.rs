@@ -9,10 +9,10 @@
 //!
 //! Owns the `K/N` value, the selection rule, and the JSON of the `llmspeed.shard` block (the
 //! run's identity plus one exact record per request, times in integer nanoseconds). It must
-//! never do IO or read a clock: the runner hands it the stamps, `compat::merge` reads it back.
+//! never do IO or read a clock: the runner hands it the stamps, `bench::merge` reads it back.
 
-use crate::compat::metrics::{GoodputSlo, MetricKind, RequestRecord};
-use crate::compat::result::RunInfo;
+use crate::bench::metrics::{GoodputSlo, MetricKind, RequestRecord};
+use crate::bench::result::RunInfo;
 use crate::timeline::ErrorKind;
 use crate::workload::schedule::{Ramp, RampStrategy};
 use serde_json::{json, Value};

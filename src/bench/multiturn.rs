@@ -6,7 +6,7 @@
 //! Owns the conversations (pure: [`generate`], [`sharegpt`], [`messages`]), the conversation loop (one task
 //! per conversation, at most `--multi-turn-concurrency` requests in flight, `--multi-turn-
 //! delay-ms` of think time between turns, a conversation stops at its first failed turn) and
-//! the result JSON. Figures are `compat::metrics` over the turns' records. Nothing here runs per
+//! the result JSON. Figures are `bench::metrics` over the turns' records. Nothing here runs per
 //! token.
 //!
 //! Every conversation starts with the same system message of `--random-prefix-len` tokens
@@ -14,14 +14,14 @@
 //! within a conversation each turn's prompt starts with the whole previous turn's prompt and
 //! answer.
 
-use crate::clock::Clock;
-use crate::compat::args::ServeConfig;
-use crate::compat::lora;
-use crate::compat::metrics::{
+use crate::bench::args::ServeConfig;
+use crate::bench::lora;
+use crate::bench::metrics::{
     compute, metric_values, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd,
     RequestRecord, TtftPredicate,
 };
-use crate::compat::run::RunError;
+use crate::bench::run::RunError;
+use crate::clock::Clock;
 use crate::net::{Cancel, NoopObserver, StreamRequest};
 use crate::workload::datasets::{self, DatasetKind};
 use crate::workload::prose::{Prompt, PromptBuilder};
@@ -262,8 +262,8 @@ pub async fn run(
             "--multi-turn sends conversations: use --backend openai-chat".into(),
         ));
     }
-    let client = crate::compat::run::client_for(cfg, clock.clone())?;
-    let model = crate::compat::run::resolve_model(cfg, &client, log).await?;
+    let client = crate::bench::run::client_for(cfg, clock.clone())?;
+    let model = crate::bench::run::resolve_model(cfg, &client, log).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let d = &cfg.dataset;
     let convs = match (&d.kind, &d.path) {
@@ -311,7 +311,7 @@ pub async fn run(
         convs.len(),
         d.seed,
     );
-    let spec_before = crate::compat::run::spec_decode_counters(&client).await;
+    let spec_before = crate::bench::run::spec_decode_counters(&client).await;
     let slots = Arc::new(Semaphore::new(concurrency));
     let base_raw = clock.raw();
     let opts = RecordOptions {
@@ -405,9 +405,9 @@ pub async fn run(
     let duration_ns = clock.delta_ns(base_raw, clock.raw());
     let spec = match (
         spec_before,
-        crate::compat::run::spec_decode_counters(&client).await,
+        crate::bench::run::spec_decode_counters(&client).await,
     ) {
-        (Some(b), Some(a)) => crate::compat::spec_decode::keys(&b, &a).unwrap_or_default(),
+        (Some(b), Some(a)) => crate::bench::spec_decode::keys(&b, &a).unwrap_or_default(),
         _ => Vec::new(),
     };
     let v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
@@ -459,7 +459,7 @@ fn result_json(
     let mut r = Map::new();
     r.insert(
         "date".into(),
-        json!(crate::compat::result::format_date(
+        json!(crate::bench::result::format_date(
             std::time::SystemTime::now()
         )),
     );
