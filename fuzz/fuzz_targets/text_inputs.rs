@@ -9,7 +9,7 @@
 use libfuzzer_sys::fuzz_target;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::bench::merge::ShardResult;
-use llmspeed::bench::multiturn;
+use llmspeed::bench::conversation;
 use llmspeed::bench::shard::parse_start_at;
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         5 => {
-            let _ = multiturn::sharegpt(&text, 4, None, Some(3), 1, "c");
+            let _ = conversation::sharegpt(&text, 4, None, Some(3), 1, "c");
         }
         _ => {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {

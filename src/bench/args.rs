@@ -648,7 +648,7 @@ pub struct ServeConfig {
     pub lora_modules: Vec<String>,
     pub lora_assignment: crate::bench::lora::LoraAssignment,
     /// `--multi-turn` and its settings.
-    pub multi_turn: Option<crate::bench::multiturn::MultiTurnConfig>,
+    pub multi_turn: Option<crate::bench::conversation::MultiTurnConfig>,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -1041,7 +1041,7 @@ impl ServeArgs {
             {
                 return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
             }
-            Some(crate::bench::multiturn::MultiTurnConfig {
+            Some(crate::bench::conversation::MultiTurnConfig {
                 num_turns: self.multi_turn_num_turns,
                 min_turns: self.multi_turn_min_turns,
                 max_turns: self.multi_turn_max_turns,

@@ -1,6 +1,9 @@
 //! `bench serve`: vLLM's flags, metric definitions and result JSON.
 
 pub mod args;
+pub mod connect;
+pub mod conversation;
+pub mod error;
 pub mod lora;
 pub mod merge;
 pub mod metrics;

@@ -10,6 +10,8 @@
 
 use crate::analysis::stats::Summary;
 use crate::bench::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
+use crate::bench::connect::{client_for, resolve_model, spec_decode_counters};
+pub use crate::bench::error::RunError;
 use crate::bench::metrics::{
     compute, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
     TtftPredicate,
@@ -19,7 +21,7 @@ use crate::bench::shard::{RunInfoData, ShardBlock};
 use crate::bench::steady::{self, SteadyState};
 use crate::bench::timeline_html;
 use crate::clock::Clock;
-use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
+use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::server::diagnose;
 use crate::server::probe::token_id_range;
@@ -39,19 +41,6 @@ use tokio::task::JoinSet;
 /// Above this many prompt tokens in total, bodies are built just before each send instead of
 /// all up front (8K x 100K token-id prompts would need ~5 GB of JSON).
 const PREBUILD_MAX_TOKENS: u64 = 64 << 20;
-
-/// A run that could not be done, as one line.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error("{0}")]
-    Setup(String),
-    #[error("{0}")]
-    NotReady(#[from] crate::server::NotReady),
-    #[error("{0}")]
-    Dataset(#[from] datasets::DatasetError),
-    #[error("cannot save the result to {0}: {1}")]
-    Save(String, std::io::Error),
-}
 
 /// How text prompts were measured in tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,68 +130,6 @@ impl RunOutput {
             pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
         }
         pairs
-    }
-}
-
-pub(crate) fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
-    let target = Target::parse(&cfg.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
-    let mut cc = ClientConfig::new(target);
-    cc.headers = cfg.headers.clone();
-    cc.api_key = cfg.api_key.clone();
-    cc.insecure = cfg.insecure;
-    cc.system_roots = cfg.system_roots;
-    cc.ca_file = cfg.ca_cert.clone();
-    cc.kernel_stamps = cfg.kernel_stamps;
-    cc.keep_text = cfg.save_detailed;
-    cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
-    // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
-    // of a big run wait minutes in the server's queue before their first byte, and that is a
-    // measurement, not a failure.
-    cc.timeouts = Timeouts {
-        connect: Some(Duration::from_secs(60)),
-        first_byte: None,
-        gap: None,
-        total: Some(Duration::from_secs(6 * 3600)),
-    };
-    Client::new(cc, clock).map_err(|e| RunError::Setup(e.to_string()))
-}
-
-/// Waits for `GET /v1/models` to answer 200 (retrying refused connections and 5xx until
-/// `--ready-check-timeout-sec`) and returns the model ids.
-async fn ready_models(
-    client: &Client,
-    timeout_s: u64,
-    log: &mut (dyn Write + Send),
-) -> Result<Vec<String>, RunError> {
-    let mut say = |line: &str| {
-        let _ = writeln!(log, "{line}");
-    };
-    let r = crate::server::wait_ready(client, "/v1/models", timeout_s, &mut say).await?;
-    let v: Value = serde_json::from_slice(&r.body)
-        .map_err(|e| RunError::Setup(format!("GET /v1/models did not return JSON: {e}")))?;
-    Ok(v.get("data")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|m| m.get("id").and_then(Value::as_str).map(String::from))
-                .collect()
-        })
-        .unwrap_or_default())
-}
-
-/// The ready check, then `--model` or the first model the server lists.
-pub(crate) async fn resolve_model(
-    cfg: &ServeConfig,
-    client: &Client,
-    log: &mut (dyn Write + Send),
-) -> Result<String, RunError> {
-    let models = ready_models(client, cfg.ready_check_timeout_s, log).await?;
-    match &cfg.model {
-        Some(m) => Ok(m.clone()),
-        None => models
-            .first()
-            .cloned()
-            .ok_or_else(|| RunError::Setup("GET /v1/models listed no model; pass --model".into())),
     }
 }
 
@@ -1325,21 +1252,6 @@ pub async fn run_shown(
         steady_state,
         vllm_extra,
     })
-}
-
-/// The server's `vllm:spec_decode_*` counters now; `None` without them (or without a
-/// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
-pub(crate) async fn spec_decode_counters(
-    client: &Client,
-) -> Option<crate::bench::spec_decode::Counters> {
-    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
-        .await
-        .ok()?
-        .ok()?;
-    if r.status != 200 {
-        return None;
-    }
-    crate::bench::spec_decode::parse(&String::from_utf8_lossy(&r.body))
 }
 
 /// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).

@@ -154,7 +154,7 @@ fn save(cfg: &ServeConfig, name: &str, v: &serde_json::Value) -> Result<PathBuf,
 /// (`--result-filename`, else `{label or backend}-multi-turn-{model}-{date}.json`).
 async fn multi_turn(
     cfg: &ServeConfig,
-    mt: &crate::bench::multiturn::MultiTurnConfig,
+    mt: &crate::bench::conversation::MultiTurnConfig,
     clock: Clock,
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
