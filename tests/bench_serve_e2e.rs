@@ -3,8 +3,8 @@
 //! against the server's ground-truth trace, matched request by request through `x-request-id`.
 
 use clap::Parser;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::run;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
 use llmspeed::mock::{serve, MockConfig, Profile};
 use llmspeed::net::Cancel;

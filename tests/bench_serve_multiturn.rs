@@ -6,8 +6,8 @@
 mod mock;
 
 use clap::Parser;
-use llmspeed::bench::args::ServeArgs;
-use llmspeed::bench::session;
+use llmspeed::bench::vllm::args::ServeArgs;
+use llmspeed::bench::vllm::session;
 use llmspeed::clock::Clock;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};

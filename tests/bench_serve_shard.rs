@@ -7,9 +7,9 @@ mod mock;
 
 use clap::Parser;
 use llmspeed::analysis::stats::Summary;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::merge::{self, ShardResult};
-use llmspeed::bench::{result, run};
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::merge::{self, ShardResult};
+use llmspeed::bench::vllm::{result, run};
 use llmspeed::clock::Clock;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;

@@ -4,7 +4,7 @@
 //! The schema side (field names, types) is `kubernetes-validate` in `.ci/run`.
 
 use clap::Parser;
-use llmspeed::bench::shard::Shard;
+use llmspeed::bench::engine::shard::Shard;
 use llmspeed::cli::bench::BenchCommand;
 use llmspeed::cli::{Cli, Command};
 use std::path::{Path, PathBuf};

@@ -6,8 +6,8 @@
 mod mock;
 
 use clap::Parser;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::{run, session};
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::{run, session};
 use llmspeed::clock::Clock;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;

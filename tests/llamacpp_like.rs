@@ -7,8 +7,8 @@
 //! Its tokenizer is a stand-in: one token per two characters of each word, plus BOS.
 
 use clap::Parser;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::run;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use llmspeed::server::{collect, detect, EngineKind, Overrides, TokenizeDialect};

@@ -10,8 +10,8 @@
 //! it existed); bench serve's gaps agree with the server's write gaps.
 
 use clap::Parser;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::run;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
 use llmspeed::mock::trace::{TraceRec, TraceSink};
 use llmspeed::mock::{MockConfig, Profile};

@@ -10,8 +10,8 @@ mod mock;
 
 use clap::Parser;
 use llmspeed::analysis::repetition::RepetitionConfig;
-use llmspeed::bench::args::{ServeArgs, ServeConfig};
-use llmspeed::bench::{run, session};
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::{run, session};
 use llmspeed::cli::matrix::run_async;
 use llmspeed::clock::Clock;
 use llmspeed::matrix::plan::{ContextSpec, PlanConfig};

@@ -1,21 +1,13 @@
-//! `bench serve`: vLLM's flags, metric definitions and result JSON.
+//! `llmspeed bench`: drop-ins for the Python serving benchmarks, as one shared engine and one
+//! front end per tool (hyper's split between `proto` and `client`/`server` is the picture).
+//!
+//! - [`engine`]: dataset -> schedule -> requests -> per-request records, plus the pure pieces
+//!   every front end reuses (shards, steady state, repeated runs, LoRA, conversations, probes).
+//! - [`vllm`]: `llmspeed bench serve`, the drop-in for `vllm bench serve` — its flags, request
+//!   bodies, metric definitions, result JSON, console summary, sessions, sweeps and merge.
+//!
+//! Architecture invariant: a front end maps flags in and results out; the engine knows no
+//! tool's names. Front ends never import each other.
 
-pub mod args;
-pub mod connect;
-pub mod conversation;
-pub mod error;
-pub mod lora;
-pub mod merge;
-pub mod metrics;
-pub mod multi_run;
-pub mod multiturn;
-pub mod probe;
-pub mod result;
-pub mod run;
-pub mod session;
-pub mod shard;
-pub mod spec_decode;
-pub mod steady;
-pub mod sweep;
-pub mod sweep_html;
-pub mod timeline_html;
+pub mod engine;
+pub mod vllm;

@@ -6,18 +6,19 @@
 //! Owns the conversation loop (one task per conversation, at most `--multi-turn-concurrency`
 //! requests in flight, `--multi-turn-delay-ms` of think time between turns, a conversation
 //! stops at its first failed turn) and the result JSON. The conversations themselves are
-//! `bench::conversation`; figures are `bench::metrics` over the turns' records. Nothing here
+//! `bench::engine::conversation`; figures are `bench::vllm::metrics` over the turns' records. Nothing here
 //! runs per token.
 
-use crate::bench::args::ServeConfig;
-use crate::bench::connect::{client_for, resolve_model, spec_decode_counters};
-use crate::bench::conversation::{generate, messages, sharegpt, MultiTurnConfig};
-use crate::bench::error::RunError;
-use crate::bench::lora;
-use crate::bench::metrics::{
-    compute, metric_values, BenchMetrics, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd,
-    RequestRecord, TtftPredicate,
+use crate::bench::engine::connect::{client_for, resolve_model};
+use crate::bench::engine::conversation::{generate, messages, sharegpt, MultiTurnConfig};
+use crate::bench::engine::error::RunError;
+use crate::bench::engine::lora;
+use crate::bench::engine::record::{
+    LatencyOrigin, RecordOptions, RequestEnd, RequestRecord, TtftPredicate,
 };
+use crate::bench::vllm::args::ServeConfig;
+use crate::bench::vllm::metrics::{compute, metric_values, BenchMetrics, MetricsConfig};
+use crate::bench::vllm::{plan, spec_decode};
 use crate::clock::Clock;
 use crate::net::{Cancel, NoopObserver, StreamRequest};
 use crate::workload::datasets::DatasetKind;
@@ -56,8 +57,9 @@ pub async fn run(
             "--multi-turn sends conversations: use --backend openai-chat".into(),
         ));
     }
-    let client = client_for(cfg, clock.clone())?;
-    let model = resolve_model(cfg, &client, log).await?;
+    let plan = plan::of(cfg);
+    let client = client_for(&plan, clock.clone())?;
+    let model = resolve_model(&plan, &client, log).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let d = &cfg.dataset;
     let convs = match (&d.kind, &d.path) {
@@ -105,7 +107,7 @@ pub async fn run(
         convs.len(),
         d.seed,
     );
-    let spec_before = spec_decode_counters(&client).await;
+    let spec_before = spec_decode::counters(&client).await;
     let slots = Arc::new(Semaphore::new(concurrency));
     let base_raw = clock.raw();
     let opts = RecordOptions {
@@ -197,8 +199,8 @@ pub async fn run(
         done.push(r.map_err(|e| RunError::Setup(format!("a conversation task failed: {e}")))?);
     }
     let duration_ns = clock.delta_ns(base_raw, clock.raw());
-    let spec = match (spec_before, spec_decode_counters(&client).await) {
-        (Some(b), Some(a)) => crate::bench::spec_decode::keys(&b, &a).unwrap_or_default(),
+    let spec = match (spec_before, spec_decode::counters(&client).await) {
+        (Some(b), Some(a)) => spec_decode::keys(&b, &a).unwrap_or_default(),
         _ => Vec::new(),
     };
     let v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
@@ -250,7 +252,7 @@ fn result_json(
     let mut r = Map::new();
     r.insert(
         "date".into(),
-        json!(crate::bench::result::format_date(
+        json!(crate::bench::vllm::result::format_date(
             std::time::SystemTime::now()
         )),
     );

@@ -1,30 +1,32 @@
-//! Reaching the server before a run: the client a run's settings ask for, the readiness wait
-//! with the model the server lists, and vLLM's speculative-decoding counters read from
-//! `/metrics`. Shared by the single run (`bench::run`) and the conversation loop
-//! (`bench::multiturn`); it never sends a benchmark request.
+//! Reaching the server before a run: the client a plan asks for, the readiness wait with the
+//! model the server lists, and the server's `/metrics` page (read just before and just after a
+//! measured run, for the figures a front end takes from it). Shared by the runner and any
+//! front end's own loop; it never sends a benchmark request.
 
-use crate::bench::args::ServeConfig;
-use crate::bench::error::RunError;
+use crate::bench::engine::error::RunError;
+use crate::bench::engine::plan::Plan;
 use crate::clock::Clock;
 use crate::net::{Client, ClientConfig, Target, Timeouts};
 use serde_json::Value;
 use std::io::Write;
 use std::time::Duration;
 
-pub fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
-    let target = Target::parse(&cfg.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
+/// The client for `plan`'s server: its headers, key and TLS settings, a keep-alive pool sized
+/// for its concurrency.
+pub fn client_for(plan: &Plan, clock: Clock) -> Result<Client, RunError> {
+    let target = Target::parse(&plan.base_url).map_err(|e| RunError::Setup(e.to_string()))?;
     let mut cc = ClientConfig::new(target);
-    cc.headers = cfg.headers.clone();
-    cc.api_key = cfg.api_key.clone();
-    cc.insecure = cfg.insecure;
-    cc.system_roots = cfg.system_roots;
-    cc.ca_file = cfg.ca_cert.clone();
-    cc.kernel_stamps = cfg.kernel_stamps;
-    cc.keep_text = cfg.save_detailed;
-    cc.max_idle = cfg.max_concurrency.unwrap_or(1024).max(16);
-    // vLLM's only limit is aiohttp's 6-hour total: at `--request-rate inf` the last requests
-    // of a big run wait minutes in the server's queue before their first byte, and that is a
-    // measurement, not a failure.
+    cc.headers = plan.headers.clone();
+    cc.api_key = plan.api_key.clone();
+    cc.insecure = plan.insecure;
+    cc.system_roots = plan.system_roots;
+    cc.ca_file = plan.ca_cert.clone();
+    cc.kernel_stamps = plan.kernel_stamps;
+    cc.keep_text = plan.keep_text;
+    cc.max_idle = plan.max_concurrency.unwrap_or(1024).max(16);
+    // The Python tools' only limit is aiohttp's 6-hour total: at an infinite request rate the
+    // last requests of a big run wait minutes in the server's queue before their first byte,
+    // and that is a measurement, not a failure.
     cc.timeouts = Timeouts {
         connect: Some(Duration::from_secs(60)),
         first_byte: None,
@@ -35,7 +37,7 @@ pub fn client_for(cfg: &ServeConfig, clock: Clock) -> Result<Client, RunError> {
 }
 
 /// Waits for `GET /v1/models` to answer 200 (retrying refused connections and 5xx until
-/// `--ready-check-timeout-sec`) and returns the model ids.
+/// the plan's ready-check timeout) and returns the model ids.
 async fn ready_models(
     client: &Client,
     timeout_s: u64,
@@ -57,14 +59,14 @@ async fn ready_models(
         .unwrap_or_default())
 }
 
-/// The ready check, then `--model` or the first model the server lists.
+/// The ready check, then the plan's model or the first model the server lists.
 pub async fn resolve_model(
-    cfg: &ServeConfig,
+    plan: &Plan,
     client: &Client,
     log: &mut (dyn Write + Send),
 ) -> Result<String, RunError> {
-    let models = ready_models(client, cfg.ready_check_timeout_s, log).await?;
-    match &cfg.model {
+    let models = ready_models(client, plan.ready_check_timeout_s, log).await?;
+    match &plan.model {
         Some(m) => Ok(m.clone()),
         None => models
             .first()
@@ -73,9 +75,8 @@ pub async fn resolve_model(
     }
 }
 
-/// The server's `vllm:spec_decode_*` counters now; `None` without them (or without a
-/// `/metrics` answering 200 within 10 s), as vLLM's `fetch_spec_decode_metrics`.
-pub async fn spec_decode_counters(client: &Client) -> Option<crate::bench::spec_decode::Counters> {
+/// The server's `/metrics` page now; `None` without one answering 200 within 10 s.
+pub async fn metrics_page(client: &Client) -> Option<String> {
     let r = tokio::time::timeout(Duration::from_secs(10), client.get("/metrics"))
         .await
         .ok()?
@@ -83,5 +84,5 @@ pub async fn spec_decode_counters(client: &Client) -> Option<crate::bench::spec_
     if r.status != 200 {
         return None;
     }
-    crate::bench::spec_decode::parse(&String::from_utf8_lossy(&r.body))
+    Some(String::from_utf8_lossy(&r.body).into_owned())
 }

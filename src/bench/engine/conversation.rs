@@ -1,6 +1,6 @@
 //! Conversations for `--multi-turn` (vllm-bench's): synthetic ones or a ShareGPT file's, and
 //! the `messages` of each turn. Pure: no IO, no clock; the conversation loop that sends them is
-//! `bench::multiturn`.
+//! the front end (`bench::vllm::multiturn`).
 //!
 //! Every conversation starts with the same system message of `--random-prefix-len` tokens
 //! (when > 0): the shared prefix a server's prefix cache can reuse across conversations, and
