@@ -11,3 +11,26 @@
 
 pub mod engine;
 pub mod vllm;
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The engine imports no front end: no file under `src/bench/engine/` names one.
+    #[test]
+    fn engine_imports_no_front_end() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bench/engine");
+        let mut read = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            assert!(
+                !text.contains("bench::vllm"),
+                "{} names the vLLM front end",
+                p.display()
+            );
+            read += 1;
+        }
+        assert!(read >= 10, "src/bench/engine was not read: {read} files");
+    }
+}

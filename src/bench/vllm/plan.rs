@@ -45,7 +45,7 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         lora_modules: cfg.lora_modules.clone(),
         lora_assignment: cfg.lora_assignment,
         dataset: cfg.dataset.clone(),
-        schedule: cfg.schedule.clone(),
+        schedule: cfg.schedule,
         self_timed: cfg.self_timed,
         max_concurrency: cfg.max_concurrency,
         num_warmups: cfg.num_warmups,
