@@ -1,12 +1,12 @@
 //! `llmspeed bench serve`: the drop-in for `vllm bench serve`. Parses and validates the flags,
-//! builds the runtime, runs `compat::run` and prints or saves the result. Owns no measurement.
+//! builds the runtime, runs `bench::vllm::session` and prints or saves the result. Owns no measurement.
 
 use super::progress::{live_wanted, Display};
 use super::signal::stop_on_signal;
 use super::{runtime, CliError, CliResult};
+use crate::bench::vllm::args::ServeArgs;
+use crate::bench::vllm::session;
 use crate::clock::Clock;
-use crate::compat::args::ServeArgs;
-use crate::compat::session;
 use crate::net::Cancel;
 use std::process::ExitCode;
 
