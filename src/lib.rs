@@ -6,6 +6,7 @@
 //! that shares none of the client's HTTP code.
 
 pub mod analysis;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod compat;

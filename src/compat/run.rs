@@ -208,7 +208,7 @@ pub(crate) async fn resolve_model(
 
 /// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
 /// tokens where the dialect has the switch, as before).
-async fn server_count(
+pub(crate) async fn server_count(
     client: &Client,
     dialect: TokenizeDialect,
     model: &str,
@@ -273,7 +273,7 @@ pub(crate) fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenize
 /// saw the server accept ids from both ends of that range; on the chat endpoint they become
 /// text through the server's `/detokenize`. Where ids cannot be used, prompts are natural text
 /// sized by the same counters, or by each request's `usage.prompt_tokens` when there is none.
-async fn load_samples(
+pub(crate) async fn load_samples(
     cfg: &ServeConfig,
     client: &Client,
     model: &str,
@@ -763,7 +763,12 @@ fn stamps_line(x: &Value) -> String {
 /// sleep to just before the deadline and yield (letting other tasks run) for the rest.
 const SPIN_NS: u64 = 1_500_000;
 
-async fn wait_until(clock: &Clock, base: tokio::time::Instant, off_ns: u64, scheduled_raw: u64) {
+pub(crate) async fn wait_until(
+    clock: &Clock,
+    base: tokio::time::Instant,
+    off_ns: u64,
+    scheduled_raw: u64,
+) {
     if off_ns > SPIN_NS {
         tokio::time::sleep_until(base + Duration::from_nanos(off_ns - SPIN_NS)).await;
     }
@@ -1343,7 +1348,7 @@ pub(crate) async fn spec_decode_counters(
 }
 
 /// `--self-timed`: the trace's own send offsets (the same rows the dataset was built from).
-fn self_timed_offsets(cfg: &ServeConfig, n: usize) -> Result<Vec<u64>, RunError> {
+pub(crate) fn self_timed_offsets(cfg: &ServeConfig, n: usize) -> Result<Vec<u64>, RunError> {
     let path = cfg
         .dataset
         .path

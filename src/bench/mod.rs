@@ -1,0 +1,3 @@
+//! Benchmark front ends.
+
+pub mod sglang;

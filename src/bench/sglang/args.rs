@@ -1,0 +1,616 @@
+//! `llmspeed bench sglang`'s flags: `python -m sglang.bench_serving`'s names and defaults
+//! (SGLang `python/sglang/bench_serving.py`, the `--tag` revision; see `docs/bench-sglang.md`),
+//! validated into a [`SglangConfig`].
+//!
+//! Owns: the flag table, the refusals (a flag we cannot honour fails naming itself; nothing is
+//! ignored), and the mapping of SGLang's flags onto the shared engine's run config (today
+//! `compat::args::ServeConfig`, built from the `bench serve` flags that mean the same thing).
+//! It must never run anything.
+
+use crate::compat::args::{ServeArgs, ServeConfig};
+use clap::Parser;
+use serde_json::{Map, Value};
+
+use super::metrics::Reader;
+
+/// The backends SGLang's `ASYNC_REQUEST_FUNCS` names that speak an HTTP streaming API we read.
+const BACKENDS: &str =
+    "sglang, sglang-native, sglang-oai, sglang-oai-chat, vllm, vllm-chat, lmdeploy, lmdeploy-chat";
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(about = "Drop-in for `python -m sglang.bench_serving`: same flags, same JSONL record")]
+pub struct SglangArgs {
+    /// sglang/sglang-native: POST /generate; sglang-oai, vllm, lmdeploy: /v1/completions;
+    /// sglang-oai-chat, vllm-chat, lmdeploy-chat: /v1/chat/completions.
+    #[arg(long, default_value = "sglang")]
+    pub backend: String,
+    /// Server base URL (overrides --host/--port).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "0.0.0.0")]
+    pub host: String,
+    /// [default: 30000; vllm 8000; lmdeploy 23333]
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// sharegpt, random, random-ids, generated-shared-prefix or mooncake.
+    #[arg(long, default_value = "sharegpt")]
+    pub dataset_name: String,
+    #[arg(long, default_value = "")]
+    pub dataset_path: String,
+    /// Model name [default: the first of GET /v1/models].
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// A local tokenizer.json (or a model in the local Hugging Face cache) to count with;
+    /// without one the server's /tokenize counts.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    #[arg(long, default_value_t = 1000)]
+    pub num_prompts: usize,
+    #[arg(long)]
+    pub sharegpt_output_len: Option<u32>,
+    #[arg(long)]
+    pub sharegpt_context_len: Option<u32>,
+    #[arg(long, default_value_t = 1024)]
+    pub random_input_len: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub random_output_len: u32,
+    /// Lengths are drawn from [max(L*r, 1), L] (outputs from [L*r, L]): SGLang's meaning, not
+    /// vLLM's.
+    #[arg(long, default_value_t = 0.0)]
+    pub random_range_ratio: f64,
+    /// Requests per second (inf: all at once; else Poisson arrivals).
+    #[arg(long, default_value = "inf")]
+    pub request_rate: f64,
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    /// The JSONL file one line is appended to [default: SGLang's name from backend, date and
+    /// lengths].
+    #[arg(long)]
+    pub output_file: Option<String>,
+    /// Adds input_lens, output_lens, ttfts, itls, generated_texts and errors to the record.
+    #[arg(long)]
+    pub output_details: bool,
+    #[arg(long)]
+    pub disable_tqdm: bool,
+    #[arg(long)]
+    pub return_logprob: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub disable_ignore_eos: bool,
+    /// A JSON object merged into every request body.
+    #[arg(long)]
+    pub extra_request_body: Option<String>,
+    /// LoRA adapter names; each request names one.
+    #[arg(long, num_args = 0..)]
+    pub lora_name: Option<Vec<String>>,
+    /// uniform, distinct or skewed (Zipf with --lora-zipf-alpha).
+    #[arg(long, default_value = "uniform")]
+    pub lora_request_distribution: String,
+    #[arg(long, default_value_t = 1.5)]
+    pub lora_zipf_alpha: f64,
+    /// POST /flush_cache after the warm-up.
+    #[arg(long)]
+    pub flush_cache: bool,
+    #[arg(long, default_value_t = 1)]
+    pub warmup_requests: usize,
+    /// Send token ids (`input_ids`) instead of text (backend sglang, random datasets).
+    #[arg(long)]
+    pub tokenize_prompt: bool,
+    #[arg(long, default_value_t = 64)]
+    pub gsp_num_groups: u32,
+    #[arg(long, default_value_t = 16)]
+    pub gsp_prompts_per_group: usize,
+    #[arg(long, default_value_t = 2048)]
+    pub gsp_system_prompt_len: u32,
+    #[arg(long, default_value_t = 128)]
+    pub gsp_question_len: u32,
+    #[arg(long, default_value_t = 256)]
+    pub gsp_output_len: u32,
+    #[arg(long, default_value_t = 1.0)]
+    pub gsp_range_ratio: f64,
+    /// Replay speed of a mooncake trace (2.0: twice as slow).
+    #[arg(long, default_value_t = 1.0)]
+    pub mooncake_slowdown_factor: f64,
+    #[arg(long, default_value_t = 1)]
+    pub mooncake_num_rounds: u32,
+    #[arg(long, default_value = "conversation")]
+    pub mooncake_workload: String,
+    /// A tag recorded in the JSONL record.
+    #[arg(long)]
+    pub tag: Option<String>,
+
+    // ---- SGLang flags llmspeed refuses (each fails naming itself) ----
+    #[arg(long, hide = true)]
+    pub disable_stream: bool,
+    #[arg(long, hide = true)]
+    pub apply_chat_template: bool,
+    #[arg(long, hide = true)]
+    pub profile: bool,
+    #[arg(long, hide = true)]
+    pub plot_throughput: bool,
+    #[arg(long, hide = true)]
+    pub print_requests: bool,
+    #[arg(long, hide = true)]
+    pub pd_separated: bool,
+    #[arg(long, hide = true)]
+    pub use_trace_timestamps: bool,
+    #[arg(long, hide = true, default_value = "")]
+    pub prompt_suffix: String,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_activities: Vec<String>,
+    #[arg(long, hide = true)]
+    pub profile_num_steps: Option<u32>,
+    #[arg(long, hide = true)]
+    pub profile_by_stage: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_stages: Vec<String>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_prefill_url: Option<Vec<String>>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_decode_url: Option<Vec<String>>,
+    #[arg(long, hide = true)]
+    pub image_count: Option<u32>,
+    #[arg(long, hide = true)]
+    pub image_resolution: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_format: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_content: Option<String>,
+}
+
+/// How LoRA adapters are spread over the requests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum LoraDistribution {
+    Uniform,
+    Distinct,
+    /// Zipf: adapter i is `alpha` times as likely as adapter i + 1.
+    Skewed(f64),
+}
+
+/// Inclusive `(input, output)` length bounds of the random datasets.
+pub type Bounds = ((u32, u32), (u32, u32));
+
+/// A validated `bench sglang` run.
+#[derive(Clone, Debug)]
+pub struct SglangConfig {
+    /// The backend name as given (the record's `backend`).
+    pub backend: String,
+    pub reader: Reader,
+    /// The engine's run config: server, dataset, schedule, concurrency.
+    pub serve: ServeConfig,
+    /// What the request bodies carry beyond the prompt and length.
+    pub body: BodyFlags,
+    pub dataset_name: String,
+    pub num_prompts: usize,
+    pub request_rate: f64,
+    pub max_concurrency: Option<usize>,
+    pub sharegpt_output_len: Option<u32>,
+    pub random_input_len: u32,
+    pub random_output_len: u32,
+    pub random_range_ratio: f64,
+    /// Random lengths drawn SGLang's way, `(input, output)` bounds inclusive.
+    pub random_bounds: Option<Bounds>,
+    pub output_file: Option<String>,
+    pub output_details: bool,
+    pub disable_tqdm: bool,
+    pub warmup_requests: usize,
+    pub flush_cache: bool,
+    pub lora_names: Vec<String>,
+    pub lora_distribution: LoraDistribution,
+    pub tag: Option<String>,
+    pub seed: u64,
+}
+
+/// The per-request body settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BodyFlags {
+    pub ignore_eos: bool,
+    pub return_logprob: bool,
+    /// `--tokenize-prompt`: token-id prompts go as `input_ids` (native backend only).
+    pub token_ids: bool,
+    /// `--extra-request-body`, merged last.
+    pub extra: Map<String, Value>,
+}
+
+fn refused(flag: &str, why: &str) -> String {
+    format!("{flag} is not supported by llmspeed bench sglang: {why}")
+}
+
+/// The reader and the `bench serve` backend that speak what `backend` speaks, and its default
+/// port.
+fn backend_of(b: &str) -> Result<(Reader, &'static str, u16), String> {
+    Ok(match b {
+        "sglang" | "sglang-native" => (Reader::Native, "sglang", 30000),
+        "sglang-oai" => (Reader::Completions, "openai", 30000),
+        "vllm" => (Reader::Completions, "openai", 8000),
+        "lmdeploy" => (Reader::Completions, "openai", 23333),
+        "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, "openai-chat", 30000),
+        "trt" | "gserver" | "truss" => return Err(refused(
+            &format!("--backend {b}"),
+            &format!(
+                "its API is not one of the streaming APIs llmspeed reads (supported: {BACKENDS})"
+            ),
+        )),
+        _ => return Err(format!("unknown --backend {b:?} (supported: {BACKENDS})")),
+    })
+}
+
+/// SGLang's random length bounds: inputs `[max(int(L*r), 1), L]`, outputs `[int(L*r), L]`.
+pub fn sglang_bounds(input_len: u32, output_len: u32, r: f64) -> Bounds {
+    let lo = |l: u32| ((l as f64 * r) as u32).min(l);
+    (
+        (lo(input_len).max(1).min(input_len.max(1)), input_len),
+        (lo(output_len), output_len),
+    )
+}
+
+impl SglangArgs {
+    /// Refuses what cannot be honoured, then maps the rest.
+    pub fn validate(&self) -> Result<SglangConfig, String> {
+        self.refuse_unsupported()?;
+        let (reader, serve_backend, default_port) = backend_of(&self.backend)?;
+        if self.tokenize_prompt && self.backend != "sglang" {
+            return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
+        }
+        if self.tokenize_prompt && !self.dataset_name.starts_with("random") {
+            return Err(
+                "--tokenize-prompt only works with the random datasets (as in SGLang)".into(),
+            );
+        }
+        let lora_distribution = match self.lora_request_distribution.as_str() {
+            "uniform" => LoraDistribution::Uniform,
+            "distinct" => LoraDistribution::Distinct,
+            "skewed" => LoraDistribution::Skewed(self.lora_zipf_alpha),
+            d => {
+                return Err(format!(
+                    "unknown --lora-request-distribution {d:?} (uniform, distinct, skewed)"
+                ))
+            }
+        };
+        let lora_names = self.lora_name.clone().unwrap_or_default();
+        if lora_distribution != LoraDistribution::Uniform && lora_names.len() < 2 {
+            return Err(
+                "--lora-request-distribution distinct and skewed need more than one --lora-name"
+                    .into(),
+            );
+        }
+        if !(self.lora_zipf_alpha > 1.0) {
+            return Err(format!(
+                "--lora-zipf-alpha must be above 1, got {}",
+                self.lora_zipf_alpha
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.random_range_ratio) {
+            return Err(format!(
+                "--random-range-ratio must be in [0, 1] (lengths come from [L*r, L]), got {}",
+                self.random_range_ratio
+            ));
+        }
+        let extra = match &self.extra_request_body {
+            None => Map::new(),
+            Some(s) => match serde_json::from_str::<Value>(s) {
+                Ok(Value::Object(m)) => m,
+                _ => {
+                    return Err(format!(
+                        "--extra-request-body must be a JSON object, got {s:?}"
+                    ))
+                }
+            },
+        };
+        let base_url = match &self.base_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}:{}", self.host, self.port.unwrap_or(default_port)),
+        };
+        let mut argv = vec![
+            "bench-serve".to_string(),
+            "--backend".into(),
+            serve_backend.into(),
+            "--base-url".into(),
+            base_url,
+            "--seed".into(),
+            self.seed.to_string(),
+            "--num-warmups".into(),
+            "0".into(),
+        ];
+        let mut push = |k: &str, v: String| {
+            argv.push(k.into());
+            argv.push(v);
+        };
+        if let Some(m) = &self.model {
+            push("--model", m.clone());
+        }
+        if let Some(m) = &self.served_model_name {
+            push("--served-model-name", m.clone());
+        }
+        if let Some(t) = &self.tokenizer {
+            push("--tokenizer", t.clone());
+        }
+        if let Some(c) = self.max_concurrency {
+            push("--max-concurrency", c.to_string());
+        }
+        push("--request-rate", py_rate(self.request_rate));
+        let (num_prompts, random_bounds) = self.dataset_argv(&mut argv)?;
+        let mut args = serve_args(&argv)?;
+        args.ignore_eos = !self.disable_ignore_eos;
+        let mut serve = args.validate()?;
+        serve.continuous_usage = false;
+        serve.save_result = false;
+        serve.save_detailed = self.output_details;
+        Ok(SglangConfig {
+            backend: self.backend.clone(),
+            reader,
+            serve,
+            body: BodyFlags {
+                ignore_eos: !self.disable_ignore_eos,
+                return_logprob: self.return_logprob,
+                token_ids: self.tokenize_prompt,
+                extra,
+            },
+            dataset_name: self.dataset_name.clone(),
+            num_prompts,
+            request_rate: self.request_rate,
+            max_concurrency: self.max_concurrency,
+            sharegpt_output_len: self.sharegpt_output_len,
+            random_input_len: self.random_input_len,
+            random_output_len: self.random_output_len,
+            random_range_ratio: self.random_range_ratio,
+            random_bounds,
+            output_file: self.output_file.clone(),
+            output_details: self.output_details,
+            disable_tqdm: self.disable_tqdm,
+            warmup_requests: self.warmup_requests,
+            flush_cache: self.flush_cache,
+            lora_names,
+            lora_distribution,
+            tag: self.tag.clone(),
+            seed: self.seed,
+        })
+    }
+
+    /// The dataset flags in `bench serve`'s terms; returns the number of prompts SGLang sends
+    /// and, for the random datasets, SGLang's length bounds.
+    fn dataset_argv(&self, argv: &mut Vec<String>) -> Result<(usize, Option<Bounds>), String> {
+        let mut push = |k: &str, v: String| {
+            argv.push(k.into());
+            if !v.is_empty() {
+                argv.push(v);
+            }
+        };
+        let path = (!self.dataset_path.is_empty()).then(|| self.dataset_path.clone());
+        match self.dataset_name.as_str() {
+            "sharegpt" => {
+                let path = path.ok_or_else(|| {
+                    "--dataset-name sharegpt needs --dataset-path (llmspeed downloads nothing)".to_string()
+                })?;
+                if self.sharegpt_context_len.is_some() {
+                    return Err(refused("--sharegpt-context-len", "the sharegpt loader has no context filter yet"));
+                }
+                push("--dataset-name", "sharegpt".into());
+                push("--dataset-path", path);
+                push("--num-prompts", self.num_prompts.to_string());
+                if let Some(n) = self.sharegpt_output_len {
+                    if n < 4 {
+                        return Err("--sharegpt-output-len must be at least 4 (SGLang: output_len too small)".into());
+                    }
+                    push("--sharegpt-output-len", n.to_string());
+                }
+                Ok((self.num_prompts, None))
+            }
+            "random" | "random-ids" => {
+                push("--dataset-name", "random".into());
+                push("--num-prompts", self.num_prompts.to_string());
+                // The engine draws lengths from these bounds (see `sglang_bounds`); its own
+                // ratio stays 0.
+                push("--random-input-len", self.random_input_len.max(1).to_string());
+                push("--random-output-len", self.random_output_len.max(1).to_string());
+                let b = sglang_bounds(self.random_input_len, self.random_output_len, self.random_range_ratio);
+                Ok((self.num_prompts, Some(b)))
+            }
+            "generated-shared-prefix" => {
+                if self.gsp_range_ratio != 1.0 {
+                    return Err(refused("--gsp-range-ratio", "only 1.0 (exact lengths, SGLang's default) is supported"));
+                }
+                let n = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
+                push("--dataset-name", "prefix_repetition".into());
+                push("--num-prompts", n.to_string());
+                push("--prefix-repetition-num-prefixes", self.gsp_num_groups.to_string());
+                push("--prefix-repetition-prefix-len", self.gsp_system_prompt_len.to_string());
+                push("--prefix-repetition-suffix-len", self.gsp_question_len.to_string());
+                push("--prefix-repetition-output-len", self.gsp_output_len.to_string());
+                Ok((n, None))
+            }
+            "mooncake" => {
+                let path = path.ok_or_else(|| {
+                    "--dataset-name mooncake needs --dataset-path (a local Mooncake trace; llmspeed downloads nothing)".to_string()
+                })?;
+                if self.mooncake_num_rounds != 1 {
+                    return Err(refused("--mooncake-num-rounds", "multi-round mooncake sessions are not replayed; only 1"));
+                }
+                if !(self.mooncake_slowdown_factor > 0.0) {
+                    return Err(format!("--mooncake-slowdown-factor must be above 0, got {}", self.mooncake_slowdown_factor));
+                }
+                push("--dataset-name", "timed_trace".into());
+                push("--dataset-path", path);
+                push("--num-prompts", self.num_prompts.to_string());
+                push("--timed-trace-chunk-hash-size", "512".into());
+                // SGLang replays the trace's own timestamps only with --backend sglang.
+                if self.backend == "sglang" {
+                    push("--self-timed", String::new());
+                }
+                push(
+                    "--timed-trace-sec-multiplier",
+                    (0.001 * self.mooncake_slowdown_factor).to_string(),
+                );
+                Ok((self.num_prompts, None))
+            }
+            "mmmu" | "image" | "burstgpt" => Err(refused(
+                &format!("--dataset-name {}", self.dataset_name),
+                "image and Hugging Face datasets are not generated by llmspeed",
+            )),
+            d => Err(format!(
+                "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
+            )),
+        }
+    }
+
+    /// Every SGLang flag we cannot honour, named.
+    fn refuse_unsupported(&self) -> Result<(), String> {
+        let checks: [(bool, &str, &str); 14] = [
+            (self.disable_stream, "--disable-stream", "llmspeed measures streams (TTFT and ITL need one)"),
+            (self.apply_chat_template, "--apply-chat-template", "no local chat template is applied; use a -chat backend to have the server apply it"),
+            (self.profile, "--profile", "it drives SGLang's torch profiler endpoints"),
+            (self.plot_throughput, "--plot-throughput", "no terminal plots; the record has the peak figures"),
+            (self.print_requests, "--print-requests", "per-request logs would cost time on the read path"),
+            (self.pd_separated, "--pd-separated", "it only matters with --profile"),
+            (self.use_trace_timestamps, "--use-trace-timestamps", "mooncake traces replay on their timestamps with --backend sglang already"),
+            (!self.prompt_suffix.is_empty(), "--prompt-suffix", "prompts are sent as the dataset wrote them"),
+            (!self.profile_activities.is_empty() || self.profile_num_steps.is_some() || self.profile_by_stage || !self.profile_stages.is_empty(), "--profile-*", "it drives SGLang's torch profiler"),
+            (self.profile_prefill_url.is_some() || self.profile_decode_url.is_some(), "--profile-prefill-url/--profile-decode-url", "it drives SGLang's torch profiler"),
+            (self.image_count.is_some() || self.image_resolution.is_some() || self.image_format.is_some() || self.image_content.is_some(), "--image-*", "the image dataset is not generated by llmspeed"),
+            (self.mooncake_workload != "conversation" && self.dataset_name == "mooncake", "--mooncake-workload", "llmspeed downloads no trace; pass the trace file with --dataset-path"),
+            (self.warmup_requests > 0 && self.num_prompts == 0, "--num-prompts 0", "the warm-up needs a first request"),
+            (self.request_rate.is_nan() || self.request_rate <= 0.0, "--request-rate", "it must be above 0 (or inf)"),
+        ];
+        match checks.iter().find(|(bad, _, _)| *bad) {
+            Some((_, flag, why)) => Err(refused(flag, why)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// `--request-rate` as `bench serve` parses it.
+fn py_rate(r: f64) -> String {
+    if r.is_infinite() {
+        "inf".into()
+    } else {
+        r.to_string()
+    }
+}
+
+/// Parses `bench serve` flags (built by the mapping above, so a failure is our bug, named).
+fn serve_args(argv: &[String]) -> Result<ServeArgs, String> {
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        a: ServeArgs,
+    }
+    Wrap::try_parse_from(argv)
+        .map(|w| w.a)
+        .map_err(|e| format!("internal flag mapping failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<SglangConfig, String> {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: SglangArgs,
+        }
+        let mut argv = vec!["bench-sglang"];
+        argv.extend_from_slice(extra);
+        Wrap::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .a
+            .validate()
+    }
+
+    #[test]
+    fn defaults_are_sglangs() {
+        let c = parse(&["--dataset-name", "random"]).unwrap();
+        assert_eq!(c.backend, "sglang");
+        assert_eq!(c.reader, Reader::Native);
+        assert_eq!(c.serve.base_url, "http://0.0.0.0:30000");
+        assert_eq!(c.serve.endpoint, "/generate");
+        assert_eq!(
+            (c.num_prompts, c.random_input_len, c.random_output_len),
+            (1000, 1024, 1024)
+        );
+        assert!(c.request_rate.is_infinite());
+        assert_eq!((c.warmup_requests, c.seed), (1, 1));
+        assert!(c.body.ignore_eos);
+        // Ratio 0: inputs from [1, L], outputs from [0, L].
+        assert_eq!(c.random_bounds, Some(((1, 1024), (0, 1024))));
+    }
+
+    #[test]
+    fn backends_pick_their_endpoint_and_port() {
+        let c = parse(&["--backend", "vllm-chat", "--dataset-name", "random"]).unwrap();
+        assert_eq!(
+            (c.reader, c.serve.endpoint.as_str()),
+            (Reader::Chat, "/v1/chat/completions")
+        );
+        let c = parse(&["--backend", "vllm", "--dataset-name", "random"]).unwrap();
+        assert_eq!(c.serve.base_url, "http://0.0.0.0:8000");
+        assert_eq!(c.serve.endpoint, "/v1/completions");
+        let c = parse(&["--backend", "lmdeploy", "--dataset-name", "random"]).unwrap();
+        assert_eq!(c.serve.base_url, "http://0.0.0.0:23333");
+    }
+
+    #[test]
+    fn range_ratio_has_sglangs_meaning() {
+        assert_eq!(sglang_bounds(1000, 200, 0.5), ((500, 1000), (100, 200)));
+        assert_eq!(sglang_bounds(1000, 200, 1.0), ((1000, 1000), (200, 200)));
+        assert_eq!(sglang_bounds(3, 3, 0.1), ((1, 3), (0, 3)));
+    }
+
+    #[test]
+    fn refused_flags_name_themselves() {
+        for (flag, extra) in [
+            ("--disable-stream", vec!["--disable-stream"]),
+            ("--apply-chat-template", vec!["--apply-chat-template"]),
+            ("--profile", vec!["--profile"]),
+            ("--backend trt", vec!["--backend", "trt"]),
+            ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
+            (
+                "--gsp-range-ratio",
+                vec![
+                    "--dataset-name",
+                    "generated-shared-prefix",
+                    "--gsp-range-ratio",
+                    "0.5",
+                ],
+            ),
+            ("--prompt-suffix", vec!["--prompt-suffix", "x"]),
+        ] {
+            let e = parse(&extra).unwrap_err();
+            assert!(e.starts_with(flag), "{flag}: {e}");
+        }
+    }
+
+    #[test]
+    fn gsp_maps_to_prefix_repetition_with_sglangs_count() {
+        let c = parse(&[
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "3",
+            "--gsp-prompts-per-group",
+            "4",
+            "--gsp-system-prompt-len",
+            "50",
+            "--gsp-question-len",
+            "10",
+            "--gsp-output-len",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(c.num_prompts, 12);
+        let d = &c.serve.dataset;
+        assert_eq!(d.num_prompts, 12);
+        assert_eq!(
+            (
+                d.prefix_repetition_num_prefixes,
+                d.prefix_repetition_prefix_len,
+                d.prefix_repetition_suffix_len,
+                d.prefix_repetition_output_len
+            ),
+            (3, 50, 10, 7)
+        );
+    }
+}
