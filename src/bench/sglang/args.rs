@@ -228,12 +228,14 @@ fn backend_of(b: &str) -> Result<(Reader, &'static str, u16), String> {
         "vllm" => (Reader::Completions, "openai", 8000),
         "lmdeploy" => (Reader::Completions, "openai", 23333),
         "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, "openai-chat", 30000),
-        "trt" | "gserver" | "truss" => return Err(refused(
-            &format!("--backend {b}"),
-            &format!(
+        "trt" | "gserver" | "truss" => {
+            return Err(refused(
+                &format!("--backend {b}"),
+                &format!(
                 "its API is not one of the streaming APIs llmspeed reads (supported: {BACKENDS})"
             ),
-        )),
+            ))
+        }
         _ => return Err(format!("unknown --backend {b:?} (supported: {BACKENDS})")),
     })
 }

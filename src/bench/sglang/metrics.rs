@@ -28,6 +28,8 @@
 //! and running requests in one-second buckets from the earliest successful start.
 
 use crate::analysis::stats;
+use crate::clock::Clock;
+use crate::timeline::{Channel, Timeline, TokenCountSource};
 
 const NS_PER_S: f64 = 1e9;
 
@@ -69,6 +71,56 @@ pub struct RequestInput {
     pub last_line_ns: Option<u64>,
     /// Why the request failed (non-200, a broken stream); `None` when it was read to its end.
     pub error: Option<String>,
+}
+
+impl RequestInput {
+    /// A finished timeline as `reader` sees it; times become ns after `base_raw` (the
+    /// benchmark start) on `clock`. The request starts at the timeline's intended start.
+    pub fn from_timeline(
+        reader: Reader,
+        t: &Timeline,
+        clock: &Clock,
+        base_raw: u64,
+        prompt_len: u64,
+        requested_output_len: u64,
+    ) -> RequestInput {
+        let ns = |raw: u64| clock.delta_ns(base_raw, raw);
+        let mut events = Vec::with_capacity(t.events.len() + 1);
+        let (mut running, mut seen_text) = (0u64, false);
+        let continuous = t.token_count_source == TokenCountSource::ContinuousUsage;
+        for e in &t.events {
+            running += e.tokens as u64;
+            let text = e.channel == Channel::Content;
+            seen_text |= text;
+            events.push(StreamEvent {
+                t_ns: ns(e.t),
+                // The native `text` is cumulative: non-empty from the first event that added
+                // text on.
+                has_text: if reader == Reader::Native {
+                    seen_text
+                } else {
+                    text
+                },
+                completion_tokens: (reader == Reader::Native || continuous).then_some(running),
+            });
+        }
+        // A usage-only chunk (no choices) is no event of the timeline; chat reads its usage.
+        if let (Some(u), false) = (t.usage, reader == Reader::Native) {
+            events.push(StreamEvent {
+                t_ns: t.last_message.map_or(0, ns),
+                has_text: false,
+                completion_tokens: Some(u.completion_tokens),
+            });
+        }
+        RequestInput {
+            start_ns: ns(t.intended_start),
+            prompt_len,
+            requested_output_len,
+            events,
+            last_line_ns: t.end.or(t.last_message).map(ns),
+            error: t.outcome.as_ref().err().map(|e| e.to_string()),
+        }
+    }
 }
 
 /// SGLang's `RequestFuncOutput`, in seconds as it keeps them.

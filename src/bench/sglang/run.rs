@@ -8,14 +8,14 @@
 //! them. Nothing here runs per token: each request is one task around `Client::stream`.
 
 use super::args::{LoraDistribution, SglangConfig};
-use super::metrics::{self, Reader, RequestInput, RequestOutput, StreamEvent};
+use super::metrics::{self, Reader, RequestInput, RequestOutput};
 use super::{body, console, record};
 use crate::clock::Clock;
 use crate::compat::run::{self as engine, RunError, TokenCounting};
 use crate::net::{Cancel, Client, Dialect, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
-use crate::timeline::{Channel, Timeline, TokenCountSource};
+use crate::timeline::Timeline;
 use crate::workload::datasets::{PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
 use bytes::Bytes;
@@ -110,10 +110,15 @@ pub async fn run(
         .iter()
         .zip(&timelines)
         .map(|(s, t)| {
-            metrics::read(
+            let input = RequestInput::from_timeline(
                 cfg.reader,
-                &request_input(cfg.reader, &clock, base_raw, s, t),
-            )
+                t,
+                &clock,
+                base_raw,
+                s.prompt_len,
+                s.output_len as u64,
+            );
+            metrics::read(cfg.reader, &input)
         })
         .collect();
     let texts: Vec<String> = timelines
@@ -421,51 +426,6 @@ async fn send_all(
             })
         })
         .collect())
-}
-
-/// One timeline as SGLang's reader sees it.
-fn request_input(
-    reader: Reader,
-    clock: &Clock,
-    base_raw: u64,
-    s: &Sample,
-    t: &Timeline,
-) -> RequestInput {
-    let ns = |raw: u64| clock.delta_ns(base_raw, raw);
-    let mut events = Vec::with_capacity(t.events.len() + 1);
-    let (mut running, mut seen_text) = (0u64, false);
-    let continuous = t.token_count_source == TokenCountSource::ContinuousUsage;
-    for e in &t.events {
-        running += e.tokens as u64;
-        let text = e.channel == Channel::Content;
-        seen_text |= text;
-        events.push(StreamEvent {
-            t_ns: ns(e.t),
-            // The native `text` is cumulative: non-empty from the first event that added text.
-            has_text: if reader == Reader::Native {
-                seen_text
-            } else {
-                text
-            },
-            completion_tokens: (reader == Reader::Native || continuous).then_some(running),
-        });
-    }
-    // A usage-only chunk (no choices) is not an event of the timeline; chat reads its usage.
-    if let (Some(u), false) = (t.usage, reader == Reader::Native) {
-        events.push(StreamEvent {
-            t_ns: t.last_message.map_or(0, ns),
-            has_text: false,
-            completion_tokens: Some(u.completion_tokens),
-        });
-    }
-    RequestInput {
-        start_ns: ns(t.intended_start),
-        prompt_len: s.prompt_len,
-        requested_output_len: s.output_len as u64,
-        events,
-        last_line_ns: t.end.or(t.last_message).map(ns),
-        error: t.outcome.as_ref().err().map(|e| e.to_string()),
-    }
 }
 
 /// `GET /get_server_info` as JSON; `None` unless it answers 200 with JSON within 10 s.
