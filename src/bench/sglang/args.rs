@@ -338,6 +338,7 @@ impl SglangArgs {
         let mut args = serve_args(&argv)?;
         args.ignore_eos = !self.disable_ignore_eos;
         let mut serve = args.validate()?;
+        serve.dataset.random_bounds = random_bounds;
         serve.continuous_usage = false;
         serve.save_result = false;
         serve.save_detailed = self.output_details;

@@ -16,7 +16,7 @@ use crate::net::{Cancel, Client, Dialect, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::timeline::Timeline;
-use crate::workload::datasets::{PromptSource, Sample};
+use crate::workload::datasets::Sample;
 use crate::workload::tokenizer::LocalTokenizer;
 use bytes::Bytes;
 use rand::{Rng, SeedableRng};
@@ -177,11 +177,7 @@ async fn prepare(
         .served_model_name
         .clone()
         .unwrap_or_else(|| model.clone());
-    let (mut samples, counting, _) =
-        engine::load_samples(&serve, &client, &request_model, log).await?;
-    if let Some(b) = cfg.random_bounds {
-        relength(&mut samples, b, cfg.seed);
-    }
+    let (samples, counting, _) = engine::load_samples(&serve, &client, &request_model, log).await?;
     let lora = assign_lora(cfg, samples.len());
     let path = serve.endpoint.clone();
     let dialect = match cfg.reader {
@@ -222,21 +218,6 @@ async fn prepare(
         counter,
         offsets,
     })
-}
-
-/// Draws each random sample's lengths from SGLang's bounds (same distribution as SGLang's, its
-/// own draws: numpy's generator is not reproduced).
-fn relength(samples: &mut [Sample], b: super::args::Bounds, seed: u64) {
-    let ((in_lo, in_hi), (out_lo, out_hi)) = b;
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    for s in samples {
-        let input = rng.gen_range(in_lo..=in_hi);
-        s.output_len = rng.gen_range(out_lo..=out_hi);
-        if let PromptSource::Synthetic { prefix, len, .. } = &mut s.prompt {
-            *len = input;
-            s.prompt_len = prefix.len() as u64 + input as u64;
-        }
-    }
 }
 
 /// The adapter each request names: SGLang's three distributions over `--lora-name`.
