@@ -279,7 +279,7 @@ impl SglangArgs {
                     .into(),
             );
         }
-        if !(self.lora_zipf_alpha > 1.0) {
+        if self.lora_zipf_alpha.is_nan() || self.lora_zipf_alpha <= 1.0 {
             return Err(format!(
                 "--lora-zipf-alpha must be above 1, got {}",
                 self.lora_zipf_alpha
@@ -432,7 +432,7 @@ impl SglangArgs {
                 if self.mooncake_num_rounds != 1 {
                     return Err(refused("--mooncake-num-rounds", "multi-round mooncake sessions are not replayed; only 1"));
                 }
-                if !(self.mooncake_slowdown_factor > 0.0) {
+                if self.mooncake_slowdown_factor.is_nan() || self.mooncake_slowdown_factor <= 0.0 {
                     return Err(format!("--mooncake-slowdown-factor must be above 0, got {}", self.mooncake_slowdown_factor));
                 }
                 push("--dataset-name", "timed_trace".into());
