@@ -524,7 +524,11 @@ struct ServeWrap {
 ///    adds an ITL entry for vLLM only — counted below, not assumed;
 /// 2. where latency ends: SGLang at the `[DONE]` line, vLLM at the last choice chunk;
 /// 3. output tokens: SGLang sends no `stream_options`, so it reports the requested length
-///    (equal to the written tokens here: `ignore_eos`); vLLM the server's usage.
+///    (equal to the written tokens here: `ignore_eos`); vLLM the server's usage;
+/// 4. where a request starts: SGLang's `st` is when its request function runs (after its
+///    slot); `bench serve` starts at the scheduled send time by default, which on a busy machine
+///    adds the dispatcher's wake-up lag to every TTFT. `--latency-from sent` (vLLM's own origin)
+///    removes that difference, so the test uses it.
 ///
 /// TTFT is the first chunk for both (the mock's first completions chunk carries text), and
 /// ITL entries are gaps between the same chunks, so the two distributions agree within
@@ -587,6 +591,9 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
         "3",
         "--request-id-prefix",
         "serve-",
+        // Difference 4: see above.
+        "--latency-from",
+        "sent",
     ])
     .a
     .validate()

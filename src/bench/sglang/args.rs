@@ -96,7 +96,8 @@ pub struct SglangArgs {
     pub flush_cache: bool,
     #[arg(long, default_value_t = 1)]
     pub warmup_requests: usize,
-    /// Send token ids (`input_ids`) instead of text (backend sglang, random datasets).
+    /// Send token ids (`input_ids`) instead of text (backend sglang, random datasets; llmspeed's
+    /// random prompts are token ids wherever the server takes them, with or without it).
     #[arg(long)]
     pub tokenize_prompt: bool,
     #[arg(long, default_value_t = 64)]
@@ -118,6 +119,10 @@ pub struct SglangArgs {
     pub mooncake_num_rounds: u32,
     #[arg(long, default_value = "conversation")]
     pub mooncake_workload: String,
+    /// Label the rate `trace` in the block and the record (mooncake only; with --backend sglang
+    /// the trace's timestamps set the schedule either way, as in SGLang).
+    #[arg(long)]
+    pub use_trace_timestamps: bool,
     /// A tag recorded in the JSONL record.
     #[arg(long)]
     pub tag: Option<String>,
@@ -135,8 +140,6 @@ pub struct SglangArgs {
     pub print_requests: bool,
     #[arg(long, hide = true)]
     pub pd_separated: bool,
-    #[arg(long, hide = true)]
-    pub use_trace_timestamps: bool,
     #[arg(long, hide = true, default_value = "")]
     pub prompt_suffix: String,
     #[arg(long, hide = true, num_args = 1..)]
@@ -202,6 +205,8 @@ pub struct SglangConfig {
     pub lora_distribution: LoraDistribution,
     pub tag: Option<String>,
     pub seed: u64,
+    /// `--use-trace-timestamps`: the rate reads `trace`.
+    pub rate_is_trace: bool,
 }
 
 /// The per-request body settings.
@@ -209,8 +214,6 @@ pub struct SglangConfig {
 pub struct BodyFlags {
     pub ignore_eos: bool,
     pub return_logprob: bool,
-    /// `--tokenize-prompt`: token-id prompts go as `input_ids` (native backend only).
-    pub token_ids: bool,
     /// `--extra-request-body`, merged last.
     pub extra: Map<String, Value>,
 }
@@ -349,7 +352,6 @@ impl SglangArgs {
             body: BodyFlags {
                 ignore_eos: !self.disable_ignore_eos,
                 return_logprob: self.return_logprob,
-                token_ids: self.tokenize_prompt,
                 extra,
             },
             dataset_name: self.dataset_name.clone(),
@@ -370,6 +372,7 @@ impl SglangArgs {
             lora_distribution,
             tag: self.tag.clone(),
             seed: self.seed,
+            rate_is_trace: self.use_trace_timestamps,
         })
     }
 
@@ -468,7 +471,7 @@ impl SglangArgs {
             (self.plot_throughput, "--plot-throughput", "no terminal plots; the record has the peak figures"),
             (self.print_requests, "--print-requests", "per-request logs would cost time on the read path"),
             (self.pd_separated, "--pd-separated", "it only matters with --profile"),
-            (self.use_trace_timestamps, "--use-trace-timestamps", "mooncake traces replay on their timestamps with --backend sglang already"),
+            (self.use_trace_timestamps && self.dataset_name != "mooncake", "--use-trace-timestamps", "it is only valid for the mooncake dataset"),
             (!self.prompt_suffix.is_empty(), "--prompt-suffix", "prompts are sent as the dataset wrote them"),
             (!self.profile_activities.is_empty() || self.profile_num_steps.is_some() || self.profile_by_stage || !self.profile_stages.is_empty(), "--profile-*", "it drives SGLang's torch profiler"),
             (self.profile_prefill_url.is_some() || self.profile_decode_url.is_some(), "--profile-prefill-url/--profile-decode-url", "it drives SGLang's torch profiler"),

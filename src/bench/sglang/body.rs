@@ -21,7 +21,7 @@ pub fn body(
     flags: &BodyFlags,
 ) -> Result<Vec<u8>, String> {
     let mut m = Map::new();
-    let prompt = prompt_value(s, reader, flags)?;
+    let prompt = prompt_value(s, reader)?;
     match reader {
         Reader::Native => {
             let key = if prompt.is_string() {
@@ -78,14 +78,13 @@ pub fn body(
 
 /// The prompt as sent: text, or token ids where the dataset made ids and the endpoint takes
 /// them (the native endpoint's `input_ids`, the completions `prompt`).
-fn prompt_value(s: &Sample, reader: Reader, flags: &BodyFlags) -> Result<Value, String> {
+fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
     match &s.prompt {
         PromptSource::Text(t) => Ok(json!(t)),
         PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
             if reader == Reader::Chat {
                 return Err("token-id prompts cannot go to a chat endpoint".into());
             }
-            let _ = flags;
             let mut ids = Vec::with_capacity(s.prompt_len as usize);
             s.write_ids(&mut ids);
             Ok(json!(ids))

@@ -127,7 +127,7 @@ pub async fn run(
         .collect();
     let retok = retokenize(&p, &outputs, &texts, log).await;
     let m = metrics::compute(&outputs, &retok, duration_s);
-    let rate = (!cfg.serve.self_timed).then_some(cfg.request_rate);
+    let rate = (!cfg.rate_is_trace).then_some(cfg.request_rate);
     console::write(
         out,
         &console::Header {
