@@ -3,7 +3,7 @@
 //! tool took 737 s for 100,000 such prompts.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use llmspeed::compat::run::BodyBuilder;
+use llmspeed::bench::vllm::body::BodyBuilder;
 use llmspeed::workload::datasets::{random, DatasetConfig};
 use serde_json::{json, Map};
 use std::hint::black_box;

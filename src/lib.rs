@@ -1,7 +1,7 @@
 //! llmspeed: measures how fast LLM inference servers serve tokens.
 //!
 //! See `docs/ARCHITECTURE.md` for the map. The layers, bottom up:
-//! `proto` (sans-IO parsers) -> `net` (the one read loop) -> `workload` / `matrix` / `compat`
+//! `proto` (sans-IO parsers) -> `net` (the one read loop) -> `workload` / `matrix` / `bench`
 //! (what to send and when) -> `report` (the only serialised types). `mock` is a simulated server
 //! that shares none of the client's HTTP code.
 
@@ -9,7 +9,6 @@ pub mod analysis;
 pub mod bench;
 pub mod cli;
 pub mod clock;
-pub mod compat;
 pub mod matrix;
 pub mod mock;
 pub mod net;

@@ -1,5 +1,5 @@
 //! Progress events: what a run tells the person watching it, as values. The runners
-//! (`matrix::run`, `matrix::cell`, `compat::run`) emit them; the CLI renders them (a live
+//! (`matrix::run`, `matrix::cell`, `bench::engine::run`) emit them; the CLI renders them (a live
 //! display on a terminal, plain lines otherwise, see `cli::progress`).
 //!
 //! Owns no IO and no clock: events carry numbers, and rendering decides what to show and how

@@ -3,9 +3,9 @@
 //! against the server's ground-truth trace, matched request by request through `x-request-id`.
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::run;
 use llmspeed::mock::{serve, MockConfig, Profile};
 use llmspeed::net::Cancel;
 use serde::de::{Deserializer, MapAccess, Visitor};

@@ -3,9 +3,9 @@
 //! says so.
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
 use llmspeed::cli::bench::BenchCommand;
 use llmspeed::cli::{Cli, Command};
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
 use llmspeed::net::Dialect;
 
 fn args(argv: &[&str]) -> Result<ServeArgs, String> {
@@ -223,7 +223,8 @@ fn every_vllm_flag_parses() {
             ],
             |c| {
                 c.lora_modules == ["a", "b"]
-                    && c.lora_assignment == llmspeed::compat::lora::LoraAssignment::RoundRobin
+                    && c.lora_assignment
+                        == llmspeed::bench::engine::lora::LoraAssignment::RoundRobin
             },
         ),
         (
@@ -399,7 +400,7 @@ fn tls_flags_reach_the_client() {
         .build()
         .unwrap();
     let err = rt
-        .block_on(llmspeed::compat::run::run(
+        .block_on(llmspeed::bench::vllm::run::run(
             &cfg,
             llmspeed::clock::Clock::new(),
             &llmspeed::net::Cancel::new(),
@@ -412,11 +413,14 @@ fn tls_flags_reach_the_client() {
 #[test]
 fn chat_end_rule_is_chat_only() {
     let cfg = check(&["--backend", "openai-chat", "--chat-end", "last-message"]).unwrap();
-    assert_eq!(cfg.chat_end, llmspeed::compat::args::ChatEnd::LastMessage);
+    assert_eq!(
+        cfg.chat_end,
+        llmspeed::bench::vllm::args::ChatEnd::LastMessage
+    );
     let default = check(&["--backend", "openai-chat"]).unwrap();
     assert_eq!(
         default.chat_end,
-        llmspeed::compat::args::ChatEnd::LastChoice
+        llmspeed::bench::vllm::args::ChatEnd::LastChoice
     );
     let e = check(&["--chat-end", "last-message"]).unwrap_err();
     assert!(e.contains("--backend openai-chat"), "{e}");

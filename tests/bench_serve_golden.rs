@@ -21,11 +21,11 @@
 //! figures is checked, not only the arithmetic.
 
 use bytes::BytesMut;
-use llmspeed::clock::Clock;
-use llmspeed::compat::metrics::{
-    compute, FailureKind, LatencyOrigin, MetricsConfig, RecordOptions, RequestEnd, RequestRecord,
-    TtftPredicate,
+use llmspeed::bench::engine::record::{
+    FailureKind, LatencyOrigin, RecordOptions, RequestEnd, RequestRecord, TtftPredicate,
 };
+use llmspeed::bench::vllm::metrics::{compute, MetricsConfig};
+use llmspeed::clock::Clock;
 use llmspeed::net::{NoopObserver, Progress, StreamDecoder};
 use llmspeed::timeline::Timeline;
 

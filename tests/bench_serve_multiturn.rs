@@ -6,9 +6,9 @@
 mod mock;
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::ServeArgs;
+use llmspeed::bench::vllm::session;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::ServeArgs;
-use llmspeed::compat::session;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use mock::MockServer;

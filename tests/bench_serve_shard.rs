@@ -7,10 +7,10 @@ mod mock;
 
 use clap::Parser;
 use llmspeed::analysis::stats::Summary;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::merge::{self, ShardResult};
+use llmspeed::bench::vllm::{result, run};
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::merge::{self, ShardResult};
-use llmspeed::compat::{result, run};
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;
 use mock::MockServer;

@@ -4,9 +4,9 @@
 //! The schema side (field names, types) is `kubernetes-validate` in `.ci/run`.
 
 use clap::Parser;
+use llmspeed::bench::engine::shard::Shard;
 use llmspeed::cli::bench::BenchCommand;
 use llmspeed::cli::{Cli, Command};
-use llmspeed::compat::shard::Shard;
 use std::path::{Path, PathBuf};
 
 fn manifest(name: &str) -> String {

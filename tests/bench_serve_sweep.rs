@@ -6,9 +6,9 @@
 mod mock;
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::{run, session};
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::{run, session};
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;
 use mock::MockServer;

@@ -12,8 +12,8 @@
 use clap::Parser;
 use llmspeed::bench::sglang::args::{SglangArgs, SglangConfig};
 use llmspeed::bench::sglang::run;
+use llmspeed::bench::vllm::args::ServeArgs;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::ServeArgs;
 use llmspeed::mock::trace::{TraceRec, TraceSink};
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;
@@ -161,11 +161,11 @@ fn native_backend_figures_match_the_servers_trace() {
     let m = &done.metrics;
     assert_eq!(m.completed, PROMPTS as u64);
     let epoch = |raw: u64| clock.epoch_ns(raw) as i64;
-    let base = epoch(done.base_raw);
+    let base = epoch(done.measured.base_raw);
     let (mut ttft_err, mut gap_err) = (Vec::new(), Vec::new());
     let mut total = 0;
-    for (i, o) in done.outputs.iter().enumerate() {
-        let id = cfg.serve.request_ids.request(i);
+    for (f, o) in done.measured.requests.iter().zip(&done.outputs) {
+        let id = cfg.plan.request_ids.request(f.index);
         let w = &trace[&id];
         total += w.len() as u64;
         assert!(o.success, "{id}: {}", o.error);
@@ -599,7 +599,7 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
     .validate()
     .unwrap();
     let v = rt
-        .block_on(llmspeed::compat::run::run(
+        .block_on(llmspeed::bench::vllm::run::run(
             &serve,
             Clock::new(),
             &Cancel::new(),
@@ -611,16 +611,18 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
     assert_eq!(v.metrics.completed, 12);
     // Difference 3: both equal the written tokens here.
     let written: u64 = (0..12)
-        .map(|i| trace[&sg.serve.request_ids.request(i)].len() as u64)
+        .map(|i| trace[&sg.plan.request_ids.request(i)].len() as u64)
         .sum();
     assert_eq!(s.metrics.total_output, written);
     assert_eq!(v.metrics.total_output_tokens, written);
     // Difference 1, counted: text-less choice chunks are vLLM's extra ITL entries.
     let textless: usize = s
-        .timelines
+        .measured
+        .requests
         .iter()
-        .map(|t| {
-            t.events
+        .map(|f| {
+            f.timeline
+                .events
                 .iter()
                 .skip(1)
                 .filter(|e| e.channel != llmspeed::timeline::Channel::Content)
@@ -643,8 +645,8 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
         "median ITL {sg_itl} vs {vl_itl} ms"
     );
     // Difference 2: SGLang's latency ends at [DONE], never before vLLM's last choice chunk.
-    for (o, t) in s.outputs.iter().zip(&s.timelines) {
-        let last_choice = clock.delta_ns(s.base_raw, t.events.last().unwrap().t);
+    for (o, f) in s.outputs.iter().zip(&s.measured.requests) {
+        let last_choice = clock.delta_ns(s.measured.base_raw, f.timeline.events.last().unwrap().t);
         assert!((o.start_ns + (o.latency_s * 1e9) as u64) + 1000 >= last_choice);
     }
 }

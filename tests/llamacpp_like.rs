@@ -7,9 +7,9 @@
 //! Its tokenizer is a stand-in: one token per two characters of each word, plus BOS.
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::run;
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use llmspeed::server::{collect, detect, EngineKind, Overrides, TokenizeDialect};
 use serde_json::{json, Value};

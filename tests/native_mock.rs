@@ -10,9 +10,9 @@
 //! it existed); bench serve's gaps agree with the server's write gaps.
 
 use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::run;
 use llmspeed::mock::trace::{TraceRec, TraceSink};
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::request::{Generation, Prompt};

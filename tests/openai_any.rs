@@ -10,10 +10,10 @@ mod mock;
 
 use clap::Parser;
 use llmspeed::analysis::repetition::RepetitionConfig;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::{run, session};
 use llmspeed::cli::matrix::run_async;
 use llmspeed::clock::Clock;
-use llmspeed::compat::args::{ServeArgs, ServeConfig};
-use llmspeed::compat::{run, session};
 use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
 use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
 use llmspeed::matrix::status::CellStatus;

@@ -363,8 +363,8 @@ fn compare_html_loads_cleanly_and_colours_its_rows() {
 
 #[test]
 fn the_sweep_page_loads_cleanly_and_draws_its_charts() {
-    use llmspeed::compat::args::Sweep;
-    use llmspeed::compat::sweep::{summary_json, PointResult};
+    use llmspeed::bench::vllm::args::Sweep;
+    use llmspeed::bench::vllm::sweep::{summary_json, PointResult};
     let Some(bin) = browser_or_skip("the_sweep_page_loads_cleanly_and_draws_its_charts") else {
         return;
     };
@@ -394,7 +394,7 @@ fn the_sweep_page_loads_cleanly_and_draws_its_charts() {
     let summary = summary_json(&Sweep::MaxConcurrency(vec![1, 2, 4, 8]), 1, &points);
     let dir = tempfile::tempdir().unwrap();
     let page = dir.path().join("r-sweep.html");
-    std::fs::write(&page, llmspeed::compat::sweep_html::render(&summary)).unwrap();
+    std::fs::write(&page, llmspeed::bench::vllm::sweep_html::render(&summary)).unwrap();
 
     let run = chromium(
         &bin,

@@ -767,9 +767,9 @@ fn the_recorded_run_validates_against_the_schema() {
 /// hollow), the table has a row per point, and nothing on it loads anything.
 #[test]
 fn the_sweep_page_draws_the_pareto_front_through_the_flagged_points() {
-    use llmspeed::compat::args::Sweep;
-    use llmspeed::compat::sweep::{summary_json, PointResult};
-    use llmspeed::compat::sweep_html;
+    use llmspeed::bench::vllm::args::Sweep;
+    use llmspeed::bench::vllm::sweep::{summary_json, PointResult};
+    use llmspeed::bench::vllm::sweep_html;
     // (concurrency, median TTFT, mean = median TPOT (ms), output tok/s): 4 is beaten by 2 on
     // both per-user (83 > 50) and total (150 > 140) tok/s, so it is the one off the front.
     let rows = [

@@ -308,7 +308,7 @@ mod end_to_end {
     #[derive(Parser)]
     struct Wrap {
         #[command(flatten)]
-        a: llmspeed::compat::args::ServeArgs,
+        a: llmspeed::bench::vllm::args::ServeArgs,
     }
 
     #[test]
@@ -344,7 +344,7 @@ mod end_to_end {
             ];
             let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
             let mut log = Vec::new();
-            llmspeed::compat::run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
+            llmspeed::bench::vllm::run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
                 .await
                 .unwrap()
         });

@@ -8,9 +8,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
-use llmspeed::compat::merge::ShardResult;
-use llmspeed::compat::multiturn;
-use llmspeed::compat::shard::parse_start_at;
+use llmspeed::bench::vllm::merge::ShardResult;
+use llmspeed::bench::engine::conversation;
+use llmspeed::bench::engine::shard::parse_start_at;
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
 use llmspeed::workload::datasets::IdRange;
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         5 => {
-            let _ = multiturn::sharegpt(&text, 4, None, Some(3), 1, "c");
+            let _ = conversation::sharegpt(&text, 4, None, Some(3), 1, "c");
         }
         _ => {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {

@@ -1,14 +1,15 @@
 //! `llmspeed bench serve` and `llmspeed bench sglang`: the drop-ins for `vllm bench serve` and
 //! `python -m sglang.bench_serving`. Parses and validates the flags, builds the runtime, runs
-//! the front end's runner and prints or saves the result. Owns no measurement.
+//! the front end (`bench::vllm::session`, `bench::sglang::run`) and prints or saves the result.
+//! Owns no measurement.
 
 use super::progress::{live_wanted, Display};
 use super::signal::stop_on_signal;
 use super::{runtime, CliError, CliResult};
 use crate::bench::sglang::args::SglangArgs;
+use crate::bench::vllm::args::ServeArgs;
+use crate::bench::vllm::session;
 use crate::clock::Clock;
-use crate::compat::args::ServeArgs;
-use crate::compat::session;
 use crate::net::Cancel;
 use std::process::ExitCode;
 
@@ -94,7 +95,7 @@ fn serve(a: &ServeArgs) -> CliResult {
 
 fn sglang(a: &SglangArgs) -> CliResult {
     let cfg = a.validate().map_err(CliError::usage)?;
-    let rt = runtime(cfg.serve.threads)?;
+    let rt = runtime(0)?;
     let cancel = Cancel::new();
     let caught = {
         let _in_runtime = rt.enter();

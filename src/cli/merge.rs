@@ -1,9 +1,9 @@
 //! `llmspeed merge RESULT...`: shard results of `bench serve --shard K/N` -> one vLLM-shaped
-//! result. Reads and writes the files; the merge itself is `compat::merge`.
+//! result. Reads and writes the files; the merge itself is `bench::vllm::merge`.
 
 use super::{CliError, CliResult};
-use crate::compat::merge::{self, ShardResult};
-use crate::compat::result;
+use crate::bench::vllm::merge::{self, ShardResult};
+use crate::bench::vllm::result;
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -3,15 +3,21 @@
 //! validated into a [`SglangConfig`].
 //!
 //! Owns: the flag table, the refusals (a flag we cannot honour fails naming itself; nothing is
-//! ignored), and the mapping of SGLang's flags onto the shared engine's run config (today
-//! `compat::args::ServeConfig`, built from the `bench serve` flags that mean the same thing).
-//! It must never run anything.
+//! ignored), and the mapping of SGLang's flags onto the engine's [`Plan`]. It must never run
+//! anything.
 
-use crate::compat::args::{ServeArgs, ServeConfig};
-use clap::Parser;
-use serde_json::{Map, Value};
-
+use super::body::SglangBodies;
 use super::metrics::Reader;
+use crate::bench::engine::lora::LoraAssignment;
+use crate::bench::engine::plan::{Plan, Warmup};
+use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
+use crate::net::Dialect;
+use crate::workload::datasets::{DatasetConfig, DatasetKind};
+use crate::workload::request_id::RequestIds;
+use crate::workload::schedule::ScheduleConfig;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The backends SGLang's `ASYNC_REQUEST_FUNCS` names that speak an HTTP streaming API we read.
 const BACKENDS: &str =
@@ -86,7 +92,7 @@ pub struct SglangArgs {
     /// LoRA adapter names; each request names one.
     #[arg(long, num_args = 0..)]
     pub lora_name: Option<Vec<String>>,
-    /// uniform, distinct or skewed (Zipf with --lora-zipf-alpha).
+    /// uniform or distinct (skewed is refused).
     #[arg(long, default_value = "uniform")]
     pub lora_request_distribution: String,
     #[arg(long, default_value_t = 1.5)]
@@ -164,15 +170,6 @@ pub struct SglangArgs {
     pub image_content: Option<String>,
 }
 
-/// How LoRA adapters are spread over the requests.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum LoraDistribution {
-    Uniform,
-    Distinct,
-    /// Zipf: adapter i is `alpha` times as likely as adapter i + 1.
-    Skewed(f64),
-}
-
 /// Inclusive `(input, output)` length bounds of the random datasets.
 pub type Bounds = ((u32, u32), (u32, u32));
 
@@ -182,10 +179,8 @@ pub struct SglangConfig {
     /// The backend name as given (the record's `backend`).
     pub backend: String,
     pub reader: Reader,
-    /// The engine's run config: server, dataset, schedule, concurrency.
-    pub serve: ServeConfig,
-    /// What the request bodies carry beyond the prompt and length.
-    pub body: BodyFlags,
+    /// What the engine runs: server, dataset, schedule, concurrency, SGLang's bodies.
+    pub plan: Plan,
     pub dataset_name: String,
     pub num_prompts: usize,
     pub request_rate: f64,
@@ -194,17 +189,10 @@ pub struct SglangConfig {
     pub random_input_len: u32,
     pub random_output_len: u32,
     pub random_range_ratio: f64,
-    /// Random lengths drawn SGLang's way, `(input, output)` bounds inclusive.
-    pub random_bounds: Option<Bounds>,
     pub output_file: Option<String>,
     pub output_details: bool,
     pub disable_tqdm: bool,
-    pub warmup_requests: usize,
-    pub flush_cache: bool,
-    pub lora_names: Vec<String>,
-    pub lora_distribution: LoraDistribution,
     pub tag: Option<String>,
-    pub seed: u64,
     /// `--use-trace-timestamps`: the rate reads `trace`.
     pub rate_is_trace: bool,
 }
@@ -222,15 +210,14 @@ fn refused(flag: &str, why: &str) -> String {
     format!("{flag} is not supported by llmspeed bench sglang: {why}")
 }
 
-/// The reader and the `bench serve` backend that speak what `backend` speaks, and its default
-/// port.
-fn backend_of(b: &str) -> Result<(Reader, &'static str, u16), String> {
+/// The reader that reads what `backend` speaks, and its default port.
+fn backend_of(b: &str) -> Result<(Reader, u16), String> {
     Ok(match b {
-        "sglang" | "sglang-native" => (Reader::Native, "sglang", 30000),
-        "sglang-oai" => (Reader::Completions, "openai", 30000),
-        "vllm" => (Reader::Completions, "openai", 8000),
-        "lmdeploy" => (Reader::Completions, "openai", 23333),
-        "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, "openai-chat", 30000),
+        "sglang" | "sglang-native" => (Reader::Native, 30000),
+        "sglang-oai" => (Reader::Completions, 30000),
+        "vllm" => (Reader::Completions, 8000),
+        "lmdeploy" => (Reader::Completions, 23333),
+        "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, 30000),
         "trt" | "gserver" | "truss" => {
             return Err(refused(
                 &format!("--backend {b}"),
@@ -256,7 +243,7 @@ impl SglangArgs {
     /// Refuses what cannot be honoured, then maps the rest.
     pub fn validate(&self) -> Result<SglangConfig, String> {
         self.refuse_unsupported()?;
-        let (reader, serve_backend, default_port) = backend_of(&self.backend)?;
+        let (reader, default_port) = backend_of(&self.backend)?;
         if self.tokenize_prompt && self.backend != "sglang" {
             return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
         }
@@ -265,28 +252,26 @@ impl SglangArgs {
                 "--tokenize-prompt only works with the random datasets (as in SGLang)".into(),
             );
         }
-        let lora_distribution = match self.lora_request_distribution.as_str() {
-            "uniform" => LoraDistribution::Uniform,
-            "distinct" => LoraDistribution::Distinct,
-            "skewed" => LoraDistribution::Skewed(self.lora_zipf_alpha),
+        let lora_names = self.lora_name.clone().unwrap_or_default();
+        let lora_assignment = match self.lora_request_distribution.as_str() {
+            "uniform" => LoraAssignment::Random,
+            "distinct" => LoraAssignment::RoundRobin,
+            "skewed" => {
+                return Err(refused(
+                    "--lora-request-distribution skewed",
+                    "adapters are assigned uniformly or in turn (uniform, distinct)",
+                ))
+            }
             d => {
                 return Err(format!(
                     "unknown --lora-request-distribution {d:?} (uniform, distinct, skewed)"
                 ))
             }
         };
-        let lora_names = self.lora_name.clone().unwrap_or_default();
-        if lora_distribution != LoraDistribution::Uniform && lora_names.len() < 2 {
+        if lora_assignment == LoraAssignment::RoundRobin && lora_names.len() < 2 {
             return Err(
-                "--lora-request-distribution distinct and skewed need more than one --lora-name"
-                    .into(),
+                "--lora-request-distribution distinct needs more than one --lora-name".into(),
             );
-        }
-        if self.lora_zipf_alpha.is_nan() || self.lora_zipf_alpha <= 1.0 {
-            return Err(format!(
-                "--lora-zipf-alpha must be above 1, got {}",
-                self.lora_zipf_alpha
-            ));
         }
         if !(0.0..=1.0).contains(&self.random_range_ratio) {
             return Err(format!(
@@ -309,51 +294,82 @@ impl SglangArgs {
             Some(u) => u.trim_end_matches('/').to_string(),
             None => format!("http://{}:{}", self.host, self.port.unwrap_or(default_port)),
         };
-        let mut argv = vec![
-            "bench-serve".to_string(),
-            "--backend".into(),
-            serve_backend.into(),
-            "--base-url".into(),
-            base_url,
-            "--seed".into(),
-            self.seed.to_string(),
-            "--num-warmups".into(),
-            "0".into(),
-        ];
-        let mut push = |k: &str, v: String| {
-            argv.push(k.into());
-            argv.push(v);
+        let (dataset, num_prompts) = self.dataset()?;
+        let (dialect, endpoint) = match reader {
+            Reader::Native => (Dialect::Sglang, "/generate"),
+            Reader::Completions => (Dialect::OpenAi, "/v1/completions"),
+            Reader::Chat => (Dialect::OpenAi, "/v1/chat/completions"),
         };
-        if let Some(m) = &self.model {
-            push("--model", m.clone());
-        }
-        if let Some(m) = &self.served_model_name {
-            push("--served-model-name", m.clone());
-        }
-        if let Some(t) = &self.tokenizer {
-            push("--tokenizer", t.clone());
-        }
-        if let Some(c) = self.max_concurrency {
-            push("--max-concurrency", c.to_string());
-        }
-        push("--request-rate", py_rate(self.request_rate));
-        let (num_prompts, random_bounds) = self.dataset_argv(&mut argv)?;
-        let mut args = serve_args(&argv)?;
-        args.ignore_eos = !self.disable_ignore_eos;
-        let mut serve = args.validate()?;
-        serve.dataset.random_bounds = random_bounds;
-        serve.continuous_usage = false;
-        serve.save_result = false;
-        serve.save_detailed = self.output_details;
+        let plan = Plan {
+            base_url,
+            headers: Vec::new(),
+            // SGLang sends `Authorization: Bearer $OPENAI_API_KEY` when it is set.
+            api_key: std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+            insecure: false,
+            system_roots: false,
+            ca_cert: None,
+            kernel_stamps: true,
+            preconnect: false,
+            // SGLang asks `/v1/models` once, without waiting.
+            ready_check_timeout_s: 0,
+            model: self.model.clone(),
+            served_model_name: self.served_model_name.clone(),
+            tokenizer: self.tokenizer.clone(),
+            endpoint: endpoint.into(),
+            dialect,
+            chat: reader == Reader::Chat,
+            bodies: Arc::new(SglangBodies {
+                reader,
+                lora_names: lora_names.clone(),
+                flags: BodyFlags {
+                    ignore_eos: !self.disable_ignore_eos,
+                    return_logprob: self.return_logprob,
+                    extra,
+                },
+            }),
+            // SGLang keeps every generated text: it counts them again.
+            keep_text: true,
+            request_ids: RequestIds::Uuid {
+                run: rand::random(),
+            },
+            lora_modules: lora_names,
+            lora_assignment,
+            dataset,
+            schedule: ScheduleConfig {
+                rate: self.request_rate,
+                burstiness: 1.0,
+                ramp: None,
+                seed: self.seed,
+            },
+            // SGLang replays a mooncake trace on its timestamps only with --backend sglang.
+            self_timed: self.dataset_name == "mooncake" && self.backend == "sglang",
+            max_concurrency: self.max_concurrency,
+            num_warmups: self.warmup_requests,
+            // SGLang's warm-up: the first request, at most 32 output tokens, all at once, one
+            // must succeed; then `/flush_cache` when asked, and a second's pause either way.
+            warmup: Warmup {
+                repeat_first: true,
+                max_output: Some(32),
+                must_succeed: true,
+                then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
+                settle: Duration::from_secs(1),
+            },
+            shard: None,
+            start_at_unix_ns: None,
+            probe_request_rate: 0.0,
+            progress_step: "bench sglang",
+            // A request starts when it may run (its slot, never before its send time): SGLang's
+            // `st`. The engine's own record rules are unused: `metrics` reads the timelines.
+            latency_origin: LatencyOrigin::Scheduled,
+            ttft: TtftPredicate::FirstContent,
+            end: RequestEnd::LastChoice,
+        };
         Ok(SglangConfig {
             backend: self.backend.clone(),
             reader,
-            serve,
-            body: BodyFlags {
-                ignore_eos: !self.disable_ignore_eos,
-                return_logprob: self.return_logprob,
-                extra,
-            },
+            plan,
             dataset_name: self.dataset_name.clone(),
             num_prompts,
             request_rate: self.request_rate,
@@ -362,104 +378,103 @@ impl SglangArgs {
             random_input_len: self.random_input_len,
             random_output_len: self.random_output_len,
             random_range_ratio: self.random_range_ratio,
-            random_bounds,
             output_file: self.output_file.clone(),
             output_details: self.output_details,
             disable_tqdm: self.disable_tqdm,
-            warmup_requests: self.warmup_requests,
-            flush_cache: self.flush_cache,
-            lora_names,
-            lora_distribution,
             tag: self.tag.clone(),
-            seed: self.seed,
             rate_is_trace: self.use_trace_timestamps,
         })
     }
 
-    /// The dataset flags in `bench serve`'s terms; returns the number of prompts SGLang sends
-    /// and, for the random datasets, SGLang's length bounds.
-    fn dataset_argv(&self, argv: &mut Vec<String>) -> Result<(usize, Option<Bounds>), String> {
-        let mut push = |k: &str, v: String| {
-            argv.push(k.into());
-            if !v.is_empty() {
-                argv.push(v);
-            }
+    /// The dataset, and the number of prompts SGLang sends.
+    fn dataset(&self) -> Result<(DatasetConfig, usize), String> {
+        let path = (!self.dataset_path.is_empty()).then(|| self.dataset_path.clone().into());
+        let mut d = DatasetConfig {
+            num_prompts: self.num_prompts,
+            seed: self.seed,
+            ..DatasetConfig::default()
         };
-        let path = (!self.dataset_path.is_empty()).then(|| self.dataset_path.clone());
         match self.dataset_name.as_str() {
             "sharegpt" => {
-                let path = path.ok_or_else(|| {
-                    "--dataset-name sharegpt needs --dataset-path (llmspeed downloads nothing)".to_string()
-                })?;
+                d.path = Some(path.ok_or_else(|| {
+                    "--dataset-name sharegpt needs --dataset-path (llmspeed downloads nothing)"
+                        .to_string()
+                })?);
                 if self.sharegpt_context_len.is_some() {
-                    return Err(refused("--sharegpt-context-len", "the sharegpt loader has no context filter yet"));
+                    return Err(refused(
+                        "--sharegpt-context-len",
+                        "the sharegpt loader has no context filter yet",
+                    ));
                 }
-                push("--dataset-name", "sharegpt".into());
-                push("--dataset-path", path);
-                push("--num-prompts", self.num_prompts.to_string());
-                if let Some(n) = self.sharegpt_output_len {
-                    if n < 4 {
-                        return Err("--sharegpt-output-len must be at least 4 (SGLang: output_len too small)".into());
-                    }
-                    push("--sharegpt-output-len", n.to_string());
+                if self.sharegpt_output_len.is_some_and(|n| n < 4) {
+                    return Err(
+                        "--sharegpt-output-len must be at least 4 (SGLang: output_len too small)"
+                            .into(),
+                    );
                 }
-                Ok((self.num_prompts, None))
+                d.kind = DatasetKind::ShareGpt;
+                d.sharegpt_output_len = self.sharegpt_output_len;
             }
             "random" | "random-ids" => {
-                push("--dataset-name", "random".into());
-                push("--num-prompts", self.num_prompts.to_string());
-                // The engine draws lengths from these bounds (see `sglang_bounds`); its own
-                // ratio stays 0.
-                push("--random-input-len", self.random_input_len.max(1).to_string());
-                push("--random-output-len", self.random_output_len.max(1).to_string());
-                let b = sglang_bounds(self.random_input_len, self.random_output_len, self.random_range_ratio);
-                Ok((self.num_prompts, Some(b)))
+                d.kind = DatasetKind::Random;
+                d.random_input_len = self.random_input_len.max(1);
+                d.random_output_len = self.random_output_len;
+                d.random_bounds = Some(sglang_bounds(
+                    self.random_input_len,
+                    self.random_output_len,
+                    self.random_range_ratio,
+                ));
             }
             "generated-shared-prefix" => {
                 if self.gsp_range_ratio != 1.0 {
-                    return Err(refused("--gsp-range-ratio", "only 1.0 (exact lengths, SGLang's default) is supported"));
+                    return Err(refused(
+                        "--gsp-range-ratio",
+                        "only 1.0 (exact lengths, SGLang's default) is supported",
+                    ));
                 }
-                let n = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
-                push("--dataset-name", "prefix_repetition".into());
-                push("--num-prompts", n.to_string());
-                push("--prefix-repetition-num-prefixes", self.gsp_num_groups.to_string());
-                push("--prefix-repetition-prefix-len", self.gsp_system_prompt_len.to_string());
-                push("--prefix-repetition-suffix-len", self.gsp_question_len.to_string());
-                push("--prefix-repetition-output-len", self.gsp_output_len.to_string());
-                Ok((n, None))
+                d.kind = DatasetKind::PrefixRepetition;
+                d.num_prompts = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
+                d.prefix_repetition_num_prefixes = self.gsp_num_groups;
+                d.prefix_repetition_prefix_len = self.gsp_system_prompt_len;
+                d.prefix_repetition_suffix_len = self.gsp_question_len;
+                d.prefix_repetition_output_len = self.gsp_output_len;
             }
             "mooncake" => {
-                let path = path.ok_or_else(|| {
-                    "--dataset-name mooncake needs --dataset-path (a local Mooncake trace; llmspeed downloads nothing)".to_string()
-                })?;
+                d.path = Some(path.ok_or_else(|| {
+                    "--dataset-name mooncake needs --dataset-path (a local Mooncake trace; llmspeed downloads nothing)"
+                        .to_string()
+                })?);
                 if self.mooncake_num_rounds != 1 {
-                    return Err(refused("--mooncake-num-rounds", "multi-round mooncake sessions are not replayed; only 1"));
+                    return Err(refused(
+                        "--mooncake-num-rounds",
+                        "multi-round mooncake sessions are not replayed; only 1",
+                    ));
                 }
                 if self.mooncake_slowdown_factor.is_nan() || self.mooncake_slowdown_factor <= 0.0 {
-                    return Err(format!("--mooncake-slowdown-factor must be above 0, got {}", self.mooncake_slowdown_factor));
+                    return Err(format!(
+                        "--mooncake-slowdown-factor must be above 0, got {}",
+                        self.mooncake_slowdown_factor
+                    ));
                 }
-                push("--dataset-name", "timed_trace".into());
-                push("--dataset-path", path);
-                push("--num-prompts", self.num_prompts.to_string());
-                push("--timed-trace-chunk-hash-size", "512".into());
-                // SGLang replays the trace's own timestamps only with --backend sglang.
-                if self.backend == "sglang" {
-                    push("--self-timed", String::new());
-                }
-                push(
-                    "--timed-trace-sec-multiplier",
-                    (0.001 * self.mooncake_slowdown_factor).to_string(),
-                );
-                Ok((self.num_prompts, None))
+                d.kind = DatasetKind::TimedTrace;
+                // Mooncake's blocks are 512 tokens, its timestamps milliseconds.
+                d.trace.chunk_hash_size = 512;
+                d.trace.sec_multiplier = 0.001 * self.mooncake_slowdown_factor;
             }
-            "mmmu" | "image" | "burstgpt" => Err(refused(
-                &format!("--dataset-name {}", self.dataset_name),
-                "image and Hugging Face datasets are not generated by llmspeed",
-            )),
-            d => Err(format!(
-                "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
-            )),
+            "mmmu" | "image" | "burstgpt" => {
+                return Err(refused(
+                    &format!("--dataset-name {}", self.dataset_name),
+                    "image and Hugging Face datasets are not generated by llmspeed",
+                ))
+            }
+            d => {
+                return Err(format!(
+                    "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
+                ))
+            }
         }
+        let n = d.num_prompts;
+        Ok((d, n))
     }
 
     /// Every SGLang flag we cannot honour, named.
@@ -487,30 +502,10 @@ impl SglangArgs {
     }
 }
 
-/// `--request-rate` as `bench serve` parses it.
-fn py_rate(r: f64) -> String {
-    if r.is_infinite() {
-        "inf".into()
-    } else {
-        r.to_string()
-    }
-}
-
-/// Parses `bench serve` flags (built by the mapping above, so a failure is our bug, named).
-fn serve_args(argv: &[String]) -> Result<ServeArgs, String> {
-    #[derive(Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        a: ServeArgs,
-    }
-    Wrap::try_parse_from(argv)
-        .map(|w| w.a)
-        .map_err(|e| format!("internal flag mapping failed: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
     fn parse(extra: &[&str]) -> Result<SglangConfig, String> {
         #[derive(Parser)]
@@ -531,31 +526,31 @@ mod tests {
         let c = parse(&["--dataset-name", "random"]).unwrap();
         assert_eq!(c.backend, "sglang");
         assert_eq!(c.reader, Reader::Native);
-        assert_eq!(c.serve.base_url, "http://0.0.0.0:30000");
-        assert_eq!(c.serve.endpoint, "/generate");
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:30000");
+        assert_eq!(c.plan.endpoint, "/generate");
         assert_eq!(
             (c.num_prompts, c.random_input_len, c.random_output_len),
             (1000, 1024, 1024)
         );
         assert!(c.request_rate.is_infinite());
-        assert_eq!((c.warmup_requests, c.seed), (1, 1));
-        assert!(c.body.ignore_eos);
+        assert_eq!((c.plan.num_warmups, c.plan.dataset.seed), (1, 1));
+        assert!(c.plan.warmup.repeat_first && c.plan.warmup.must_succeed);
         // Ratio 0: inputs from [1, L], outputs from [0, L].
-        assert_eq!(c.random_bounds, Some(((1, 1024), (0, 1024))));
+        assert_eq!(c.plan.dataset.random_bounds, Some(((1, 1024), (0, 1024))));
     }
 
     #[test]
     fn backends_pick_their_endpoint_and_port() {
         let c = parse(&["--backend", "vllm-chat", "--dataset-name", "random"]).unwrap();
         assert_eq!(
-            (c.reader, c.serve.endpoint.as_str()),
+            (c.reader, c.plan.endpoint.as_str()),
             (Reader::Chat, "/v1/chat/completions")
         );
         let c = parse(&["--backend", "vllm", "--dataset-name", "random"]).unwrap();
-        assert_eq!(c.serve.base_url, "http://0.0.0.0:8000");
-        assert_eq!(c.serve.endpoint, "/v1/completions");
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:8000");
+        assert_eq!(c.plan.endpoint, "/v1/completions");
         let c = parse(&["--backend", "lmdeploy", "--dataset-name", "random"]).unwrap();
-        assert_eq!(c.serve.base_url, "http://0.0.0.0:23333");
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:23333");
     }
 
     #[test]
@@ -607,7 +602,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.num_prompts, 12);
-        let d = &c.serve.dataset;
+        let d = &c.plan.dataset;
         assert_eq!(d.num_prompts, 12);
         assert_eq!(
             (

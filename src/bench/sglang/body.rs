@@ -9,8 +9,30 @@
 
 use super::args::BodyFlags;
 use super::metrics::Reader;
+use crate::bench::engine::plan::Bodies;
 use crate::workload::sample::{PromptSource, Sample};
 use serde_json::{json, Map, Value};
+
+/// SGLang's bodies for the engine: the engine names each request's model, an adapter's name
+/// when the request goes to one of `lora_names`.
+#[derive(Clone, Debug)]
+pub struct SglangBodies {
+    pub reader: Reader,
+    pub lora_names: Vec<String>,
+    pub flags: BodyFlags,
+}
+
+impl Bodies for SglangBodies {
+    fn request_body(
+        &self,
+        s: &Sample,
+        model: &str,
+        _ids: &mut Vec<u32>,
+    ) -> Result<Vec<u8>, String> {
+        let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
+        body(self.reader, model, s, lora, &self.flags)
+    }
+}
 
 /// The body of one request. `lora` is the adapter this request names, if any.
 pub fn body(

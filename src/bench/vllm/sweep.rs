@@ -4,11 +4,11 @@
 //! Owns: the points of a sweep ([`points`]: one checked single-run config per value), the file
 //! name of each run and summary ([`file_name`]), and the sweep summary (JSON and console
 //! table) built from each point's result figures. Pure: it never runs a benchmark or touches
-//! a file (`compat::session` does).
+//! a file (`bench::vllm::session` does).
 
-use crate::compat::args::{ServeConfig, Sweep};
-use crate::compat::multi_run::Spread;
-use crate::compat::result::py_float;
+use crate::bench::engine::multi_run::Spread;
+use crate::bench::vllm::args::{ServeConfig, Sweep};
+use crate::bench::vllm::result::py_float;
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
 
@@ -250,7 +250,7 @@ mod tests {
     #[derive(Parser)]
     struct T {
         #[command(flatten)]
-        a: crate::compat::args::ServeArgs,
+        a: crate::bench::vllm::args::ServeArgs,
     }
 
     fn cfg(args: &[&str]) -> ServeConfig {

@@ -4,7 +4,7 @@
 //! between the two, at or above the second). Inline SVG with `<title>` tooltips: no script, no
 //! network. Pure: the caller writes the string where vLLM does (`<result>.timeline.html`).
 
-use crate::compat::result::Detailed;
+use crate::bench::vllm::result::Detailed;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 

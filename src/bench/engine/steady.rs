@@ -24,7 +24,7 @@
 //!   `max(10 s, 10% of the run)`) is still reported, with a `warning`.
 
 use crate::analysis::stats::Summary;
-use crate::compat::metrics::RequestRecord;
+use crate::bench::engine::record::RequestRecord;
 use serde_json::{json, Value};
 
 const NS_PER_S: f64 = 1e9;

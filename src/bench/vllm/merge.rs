@@ -2,7 +2,7 @@
 //!
 //! Exact by construction: each shard saved every request as a [`RequestRecord`] in integer
 //! nanoseconds since its own start, plus that start on the wall clock. The merge moves every
-//! record onto one base (the earliest shard start), then calls the very `compat::metrics::compute`
+//! record onto one base (the earliest shard start), then calls the very `bench::vllm::metrics::compute`
 //! a single run calls, over the union of the records, with the duration of the union of the
 //! shards' windows (earliest start to latest end). So TTFT, TPOT, ITL and E2EL percentiles are
 //! computed from the pooled per-request values, never averaged across shards.
@@ -15,9 +15,10 @@
 //! Owns the consistency checks, the shift onto a common base and the warnings. It must never
 //! do IO (the CLI reads and writes the files) or compute a metric itself.
 
-use crate::compat::metrics::{compute, BenchMetrics, MetricsConfig, RequestRecord};
-use crate::compat::result::{Detailed, RunInfo};
-use crate::compat::shard::ShardBlock;
+use crate::bench::engine::record::RequestRecord;
+use crate::bench::vllm::metrics::{compute, BenchMetrics, MetricsConfig};
+use crate::bench::vllm::result::{Detailed, RunInfo};
+use crate::bench::vllm::shard::ShardBlock;
 use serde_json::{json, Value};
 
 /// Shards given one `--start-at` whose recorded starts lie further than this from it: a late
@@ -276,8 +277,9 @@ pub fn clock_warnings(shards: &[ShardResult]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::metrics::MetricKind;
-    use crate::compat::shard::{RunInfoData, Shard};
+    use crate::bench::engine::shard::Shard;
+    use crate::bench::vllm::metrics::MetricKind;
+    use crate::bench::vllm::shard::RunInfoData;
 
     fn rec(start: u64, chunks: &[u64], tokens: u64) -> RequestRecord {
         RequestRecord {

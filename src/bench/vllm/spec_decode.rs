@@ -30,6 +30,12 @@ pub fn parse(text: &str) -> Option<Counters> {
     from_samples(&crate::proto::prometheus::parse(text).ok()?)
 }
 
+/// The server's counters now, as vLLM's `fetch_spec_decode_metrics` reads them: `None` without
+/// them (or without a `/metrics` answering 200 within 10 s).
+pub async fn counters(client: &crate::net::Client) -> Option<Counters> {
+    parse(&crate::bench::engine::connect::metrics_page(client).await?)
+}
+
 /// [`parse`] on samples already parsed: vLLM's counters summed over engines and label sets.
 pub fn from_samples(samples: &[Sample]) -> Option<Counters> {
     let mut c = Counters::default();

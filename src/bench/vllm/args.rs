@@ -6,7 +6,7 @@
 //! accepted by the parser and refused by [`ServeArgs::validate`] with a message that says so
 //! (never silently ignored).
 
-use crate::compat::metrics::{parse_percentiles, GoodputSlo, MetricKind};
+use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
@@ -127,7 +127,7 @@ impl std::str::FromStr for RequestRate {
     }
 }
 
-/// Which event counts as the first token (see `compat::metrics::TtftPredicate`).
+/// Which event counts as the first token (see `bench::engine::record::TtftPredicate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum TtftFrom {
     /// The first event with a non-empty `choices` list (current vLLM).
@@ -136,7 +136,7 @@ pub enum TtftFrom {
     Content,
 }
 
-/// Where a chat request ends (see `compat::metrics::RequestEnd`).
+/// Where a chat request ends (see `bench::engine::record::RequestEnd`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ChatEnd {
     /// The last event with choices; a stream without one fails (current vLLM).
@@ -235,7 +235,7 @@ pub struct ServeArgs {
     pub lora_modules: Vec<String>,
     /// How requests are spread over --lora-modules: random or round-robin.
     #[arg(long, value_enum, default_value = "random", help_heading = "Server")]
-    pub lora_assignment: crate::compat::lora::LoraAssignment,
+    pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
 
     // ---- dataset ----
     /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
@@ -573,10 +573,10 @@ pub struct ServeArgs {
     /// requests i with i % N == K, at their single-run send times. Every shard builds the whole
     /// dataset and schedule from --seed. Implies --save-detailed; merge with `llmspeed merge`.
     #[arg(long, value_name = "K/N", help_heading = "Many machines")]
-    pub shard: Option<crate::compat::shard::Shard>,
+    pub shard: Option<crate::bench::engine::shard::Shard>,
     /// Wait until this wall-clock time (Unix seconds, e.g. `date -u -d '+2 min' +%s`) before
     /// the first request, so that every shard starts the schedule together.
-    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::compat::shard::parse_start_at, help_heading = "Many machines")]
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::bench::engine::shard::parse_start_at, help_heading = "Many machines")]
     pub start_at: Option<u64>,
 }
 
@@ -637,7 +637,7 @@ pub struct ServeConfig {
     pub steady_state: Option<SteadyConfig>,
     pub dry_run: bool,
     /// `--shard K/N`.
-    pub shard: Option<crate::compat::shard::Shard>,
+    pub shard: Option<crate::bench::engine::shard::Shard>,
     /// `--start-at`, Unix nanoseconds.
     pub start_at_unix_ns: Option<u64>,
     /// `--self-timed`: send on the trace's timestamps.
@@ -646,9 +646,9 @@ pub struct ServeConfig {
     pub probe_request_rate: f64,
     /// `--lora-modules` (empty: every request names the model).
     pub lora_modules: Vec<String>,
-    pub lora_assignment: crate::compat::lora::LoraAssignment,
+    pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
     /// `--multi-turn` and its settings.
-    pub multi_turn: Option<crate::compat::multiturn::MultiTurnConfig>,
+    pub multi_turn: Option<crate::bench::engine::conversation::MultiTurnConfig>,
 }
 
 /// What a sweep varies: each value is one point, run as if given to the single-run flag.
@@ -1042,7 +1042,7 @@ impl ServeArgs {
             {
                 return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
             }
-            Some(crate::compat::multiturn::MultiTurnConfig {
+            Some(crate::bench::engine::conversation::MultiTurnConfig {
                 num_turns: self.multi_turn_num_turns,
                 min_turns: self.multi_turn_min_turns,
                 max_turns: self.multi_turn_max_turns,

@@ -2,12 +2,12 @@
 //! types), and its result file name.
 //!
 //! Owns the shape of what `bench serve` prints and saves. It must never measure or compute
-//! metrics (that is `compat::metrics`) and never reorder vLLM's keys: the JSON is written from
+//! metrics (that is `bench::vllm::metrics`) and never reorder vLLM's keys: the JSON is written from
 //! an ordered list of pairs, so no map type can sort them. Our own figures go under one last
 //! key, `llmspeed`, so existing consumers see exactly vLLM's object plus one key (closed-loop
-//! runs also carry vllm-bench's `steady_state`, added by `compat::run` just before it).
+//! runs also carry vllm-bench's `steady_state`, added by `bench::vllm::run` just before it).
 
-use crate::compat::metrics::{metric_values, percentile_label, BenchMetrics, MetricKind};
+use crate::bench::vllm::metrics::{metric_values, percentile_label, BenchMetrics, MetricKind};
 use crate::workload::schedule::{Ramp, RampStrategy};
 use serde_json::{json, Value};
 use std::io::{self, Write};
@@ -256,7 +256,8 @@ pub fn write_summary(w: &mut impl Write, info: &RunInfo, m: &BenchMetrics) -> io
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compat::metrics::{compute, MetricsConfig, RequestRecord};
+    use crate::bench::engine::record::RequestRecord;
+    use crate::bench::vllm::metrics::{compute, MetricsConfig};
 
     fn info() -> RunInfo {
         RunInfo {

@@ -3,15 +3,17 @@
 //! sweep summary. Also `--dry-run`.
 //!
 //! Owns the order of runs, where their files go and when summaries are printed. It must never
-//! measure or compute figures itself: runs are `compat::run`, spreads `compat::multi_run`,
-//! sweep points and names `compat::sweep`.
+//! measure or compute figures itself: runs are `bench::vllm::run`, spreads `bench::engine::multi_run`,
+//! sweep points and names `bench::vllm::sweep`.
 
+use crate::bench::engine::multi_run;
+use crate::bench::engine::samples::local_tokenizer;
+use crate::bench::engine::RunError;
+use crate::bench::vllm::args::ServeConfig;
+use crate::bench::vllm::result;
+use crate::bench::vllm::run;
+use crate::bench::vllm::sweep::{self, Point, PointResult};
 use crate::clock::Clock;
-use crate::compat::args::ServeConfig;
-use crate::compat::multi_run;
-use crate::compat::result;
-use crate::compat::run::{self, RunError};
-use crate::compat::sweep::{self, Point, PointResult};
 use crate::net::Cancel;
 use crate::progress::Progress;
 use crate::workload::datasets;
@@ -97,15 +99,15 @@ pub async fn execute(
         let p = cfg
             .percentiles
             .last()
-            .map(|&p| crate::compat::metrics::percentile_label(p))
+            .map(|&p| crate::bench::vllm::metrics::percentile_label(p))
             .unwrap_or_else(|| "99".into());
         sweep::write_table(&mut out, &results, &p).map_err(io)?;
         if saving {
             let name = sweep_file_name(cfg, model_id.as_deref(), &date, sw.key());
             let v = sweep::summary_json(sw, cfg.num_runs, &results);
             let json_path = save(cfg, &name, &v)?;
-            let html_path = crate::compat::sweep_html::path_for(&json_path);
-            std::fs::write(&html_path, crate::compat::sweep_html::render(&v))
+            let html_path = crate::bench::vllm::sweep_html::path_for(&json_path);
+            std::fs::write(&html_path, crate::bench::vllm::sweep_html::render(&v))
                 .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
             written.push(json_path);
             written.push(html_path);
@@ -154,13 +156,13 @@ fn save(cfg: &ServeConfig, name: &str, v: &serde_json::Value) -> Result<PathBuf,
 /// (`--result-filename`, else `{label or backend}-multi-turn-{model}-{date}.json`).
 async fn multi_turn(
     cfg: &ServeConfig,
-    mt: &crate::compat::multiturn::MultiTurnConfig,
+    mt: &crate::bench::engine::conversation::MultiTurnConfig,
     clock: Clock,
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<PathBuf>, RunError> {
-    let v = crate::compat::multiturn::run(cfg, mt, clock, cancel, log, out).await?;
+    let v = crate::bench::vllm::multiturn::run(cfg, mt, clock, cancel, log, out).await?;
     if !(cfg.save_result || cfg.append_result) {
         return Ok(Vec::new());
     }
@@ -251,7 +253,7 @@ impl DryRunStats {
 /// else estimated as bytes / 4 (the server's `/tokenize` is not asked), and it says which.
 fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunError> {
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
-    let local = run::local_tokenizer(cfg.tokenizer.as_deref())?;
+    let local = local_tokenizer(cfg.tokenizer.as_deref())?;
     let mut seen = Vec::new();
     for p in sweep::points(cfg) {
         // Points differ in the dataset only through --sweep-num-prompts-factor.

@@ -1,51 +1,11 @@
-//! `--probe-request-rate` (vLLM's): one-token probe requests sent one after another for the
-//! whole measured run, outside `--max-concurrency`, so their latency shows what a new, tiny
-//! request waits for under the benchmark's load. Reported apart from the run under vLLM's keys
-//! (`probe_completed`, `probe_failed`, `probe_median_e2el_ms`, `probe_p99_e2el_ms`,
-//! `probe_max_e2el_ms`); probes never enter the run's own metrics.
-//!
-//! Owns the probe loop (as vLLM: send, wait for the whole answer, sleep `1 / rate`, repeat
-//! until the run's requests are all done; the probe in flight then finishes) and the pure
-//! reduction of probe outcomes to those keys. Nothing here runs per token.
+//! `--probe-request-rate`'s figures (vLLM's): the probe outcomes of the engine's probe loop
+//! reduced to vLLM's keys (`probe_completed`, `probe_failed`, `probe_median_e2el_ms`,
+//! `probe_p99_e2el_ms`, `probe_max_e2el_ms`) and its "Probe Requests" console block. Pure.
 
 use crate::analysis::stats::{median, percentile};
-use crate::compat::metrics::{RecordOptions, RequestRecord};
-use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
+use crate::bench::engine::probe::ProbeOutcome;
 use serde_json::{json, Value};
 use std::io::Write;
-use std::time::Duration;
-
-/// One probe's end: its end-to-end latency when it succeeded.
-pub type ProbeOutcome = Option<u64>;
-
-/// Sends probes until `stop` (or `cancel`, Ctrl-C) and returns their outcomes in order.
-pub async fn run_probes(
-    client: Client,
-    req: StreamRequest,
-    rate: f64,
-    opts: RecordOptions,
-    stop: Cancel,
-    cancel: Cancel,
-) -> Vec<ProbeOutcome> {
-    let interval = Duration::from_secs_f64(1.0 / rate);
-    let clock = client.clock().clone();
-    let mut out = Vec::new();
-    while !stop.is_cancelled() && !cancel.is_cancelled() {
-        let start = clock.raw();
-        let t = client.stream(&req, start, &mut NoopObserver, &cancel).await;
-        let rec = RequestRecord::from_timeline(&t, &clock, &opts, 1, 0);
-        out.push(if rec.is_success() {
-            rec.e2el_ns()
-        } else {
-            None
-        });
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = stop.cancelled() => break,
-        }
-    }
-    out
-}
 
 /// vLLM's probe keys, in its order; `None` when no probe succeeded (vLLM then adds none).
 pub fn stats(outcomes: &[ProbeOutcome]) -> Option<Vec<(String, Value)>> {

@@ -1,0 +1,255 @@
+//! Our own figures of a run, beside whatever a front end's tool reports: how prompts were
+//! counted, where input lengths came from, send and timer lag, the client's CPU time, which
+//! clock stamped the reads and how late the client woke up to them, the first message of each
+//! failure kind, and a stop's toll. A front end writes [`ours`] under its one extra key and may
+//! print [`stamps_line`] and [`one_read_line`]. Pure.
+
+use crate::analysis::stats::Summary;
+use crate::bench::engine::plan::Plan;
+use crate::bench::engine::run::Measured;
+use crate::timeline::{StampFallback, StampSource, Timeline};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// Why a request that ended cleanly still failed (the Python tools: "Never received a valid
+/// chunk to calculate TTFT").
+pub const NO_TOKEN_CHUNK: &str = "the stream ended without a chunk carrying choices";
+
+/// Longest server message kept per failure kind, in characters.
+pub const MESSAGE_MAX_CHARS: usize = 500;
+
+/// `{"status": 503 | null, "message": "..."}`: the first message of one failure kind, cut to
+/// [`MESSAGE_MAX_CHARS`] characters (never inside a character).
+pub fn failure_message(status: Option<u16>, message: &str) -> Value {
+    let cut = match message.char_indices().nth(MESSAGE_MAX_CHARS) {
+        Some((i, _)) => &message[..i],
+        None => message,
+    };
+    json!({"status": status, "message": cut})
+}
+
+fn lag_summary(ns: &[u64]) -> Value {
+    let ms: Vec<f64> = ns.iter().map(|&n| n as f64 / 1e6).collect();
+    let s = Summary::or_zero(&ms, &[50.0, 99.0]);
+    let max = ms.iter().copied().fold(0.0, f64::max);
+    json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max})
+}
+
+/// Which clock stamped the run's reads, and how late the client woke up to them.
+#[derive(Default)]
+pub struct StampSummary {
+    source: Option<StampSource>,
+    wakeup_us: Vec<f64>,
+    /// Token gaps, and those whose two tokens came in one read (see
+    /// [`Timeline::token_gaps_in_one_read`]).
+    gaps: u64,
+    gaps_in_one_read: u64,
+}
+
+impl StampSummary {
+    pub fn add(&mut self, tl: &Timeline) {
+        let s = tl.stamp_source();
+        self.source = Some(self.source.map_or(s, |a| a.combine(s)));
+        self.wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
+        let (same, gaps) = tl.token_gaps_in_one_read(0..u64::MAX);
+        self.gaps += gaps;
+        self.gaps_in_one_read += same;
+    }
+
+    /// `stamp_source` (`kernel`, `client_clock`, `mixed`), `stamp_fallback` (why any read used
+    /// the client's clock, or null) and `client_wakeup_us` {mean, p50, p99, max} over token
+    /// events with a kernel stamp (zeros without any).
+    pub fn write(&self, extras: &mut Value) {
+        let source = self
+            .source
+            .unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
+        extras["stamp_source"] = json!(source.as_str());
+        extras["stamp_fallback"] = json!(source.fallback().map(StampFallback::as_str));
+        let s = Summary::or_zero(&self.wakeup_us, &[50.0, 99.0]);
+        let max = self.wakeup_us.iter().copied().fold(0.0, f64::max);
+        extras["client_wakeup_us"] = json!({"mean": s.mean, "p50": s.percentiles[0].1, "p99": s.percentiles[1].1, "max": max});
+        extras["token_gaps_in_one_read"] = json!({
+            "count": self.gaps_in_one_read,
+            "of": self.gaps,
+            "percent": if self.gaps == 0 { 0.0 } else { 100.0 * self.gaps_in_one_read as f64 / self.gaps as f64 },
+        });
+    }
+}
+
+/// The console line for `token_gaps_in_one_read`, when any gap came in one read.
+pub fn one_read_line(x: &Value) -> Option<String> {
+    let g = &x["token_gaps_in_one_read"];
+    let count = g["count"].as_u64().filter(|&n| n > 0)?;
+    Some(format!(
+        "llmspeed: {count} of {} token gaps ({:.2}%) came in one read with the token before: they are 0 in ITL (the client fell behind, or the server wrote them together)",
+        g["of"].as_u64().unwrap_or(0),
+        g["percent"].as_f64().unwrap_or(0.0)
+    ))
+}
+
+/// The console line for the `stamp_source` and `client_wakeup_us` keys of `extras`.
+pub fn stamps_line(x: &Value) -> String {
+    let source = x["stamp_source"].as_str().unwrap_or("client_clock");
+    let why = x["stamp_fallback"]
+        .as_str()
+        .map_or(String::new(), |f| format!(" ({f})"));
+    if source == "client_clock" {
+        return format!(
+            "llmspeed: stamps client_clock{why}: each read stamped when the client woke up"
+        );
+    }
+    let w = &x["client_wakeup_us"];
+    let f = |k: &str| w[k].as_f64().unwrap_or(0.0);
+    format!(
+        "llmspeed: stamps {source}{why}: the client woke up {:.0} us p50, {:.0} us p99, {:.0} us max after the data arrived (not in the timings)",
+        f("p50"),
+        f("p99"),
+        f("max")
+    )
+}
+
+/// Our own figures of a measured run, as one JSON object (its keys sort: no order to keep).
+pub fn ours(plan: &Plan, m: &Measured) -> Value {
+    let mut sources: BTreeMap<&'static str, usize> = BTreeMap::new();
+    let (mut input_from_server, mut input_len_differs) = (0usize, 0usize);
+    let mut send_lag_ns = Vec::with_capacity(m.requests.len());
+    let mut stamps = StampSummary::default();
+    for f in &m.requests {
+        stamps.add(&f.timeline);
+        *sources
+            .entry(f.timeline.token_count_source.as_str())
+            .or_default() += 1;
+        send_lag_ns.push(f.send_lag_ns);
+        if f.input_len_from_server {
+            input_from_server += 1;
+            if f.input_len != m.samples[f.index].prompt_len {
+                input_len_differs += 1;
+            }
+        }
+    }
+    let (cpu_u, cpu_s) = (
+        m.client_cpu.user_ns as f64 / 1e9,
+        m.client_cpu.system_ns as f64 / 1e9,
+    );
+    let mut x = json!({
+        "version": crate::VERSION,
+        "latency_from": plan.latency_origin.as_str(),
+        "ttft_from": plan.ttft.as_str(),
+        "chat_end": plan.end.as_str(),
+        "prompt_token_counting": m.counting.as_str(),
+        "prompt_source": m.prompt_kind.as_str(),
+        "input_lens_from_server_usage": input_from_server,
+        "input_lens_differing_from_dataset": input_len_differs,
+        "token_count_source": sources,
+        "num_warmups": plan.num_warmups,
+        "send_lag_ms": lag_summary(&send_lag_ns),
+        "timer_lag_ms": lag_summary(&m.timer_lag_ns),
+        "client_cpu_user_s": cpu_u,
+        "client_cpu_sys_s": cpu_s,
+        "client_cpu_percent_of_one_core": if m.wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / m.wall_s } else { 0.0 },
+    });
+    stamps.write(&mut x);
+    x["preconnected"] = json!(m.preconnected);
+    if m.stopped {
+        x["interrupted"] = json!({
+            "signal": m.stop_reason,
+            "requests_planned": m.planned,
+            "requests_unsent": m.unsent,
+            "requests_cut": m.cut,
+        });
+    }
+    x["start_unix_ns"] = json!(m.start_unix_ns);
+    x["end_unix_ns"] = json!(m.start_unix_ns + m.duration_ns);
+    x
+}
+
+/// The log line of a run a stop ended early, `None` for a run that ran to its end.
+pub fn stop_line(m: &Measured) -> Option<String> {
+    m.stopped.then(|| {
+        format!(
+            "interrupted: {} requests cut short and {} never sent are left out of the figures",
+            m.cut, m.unsent
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamp_summary_writes_the_source_and_the_wakeup_figures() {
+        use crate::timeline::{Channel, EventRecord};
+        let mut kernel = Timeline::new(0, 4, false);
+        for (i, w) in [1_000u32, 3_000].into_iter().enumerate() {
+            kernel.events.push(EventRecord {
+                t: i as u64,
+                tokens: 1,
+                wakeup_ns: 0,
+                channel: Channel::Content,
+            });
+            kernel.note_read(None, w, i);
+        }
+        let mut x = json!({});
+        let mut s = StampSummary::default();
+        s.add(&kernel);
+        s.write(&mut x);
+        assert_eq!(x["stamp_source"], "kernel");
+        assert_eq!(x["stamp_fallback"], Value::Null);
+        assert_eq!(x["client_wakeup_us"]["max"], 3.0);
+        assert_eq!(x["client_wakeup_us"]["p50"], 2.0);
+        assert!(stamps_line(&x).contains("stamps kernel: the client woke up 2 us p50"));
+        // Stamps 0 and 1: one gap, timed apart.
+        assert_eq!(
+            x["token_gaps_in_one_read"],
+            json!({"count": 0, "of": 1, "percent": 0.0})
+        );
+        assert_eq!(one_read_line(&x), None);
+        let mut together = Timeline::new(0, 3, false);
+        for t in [5u64, 9, 9] {
+            together.events.push(EventRecord {
+                t,
+                tokens: 1,
+                wakeup_ns: 0,
+                channel: Channel::Content,
+            });
+        }
+        let mut s2 = StampSummary::default();
+        s2.add(&kernel);
+        s2.add(&together);
+        let mut z = json!({});
+        s2.write(&mut z);
+        assert_eq!(
+            z["token_gaps_in_one_read"],
+            json!({"count": 1, "of": 3, "percent": 100.0 / 3.0})
+        );
+        assert!(one_read_line(&z)
+            .unwrap()
+            .starts_with("llmspeed: 1 of 3 token gaps (33.33%) came in one read"));
+        // A TLS stream beside it: mixed, and why.
+        let mut tls = Timeline::new(0, 1, false);
+        tls.note_read(Some(StampFallback::Tls), 0, 0);
+        s.add(&tls);
+        s.write(&mut x);
+        assert_eq!(x["stamp_source"], "mixed");
+        assert_eq!(x["stamp_fallback"], "tls");
+        let mut only_tls = StampSummary::default();
+        only_tls.add(&tls);
+        let mut y = json!({});
+        only_tls.write(&mut y);
+        assert_eq!(
+            stamps_line(&y),
+            "llmspeed: stamps client_clock (tls): each read stamped when the client woke up"
+        );
+    }
+
+    #[test]
+    fn failure_messages_keep_the_status_and_at_most_500_characters() {
+        let long = "é".repeat(700);
+        let v = failure_message(Some(503), &long);
+        assert_eq!(v["status"], 503);
+        assert_eq!(v["message"].as_str().unwrap().chars().count(), 500);
+        let v = failure_message(None, "connection refused");
+        assert_eq!(v, json!({"status": null, "message": "connection refused"}));
+    }
+}

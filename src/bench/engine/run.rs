@@ -1,0 +1,740 @@
+//! The runner: one benchmark run from a [`Plan`] to per-request records. Ready check and model,
+//! prompts, warm-ups, the measured run on the schedule, then one [`Finished`] per request.
+//!
+//! Owns the one dispatch loop (generic over the schedule's offsets: `inf`, gamma arrivals,
+//! ramps and a trace's own timestamps are all just offsets), the concurrency slots, warm-ups,
+//! probes beside the run, and the client-side measurements the Python tools lack (send lag,
+//! timer lag, client CPU time). It must never parse server bytes (that is `net`/`proto`),
+//! compute a tool's metrics, or format results (those are the front ends'). Nothing here runs
+//! per token: each request is one spawned task around `Client::stream`.
+
+use crate::bench::engine::connect::{client_for, metrics_page, resolve_model};
+use crate::bench::engine::lora;
+use crate::bench::engine::plan::Plan;
+use crate::bench::engine::probe::{run_probes, ProbeOutcome};
+use crate::bench::engine::record::RequestRecord;
+use crate::bench::engine::samples::{load_samples, PromptKind, TokenCounting};
+use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
+use crate::clock::Clock;
+use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
+use crate::progress::{Event, Phase, Progress};
+use crate::server::diagnose;
+use crate::sys::CpuTime;
+use crate::timeline::{ErrorKind, Timeline};
+use crate::workload::datasets::{self, PromptSource, Sample};
+use bytes::Bytes;
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+pub use crate::bench::engine::error::RunError;
+
+/// Above this many prompt tokens in total, bodies are built just before each send instead of
+/// all up front (8K x 100K token-id prompts would need ~5 GB of JSON).
+const PREBUILD_MAX_TOKENS: u64 = 64 << 20;
+
+/// Everything a measured run produced, before any tool's metrics.
+#[derive(Debug)]
+pub struct Measured {
+    /// The model id: the plan's, else the first the server listed.
+    pub model: String,
+    /// The name requests carried (the served model name, else the model id).
+    pub request_model: String,
+    pub counting: TokenCounting,
+    pub prompt_kind: PromptKind,
+    /// The whole dataset, every shard's share included; a request's `index` points into it.
+    pub samples: Vec<Sample>,
+    /// Requests this run was to send (its shard's share).
+    pub planned: usize,
+    /// Every request that ran to its own end (success or the server's failure), by index.
+    pub requests: Vec<Finished>,
+    /// Requests a stop left unsent, and those it cut short: neither is the server's result.
+    pub unsent: usize,
+    pub cut: usize,
+    /// Whether a stop (`Cancel`) ended the run early, and its reason.
+    pub stopped: bool,
+    pub stop_reason: Option<&'static str>,
+    /// Scheduled send time -> the moment the dispatcher woke up, per dispatched request.
+    pub timer_lag_ns: Vec<u64>,
+    /// The clock's raw stamp of the run's start, the base of every record's times.
+    pub base_raw: u64,
+    /// Start -> the last request's end (and the probe in flight's).
+    pub duration_ns: u64,
+    /// The start on the wall clock (UTC), for merging shards run on other machines.
+    pub start_unix_ns: u64,
+    /// Wall time and the client's CPU time over the measured run.
+    pub wall_s: f64,
+    pub client_cpu: CpuTime,
+    /// Connections opened before the start (preconnect), `None` without it.
+    pub preconnected: Option<usize>,
+    /// The probes' outcomes, in order (empty without probes).
+    pub probes: Vec<ProbeOutcome>,
+    /// The server's `/metrics` page just before the first request and just after the last.
+    pub metrics_before: Option<String>,
+    pub metrics_after: Option<String>,
+    /// Why the server refused the run's first request with `400` and an empty body, when it did.
+    pub refusal: Option<diagnose::Cause>,
+}
+
+/// One request that ran to its own end.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its position in the dataset and the schedule: its request number.
+    pub index: usize,
+    /// Every event as it arrived, with its stamp and tokens (and the text when kept).
+    pub timeline: Timeline,
+    /// The timeline as a record under the plan's rules, times since [`Measured::base_raw`].
+    pub record: RequestRecord,
+    /// Wait for a concurrency slot.
+    pub queue_ns: u64,
+    /// Request start (scheduled, or slot granted) -> first byte written: timer lag, dispatch
+    /// and connecting.
+    pub send_lag_ns: u64,
+    /// The server's own count of the prompt (`usage.prompt_tokens`) when it reports one, else
+    /// the dataset's length.
+    pub input_len: u64,
+    pub input_len_from_server: bool,
+}
+
+/// Runs one benchmark as `plan` says and returns its per-request records.
+///
+/// This is the engine's one entry point. A front end maps its tool's flags to a [`Plan`]
+/// (its own request bodies through [`Plan::bodies`]), calls `run`, and turns the returned
+/// [`Measured`] into its tool's figures and files: each [`Finished`] carries the request's
+/// [`RequestRecord`] (start, counted event times, output and input tokens, failure) and its
+/// whole [`Timeline`] (every event's stamp and tokens, generated text when
+/// [`Plan::keep_text`], status and error) for definitions of its own; [`Measured::duration_ns`]
+/// is the run's duration. Our own figures are `figures::ours`.
+///
+/// Progress lines go to `log`, completed requests to `progress`. Cancelling `cancel` (Ctrl-C)
+/// stops dispatching, ends the requests in flight, and still returns what was measured.
+pub async fn run(
+    plan: &Plan,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<Measured, RunError> {
+    let client = client_for(plan, clock.clone())?;
+    let model = resolve_model(plan, &client, log).await?;
+    let request_model = plan
+        .served_model_name
+        .clone()
+        .unwrap_or_else(|| model.clone());
+    let (samples, counting, prompt_kind) = load_samples(plan, &client, &request_model, log).await?;
+    if counting == TokenCounting::Estimate {
+        let _ = writeln!(
+            log,
+            "note: the server has no /tokenize; prompt lengths are estimated as bytes/4"
+        );
+    }
+    let requests = Requests::new(plan, &request_model, samples.len());
+    warm_up(plan, &client, &requests, &samples, cancel, log).await?;
+    let mut order = Order::new(plan, &samples, &requests, log)?;
+    let preconnected = preconnect(plan, &client, order.chosen.len(), log).await?;
+    announce(plan, &request_model, order.chosen.len(), log, progress);
+    // The server's counters just before the first request...
+    let metrics_before = metrics_page(&client).await;
+    // ...and one-token probes beside the run, outside the concurrency cap.
+    let probes = Probes::start(plan, &client, &requests, cancel, log)?;
+    let sent = dispatch(
+        plan, &client, &requests, &samples, &mut order, cancel, log, progress,
+    )
+    .await?;
+    // The probe in flight finishes, then the duration ends.
+    let probes = probes.finish().await?;
+    let end_raw = clock.raw();
+    let wall_s = sent.wall0.elapsed().as_secs_f64();
+    let cpu1 = crate::sys::client_cpu().unwrap_or_default();
+    let metrics_after = metrics_page(&client).await;
+    let refusal = first_refusal(&client, &order.chosen, &sent.done, |i| {
+        requests.make(&samples[i], Some(i), &mut Vec::new())
+    })
+    .await?;
+    let (finished, unsent, cut) = finish(plan, &clock, sent.base_raw, &samples, sent.done);
+    Ok(Measured {
+        model,
+        request_model,
+        counting,
+        prompt_kind,
+        planned: order.chosen.len(),
+        unsent: unsent + order.chosen.len() - sent.dispatched,
+        cut,
+        stopped: cancel.is_cancelled(),
+        stop_reason: cancel.reason(),
+        requests: finished,
+        samples,
+        timer_lag_ns: sent.timer_lag_ns,
+        base_raw: sent.base_raw,
+        duration_ns: clock.delta_ns(sent.base_raw, end_raw),
+        start_unix_ns: sent.start_unix_ns,
+        wall_s,
+        client_cpu: cpu1.since(sent.cpu0),
+        preconnected,
+        probes,
+        metrics_before,
+        metrics_after,
+        refusal,
+    })
+}
+
+/// Builds the stream request of a sample.
+struct Requests<'a> {
+    plan: &'a Plan,
+    model: &'a str,
+    /// Benchmark request i names adapter `lora[i]`; warm-ups and probes keep the model.
+    lora: Vec<usize>,
+}
+
+impl<'a> Requests<'a> {
+    fn new(plan: &'a Plan, model: &'a str, n: usize) -> Self {
+        let lora = lora::assign(
+            plan.lora_modules.len(),
+            plan.lora_assignment,
+            n,
+            plan.dataset.seed,
+        );
+        Requests { plan, model, lora }
+    }
+
+    /// `index` is the sample's position, which names the request; warm-ups are not benchmark
+    /// requests and carry no id.
+    fn make(
+        &self,
+        s: &Sample,
+        index: Option<usize>,
+        ids: &mut Vec<u32>,
+    ) -> Result<StreamRequest, RunError> {
+        let model = match index.and_then(|i| self.lora.get(i)) {
+            Some(&k) => self.plan.lora_modules[k].as_str(),
+            None => self.model,
+        };
+        let body = self.plan.bodies.request_body(s, model, ids);
+        Ok(StreamRequest {
+            path: self.plan.endpoint.clone(),
+            body: Bytes::from(body.map_err(RunError::Setup)?),
+            dialect: self.plan.dialect,
+            expected_events: s.output_len as usize + 8,
+            keep_text: Some(self.plan.keep_text),
+            request_id: index.map(|i| self.plan.request_ids.request(i)),
+        })
+    }
+}
+
+/// The warm-up requests, at most the concurrency cap at once; their failures are logged, never
+/// counted.
+async fn warm_up(
+    plan: &Plan,
+    client: &Client,
+    requests: &Requests<'_>,
+    samples: &[Sample],
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let rules = &plan.warmup;
+    if plan.num_warmups > 0 {
+        let _ = writeln!(log, "warming up with {} request(s)", plan.num_warmups);
+        let slots = Arc::new(Semaphore::new(match rules.repeat_first {
+            true => plan.num_warmups,
+            false => plan.max_concurrency.unwrap_or(plan.num_warmups),
+        }));
+        let mut ids = Vec::new();
+        let mut set = JoinSet::new();
+        for i in 0..plan.num_warmups {
+            let k = if rules.repeat_first {
+                0
+            } else {
+                i % samples.len()
+            };
+            let mut s = samples[k].clone();
+            if let Some(m) = rules.max_output {
+                s.output_len = s.output_len.min(m);
+            }
+            let req = requests.make(&s, None, &mut ids)?;
+            let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+            set.spawn(async move {
+                let _permit = slots.acquire_owned().await;
+                let start = c.clock().raw();
+                c.stream(&req, start, &mut NoopObserver, &cancel).await
+            });
+        }
+        let (mut ok, mut first_error) = (false, None);
+        while let Some(r) = set.join_next().await {
+            if let Ok(t) = r {
+                match &t.outcome {
+                    Ok(()) => ok = true,
+                    Err(e) => {
+                        let _ = writeln!(log, "warm-up request failed: {e}");
+                        first_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+        if rules.must_succeed && !ok {
+            return Err(RunError::Setup(format!(
+                "every warm-up request failed: {}",
+                first_error.unwrap_or_default()
+            )));
+        }
+    }
+    if let Some(path) = &rules.then_post {
+        match client.post_json(path, b"").await {
+            Ok(r) if r.is_success() => {}
+            Ok(r) => {
+                let _ = writeln!(log, "note: POST {path} answered HTTP {}", r.status);
+            }
+            Err(e) => {
+                let _ = writeln!(log, "note: POST {path} failed: {e}");
+            }
+        }
+    }
+    if !rules.settle.is_zero() {
+        tokio::time::sleep(rules.settle).await;
+    }
+    Ok(())
+}
+
+/// Which requests this run sends, when, and their bodies when they fit in memory.
+struct Order {
+    /// Send offset of every sample (the whole run's schedule).
+    offsets: Vec<u64>,
+    /// The samples this run sends, ascending: all of them, or a shard's share.
+    chosen: Vec<usize>,
+    /// The chosen requests built ahead, or empty when they are built just before each send.
+    prebuilt: Vec<StreamRequest>,
+}
+
+impl Order {
+    fn new(
+        plan: &Plan,
+        samples: &[Sample],
+        requests: &Requests<'_>,
+        log: &mut (dyn Write + Send),
+    ) -> Result<Order, RunError> {
+        let offsets = if plan.self_timed {
+            self_timed_offsets(plan, samples.len())?
+        } else {
+            plan.schedule
+                .offsets_ns(samples.len())
+                .map_err(|e| RunError::Setup(e.to_string()))?
+        };
+        // A shard: the whole dataset and schedule were built above, so the requests kept here
+        // carry their single-run index (request id) and send offset.
+        let chosen: Vec<usize> = match plan.shard {
+            Some(sh) => sh.indices(samples.len()),
+            None => (0..samples.len()).collect(),
+        };
+        let total_tokens: u64 = chosen.iter().map(|&i| samples[i].prompt_len).sum();
+        let mut prebuilt = Vec::new();
+        if total_tokens <= PREBUILD_MAX_TOKENS {
+            let mut ids = Vec::new();
+            for &i in &chosen {
+                prebuilt.push(requests.make(&samples[i], Some(i), &mut ids)?);
+            }
+        }
+        if let Some(sh) = plan.shard {
+            let _ = writeln!(
+                log,
+                "shard {sh}: {} of the run's {} requests",
+                chosen.len(),
+                samples.len()
+            );
+        }
+        Ok(Order {
+            offsets,
+            chosen,
+            prebuilt,
+        })
+    }
+}
+
+/// A trace dataset's own send offsets (the same rows the dataset was built from).
+fn self_timed_offsets(plan: &Plan, n: usize) -> Result<Vec<u64>, RunError> {
+    let path = plan
+        .dataset
+        .path
+        .as_deref()
+        .ok_or(datasets::DatasetError::NoPath("timed_trace"))?;
+    let rows = crate::workload::trace::read(path, &plan.dataset.trace, n)?;
+    if rows.len() != n {
+        return Err(RunError::Setup(format!(
+            "the trace changed while it was read: {} rows, then {n}",
+            rows.len()
+        )));
+    }
+    Ok(crate::workload::trace::offsets_ns(&rows))
+}
+
+/// Opens the connections the run will hold at once before its start, when the plan asks.
+async fn preconnect(
+    plan: &Plan,
+    client: &Client,
+    requests: usize,
+    log: &mut (dyn Write + Send),
+) -> Result<Option<usize>, RunError> {
+    if !plan.preconnect {
+        return Ok(None);
+    }
+    let n = requests
+        .min(plan.max_concurrency.unwrap_or(usize::MAX))
+        .min(client.config().max_idle);
+    let idle = client
+        .preconnect(n)
+        .await
+        .map_err(|e| RunError::Setup(format!("--preconnect: {e}")))?;
+    let _ = writeln!(
+        log,
+        "--preconnect: {idle} connections open before the start"
+    );
+    Ok(Some(idle))
+}
+
+/// The run's first log line and its size for the progress display.
+fn announce(
+    plan: &Plan,
+    model: &str,
+    requests: usize,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) {
+    let rate = plan.schedule.rate;
+    let _ = writeln!(
+        log,
+        "sending {requests} requests to {}{} (model {model}, rate {}, max concurrency {})",
+        plan.base_url,
+        plan.endpoint,
+        // Python's `str(float)`, as the tools print it: `inf`, `10.0`.
+        if rate.is_infinite() {
+            "inf".to_string()
+        } else if rate.fract() == 0.0 && rate.abs() < 1e16 {
+            format!("{rate:.1}")
+        } else {
+            format!("{rate}")
+        },
+        plan.max_concurrency
+            .map(|n| n.to_string())
+            .unwrap_or_else(|| "none".into())
+    );
+    progress.event(&Event::Start {
+        total: requests as u64,
+        done: 0,
+        estimate_s: 0.0,
+    });
+    progress.event(&Event::Phase {
+        step: plan.progress_step,
+        phase: Phase::Requests,
+    });
+}
+
+/// The probe loop beside the run, when the plan asks for probes.
+struct Probes {
+    task: Option<tokio::task::JoinHandle<Vec<ProbeOutcome>>>,
+    stop: Cancel,
+}
+
+impl Probes {
+    fn start(
+        plan: &Plan,
+        client: &Client,
+        requests: &Requests<'_>,
+        cancel: &Cancel,
+        log: &mut (dyn Write + Send),
+    ) -> Result<Probes, RunError> {
+        let stop = Cancel::new();
+        if plan.probe_request_rate <= 0.0 {
+            return Ok(Probes { task: None, stop });
+        }
+        let _ = writeln!(log, "probe request rate: {} req/s", plan.probe_request_rate);
+        let hi = Sample {
+            prompt: PromptSource::Text("Hi".into()),
+            prompt_len: 1,
+            output_len: 1,
+        };
+        let mut req = requests.make(&hi, None, &mut Vec::new())?;
+        req.expected_events = 9;
+        req.keep_text = Some(false);
+        let opts = plan.record_options(client.clock().raw());
+        let task = tokio::spawn(run_probes(
+            client.clone(),
+            req,
+            plan.probe_request_rate,
+            opts,
+            stop.clone(),
+            cancel.clone(),
+        ));
+        Ok(Probes {
+            task: Some(task),
+            stop,
+        })
+    }
+
+    /// Stops the loop; the probe in flight finishes first.
+    async fn finish(self) -> Result<Vec<ProbeOutcome>, RunError> {
+        self.stop.cancel();
+        match self.task {
+            Some(h) => h
+                .await
+                .map_err(|e| RunError::Setup(format!("the probe task failed: {e}"))),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// What one request task hands back.
+struct Done {
+    index: usize,
+    timeline: Timeline,
+    queue_ns: u64,
+    send_lag_ns: u64,
+}
+
+/// What the dispatch loop leaves.
+struct Sent {
+    /// By sample index; `None` for a sample not sent.
+    done: Vec<Option<Done>>,
+    dispatched: usize,
+    timer_lag_ns: Vec<u64>,
+    base_raw: u64,
+    start_unix_ns: u64,
+    wall0: Instant,
+    cpu0: CpuTime,
+}
+
+/// Sends every chosen request at its offset from the start (taking the prebuilt ones out of
+/// `order`) and waits for them all. Measuring starts here: the Python tools' "just before the
+/// first dispatch".
+#[allow(clippy::too_many_arguments)]
+async fn dispatch(
+    plan: &Plan,
+    client: &Client,
+    requests: &Requests<'_>,
+    samples: &[Sample],
+    order: &mut Order,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<Sent, RunError> {
+    let clock = client.clock().clone();
+    let slots = plan.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
+    let mut timer_lag_ns = Vec::with_capacity(order.chosen.len());
+    let mut set: JoinSet<Done> = JoinSet::new();
+    if let Some(at) = plan.start_at_unix_ns {
+        wait_for_wall_clock(at, log).await;
+    }
+    let cpu0 = crate::sys::client_cpu().unwrap_or_default();
+    let wall0 = Instant::now();
+    let base_raw = clock.raw();
+    let start_unix_ns = unix_ns(SystemTime::now());
+    let base_instant = tokio::time::Instant::now();
+    let mut prebuilt = std::mem::take(&mut order.prebuilt).into_iter();
+    let mut ids = Vec::new();
+    for (sent, &i) in order.chosen.iter().enumerate() {
+        let req = match prebuilt.next() {
+            Some(r) => r,
+            None => requests.make(&samples[i], Some(i), &mut ids)?,
+        };
+        let off = order.offsets[i];
+        let scheduled = clock.add_ns(base_raw, off);
+        if off > 0 {
+            // A stop must not wait for the next send time (minutes apart at a low rate).
+            tokio::select! {
+                _ = wait_until(&clock, base_instant, off, scheduled) => {}
+                _ = cancel.cancelled() => {}
+            }
+        }
+        if cancel.is_cancelled() {
+            let _ = writeln!(
+                log,
+                "interrupted: {sent} of {} requests were dispatched",
+                order.chosen.len()
+            );
+            break;
+        }
+        timer_lag_ns.push(clock.delta_ns(scheduled, clock.raw()));
+        set.spawn(one_request(
+            client.clone(),
+            slots.clone(),
+            cancel.clone(),
+            req,
+            i,
+            scheduled,
+        ));
+    }
+    let dispatched = set.len();
+    let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
+    while let Some(r) = set.join_next().await {
+        let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
+        let i = d.index;
+        done[i] = Some(d);
+        progress.event(&Event::StepDone { estimate_s: 0.0 });
+    }
+    Ok(Sent {
+        done,
+        dispatched,
+        timer_lag_ns,
+        base_raw,
+        start_unix_ns,
+        wall0,
+        cpu0,
+    })
+}
+
+/// One request's task: its slot, then its stream.
+async fn one_request(
+    c: Client,
+    slots: Option<Arc<Semaphore>>,
+    cancel: Cancel,
+    req: StreamRequest,
+    index: usize,
+    scheduled: u64,
+) -> Done {
+    let _permit = match &slots {
+        Some(s) => s.clone().acquire_owned().await.ok(),
+        None => None,
+    };
+    let clock = c.clock().clone();
+    // With a concurrency limit, the request's own clock starts when it gets a slot; the wait
+    // is queue time, reported separately (the Python tools' split).
+    let (intended, queue_ns) = if slots.is_some() {
+        let now = clock.raw();
+        (now.max(scheduled), clock.delta_ns(scheduled, now))
+    } else {
+        (scheduled, 0)
+    };
+    let timeline = c.stream(&req, intended, &mut NoopObserver, &cancel).await;
+    // Lag behind the request's own start (the slot wait is queue time, not lag).
+    let send_lag_ns = timeline
+        .send_start
+        .map(|t| clock.delta_ns(intended, t))
+        .unwrap_or(0);
+    Done {
+        index,
+        timeline,
+        queue_ns,
+        send_lag_ns,
+    }
+}
+
+/// A server that refuses the run's first request with `400` and an empty body says nothing
+/// about why: the checks of `server::diagnose` find the cause.
+async fn first_refusal(
+    client: &Client,
+    chosen: &[usize],
+    done: &[Option<Done>],
+    rebuild: impl FnOnce(usize) -> Result<StreamRequest, RunError>,
+) -> Result<Option<diagnose::Cause>, RunError> {
+    let Some(&first) = chosen.first() else {
+        return Ok(None);
+    };
+    match done.get(first).and_then(Option::as_ref) {
+        Some(d) if diagnose::is_empty_400(&d.timeline) => {
+            let req = rebuild(first)?;
+            Ok(Some(diagnose::empty_400(client, &req).await))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// How a stop left a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StopFate {
+    /// It ran to its own end (success or the server's failure).
+    Ran,
+    /// Cancelled before its first byte was written: never a request.
+    Unsent,
+    /// Sent, then cut short by the stop: not the server's failure.
+    Cut,
+}
+
+/// Only our own cancel (the stop) ends a request as `cancelled`.
+fn stop_fate(t: &Timeline) -> StopFate {
+    match &t.outcome {
+        Err(e) if e.kind == ErrorKind::Cancelled => match t.send_start {
+            None => StopFate::Unsent,
+            Some(_) => StopFate::Cut,
+        },
+        _ => StopFate::Ran,
+    }
+}
+
+/// The requests that ran, as records, in sample order; and how many a stop left unsent or cut
+/// (counted apart, never as completed or failed).
+fn finish(
+    plan: &Plan,
+    clock: &Clock,
+    base_raw: u64,
+    samples: &[Sample],
+    done: Vec<Option<Done>>,
+) -> (Vec<Finished>, usize, usize) {
+    let opts = plan.record_options(base_raw);
+    let mut out = Vec::with_capacity(samples.len());
+    let (mut unsent, mut cut) = (0usize, 0usize);
+    for (s, d) in samples.iter().zip(done) {
+        let Some(d) = d else { continue };
+        match stop_fate(&d.timeline) {
+            StopFate::Ran => {}
+            StopFate::Unsent => {
+                unsent += 1;
+                continue;
+            }
+            StopFate::Cut => {
+                cut += 1;
+                continue;
+            }
+        }
+        // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
+        // when it reports one, else the dataset's length.
+        let server_len = d.timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
+        let input_len = server_len.unwrap_or(s.prompt_len);
+        let record = RequestRecord::from_timeline(&d.timeline, clock, &opts, input_len, d.queue_ns);
+        out.push(Finished {
+            index: d.index,
+            timeline: d.timeline,
+            record,
+            queue_ns: d.queue_ns,
+            send_lag_ns: d.send_lag_ns,
+            input_len,
+            input_len_from_server: server_len.is_some(),
+        });
+    }
+    (out, unsent, cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_leaves_requests_unsent_or_cut_and_nothing_else_changes() {
+        use crate::timeline::RequestError;
+        let tl = |sent: bool, kind: Option<ErrorKind>| {
+            let mut t = Timeline::new(0, 1, false);
+            t.send_start = sent.then_some(5);
+            t.outcome = match kind {
+                Some(k) => Err(RequestError::new(k, "x")),
+                None => Ok(()),
+            };
+            t
+        };
+        assert_eq!(
+            stop_fate(&tl(false, Some(ErrorKind::Cancelled))),
+            StopFate::Unsent
+        );
+        assert_eq!(
+            stop_fate(&tl(true, Some(ErrorKind::Cancelled))),
+            StopFate::Cut
+        );
+        assert_eq!(stop_fate(&tl(true, None)), StopFate::Ran);
+        // The server's own failures stay failures, sent or not (a refused connection).
+        assert_eq!(
+            stop_fate(&tl(false, Some(ErrorKind::Connect))),
+            StopFate::Ran
+        );
+        assert_eq!(
+            stop_fate(&tl(true, Some(ErrorKind::HttpStatus))),
+            StopFate::Ran
+        );
+    }
+}

@@ -1,0 +1,309 @@
+//! The run's prompts: the dataset loaded and sized in tokens the way the server counts them.
+//! Texts are measured with a local tokenizer or the server's verified `/tokenize`; token-id
+//! prompts stay inside the server's vocabulary and are sent as ids only where the server was
+//! seen to accept them, else turned into text (through `/detokenize` on a chat endpoint, or
+//! natural text of a measured length).
+//!
+//! Owns token counting and prompt preparation before the measured run; it must never run during
+//! it (it calls the server and blocks a thread per dataset).
+
+use crate::bench::engine::error::RunError;
+use crate::bench::engine::plan::Plan;
+use crate::net::{Client, Dialect};
+use crate::server::probe::token_id_range;
+use crate::server::{collect, detect, Overrides, TokenizeDialect};
+use crate::workload::datasets::{self, PromptSource, Sample};
+use crate::workload::tokenizer::LocalTokenizer;
+use serde_json::json;
+use std::io::Write;
+
+/// How text prompts were measured in tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenCounting {
+    /// Token-id prompts: exact by construction.
+    Exact,
+    /// The server's `/tokenize`, in the dialect the probe verified.
+    Server(TokenizeDialect),
+    /// No `/tokenize`: bytes / 4.
+    Estimate,
+    /// `--tokenizer`: a local tokenizer.json.
+    Local,
+    /// Neither: each request's input length is the `usage.prompt_tokens` the server returned.
+    Usage,
+}
+
+impl TokenCounting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenCounting::Exact => "exact",
+            TokenCounting::Server(_) => "server_tokenize",
+            TokenCounting::Estimate => "estimate_bytes_div_4",
+            TokenCounting::Local => "local_tokenizer",
+            TokenCounting::Usage => "usage_prompt_tokens",
+        }
+    }
+}
+
+/// What the prompts sent were.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PromptKind {
+    /// Token ids, within the server's vocabulary.
+    TokenIds,
+    /// Token ids turned into text by the server's `/detokenize` (chat endpoint).
+    Detokenized,
+    /// Token-id datasets sent as natural text of a measured length (ids could not be used).
+    Text,
+    /// The dataset's own texts (sharegpt, sonnet, custom).
+    DatasetText,
+}
+
+impl PromptKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptKind::TokenIds => "token_ids",
+            PromptKind::Detokenized => "detokenized_token_ids",
+            PromptKind::Text => "text",
+            PromptKind::DatasetText => "dataset_text",
+        }
+    }
+}
+
+/// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
+/// tokens where the dialect has the switch, as before).
+pub async fn server_count(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    text: &str,
+) -> Result<u64, String> {
+    let mut body = dialect.text_body(model, text);
+    for k in ["add_special_tokens", "add_special"] {
+        if let Some(v) = body.get_mut(k) {
+            *v = json!(false);
+        }
+    }
+    crate::server::probe::tokenize_count(client, dialect, &body).await
+}
+
+/// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint), in the
+/// verified dialect's shape.
+async fn detokenize(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    ids: &[u32],
+) -> Result<String, String> {
+    let body = dialect
+        .detokenize_body(model, ids)
+        .ok_or_else(|| format!("no /detokenize in the {} dialect", dialect.as_str()))?
+        .to_string();
+    let path = dialect.detokenize_path();
+    let r = client
+        .post_json(path, body.as_bytes())
+        .await
+        .map_err(|e| format!("POST {path}: {e}"))?;
+    if !r.is_success() {
+        return Err(format!(
+            "POST {path} answered HTTP {}: {}",
+            r.status,
+            r.error_message()
+        ));
+    }
+    dialect.parse_detokenized(&r.body)
+}
+
+/// The `--tokenizer` to count with locally: a path (which must load), or a model id found in the
+/// local Hugging Face cache. `None` when there is none to use: no flag, a build without the
+/// `hf-tokenizer` feature, or a hub id not in the cache (the Python tools' flag names a hub id,
+/// so that is the common case, and the server counts).
+pub fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunError> {
+    let Some(spec) = spec else { return Ok(None) };
+    if !LocalTokenizer::AVAILABLE {
+        return Ok(None);
+    }
+    match crate::workload::tokenizer::resolve(spec) {
+        Ok(path) => LocalTokenizer::load_file(&path)
+            .map(Some)
+            .map_err(|e| RunError::Setup(e.to_string())),
+        Err(e) if std::path::Path::new(spec).exists() => Err(RunError::Setup(e.to_string())),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Loads the dataset. Texts are measured with `--tokenizer` or the server's verified
+/// `/tokenize`. Token ids stay inside the server's vocabulary and are sent only where the probe
+/// saw the server accept ids from both ends of that range; on the chat endpoint they become
+/// text through the server's `/detokenize`. Where ids cannot be used, prompts are natural text
+/// sized by the same counters, or by each request's `usage.prompt_tokens` when there is none.
+pub async fn load_samples(
+    plan: &Plan,
+    client: &Client,
+    model: &str,
+    log: &mut (dyn Write + Send),
+) -> Result<(Vec<Sample>, TokenCounting, PromptKind), RunError> {
+    use crate::workload::datasets::DatasetKind;
+    let collected = collect(client, Some(model))
+        .await
+        .map_err(RunError::Setup)?;
+    let info = detect(&collected, &Overrides::default());
+    let ids_dataset = matches!(
+        plan.dataset.kind,
+        DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::TimedTrace
+    );
+    let local = local_tokenizer(plan.tokenizer.as_deref())?;
+    let dialect = info.tokenize.map(|t| t.dialect);
+    if let (None, Some(e)) = (dialect, &info.tokenize_error) {
+        let _ = writeln!(log, "note: the server's /tokenize failed: {e}");
+    }
+    let counter = match (&local, dialect) {
+        (Some(_), _) => Some(TokenCounting::Local),
+        (None, Some(d)) => Some(TokenCounting::Server(d)),
+        (None, None) => None,
+    };
+    let mut dcfg = plan.dataset.clone();
+    if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
+        dcfg.ids = r;
+    }
+    let handle = tokio::runtime::Handle::current();
+    let count_with = {
+        let (client, model) = (client.clone(), model.to_string());
+        move |how: TokenCounting, t: &str| -> Result<u64, String> {
+            match how {
+                TokenCounting::Server(d) => handle.block_on(server_count(&client, d, &model, t)),
+                TokenCounting::Local => match &local {
+                    Some(tok) => tok.count(t).map_err(|e| e.to_string()),
+                    None => Err("no local tokenizer loaded".to_string()),
+                },
+                _ => Ok(datasets::estimate_tokens(t)),
+            }
+        }
+    };
+    // TGI's /generate_stream takes text only, as the chat endpoint does.
+    let chat = plan.chat || plan.dialect == Dialect::Tgi;
+    let ids_ok = !chat && info.token_ids == Some(true);
+    // Dataset loading is synchronous; its token counter calls back into the runtime from a
+    // blocking thread (only before the measured run).
+    let (mut samples, count_with) = tokio::task::spawn_blocking(move || {
+        let how = counter.unwrap_or(TokenCounting::Estimate);
+        let mut count = |t: &str| count_with(how, t);
+        datasets::load(&dcfg, &mut count).map(|s| (s, count_with))
+    })
+    .await
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
+    if !ids_dataset {
+        return Ok((
+            samples,
+            counter.unwrap_or(TokenCounting::Estimate),
+            PromptKind::DatasetText,
+        ));
+    }
+    if ids_ok {
+        return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
+    }
+    if chat {
+        if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
+            match detokenize_all(client, d, model, &mut samples).await {
+                Ok(()) => return Ok((samples, TokenCounting::Exact, PromptKind::Detokenized)),
+                Err(e) => {
+                    let _ = writeln!(
+                        log,
+                        "note: {e}; sending natural text of a measured length instead"
+                    );
+                }
+            }
+        }
+    }
+    let why = if chat {
+        "the chat endpoint takes no token ids"
+    } else {
+        "the server did not accept token ids from the range probed"
+    };
+    let seed = plan.dataset.seed;
+    let counting = counter.unwrap_or(TokenCounting::Usage);
+    let _ = writeln!(
+        log,
+        "note: {why}; prompts are natural text sized by {}",
+        counting.as_str()
+    );
+    let samples = tokio::task::spawn_blocking(move || {
+        let mut count = |t: &str| count_with(counting, t);
+        let c: Option<&mut datasets::TokenCounter<'_>> = match counting {
+            TokenCounting::Usage => None,
+            _ => Some(&mut count),
+        };
+        datasets::to_text(&mut samples, seed, c).map(|()| samples)
+    })
+    .await
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
+    Ok((samples, counting, PromptKind::Text))
+}
+
+/// Every token-id prompt through `/detokenize`, fitted to its length ([`fit_detokenized`]);
+/// all or nothing (the first failure is the error, and the samples are left as they were).
+async fn detokenize_all(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    samples: &mut [Sample],
+) -> Result<(), String> {
+    let mut ids = Vec::new();
+    let mut texts = Vec::with_capacity(samples.len());
+    for s in samples.iter() {
+        ids.clear();
+        texts.push(if s.write_ids(&mut ids) {
+            Some(fit_detokenized(client, dialect, model, &mut ids, s.prompt_len).await?)
+        } else {
+            None
+        });
+    }
+    for (s, t) in samples.iter_mut().zip(texts) {
+        if let Some((text, len)) = t {
+            s.prompt = PromptSource::Text(text);
+            s.prompt_len = len;
+        }
+    }
+    Ok(())
+}
+
+/// Rounds of fitting a detokenized prompt to its length, as vLLM's
+/// `gen_prompt_decode_to_target_len` does.
+const FIT_ROUNDS: usize = 10;
+
+/// The text of `ids` that the server counts (without special tokens) as `target` tokens, and
+/// its count. Random ids rarely come back as many tokens once decoded: on a byte-level BPE
+/// vocabulary 200 random ids re-tokenize as about 240 (pieces merge across id boundaries, bytes
+/// that are not valid UTF-8 alone are replaced). Ids are dropped from the end, or the sample's
+/// own ids appended again, until the count is the target; after [`FIT_ROUNDS`] the closest text
+/// is kept with its true count (as vLLM keeps its mismatch).
+async fn fit_detokenized(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    ids: &mut Vec<u32>,
+    target: u64,
+) -> Result<(String, u64), String> {
+    let pool = ids.clone();
+    let mut best: Option<(String, u64)> = None;
+    for _ in 0..FIT_ROUNDS {
+        let text = detokenize(client, dialect, model, ids).await?;
+        let n = server_count(client, dialect, model, &text).await?;
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| n.abs_diff(target) < b.abs_diff(target))
+        {
+            best = Some((text, n));
+        }
+        if n == target || pool.is_empty() {
+            break;
+        }
+        if n > target {
+            let keep = ids.len().saturating_sub((n - target) as usize).max(1);
+            ids.truncate(keep);
+        } else {
+            for _ in 0..target - n {
+                ids.push(pool[ids.len() % pool.len()]);
+            }
+        }
+    }
+    best.ok_or_else(|| "no /detokenize round ran".to_string())
+}

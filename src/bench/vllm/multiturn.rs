@@ -1,0 +1,365 @@
+//! `--multi-turn` (vllm-bench's): synthetic or ShareGPT conversations sent turn after turn on
+//! the chat endpoint, each turn's `messages` carrying the conversation so far (the user
+//! messages and the answers the server actually generated), with figures over all turns and per
+//! turn in vllm-bench's result shape (`mode: "multi_turn"`, `per_turn`).
+//!
+//! Owns the conversation loop (one task per conversation, at most `--multi-turn-concurrency`
+//! requests in flight, `--multi-turn-delay-ms` of think time between turns, a conversation
+//! stops at its first failed turn) and the result JSON. The conversations themselves are
+//! `bench::engine::conversation`; figures are `bench::vllm::metrics` over the turns' records. Nothing here
+//! runs per token.
+
+use crate::bench::engine::connect::{client_for, resolve_model};
+use crate::bench::engine::conversation::{generate, messages, sharegpt, MultiTurnConfig};
+use crate::bench::engine::error::RunError;
+use crate::bench::engine::lora;
+use crate::bench::engine::record::{
+    LatencyOrigin, RecordOptions, RequestEnd, RequestRecord, TtftPredicate,
+};
+use crate::bench::vllm::args::ServeConfig;
+use crate::bench::vllm::metrics::{compute, metric_values, BenchMetrics, MetricsConfig};
+use crate::bench::vllm::{plan, spec_decode};
+use crate::clock::Clock;
+use crate::net::{Cancel, NoopObserver, StreamRequest};
+use crate::workload::datasets::DatasetKind;
+use bytes::Bytes;
+use serde_json::{json, Map, Value};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// One finished turn.
+struct TurnDone {
+    turn: usize,
+    record: RequestRecord,
+}
+
+/// One finished conversation.
+struct ConvDone {
+    turns: Vec<TurnDone>,
+    all_success: bool,
+    duration_ns: u64,
+}
+
+/// Runs the multi-turn benchmark and returns its result JSON (also printed to `out` as a
+/// short summary).
+pub async fn run(
+    cfg: &ServeConfig,
+    mt: &MultiTurnConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    out: &mut (dyn Write + Send),
+) -> Result<Value, RunError> {
+    if !cfg.backend.is_chat() {
+        return Err(RunError::Setup(
+            "--multi-turn sends conversations: use --backend openai-chat".into(),
+        ));
+    }
+    let plan = plan::of(cfg);
+    let client = client_for(&plan, clock.clone())?;
+    let model = resolve_model(&plan, &client, log).await?;
+    let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
+    let d = &cfg.dataset;
+    let convs = match (&d.kind, &d.path) {
+        (DatasetKind::ShareGpt, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?;
+            // ShareGPT only consumes a cap on turns: 0 is every turn of the file.
+            let cap = (mt.max_turns > 0).then_some(mt.max_turns);
+            sharegpt(
+                &text,
+                d.num_prompts,
+                d.sharegpt_output_len,
+                cap,
+                d.seed,
+                cfg.request_ids.prefix(),
+            )
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?
+        }
+        _ => generate(
+            mt,
+            d.num_prompts,
+            d.random_input_len,
+            d.random_output_len,
+            d.random_prefix_len,
+            d.seed,
+            cfg.request_ids.prefix(),
+        ),
+    };
+    let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
+    let concurrency = mt
+        .concurrency
+        .or(cfg.max_concurrency)
+        .unwrap_or(convs.len())
+        .max(1);
+    let _ = writeln!(
+        log,
+        "multi-turn: {} conversations, {total_turns} turns, concurrency {concurrency}, think time {} ms",
+        convs.len(),
+        mt.delay_ms
+    );
+    // As vllm-bench: one adapter per conversation, sticky across its turns.
+    let lora = lora::assign(
+        cfg.lora_modules.len(),
+        cfg.lora_assignment,
+        convs.len(),
+        d.seed,
+    );
+    let spec_before = spec_decode::counters(&client).await;
+    let slots = Arc::new(Semaphore::new(concurrency));
+    let base_raw = clock.raw();
+    let opts = RecordOptions {
+        base_raw,
+        origin: LatencyOrigin::Sent,
+        predicate: TtftPredicate::FirstChoice,
+        end: RequestEnd::LastChoice,
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for (i, c) in convs.into_iter().enumerate() {
+        let model = match lora.get(i) {
+            Some(&k) => cfg.lora_modules[k].clone(),
+            None => request_model.clone(),
+        };
+        let (client, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+        let request_ids = cfg.request_ids.clone();
+        let (endpoint, extra, ignore_eos) =
+            (cfg.endpoint.clone(), cfg.extra.clone(), cfg.ignore_eos);
+        let delay = Duration::from_millis(mt.delay_ms);
+        let no_history = mt.no_history();
+        set.spawn(async move {
+            let clock = client.clock().clone();
+            let start = clock.raw();
+            let mut history: Vec<(String, String)> = Vec::new();
+            let mut turns = Vec::new();
+            let mut all_success = true;
+            let n = c.turns.len();
+            for (t, (user, out_len)) in c.turns.iter().enumerate() {
+                if cancel.is_cancelled() {
+                    all_success = false;
+                    break;
+                }
+                let mut body = Map::new();
+                body.insert("model".into(), json!(model));
+                body.insert(
+                    "messages".into(),
+                    messages(c.system.as_deref(), &history, user),
+                );
+                body.insert("max_completion_tokens".into(), json!(out_len));
+                body.insert("stream".into(), json!(true));
+                body.insert("stream_options".into(), json!({"include_usage": true}));
+                if ignore_eos {
+                    body.insert("ignore_eos".into(), json!(true));
+                } else {
+                    // vllm-bench's rule: without ignore_eos, ask for the length anyway.
+                    body.insert("min_tokens".into(), json!(out_len));
+                }
+                for (k, v) in &extra {
+                    body.insert(k.clone(), v.clone());
+                }
+                let req = StreamRequest {
+                    path: endpoint.clone(),
+                    body: Bytes::from(Value::Object(body).to_string()),
+                    dialect: crate::net::Dialect::OpenAi,
+                    expected_events: *out_len as usize + 8,
+                    // The answer is the next turn's history.
+                    keep_text: Some(true),
+                    request_id: Some(request_ids.turn(i, t)),
+                };
+                let permit = slots.clone().acquire_owned().await;
+                let sent = clock.raw();
+                let tl = client.stream(&req, sent, &mut NoopObserver, &cancel).await;
+                drop(permit);
+                let input = tl.usage.map(|u| u.prompt_tokens).unwrap_or(0);
+                let record = RequestRecord::from_timeline(&tl, &clock, &opts, input, 0);
+                let ok = record.is_success();
+                turns.push(TurnDone { turn: t, record });
+                if !ok {
+                    all_success = false;
+                    break;
+                }
+                // No-history mode sends each turn alone (vllm-bench's prefix sharing).
+                if !no_history {
+                    history.push((user.clone(), tl.content_text.unwrap_or_default()));
+                }
+                if !delay.is_zero() && t + 1 < n {
+                    tokio::time::sleep(delay).await;
+                }
+            }
+            ConvDone {
+                turns,
+                all_success,
+                duration_ns: clock.delta_ns(start, clock.raw()),
+            }
+        });
+    }
+    let mut done = Vec::new();
+    while let Some(r) = set.join_next().await {
+        done.push(r.map_err(|e| RunError::Setup(format!("a conversation task failed: {e}")))?);
+    }
+    let duration_ns = clock.delta_ns(base_raw, clock.raw());
+    let spec = match (spec_before, spec_decode::counters(&client).await) {
+        (Some(b), Some(a)) => spec_decode::keys(&b, &a).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
+    write_summary(out, &v).map_err(|e| RunError::Save("stdout".into(), e))?;
+    Ok(v)
+}
+
+/// The figures of some records, flat, as vllm-bench writes them.
+fn figures(m: &BenchMetrics, cfg: &ServeConfig, into: &mut Map<String, Value>) {
+    let d = m.duration_s.max(f64::MIN_POSITIVE);
+    into.insert("completed".into(), json!(m.completed));
+    into.insert("failed".into(), json!(m.failed));
+    into.insert("total_input_tokens".into(), json!(m.total_input_tokens));
+    into.insert("total_output_tokens".into(), json!(m.total_output_tokens));
+    into.insert("request_throughput".into(), json!(m.request_throughput));
+    into.insert(
+        "input_throughput".into(),
+        json!(m.total_input_tokens as f64 / d),
+    );
+    into.insert("output_throughput".into(), json!(m.output_throughput));
+    into.insert(
+        "total_token_throughput".into(),
+        json!(m.total_token_throughput),
+    );
+    for (k, v) in metric_values(m, &cfg.metrics) {
+        into.insert(k, json!(v));
+    }
+}
+
+fn result_json(
+    cfg: &ServeConfig,
+    mt: &MultiTurnConfig,
+    model: &str,
+    concurrency: usize,
+    done: &[ConvDone],
+    duration_ns: u64,
+    spec: Vec<(String, Value)>,
+) -> Value {
+    let mc = MetricsConfig {
+        percentiles: cfg.percentiles.clone(),
+        goodput: cfg.goodput,
+    };
+    let all: Vec<RequestRecord> = done
+        .iter()
+        .flat_map(|c| c.turns.iter().map(|t| t.record.clone()))
+        .collect();
+    let overall = compute(&all, duration_ns, &mc);
+    let n = done.len().max(1) as f64;
+    let mut r = Map::new();
+    r.insert(
+        "date".into(),
+        json!(crate::bench::vllm::result::format_date(
+            std::time::SystemTime::now()
+        )),
+    );
+    r.insert("mode".into(), json!("multi_turn"));
+    r.insert("backend".into(), json!(cfg.backend.as_str()));
+    r.insert("model_id".into(), json!(model));
+    r.insert("num_conversations".into(), json!(done.len()));
+    r.insert("turns_per_conversation".into(), json!(mt.num_turns));
+    r.insert("multi_turn_concurrency".into(), json!(concurrency));
+    r.insert("inter_turn_delay_ms".into(), json!(mt.delay_ms));
+    if mt.no_history() {
+        r.insert("prefix_global_ratio".into(), json!(mt.prefix_global_ratio));
+        r.insert(
+            "prefix_conversation_ratio".into(),
+            json!(mt.prefix_conversation_ratio),
+        );
+        r.insert(
+            "prefix_unique_ratio".into(),
+            json!((1.0 - mt.prefix_global_ratio - mt.prefix_conversation_ratio).max(0.0)),
+        );
+    }
+    r.insert("duration".into(), json!(overall.duration_s));
+    r.insert(
+        "conversations_completed".into(),
+        json!(done.iter().filter(|c| c.all_success).count()),
+    );
+    r.insert(
+        "conversations_failed".into(),
+        json!(done.iter().filter(|c| !c.all_success).count()),
+    );
+    r.insert(
+        "avg_turns_completed".into(),
+        json!(
+            done.iter()
+                .map(|c| c.turns.iter().filter(|t| t.record.is_success()).count())
+                .sum::<usize>() as f64
+                / n
+        ),
+    );
+    r.insert(
+        "avg_conversation_duration_ms".into(),
+        json!(done.iter().map(|c| c.duration_ns as f64 / 1e6).sum::<f64>() / n),
+    );
+    figures(&overall, cfg, &mut r);
+    for (k, v) in spec {
+        r.insert(k, v);
+    }
+    let max_turns = done.iter().map(|c| c.turns.len()).max().unwrap_or(0);
+    let per_turn: Vec<Value> = (0..max_turns)
+        .map(|t| {
+            let recs: Vec<RequestRecord> = done
+                .iter()
+                .flat_map(|c| c.turns.iter().filter(|x| x.turn == t))
+                .map(|x| x.record.clone())
+                .collect();
+            let m = compute(&recs, duration_ns, &mc);
+            let mut o = Map::new();
+            o.insert("turn_index".into(), json!(t));
+            o.insert("num_samples".into(), json!(recs.len()));
+            figures(&m, cfg, &mut o);
+            Value::Object(o)
+        })
+        .collect();
+    r.insert("per_turn".into(), Value::Array(per_turn));
+    Value::Object(r)
+}
+
+/// A short console summary: the overall figures and mean TTFT and input tokens per turn.
+fn write_summary(w: &mut (dyn Write + Send), v: &Value) -> std::io::Result<()> {
+    let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+    writeln!(w, "{:=^50}", " Multi-Turn Benchmark Result ")?;
+    writeln!(
+        w,
+        "{:<40} {}",
+        "Conversations completed:", v["conversations_completed"]
+    )?;
+    writeln!(
+        w,
+        "{:<40} {}",
+        "Conversations failed:", v["conversations_failed"]
+    )?;
+    writeln!(w, "{:<40} {}", "Successful turns:", v["completed"])?;
+    writeln!(
+        w,
+        "{:<40} {:<10.2}",
+        "Benchmark duration (s):",
+        f("duration")
+    )?;
+    writeln!(
+        w,
+        "{:<40} {:<10.2}",
+        "Output token throughput (tok/s):",
+        f("output_throughput")
+    )?;
+    writeln!(w, "{:<40} {:<10.2}", "Mean TTFT (ms):", f("mean_ttft_ms"))?;
+    if let Some(turns) = v["per_turn"].as_array() {
+        writeln!(w, "{:-^50}", "Per Turn")?;
+        for t in turns {
+            writeln!(
+                w,
+                "turn {:<3} {:>4} ok  input {:>8} tok  mean TTFT {:>9.2} ms",
+                t["turn_index"],
+                t["completed"],
+                t["total_input_tokens"],
+                t["mean_ttft_ms"].as_f64().unwrap_or(0.0)
+            )?;
+        }
+    }
+    writeln!(w, "{}", "=".repeat(50))
+}

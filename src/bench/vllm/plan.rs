@@ -1,0 +1,70 @@
+//! `vllm bench serve`'s checked flags in the engine's words: a [`ServeConfig`] -> the engine's
+//! [`Plan`], with vLLM's request bodies. Pure.
+
+use crate::bench::engine::plan::Plan;
+use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
+use crate::bench::vllm::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
+use crate::bench::vllm::body::BodyBuilder;
+use std::sync::Arc;
+
+/// The plan the engine runs for `cfg`.
+pub fn of(cfg: &ServeConfig) -> Plan {
+    let dialect = cfg.backend.dialect(&cfg.endpoint);
+    let chat = cfg.backend.is_chat();
+    Plan {
+        base_url: cfg.base_url.clone(),
+        headers: cfg.headers.clone(),
+        api_key: cfg.api_key.clone(),
+        insecure: cfg.insecure,
+        system_roots: cfg.system_roots,
+        ca_cert: cfg.ca_cert.clone(),
+        kernel_stamps: cfg.kernel_stamps,
+        preconnect: cfg.preconnect,
+        ready_check_timeout_s: cfg.ready_check_timeout_s,
+        model: cfg.model.clone(),
+        served_model_name: cfg.served_model_name.clone(),
+        tokenizer: cfg.tokenizer.clone(),
+        endpoint: cfg.endpoint.clone(),
+        dialect,
+        chat,
+        bodies: Arc::new(BodyBuilder {
+            // The engine names the model of each request; this one is only a default.
+            model: cfg
+                .served_model_name
+                .clone()
+                .or_else(|| cfg.model.clone())
+                .unwrap_or_default(),
+            dialect,
+            chat,
+            ignore_eos: cfg.ignore_eos,
+            continuous_usage: cfg.continuous_usage,
+            extra: cfg.extra.clone(),
+        }),
+        keep_text: cfg.save_detailed,
+        request_ids: cfg.request_ids.clone(),
+        lora_modules: cfg.lora_modules.clone(),
+        lora_assignment: cfg.lora_assignment,
+        dataset: cfg.dataset.clone(),
+        schedule: cfg.schedule,
+        self_timed: cfg.self_timed,
+        max_concurrency: cfg.max_concurrency,
+        num_warmups: cfg.num_warmups,
+        warmup: Default::default(),
+        shard: cfg.shard,
+        start_at_unix_ns: cfg.start_at_unix_ns,
+        probe_request_rate: cfg.probe_request_rate,
+        progress_step: "bench serve",
+        latency_origin: match cfg.latency_from {
+            LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
+            LatencyFrom::Sent => LatencyOrigin::Sent,
+        },
+        ttft: match cfg.ttft_from {
+            TtftFrom::Choice => TtftPredicate::FirstChoice,
+            TtftFrom::Content => TtftPredicate::FirstContent,
+        },
+        end: match cfg.chat_end {
+            ChatEnd::LastChoice => RequestEnd::LastChoice,
+            ChatEnd::LastMessage => RequestEnd::LastMessage,
+        },
+    }
+}

@@ -1,0 +1,406 @@
+//! `bench serve`'s run: the engine's measured run turned into vLLM's result — its metrics,
+//! per-request lists, optional keys and steady state, our own figures under `llmspeed` — then
+//! vLLM's console summary and result file.
+//!
+//! Owns the mapping out, as named steps ([`output`]). It must never send a request (that is
+//! `bench::engine::run`), compute vLLM's metrics itself (that is `bench::vllm::metrics`) or lay
+//! out the JSON (that is `bench::vllm::result`).
+
+use crate::bench::engine::figures::{
+    self, failure_message, one_read_line, stamps_line, NO_TOKEN_CHUNK,
+};
+use crate::bench::engine::plan::Plan;
+use crate::bench::engine::record::{FailureKind, RequestRecord};
+use crate::bench::engine::run::Measured;
+use crate::bench::engine::steady::{self, SteadyState};
+use crate::bench::engine::RunError;
+use crate::bench::vllm::args::ServeConfig;
+use crate::bench::vllm::metrics::{compute, BenchMetrics, MetricsConfig};
+use crate::bench::vllm::result::{self, Detailed, RunInfo};
+use crate::bench::vllm::shard::{RunInfoData, ShardBlock};
+use crate::bench::vllm::{plan, probe, spec_decode, timeline_html};
+use crate::clock::Clock;
+use crate::net::Cancel;
+use crate::progress::Progress;
+use crate::server::diagnose;
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+/// Everything a finished run produced.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub info: RunInfo,
+    pub metrics: BenchMetrics,
+    pub detailed: Detailed,
+    /// The `llmspeed` key of the result JSON.
+    pub extras: Value,
+    /// `None` outside a closed loop or with `--no-steady-state` (no `steady_state` key);
+    /// `Some(None)` when the slots never got busy enough (`"steady_state": null`).
+    pub steady_state: Option<Option<SteadyState>>,
+    /// Keys vLLM adds only for features in use: `--probe-request-rate`'s `probe_*` and the
+    /// server's `spec_decode_*` figures. Empty otherwise.
+    pub vllm_extra: Vec<(String, Value)>,
+}
+
+impl RunOutput {
+    /// The result JSON as ordered pairs (`--save-detailed` decides the per-request lists).
+    pub fn pairs(&self, detailed: bool) -> Vec<(String, Value)> {
+        let mut pairs = result::result_pairs(
+            &self.info,
+            &self.metrics,
+            detailed.then_some(&self.detailed),
+            self.extras.clone(),
+        );
+        // vllm-bench's top-level key, just before ours (`llmspeed` stays last). Only closed-loop
+        // runs carry it, so every other run keeps exactly vLLM's keys.
+        // vLLM's own optional keys, after its standard ones (its order: probes, then
+        // speculative decoding).
+        for kv in &self.vllm_extra {
+            pairs.insert(pairs.len() - 1, kv.clone());
+        }
+        if let Some(ss) = &self.steady_state {
+            let v = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
+            pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
+        }
+        pairs
+    }
+}
+
+/// Runs the whole benchmark: ready check, model, dataset, warm-ups, the measured run. Progress
+/// lines go to `log`. Cancelling `cancel` (Ctrl-C) stops dispatching, ends the requests in
+/// flight as `cancelled`, and still reports what was measured.
+pub async fn run(
+    cfg: &ServeConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+) -> Result<RunOutput, RunError> {
+    run_shown(cfg, clock, cancel, log, &mut |_: &str| {}).await
+}
+
+/// [`run`], telling `progress` how many requests have completed (vLLM's progress bar).
+pub async fn run_shown(
+    cfg: &ServeConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<RunOutput, RunError> {
+    let plan = plan::of(cfg);
+    let measured = crate::bench::engine::run(&plan, clock, cancel, log, progress).await?;
+    Ok(output(cfg, &plan, measured, log))
+}
+
+/// vLLM's result of a measured run.
+fn output(
+    cfg: &ServeConfig,
+    plan: &Plan,
+    mut m: Measured,
+    log: &mut (dyn Write + Send),
+) -> RunOutput {
+    let vllm_extra = optional_keys(&m);
+    let refusal = m
+        .refusal
+        .as_ref()
+        .map(|c| diagnose::explain(c, diagnose::Command::BenchServe));
+    if let Some(h) = &refusal {
+        let _ = writeln!(log, "the first request was refused: {h}");
+    }
+    let ours = figures::ours(plan, &m);
+    let lists = Lists::of(&mut m, refusal.as_deref());
+    let metrics = compute(
+        &lists.records,
+        m.duration_ns,
+        &MetricsConfig {
+            percentiles: cfg.percentiles.clone(),
+            goodput: cfg.goodput,
+        },
+    );
+    let steady_state = steady_state_of(cfg, &lists.records, metrics.duration_s);
+    let mut extras = extras(cfg, ours, &metrics, &lists);
+    if let Some(line) = figures::stop_line(&m) {
+        let _ = writeln!(log, "{line}");
+    }
+    let info = run_info(cfg, &m);
+    if let Some(sh) = cfg.shard {
+        let block = ShardBlock {
+            shard: sh,
+            seed: cfg.dataset.seed,
+            start_at_unix_ns: cfg.start_at_unix_ns,
+            start_unix_ns: m.start_unix_ns,
+            end_unix_ns: m.start_unix_ns + m.duration_ns,
+            info: RunInfoData::new(&info, &cfg.percentiles, cfg.goodput),
+            requests: lists.indices.into_iter().zip(lists.records).collect(),
+        };
+        extras["shard"] = block.to_json();
+    }
+    RunOutput {
+        info,
+        metrics,
+        detailed: lists.detailed,
+        extras,
+        steady_state,
+        vllm_extra,
+    }
+}
+
+/// The keys vLLM adds only for features in use, in its order: probes, then speculative decoding.
+fn optional_keys(m: &Measured) -> Vec<(String, Value)> {
+    let mut keys = probe::stats(&m.probes).unwrap_or_default();
+    let before = m.metrics_before.as_deref().and_then(spec_decode::parse);
+    let after = m.metrics_after.as_deref().and_then(spec_decode::parse);
+    if let (Some(b), Some(a)) = (before, after) {
+        keys.extend(spec_decode::keys(&b, &a).unwrap_or_default());
+    }
+    keys
+}
+
+/// The run's requests as vLLM's lists, in request order.
+struct Lists {
+    records: Vec<RequestRecord>,
+    /// Each record's request number.
+    indices: Vec<usize>,
+    detailed: Detailed,
+    /// What the dataset asked for, beside vLLM's `input_lens` (the server's counts).
+    dataset_input_lens: Vec<u64>,
+    /// The first message of each failure kind.
+    first_failures: BTreeMap<FailureKind, Value>,
+}
+
+impl Lists {
+    /// Takes the requests out of `m`. `refusal` explains a `400` with an empty body.
+    fn of(m: &mut Measured, refusal: Option<&str>) -> Lists {
+        let n = m.requests.len();
+        let mut l = Lists {
+            records: Vec::with_capacity(n),
+            indices: Vec::with_capacity(n),
+            detailed: Detailed::default(),
+            dataset_input_lens: Vec::with_capacity(n),
+            first_failures: BTreeMap::new(),
+        };
+        for f in std::mem::take(&mut m.requests) {
+            let rec = f.record;
+            let d = &mut l.detailed;
+            l.indices.push(f.index);
+            l.dataset_input_lens.push(m.samples[f.index].prompt_len);
+            d.input_lens.push(f.input_len);
+            d.output_lens.push(if rec.is_success() {
+                rec.output_tokens
+            } else {
+                0
+            });
+            d.ttfts.push(rec.ttft_ns().unwrap_or(0) as f64 / 1e9);
+            d.itls.push(rec.itls_ns().map(|g| g as f64 / 1e9).collect());
+            d.start_times.push(rec.start_ns as f64 / 1e9);
+            d.errors.push(match rec.failure() {
+                None => String::new(),
+                Some(kind) => {
+                    let (status, message) = match &f.timeline.outcome {
+                        Err(e) => (e.status, e.message.as_str()),
+                        Ok(()) => (f.timeline.status, NO_TOKEN_CHUNK),
+                    };
+                    l.first_failures
+                        .entry(kind)
+                        .or_insert_with(|| match refusal {
+                            Some(h) if status == Some(400) => {
+                                failure_message(status, &format!("{message}: {h}"))
+                            }
+                            _ => failure_message(status, message),
+                        });
+                    match &f.timeline.outcome {
+                        Err(e) => e.to_string(),
+                        Ok(()) => format!("{kind}: {NO_TOKEN_CHUNK}"),
+                    }
+                }
+            });
+            d.generated_texts
+                .push(f.timeline.content_text.unwrap_or_default());
+            l.records.push(rec);
+        }
+        l
+    }
+}
+
+/// The `llmspeed` key: the engine's figures and those only vLLM's metrics and flags give.
+fn extras(cfg: &ServeConfig, ours: Value, metrics: &BenchMetrics, lists: &Lists) -> Value {
+    let mut x = ours;
+    let failures: Map<String, Value> = metrics
+        .failures
+        .iter()
+        .map(|(k, n)| (k.as_str().to_string(), json!(n)))
+        .collect();
+    x["failures_by_kind"] = json!(failures);
+    x["first_failure_by_kind"] = json!(lists
+        .first_failures
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.clone()))
+        .collect::<Map<String, Value>>());
+    x["max_concurrent_requests_vllm_bucketed"] = json!(metrics.max_concurrent_requests_bucketed);
+    if cfg.save_detailed {
+        x["dataset_input_lens"] = json!(lists.dataset_input_lens);
+    }
+    x
+}
+
+/// The result's header. A stopped run counts only the requests that ran.
+fn run_info(cfg: &ServeConfig, m: &Measured) -> RunInfo {
+    let mut num_prompts = cfg.dataset.num_prompts;
+    if m.stopped {
+        num_prompts = num_prompts.saturating_sub(m.unsent + m.cut);
+    }
+    RunInfo {
+        date: result::format_date(SystemTime::now()),
+        backend: cfg.backend.as_str().to_string(),
+        label: cfg.label.clone(),
+        model_id: m.model.clone(),
+        tokenizer_id: cfg.tokenizer.clone().unwrap_or_else(|| m.model.clone()),
+        num_prompts,
+        metadata: cfg.metadata.clone(),
+        request_rate: cfg.request_rate,
+        burstiness: cfg.schedule.burstiness,
+        max_concurrency: cfg.max_concurrency,
+        ramp: cfg.schedule.ramp,
+        selected: cfg.metrics.clone(),
+        goodput: cfg.goodput.is_some(),
+    }
+}
+
+/// The steady-state window and its figures where vllm-bench computes them: a closed loop
+/// (`--max-concurrency` with `--request-rate inf`, no ramp) without `--no-steady-state`.
+fn steady_state_of(
+    cfg: &ServeConfig,
+    records: &[RequestRecord],
+    duration_s: f64,
+) -> Option<Option<SteadyState>> {
+    let ss = cfg.steady_state?;
+    let target = cfg.max_concurrency?;
+    if cfg.request_rate.is_finite() || cfg.schedule.ramp.is_some() {
+        return None;
+    }
+    let min_window = ss
+        .min_window_s
+        .unwrap_or_else(|| steady::default_min_window_s(duration_s));
+    Some(
+        steady::detect_window(records, target, ss.threshold, min_window, duration_s)
+            .map(|w| steady::compute(records, &w, &cfg.percentiles)),
+    )
+}
+
+/// The steady-state block printed after vLLM's summary.
+fn write_steady_state(w: &mut impl Write, ss: Option<&SteadyState>) -> std::io::Result<()> {
+    let Some(ss) = ss else {
+        return writeln!(
+            w,
+            "Steady state: no window (the busy slots never reached the threshold)"
+        );
+    };
+    let win = &ss.window;
+    writeln!(w, "{:-^50}", "Steady State")?;
+    writeln!(
+        w,
+        "{:<40} {:.2}-{:.2} ({:.2})",
+        "Window (s after start, duration):", win.start_s, win.end_s, win.duration_s
+    )?;
+    writeln!(
+        w,
+        "{:<40} {} of {} ({:.0}%)",
+        "Busy slots needed:",
+        win.threshold_abs,
+        win.target_concurrency,
+        100.0 * win.threshold
+    )?;
+    for (label, v) in [
+        ("Request throughput (req/s):", ss.request_throughput),
+        ("Output token throughput (tok/s):", ss.output_throughput),
+        ("Total Token throughput (tok/s):", ss.total_token_throughput),
+        ("Mean TTFT (ms):", ss.ttft_ms.mean),
+        ("Mean TPOT (ms):", ss.tpot_ms.mean),
+        ("Mean ITL (ms):", ss.itl_ms.mean),
+    ] {
+        writeln!(w, "{label:<40} {v:<10.2}")?;
+    }
+    if let Some(warn) = &win.warning {
+        writeln!(w, "warning: {warn}")?;
+    }
+    writeln!(w, "{}", "=".repeat(50))
+}
+
+/// Where `--save-result` writes: `--result-dir` joined with `--result-filename` or vLLM's name.
+pub fn result_path(cfg: &ServeConfig, info: &RunInfo) -> PathBuf {
+    let name = cfg
+        .result_filename
+        .clone()
+        .unwrap_or_else(|| result::default_filename(info));
+    match &cfg.result_dir {
+        Some(d) => d.join(name),
+        None => PathBuf::from(name),
+    }
+}
+
+/// Prints vLLM's summary (and failures by kind) and saves the JSON when asked; returns the
+/// saved path.
+pub fn report(
+    cfg: &ServeConfig,
+    out: &RunOutput,
+    w: &mut impl Write,
+) -> Result<Option<PathBuf>, RunError> {
+    let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
+    if !out.metrics.failures.is_empty() {
+        let kinds: Vec<String> = out
+            .metrics
+            .failures
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        writeln!(w, "Failed requests by kind: {}", kinds.join(", ")).map_err(io)?;
+        if let Some(first) = out.extras["first_failure_by_kind"].as_object() {
+            for (kind, m) in first {
+                let status = match m["status"].as_u64() {
+                    Some(s) => format!(" (HTTP {s})"),
+                    None => String::new(),
+                };
+                let msg = m["message"].as_str().unwrap_or("");
+                writeln!(w, "First {kind}{status}: {msg}").map_err(io)?;
+            }
+        }
+    }
+    result::write_summary(w, &out.info, &out.metrics).map_err(io)?;
+    probe::write_block(w, &out.vllm_extra).map_err(io)?;
+    spec_decode::write_block(w, &out.vllm_extra).map_err(io)?;
+    if let Some(ss) = &out.steady_state {
+        write_steady_state(w, ss.as_ref()).map_err(io)?;
+    }
+    let x = &out.extras;
+    writeln!(
+        w,
+        "llmspeed: send lag p99 {:.2} ms, timer lag p99 {:.2} ms, client CPU {:.2} s ({:.0}% of one core)",
+        x["send_lag_ms"]["p99"].as_f64().unwrap_or(0.0),
+        x["timer_lag_ms"]["p99"].as_f64().unwrap_or(0.0),
+        x["client_cpu_user_s"].as_f64().unwrap_or(0.0) + x["client_cpu_sys_s"].as_f64().unwrap_or(0.0),
+        x["client_cpu_percent_of_one_core"].as_f64().unwrap_or(0.0),
+    )
+    .map_err(io)?;
+    writeln!(w, "{}", stamps_line(x)).map_err(io)?;
+    if let Some(line) = one_read_line(x) {
+        writeln!(w, "{line}").map_err(io)?;
+    }
+    let path = result_path(cfg, &out.info);
+    if let Some(th) = cfg.plot_timeline {
+        // Where vLLM puts it, also when the JSON itself is not saved.
+        let html_path = timeline_html::path_for(&path);
+        let title = format!("bench serve timeline: {}", out.info.model_id);
+        let html = timeline_html::render(&timeline_html::requests(&out.detailed), th, &title);
+        std::fs::write(&html_path, html)
+            .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
+        writeln!(w, "Timeline plot saved to: {}", html_path.display()).map_err(io)?;
+    }
+    if !(cfg.save_result || cfg.append_result) {
+        return Ok(None);
+    }
+    result::save(&path, &out.pairs(cfg.save_detailed), cfg.append_result)
+        .map_err(|e| RunError::Save(path.display().to_string(), e))?;
+    Ok(Some(path))
+}
