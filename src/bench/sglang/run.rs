@@ -303,3 +303,20 @@ fn save(
         .map_err(|e| RunError::Setup(format!("cannot append to {}: {e}", path.display())))?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_length_is_read_where_sglang_reads_it() {
+        let plain = json!({"internal_states": [{"avg_spec_accept_length": 2.5}]});
+        assert_eq!(accept_length(Some(&plain)), Some(2.5));
+        let pd = json!({"decode": [{"internal_states": [{"avg_spec_accept_length": 3.0}]}]});
+        assert_eq!(accept_length(Some(&pd)), Some(3.0));
+        let none = json!({"internal_states": [{"last_gen_throughput": 1.0}]});
+        assert_eq!(accept_length(Some(&none)), None);
+        assert_eq!(accept_length(Some(&json!({"internal_states": []}))), None);
+        assert_eq!(accept_length(None), None);
+    }
+}
