@@ -7,10 +7,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::cli::duration::{parse_secs_f64, Unit};
-use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::bench::engine::conversation;
 use llmspeed::bench::engine::shard::parse_start_at;
+use llmspeed::bench::vllm::merge::ShardResult;
+use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
 use llmspeed::workload::datasets::IdRange;

@@ -1,6 +1,6 @@
 //! Conversations for `--multi-turn` (vllm-bench's): synthetic ones or a ShareGPT file's, and
-//! the `messages` of each turn. Pure: no IO, no clock; the conversation loop that sends them is
-//! the front end (`bench::vllm::multiturn`).
+//! the `messages` of each turn. Pure: no IO, no clock; a front end's conversation loop sends
+//! them, turn after turn.
 //!
 //! Every conversation starts with the same system message of `--random-prefix-len` tokens
 //! (when > 0): the shared prefix a server's prefix cache can reuse across conversations, and

@@ -24,13 +24,12 @@ pub trait Bodies: Send + Sync {
     fn request_body(&self, s: &Sample, model: &str, ids: &mut Vec<u32>) -> Result<Vec<u8>, String>;
 }
 
-/// How the warm-up requests go. The default is vLLM's: [`Plan::num_warmups`] samples in turn,
-/// each at its own length within the concurrency cap, a failure only logged, the run right
-/// after.
+/// How the warm-up requests go. The default: [`Plan::num_warmups`] samples in turn, each at
+/// its own length within the concurrency cap, a failure only logged, the run right after.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Warmup {
-    /// Every warm-up sends the first sample, all at once (SGLang's), instead of the samples in
-    /// turn within the concurrency cap.
+    /// Every warm-up sends the first sample, all at once, instead of the samples in turn within
+    /// the concurrency cap.
     pub repeat_first: bool,
     /// Caps each warm-up's output length.
     pub max_output: Option<u32>,

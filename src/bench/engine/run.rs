@@ -140,7 +140,7 @@ pub async fn run(
     // ...and one-token probes beside the run, outside the concurrency cap.
     let probes = Probes::start(plan, &client, &requests, cancel, log)?;
     let sent = dispatch(
-        plan, &client, &requests, &samples, &mut order, cancel, log, progress,
+        &client, &requests, &samples, &mut order, cancel, log, progress,
     )
     .await?;
     // The probe in flight finishes, then the duration ends.
@@ -505,9 +505,7 @@ struct Sent {
 /// Sends every chosen request at its offset from the start (taking the prebuilt ones out of
 /// `order`) and waits for them all. Measuring starts here: the Python tools' "just before the
 /// first dispatch".
-#[allow(clippy::too_many_arguments)]
 async fn dispatch(
-    plan: &Plan,
     client: &Client,
     requests: &Requests<'_>,
     samples: &[Sample],
@@ -516,6 +514,7 @@ async fn dispatch(
     log: &mut (dyn Write + Send),
     progress: &mut (dyn Progress + Send),
 ) -> Result<Sent, RunError> {
+    let plan = requests.plan;
     let clock = client.clock().clone();
     let slots = plan.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(order.chosen.len());

@@ -164,38 +164,14 @@ pub async fn load_samples(
     if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
         dcfg.ids = r;
     }
-    let handle = tokio::runtime::Handle::current();
-    let count_with = {
-        let (client, model) = (client.clone(), model.to_string());
-        move |how: TokenCounting, t: &str| -> Result<u64, String> {
-            match how {
-                TokenCounting::Server(d) => handle.block_on(server_count(&client, d, &model, t)),
-                TokenCounting::Local => match &local {
-                    Some(tok) => tok.count(t).map_err(|e| e.to_string()),
-                    None => Err("no local tokenizer loaded".to_string()),
-                },
-                _ => Ok(datasets::estimate_tokens(t)),
-            }
-        }
-    };
+    let count_with = counter_fn(client, model, local);
     // TGI's /generate_stream takes text only, as the chat endpoint does.
     let chat = plan.chat || plan.dialect == Dialect::Tgi;
     let ids_ok = !chat && info.token_ids == Some(true);
-    // Dataset loading is synchronous; its token counter calls back into the runtime from a
-    // blocking thread (only before the measured run).
-    let (mut samples, count_with) = tokio::task::spawn_blocking(move || {
-        let how = counter.unwrap_or(TokenCounting::Estimate);
-        let mut count = |t: &str| count_with(how, t);
-        datasets::load(&dcfg, &mut count).map(|s| (s, count_with))
-    })
-    .await
-    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
+    let how = counter.unwrap_or(TokenCounting::Estimate);
+    let (mut samples, count_with) = load(dcfg, how, count_with).await?;
     if !ids_dataset {
-        return Ok((
-            samples,
-            counter.unwrap_or(TokenCounting::Estimate),
-            PromptKind::DatasetText,
-        ));
+        return Ok((samples, how, PromptKind::DatasetText));
     }
     if ids_ok {
         return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
@@ -218,14 +194,68 @@ pub async fn load_samples(
     } else {
         "the server did not accept token ids from the range probed"
     };
-    let seed = plan.dataset.seed;
     let counting = counter.unwrap_or(TokenCounting::Usage);
     let _ = writeln!(
         log,
         "note: {why}; prompts are natural text sized by {}",
         counting.as_str()
     );
-    let samples = tokio::task::spawn_blocking(move || {
+    let samples = to_text(samples, counting, plan.dataset.seed, count_with).await?;
+    Ok((samples, counting, PromptKind::Text))
+}
+
+/// Counts a text's tokens the way asked: the server's `/tokenize` (called back into the
+/// runtime from a blocking thread), the local tokenizer, or bytes / 4.
+fn counter_fn(
+    client: &Client,
+    model: &str,
+    local: Option<LocalTokenizer>,
+) -> impl Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static {
+    let handle = tokio::runtime::Handle::current();
+    let (client, model) = (client.clone(), model.to_string());
+    move |how: TokenCounting, t: &str| -> Result<u64, String> {
+        match how {
+            TokenCounting::Server(d) => handle.block_on(server_count(&client, d, &model, t)),
+            TokenCounting::Local => match &local {
+                Some(tok) => tok.count(t).map_err(|e| e.to_string()),
+                None => Err("no local tokenizer loaded".to_string()),
+            },
+            _ => Ok(datasets::estimate_tokens(t)),
+        }
+    }
+}
+
+/// Loads the dataset on a blocking thread (loading is synchronous; its token counter calls
+/// back into the runtime, only before the measured run). Hands the counter back.
+async fn load<F>(
+    dcfg: datasets::DatasetConfig,
+    how: TokenCounting,
+    count_with: F,
+) -> Result<(Vec<Sample>, F), RunError>
+where
+    F: Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
+        let mut count = |t: &str| count_with(how, t);
+        datasets::load(&dcfg, &mut count).map(|s| (s, count_with))
+    })
+    .await
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
+    .map_err(RunError::from)
+}
+
+/// Token-id prompts rewritten as natural text of their lengths, sized by `counting` (by each
+/// request's `usage.prompt_tokens` when that is all there is).
+async fn to_text<F>(
+    mut samples: Vec<Sample>,
+    counting: TokenCounting,
+    seed: u64,
+    count_with: F,
+) -> Result<Vec<Sample>, RunError>
+where
+    F: Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static,
+{
+    tokio::task::spawn_blocking(move || {
         let mut count = |t: &str| count_with(counting, t);
         let c: Option<&mut datasets::TokenCounter<'_>> = match counting {
             TokenCounting::Usage => None,
@@ -234,8 +264,8 @@ pub async fn load_samples(
         datasets::to_text(&mut samples, seed, c).map(|()| samples)
     })
     .await
-    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))??;
-    Ok((samples, counting, PromptKind::Text))
+    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
+    .map_err(RunError::from)
 }
 
 /// Every token-id prompt through `/detokenize`, fitted to its length ([`fit_detokenized`]);

@@ -6,6 +6,7 @@
 //! accepted by the parser and refused by [`ServeArgs::validate`] with a message that says so
 //! (never silently ignored).
 
+use crate::bench::engine::conversation::MultiTurnConfig;
 use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
@@ -759,6 +760,69 @@ pub fn itl_thresholds(s: &str) -> Result<[f64; 2], String> {
 impl ServeArgs {
     /// Checks every flag and refuses the unsupported ones, each with a one-line message.
     pub fn validate(&self) -> Result<ServeConfig, String> {
+        self.refuse_unsupported()?;
+        self.check_request_id_prefix()?;
+        self.check_tokenizer()?;
+        let backend = Backend::parse(&self.backend)?;
+        if self.chat_end == ChatEnd::LastMessage && !backend.is_chat() {
+            return Err(
+                "--chat-end last-message is vLLM's older chat rule; its completions path always \
+                 ended at the last choice (use --backend openai-chat)"
+                    .into(),
+            );
+        }
+        let kind = DatasetKind::parse(&self.dataset_name)?;
+        let base_url = self.target_url();
+        let endpoint = self.endpoint_for(backend)?;
+        let headers = self.headers()?;
+        let schedule = self.schedule()?;
+        self.check_limits()?;
+        let sweep = self.sweep()?;
+        self.check_runs(&sweep)?;
+        let metrics =
+            MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
+        let percentiles = parse_percentiles(&self.metric_percentiles).map_err(|e| e.to_string())?;
+        let goodput = if self.goodput.is_empty() {
+            None
+        } else {
+            Some(GoodputSlo::parse(&self.goodput).map_err(|e| e.to_string())?)
+        };
+        let extra = self.extra_body()?;
+        let metadata = self
+            .metadata
+            .iter()
+            // vLLM stores every value as the string given.
+            .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
+            .collect::<Result<Vec<_>, String>>()?;
+        let dataset = self.dataset(kind);
+        if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
+            return Err(format!(
+                "--probe-request-rate must be a finite number >= 0, got {}",
+                self.probe_request_rate
+            ));
+        }
+        let multi_turn = self.multi_turn_config(kind)?;
+        self.check_trace(kind)?;
+        self.assemble(Checked {
+            backend,
+            kind,
+            base_url,
+            endpoint,
+            headers,
+            schedule,
+            sweep,
+            metrics,
+            percentiles,
+            goodput,
+            extra,
+            metadata,
+            dataset,
+            multi_turn,
+        })
+    }
+
+    /// The flags of vLLM we do not honour, refused by name.
+    fn refuse_unsupported(&self) -> Result<(), String> {
         if self.profile {
             return Err(unsupported(
                 "--profile",
@@ -792,6 +856,11 @@ impl ServeArgs {
                 "no local tokenizer is loaded",
             ));
         }
+        Ok(())
+    }
+
+    /// `--request-id-prefix`, checked as it will be sent.
+    fn check_request_id_prefix(&self) -> Result<(), String> {
         // Checked with a digit appended, as it will be sent, so a bad prefix fails here rather
         // than as every request failing.
         if let Some(prefix) = &self.request_id_prefix {
@@ -803,6 +872,11 @@ impl ServeArgs {
                 },
             )?;
         }
+        Ok(())
+    }
+
+    /// A `--tokenizer` path must hold a tokenizer this build can load.
+    fn check_tokenizer(&self) -> Result<(), String> {
         if let Some(t) = &self.tokenizer {
             if std::path::Path::new(t).exists() {
                 if !crate::workload::tokenizer::LocalTokenizer::AVAILABLE {
@@ -816,22 +890,22 @@ impl ServeArgs {
                 crate::workload::tokenizer::resolve(t).map_err(|e| e.to_string())?;
             }
         }
-        let backend = Backend::parse(&self.backend)?;
-        if self.chat_end == ChatEnd::LastMessage && !backend.is_chat() {
-            return Err(
-                "--chat-end last-message is vLLM's older chat rule; its completions path always \
-                 ended at the last choice (use --backend openai-chat)"
-                    .into(),
-            );
-        }
-        let kind = DatasetKind::parse(&self.dataset_name)?;
-        let base_url = match &self.base_url {
+        Ok(())
+    }
+
+    /// `--base-url`, else `--host` and `--port` (an IPv6 host in brackets).
+    fn target_url(&self) -> String {
+        match &self.base_url {
             Some(u) => u.trim_end_matches('/').to_string(),
             None if self.host.contains(':') && !self.host.starts_with('[') => {
                 format!("http://[{}]:{}", self.host, self.port)
             }
             None => format!("http://{}:{}", self.host, self.port),
-        };
+        }
+    }
+
+    /// `--endpoint`, else the backend's; it must match the backend.
+    fn endpoint_for(&self, backend: Backend) -> Result<String, String> {
         let endpoint = self
             .endpoint
             .clone()
@@ -850,15 +924,23 @@ impl ServeArgs {
                 backend.as_str()
             ));
         }
-        let headers = self
-            .header
+        Ok(endpoint)
+    }
+
+    /// `--header`, each checked as a header line.
+    fn headers(&self) -> Result<Vec<(String, String)>, String> {
+        self.header
             .iter()
             .map(|h| {
                 let (k, v) = split_kv(h, "--header")?;
                 crate::proto::http1::validate_header(&k, &v).map_err(|e| e.to_string())?;
                 Ok((k, v))
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect()
+    }
+
+    /// The arrival schedule: `--request-rate`, `--burstiness`, `--ramp-up-*`, `--seed`.
+    fn schedule(&self) -> Result<ScheduleConfig, String> {
         let ramp = match (self.ramp_up_strategy, self.ramp_up_start_rps, self.ramp_up_end_rps) {
             (None, None, None) => None,
             (Some(strategy), Some(start_rps), Some(end_rps)) => {
@@ -882,6 +964,11 @@ impl ServeArgs {
             seed: self.seed,
         };
         schedule.validate().map_err(|e| e.to_string())?;
+        Ok(schedule)
+    }
+
+    /// `--max-concurrency`, `--num-warmups` and `--num-prompts` within their bounds.
+    fn check_limits(&self) -> Result<(), String> {
         if self.max_concurrency == Some(0) {
             return Err("--max-concurrency must be at least 1".into());
         }
@@ -898,7 +985,11 @@ impl ServeArgs {
         if self.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
         }
-        let sweep = self.sweep()?;
+        Ok(())
+    }
+
+    /// How the runs of a session combine: a sweep, `--num-runs`, `--shard`, the steady state.
+    fn check_runs(&self, sweep: &Option<Sweep>) -> Result<(), String> {
         if self.max_concurrency.is_some() && matches!(sweep, Some(Sweep::MaxConcurrency(_))) {
             return Err("--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into());
         }
@@ -926,14 +1017,11 @@ impl ServeArgs {
                 ));
             }
         }
-        let metrics =
-            MetricKind::parse_list(&self.percentile_metrics).map_err(|e| e.to_string())?;
-        let percentiles = parse_percentiles(&self.metric_percentiles).map_err(|e| e.to_string())?;
-        let goodput = if self.goodput.is_empty() {
-            None
-        } else {
-            Some(GoodputSlo::parse(&self.goodput).map_err(|e| e.to_string())?)
-        };
+        Ok(())
+    }
+
+    /// The sampling flags and `--extra-body`, merged into every request body (extra body last).
+    fn extra_body(&self) -> Result<serde_json::Map<String, serde_json::Value>, String> {
         let mut extra = serde_json::Map::new();
         // vLLM defaults to greedy decoding when no temperature is given.
         extra.insert("temperature".into(), self.temperature.unwrap_or(0.0).into());
@@ -958,13 +1046,12 @@ impl ServeArgs {
                 _ => return Err(format!("--extra-body must be a JSON object, got {body:?}")),
             }
         }
-        let metadata = self
-            .metadata
-            .iter()
-            // vLLM stores every value as the string given.
-            .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
-            .collect::<Result<Vec<_>, String>>()?;
-        let dataset = DatasetConfig {
+        Ok(extra)
+    }
+
+    /// The dataset flags.
+    fn dataset(&self, kind: DatasetKind) -> DatasetConfig {
+        DatasetConfig {
             kind,
             path: self.dataset_path.clone(),
             num_prompts: self.num_prompts,
@@ -993,67 +1080,69 @@ impl ServeArgs {
                 label_output_length: self.timed_trace_label_output_length.clone(),
                 label_hash_ids: self.timed_trace_label_hash_ids.clone(),
             },
-        };
-        if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
-            return Err(format!(
-                "--probe-request-rate must be a finite number >= 0, got {}",
-                self.probe_request_rate
-            ));
         }
-        let multi_turn = if self.multi_turn {
-            if kind != DatasetKind::Random && kind != DatasetKind::ShareGpt {
-                return Err("--multi-turn sends synthetic conversations (--dataset-name random: sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len) or a ShareGPT file's (--dataset-name sharegpt --dataset-path FILE)".into());
-            }
-            // vllm-bench: a ShareGPT conversation is walked up to the cap, so a cap of one
-            // turn would leave no conversation.
-            if kind == DatasetKind::ShareGpt && self.multi_turn_max_turns == 1 {
-                return Err(
-                    "--multi-turn-max-turns must be at least 2 for ShareGPT multi-turn".into(),
-                );
-            }
-            // vllm-bench's rules for prefix sharing: each ratio in [0, 1], a unique part left.
-            let (pg, pc) = (
-                self.multi_turn_prefix_global_ratio,
-                self.multi_turn_prefix_conversation_ratio,
+    }
+
+    /// `--multi-turn` and its settings (vllm-bench's rules).
+    fn multi_turn_config(&self, kind: DatasetKind) -> Result<Option<MultiTurnConfig>, String> {
+        if !self.multi_turn {
+            return Ok(None);
+        }
+        if kind != DatasetKind::Random && kind != DatasetKind::ShareGpt {
+            return Err("--multi-turn sends synthetic conversations (--dataset-name random: sizes from --random-input-len, --random-output-len, shared system prefix --random-prefix-len) or a ShareGPT file's (--dataset-name sharegpt --dataset-path FILE)".into());
+        }
+        // vllm-bench: a ShareGPT conversation is walked up to the cap, so a cap of one
+        // turn would leave no conversation.
+        if kind == DatasetKind::ShareGpt && self.multi_turn_max_turns == 1 {
+            return Err("--multi-turn-max-turns must be at least 2 for ShareGPT multi-turn".into());
+        }
+        // vllm-bench's rules for prefix sharing: each ratio in [0, 1], a unique part left.
+        let (pg, pc) = (
+            self.multi_turn_prefix_global_ratio,
+            self.multi_turn_prefix_conversation_ratio,
+        );
+        if !(0.0..=1.0).contains(&pg) || !(0.0..=1.0).contains(&pc) || pg + pc >= 1.0 {
+            return Err("--multi-turn-prefix-global-ratio and --multi-turn-prefix-conversation-ratio must each be in [0, 1] and sum to less than 1 (a unique part is left)".into());
+        }
+        if (pg > 0.0 || pc > 0.0) && kind != DatasetKind::Random {
+            return Err(
+                "--multi-turn-prefix-*-ratio builds synthetic messages: use --dataset-name random"
+                    .into(),
             );
-            if !(0.0..=1.0).contains(&pg) || !(0.0..=1.0).contains(&pc) || pg + pc >= 1.0 {
-                return Err("--multi-turn-prefix-global-ratio and --multi-turn-prefix-conversation-ratio must each be in [0, 1] and sum to less than 1 (a unique part is left)".into());
-            }
-            if (pg > 0.0 || pc > 0.0) && kind != DatasetKind::Random {
-                return Err("--multi-turn-prefix-*-ratio builds synthetic messages: use --dataset-name random".into());
-            }
-            if self.multi_turn_num_turns == 0
-                || (self.multi_turn_max_turns > 0
-                    && self.multi_turn_max_turns < self.multi_turn_min_turns)
-            {
-                return Err("--multi-turn-num-turns must be at least 1 and --multi-turn-max-turns at least --multi-turn-min-turns".into());
-            }
-            if self.multi_turn_concurrency == Some(0)
-                || self.multi_turn_concurrency.unwrap_or(0) > tokio::sync::Semaphore::MAX_PERMITS
-            {
-                return Err("--multi-turn-concurrency must be at least 1".into());
-            }
-            // A multi-turn run is one conversation benchmark with its own result shape.
-            if self.num_runs > 1
-                || self.sweep_max_concurrency.is_some()
-                || self.sweep_request_rate.is_some()
-                || self.dry_run
-                || self.probe_request_rate > 0.0
-            {
-                return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
-            }
-            Some(crate::bench::engine::conversation::MultiTurnConfig {
-                num_turns: self.multi_turn_num_turns,
-                min_turns: self.multi_turn_min_turns,
-                max_turns: self.multi_turn_max_turns,
-                concurrency: self.multi_turn_concurrency,
-                delay_ms: self.multi_turn_delay_ms,
-                prefix_global_ratio: self.multi_turn_prefix_global_ratio,
-                prefix_conversation_ratio: self.multi_turn_prefix_conversation_ratio,
-            })
-        } else {
-            None
-        };
+        }
+        if self.multi_turn_num_turns == 0
+            || (self.multi_turn_max_turns > 0
+                && self.multi_turn_max_turns < self.multi_turn_min_turns)
+        {
+            return Err("--multi-turn-num-turns must be at least 1 and --multi-turn-max-turns at least --multi-turn-min-turns".into());
+        }
+        if self.multi_turn_concurrency == Some(0)
+            || self.multi_turn_concurrency.unwrap_or(0) > tokio::sync::Semaphore::MAX_PERMITS
+        {
+            return Err("--multi-turn-concurrency must be at least 1".into());
+        }
+        // A multi-turn run is one conversation benchmark with its own result shape.
+        if self.num_runs > 1
+            || self.sweep_max_concurrency.is_some()
+            || self.sweep_request_rate.is_some()
+            || self.dry_run
+            || self.probe_request_rate > 0.0
+        {
+            return Err("--multi-turn is one run: leave --num-runs, --sweep-*, --dry-run and --probe-request-rate out".into());
+        }
+        Ok(Some(MultiTurnConfig {
+            num_turns: self.multi_turn_num_turns,
+            min_turns: self.multi_turn_min_turns,
+            max_turns: self.multi_turn_max_turns,
+            concurrency: self.multi_turn_concurrency,
+            delay_ms: self.multi_turn_delay_ms,
+            prefix_global_ratio: self.multi_turn_prefix_global_ratio,
+            prefix_conversation_ratio: self.multi_turn_prefix_conversation_ratio,
+        }))
+    }
+
+    /// Trace replay (`--self-timed`, `--timed-trace-*`) and the datasets that need a file.
+    fn check_trace(&self, kind: DatasetKind) -> Result<(), String> {
         // Trace replay: the timestamps are the schedule, so nothing else may set one.
         if self.self_timed {
             if kind != DatasetKind::TimedTrace {
@@ -1089,6 +1178,27 @@ impl ServeArgs {
                 kind.as_str()
             ));
         }
+        Ok(())
+    }
+
+    /// The config from the checked parts and the flags taken as they are.
+    fn assemble(&self, c: Checked) -> Result<ServeConfig, String> {
+        let Checked {
+            backend,
+            kind,
+            base_url,
+            endpoint,
+            headers,
+            schedule,
+            sweep,
+            metrics,
+            percentiles,
+            goodput,
+            extra,
+            metadata,
+            dataset,
+            multi_turn,
+        } = c;
         Ok(ServeConfig {
             backend,
             base_url,
@@ -1158,6 +1268,24 @@ impl ServeArgs {
             multi_turn,
         })
     }
+}
+
+/// The flags [`ServeArgs::validate`] checked or built, on their way into the [`ServeConfig`].
+struct Checked {
+    backend: Backend,
+    kind: DatasetKind,
+    base_url: String,
+    endpoint: String,
+    headers: Vec<(String, String)>,
+    schedule: ScheduleConfig,
+    sweep: Option<Sweep>,
+    metrics: Vec<MetricKind>,
+    percentiles: Vec<f64>,
+    goodput: Option<GoodputSlo>,
+    extra: serde_json::Map<String, serde_json::Value>,
+    metadata: Vec<(String, serde_json::Value)>,
+    dataset: DatasetConfig,
+    multi_turn: Option<MultiTurnConfig>,
 }
 
 #[cfg(test)]

@@ -88,6 +88,43 @@ pub struct Merged {
 pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     let first = shards.first().ok_or("no shard results to merge")?;
     let f = &first.block;
+    check_one_split(first, shards)?;
+    let base = shards
+        .iter()
+        .map(|s| s.block.start_unix_ns)
+        .min()
+        .unwrap_or(0);
+    let end = shards
+        .iter()
+        .map(|s| s.block.end_unix_ns)
+        .max()
+        .unwrap_or(base);
+    let all = pooled(shards, base)?;
+    let records: Vec<RequestRecord> = all.iter().map(|x| x.1.clone()).collect();
+    let metrics = compute(
+        &records,
+        // A hand-edited file could end before another starts: no underflow, a zero duration.
+        end.saturating_sub(base),
+        &MetricsConfig {
+            percentiles: f.info.percentiles.clone(),
+            goodput: f.info.goodput,
+        },
+    );
+    let detailed = detailed(&all);
+    let warnings = clock_warnings(shards);
+    let extras = extras(shards, f, (base, end), &metrics, &warnings);
+    Ok(Merged {
+        info: f.info.run_info(date),
+        metrics,
+        detailed,
+        extras,
+        warnings,
+    })
+}
+
+/// The shards are one split's: the same run's identity, each shard exactly once.
+fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), String> {
+    let f = &first.block;
     for s in shards {
         let b = &s.block;
         let differs = |what: &str| {
@@ -129,19 +166,17 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
         return Err(format!("missing shard(s) {}", missing.join(", ")));
     }
 
-    let base = shards
-        .iter()
-        .map(|s| s.block.start_unix_ns)
-        .min()
-        .unwrap_or(0);
-    let end = shards
-        .iter()
-        .map(|s| s.block.end_unix_ns)
-        .max()
-        .unwrap_or(base);
-    // (index in the whole run, record on the common base, text, error), in request order so
-    // the per-request lists read as one process's would.
-    let mut all: Vec<(usize, RequestRecord, &str, &str)> = Vec::new();
+    Ok(())
+}
+
+/// One request of the merged run: its index in the whole run, its record on the common base,
+/// its text and its error.
+type Pooled<'a> = (usize, RequestRecord, &'a str, &'a str);
+
+/// Every shard's requests on the common `base`, in request order so the per-request lists read
+/// as one process's would.
+fn pooled(shards: &[ShardResult], base: u64) -> Result<Vec<Pooled<'_>>, String> {
+    let mut all: Vec<Pooled<'_>> = Vec::new();
     for s in shards {
         let off = s.block.start_unix_ns - base;
         for (j, (i, r)) in s.block.requests.iter().enumerate() {
@@ -163,18 +198,13 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     if all.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err("one request appears in two shards".into());
     }
-    let records: Vec<RequestRecord> = all.iter().map(|x| x.1.clone()).collect();
-    let metrics = compute(
-        &records,
-        // A hand-edited file could end before another starts: no underflow, a zero duration.
-        end.saturating_sub(base),
-        &MetricsConfig {
-            percentiles: f.info.percentiles.clone(),
-            goodput: f.info.goodput,
-        },
-    );
+    Ok(all)
+}
+
+/// vLLM's per-request lists of the merged run.
+fn detailed(all: &[Pooled<'_>]) -> Detailed {
     let mut detailed = Detailed::default();
-    for (_, r, text, error) in &all {
+    for (_, r, text, error) in all {
         detailed.input_lens.push(r.input_tokens);
         detailed
             .output_lens
@@ -187,10 +217,20 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
         detailed.generated_texts.push(text.to_string());
         detailed.errors.push(error.to_string());
     }
-    let warnings = clock_warnings(shards);
+    detailed
+}
+
+/// The `llmspeed` key: where each shard ran, the merged run's window and the warnings.
+fn extras(
+    shards: &[ShardResult],
+    f: &ShardBlock,
+    (base, end): (u64, u64),
+    metrics: &BenchMetrics,
+    warnings: &[String],
+) -> Value {
     let mut order: Vec<&ShardResult> = shards.iter().collect();
     order.sort_by_key(|s| s.block.shard.index);
-    let extras = json!({
+    json!({
         "version": crate::VERSION,
         "merged_from": order.iter().map(|s| json!({
             "file": s.name,
@@ -207,13 +247,6 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
         "failures_by_kind": metrics.failures.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<String, Value>>(),
         "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
         "clock_warnings": warnings,
-    });
-    Ok(Merged {
-        info: f.info.run_info(date),
-        metrics,
-        detailed,
-        extras,
-        warnings,
     })
 }
 

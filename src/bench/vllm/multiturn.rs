@@ -10,7 +10,9 @@
 //! runs per token.
 
 use crate::bench::engine::connect::{client_for, resolve_model};
-use crate::bench::engine::conversation::{generate, messages, sharegpt, MultiTurnConfig};
+use crate::bench::engine::conversation::{
+    generate, messages, sharegpt, Conversation, MultiTurnConfig,
+};
 use crate::bench::engine::error::RunError;
 use crate::bench::engine::lora;
 use crate::bench::engine::record::{
@@ -20,7 +22,7 @@ use crate::bench::vllm::args::ServeConfig;
 use crate::bench::vllm::metrics::{compute, metric_values, BenchMetrics, MetricsConfig};
 use crate::bench::vllm::{plan, spec_decode};
 use crate::clock::Clock;
-use crate::net::{Cancel, NoopObserver, StreamRequest};
+use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use crate::workload::datasets::DatasetKind;
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
@@ -61,33 +63,7 @@ pub async fn run(
     let client = client_for(&plan, clock.clone())?;
     let model = resolve_model(&plan, &client, log).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
-    let d = &cfg.dataset;
-    let convs = match (&d.kind, &d.path) {
-        (DatasetKind::ShareGpt, Some(path)) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?;
-            // ShareGPT only consumes a cap on turns: 0 is every turn of the file.
-            let cap = (mt.max_turns > 0).then_some(mt.max_turns);
-            sharegpt(
-                &text,
-                d.num_prompts,
-                d.sharegpt_output_len,
-                cap,
-                d.seed,
-                cfg.request_ids.prefix(),
-            )
-            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?
-        }
-        _ => generate(
-            mt,
-            d.num_prompts,
-            d.random_input_len,
-            d.random_output_len,
-            d.random_prefix_len,
-            d.seed,
-            cfg.request_ids.prefix(),
-        ),
-    };
+    let convs = conversations(cfg, mt)?;
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let concurrency = mt
         .concurrency
@@ -105,94 +81,31 @@ pub async fn run(
         cfg.lora_modules.len(),
         cfg.lora_assignment,
         convs.len(),
-        d.seed,
+        cfg.dataset.seed,
     );
     let spec_before = spec_decode::counters(&client).await;
-    let slots = Arc::new(Semaphore::new(concurrency));
     let base_raw = clock.raw();
-    let opts = RecordOptions {
-        base_raw,
-        origin: LatencyOrigin::Sent,
-        predicate: TtftPredicate::FirstChoice,
-        end: RequestEnd::LastChoice,
-    };
+    let talk = Arc::new(Talk {
+        client: client.clone(),
+        slots: Arc::new(Semaphore::new(concurrency)),
+        cancel: cancel.clone(),
+        cfg: cfg.clone(),
+        delay: Duration::from_millis(mt.delay_ms),
+        no_history: mt.no_history(),
+        opts: RecordOptions {
+            base_raw,
+            origin: LatencyOrigin::Sent,
+            predicate: TtftPredicate::FirstChoice,
+            end: RequestEnd::LastChoice,
+        },
+    });
     let mut set = tokio::task::JoinSet::new();
     for (i, c) in convs.into_iter().enumerate() {
         let model = match lora.get(i) {
             Some(&k) => cfg.lora_modules[k].clone(),
             None => request_model.clone(),
         };
-        let (client, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
-        let request_ids = cfg.request_ids.clone();
-        let (endpoint, extra, ignore_eos) =
-            (cfg.endpoint.clone(), cfg.extra.clone(), cfg.ignore_eos);
-        let delay = Duration::from_millis(mt.delay_ms);
-        let no_history = mt.no_history();
-        set.spawn(async move {
-            let clock = client.clock().clone();
-            let start = clock.raw();
-            let mut history: Vec<(String, String)> = Vec::new();
-            let mut turns = Vec::new();
-            let mut all_success = true;
-            let n = c.turns.len();
-            for (t, (user, out_len)) in c.turns.iter().enumerate() {
-                if cancel.is_cancelled() {
-                    all_success = false;
-                    break;
-                }
-                let mut body = Map::new();
-                body.insert("model".into(), json!(model));
-                body.insert(
-                    "messages".into(),
-                    messages(c.system.as_deref(), &history, user),
-                );
-                body.insert("max_completion_tokens".into(), json!(out_len));
-                body.insert("stream".into(), json!(true));
-                body.insert("stream_options".into(), json!({"include_usage": true}));
-                if ignore_eos {
-                    body.insert("ignore_eos".into(), json!(true));
-                } else {
-                    // vllm-bench's rule: without ignore_eos, ask for the length anyway.
-                    body.insert("min_tokens".into(), json!(out_len));
-                }
-                for (k, v) in &extra {
-                    body.insert(k.clone(), v.clone());
-                }
-                let req = StreamRequest {
-                    path: endpoint.clone(),
-                    body: Bytes::from(Value::Object(body).to_string()),
-                    dialect: crate::net::Dialect::OpenAi,
-                    expected_events: *out_len as usize + 8,
-                    // The answer is the next turn's history.
-                    keep_text: Some(true),
-                    request_id: Some(request_ids.turn(i, t)),
-                };
-                let permit = slots.clone().acquire_owned().await;
-                let sent = clock.raw();
-                let tl = client.stream(&req, sent, &mut NoopObserver, &cancel).await;
-                drop(permit);
-                let input = tl.usage.map(|u| u.prompt_tokens).unwrap_or(0);
-                let record = RequestRecord::from_timeline(&tl, &clock, &opts, input, 0);
-                let ok = record.is_success();
-                turns.push(TurnDone { turn: t, record });
-                if !ok {
-                    all_success = false;
-                    break;
-                }
-                // No-history mode sends each turn alone (vllm-bench's prefix sharing).
-                if !no_history {
-                    history.push((user.clone(), tl.content_text.unwrap_or_default()));
-                }
-                if !delay.is_zero() && t + 1 < n {
-                    tokio::time::sleep(delay).await;
-                }
-            }
-            ConvDone {
-                turns,
-                all_success,
-                duration_ns: clock.delta_ns(start, clock.raw()),
-            }
-        });
+        set.spawn(talk.clone().converse(i, c, model));
     }
     let mut done = Vec::new();
     while let Some(r) = set.join_next().await {
@@ -206,6 +119,132 @@ pub async fn run(
     let v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
     write_summary(out, &v).map_err(|e| RunError::Save("stdout".into(), e))?;
     Ok(v)
+}
+
+/// The run's conversations: a ShareGPT file's, or synthetic ones.
+fn conversations(cfg: &ServeConfig, mt: &MultiTurnConfig) -> Result<Vec<Conversation>, RunError> {
+    let d = &cfg.dataset;
+    match (&d.kind, &d.path) {
+        (DatasetKind::ShareGpt, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| RunError::Setup(format!("cannot read {}: {e}", path.display())))?;
+            // ShareGPT only consumes a cap on turns: 0 is every turn of the file.
+            let cap = (mt.max_turns > 0).then_some(mt.max_turns);
+            sharegpt(
+                &text,
+                d.num_prompts,
+                d.sharegpt_output_len,
+                cap,
+                d.seed,
+                cfg.request_ids.prefix(),
+            )
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))
+        }
+        _ => Ok(generate(
+            mt,
+            d.num_prompts,
+            d.random_input_len,
+            d.random_output_len,
+            d.random_prefix_len,
+            d.seed,
+            cfg.request_ids.prefix(),
+        )),
+    }
+}
+
+/// What every conversation's task shares.
+struct Talk {
+    client: Client,
+    slots: Arc<Semaphore>,
+    cancel: Cancel,
+    cfg: ServeConfig,
+    /// Think time between a conversation's turns.
+    delay: Duration,
+    /// vllm-bench's prefix-sharing mode: each turn sent alone.
+    no_history: bool,
+    opts: RecordOptions,
+}
+
+impl Talk {
+    /// Conversation `i`, turn after turn, until its last turn or its first failed one.
+    async fn converse(self: Arc<Self>, i: usize, c: Conversation, model: String) -> ConvDone {
+        let clock = self.client.clock().clone();
+        let start = clock.raw();
+        let mut history: Vec<(String, String)> = Vec::new();
+        let mut turns = Vec::new();
+        let mut all_success = true;
+        let n = c.turns.len();
+        for (t, (user, out_len)) in c.turns.iter().enumerate() {
+            if self.cancel.is_cancelled() {
+                all_success = false;
+                break;
+            }
+            let body = self.body(&model, c.system.as_deref(), &history, user, *out_len);
+            let req = StreamRequest {
+                path: self.cfg.endpoint.clone(),
+                body: Bytes::from(body.to_string()),
+                dialect: crate::net::Dialect::OpenAi,
+                expected_events: *out_len as usize + 8,
+                // The answer is the next turn's history.
+                keep_text: Some(true),
+                request_id: Some(self.cfg.request_ids.turn(i, t)),
+            };
+            let permit = self.slots.clone().acquire_owned().await;
+            let sent = clock.raw();
+            let tl = self
+                .client
+                .stream(&req, sent, &mut NoopObserver, &self.cancel)
+                .await;
+            drop(permit);
+            let input = tl.usage.map(|u| u.prompt_tokens).unwrap_or(0);
+            let record = RequestRecord::from_timeline(&tl, &clock, &self.opts, input, 0);
+            let ok = record.is_success();
+            turns.push(TurnDone { turn: t, record });
+            if !ok {
+                all_success = false;
+                break;
+            }
+            // No-history mode sends each turn alone (vllm-bench's prefix sharing).
+            if !self.no_history {
+                history.push((user.clone(), tl.content_text.unwrap_or_default()));
+            }
+            if !self.delay.is_zero() && t + 1 < n {
+                tokio::time::sleep(self.delay).await;
+            }
+        }
+        ConvDone {
+            turns,
+            all_success,
+            duration_ns: clock.delta_ns(start, clock.raw()),
+        }
+    }
+
+    /// One turn's chat body, as vllm-bench sends it.
+    fn body(
+        &self,
+        model: &str,
+        system: Option<&str>,
+        history: &[(String, String)],
+        user: &str,
+        out_len: u32,
+    ) -> Value {
+        let mut body = Map::new();
+        body.insert("model".into(), json!(model));
+        body.insert("messages".into(), messages(system, history, user));
+        body.insert("max_completion_tokens".into(), json!(out_len));
+        body.insert("stream".into(), json!(true));
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+        if self.cfg.ignore_eos {
+            body.insert("ignore_eos".into(), json!(true));
+        } else {
+            // vllm-bench's rule: without ignore_eos, ask for the length anyway.
+            body.insert("min_tokens".into(), json!(out_len));
+        }
+        for (k, v) in &self.cfg.extra {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
 }
 
 /// The figures of some records, flat, as vllm-bench writes them.

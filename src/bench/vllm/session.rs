@@ -9,7 +9,7 @@
 use crate::bench::engine::multi_run;
 use crate::bench::engine::samples::local_tokenizer;
 use crate::bench::engine::RunError;
-use crate::bench::vllm::args::ServeConfig;
+use crate::bench::vllm::args::{ServeConfig, Sweep};
 use crate::bench::vllm::result;
 use crate::bench::vllm::run;
 use crate::bench::vllm::sweep::{self, Point, PointResult};
@@ -39,25 +39,66 @@ pub async fn execute(
         return multi_turn(cfg, mt, clock, cancel, log, out).await;
     }
     let mut out = out;
-    let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
     let points = sweep::points(cfg);
     if points.len() == 1 && cfg.num_runs == 1 {
         let o = run::run_shown(cfg, clock, cancel, log, progress).await?;
         return Ok(run::report(cfg, &o, &mut out)?.into_iter().collect());
     }
-    // One date names every file of the session, so its files sort together.
-    let date = result::format_date(SystemTime::now());
-    let saving = cfg.save_result || cfg.append_result;
-    let mut written = Vec::new();
+    let mut session = Session {
+        cfg,
+        clock,
+        // One date names every file of the session, so its files sort together.
+        date: result::format_date(SystemTime::now()),
+        written: Vec::new(),
+        model_id: None,
+    };
     let mut results = Vec::new();
-    let mut model_id = None;
-    'points: for p in &points {
+    for p in &points {
+        match session.point(p, cancel, log, &mut out, progress).await? {
+            Some(r) => results.push(r),
+            None => break,
+        }
+    }
+    if let (Some(sw), false) = (&cfg.sweep, results.is_empty()) {
+        session.sweep_summary(sw, &results, &mut out)?;
+    }
+    Ok(session.written)
+}
+
+/// A session of several runs under way.
+struct Session<'a> {
+    cfg: &'a ServeConfig,
+    clock: Clock,
+    date: String,
+    /// The files written so far.
+    written: Vec<PathBuf>,
+    /// The model of the first run, which names the sweep summary.
+    model_id: Option<String>,
+}
+
+impl Session<'_> {
+    fn saving(&self) -> bool {
+        self.cfg.save_result || self.cfg.append_result
+    }
+
+    /// One sweep point's `--num-runs` runs, each printed and saved as a single run is, then
+    /// their spread. `None` when a stop came before one of its runs (the point is left out).
+    async fn point(
+        &mut self,
+        p: &Point,
+        cancel: &Cancel,
+        log: &mut (dyn Write + Send),
+        mut out: &mut (dyn Write + Send),
+        progress: &mut (dyn Progress + Send),
+    ) -> Result<Option<PointResult>, RunError> {
+        let cfg = self.cfg;
+        let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
         let mut figures = Vec::new();
         let mut files = Vec::new();
         let mut base = None;
         for k in 1..=cfg.num_runs {
             if cancel.is_cancelled() {
-                break 'points;
+                return Ok(None);
             }
             let title = match (p.label.is_empty(), cfg.num_runs) {
                 (false, 1) => p.label.clone(),
@@ -65,9 +106,9 @@ pub async fn execute(
                 (false, n) => format!("{}, run {k}/{n}", p.label),
             };
             writeln!(out, "{:-^50}", format!(" {title} ")).map_err(io)?;
-            let mut o = run::run_shown(&p.cfg, clock.clone(), cancel, log, progress).await?;
-            o.info.date = date.clone();
-            model_id.get_or_insert_with(|| o.info.model_id.clone());
+            let mut o = run::run_shown(&p.cfg, self.clock.clone(), cancel, log, progress).await?;
+            o.info.date = self.date.clone();
+            self.model_id.get_or_insert_with(|| o.info.model_id.clone());
             let name = base
                 .get_or_insert_with(|| point_base_name(cfg, p, &o.info))
                 .clone();
@@ -76,44 +117,53 @@ pub async fn execute(
                 Some(sweep::file_name(&name, "", (cfg.num_runs > 1).then_some(k)));
             if let Some(path) = run::report(&rcfg, &o, &mut out)? {
                 files.push(path.display().to_string());
-                written.push(path);
+                self.written.push(path);
             }
             figures.push(multi_run::figures(&o.pairs(false)));
         }
         if figures.is_empty() {
-            break;
+            return Ok(None);
         }
         let spreads = multi_run::spread(&figures);
         if cfg.num_runs > 1 {
             multi_run::write_table(&mut out, &spreads, figures.len()).map_err(io)?;
-            if saving {
+            if self.saving() {
                 let name =
                     sweep::file_name(base.as_deref().unwrap_or("result.json"), "-runs", None);
                 let v = multi_run::summary_json(&spreads, figures.len(), &files);
-                written.push(save(cfg, &name, &v)?);
+                self.written.push(save(cfg, &name, &v)?);
             }
         }
-        results.push(PointResult::new(p, &spreads, files));
+        Ok(Some(PointResult::new(p, &spreads, files)))
     }
-    if let (Some(sw), false) = (&cfg.sweep, results.is_empty()) {
+
+    /// The sweep's table, and its summary JSON and page when saving.
+    fn sweep_summary(
+        &mut self,
+        sw: &Sweep,
+        results: &[PointResult],
+        mut out: &mut (dyn Write + Send),
+    ) -> Result<(), RunError> {
+        let cfg = self.cfg;
+        let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
         let p = cfg
             .percentiles
             .last()
             .map(|&p| crate::bench::vllm::metrics::percentile_label(p))
             .unwrap_or_else(|| "99".into());
-        sweep::write_table(&mut out, &results, &p).map_err(io)?;
-        if saving {
-            let name = sweep_file_name(cfg, model_id.as_deref(), &date, sw.key());
-            let v = sweep::summary_json(sw, cfg.num_runs, &results);
+        sweep::write_table(&mut out, results, &p).map_err(io)?;
+        if self.saving() {
+            let name = sweep_file_name(cfg, self.model_id.as_deref(), &self.date, sw.key());
+            let v = sweep::summary_json(sw, cfg.num_runs, results);
             let json_path = save(cfg, &name, &v)?;
             let html_path = crate::bench::vllm::sweep_html::path_for(&json_path);
             std::fs::write(&html_path, crate::bench::vllm::sweep_html::render(&v))
                 .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
-            written.push(json_path);
-            written.push(html_path);
+            self.written.push(json_path);
+            self.written.push(html_path);
         }
+        Ok(())
     }
-    Ok(written)
 }
 
 /// The point's result file name before `-run{k}`: `--result-filename` with the point's tag,
