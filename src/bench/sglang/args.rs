@@ -240,10 +240,38 @@ pub fn sglang_bounds(input_len: u32, output_len: u32, r: f64) -> Bounds {
 }
 
 impl SglangArgs {
-    /// Refuses what cannot be honoured, then maps the rest.
+    /// Refuses what cannot be honoured, then maps the rest, as named steps.
     pub fn validate(&self) -> Result<SglangConfig, String> {
         self.refuse_unsupported()?;
         let (reader, default_port) = backend_of(&self.backend)?;
+        self.check_tokenize_prompt()?;
+        let lora_assignment = self.lora_assignment()?;
+        self.check_range_ratio()?;
+        let extra = self.extra_body()?;
+        let (dataset, num_prompts) = self.dataset()?;
+        let plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
+        Ok(SglangConfig {
+            backend: self.backend.clone(),
+            reader,
+            plan,
+            dataset_name: self.dataset_name.clone(),
+            num_prompts,
+            request_rate: self.request_rate,
+            max_concurrency: self.max_concurrency,
+            sharegpt_output_len: self.sharegpt_output_len,
+            random_input_len: self.random_input_len,
+            random_output_len: self.random_output_len,
+            random_range_ratio: self.random_range_ratio,
+            output_file: self.output_file.clone(),
+            output_details: self.output_details,
+            disable_tqdm: self.disable_tqdm,
+            tag: self.tag.clone(),
+            rate_is_trace: self.use_trace_timestamps,
+        })
+    }
+
+    /// SGLang's own limits on `--tokenize-prompt`.
+    fn check_tokenize_prompt(&self) -> Result<(), String> {
         if self.tokenize_prompt && self.backend != "sglang" {
             return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
         }
@@ -252,8 +280,12 @@ impl SglangArgs {
                 "--tokenize-prompt only works with the random datasets (as in SGLang)".into(),
             );
         }
-        let lora_names = self.lora_name.clone().unwrap_or_default();
-        let lora_assignment = match self.lora_request_distribution.as_str() {
+        Ok(())
+    }
+
+    /// `--lora-request-distribution` as the engine's assignment.
+    fn lora_assignment(&self) -> Result<LoraAssignment, String> {
+        let a = match self.lora_request_distribution.as_str() {
             "uniform" => LoraAssignment::Random,
             "distinct" => LoraAssignment::RoundRobin,
             "skewed" => {
@@ -268,39 +300,58 @@ impl SglangArgs {
                 ))
             }
         };
-        if lora_assignment == LoraAssignment::RoundRobin && lora_names.len() < 2 {
+        let names = self.lora_name.as_ref().map_or(0, Vec::len);
+        if a == LoraAssignment::RoundRobin && names < 2 {
             return Err(
                 "--lora-request-distribution distinct needs more than one --lora-name".into(),
             );
         }
+        Ok(a)
+    }
+
+    fn check_range_ratio(&self) -> Result<(), String> {
         if !(0.0..=1.0).contains(&self.random_range_ratio) {
             return Err(format!(
                 "--random-range-ratio must be in [0, 1] (lengths come from [L*r, L]), got {}",
                 self.random_range_ratio
             ));
         }
-        let extra = match &self.extra_request_body {
-            None => Map::new(),
+        Ok(())
+    }
+
+    /// `--extra-request-body`, a JSON object.
+    fn extra_body(&self) -> Result<Map<String, Value>, String> {
+        match &self.extra_request_body {
+            None => Ok(Map::new()),
             Some(s) => match serde_json::from_str::<Value>(s) {
-                Ok(Value::Object(m)) => m,
-                _ => {
-                    return Err(format!(
-                        "--extra-request-body must be a JSON object, got {s:?}"
-                    ))
-                }
+                Ok(Value::Object(m)) => Ok(m),
+                _ => Err(format!(
+                    "--extra-request-body must be a JSON object, got {s:?}"
+                )),
             },
-        };
+        }
+    }
+
+    /// The engine's plan: SGLang's server, bodies, schedule and warm-up.
+    fn plan(
+        &self,
+        reader: Reader,
+        default_port: u16,
+        lora_assignment: LoraAssignment,
+        extra: Map<String, Value>,
+        dataset: DatasetConfig,
+    ) -> Plan {
         let base_url = match &self.base_url {
             Some(u) => u.trim_end_matches('/').to_string(),
             None => format!("http://{}:{}", self.host, self.port.unwrap_or(default_port)),
         };
-        let (dataset, num_prompts) = self.dataset()?;
         let (dialect, endpoint) = match reader {
             Reader::Native => (Dialect::Sglang, "/generate"),
             Reader::Completions => (Dialect::OpenAi, "/v1/completions"),
             Reader::Chat => (Dialect::OpenAi, "/v1/chat/completions"),
         };
-        let plan = Plan {
+        let lora_names = self.lora_name.clone().unwrap_or_default();
+        Plan {
             base_url,
             headers: Vec::new(),
             // SGLang sends `Authorization: Bearer $OPENAI_API_KEY` when it is set.
@@ -365,25 +416,7 @@ impl SglangArgs {
             latency_origin: LatencyOrigin::Scheduled,
             ttft: TtftPredicate::FirstContent,
             end: RequestEnd::LastChoice,
-        };
-        Ok(SglangConfig {
-            backend: self.backend.clone(),
-            reader,
-            plan,
-            dataset_name: self.dataset_name.clone(),
-            num_prompts,
-            request_rate: self.request_rate,
-            max_concurrency: self.max_concurrency,
-            sharegpt_output_len: self.sharegpt_output_len,
-            random_input_len: self.random_input_len,
-            random_output_len: self.random_output_len,
-            random_range_ratio: self.random_range_ratio,
-            output_file: self.output_file.clone(),
-            output_details: self.output_details,
-            disable_tqdm: self.disable_tqdm,
-            tag: self.tag.clone(),
-            rate_is_trace: self.use_trace_timestamps,
-        })
+        }
     }
 
     /// The dataset, and the number of prompts SGLang sends.
