@@ -650,3 +650,82 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
         assert!((o.start_ns + (o.latency_s * 1e9) as u64) + 1000 >= last_choice);
     }
 }
+
+/// SGLang's warm-up through the engine's `Plan::warmup`: `--warmup-requests` copies of the
+/// first request, each capped at 32 output tokens, then `/flush_cache` with `--flush-cache`.
+/// The flush shows in the server's prefix cache: the first measured request repeats the
+/// warm-up's prompt, so it hits the cache without the flush and misses it after one.
+#[test]
+fn warm_up_repeats_the_first_request_capped_and_the_flush_empties_the_cache() {
+    let mock = start_mock();
+    let rt = runtime();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let run = |seed: &str, flush: bool| {
+        let file = dir.join(format!("w{seed}.jsonl"));
+        let mut args = vec![
+            "--base-url",
+            &url,
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "40",
+            "--random-range-ratio",
+            "1.0",
+            "--warmup-requests",
+            "3",
+            "--max-concurrency",
+            "1",
+            "--seed",
+            seed,
+            "--output-file",
+            file.to_str().unwrap(),
+        ];
+        if flush {
+            args.push("--flush-cache");
+        }
+        let cfg = sglang_config(&args).unwrap();
+        let out = rt
+            .block_on(run::run(
+                &cfg,
+                Clock::new(),
+                &Cancel::new(),
+                &mut Vec::new(),
+                &mut Vec::new(),
+                &mut |_: &str| {},
+            ))
+            .expect("run");
+        let first = out
+            .measured
+            .requests
+            .iter()
+            .find(|f| f.index == 0)
+            .expect("request 0");
+        let cached = first.timeline.usage.and_then(|u| u.cached_tokens);
+        (cfg, cached)
+    };
+    let (flushed_cfg, flushed) = run("11", true);
+    let (kept_cfg, kept) = run("12", false);
+    let trace = mock.finish();
+    assert_eq!(flushed, Some(0), "the flush emptied the prefix cache");
+    assert!(
+        kept.unwrap_or(0) > 0,
+        "without a flush the warm-up's prompt is cached: {kept:?}"
+    );
+    // Everything the server saw that was not a measured request is a warm-up: three per run,
+    // each stopped at 32 tokens.
+    let measured: Vec<String> = [&flushed_cfg, &kept_cfg]
+        .iter()
+        .flat_map(|c| (0..4).map(|i| c.plan.request_ids.request(i)))
+        .collect();
+    let warmups: Vec<usize> = trace
+        .iter()
+        .filter(|(id, _)| !measured.contains(id))
+        .map(|(_, recs)| recs.len())
+        .collect();
+    assert_eq!(warmups, vec![32; 6], "{warmups:?}");
+}
