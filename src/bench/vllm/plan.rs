@@ -68,3 +68,93 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::vllm::args::ServeArgs;
+    use crate::net::Dialect;
+    use crate::workload::datasets::{PromptSource, Sample};
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: ServeArgs,
+    }
+
+    fn plan(args: &[&str]) -> Plan {
+        let t = T::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
+        of(&t.a.validate().unwrap())
+    }
+
+    #[test]
+    fn flags_become_the_engines_plan() {
+        let p = plan(&[]);
+        assert_eq!(
+            (p.dialect, p.chat, p.endpoint.as_str()),
+            (Dialect::OpenAi, false, "/v1/completions")
+        );
+        assert_eq!(
+            (p.latency_origin, p.ttft, p.end),
+            (
+                LatencyOrigin::Scheduled,
+                TtftPredicate::FirstChoice,
+                RequestEnd::LastChoice
+            )
+        );
+        assert!(!p.keep_text);
+        let p = plan(&[
+            "--backend",
+            "openai-chat",
+            "--latency-from",
+            "sent",
+            "--ttft-from",
+            "content",
+            "--chat-end",
+            "last-message",
+            "--save-detailed",
+            "--max-concurrency",
+            "3",
+            "--num-warmups",
+            "2",
+        ]);
+        assert_eq!(
+            (p.dialect, p.chat, p.endpoint.as_str()),
+            (Dialect::OpenAi, true, "/v1/chat/completions")
+        );
+        assert_eq!(
+            (p.latency_origin, p.ttft, p.end),
+            (
+                LatencyOrigin::Sent,
+                TtftPredicate::FirstContent,
+                RequestEnd::LastMessage
+            )
+        );
+        assert!(p.keep_text);
+        assert_eq!((p.max_concurrency, p.num_warmups), (Some(3), 2));
+        // vLLM's old native backend names speak the engines' streams.
+        assert_eq!(plan(&["--backend", "sglang"]).dialect, Dialect::Sglang);
+        assert_eq!(plan(&["--backend", "tgi"]).dialect, Dialect::Tgi);
+    }
+
+    /// The engine names each request's model (the resolved one, or a LoRA adapter): the body
+    /// carries that name, not the builder's default.
+    #[test]
+    fn bodies_name_the_model_the_engine_asks_for() {
+        let p = plan(&["--model", "m"]);
+        let s = Sample {
+            prompt: PromptSource::Text("hello".into()),
+            prompt_len: 1,
+            output_len: 4,
+        };
+        let body = p
+            .bodies
+            .request_body(&s, "adapter-1", &mut Vec::new())
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["model"], "adapter-1");
+        assert_eq!(v["prompt"], "hello");
+        assert_eq!(v["max_tokens"], 4);
+    }
+}
