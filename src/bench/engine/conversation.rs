@@ -36,7 +36,7 @@ pub struct MultiTurnConfig {
 
 impl MultiTurnConfig {
     /// vllm-bench's prefix-sharing mode: each turn sends only its own message (no earlier
-    /// turns, no answers), built as [global][conversation][unique] parts.
+    /// turns, no answers), built as `[global][conversation][unique]` parts.
     pub fn no_history(&self) -> bool {
         self.prefix_global_ratio > 0.0 || self.prefix_conversation_ratio > 0.0
     }

@@ -1,5 +1,5 @@
 //! The benchmark engine, shared by every front end: dataset -> schedule -> requests ->
-//! per-request records. A front end fills a [`Plan`] from its tool's flags, calls [`run`], and
+//! per-request records. A front end fills a [`Plan`] from its tool's flags, calls [`run()`], and
 //! turns the [`Measured`] run into its tool's figures and files.
 //!
 //! Architecture invariant: the engine knows no tool's names — no flag of `vllm bench serve` or
@@ -7,7 +7,7 @@
 //! (request bodies, metric definitions, output) comes in through the plan or is done by the front
 //! end with the records.
 //!
-//! - [`run`]: the runner, as named steps (ready check, prompts, warm-ups, order, dispatch,
+//! - [`run`](mod@run): the runner, as named steps (ready check, prompts, warm-ups, order, dispatch,
 //!   records); [`samples`]: loading and sizing the prompts; [`send`]: sending on time;
 //!   [`connect`]: the client, the ready check, the `/metrics` page.
 //! - [`record`]: one request as a [`RequestRecord`]; [`figures`]: our own figures of a run.

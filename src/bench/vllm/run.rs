@@ -2,7 +2,7 @@
 //! per-request lists, optional keys and steady state, our own figures under `llmspeed` — then
 //! vLLM's console summary and result file.
 //!
-//! Owns the mapping out, as named steps ([`output`]). It must never send a request (that is
+//! Owns the mapping out, as named steps (`output`). It must never send a request (that is
 //! `bench::engine::run`), compute vLLM's metrics itself (that is `bench::vllm::metrics`) or lay
 //! out the JSON (that is `bench::vllm::result`).
 
