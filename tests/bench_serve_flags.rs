@@ -14,6 +14,7 @@ fn args(argv: &[&str]) -> Result<ServeArgs, String> {
     match cli.command {
         Command::Bench(b) => match b.command {
             BenchCommand::Serve(a) => Ok(*a),
+            _ => Err("not bench serve".into()),
         },
         _ => Err("not bench serve".into()),
     }

@@ -117,7 +117,9 @@ fn shard_job_runs_bench_serve_with_real_flags_one_shard_per_index() {
         let Command::Bench(b) = parse(&commands[0], &args).command else {
             panic!("not bench serve: {args:?}")
         };
-        let BenchCommand::Serve(a) = b.command;
+        let BenchCommand::Serve(a) = b.command else {
+            panic!("not bench serve: {args:?}")
+        };
         let cfg = a.validate().unwrap_or_else(|e| panic!("{args:?}: {e}"));
         assert_eq!(
             cfg.shard,

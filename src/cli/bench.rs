@@ -1,9 +1,12 @@
-//! `llmspeed bench serve`: the drop-in for `vllm bench serve`. Parses and validates the flags,
-//! builds the runtime, runs `bench::vllm::session` and prints or saves the result. Owns no measurement.
+//! `llmspeed bench serve` and `llmspeed bench sglang`: the drop-ins for `vllm bench serve` and
+//! `python -m sglang.bench_serving`. Parses and validates the flags, builds the runtime, runs
+//! the front end (`bench::vllm::session`, `bench::sglang::run`) and prints or saves the result.
+//! Owns no measurement.
 
 use super::progress::{live_wanted, Display};
 use super::signal::stop_on_signal;
 use super::{runtime, CliError, CliResult};
+use crate::bench::sglang::args::SglangArgs;
 use crate::bench::vllm::args::ServeArgs;
 use crate::bench::vllm::session;
 use crate::clock::Clock;
@@ -20,11 +23,15 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// Benchmark online serving like `vllm bench serve`: same flags, same result JSON.
     Serve(Box<ServeArgs>),
+    /// Benchmark online serving like `python -m sglang.bench_serving`: same flags, same
+    /// console block, same JSONL record.
+    Sglang(Box<SglangArgs>),
 }
 
 pub fn run(args: BenchArgs) -> CliResult {
     match args.command {
         BenchCommand::Serve(a) => serve(&a),
+        BenchCommand::Sglang(a) => sglang(&a),
     }
 }
 
@@ -79,6 +86,53 @@ fn serve(a: &ServeArgs) -> CliResult {
     if let Some(sig) = caught.get() {
         eprintln!(
             "interrupted by {}: what was saved is partial and says so (`llmspeed.interrupted`)",
+            sig.describe()
+        );
+        return Ok(ExitCode::from(sig.exit_code()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn sglang(a: &SglangArgs) -> CliResult {
+    let cfg = a.validate().map_err(CliError::usage)?;
+    let rt = runtime(0)?;
+    let cancel = Cancel::new();
+    let caught = {
+        let _in_runtime = rt.enter();
+        stop_on_signal(
+            cancel.clone(),
+            "",
+            |sig| {
+                format!(
+                    "interrupted by {}: cancelling requests in flight (again to quit without a result)",
+                    sig.describe()
+                )
+            },
+            "exiting without a result",
+        )?
+    };
+    let done = rt
+        .block_on(async {
+            let mut log = std::io::stderr();
+            let mut stdout = std::io::stdout();
+            let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
+            let r = crate::bench::sglang::run::run(
+                &cfg,
+                Clock::new(),
+                &cancel,
+                &mut log,
+                &mut stdout,
+                &mut display,
+            )
+            .await;
+            display.finish();
+            r
+        })
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    eprintln!("Results saved to {}", done.path.display());
+    if let Some(sig) = caught.get() {
+        eprintln!(
+            "interrupted by {}: the record covers only the requests that ran",
             sig.describe()
         );
         return Ok(ExitCode::from(sig.exit_code()));

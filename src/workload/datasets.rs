@@ -74,6 +74,9 @@ pub struct DatasetConfig {
     pub random_input_len: u32,
     pub random_output_len: u32,
     pub random_range_ratio: f64,
+    /// Inclusive `(input, output)` length bounds that replace the range ratio's (SGLang's
+    /// reading of its ratio, set by `bench sglang`).
+    pub random_bounds: Option<((u32, u32), (u32, u32))>,
     pub random_prefix_len: u32,
     pub sharegpt_output_len: Option<u32>,
     pub sonnet_input_len: u32,
@@ -100,6 +103,7 @@ impl Default for DatasetConfig {
             random_input_len: 1024,
             random_output_len: 128,
             random_range_ratio: 0.0,
+            random_bounds: None,
             random_prefix_len: 0,
             sharegpt_output_len: None,
             sonnet_input_len: 550,
@@ -176,8 +180,10 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let ids = cfg.ids;
     let prefix: Arc<[u32]> = random_ids(&mut rng, cfg.random_prefix_len as usize, ids).into();
-    let (in_lo, in_hi) = range_bounds(cfg.random_input_len, r);
-    let (out_lo, out_hi) = range_bounds(cfg.random_output_len, r);
+    let ((in_lo, in_hi), (out_lo, out_hi)) = cfg.random_bounds.unwrap_or((
+        range_bounds(cfg.random_input_len, r),
+        range_bounds(cfg.random_output_len, r),
+    ));
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for i in 0..cfg.num_prompts {
         let len = rng.gen_range(in_lo..=in_hi);
@@ -806,6 +812,23 @@ mod tests {
             assert_eq!(t.split_whitespace().count(), 100);
             assert_eq!(s.prompt_len, 130);
         }
+    }
+
+    #[test]
+    fn explicit_bounds_replace_the_ratios() {
+        let cfg = DatasetConfig {
+            num_prompts: 2000,
+            random_input_len: 100,
+            random_output_len: 40,
+            random_bounds: Some(((50, 100), (0, 40))),
+            ..Default::default()
+        };
+        let s = random(&cfg).unwrap();
+        assert!(s.iter().all(|x| (50..=100).contains(&x.prompt_len)));
+        assert!(s.iter().all(|x| x.output_len <= 40));
+        // 2000 uniform draws reach both ends' neighbourhoods.
+        assert!(s.iter().any(|x| x.prompt_len <= 52) && s.iter().any(|x| x.output_len <= 1));
+        assert!(s.iter().any(|x| x.prompt_len >= 98) && s.iter().any(|x| x.output_len >= 39));
     }
 
     #[test]

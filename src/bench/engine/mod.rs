@@ -32,6 +32,6 @@ pub mod shard;
 pub mod steady;
 
 pub use error::RunError;
-pub use plan::{Bodies, Plan};
+pub use plan::{Bodies, Plan, Warmup};
 pub use record::RequestRecord;
 pub use run::{run, Finished, Measured};

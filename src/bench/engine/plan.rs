@@ -15,12 +15,31 @@ use crate::workload::schedule::ScheduleConfig;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How a front end writes one request's JSON body: the fields its tool sends on the plan's
 /// endpoint (each tool sends its own, and a server must see the same request from either).
 pub trait Bodies: Send + Sync {
     /// The body asking `model` for sample `s`. `ids` is scratch space for writing token ids.
     fn request_body(&self, s: &Sample, model: &str, ids: &mut Vec<u32>) -> Result<Vec<u8>, String>;
+}
+
+/// How the warm-up requests go. The default: [`Plan::num_warmups`] samples in turn, each at
+/// its own length within the concurrency cap, a failure only logged, the run right after.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Warmup {
+    /// Every warm-up sends the first sample, all at once, instead of the samples in turn within
+    /// the concurrency cap.
+    pub repeat_first: bool,
+    /// Caps each warm-up's output length.
+    pub max_output: Option<u32>,
+    /// When every warm-up failed, the run fails with the first one's error.
+    pub must_succeed: bool,
+    /// A path POSTed after the warm-ups, before the run (a prefix-cache flush); a failure is
+    /// logged, never fatal.
+    pub then_post: Option<String>,
+    /// A pause after the warm-ups (and the post), before the run starts.
+    pub settle: Duration,
 }
 
 /// One benchmark run, as the engine runs it.
@@ -75,6 +94,8 @@ pub struct Plan {
     pub max_concurrency: Option<usize>,
     /// Requests sent before the measured run, never measured.
     pub num_warmups: usize,
+    /// How they are sent, and what follows them.
+    pub warmup: Warmup,
     /// Send only this shard's share of the requests.
     pub shard: Option<Shard>,
     /// Wait for this wall-clock time (Unix ns) before the first request.

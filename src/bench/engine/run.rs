@@ -233,30 +233,65 @@ async fn warm_up(
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
 ) -> Result<(), RunError> {
-    if plan.num_warmups == 0 {
-        return Ok(());
-    }
-    let _ = writeln!(log, "warming up with {} request(s)", plan.num_warmups);
-    let slots = Arc::new(Semaphore::new(
-        plan.max_concurrency.unwrap_or(plan.num_warmups),
-    ));
-    let mut ids = Vec::new();
-    let mut set = JoinSet::new();
-    for i in 0..plan.num_warmups {
-        let req = requests.make(&samples[i % samples.len()], None, &mut ids)?;
-        let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
-        set.spawn(async move {
-            let _permit = slots.acquire_owned().await;
-            let start = c.clock().raw();
-            c.stream(&req, start, &mut NoopObserver, &cancel).await
-        });
-    }
-    while let Some(r) = set.join_next().await {
-        if let Ok(t) = r {
-            if let Err(e) = &t.outcome {
-                let _ = writeln!(log, "warm-up request failed: {e}");
+    let rules = &plan.warmup;
+    if plan.num_warmups > 0 {
+        let _ = writeln!(log, "warming up with {} request(s)", plan.num_warmups);
+        let slots = Arc::new(Semaphore::new(match rules.repeat_first {
+            true => plan.num_warmups,
+            false => plan.max_concurrency.unwrap_or(plan.num_warmups),
+        }));
+        let mut ids = Vec::new();
+        let mut set = JoinSet::new();
+        for i in 0..plan.num_warmups {
+            let k = if rules.repeat_first {
+                0
+            } else {
+                i % samples.len()
+            };
+            let mut s = samples[k].clone();
+            if let Some(m) = rules.max_output {
+                s.output_len = s.output_len.min(m);
+            }
+            let req = requests.make(&s, None, &mut ids)?;
+            let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+            set.spawn(async move {
+                let _permit = slots.acquire_owned().await;
+                let start = c.clock().raw();
+                c.stream(&req, start, &mut NoopObserver, &cancel).await
+            });
+        }
+        let (mut ok, mut first_error) = (false, None);
+        while let Some(r) = set.join_next().await {
+            if let Ok(t) = r {
+                match &t.outcome {
+                    Ok(()) => ok = true,
+                    Err(e) => {
+                        let _ = writeln!(log, "warm-up request failed: {e}");
+                        first_error.get_or_insert_with(|| e.to_string());
+                    }
+                }
             }
         }
+        if rules.must_succeed && !ok {
+            return Err(RunError::Setup(format!(
+                "every warm-up request failed: {}",
+                first_error.unwrap_or_default()
+            )));
+        }
+    }
+    if let Some(path) = &rules.then_post {
+        match client.post_json(path, b"").await {
+            Ok(r) if r.is_success() => {}
+            Ok(r) => {
+                let _ = writeln!(log, "note: POST {path} answered HTTP {}", r.status);
+            }
+            Err(e) => {
+                let _ = writeln!(log, "note: POST {path} failed: {e}");
+            }
+        }
+    }
+    if !rules.settle.is_zero() {
+        tokio::time::sleep(rules.settle).await;
     }
     Ok(())
 }

@@ -70,7 +70,7 @@ impl PromptKind {
 
 /// `POST /tokenize` of `text` in the verified `dialect` -> its token count (without special
 /// tokens where the dialect has the switch, as before).
-async fn server_count(
+pub async fn server_count(
     client: &Client,
     dialect: TokenizeDialect,
     model: &str,

@@ -1059,6 +1059,7 @@ impl ServeArgs {
             random_input_len: self.random_input_len,
             random_output_len: self.random_output_len,
             random_range_ratio: self.random_range_ratio,
+            random_bounds: None,
             random_prefix_len: self.random_prefix_len,
             sharegpt_output_len: self.sharegpt_output_len,
             sonnet_input_len: self.sonnet_input_len,

@@ -49,6 +49,7 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         self_timed: cfg.self_timed,
         max_concurrency: cfg.max_concurrency,
         num_warmups: cfg.num_warmups,
+        warmup: Default::default(),
         shard: cfg.shard,
         start_at_unix_ns: cfg.start_at_unix_ns,
         probe_request_rate: cfg.probe_request_rate,

@@ -1,0 +1,650 @@
+//! `llmspeed bench sglang`'s flags: `python -m sglang.bench_serving`'s names and defaults
+//! (SGLang `python/sglang/bench_serving.py`, the `--tag` revision; see `docs/bench-sglang.md`),
+//! validated into a [`SglangConfig`].
+//!
+//! Owns: the flag table, the refusals (a flag we cannot honour fails naming itself; nothing is
+//! ignored), and the mapping of SGLang's flags onto the engine's [`Plan`]. It must never run
+//! anything.
+
+use super::body::SglangBodies;
+use super::metrics::Reader;
+use crate::bench::engine::lora::LoraAssignment;
+use crate::bench::engine::plan::{Plan, Warmup};
+use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
+use crate::net::Dialect;
+use crate::workload::datasets::{DatasetConfig, DatasetKind};
+use crate::workload::request_id::RequestIds;
+use crate::workload::schedule::ScheduleConfig;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The backends SGLang's `ASYNC_REQUEST_FUNCS` names that speak an HTTP streaming API we read.
+const BACKENDS: &str =
+    "sglang, sglang-native, sglang-oai, sglang-oai-chat, vllm, vllm-chat, lmdeploy, lmdeploy-chat";
+
+#[derive(Debug, Clone, clap::Args)]
+#[command(about = "Drop-in for `python -m sglang.bench_serving`: same flags, same JSONL record")]
+pub struct SglangArgs {
+    /// sglang/sglang-native: POST /generate; sglang-oai, vllm, lmdeploy: /v1/completions;
+    /// sglang-oai-chat, vllm-chat, lmdeploy-chat: /v1/chat/completions.
+    #[arg(long, default_value = "sglang")]
+    pub backend: String,
+    /// Server base URL (overrides --host/--port).
+    #[arg(long)]
+    pub base_url: Option<String>,
+    #[arg(long, default_value = "0.0.0.0")]
+    pub host: String,
+    /// [default: 30000; vllm 8000; lmdeploy 23333]
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// sharegpt, random, random-ids, generated-shared-prefix or mooncake.
+    #[arg(long, default_value = "sharegpt")]
+    pub dataset_name: String,
+    #[arg(long, default_value = "")]
+    pub dataset_path: String,
+    /// Model name [default: the first of GET /v1/models].
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long)]
+    pub served_model_name: Option<String>,
+    /// A local tokenizer.json (or a model in the local Hugging Face cache) to count with;
+    /// without one the server's /tokenize counts.
+    #[arg(long)]
+    pub tokenizer: Option<String>,
+    #[arg(long, default_value_t = 1000)]
+    pub num_prompts: usize,
+    #[arg(long)]
+    pub sharegpt_output_len: Option<u32>,
+    #[arg(long)]
+    pub sharegpt_context_len: Option<u32>,
+    #[arg(long, default_value_t = 1024)]
+    pub random_input_len: u32,
+    #[arg(long, default_value_t = 1024)]
+    pub random_output_len: u32,
+    /// Lengths are drawn from [max(L*r, 1), L] (outputs from [L*r, L]): SGLang's meaning, not
+    /// vLLM's.
+    #[arg(long, default_value_t = 0.0)]
+    pub random_range_ratio: f64,
+    /// Requests per second (inf: all at once; else Poisson arrivals).
+    #[arg(long, default_value = "inf")]
+    pub request_rate: f64,
+    #[arg(long)]
+    pub max_concurrency: Option<usize>,
+    /// The JSONL file one line is appended to [default: SGLang's name from backend, date and
+    /// lengths].
+    #[arg(long)]
+    pub output_file: Option<String>,
+    /// Adds input_lens, output_lens, ttfts, itls, generated_texts and errors to the record.
+    #[arg(long)]
+    pub output_details: bool,
+    #[arg(long)]
+    pub disable_tqdm: bool,
+    #[arg(long)]
+    pub return_logprob: bool,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long)]
+    pub disable_ignore_eos: bool,
+    /// A JSON object merged into every request body.
+    #[arg(long)]
+    pub extra_request_body: Option<String>,
+    /// LoRA adapter names; each request names one.
+    #[arg(long, num_args = 0..)]
+    pub lora_name: Option<Vec<String>>,
+    /// uniform or distinct (skewed is refused).
+    #[arg(long, default_value = "uniform")]
+    pub lora_request_distribution: String,
+    #[arg(long, default_value_t = 1.5)]
+    pub lora_zipf_alpha: f64,
+    /// POST /flush_cache after the warm-up.
+    #[arg(long)]
+    pub flush_cache: bool,
+    #[arg(long, default_value_t = 1)]
+    pub warmup_requests: usize,
+    /// Send token ids (`input_ids`) instead of text (backend sglang, random datasets; llmspeed's
+    /// random prompts are token ids wherever the server takes them, with or without it).
+    #[arg(long)]
+    pub tokenize_prompt: bool,
+    #[arg(long, default_value_t = 64)]
+    pub gsp_num_groups: u32,
+    #[arg(long, default_value_t = 16)]
+    pub gsp_prompts_per_group: usize,
+    #[arg(long, default_value_t = 2048)]
+    pub gsp_system_prompt_len: u32,
+    #[arg(long, default_value_t = 128)]
+    pub gsp_question_len: u32,
+    #[arg(long, default_value_t = 256)]
+    pub gsp_output_len: u32,
+    #[arg(long, default_value_t = 1.0)]
+    pub gsp_range_ratio: f64,
+    /// Replay speed of a mooncake trace (2.0: twice as slow).
+    #[arg(long, default_value_t = 1.0)]
+    pub mooncake_slowdown_factor: f64,
+    #[arg(long, default_value_t = 1)]
+    pub mooncake_num_rounds: u32,
+    #[arg(long, default_value = "conversation")]
+    pub mooncake_workload: String,
+    /// Label the rate `trace` in the block and the record (mooncake only; with --backend sglang
+    /// the trace's timestamps set the schedule either way, as in SGLang).
+    #[arg(long)]
+    pub use_trace_timestamps: bool,
+    /// A tag recorded in the JSONL record.
+    #[arg(long)]
+    pub tag: Option<String>,
+
+    // ---- SGLang flags llmspeed refuses (each fails naming itself) ----
+    #[arg(long, hide = true)]
+    pub disable_stream: bool,
+    #[arg(long, hide = true)]
+    pub apply_chat_template: bool,
+    #[arg(long, hide = true)]
+    pub profile: bool,
+    #[arg(long, hide = true)]
+    pub plot_throughput: bool,
+    #[arg(long, hide = true)]
+    pub print_requests: bool,
+    #[arg(long, hide = true)]
+    pub pd_separated: bool,
+    #[arg(long, hide = true, default_value = "")]
+    pub prompt_suffix: String,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_activities: Vec<String>,
+    #[arg(long, hide = true)]
+    pub profile_num_steps: Option<u32>,
+    #[arg(long, hide = true)]
+    pub profile_by_stage: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_stages: Vec<String>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_prefill_url: Option<Vec<String>>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_decode_url: Option<Vec<String>>,
+    #[arg(long, hide = true)]
+    pub image_count: Option<u32>,
+    #[arg(long, hide = true)]
+    pub image_resolution: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_format: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_content: Option<String>,
+}
+
+/// Inclusive `(input, output)` length bounds of the random datasets.
+pub type Bounds = ((u32, u32), (u32, u32));
+
+/// A validated `bench sglang` run.
+#[derive(Clone, Debug)]
+pub struct SglangConfig {
+    /// The backend name as given (the record's `backend`).
+    pub backend: String,
+    pub reader: Reader,
+    /// What the engine runs: server, dataset, schedule, concurrency, SGLang's bodies.
+    pub plan: Plan,
+    pub dataset_name: String,
+    pub num_prompts: usize,
+    pub request_rate: f64,
+    pub max_concurrency: Option<usize>,
+    pub sharegpt_output_len: Option<u32>,
+    pub random_input_len: u32,
+    pub random_output_len: u32,
+    pub random_range_ratio: f64,
+    pub output_file: Option<String>,
+    pub output_details: bool,
+    pub disable_tqdm: bool,
+    pub tag: Option<String>,
+    /// `--use-trace-timestamps`: the rate reads `trace`.
+    pub rate_is_trace: bool,
+}
+
+/// The per-request body settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BodyFlags {
+    pub ignore_eos: bool,
+    pub return_logprob: bool,
+    /// `--extra-request-body`, merged last.
+    pub extra: Map<String, Value>,
+}
+
+fn refused(flag: &str, why: &str) -> String {
+    format!("{flag} is not supported by llmspeed bench sglang: {why}")
+}
+
+/// The reader that reads what `backend` speaks, and its default port.
+fn backend_of(b: &str) -> Result<(Reader, u16), String> {
+    Ok(match b {
+        "sglang" | "sglang-native" => (Reader::Native, 30000),
+        "sglang-oai" => (Reader::Completions, 30000),
+        "vllm" => (Reader::Completions, 8000),
+        "lmdeploy" => (Reader::Completions, 23333),
+        "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, 30000),
+        "trt" | "gserver" | "truss" => {
+            return Err(refused(
+                &format!("--backend {b}"),
+                &format!(
+                "its API is not one of the streaming APIs llmspeed reads (supported: {BACKENDS})"
+            ),
+            ))
+        }
+        _ => return Err(format!("unknown --backend {b:?} (supported: {BACKENDS})")),
+    })
+}
+
+/// SGLang's random length bounds: inputs `[max(int(L*r), 1), L]`, outputs `[int(L*r), L]`.
+pub fn sglang_bounds(input_len: u32, output_len: u32, r: f64) -> Bounds {
+    let lo = |l: u32| ((l as f64 * r) as u32).min(l);
+    (
+        (lo(input_len).max(1).min(input_len.max(1)), input_len),
+        (lo(output_len), output_len),
+    )
+}
+
+impl SglangArgs {
+    /// Refuses what cannot be honoured, then maps the rest, as named steps.
+    pub fn validate(&self) -> Result<SglangConfig, String> {
+        self.refuse_unsupported()?;
+        let (reader, default_port) = backend_of(&self.backend)?;
+        self.check_tokenize_prompt()?;
+        let lora_assignment = self.lora_assignment()?;
+        self.check_range_ratio()?;
+        let extra = self.extra_body()?;
+        let (dataset, num_prompts) = self.dataset()?;
+        let plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
+        Ok(SglangConfig {
+            backend: self.backend.clone(),
+            reader,
+            plan,
+            dataset_name: self.dataset_name.clone(),
+            num_prompts,
+            request_rate: self.request_rate,
+            max_concurrency: self.max_concurrency,
+            sharegpt_output_len: self.sharegpt_output_len,
+            random_input_len: self.random_input_len,
+            random_output_len: self.random_output_len,
+            random_range_ratio: self.random_range_ratio,
+            output_file: self.output_file.clone(),
+            output_details: self.output_details,
+            disable_tqdm: self.disable_tqdm,
+            tag: self.tag.clone(),
+            rate_is_trace: self.use_trace_timestamps,
+        })
+    }
+
+    /// SGLang's own limits on `--tokenize-prompt`.
+    fn check_tokenize_prompt(&self) -> Result<(), String> {
+        if self.tokenize_prompt && self.backend != "sglang" {
+            return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
+        }
+        if self.tokenize_prompt && !self.dataset_name.starts_with("random") {
+            return Err(
+                "--tokenize-prompt only works with the random datasets (as in SGLang)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// `--lora-request-distribution` as the engine's assignment.
+    fn lora_assignment(&self) -> Result<LoraAssignment, String> {
+        let a = match self.lora_request_distribution.as_str() {
+            "uniform" => LoraAssignment::Random,
+            "distinct" => LoraAssignment::RoundRobin,
+            "skewed" => {
+                return Err(refused(
+                    "--lora-request-distribution skewed",
+                    "adapters are assigned uniformly or in turn (uniform, distinct)",
+                ))
+            }
+            d => {
+                return Err(format!(
+                    "unknown --lora-request-distribution {d:?} (uniform, distinct, skewed)"
+                ))
+            }
+        };
+        let names = self.lora_name.as_ref().map_or(0, Vec::len);
+        if a == LoraAssignment::RoundRobin && names < 2 {
+            return Err(
+                "--lora-request-distribution distinct needs more than one --lora-name".into(),
+            );
+        }
+        Ok(a)
+    }
+
+    fn check_range_ratio(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.random_range_ratio) {
+            return Err(format!(
+                "--random-range-ratio must be in [0, 1] (lengths come from [L*r, L]), got {}",
+                self.random_range_ratio
+            ));
+        }
+        Ok(())
+    }
+
+    /// `--extra-request-body`, a JSON object.
+    fn extra_body(&self) -> Result<Map<String, Value>, String> {
+        match &self.extra_request_body {
+            None => Ok(Map::new()),
+            Some(s) => match serde_json::from_str::<Value>(s) {
+                Ok(Value::Object(m)) => Ok(m),
+                _ => Err(format!(
+                    "--extra-request-body must be a JSON object, got {s:?}"
+                )),
+            },
+        }
+    }
+
+    /// The engine's plan: SGLang's server, bodies, schedule and warm-up.
+    fn plan(
+        &self,
+        reader: Reader,
+        default_port: u16,
+        lora_assignment: LoraAssignment,
+        extra: Map<String, Value>,
+        dataset: DatasetConfig,
+    ) -> Plan {
+        let base_url = match &self.base_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}:{}", self.host, self.port.unwrap_or(default_port)),
+        };
+        let (dialect, endpoint) = match reader {
+            Reader::Native => (Dialect::Sglang, "/generate"),
+            Reader::Completions => (Dialect::OpenAi, "/v1/completions"),
+            Reader::Chat => (Dialect::OpenAi, "/v1/chat/completions"),
+        };
+        let lora_names = self.lora_name.clone().unwrap_or_default();
+        Plan {
+            base_url,
+            headers: Vec::new(),
+            // SGLang sends `Authorization: Bearer $OPENAI_API_KEY` when it is set.
+            api_key: std::env::var("OPENAI_API_KEY")
+                .ok()
+                .filter(|k| !k.is_empty()),
+            insecure: false,
+            system_roots: false,
+            ca_cert: None,
+            kernel_stamps: true,
+            preconnect: false,
+            // SGLang asks `/v1/models` once, without waiting.
+            ready_check_timeout_s: 0,
+            model: self.model.clone(),
+            served_model_name: self.served_model_name.clone(),
+            tokenizer: self.tokenizer.clone(),
+            endpoint: endpoint.into(),
+            dialect,
+            chat: reader == Reader::Chat,
+            bodies: Arc::new(SglangBodies {
+                reader,
+                lora_names: lora_names.clone(),
+                flags: BodyFlags {
+                    ignore_eos: !self.disable_ignore_eos,
+                    return_logprob: self.return_logprob,
+                    extra,
+                },
+            }),
+            // SGLang keeps every generated text: it counts them again.
+            keep_text: true,
+            request_ids: RequestIds::Uuid {
+                run: rand::random(),
+            },
+            lora_modules: lora_names,
+            lora_assignment,
+            dataset,
+            schedule: ScheduleConfig {
+                rate: self.request_rate,
+                burstiness: 1.0,
+                ramp: None,
+                seed: self.seed,
+            },
+            // SGLang replays a mooncake trace on its timestamps only with --backend sglang.
+            self_timed: self.dataset_name == "mooncake" && self.backend == "sglang",
+            max_concurrency: self.max_concurrency,
+            num_warmups: self.warmup_requests,
+            // SGLang's warm-up: the first request, at most 32 output tokens, all at once, one
+            // must succeed; then `/flush_cache` when asked, and a second's pause either way.
+            warmup: Warmup {
+                repeat_first: true,
+                max_output: Some(32),
+                must_succeed: true,
+                then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
+                settle: Duration::from_secs(1),
+            },
+            shard: None,
+            start_at_unix_ns: None,
+            probe_request_rate: 0.0,
+            progress_step: "bench sglang",
+            // A request starts when it may run (its slot, never before its send time): SGLang's
+            // `st`. The engine's own record rules are unused: `metrics` reads the timelines.
+            latency_origin: LatencyOrigin::Scheduled,
+            ttft: TtftPredicate::FirstContent,
+            end: RequestEnd::LastChoice,
+        }
+    }
+
+    /// The dataset, and the number of prompts SGLang sends.
+    fn dataset(&self) -> Result<(DatasetConfig, usize), String> {
+        let path = (!self.dataset_path.is_empty()).then(|| self.dataset_path.clone().into());
+        let mut d = DatasetConfig {
+            num_prompts: self.num_prompts,
+            seed: self.seed,
+            ..DatasetConfig::default()
+        };
+        match self.dataset_name.as_str() {
+            "sharegpt" => {
+                d.path = Some(path.ok_or_else(|| {
+                    "--dataset-name sharegpt needs --dataset-path (llmspeed downloads nothing)"
+                        .to_string()
+                })?);
+                if self.sharegpt_context_len.is_some() {
+                    return Err(refused(
+                        "--sharegpt-context-len",
+                        "the sharegpt loader has no context filter yet",
+                    ));
+                }
+                if self.sharegpt_output_len.is_some_and(|n| n < 4) {
+                    return Err(
+                        "--sharegpt-output-len must be at least 4 (SGLang: output_len too small)"
+                            .into(),
+                    );
+                }
+                d.kind = DatasetKind::ShareGpt;
+                d.sharegpt_output_len = self.sharegpt_output_len;
+            }
+            "random" | "random-ids" => {
+                d.kind = DatasetKind::Random;
+                d.random_input_len = self.random_input_len.max(1);
+                d.random_output_len = self.random_output_len;
+                d.random_bounds = Some(sglang_bounds(
+                    self.random_input_len,
+                    self.random_output_len,
+                    self.random_range_ratio,
+                ));
+            }
+            "generated-shared-prefix" => {
+                if self.gsp_range_ratio != 1.0 {
+                    return Err(refused(
+                        "--gsp-range-ratio",
+                        "only 1.0 (exact lengths, SGLang's default) is supported",
+                    ));
+                }
+                d.kind = DatasetKind::PrefixRepetition;
+                d.num_prompts = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
+                d.prefix_repetition_num_prefixes = self.gsp_num_groups;
+                d.prefix_repetition_prefix_len = self.gsp_system_prompt_len;
+                d.prefix_repetition_suffix_len = self.gsp_question_len;
+                d.prefix_repetition_output_len = self.gsp_output_len;
+            }
+            "mooncake" => {
+                d.path = Some(path.ok_or_else(|| {
+                    "--dataset-name mooncake needs --dataset-path (a local Mooncake trace; llmspeed downloads nothing)"
+                        .to_string()
+                })?);
+                if self.mooncake_num_rounds != 1 {
+                    return Err(refused(
+                        "--mooncake-num-rounds",
+                        "multi-round mooncake sessions are not replayed; only 1",
+                    ));
+                }
+                if self.mooncake_slowdown_factor.is_nan() || self.mooncake_slowdown_factor <= 0.0 {
+                    return Err(format!(
+                        "--mooncake-slowdown-factor must be above 0, got {}",
+                        self.mooncake_slowdown_factor
+                    ));
+                }
+                d.kind = DatasetKind::TimedTrace;
+                // Mooncake's blocks are 512 tokens, its timestamps milliseconds.
+                d.trace.chunk_hash_size = 512;
+                d.trace.sec_multiplier = 0.001 * self.mooncake_slowdown_factor;
+            }
+            "mmmu" | "image" | "burstgpt" => {
+                return Err(refused(
+                    &format!("--dataset-name {}", self.dataset_name),
+                    "image and Hugging Face datasets are not generated by llmspeed",
+                ))
+            }
+            d => {
+                return Err(format!(
+                    "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
+                ))
+            }
+        }
+        let n = d.num_prompts;
+        Ok((d, n))
+    }
+
+    /// Every SGLang flag we cannot honour, named.
+    fn refuse_unsupported(&self) -> Result<(), String> {
+        let checks: [(bool, &str, &str); 14] = [
+            (self.disable_stream, "--disable-stream", "llmspeed measures streams (TTFT and ITL need one)"),
+            (self.apply_chat_template, "--apply-chat-template", "no local chat template is applied; use a -chat backend to have the server apply it"),
+            (self.profile, "--profile", "it drives SGLang's torch profiler endpoints"),
+            (self.plot_throughput, "--plot-throughput", "no terminal plots; the record has the peak figures"),
+            (self.print_requests, "--print-requests", "per-request logs would cost time on the read path"),
+            (self.pd_separated, "--pd-separated", "it only matters with --profile"),
+            (self.use_trace_timestamps && self.dataset_name != "mooncake", "--use-trace-timestamps", "it is only valid for the mooncake dataset"),
+            (!self.prompt_suffix.is_empty(), "--prompt-suffix", "prompts are sent as the dataset wrote them"),
+            (!self.profile_activities.is_empty() || self.profile_num_steps.is_some() || self.profile_by_stage || !self.profile_stages.is_empty(), "--profile-*", "it drives SGLang's torch profiler"),
+            (self.profile_prefill_url.is_some() || self.profile_decode_url.is_some(), "--profile-prefill-url/--profile-decode-url", "it drives SGLang's torch profiler"),
+            (self.image_count.is_some() || self.image_resolution.is_some() || self.image_format.is_some() || self.image_content.is_some(), "--image-*", "the image dataset is not generated by llmspeed"),
+            (self.mooncake_workload != "conversation" && self.dataset_name == "mooncake", "--mooncake-workload", "llmspeed downloads no trace; pass the trace file with --dataset-path"),
+            (self.warmup_requests > 0 && self.num_prompts == 0, "--num-prompts 0", "the warm-up needs a first request"),
+            (self.request_rate.is_nan() || self.request_rate <= 0.0, "--request-rate", "it must be above 0 (or inf)"),
+        ];
+        match checks.iter().find(|(bad, _, _)| *bad) {
+            Some((_, flag, why)) => Err(refused(flag, why)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(extra: &[&str]) -> Result<SglangConfig, String> {
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: SglangArgs,
+        }
+        let mut argv = vec!["bench-sglang"];
+        argv.extend_from_slice(extra);
+        Wrap::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .a
+            .validate()
+    }
+
+    #[test]
+    fn defaults_are_sglangs() {
+        let c = parse(&["--dataset-name", "random"]).unwrap();
+        assert_eq!(c.backend, "sglang");
+        assert_eq!(c.reader, Reader::Native);
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:30000");
+        assert_eq!(c.plan.endpoint, "/generate");
+        assert_eq!(
+            (c.num_prompts, c.random_input_len, c.random_output_len),
+            (1000, 1024, 1024)
+        );
+        assert!(c.request_rate.is_infinite());
+        assert_eq!((c.plan.num_warmups, c.plan.dataset.seed), (1, 1));
+        assert!(c.plan.warmup.repeat_first && c.plan.warmup.must_succeed);
+        // Ratio 0: inputs from [1, L], outputs from [0, L].
+        assert_eq!(c.plan.dataset.random_bounds, Some(((1, 1024), (0, 1024))));
+    }
+
+    #[test]
+    fn backends_pick_their_endpoint_and_port() {
+        let c = parse(&["--backend", "vllm-chat", "--dataset-name", "random"]).unwrap();
+        assert_eq!(
+            (c.reader, c.plan.endpoint.as_str()),
+            (Reader::Chat, "/v1/chat/completions")
+        );
+        let c = parse(&["--backend", "vllm", "--dataset-name", "random"]).unwrap();
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:8000");
+        assert_eq!(c.plan.endpoint, "/v1/completions");
+        let c = parse(&["--backend", "lmdeploy", "--dataset-name", "random"]).unwrap();
+        assert_eq!(c.plan.base_url, "http://0.0.0.0:23333");
+    }
+
+    #[test]
+    fn range_ratio_has_sglangs_meaning() {
+        assert_eq!(sglang_bounds(1000, 200, 0.5), ((500, 1000), (100, 200)));
+        assert_eq!(sglang_bounds(1000, 200, 1.0), ((1000, 1000), (200, 200)));
+        assert_eq!(sglang_bounds(3, 3, 0.1), ((1, 3), (0, 3)));
+    }
+
+    #[test]
+    fn refused_flags_name_themselves() {
+        for (flag, extra) in [
+            ("--disable-stream", vec!["--disable-stream"]),
+            ("--apply-chat-template", vec!["--apply-chat-template"]),
+            ("--profile", vec!["--profile"]),
+            ("--backend trt", vec!["--backend", "trt"]),
+            ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
+            (
+                "--gsp-range-ratio",
+                vec![
+                    "--dataset-name",
+                    "generated-shared-prefix",
+                    "--gsp-range-ratio",
+                    "0.5",
+                ],
+            ),
+            ("--prompt-suffix", vec!["--prompt-suffix", "x"]),
+        ] {
+            let e = parse(&extra).unwrap_err();
+            assert!(e.starts_with(flag), "{flag}: {e}");
+        }
+    }
+
+    #[test]
+    fn gsp_maps_to_prefix_repetition_with_sglangs_count() {
+        let c = parse(&[
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "3",
+            "--gsp-prompts-per-group",
+            "4",
+            "--gsp-system-prompt-len",
+            "50",
+            "--gsp-question-len",
+            "10",
+            "--gsp-output-len",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(c.num_prompts, 12);
+        let d = &c.plan.dataset;
+        assert_eq!(d.num_prompts, 12);
+        assert_eq!(
+            (
+                d.prefix_repetition_num_prefixes,
+                d.prefix_repetition_prefix_len,
+                d.prefix_repetition_suffix_len,
+                d.prefix_repetition_output_len
+            ),
+            (3, 50, 10, 7)
+        );
+    }
+}

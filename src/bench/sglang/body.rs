@@ -1,0 +1,164 @@
+//! The request bodies `sglang.bench_serving` sends, field for field, per reader (SGLang
+//! `python/sglang/bench_serving.py`: `async_request_sglang_generate`,
+//! `async_request_openai_completions`, `async_request_openai_chat_completions`).
+//!
+//! Owns the JSON of one request; built once per request before the clock starts. It must never
+//! add a field SGLang does not send (a server must see the same request from either tool):
+//! no `stream_options`, so OpenAI servers send no usage unless asked through
+//! `--extra-request-body`.
+
+use super::args::BodyFlags;
+use super::metrics::Reader;
+use crate::bench::engine::plan::Bodies;
+use crate::workload::sample::{PromptSource, Sample};
+use serde_json::{json, Map, Value};
+
+/// SGLang's bodies for the engine: the engine names each request's model, an adapter's name
+/// when the request goes to one of `lora_names`.
+#[derive(Clone, Debug)]
+pub struct SglangBodies {
+    pub reader: Reader,
+    pub lora_names: Vec<String>,
+    pub flags: BodyFlags,
+}
+
+impl Bodies for SglangBodies {
+    fn request_body(
+        &self,
+        s: &Sample,
+        model: &str,
+        _ids: &mut Vec<u32>,
+    ) -> Result<Vec<u8>, String> {
+        let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
+        body(self.reader, model, s, lora, &self.flags)
+    }
+}
+
+/// The body of one request. `lora` is the adapter this request names, if any.
+pub fn body(
+    reader: Reader,
+    model: &str,
+    s: &Sample,
+    lora: Option<&str>,
+    flags: &BodyFlags,
+) -> Result<Vec<u8>, String> {
+    let mut m = Map::new();
+    let prompt = prompt_value(s, reader)?;
+    match reader {
+        Reader::Native => {
+            let key = if prompt.is_string() {
+                "text"
+            } else {
+                "input_ids"
+            };
+            m.insert(key.into(), prompt);
+            m.insert(
+                "sampling_params".into(),
+                json!({
+                    "temperature": 0.0,
+                    "max_new_tokens": s.output_len,
+                    "ignore_eos": flags.ignore_eos,
+                }),
+            );
+            m.insert("stream".into(), json!(true));
+            m.insert("lora_path".into(), json!(lora));
+            m.insert("return_logprob".into(), json!(flags.return_logprob));
+            m.insert("logprob_start_len".into(), json!(-1));
+        }
+        Reader::Completions => {
+            m.insert("model".into(), json!(model));
+            m.insert("prompt".into(), prompt);
+            m.insert("temperature".into(), json!(0.0));
+            m.insert("best_of".into(), json!(1));
+            m.insert("max_tokens".into(), json!(s.output_len));
+            m.insert("stream".into(), json!(true));
+            m.insert("ignore_eos".into(), json!(flags.ignore_eos));
+        }
+        Reader::Chat => {
+            m.insert("model".into(), json!(model));
+            m.insert(
+                "messages".into(),
+                json!([{"role": "user", "content": prompt}]),
+            );
+            m.insert("temperature".into(), json!(0.0));
+            m.insert("max_completion_tokens".into(), json!(s.output_len));
+            m.insert("stream".into(), json!(true));
+            m.insert("ignore_eos".into(), json!(flags.ignore_eos));
+        }
+    }
+    for (k, v) in &flags.extra {
+        m.insert(k.clone(), v.clone());
+    }
+    // SGLang's OpenAI readers name the adapter twice (vLLM's and SGLang's conventions), after
+    // the extra body.
+    if let (Some(l), Reader::Completions | Reader::Chat) = (lora, reader) {
+        m.insert("model".into(), json!(l));
+        m.insert("lora_path".into(), json!(l));
+    }
+    serde_json::to_vec(&Value::Object(m)).map_err(|e| format!("cannot encode request: {e}"))
+}
+
+/// The prompt as sent: text, or token ids where the dataset made ids and the endpoint takes
+/// them (the native endpoint's `input_ids`, the completions `prompt`).
+fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
+    match &s.prompt {
+        PromptSource::Text(t) => Ok(json!(t)),
+        PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
+            if reader == Reader::Chat {
+                return Err("token-id prompts cannot go to a chat endpoint".into());
+            }
+            let mut ids = Vec::with_capacity(s.prompt_len as usize);
+            s.write_ids(&mut ids);
+            Ok(json!(ids))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(text: &str, out: u32) -> Sample {
+        Sample {
+            prompt: PromptSource::Text(text.into()),
+            prompt_len: 3,
+            output_len: out,
+        }
+    }
+
+    fn parse(b: Vec<u8>) -> Value {
+        serde_json::from_slice(&b).unwrap()
+    }
+
+    #[test]
+    fn native_body_is_sglangs() {
+        let f = BodyFlags {
+            ignore_eos: true,
+            ..BodyFlags::default()
+        };
+        let v = parse(body(Reader::Native, "m", &sample("hi", 9), None, &f).unwrap());
+        assert_eq!(
+            v,
+            json!({"text": "hi", "sampling_params": {"temperature": 0.0, "max_new_tokens": 9,
+                "ignore_eos": true}, "stream": true, "lora_path": null, "return_logprob": false,
+                "logprob_start_len": -1})
+        );
+    }
+
+    #[test]
+    fn openai_bodies_carry_no_stream_options_and_name_the_adapter_twice() {
+        let mut f = BodyFlags::default();
+        f.extra.insert("top_p".into(), json!(0.5));
+        let v = parse(body(Reader::Completions, "m", &sample("hi", 4), Some("a1"), &f).unwrap());
+        assert_eq!(
+            v,
+            json!({"model": "a1", "prompt": "hi", "temperature": 0.0, "best_of": 1,
+                "max_tokens": 4, "stream": true, "ignore_eos": false, "top_p": 0.5,
+                "lora_path": "a1"})
+        );
+        let v = parse(body(Reader::Chat, "m", &sample("hi", 4), None, &f).unwrap());
+        assert_eq!(v["messages"], json!([{"role": "user", "content": "hi"}]));
+        assert_eq!(v["max_completion_tokens"], 4);
+        assert!(v.get("stream_options").is_none());
+    }
+}

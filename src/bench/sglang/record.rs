@@ -1,0 +1,285 @@
+//! The JSONL record `sglang.bench_serving` appends per run: its keys in its order, its types
+//! (ints stay ints, floats are written with a fraction, a missing figure is `null`), Python's
+//! `json.dumps` spelling (`", "` and `": "`, and `Infinity`/`NaN` for non-finite floats, which
+//! Python writes and reads), then `--output-details`' lists, then our own figures under the one
+//! extra key `llmspeed`.
+//!
+//! Owns the record's shape and its file name; never computes a figure.
+
+use super::metrics::{Metrics, RequestOutput};
+use serde_json::Value;
+use std::io::{self, Write};
+
+/// A record value: JSON, or a float that may be non-finite.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Field {
+    Json(Value),
+    Float(f64),
+}
+
+impl From<Value> for Field {
+    fn from(v: Value) -> Self {
+        Field::Json(v)
+    }
+}
+
+impl From<f64> for Field {
+    fn from(x: f64) -> Self {
+        Field::Float(x)
+    }
+}
+
+/// The run's arguments the record repeats.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunArgs<'a> {
+    pub tag: Option<&'a str>,
+    pub backend: &'a str,
+    pub dataset_name: &'a str,
+    /// `None`: the requests followed a trace's timestamps (`"trace"`).
+    pub request_rate: Option<f64>,
+    pub max_concurrency: Option<usize>,
+    pub sharegpt_output_len: Option<u32>,
+    pub random_input_len: u32,
+    pub random_output_len: u32,
+    pub random_range_ratio: f64,
+    pub num_prompts: usize,
+}
+
+/// The record's pairs. `details`: the per-request outputs and texts for `--output-details`.
+pub fn pairs(
+    a: &RunArgs<'_>,
+    server_info: Option<Value>,
+    duration_s: f64,
+    m: &Metrics,
+    accept_length: Option<f64>,
+    details: Option<(&[RequestOutput], &[String])>,
+    llmspeed: Value,
+) -> Vec<(&'static str, Field)> {
+    use serde_json::json;
+    let f = |x: f64| Field::Float(x);
+    let j = |v: Value| Field::Json(v);
+    let mut out: Vec<(&'static str, Field)> = vec![
+        ("tag", j(json!(a.tag))),
+        ("backend", j(json!(a.backend))),
+        ("dataset_name", j(json!(a.dataset_name))),
+        (
+            "request_rate",
+            a.request_rate.map_or(j(json!("trace")), Field::Float),
+        ),
+        ("max_concurrency", j(json!(a.max_concurrency))),
+        ("sharegpt_output_len", j(json!(a.sharegpt_output_len))),
+        ("random_input_len", j(json!(a.random_input_len))),
+        ("random_output_len", j(json!(a.random_output_len))),
+        ("random_range_ratio", f(a.random_range_ratio)),
+        ("server_info", j(server_info.unwrap_or(Value::Null))),
+        ("duration", f(duration_s)),
+        ("completed", j(json!(m.completed))),
+        ("total_input_tokens", j(json!(m.total_input))),
+        ("total_input_text_tokens", j(json!(m.total_input))),
+        ("total_input_vision_tokens", j(json!(0))),
+        ("total_output_tokens", j(json!(m.total_output))),
+        (
+            "total_output_tokens_retokenized",
+            j(json!(m.total_output_retokenized)),
+        ),
+        ("request_throughput", f(m.request_throughput)),
+        ("input_throughput", f(m.input_throughput)),
+        ("output_throughput", f(m.output_throughput)),
+        ("total_throughput", f(m.total_throughput)),
+        ("mean_e2e_latency_ms", f(m.e2e_latency_ms.mean)),
+        ("median_e2e_latency_ms", f(m.e2e_latency_ms.median)),
+        ("std_e2e_latency_ms", f(m.e2e_latency_ms.std)),
+        ("p99_e2e_latency_ms", f(m.e2e_latency_ms.p99)),
+        ("mean_ttft_ms", f(m.ttft_ms.mean)),
+        ("median_ttft_ms", f(m.ttft_ms.median)),
+        ("std_ttft_ms", f(m.ttft_ms.std)),
+        ("p99_ttft_ms", f(m.ttft_ms.p99)),
+        ("mean_tpot_ms", f(m.tpot_ms.mean)),
+        ("median_tpot_ms", f(m.tpot_ms.median)),
+        ("std_tpot_ms", f(m.tpot_ms.std)),
+        ("p99_tpot_ms", f(m.tpot_ms.p99)),
+        ("mean_itl_ms", f(m.itl_ms.mean)),
+        ("median_itl_ms", f(m.itl_ms.median)),
+        ("std_itl_ms", f(m.itl_ms.std)),
+        ("p95_itl_ms", f(m.itl_ms.p95)),
+        ("p99_itl_ms", f(m.itl_ms.p99)),
+        ("concurrency", f(m.concurrency)),
+        (
+            "accept_length",
+            accept_length.map_or(j(Value::Null), Field::Float),
+        ),
+        ("max_output_tokens_per_s", f(m.max_output_tokens_per_s)),
+        (
+            "max_concurrent_requests",
+            j(json!(m.max_concurrent_requests)),
+        ),
+    ];
+    if let Some((outputs, texts)) = details {
+        let lens = super::metrics::output_lens(outputs);
+        out.push((
+            "input_lens",
+            j(json!(outputs
+                .iter()
+                .map(|o| o.prompt_len)
+                .collect::<Vec<_>>())),
+        ));
+        out.push(("output_lens", j(json!(lens))));
+        out.push((
+            "ttfts",
+            j(json!(outputs.iter().map(|o| o.ttft_s).collect::<Vec<_>>())),
+        ));
+        out.push((
+            "itls",
+            j(json!(outputs.iter().map(|o| &o.itl_s).collect::<Vec<_>>())),
+        ));
+        out.push(("generated_texts", j(json!(texts))));
+        out.push((
+            "errors",
+            j(json!(outputs.iter().map(|o| &o.error).collect::<Vec<_>>())),
+        ));
+    }
+    out.push(("llmspeed", j(llmspeed)));
+    out
+}
+
+fn write_float(w: &mut impl Write, x: f64) -> io::Result<()> {
+    if x.is_nan() {
+        w.write_all(b"NaN")
+    } else if x.is_infinite() {
+        w.write_all(if x > 0.0 { b"Infinity" } else { b"-Infinity" })
+    } else {
+        serde_json::to_writer(w, &x).map_err(io::Error::other)
+    }
+}
+
+/// One record, one line (with its newline), as `json.dumps(...) + "\n"`.
+pub fn write_line(w: &mut impl Write, pairs: &[(&'static str, Field)]) -> io::Result<()> {
+    w.write_all(b"{")?;
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if i > 0 {
+            w.write_all(b", ")?;
+        }
+        serde_json::to_writer(&mut *w, k)?;
+        w.write_all(b": ")?;
+        match v {
+            Field::Json(v) => serde_json::to_writer(&mut *w, v)?,
+            Field::Float(x) => write_float(w, *x)?,
+        }
+    }
+    w.write_all(b"}\n")
+}
+
+/// Appends the record to `path` (created when missing), as SGLang's `open(name, "a")`.
+pub fn append(path: &std::path::Path, pairs: &[(&'static str, Field)]) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    write_line(&mut buf, pairs)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(&buf)
+}
+
+/// SGLang's default file name: `{backend}_{MMDD}_{num_prompts}_{in}_{out}.jsonl` for the random
+/// datasets, `{backend}_{MMDD}_{num_prompts}_{dataset}.jsonl` otherwise. `mmdd` is the date.
+pub fn default_file_name(a: &RunArgs<'_>, mmdd: &str) -> String {
+    if a.dataset_name.starts_with("random") {
+        format!(
+            "{}_{mmdd}_{}_{}_{}.jsonl",
+            a.backend, a.num_prompts, a.random_input_len, a.random_output_len
+        )
+    } else {
+        format!(
+            "{}_{mmdd}_{}_{}.jsonl",
+            a.backend, a.num_prompts, a.dataset_name
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args() -> RunArgs<'static> {
+        RunArgs {
+            tag: None,
+            backend: "sglang",
+            dataset_name: "random",
+            request_rate: Some(f64::INFINITY),
+            max_concurrency: Some(4),
+            sharegpt_output_len: None,
+            random_input_len: 32,
+            random_output_len: 8,
+            random_range_ratio: 0.0,
+            num_prompts: 5,
+        }
+    }
+
+    #[test]
+    fn floats_keep_a_fraction_and_non_finite_ones_are_pythons() {
+        let mut out = Vec::new();
+        write_line(
+            &mut out,
+            &[
+                ("a", Field::Float(f64::INFINITY)),
+                ("b", Field::Float(1.0)),
+                ("c", Field::Float(f64::NAN)),
+                ("d", Field::Json(json!(3))),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "{\"a\": Infinity, \"b\": 1.0, \"c\": NaN, \"d\": 3}\n"
+        );
+    }
+
+    #[test]
+    fn keys_come_in_sglangs_order_with_details_then_ours() {
+        let p = pairs(
+            &args(),
+            None,
+            1.0,
+            &Metrics::default(),
+            None,
+            Some((&[], &[])),
+            json!({}),
+        );
+        let keys: Vec<&str> = p.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            &keys[..4],
+            ["tag", "backend", "dataset_name", "request_rate"]
+        );
+        assert_eq!(keys[9], "server_info");
+        assert_eq!(keys[41], "max_concurrent_requests");
+        assert_eq!(
+            &keys[42..],
+            [
+                "input_lens",
+                "output_lens",
+                "ttfts",
+                "itls",
+                "generated_texts",
+                "errors",
+                "llmspeed"
+            ]
+        );
+    }
+
+    #[test]
+    fn default_names_follow_the_dataset() {
+        assert_eq!(
+            default_file_name(&args(), "1201"),
+            "sglang_1201_5_32_8.jsonl"
+        );
+        let a = RunArgs {
+            dataset_name: "sharegpt",
+            ..args()
+        };
+        assert_eq!(
+            default_file_name(&a, "1201"),
+            "sglang_1201_5_sharegpt.jsonl"
+        );
+    }
+}

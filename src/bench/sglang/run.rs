@@ -1,0 +1,322 @@
+//! Runs `bench sglang` as named steps: the engine runs the plan (ready check, prompts,
+//! SGLang's warm-up, the schedule, the streams), then SGLang's extra server calls, then every
+//! request read SGLang's way, counted again, printed and appended.
+//!
+//! Owns only what is SGLang's around the engine: `/get_server_info` (the accept length and the
+//! record's `server_info`), the retokenized counts and the output files. Nothing here runs per
+//! token: the engine's requests are one task each around `Client::stream`.
+
+use super::args::SglangConfig;
+use super::metrics::{self, RequestInput, RequestOutput};
+use super::{console, record};
+use crate::bench::engine::connect::client_for;
+use crate::bench::engine::samples::{local_tokenizer, server_count, TokenCounting};
+use crate::bench::engine::{self, Measured, RunError};
+use crate::clock::Clock;
+use crate::net::{Cancel, Client};
+use crate::progress::Progress;
+use crate::server::{collect, detect, Overrides, TokenizeDialect};
+use crate::timeline::Timeline;
+use crate::workload::tokenizer::LocalTokenizer;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What a finished run produced.
+#[derive(Debug)]
+pub struct Outcome {
+    /// SGLang's reading of each request that ran, in request order.
+    pub outputs: Vec<RequestOutput>,
+    pub metrics: metrics::Metrics,
+    pub duration_s: f64,
+    /// The file the record was appended to.
+    pub path: PathBuf,
+    /// The engine's run: every request's timeline, its index and the run's base stamp.
+    pub measured: Measured,
+}
+
+/// How generated texts are counted again (SGLang: the client's tokenizer).
+enum Counter {
+    Local(LocalTokenizer),
+    Server(TokenizeDialect),
+    /// Nothing to count with: the server's own counts stand in.
+    None,
+}
+
+impl Counter {
+    fn name(&self) -> &'static str {
+        match self {
+            Counter::Local(_) => "local_tokenizer",
+            Counter::Server(_) => "server_tokenize",
+            Counter::None => "server_output_counts",
+        }
+    }
+}
+
+/// Runs the benchmark, prints SGLang's block to `out` and appends its record.
+pub async fn run(
+    cfg: &SglangConfig,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    out: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<Outcome, RunError> {
+    let measured = engine::run(&cfg.plan, clock.clone(), cancel, log, progress).await?;
+    let client = client_for(&cfg.plan, clock.clone())?;
+    let (accept_length, info_s) = accept_length_call(cfg, &client).await;
+    // SGLang stops its clock after that call (sglang backends), before the second.
+    let duration_s = measured.duration_ns as f64 / 1e9 + info_s;
+    let info = server_info(&client).await;
+    let outputs = read_all(cfg, &clock, &measured);
+    let texts: Vec<String> = measured
+        .requests
+        .iter()
+        .map(|f| f.timeline.content_text.clone().unwrap_or_default())
+        .collect();
+    let counter = counter(cfg, &client, &measured).await?;
+    let retok = retokenize(
+        &counter,
+        &client,
+        &measured.request_model,
+        &outputs,
+        &texts,
+        log,
+    )
+    .await;
+    let m = metrics::compute(&outputs, &retok, duration_s);
+    let rate = (!cfg.rate_is_trace).then_some(cfg.request_rate);
+    console::write(
+        out,
+        &console::Header {
+            backend: &cfg.backend,
+            request_rate: rate,
+            max_concurrency: cfg.max_concurrency,
+            duration_s,
+            accept_length,
+        },
+        &m,
+    )
+    .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
+    let ours = ours(&counter, &measured, &outputs);
+    let path = save(
+        cfg,
+        rate,
+        info,
+        duration_s,
+        &m,
+        accept_length,
+        &outputs,
+        &texts,
+        ours,
+    )?;
+    Ok(Outcome {
+        outputs,
+        metrics: m,
+        duration_s,
+        path,
+        measured,
+    })
+}
+
+/// The accept length from `/get_server_info` (sglang backends only, as SGLang asks), and the
+/// seconds the call took.
+async fn accept_length_call(cfg: &SglangConfig, client: &Client) -> (Option<f64>, f64) {
+    if !cfg.backend.contains("sglang") {
+        return (None, 0.0);
+    }
+    let t0 = Instant::now();
+    let a = accept_length(server_info(client).await.as_ref());
+    (a, t0.elapsed().as_secs_f64())
+}
+
+/// Every request that ran, read as SGLang's reader for the backend reads it.
+fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutput> {
+    m.requests
+        .iter()
+        .map(|f| {
+            let s = &m.samples[f.index];
+            let input = RequestInput::from_timeline(
+                cfg.reader,
+                &f.timeline,
+                clock,
+                m.base_raw,
+                s.prompt_len,
+                s.output_len as u64,
+            );
+            metrics::read(cfg.reader, &input)
+        })
+        .collect()
+}
+
+/// `GET /get_server_info` as JSON; `None` unless it answers 200 with JSON within 10 s.
+async fn server_info(client: &Client) -> Option<Value> {
+    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/get_server_info"))
+        .await
+        .ok()?
+        .ok()?;
+    if r.status != 200 {
+        return None;
+    }
+    serde_json::from_slice(&r.body).ok()
+}
+
+/// SGLang's accept length: `internal_states[0].avg_spec_accept_length` (of the first decode
+/// server behind a disaggregated router).
+pub fn accept_length(info: Option<&Value>) -> Option<f64> {
+    let mut info = info?;
+    if let Some(d) = info.get("decode") {
+        info = d.get(0)?;
+    }
+    info.get("internal_states")?
+        .get(0)?
+        .get("avg_spec_accept_length")?
+        .as_f64()
+}
+
+/// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
+async fn counter(cfg: &SglangConfig, client: &Client, m: &Measured) -> Result<Counter, RunError> {
+    if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref())? {
+        return Ok(Counter::Local(t));
+    }
+    if let TokenCounting::Server(d) = m.counting {
+        return Ok(Counter::Server(d));
+    }
+    let found = collect(client, Some(&m.request_model))
+        .await
+        .ok()
+        .and_then(|c| {
+            detect(&c, &Overrides::default())
+                .tokenize
+                .map(|t| t.dialect)
+        });
+    Ok(found.map_or(Counter::None, Counter::Server))
+}
+
+/// Each successful request's generated text counted again; the server's count where nothing
+/// can count text.
+async fn retokenize(
+    counter: &Counter,
+    client: &Client,
+    model: &str,
+    outputs: &[RequestOutput],
+    texts: &[String],
+    log: &mut (dyn Write + Send),
+) -> Vec<u64> {
+    let mut out = Vec::with_capacity(outputs.len());
+    let mut warned = false;
+    for (o, text) in outputs.iter().zip(texts) {
+        if !o.success {
+            out.push(0);
+            continue;
+        }
+        let n = match counter {
+            Counter::Local(t) => t.count_with(text, false).map_err(|e| e.to_string()),
+            Counter::Server(d) => server_count(client, *d, model, text).await,
+            Counter::None => Ok(o.output_len),
+        };
+        out.push(n.unwrap_or_else(|e| {
+            if !warned {
+                warned = true;
+                let _ = writeln!(
+                    log,
+                    "note: counting generated text failed ({e}); the server's count stands in"
+                );
+            }
+            o.output_len
+        }));
+    }
+    out
+}
+
+/// Our own figures, under the record's `llmspeed` key.
+fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
+    let mut sources = std::collections::BTreeMap::<&str, usize>::new();
+    let mut failures = std::collections::BTreeMap::<&str, usize>::new();
+    let mut server_tokens = 0u64;
+    for (f, o) in m.requests.iter().zip(outputs) {
+        let t: &Timeline = &f.timeline;
+        *sources.entry(t.token_count_source.as_str()).or_default() += 1;
+        if let Some(k) = t.error_kind() {
+            *failures.entry(k.as_str()).or_default() += 1;
+        }
+        if o.success {
+            server_tokens += t.output_tokens().max(t.event_tokens());
+        }
+    }
+    let mut v = json!({
+        "version": crate::VERSION,
+        "retokenized_with": counter.name(),
+        "token_count_source": sources,
+        "failures_by_kind": failures,
+        "server_output_tokens": server_tokens,
+        "request_start": "slot_granted",
+    });
+    if m.stopped {
+        v["interrupted"] = json!({
+            "signal": m.stop_reason,
+            "requests_planned": m.planned,
+            "requests_unsent": m.unsent,
+            "requests_cut": m.cut,
+        });
+    }
+    v
+}
+
+/// Appends the record (to `--output-file` or SGLang's default name).
+#[allow(clippy::too_many_arguments)]
+fn save(
+    cfg: &SglangConfig,
+    rate: Option<f64>,
+    info: Option<Value>,
+    duration_s: f64,
+    m: &metrics::Metrics,
+    accept_length: Option<f64>,
+    outputs: &[RequestOutput],
+    texts: &[String],
+    llmspeed: Value,
+) -> Result<PathBuf, RunError> {
+    let a = record::RunArgs {
+        tag: cfg.tag.as_deref(),
+        backend: &cfg.backend,
+        dataset_name: &cfg.dataset_name,
+        request_rate: rate,
+        max_concurrency: cfg.max_concurrency,
+        sharegpt_output_len: cfg.sharegpt_output_len,
+        random_input_len: cfg.random_input_len,
+        random_output_len: cfg.random_output_len,
+        random_range_ratio: cfg.random_range_ratio,
+        num_prompts: cfg.num_prompts,
+    };
+    let path = PathBuf::from(match &cfg.output_file {
+        Some(f) => f.clone(),
+        None => {
+            let now = crate::sys::unix_secs(std::time::SystemTime::now());
+            let d = crate::sys::UtcDateTime::from_unix(now);
+            record::default_file_name(&a, &format!("{:02}{:02}", d.month, d.day))
+        }
+    });
+    let details = cfg.output_details.then_some((outputs, texts));
+    let pairs = record::pairs(&a, info, duration_s, m, accept_length, details, llmspeed);
+    record::append(&path, &pairs)
+        .map_err(|e| RunError::Setup(format!("cannot append to {}: {e}", path.display())))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_length_is_read_where_sglang_reads_it() {
+        let plain = json!({"internal_states": [{"avg_spec_accept_length": 2.5}]});
+        assert_eq!(accept_length(Some(&plain)), Some(2.5));
+        let pd = json!({"decode": [{"internal_states": [{"avg_spec_accept_length": 3.0}]}]});
+        assert_eq!(accept_length(Some(&pd)), Some(3.0));
+        let none = json!({"internal_states": [{"last_gen_throughput": 1.0}]});
+        assert_eq!(accept_length(Some(&none)), None);
+        assert_eq!(accept_length(Some(&json!({"internal_states": []}))), None);
+        assert_eq!(accept_length(None), None);
+    }
+}

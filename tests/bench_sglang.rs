@@ -1,0 +1,731 @@
+//! `llmspeed bench sglang` end to end against the simulated server, with the server's
+//! in-memory trace as ground truth (joined by `x-request-id`):
+//!
+//! - the default backend (`sglang`: native `/generate`): every request's TTFT against the
+//!   server's first write, its ITL entries against the true gaps between writes, its output
+//!   tokens equal to the tokens written, and the run's totals;
+//! - the binary: SGLang's console block (labels, order, widths), the JSONL record's keys, order
+//!   and types, a second run appended as a second line, refused flags naming themselves;
+//! - `--backend sglang-oai` against `bench serve` on the same server: the same TTFT and ITL
+//!   distributions within the two definitions' named differences.
+
+use clap::Parser;
+use llmspeed::bench::sglang::args::{SglangArgs, SglangConfig};
+use llmspeed::bench::sglang::run;
+use llmspeed::bench::vllm::args::ServeArgs;
+use llmspeed::clock::Clock;
+use llmspeed::mock::trace::{TraceRec, TraceSink};
+use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::net::Cancel;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// A 2 ms decode step: gaps big enough to tell apart, a run in about a second.
+const STEP_US: f64 = 2000.0;
+/// Calibration differences between two clocks of one process, and scheduling noise on a
+/// loaded 2-core machine, for one stamp.
+const SLACK_NS: i64 = 100_000;
+
+/// The mock on its own OS thread and runtime, tracing in memory.
+struct Mock {
+    addr: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+    trace: std::sync::mpsc::Receiver<TraceRec>,
+}
+
+fn start_mock() -> Mock {
+    let (sink, trace) = TraceSink::memory();
+    let mut cfg = MockConfig::profile(Profile::Fast);
+    cfg.engine.decode.base_us = STEP_US;
+    cfg.trace_sink = Some(sink);
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            addr_tx.send(listener.local_addr().unwrap()).unwrap();
+            llmspeed::mock::serve(listener, cfg, async move {
+                let _ = stop_rx.await;
+            })
+            .await
+        })
+    });
+    let addr = addr_rx.recv().unwrap();
+    Mock {
+        addr,
+        stop,
+        thread,
+        trace,
+    }
+}
+
+impl Mock {
+    /// Stops the server and returns its trace by request id, each in token order.
+    fn finish(self) -> HashMap<String, Vec<TraceRec>> {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap().unwrap();
+        let mut by_id: HashMap<String, Vec<TraceRec>> = HashMap::new();
+        for r in self.trace.try_iter() {
+            let id: String = serde_json::from_str(&r.request_id_json).unwrap();
+            by_id.entry(id).or_default().push(r);
+        }
+        for recs in by_id.values_mut() {
+            recs.sort_by_key(|r| r.index);
+        }
+        by_id
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn sglang_config(args: &[&str]) -> Result<SglangConfig, String> {
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        a: SglangArgs,
+    }
+    let mut argv = vec!["bench-sglang"];
+    argv.extend_from_slice(args);
+    Wrap::try_parse_from(argv)
+        .map_err(|e| e.to_string())?
+        .a
+        .validate()
+}
+
+/// The raw stamp at which the engine made token `r` (its step's end), on the test's clock.
+fn due_raw(clock: &Clock, r: &TraceRec) -> u64 {
+    clock.add_ns(r.arrival_raw, r.due_ns.saturating_sub(r.arrival_ns))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    assert!(!v.is_empty());
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+const PROMPTS: usize = 16;
+
+#[test]
+fn native_backend_figures_match_the_servers_trace() {
+    let mock = start_mock();
+    let rt = runtime();
+    let dir = tempdir();
+    let file = dir.join("native.jsonl");
+    let url = format!("http://{}", mock.addr);
+    let cfg = sglang_config(&[
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "16",
+        "--random-input-len",
+        "48",
+        "--random-output-len",
+        "12",
+        "--random-range-ratio",
+        "0.5",
+        "--request-rate",
+        "40",
+        "--seed",
+        "5",
+        "--output-file",
+        file.to_str().unwrap(),
+    ])
+    .unwrap();
+    let clock = Clock::new();
+    let mut out = Vec::new();
+    let done = rt
+        .block_on(run::run(
+            &cfg,
+            clock.clone(),
+            &Cancel::new(),
+            &mut Vec::new(),
+            &mut out,
+            &mut |_: &str| {},
+        ))
+        .expect("run");
+    let trace = mock.finish();
+    let m = &done.metrics;
+    assert_eq!(m.completed, PROMPTS as u64);
+    let epoch = |raw: u64| clock.epoch_ns(raw) as i64;
+    let base = epoch(done.measured.base_raw);
+    let (mut ttft_err, mut gap_err) = (Vec::new(), Vec::new());
+    let mut total = 0;
+    for (f, o) in done.measured.requests.iter().zip(&done.outputs) {
+        let id = cfg.plan.request_ids.request(f.index);
+        let w = &trace[&id];
+        total += w.len() as u64;
+        assert!(o.success, "{id}: {}", o.error);
+        assert_eq!(o.output_len, w.len() as u64, "{id}: output tokens");
+        // One token per native event here, so one ITL entry per later write.
+        assert_eq!(o.itl_s.len(), w.len() - 1, "{id}");
+        // TTFT against the first write: never before the engine made the token (the server
+        // stamps its write after the write returns, so a fast reader can beat that stamp),
+        // and close to the write.
+        let start = base + o.start_ns as i64;
+        let first_read = start + (o.ttft_s * 1e9).round() as i64;
+        assert!(
+            first_read + SLACK_NS >= epoch(due_raw(&clock, &w[0])),
+            "{id}: first token read before it existed"
+        );
+        ttft_err.push((first_read - epoch(w[0].t_raw)).abs() as f64 / 1e6);
+        for (g, p) in o.itl_s.iter().zip(w.windows(2)) {
+            let truth = (epoch(p[1].t_raw) - epoch(p[0].t_raw)) as f64 / 1e6;
+            gap_err.push((g * 1e3 - truth).abs());
+        }
+        // Latency ends at [DONE], after the last write.
+        let end = start + (o.latency_s * 1e9).round() as i64;
+        assert!(
+            end + SLACK_NS >= epoch(due_raw(&clock, &w[w.len() - 1])),
+            "{id}: latency ends before the last token existed"
+        );
+    }
+    assert_eq!(m.total_output, total);
+    // The mock counts generated text with its own /tokenize: one token per written token.
+    assert_eq!(m.total_output_retokenized, total);
+    let (t, g) = (median(ttft_err), median(gap_err));
+    assert!(
+        t < 1.0,
+        "median first-read delay after the first write {t} ms"
+    );
+    assert!(g < 1.0, "median |ITL - true gap| {g} ms");
+    // The record it appended is one line, for this run.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    let v: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(v["total_output_tokens"], total);
+    assert_eq!(v["completed"], PROMPTS);
+    assert_eq!(v["server_info"]["model_path"], "mock-model", "{v}");
+    assert!(String::from_utf8(out)
+        .unwrap()
+        .contains(" Serving Benchmark Result "));
+}
+
+fn tempdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "llmspeed-bench-sglang-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn llmspeed(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap()
+}
+
+/// SGLang's record keys in its order, each with its JSON type.
+const KEYS: &[(&str, &str)] = &[
+    ("tag", "string|null"),
+    ("backend", "string"),
+    ("dataset_name", "string"),
+    ("request_rate", "float"),
+    ("max_concurrency", "int|null"),
+    ("sharegpt_output_len", "int|null"),
+    ("random_input_len", "int"),
+    ("random_output_len", "int"),
+    ("random_range_ratio", "float"),
+    ("server_info", "object|null"),
+    ("duration", "float"),
+    ("completed", "int"),
+    ("total_input_tokens", "int"),
+    ("total_input_text_tokens", "int"),
+    ("total_input_vision_tokens", "int"),
+    ("total_output_tokens", "int"),
+    ("total_output_tokens_retokenized", "int"),
+    ("request_throughput", "float"),
+    ("input_throughput", "float"),
+    ("output_throughput", "float"),
+    ("total_throughput", "float"),
+    ("mean_e2e_latency_ms", "float"),
+    ("median_e2e_latency_ms", "float"),
+    ("std_e2e_latency_ms", "float"),
+    ("p99_e2e_latency_ms", "float"),
+    ("mean_ttft_ms", "float"),
+    ("median_ttft_ms", "float"),
+    ("std_ttft_ms", "float"),
+    ("p99_ttft_ms", "float"),
+    ("mean_tpot_ms", "float"),
+    ("median_tpot_ms", "float"),
+    ("std_tpot_ms", "float"),
+    ("p99_tpot_ms", "float"),
+    ("mean_itl_ms", "float"),
+    ("median_itl_ms", "float"),
+    ("std_itl_ms", "float"),
+    ("p95_itl_ms", "float"),
+    ("p99_itl_ms", "float"),
+    ("concurrency", "float"),
+    ("accept_length", "float|null"),
+    ("max_output_tokens_per_s", "float"),
+    ("max_concurrent_requests", "int"),
+];
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::String(_) => "string",
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+    }
+}
+
+/// The labels of SGLang's block, in order (None: a section rule).
+const BLOCK: &[&str] = &[
+    "Backend:",
+    "Traffic request rate:",
+    "Max request concurrency:",
+    "Successful requests:",
+    "Benchmark duration (s):",
+    "Total input tokens:",
+    "Total input text tokens:",
+    "Total input vision tokens:",
+    "Total generated tokens:",
+    "Total generated tokens (retokenized):",
+    "Request throughput (req/s):",
+    "Input token throughput (tok/s):",
+    "Output token throughput (tok/s):",
+    "Peak output token throughput (tok/s):",
+    "Peak concurrent requests:",
+    "Total token throughput (tok/s):",
+    "Concurrency:",
+    "----------------End-to-End Latency----------------",
+    "Mean E2E Latency (ms):",
+    "Median E2E Latency (ms):",
+    "---------------Time to First Token----------------",
+    "Mean TTFT (ms):",
+    "Median TTFT (ms):",
+    "P99 TTFT (ms):",
+    "-----Time per Output Token (excl. 1st token)------",
+    "Mean TPOT (ms):",
+    "Median TPOT (ms):",
+    "P99 TPOT (ms):",
+    "---------------Inter-Token Latency----------------",
+    "Mean ITL (ms):",
+    "Median ITL (ms):",
+    "P95 ITL (ms):",
+    "P99 ITL (ms):",
+    "Max ITL (ms):",
+    "==================================================",
+];
+
+#[test]
+fn binary_prints_sglangs_block_and_appends_typed_records() {
+    let mock = start_mock();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let file = dir.join("runs.jsonl");
+    let common = [
+        "bench",
+        "sglang",
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "6",
+        "--random-input-len",
+        "24",
+        "--random-output-len",
+        "6",
+        "--random-range-ratio",
+        "1.0",
+        "--max-concurrency",
+        "3",
+        "--output-file",
+        file.to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    let mut first: Vec<&str> = common.to_vec();
+    first.extend(["--request-rate", "50", "--tag", "first"]);
+    let out = llmspeed(&first);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.contains(" Serving Benchmark Result "))
+        .collect();
+    assert_eq!(
+        lines[0],
+        "============ Serving Benchmark Result ============"
+    );
+    assert_eq!(lines.len(), BLOCK.len() + 1, "{stdout}");
+    for (line, label) in lines[1..].iter().zip(BLOCK) {
+        if label.starts_with(['-', '=']) {
+            assert_eq!(line, label);
+        } else {
+            // Label left in 40, a space, the value left in 10.
+            assert!(line.starts_with(&format!("{label:<40} ")), "{line:?}");
+            assert!(line.len() >= 51, "{line:?}: the value is padded to 10");
+        }
+    }
+    assert_eq!(lines[1], format!("{:<40} {:<10}", "Backend:", "sglang"));
+    assert_eq!(
+        lines[2],
+        format!("{:<40} {:<10}", "Traffic request rate:", "50.0")
+    );
+    assert_eq!(
+        lines[3],
+        format!("{:<40} {:<10}", "Max request concurrency:", "3")
+    );
+    assert_eq!(
+        lines[4],
+        format!("{:<40} {:<10}", "Successful requests:", "6")
+    );
+
+    // A second run, default rate (inf): appended as a second line.
+    let mut second: Vec<&str> = common.to_vec();
+    second.push("--output-details");
+    let out = llmspeed(&second);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = mock.finish();
+    let text = std::fs::read_to_string(&file).unwrap();
+    let records: Vec<&str> = text.lines().collect();
+    assert_eq!(records.len(), 2, "{text}");
+    // Python's json.dumps writes inf as Infinity; Python reads it back.
+    assert!(
+        records[1].contains("\"request_rate\": Infinity"),
+        "{}",
+        records[1]
+    );
+    for (n, line) in records.iter().enumerate() {
+        let parsed: Value = serde_json::from_str(&line.replace(": Infinity", ": 1.0e300")).unwrap();
+        let obj = parsed.as_object().unwrap();
+        // serde_json's map sorts keys: the order is read from the line itself.
+        let mut at = 0;
+        for (k, _) in KEYS {
+            let pos = line[at..]
+                .find(&format!("\"{k}\": "))
+                .unwrap_or_else(|| panic!("record {n}: {k} missing or out of order"));
+            at += pos + 1;
+        }
+        let details = if n == 1 { 6 } else { 0 };
+        assert_eq!(
+            obj.len(),
+            KEYS.len() + details + 1,
+            "record {n}: other keys"
+        );
+        for (k, ty) in KEYS {
+            let got = type_of(&obj[*k]);
+            assert!(
+                ty.split('|').any(|t| t == got),
+                "record {n}: {k} is {got}, want {ty}"
+            );
+        }
+        let ours = line.rfind("\"llmspeed\": {").expect("our key");
+        assert!(
+            ours > at && !line[ours..].contains("\"errors\": "),
+            "record {n}: ours come last"
+        );
+        assert_eq!(obj["completed"], 6);
+        assert_eq!(
+            obj["total_output_tokens"], 36,
+            "6 requests x 6 tokens (range ratio 1.0)"
+        );
+        assert_eq!(obj["total_input_tokens"], 6 * 24);
+    }
+    let first: Value = serde_json::from_str(records[0]).unwrap();
+    assert_eq!(first["tag"], "first");
+    assert!(
+        first.get("itls").is_none(),
+        "no details without --output-details"
+    );
+    let second: Value =
+        serde_json::from_str(&records[1].replace(": Infinity", ": 1.0e300")).unwrap();
+    for k in [
+        "input_lens",
+        "output_lens",
+        "ttfts",
+        "itls",
+        "generated_texts",
+        "errors",
+    ] {
+        assert_eq!(second[k].as_array().unwrap().len(), 6, "{k}");
+    }
+    assert_eq!(second["itls"][0].as_array().unwrap().len(), 5);
+    assert!(!second["generated_texts"][0].as_str().unwrap().is_empty());
+}
+
+#[test]
+fn refused_flags_name_themselves() {
+    for (flag, args) in [
+        ("--disable-stream", vec!["--disable-stream"]),
+        ("--profile", vec!["--profile"]),
+        ("--apply-chat-template", vec!["--apply-chat-template"]),
+        ("--backend trt", vec!["--backend", "trt"]),
+        ("--dataset-name image", vec!["--dataset-name", "image"]),
+        (
+            "--sharegpt-context-len",
+            vec!["--dataset-path", "x.json", "--sharegpt-context-len", "9"],
+        ),
+        (
+            "--mooncake-num-rounds",
+            vec![
+                "--dataset-name",
+                "mooncake",
+                "--dataset-path",
+                "t.jsonl",
+                "--mooncake-num-rounds",
+                "3",
+            ],
+        ),
+    ] {
+        let mut argv = vec!["bench", "sglang", "--base-url", "http://127.0.0.1:9"];
+        argv.extend(args);
+        let out = llmspeed(&argv);
+        assert_eq!(out.status.code(), Some(2), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+}
+
+#[derive(Parser)]
+struct ServeWrap {
+    #[command(flatten)]
+    a: ServeArgs,
+}
+
+/// `bench sglang --backend sglang-oai` and `bench serve` (OpenAI completions) on one run of the
+/// simulated server, the same prompts' lengths and the same schedule. Their definitions
+/// differ in named ways, and only those:
+/// 1. which chunk counts: SGLang counts a chunk whose `text` is non-empty; vLLM every chunk with
+///    a non-empty `choices` list, so a text-less chunk (the mock's finish-only chunk, if any)
+///    adds an ITL entry for vLLM only — counted below, not assumed;
+/// 2. where latency ends: SGLang at the `[DONE]` line, vLLM at the last choice chunk;
+/// 3. output tokens: SGLang sends no `stream_options`, so it reports the requested length
+///    (equal to the written tokens here: `ignore_eos`); vLLM the server's usage;
+/// 4. where a request starts: SGLang's `st` is when its request function runs (after its
+///    slot); `bench serve` starts at the scheduled send time by default, which on a busy machine
+///    adds the dispatcher's wake-up lag to every TTFT. `--latency-from sent` (vLLM's own origin)
+///    removes that difference, so the test uses it.
+///
+/// TTFT is the first chunk for both (the mock's first completions chunk carries text), and
+/// ITL entries are gaps between the same chunks, so the two distributions agree within
+/// measurement noise.
+#[test]
+fn sglang_oai_and_bench_serve_agree_on_one_server() {
+    let mock = start_mock();
+    let rt = runtime();
+    let url = format!("http://{}", mock.addr);
+    let sg = sglang_config(&[
+        "--backend",
+        "sglang-oai",
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "12",
+        "--random-input-len",
+        "40",
+        "--random-output-len",
+        "10",
+        "--random-range-ratio",
+        "1.0",
+        "--request-rate",
+        "30",
+        "--seed",
+        "3",
+    ])
+    .unwrap();
+    let dir = tempdir();
+    let mut sg = sg;
+    sg.output_file = Some(dir.join("oai.jsonl").to_str().unwrap().into());
+    let clock = Clock::new();
+    let s = rt
+        .block_on(run::run(
+            &sg,
+            clock.clone(),
+            &Cancel::new(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut |_: &str| {},
+        ))
+        .expect("bench sglang");
+    let serve = ServeWrap::parse_from([
+        "x",
+        "--base-url",
+        &url,
+        "--backend",
+        "openai",
+        "--num-prompts",
+        "12",
+        "--random-input-len",
+        "40",
+        "--random-output-len",
+        "10",
+        "--request-rate",
+        "30",
+        "--seed",
+        "3",
+        "--request-id-prefix",
+        "serve-",
+        // Difference 4: see above.
+        "--latency-from",
+        "sent",
+    ])
+    .a
+    .validate()
+    .unwrap();
+    let v = rt
+        .block_on(llmspeed::bench::vllm::run::run(
+            &serve,
+            Clock::new(),
+            &Cancel::new(),
+            &mut Vec::new(),
+        ))
+        .expect("bench serve");
+    let trace = mock.finish();
+    assert_eq!(s.metrics.completed, 12);
+    assert_eq!(v.metrics.completed, 12);
+    // Difference 3: both equal the written tokens here.
+    let written: u64 = (0..12)
+        .map(|i| trace[&sg.plan.request_ids.request(i)].len() as u64)
+        .sum();
+    assert_eq!(s.metrics.total_output, written);
+    assert_eq!(v.metrics.total_output_tokens, written);
+    // Difference 1, counted: text-less choice chunks are vLLM's extra ITL entries.
+    let textless: usize = s
+        .measured
+        .requests
+        .iter()
+        .map(|f| {
+            f.timeline
+                .events
+                .iter()
+                .skip(1)
+                .filter(|e| e.channel != llmspeed::timeline::Channel::Content)
+                .count()
+        })
+        .sum();
+    let sg_itls: Vec<f64> = s.outputs.iter().flat_map(|o| o.itl_s.clone()).collect();
+    let vl_itls: Vec<f64> = v.detailed.itls.iter().flatten().copied().collect();
+    assert_eq!(vl_itls.len(), sg_itls.len() + textless);
+    let sg_ttft = median(s.outputs.iter().map(|o| o.ttft_s * 1e3).collect());
+    let vl_ttft = median(v.detailed.ttfts.iter().map(|t| t * 1e3).collect());
+    let sg_itl = median(sg_itls.iter().map(|g| g * 1e3).collect());
+    let vl_itl = median(vl_itls.iter().map(|g| g * 1e3).collect());
+    assert!(
+        (sg_ttft - vl_ttft).abs() < 1.5,
+        "median TTFT {sg_ttft} vs {vl_ttft} ms"
+    );
+    assert!(
+        (sg_itl - vl_itl).abs() < 0.5,
+        "median ITL {sg_itl} vs {vl_itl} ms"
+    );
+    // Difference 2: SGLang's latency ends at [DONE], never before vLLM's last choice chunk.
+    for (o, f) in s.outputs.iter().zip(&s.measured.requests) {
+        let last_choice = clock.delta_ns(s.measured.base_raw, f.timeline.events.last().unwrap().t);
+        assert!((o.start_ns + (o.latency_s * 1e9) as u64) + 1000 >= last_choice);
+    }
+}
+
+/// SGLang's warm-up through the engine's `Plan::warmup`: `--warmup-requests` copies of the
+/// first request, each capped at 32 output tokens, then `/flush_cache` with `--flush-cache`.
+/// The flush shows in the server's prefix cache: the first measured request repeats the
+/// warm-up's prompt, so it hits the cache without the flush and misses it after one.
+#[test]
+fn warm_up_repeats_the_first_request_capped_and_the_flush_empties_the_cache() {
+    let mock = start_mock();
+    let rt = runtime();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let run = |seed: &str, flush: bool| {
+        let file = dir.join(format!("w{seed}.jsonl"));
+        let mut args = vec![
+            "--base-url",
+            &url,
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "4",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "40",
+            "--random-range-ratio",
+            "1.0",
+            "--warmup-requests",
+            "3",
+            "--max-concurrency",
+            "1",
+            "--seed",
+            seed,
+            "--output-file",
+            file.to_str().unwrap(),
+        ];
+        if flush {
+            args.push("--flush-cache");
+        }
+        let cfg = sglang_config(&args).unwrap();
+        let out = rt
+            .block_on(run::run(
+                &cfg,
+                Clock::new(),
+                &Cancel::new(),
+                &mut Vec::new(),
+                &mut Vec::new(),
+                &mut |_: &str| {},
+            ))
+            .expect("run");
+        let first = out
+            .measured
+            .requests
+            .iter()
+            .find(|f| f.index == 0)
+            .expect("request 0");
+        let cached = first.timeline.usage.and_then(|u| u.cached_tokens);
+        (cfg, cached)
+    };
+    let (flushed_cfg, flushed) = run("11", true);
+    let (kept_cfg, kept) = run("12", false);
+    let trace = mock.finish();
+    assert_eq!(flushed, Some(0), "the flush emptied the prefix cache");
+    assert!(
+        kept.unwrap_or(0) > 0,
+        "without a flush the warm-up's prompt is cached: {kept:?}"
+    );
+    // Everything the server saw that was not a measured request is a warm-up: three per run,
+    // each stopped at 32 tokens.
+    let measured: Vec<String> = [&flushed_cfg, &kept_cfg]
+        .iter()
+        .flat_map(|c| (0..4).map(|i| c.plan.request_ids.request(i)))
+        .collect();
+    let warmups: Vec<usize> = trace
+        .iter()
+        .filter(|(id, _)| !measured.contains(id))
+        .map(|(_, recs)| recs.len())
+        .collect();
+    assert_eq!(warmups, vec![32; 6], "{warmups:?}");
+}
