@@ -541,3 +541,51 @@ async fn preconnect_opens_one_connection_per_concurrent_request_before_the_start
     assert_eq!(plain.extras["preconnected"], Value::Null);
     mock.stop().await;
 }
+
+/// Random prompts on the chat endpoint are the text of random ids, fitted to the asked length
+/// as vLLM's `gen_prompt_decode_to_target_len` does: decode, re-encode, and go on from the
+/// *re-encoded* ids (cut to the length, or grown). The simulated server's vocabulary, like a
+/// real byte-level BPE, re-encodes random ids' text into many more tokens (about 4.6 times:
+/// pieces without their leading space fall back to bytes); cutting the original ids by the
+/// excess instead had left every prompt at 1 token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_chat_prompts_are_fitted_to_the_asked_length() {
+    let mock = start_mock(None).await;
+    let cfg = config(
+        mock.addr,
+        &[
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "4",
+            "--backend",
+            "openai-chat",
+            "--save-detailed",
+        ],
+    );
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
+        .await
+        .expect("run");
+    mock.stop().await;
+    assert_eq!((out.metrics.completed, out.metrics.failed), (6, 0));
+    assert_eq!(out.extras["prompt_source"], "detokenized_token_ids");
+    let asked: Vec<u64> = out.extras["dataset_input_lens"]
+        .as_array()
+        .expect("dataset_input_lens")
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .collect();
+    // The server's own count of each prompt's text, without special tokens: 64 exactly where
+    // the ten rounds found it, never more than one token off.
+    assert_eq!(asked.len(), 6);
+    for &n in &asked {
+        assert!((63..=65).contains(&n), "{asked:?}");
+    }
+    // The server's usage counts the same text inside its chat template ("user: " before it,
+    // "\n\nassistant:" after): a few tokens more than the fitted text, never fewer.
+    for (&n, &a) in out.detailed.input_lens.iter().zip(&asked) {
+        assert!(n > a && n <= a + 8, "usage {n}, fitted {a}");
+    }
+}

@@ -149,6 +149,31 @@ impl TokenizeDialect {
         })
     }
 
+    /// The token ids in a 2xx `/tokenize` answer, in order: `{"tokens": [ids]}` (vLLM,
+    /// llama.cpp, llama-cpp-python), or `[{"id": …}, …]` (TGI). An answer without them is an
+    /// error naming what came back.
+    pub fn parse_ids(self, body: &[u8]) -> Result<Vec<u32>, String> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| format!("/tokenize did not answer JSON ({e}): {}", excerpt(body)))?;
+        let list = match self {
+            TokenizeDialect::Inputs => v.as_array(),
+            _ => v.get("tokens").and_then(Value::as_array),
+        };
+        let id = |t: &Value| {
+            t.as_u64()
+                .or_else(|| t.get("id").and_then(Value::as_u64))
+                .and_then(|n| u32::try_from(n).ok())
+        };
+        list.and_then(|l| l.iter().map(id).collect::<Option<Vec<u32>>>())
+            .ok_or_else(|| {
+                format!(
+                    "/tokenize answer has no token ids for the {} dialect: {}",
+                    self.as_str(),
+                    excerpt(body)
+                )
+            })
+    }
+
     /// The `/detokenize` request for `ids`; `None` where the engine has none we can rely on.
     pub fn detokenize_body(self, model: &str, ids: &[u32]) -> Option<Value> {
         match self {
@@ -374,6 +399,20 @@ mod tests {
             "ab"
         );
         assert!(D::Prompt.parse_detokenized(br#"{"content":"ab"}"#).is_err());
+        assert_eq!(
+            D::Prompt.parse_ids(br#"{"count":2,"tokens":[7,300]}"#),
+            Ok(vec![7, 300])
+        );
+        assert_eq!(
+            D::Inputs.parse_ids(br#"[{"id":5,"text":"a"},{"id":9,"text":"b"}]"#),
+            Ok(vec![5, 9])
+        );
+        // llama.cpp's pieces form, a negative id, or no list: errors, never a guess.
+        assert!(D::Content
+            .parse_ids(br#"{"tokens":[{"piece":"a"}]}"#)
+            .is_err());
+        assert!(D::Prompt.parse_ids(br#"{"tokens":[-1]}"#).is_err());
+        assert!(D::Input.parse_ids(br#"{"count":3}"#).is_err());
     }
 
     #[test]

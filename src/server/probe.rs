@@ -514,6 +514,25 @@ pub async fn tokenize_count(
     dialect: TokenizeDialect,
     body: &Value,
 ) -> Result<u64, String> {
+    dialect.parse_count(&tokenize(client, dialect, body).await?)
+}
+
+/// `POST` the dialect's tokenize request; the token ids it answered, in order.
+pub async fn tokenize_ids(
+    client: &Client,
+    dialect: TokenizeDialect,
+    body: &Value,
+) -> Result<Vec<u32>, String> {
+    dialect.parse_ids(&tokenize(client, dialect, body).await?)
+}
+
+/// The body of a 2xx answer to the dialect's tokenize request; any other answer is an error
+/// with the server's message.
+async fn tokenize(
+    client: &Client,
+    dialect: TokenizeDialect,
+    body: &Value,
+) -> Result<bytes::Bytes, String> {
     let path = dialect.path();
     let r = client
         .post_json(path, body.to_string().as_bytes())
@@ -526,7 +545,7 @@ pub async fn tokenize_count(
             r.error_message()
         ));
     }
-    dialect.parse_count(&r.body)
+    Ok(r.body)
 }
 
 async fn fetch(client: &Client, path: &str) -> Option<Fetched> {

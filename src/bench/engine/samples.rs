@@ -76,13 +76,31 @@ pub async fn server_count(
     model: &str,
     text: &str,
 ) -> Result<u64, String> {
+    crate::server::probe::tokenize_count(client, dialect, &plain_text_body(dialect, model, text))
+        .await
+}
+
+/// `POST /tokenize` of `text` in the verified `dialect` -> its token ids, counted as
+/// [`server_count`] counts them.
+async fn server_ids(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    text: &str,
+) -> Result<Vec<u32>, String> {
+    crate::server::probe::tokenize_ids(client, dialect, &plain_text_body(dialect, model, text))
+        .await
+}
+
+/// The dialect's tokenize request for `text`, without special tokens where it has the switch.
+fn plain_text_body(dialect: TokenizeDialect, model: &str, text: &str) -> serde_json::Value {
     let mut body = dialect.text_body(model, text);
     for k in ["add_special_tokens", "add_special"] {
         if let Some(v) = body.get_mut(k) {
             *v = json!(false);
         }
     }
-    crate::server::probe::tokenize_count(client, dialect, &body).await
+    body
 }
 
 /// `POST /detokenize` of token ids -> text (random prompts on the chat endpoint), in the
@@ -302,9 +320,11 @@ const FIT_ROUNDS: usize = 10;
 /// The text of `ids` that the server counts (without special tokens) as `target` tokens, and
 /// its count. Random ids rarely come back as many tokens once decoded: on a byte-level BPE
 /// vocabulary 200 random ids re-tokenize as about 240 (pieces merge across id boundaries, bytes
-/// that are not valid UTF-8 alone are replaced). Ids are dropped from the end, or the sample's
-/// own ids appended again, until the count is the target; after [`FIT_ROUNDS`] the closest text
-/// is kept with its true count (as vLLM keeps its mismatch).
+/// that are not valid UTF-8 alone are replaced), on the simulated server's about 4.6 times as
+/// many. As vLLM's `gen_prompt_decode_to_target_len`: each round decodes the ids, re-encodes
+/// the text, and goes on from the *re-encoded* ids — cut to the target, or grown by the
+/// sample's own ids again — so a text once re-encoded stays close to its count. After
+/// [`FIT_ROUNDS`] the closest text is kept with its true count (as vLLM keeps its mismatch).
 async fn fit_detokenized(
     client: &Client,
     dialect: TokenizeDialect,
@@ -313,10 +333,12 @@ async fn fit_detokenized(
     target: u64,
 ) -> Result<(String, u64), String> {
     let pool = ids.clone();
+    let target_len = usize::try_from(target).unwrap_or(usize::MAX);
     let mut best: Option<(String, u64)> = None;
     for _ in 0..FIT_ROUNDS {
         let text = detokenize(client, dialect, model, ids).await?;
-        let n = server_count(client, dialect, model, &text).await?;
+        *ids = server_ids(client, dialect, model, &text).await?;
+        let n = ids.len() as u64;
         if best
             .as_ref()
             .is_none_or(|(_, b)| n.abs_diff(target) < b.abs_diff(target))
@@ -326,12 +348,11 @@ async fn fit_detokenized(
         if n == target || pool.is_empty() {
             break;
         }
-        if n > target {
-            let keep = ids.len().saturating_sub((n - target) as usize).max(1);
-            ids.truncate(keep);
+        if ids.len() > target_len {
+            ids.truncate(target_len);
         } else {
-            for _ in 0..target - n {
-                ids.push(pool[ids.len() % pool.len()]);
+            for i in ids.len()..target_len {
+                ids.push(pool[i % pool.len()]);
             }
         }
     }
