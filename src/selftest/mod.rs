@@ -508,70 +508,95 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
         }
     }
     let (errors, first_error) = failures(timelines);
-    let tokens = timelines.iter().map(Timeline::output_tokens).sum();
-    let lag = Fig::of(&server_write_lag_us(trace));
-    let ttft = Fig::of(&own.ttft_error_ms);
-    let ttft_arrival = Fig::of(&scores.ttft_arrival_error_ms);
-    let gap = Fig::of(&scores.gap_error_us);
-    let delivery = Fig::of(&own.delivery_us);
-    let wakeup = Fig::of(&own.wakeup_us);
-    let source = own
-        .source
-        .unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
-    Report {
-        tool_version: crate::VERSION,
-        streams: shape.streams,
-        tokens_per_stream: shape.tokens,
-        gap_ms: shape.gap.as_secs_f64() * 1e3,
-        first_token_ms: shape.first_token.as_secs_f64() * 1e3,
-        client_threads: Some(shape.client_threads),
-        preconnect: Some(shape.preconnect),
-        client: IN_PROCESS.into(),
-        server_cpus: None,
-        client_cpus: None,
-        tokens,
-        tokens_matched: scores.tokens_matched,
-        trace_records: trace.len() as u64,
+    let outcome = Outcome {
+        tokens: timelines.iter().map(Timeline::output_tokens).sum(),
         failed_streams: timelines.iter().filter(|t| !t.is_ok()).count(),
         errors,
         first_error,
-        true_ttft_ms_mean: Some(Fig::of(&own.true_ttft_ms).mean),
-        ttft_error_ms_mean: Some(ttft.mean),
-        ttft_error_ms_p50: Some(ttft.p50),
-        ttft_error_ms_p99: Some(ttft.p99),
-        ttft_error_ms_max: Some(ttft.max),
-        server_ttft_ms_mean: Fig::of(&scores.server_ttft_ms).mean,
-        ttft_arrival_error_ms_mean: ttft_arrival.mean,
-        ttft_arrival_error_ms_p50: ttft_arrival.p50,
-        ttft_arrival_error_ms_p99: ttft_arrival.p99,
-        ttft_arrival_error_ms_max: ttft_arrival.max,
-        gap_error_us_mean: gap.mean,
-        gap_error_us_p50: gap.p50,
-        gap_error_us_p99: gap.p99,
-        gap_error_us_max: gap.max,
-        coalesced_gaps: scores.coalesced_gaps,
-        requests_itl_mismatch: scores.requests_itl_mismatch,
-        delivery_us_min: Some(delivery.min),
-        delivery_us_p50: Some(delivery.p50),
-        delivery_us_p99: Some(delivery.p99),
-        server_write_lag_us_p50: lag.p50,
-        server_write_lag_us_p99: lag.p99,
-        server_write_lag_us_max: lag.max,
-        client_cpu_ns_per_token: 0.0,
-        client_cpu_user_ns_per_token: 0.0,
-        client_cpu_sys_ns_per_token: 0.0,
-        client_cpu_ms: 0.0,
-        client_cpu_scope: CpuScope::ClientThreads,
-        client_cpu_whole_run_ns_per_token: None,
-        stamp_source: Some(source.as_str()),
-        stamp_fallback: source.fallback().map(StampFallback::as_str),
-        client_wakeup_us_p50: (!own.wakeup_us.is_empty()).then_some(wakeup.p50),
-        client_wakeup_us_p99: (!own.wakeup_us.is_empty()).then_some(wakeup.p99),
-        client_wakeup_us_max: (!own.wakeup_us.is_empty()).then_some(wakeup.max),
-        peak_rss_mb: 0.0,
-        wall_s: 0.0,
-        work_dir: None,
-        interrupted: None,
+    };
+    let mut report = Report::scored(shape, trace, outcome, &scores);
+    report.client = IN_PROCESS.into();
+    report.client_threads = Some(shape.client_threads);
+    report.preconnect = Some(shape.preconnect);
+    own.fill(&mut report);
+    report
+}
+
+/// How a run's streams ended, whichever client ran them.
+struct Outcome {
+    /// Output tokens the client received.
+    tokens: u64,
+    failed_streams: usize,
+    errors: HashMap<&'static str, usize>,
+    first_error: Option<String>,
+}
+
+impl Report {
+    /// The report of any client: the shape, how its streams ended, and the figures it is
+    /// scored on against the server's trace. What only our own client's stamps show (on the
+    /// server's clock) is `None`; the client's name, CPU, memory and wall time are the
+    /// caller's.
+    fn scored(shape: &Shape, trace: &[TraceRec], run: Outcome, s: &score::Scores) -> Report {
+        let (gap, lag, arrival) = (
+            Fig::of(&s.gap_error_us),
+            Fig::of(&server_write_lag_us(trace)),
+            Fig::of(&s.ttft_arrival_error_ms),
+        );
+        Report {
+            tool_version: crate::VERSION,
+            streams: shape.streams,
+            tokens_per_stream: shape.tokens,
+            gap_ms: shape.gap.as_secs_f64() * 1e3,
+            first_token_ms: shape.first_token.as_secs_f64() * 1e3,
+            client_threads: None,
+            preconnect: None,
+            client: String::new(),
+            server_cpus: None,
+            client_cpus: None,
+            tokens: run.tokens,
+            tokens_matched: s.tokens_matched,
+            trace_records: trace.len() as u64,
+            failed_streams: run.failed_streams,
+            errors: run.errors,
+            first_error: run.first_error,
+            true_ttft_ms_mean: None,
+            ttft_error_ms_mean: None,
+            ttft_error_ms_p50: None,
+            ttft_error_ms_p99: None,
+            ttft_error_ms_max: None,
+            server_ttft_ms_mean: Fig::of(&s.server_ttft_ms).mean,
+            ttft_arrival_error_ms_mean: arrival.mean,
+            ttft_arrival_error_ms_p50: arrival.p50,
+            ttft_arrival_error_ms_p99: arrival.p99,
+            ttft_arrival_error_ms_max: arrival.max,
+            gap_error_us_mean: gap.mean,
+            gap_error_us_p50: gap.p50,
+            gap_error_us_p99: gap.p99,
+            gap_error_us_max: gap.max,
+            coalesced_gaps: s.coalesced_gaps,
+            requests_itl_mismatch: s.requests_itl_mismatch,
+            delivery_us_min: None,
+            delivery_us_p50: None,
+            delivery_us_p99: None,
+            server_write_lag_us_p50: lag.p50,
+            server_write_lag_us_p99: lag.p99,
+            server_write_lag_us_max: lag.max,
+            client_cpu_ns_per_token: 0.0,
+            client_cpu_user_ns_per_token: 0.0,
+            client_cpu_sys_ns_per_token: 0.0,
+            client_cpu_ms: 0.0,
+            client_cpu_scope: CpuScope::ClientThreads,
+            client_cpu_whole_run_ns_per_token: None,
+            stamp_source: None,
+            stamp_fallback: None,
+            client_wakeup_us_p50: None,
+            client_wakeup_us_p99: None,
+            client_wakeup_us_max: None,
+            peak_rss_mb: 0.0,
+            wall_s: 0.0,
+            work_dir: None,
+            interrupted: None,
+        }
     }
 }
 
@@ -595,6 +620,31 @@ impl OwnStamps {
         let s = tl.stamp_source();
         self.source = Some(self.source.map_or(s, |a| a.combine(s)));
         self.wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
+    }
+
+    /// The report's figures that need the client's stamps on the server's clock.
+    fn fill(&self, r: &mut Report) {
+        let ttft = Fig::of(&self.ttft_error_ms);
+        r.true_ttft_ms_mean = Some(Fig::of(&self.true_ttft_ms).mean);
+        r.ttft_error_ms_mean = Some(ttft.mean);
+        r.ttft_error_ms_p50 = Some(ttft.p50);
+        r.ttft_error_ms_p99 = Some(ttft.p99);
+        r.ttft_error_ms_max = Some(ttft.max);
+        let delivery = Fig::of(&self.delivery_us);
+        r.delivery_us_min = Some(delivery.min);
+        r.delivery_us_p50 = Some(delivery.p50);
+        r.delivery_us_p99 = Some(delivery.p99);
+        let source = self
+            .source
+            .unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
+        r.stamp_source = Some(source.as_str());
+        r.stamp_fallback = source.fallback().map(StampFallback::as_str);
+        if !self.wakeup_us.is_empty() {
+            let wakeup = Fig::of(&self.wakeup_us);
+            r.client_wakeup_us_p50 = Some(wakeup.p50);
+            r.client_wakeup_us_p99 = Some(wakeup.p99);
+            r.client_wakeup_us_max = Some(wakeup.max);
+        }
     }
 }
 
@@ -742,76 +792,24 @@ fn analyse_external(
     if s.requests_untraced > 0 {
         errors.insert("untraced", s.requests_untraced);
     }
-    let (gap, lag, arrival) = (
-        Fig::of(&s.gap_error_us),
-        Fig::of(&server_write_lag_us(trace)),
-        Fig::of(&s.ttft_arrival_error_ms),
-    );
-    Report {
-        tool_version: crate::VERSION,
-        streams: shape.streams,
-        tokens_per_stream: shape.tokens,
-        gap_ms: shape.gap.as_secs_f64() * 1e3,
-        first_token_ms: shape.first_token.as_secs_f64() * 1e3,
-        client_threads: None,
-        preconnect: None,
-        client: String::new(),
-        server_cpus: None,
-        client_cpus: None,
+    let first_error = failed
+        .first()
+        .map(|(i, c)| format!("request {prefix}{i}: {}", c.error))
+        .or_else(|| {
+            (s.requests_untraced > 0).then(|| {
+                format!(
+                    "{} request(s) never reached the server under an id {prefix}N (does the client send x-request-id {{prefix}}N?)",
+                    s.requests_untraced
+                )
+            })
+        });
+    let outcome = Outcome {
         tokens: clients.iter().map(|c| c.output_len).sum(),
-        tokens_matched: s.tokens_matched,
-        trace_records: trace.len() as u64,
         failed_streams: failed.len(),
         errors,
-        first_error: failed
-            .first()
-            .map(|(i, c)| format!("request {prefix}{i}: {}", c.error))
-            .or_else(|| {
-                (s.requests_untraced > 0).then(|| {
-                    format!(
-                        "{} request(s) never reached the server under an id {prefix}N (does the client send x-request-id {{prefix}}N?)",
-                        s.requests_untraced
-                    )
-                })
-            }),
-        true_ttft_ms_mean: None,
-        ttft_error_ms_mean: None,
-        ttft_error_ms_p50: None,
-        ttft_error_ms_p99: None,
-        ttft_error_ms_max: None,
-        server_ttft_ms_mean: Fig::of(&s.server_ttft_ms).mean,
-        ttft_arrival_error_ms_mean: arrival.mean,
-        ttft_arrival_error_ms_p50: arrival.p50,
-        ttft_arrival_error_ms_p99: arrival.p99,
-        ttft_arrival_error_ms_max: arrival.max,
-        gap_error_us_mean: gap.mean,
-        gap_error_us_p50: gap.p50,
-        gap_error_us_p99: gap.p99,
-        gap_error_us_max: gap.max,
-        coalesced_gaps: s.coalesced_gaps,
-        requests_itl_mismatch: s.requests_itl_mismatch,
-        delivery_us_min: None,
-        delivery_us_p50: None,
-        delivery_us_p99: None,
-        server_write_lag_us_p50: lag.p50,
-        server_write_lag_us_p99: lag.p99,
-        server_write_lag_us_max: lag.max,
-        client_cpu_ns_per_token: 0.0,
-        client_cpu_user_ns_per_token: 0.0,
-        client_cpu_sys_ns_per_token: 0.0,
-        client_cpu_ms: 0.0,
-        client_cpu_scope: CpuScope::ClientThreads,
-        client_cpu_whole_run_ns_per_token: None,
-        stamp_source: None,
-        stamp_fallback: None,
-        client_wakeup_us_p50: None,
-        client_wakeup_us_p99: None,
-        client_wakeup_us_max: None,
-        peak_rss_mb: 0.0,
-        wall_s: 0.0,
-        work_dir: None,
-        interrupted: None,
-    }
+        first_error,
+    };
+    Report::scored(shape, trace, outcome, &s)
 }
 
 /// mean / p50 / p99 / max of a sample, zeros when empty (numpy-compatible percentiles).
