@@ -631,130 +631,160 @@ impl Prose {
 
     /// One sentence of a randomly chosen shape into the scratch buffers.
     fn draw(&mut self) {
-        let v = vocab();
-        let f = &v.f;
         let past_tense = self.rng.chance(45);
         match self.rng.below(12) {
             0..=2 => {
                 self.clause(past_tense);
                 self.end(".");
             }
-            3 => {
-                let c = self.rng.pick(&v.connectives);
-                self.push(c);
-                self.end(",");
-                self.clause(past_tense);
-                self.end(".");
-            }
-            4 => {
-                let s = self.rng.pick(&v.subordinators);
-                self.push(s);
-                self.clause(past_tense);
-                self.end(",");
-                self.clause(past_tense);
-                self.end(".");
-            }
-            5 => {
-                self.push(f.in_);
-                if self.rng.chance(50) {
-                    let y = self.year();
-                    self.push(y);
-                } else {
-                    let p = self.rng.pick(&v.places);
-                    self.push(p);
-                }
-                self.end(",");
-                self.clause(true);
-                self.end(".");
-            }
-            6 => {
-                self.clause(past_tense);
-                self.end(",");
-                self.push(f.and);
-                self.clause(past_tense);
-                self.end(".");
-            }
-            7 => {
-                // "X of Y, which ..., ..."
-                self.np_sing();
-                self.end(",");
-                self.push(f.which);
-                self.verb(2);
-                self.np();
-                self.end(",");
-                self.verb(1);
-                self.np();
-                self.end(".");
-            }
-            8 => {
-                let how = if self.rng.chance(50) { f.why } else { f.how };
-                self.push(how);
-                self.push(if past_tense { f.did } else { f.do_ });
-                self.np_plur();
-                self.verb(0);
-                self.np();
-                self.end("?");
-            }
-            9 => {
-                // "Plurals such as a, b and c ..."
-                let n1 = v.nouns[self.rng.below(v.nouns.len())].1;
-                self.push(n1);
-                self.push(f.such);
-                self.push(f.as_);
-                let n2 = v.nouns[self.rng.below(v.nouns.len())].1;
-                self.push(n2);
-                self.end(",");
-                let n3 = v.nouns[self.rng.below(v.nouns.len())].1;
-                self.push(n3);
-                self.push(f.and);
-                let a = self.rng.pick(&v.adjectives);
-                self.push(a);
-                let n4 = v.nouns[self.rng.below(v.nouns.len())].1;
-                self.push(n4);
-                self.verb(if past_tense { 2 } else { 0 });
-                self.np();
-                self.end(".");
-            }
-            10 => {
-                self.push(f.according);
-                self.push(f.to);
-                self.push(f.the);
-                self.push(f.records);
-                self.push(f.of);
-                let p = self.rng.pick(&v.places);
-                self.push(p);
-                self.push(f.from);
-                let y = self.year();
-                self.push(y);
-                self.end(",");
-                self.clause(true);
-                self.end(".");
-            }
-            _ => {
-                // "It was <adj> that ..., not ... ."
-                self.push(f.it);
-                self.push(if past_tense { f.was } else { f.is });
-                if self.rng.chance(30) {
-                    self.push(f.more);
-                }
-                let a = self.rng.pick(&v.adjectives);
-                self.push(a);
-                self.push(f.that);
-                self.clause(past_tense);
-                if self.rng.chance(40) {
-                    self.end(",");
-                    self.push(f.not);
-                    self.push(f.with);
-                    self.np();
-                } else if self.rng.chance(30) {
-                    self.push(f.by);
-                    self.push(f.year);
-                    let y = self.year();
-                    self.push(y);
-                }
-                self.end(".");
-            }
+            3 => self.connective_sentence(past_tense),
+            4 => self.subordinate_sentence(past_tense),
+            5 => self.time_or_place_sentence(),
+            6 => self.compound_sentence(past_tense),
+            7 => self.relative_sentence(),
+            8 => self.question(past_tense),
+            9 => self.such_as_sentence(past_tense),
+            10 => self.records_sentence(),
+            _ => self.it_was_sentence(past_tense),
         }
+    }
+
+    /// "However, ... ."
+    fn connective_sentence(&mut self, past_tense: bool) {
+        let c = self.rng.pick(&vocab().connectives);
+        self.push(c);
+        self.end(",");
+        self.clause(past_tense);
+        self.end(".");
+    }
+
+    /// "Because ..., ... ."
+    fn subordinate_sentence(&mut self, past_tense: bool) {
+        let s = self.rng.pick(&vocab().subordinators);
+        self.push(s);
+        self.clause(past_tense);
+        self.end(",");
+        self.clause(past_tense);
+        self.end(".");
+    }
+
+    /// "In <year or place>, ... ." (past tense)
+    fn time_or_place_sentence(&mut self) {
+        let v = vocab();
+        self.push(v.f.in_);
+        if self.rng.chance(50) {
+            let y = self.year();
+            self.push(y);
+        } else {
+            let p = self.rng.pick(&v.places);
+            self.push(p);
+        }
+        self.end(",");
+        self.clause(true);
+        self.end(".");
+    }
+
+    /// "..., and ... ."
+    fn compound_sentence(&mut self, past_tense: bool) {
+        self.clause(past_tense);
+        self.end(",");
+        self.push(vocab().f.and);
+        self.clause(past_tense);
+        self.end(".");
+    }
+
+    /// "X of Y, which ..., ..."
+    fn relative_sentence(&mut self) {
+        self.np_sing();
+        self.end(",");
+        self.push(vocab().f.which);
+        self.verb(2);
+        self.np();
+        self.end(",");
+        self.verb(1);
+        self.np();
+        self.end(".");
+    }
+
+    /// "Why did ... ?"
+    fn question(&mut self, past_tense: bool) {
+        let f = &vocab().f;
+        let how = if self.rng.chance(50) { f.why } else { f.how };
+        self.push(how);
+        self.push(if past_tense { f.did } else { f.do_ });
+        self.np_plur();
+        self.verb(0);
+        self.np();
+        self.end("?");
+    }
+
+    /// "Plurals such as a, b and c ..."
+    fn such_as_sentence(&mut self, past_tense: bool) {
+        let v = vocab();
+        let f = &v.f;
+        let n1 = v.nouns[self.rng.below(v.nouns.len())].1;
+        self.push(n1);
+        self.push(f.such);
+        self.push(f.as_);
+        let n2 = v.nouns[self.rng.below(v.nouns.len())].1;
+        self.push(n2);
+        self.end(",");
+        let n3 = v.nouns[self.rng.below(v.nouns.len())].1;
+        self.push(n3);
+        self.push(f.and);
+        let a = self.rng.pick(&v.adjectives);
+        self.push(a);
+        let n4 = v.nouns[self.rng.below(v.nouns.len())].1;
+        self.push(n4);
+        self.verb(if past_tense { 2 } else { 0 });
+        self.np();
+        self.end(".");
+    }
+
+    /// "According to the records of <place> from <year>, ... ."
+    fn records_sentence(&mut self) {
+        let v = vocab();
+        let f = &v.f;
+        self.push(f.according);
+        self.push(f.to);
+        self.push(f.the);
+        self.push(f.records);
+        self.push(f.of);
+        let p = self.rng.pick(&v.places);
+        self.push(p);
+        self.push(f.from);
+        let y = self.year();
+        self.push(y);
+        self.end(",");
+        self.clause(true);
+        self.end(".");
+    }
+
+    /// "It was <adj> that ..., not ... ."
+    fn it_was_sentence(&mut self, past_tense: bool) {
+        let v = vocab();
+        let f = &v.f;
+        self.push(f.it);
+        self.push(if past_tense { f.was } else { f.is });
+        if self.rng.chance(30) {
+            self.push(f.more);
+        }
+        let a = self.rng.pick(&v.adjectives);
+        self.push(a);
+        self.push(f.that);
+        self.clause(past_tense);
+        if self.rng.chance(40) {
+            self.end(",");
+            self.push(f.not);
+            self.push(f.with);
+            self.np();
+        } else if self.rng.chance(30) {
+            self.push(f.by);
+            self.push(f.year);
+            let y = self.year();
+            self.push(y);
+        }
+        self.end(".");
     }
 }
 
@@ -1068,63 +1098,82 @@ impl PromptBuilder {
     pub fn calibrate<E>(
         &mut self,
         target: u64,
-        mut count: impl FnMut(&Prompt) -> Result<u64, E>,
+        count: impl FnMut(&Prompt) -> Result<u64, E>,
         max_calls: u32,
     ) -> Result<Calibrated, CalibrateError<E>> {
-        let max_calls = max_calls.max(2);
-        let mut calls = 0u32;
-        let mut eval = |b: &mut Self,
-                        calls: &mut u32,
-                        end: usize|
-         -> Result<(Prompt, u64), CalibrateError<E>> {
-            let p = b.build_bytes(end);
-            *calls += 1;
-            let n = count(&p).map_err(CalibrateError::Count)?;
-            if n == 0 && p.text_len() > 0 {
-                return Err(CalibrateError::Zero {
-                    bytes: p.text_len(),
-                });
-            }
-            Ok((p, n))
+        let mut counter = Counter {
+            count,
+            calls: 0,
+            max_calls: max_calls.max(2),
         };
+        let (p0, overhead) = self.settle_framing(target, &mut counter)?;
+        let bracket = self.search_words(target, overhead, p0, &mut counter)?;
+        let prose_words = bracket.lo.0;
+        let (prompt, tokens) = self.cut_inside_next_word(target, bracket, &mut counter)?;
+        // ±1% of the target: anything further is a prompt of another size, not this one.
+        let found = Calibrated {
+            prompt,
+            tokens,
+            prose_words,
+            calls: counter.calls,
+        };
+        if (target - tokens) * 100 > target {
+            return Err(CalibrateError::NotExact {
+                target,
+                tokens,
+                calls: counter.calls,
+                best: Box::new(found),
+            });
+        }
+        Ok(found)
+    }
+
+    /// The fullest framing that leaves the prose room (a small context, a small vocabulary
+    /// shrink it), with the prompt of no prose and its count: the framing's overhead.
+    fn settle_framing<E>(
+        &mut self,
+        target: u64,
+        counter: &mut Counter<impl FnMut(&Prompt) -> Result<u64, E>>,
+    ) -> Result<(Prompt, u64), CalibrateError<E>> {
         if self.framing != Framing::Bare {
             self.framing = Framing::Full;
         }
-        let (mut p0, mut overhead) = eval(self, &mut calls, 0)?;
-        // Shrink the framing until the prose has room (a small context, a small vocabulary).
+        let (mut p0, mut overhead) = counter.eval(self, 0)?;
         while overhead as f64 > target as f64 * FRAMING_SHARE {
             let Some(smaller) = self.framing.smaller() else {
                 break;
             };
             self.framing = smaller;
-            (p0, overhead) = eval(self, &mut calls, 0)?;
+            (p0, overhead) = counter.eval(self, 0)?;
         }
         if overhead > target {
             return Err(CalibrateError::TooSmall { target, overhead });
         }
-        // Best known prompt at or under the target, and the smallest known over it.
-        let mut lo = (0usize, overhead, p0);
-        let mut hi: Option<(usize, u64)> = None;
-        let mut bisect_next = false;
+        Ok((p0, overhead))
+    }
+
+    /// Whole words of prose: interpolate, then bisect, until the prompt of `lo` words is the
+    /// target or `lo + 1` words is over it (or the calls run out).
+    fn search_words<E>(
+        &mut self,
+        target: u64,
+        overhead: u64,
+        p0: Prompt,
+        counter: &mut Counter<impl FnMut(&Prompt) -> Result<u64, E>>,
+    ) -> Result<Bracket, CalibrateError<E>> {
+        let mut b = Bracket {
+            lo: (0, overhead, p0),
+            hi: None,
+            bisect_next: false,
+        };
         // Natural English runs ~1.3 tokens per word; start a little under.
         let mut guess = ((target - overhead) as f64 / 1.35) as usize;
-        loop {
-            if lo.1 == target || calls >= max_calls {
-                break;
-            }
-            if let Some((hn, _)) = hi {
-                if hn <= lo.0 + 1 {
-                    break;
-                }
-            }
-            let words = guess.max(lo.0 + 1);
-            let words = match hi {
-                Some((hn, _)) => words.min(hn - 1),
-                None => words,
-            };
+        while !b.settled(target) && !counter.spent() {
+            let words = b.within(guess);
             let end = self.word_end(words);
-            let (p, n) = eval(self, &mut calls, end)?;
+            let (p, n) = counter.eval(self, end)?;
             // Four more words of prose are always more tokens; one may merge into a neighbour.
+            let lo = &b.lo;
             if n < lo.1 || (n == lo.1 && words >= lo.0 + 4) {
                 return Err(CalibrateError::NotGrowing {
                     words,
@@ -1133,85 +1182,146 @@ impl PromptBuilder {
                     before_tokens: lo.1,
                 });
             }
-            let width_before = hi.map(|(hn, _)| hn - lo.0);
+            let width_before = b.hi.map(|(hn, _)| hn - b.lo.0);
             if n <= target {
-                lo = (words, n, p);
+                b.lo = (words, n, p);
             } else {
-                hi = Some((words, n));
+                b.hi = Some((words, n));
             }
-            guess = match hi {
-                None => {
-                    // Extrapolate from the rate so far, aiming a little past the target so
-                    // the next call brackets it.
-                    let rate = if lo.0 > 0 && lo.1 > overhead {
-                        (lo.1 - overhead) as f64 / lo.0 as f64
-                    } else {
-                        1.0
-                    };
-                    lo.0 + ((target - lo.1) as f64 / rate * 1.05).ceil() as usize + 1
-                }
-                Some((hn, hc)) => {
-                    let width = hn - lo.0;
-                    // Interpolation converges fast on near-linear counts; fall back to halving
-                    // when it stops shrinking the bracket by half.
-                    if let Some(wb) = width_before {
-                        bisect_next = width * 2 > wb && !bisect_next;
-                    }
-                    if bisect_next || hc <= lo.1 {
-                        lo.0 + width / 2
-                    } else {
-                        let frac = (target - lo.1) as f64 / (hc - lo.1) as f64;
-                        lo.0 + ((width as f64 * frac).round() as usize)
-                            .clamp(1, width.saturating_sub(1).max(1))
-                    }
-                }
-            };
+            guess = b.next_guess(target, overhead, width_before);
         }
-        let prose_words = lo.0;
-        let (mut prompt, mut tokens) = (lo.2, lo.1);
-        // One word can be several tokens (numbers, punctuation): cut inside the next word,
-        // bisecting on bytes, to land within a token of the target.
-        if tokens < target && hi.is_some_and(|(hn, _)| hn == prose_words + 1) {
-            let mut lo_b = self.word_end(prose_words);
-            let mut hi_b = self.word_end(prose_words + 1);
-            while calls < max_calls && tokens < target {
-                let text = self.prose.text();
-                let mut mid = lo_b + (hi_b - lo_b) / 2;
-                while mid > lo_b && !text.is_char_boundary(mid) {
-                    mid -= 1;
+        Ok(b)
+    }
+
+    /// One word can be several tokens (numbers, punctuation): cut inside the next word,
+    /// bisecting on bytes, to land within a token of the target. The best prompt and its count.
+    fn cut_inside_next_word<E>(
+        &mut self,
+        target: u64,
+        b: Bracket,
+        counter: &mut Counter<impl FnMut(&Prompt) -> Result<u64, E>>,
+    ) -> Result<(Prompt, u64), CalibrateError<E>> {
+        let prose_words = b.lo.0;
+        let (mut prompt, mut tokens) = (b.lo.2, b.lo.1);
+        if tokens >= target || !b.hi.is_some_and(|(hn, _)| hn == prose_words + 1) {
+            return Ok((prompt, tokens));
+        }
+        let mut lo_b = self.word_end(prose_words);
+        let mut hi_b = self.word_end(prose_words + 1);
+        while !counter.spent() && tokens < target {
+            let text = self.prose.text();
+            let mut mid = lo_b + (hi_b - lo_b) / 2;
+            while mid > lo_b && !text.is_char_boundary(mid) {
+                mid -= 1;
+            }
+            if mid <= lo_b {
+                break;
+            }
+            let (p, n) = counter.eval(self, mid)?;
+            if n <= target {
+                // A cut word can count fewer tokens than a shorter cut (BPE merges): keep
+                // the best prompt, move on either way.
+                if n > tokens {
+                    (prompt, tokens) = (p, n);
                 }
-                if mid <= lo_b {
-                    break;
-                }
-                let (p, n) = eval(self, &mut calls, mid)?;
-                if n <= target {
-                    // A cut word can count fewer tokens than a shorter cut (BPE merges): keep
-                    // the best prompt, move on either way.
-                    if n > tokens {
-                        (prompt, tokens) = (p, n);
-                    }
-                    lo_b = mid;
-                } else {
-                    hi_b = mid;
-                }
+                lo_b = mid;
+            } else {
+                hi_b = mid;
             }
         }
-        // ±1% of the target: anything further is a prompt of another size, not this one.
-        let found = Calibrated {
-            prompt,
-            tokens,
-            prose_words,
-            calls,
-        };
-        if (target - tokens) * 100 > target {
-            return Err(CalibrateError::NotExact {
-                target,
-                tokens,
-                calls,
-                best: Box::new(found),
+        Ok((prompt, tokens))
+    }
+}
+
+/// The caller's counting function and the calls made to it.
+struct Counter<F> {
+    count: F,
+    calls: u32,
+    max_calls: u32,
+}
+
+impl<F> Counter<F> {
+    fn spent(&self) -> bool {
+        self.calls >= self.max_calls
+    }
+
+    /// The prompt whose body is the first `end` bytes of prose, and its count; a count of 0
+    /// for a prompt with text is an error.
+    fn eval<E>(
+        &mut self,
+        b: &mut PromptBuilder,
+        end: usize,
+    ) -> Result<(Prompt, u64), CalibrateError<E>>
+    where
+        F: FnMut(&Prompt) -> Result<u64, E>,
+    {
+        let p = b.build_bytes(end);
+        self.calls += 1;
+        let n = (self.count)(&p).map_err(CalibrateError::Count)?;
+        if n == 0 && p.text_len() > 0 {
+            return Err(CalibrateError::Zero {
+                bytes: p.text_len(),
             });
         }
-        Ok(found)
+        Ok((p, n))
+    }
+}
+
+/// The search's bracket in words of prose.
+struct Bracket {
+    /// The best known prompt at or under the target: (words, tokens, prompt).
+    lo: (usize, u64, Prompt),
+    /// The smallest known over it: (words, tokens).
+    hi: Option<(usize, u64)>,
+    /// Halve the bracket next instead of interpolating.
+    bisect_next: bool,
+}
+
+impl Bracket {
+    /// The target is met, or no whole word is left between the bounds.
+    fn settled(&self, target: u64) -> bool {
+        self.lo.1 == target || self.hi.is_some_and(|(hn, _)| hn <= self.lo.0 + 1)
+    }
+
+    /// `guess` moved strictly inside the bracket.
+    fn within(&self, guess: usize) -> usize {
+        let words = guess.max(self.lo.0 + 1);
+        match self.hi {
+            Some((hn, _)) => words.min(hn - 1),
+            None => words,
+        }
+    }
+
+    /// The next word count to try.
+    fn next_guess(&mut self, target: u64, overhead: u64, width_before: Option<usize>) -> usize {
+        let lo = &self.lo;
+        match self.hi {
+            None => {
+                // Extrapolate from the rate so far, aiming a little past the target so the
+                // next call brackets it.
+                let rate = if lo.0 > 0 && lo.1 > overhead {
+                    (lo.1 - overhead) as f64 / lo.0 as f64
+                } else {
+                    1.0
+                };
+                lo.0 + ((target - lo.1) as f64 / rate * 1.05).ceil() as usize + 1
+            }
+            Some((hn, hc)) => {
+                let width = hn - lo.0;
+                // Interpolation converges fast on near-linear counts; fall back to halving
+                // when it stops shrinking the bracket by half.
+                if let Some(wb) = width_before {
+                    self.bisect_next = width * 2 > wb && !self.bisect_next;
+                }
+                if self.bisect_next || hc <= lo.1 {
+                    lo.0 + width / 2
+                } else {
+                    let frac = (target - lo.1) as f64 / (hc - lo.1) as f64;
+                    lo.0 + ((width as f64 * frac).round() as usize)
+                        .clamp(1, width.saturating_sub(1).max(1))
+                }
+            }
+        }
     }
 }
 
