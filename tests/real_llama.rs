@@ -351,15 +351,7 @@ fn bench_serve_custom_and_prefix_repetition() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("prompts.jsonl");
-    let mut lines = String::new();
-    for i in 0..12 {
-        lines.push_str(&format!(
-            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
-            i * 7
-        ));
-    }
-    std::fs::write(&data, lines).unwrap();
+    let data = real_server::question_prompts(dir.path(), 12);
     let custom = [
         "--dataset-name",
         "custom",

@@ -392,15 +392,7 @@ fn bench_serve_custom_dataset_on_both_endpoints() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("prompts.jsonl");
-    let mut lines = String::new();
-    for i in 0..8 {
-        lines.push_str(&format!(
-            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
-            i * 7
-        ));
-    }
-    std::fs::write(&data, lines).unwrap();
+    let data = real_server::question_prompts(dir.path(), 8);
     for (backend, endpoint, sent) in [
         ("openai", "/v1/completions", Sent::Text),
         ("openai-chat", "/v1/chat/completions", Sent::Chat),

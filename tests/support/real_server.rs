@@ -128,6 +128,21 @@ pub fn bench_serve(
     llmspeed(&args, Duration::from_secs(300))
 }
 
+/// A custom dataset of `n` questions in `dir/prompts.jsonl` (`Question {i}: how fast is a server
+/// that reads {7i} words of context?`); its path.
+pub fn question_prompts(dir: &Path, n: usize) -> PathBuf {
+    let data = dir.join("prompts.jsonl");
+    let mut lines = String::new();
+    for i in 0..n {
+        lines.push_str(&format!(
+            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
+            i * 7
+        ));
+    }
+    std::fs::write(&data, lines).unwrap();
+    data
+}
+
 /// The result [`bench_serve`] wrote in `dir`.
 pub fn bench_result(dir: &Path, o: &Output) -> Value {
     let json = std::fs::read_to_string(dir.join("r.json"))
