@@ -496,7 +496,7 @@ async fn generate(
     request_id: Option<String>,
     header_fault: Option<Fault>,
 ) -> Response<MockBody> {
-    if let Err(r) = check_model(app, body) {
+    if let Some(r) = refuse_model(app, body) {
         return r;
     }
     // Taken first: the read that completed this request is the connection's last one so far.
@@ -564,25 +564,23 @@ async fn generate(
     sse_response(app, ctl, stream)
 }
 
-/// Count the call by the model it names; a model that is neither ours nor one of our LoRA
-/// adapters is vLLM's 404.
-fn check_model(app: &App, body: &Value) -> Result<(), Response<MockBody>> {
-    let Some(m) = body.get("model").and_then(Value::as_str) else {
-        return Ok(());
-    };
+/// Count the call by the model it names; the answer for a model that is neither ours nor one of
+/// our LoRA adapters (vLLM's 404), `None` for any other.
+fn refuse_model(app: &App, body: &Value) -> Option<Response<MockBody>> {
+    let m = body.get("model").and_then(Value::as_str)?;
     if let Some(calls) = &app.cfg.model_calls {
         if let Ok(mut c) = calls.lock() {
             *c.entry(m.to_string()).or_default() += 1;
         }
     }
-    if m != app.cfg.model && !app.cfg.lora_modules.iter().any(|l| l == m) {
-        return Err(error_response(
+    let known = m == app.cfg.model || app.cfg.lora_modules.iter().any(|l| l == m);
+    (!known).then(|| {
+        error_response(
             StatusCode::NOT_FOUND,
             &format!("The model `{m}` does not exist."),
             Some("model"),
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// The engine's sequences of request `n`, one per prompt, tagged from `base`; each one's

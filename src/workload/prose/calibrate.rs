@@ -167,7 +167,7 @@ impl PromptBuilder {
     ) -> Result<(Prompt, u64), CalibrateError<E>> {
         let prose_words = b.lo.0;
         let (mut prompt, mut tokens) = (b.lo.2, b.lo.1);
-        if tokens >= target || !b.hi.is_some_and(|(hn, _)| hn == prose_words + 1) {
+        if tokens >= target || b.hi.is_none_or(|(hn, _)| hn != prose_words + 1) {
             return Ok((prompt, tokens));
         }
         let mut lo_b = self.word_end(prose_words);
