@@ -10,7 +10,7 @@ mod real_server;
 mod server;
 
 use real_server::{
-    bench_result, bench_serve, cell, check_bench_counts, json_lines, llmspeed, text,
+    bench_result, bench_serve, cell, check_bench_counts, llmspeed, stream_summary, text,
 };
 use serde_json::Value;
 use server::LlamaServer;
@@ -25,19 +25,14 @@ const PER_SLOT: u64 = CTX / SLOTS;
 
 /// `stream` of `prompt` on the tiny model, at most `max_tokens` tokens, with `extra`.
 fn stream(s: &LlamaServer, prompt: &str, max_tokens: &str, extra: &[&str]) -> Output {
-    let mut args = vec![
-        "stream",
-        "--base-url",
+    real_server::stream(
         &s.url,
-        "--model",
         "tiny",
-        "--prompt",
         prompt,
-        "--max-tokens",
         max_tokens,
-    ];
-    args.extend_from_slice(extra);
-    llmspeed(&args, Duration::from_secs(60))
+        extra,
+        Duration::from_secs(60),
+    )
 }
 
 #[test]
@@ -51,9 +46,7 @@ fn stream_completions_and_chat_count_tokens_from_usage() {
             args.push("--chat");
         }
         let o = stream(&s, "The speed of the server is", "48", &args);
-        assert!(o.status.success(), "chat={chat}: {}", text(&o));
-        let lines = json_lines(&o);
-        let summary = lines.last().unwrap();
+        let summary = stream_summary(&o, &format!("chat={chat}"));
         // The server generated exactly 48 tokens (ignore_eos); the client must say so even
         // though a random model emits byte pieces that are not valid UTF-8 on their own (fewer
         // content chunks than tokens).
@@ -635,9 +628,7 @@ fn stream_cli_speaks_the_native_completion_endpoint() {
         "32",
         &["--api", "llama.cpp", "--ignore-eos", "--json"],
     );
-    assert!(o.status.success(), "{}", text(&o));
-    let lines = json_lines(&o);
-    let summary = lines.last().unwrap();
+    let summary = stream_summary(&o, "stream --api llama.cpp");
     assert_eq!(summary["output_tokens"], 32, "{summary}");
     assert_eq!(
         summary["token_count_source"], "continuous_usage",

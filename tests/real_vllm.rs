@@ -13,7 +13,7 @@ mod real_server;
 mod server;
 
 use real_server::{
-    bench_result, bench_serve, cell, check_bench_counts, histogram, json_lines, llmspeed, text,
+    bench_result, bench_serve, cell, check_bench_counts, histogram, llmspeed, stream_summary, text,
 };
 use serde_json::Value;
 use server::{VllmServer, KV_BLOCKS, MAX_MODEL_LEN, MAX_NUM_SEQS, MODEL};
@@ -565,26 +565,19 @@ fn stream_counts_tokens_from_vllm_usage() {
         return;
     };
     for chat in [false, true] {
-        let mut args = vec![
-            "stream",
-            "--base-url",
-            &s.url,
-            "--model",
-            MODEL,
-            "--prompt",
-            "The speed of the server is",
-            "--max-tokens",
-            "48",
-            "--ignore-eos",
-            "--json",
-        ];
+        let mut args = vec!["--ignore-eos", "--json"];
         if chat {
             args.push("--chat");
         }
-        let o = llmspeed(&args, Duration::from_secs(120));
-        assert!(o.status.success(), "chat={chat}: {}", text(&o));
-        let lines = json_lines(&o);
-        let summary = lines.last().unwrap();
+        let o = real_server::stream(
+            &s.url,
+            MODEL,
+            "The speed of the server is",
+            "48",
+            &args,
+            Duration::from_secs(120),
+        );
+        let summary = stream_summary(&o, &format!("chat={chat}"));
         assert_eq!(summary["output_tokens"], 48, "chat={chat}: {summary}");
         assert_eq!(
             summary["usage"]["completion_tokens"], 48,

@@ -51,6 +51,39 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// `stream` of `prompt` on `url`'s `model`, at most `max_tokens` tokens, with `extra`.
+pub fn stream(
+    url: &str,
+    model: &str,
+    prompt: &str,
+    max_tokens: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> Output {
+    let mut args = vec![
+        "stream",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        max_tokens,
+    ];
+    args.extend_from_slice(extra);
+    llmspeed(&args, limit)
+}
+
+/// The summary line (the last) of a `stream --json` that must have succeeded; `what` names the
+/// run in the failure message.
+pub fn stream_summary(o: &Output, what: &str) -> Value {
+    assert!(o.status.success(), "{what}: {}", text(o));
+    json_lines(o)
+        .pop()
+        .unwrap_or_else(|| panic!("{what}: no JSON line: {}", text(o)))
+}
+
 /// `probe --json` on `url`: it must succeed; its JSON parsed.
 pub fn probe(url: &str, limit: Duration) -> Value {
     let o = llmspeed(&["probe", "--base-url", url, "--json"], limit);
