@@ -10,8 +10,9 @@ SHA256="${LLAMA_CPP_SHA256:-b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/llama.cpp-$VERSION"
 SERVER="$CACHE/bin/llama-server"
 here="$(cd "$(dirname "$0")" && pwd)"
-# The model is keyed by the script that writes it: a changed vocabulary is a new file.
-MODEL="$CACHE/tiny-$(sha256sum "$here/tiny_gguf.py" | cut -c1-12).gguf"
+# The model is keyed by the scripts that write it (the writer and its word list): a changed
+# vocabulary is a new file.
+MODEL="$CACHE/tiny-$(cat "$here/tiny_gguf.py" "$here/tiny_words.py" | sha256sum | cut -c1-12).gguf"
 mkdir -p "$CACHE"
 log() { printf '[llama-server.sh] %s\n' "$*" >&2; }
 

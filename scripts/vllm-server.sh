@@ -17,8 +17,9 @@ CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/vllm-$VERSION"
 VENV="$CACHE/venv"
 VLLM="$VENV/bin/vllm"
 here="$(cd "$(dirname "$0")" && pwd)"
-# The model is keyed by the script that writes it: a changed model or vocabulary is a new folder.
-MODEL="$CACHE/tiny-$(sha256sum "$here/tiny_hf_llama.py" | cut -c1-12)"
+# The model is keyed by the scripts that write it (the writer and its word list): a changed model
+# or vocabulary is a new folder.
+MODEL="$CACHE/tiny-$(cat "$here/tiny_hf_llama.py" "$here/tiny_words.py" | sha256sum | cut -c1-12)"
 mkdir -p "$CACHE"
 log() { printf '[vllm-server.sh] %s\n' "$*" >&2; }
 

@@ -14,6 +14,9 @@
 //!   exactly the tokens the server wrote for it, and one sent inside it too had all of them
 //!   inside the window.
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use llmspeed::analysis::repetition::RepetitionConfig;
 use llmspeed::cli::matrix::run_async;
 use llmspeed::clock::Clock;
@@ -26,6 +29,7 @@ use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use llmspeed::report::MatrixReport;
 use llmspeed::server::Overrides;
 use llmspeed::workload::request_id::RequestId;
+use mock_server::MockThread;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -98,24 +102,8 @@ fn run_against_mock(
     tweak: impl FnOnce(&mut MatrixConfig),
 ) -> (MatrixReport, Vec<TraceRec>) {
     let (sink, trace_rx) = TraceSink::memory();
-    let mock = fixed_gap_mock(sink);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            llmspeed::mock::serve(listener, mock, async move {
-                let _ = stop_rx.await;
-            })
-            .await
-        })
-    });
-    let url = format!("http://{}", addr_rx.recv().unwrap());
+    let server = MockThread::start(fixed_gap_mock(sink));
+    let url = server.url();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -131,8 +119,7 @@ fn run_against_mock(
         tweak(&mut cfg);
         run_async(&client, &cfg, false, &Cancel::new()).await
     });
-    let _ = stop_tx.send(());
-    server.join().unwrap().unwrap();
+    server.stop();
     // The server has returned: every sink clone is dropped, the trace is complete.
     let trace = trace_rx.try_iter().collect();
     (report.map_err(|e| e.message).unwrap(), trace)

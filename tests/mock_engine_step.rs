@@ -7,42 +7,17 @@
 //! seen `/health` answered, so with the old lock it never would be (the 10 s read timeout only
 //! turns that hang into a failure).
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use llmspeed::mock::driver::StepHook;
 use llmspeed::mock::{MockConfig, Profile};
+use mock_server::MockThread;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
-
-/// The server on its own thread and current-thread runtime (as `llmspeed mock` runs it): a
-/// handler that blocks that thread blocks the whole server.
-fn start(
-    cfg: MockConfig,
-) -> (
-    SocketAddr,
-    tokio::sync::oneshot::Sender<()>,
-    std::thread::JoinHandle<()>,
-) {
-    let (addr_tx, addr_rx) = mpsc::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            llmspeed::mock::serve(listener, cfg, async move {
-                let _ = stop_rx.await;
-            })
-            .await
-            .unwrap();
-        })
-    });
-    (addr_rx.recv().unwrap(), stop_tx, thread)
-}
 
 fn send(addr: SocketAddr, req: &str) -> TcpStream {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -92,7 +67,10 @@ fn health_and_new_requests_are_served_while_an_engine_step_is_in_progress() {
             let _ = c.1.recv_timeout(Duration::from_secs(60));
         }
     })));
-    let (addr, stop, thread) = start(cfg);
+    // On its own thread and current-thread runtime: a handler that blocks that thread blocks
+    // the whole server.
+    let server = MockThread::start(cfg);
+    let addr = server.addr;
 
     // A running stream: its first token has been written.
     let mut running = send(addr, &completion(20_000));
@@ -131,6 +109,5 @@ fn health_and_new_requests_are_served_while_an_engine_step_is_in_progress() {
     assert!(text.contains("data: [DONE]"), "{text}");
     assert_eq!(text.matches("\"index\":0,\"text\"").count(), 4, "{text}");
     drop(running);
-    let _ = stop.send(());
-    thread.join().unwrap();
+    server.stop();
 }

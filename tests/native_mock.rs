@@ -9,6 +9,9 @@
 //! clock in one process, so a stamp taken from the wrong read shows up as a token read before
 //! it existed); bench serve's gaps agree with the server's write gaps.
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use clap::Parser;
 use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
 use llmspeed::bench::vllm::run;
@@ -18,6 +21,7 @@ use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::request::{Generation, Prompt};
 use llmspeed::net::{Cancel, Client, ClientConfig, Dialect, NoopObserver, Target};
 use llmspeed::timeline::{FinishReason, Timeline, TokenCountSource};
+use mock_server::MockThread;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,9 +31,8 @@ const STEP_US: f64 = 2000.0;
 
 /// The mock on its own OS thread and runtime (as the self-test runs it), tracing in memory.
 struct Mock {
+    server: MockThread,
     addr: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    thread: std::thread::JoinHandle<std::io::Result<()>>,
     trace: std::sync::mpsc::Receiver<TraceRec>,
 }
 
@@ -38,27 +41,10 @@ fn start_mock() -> Mock {
     let mut cfg = MockConfig::profile(Profile::Fast);
     cfg.engine.decode.base_us = STEP_US;
     cfg.trace_sink = Some(sink);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            llmspeed::mock::serve(listener, cfg, async move {
-                let _ = stop_rx.await;
-            })
-            .await
-        })
-    });
-    let addr = addr_rx.recv().unwrap();
+    let server = MockThread::start(cfg);
     Mock {
-        addr,
-        stop,
-        thread,
+        addr: server.addr,
+        server,
         trace,
     }
 }
@@ -66,8 +52,7 @@ fn start_mock() -> Mock {
 impl Mock {
     /// Stops the server and returns its trace by request id, each in token order.
     fn finish(self) -> HashMap<String, Vec<TraceRec>> {
-        let _ = self.stop.send(());
-        self.thread.join().unwrap().unwrap();
+        self.server.stop();
         let mut by_id: HashMap<String, Vec<TraceRec>> = HashMap::new();
         for r in self.trace.try_iter() {
             let id: String = serde_json::from_str(&r.request_id_json).unwrap();

@@ -9,7 +9,9 @@ mod real_server;
 #[path = "real_llama/server.rs"]
 mod server;
 
-use real_server::{check_bench_counts, json_lines, llmspeed, text};
+use real_server::{
+    bench_result, bench_serve, cell, check_bench_counts, llmspeed, stream_summary, text,
+};
 use serde_json::Value;
 use server::LlamaServer;
 use std::path::Path;
@@ -21,32 +23,30 @@ const SLOTS: u64 = 4;
 const CTX: u64 = 8192;
 const PER_SLOT: u64 = CTX / SLOTS;
 
+/// `stream` of `prompt` on the tiny model, at most `max_tokens` tokens, with `extra`.
+fn stream(s: &LlamaServer, prompt: &str, max_tokens: &str, extra: &[&str]) -> Output {
+    real_server::stream(
+        &s.url,
+        "tiny",
+        prompt,
+        max_tokens,
+        extra,
+        Duration::from_secs(60),
+    )
+}
+
 #[test]
 fn stream_completions_and_chat_count_tokens_from_usage() {
     let Some(s) = LlamaServer::start(SLOTS, CTX) else {
         return;
     };
     for chat in [false, true] {
-        let mut args = vec![
-            "stream",
-            "--base-url",
-            &s.url,
-            "--model",
-            "tiny",
-            "--prompt",
-            "The speed of the server is",
-            "--max-tokens",
-            "48",
-            "--ignore-eos",
-            "--json",
-        ];
+        let mut args = vec!["--ignore-eos", "--json"];
         if chat {
             args.push("--chat");
         }
-        let o = llmspeed(&args, Duration::from_secs(60));
-        assert!(o.status.success(), "chat={chat}: {}", text(&o));
-        let lines = json_lines(&o);
-        let summary = lines.last().unwrap();
+        let o = stream(&s, "The speed of the server is", "48", &args);
+        let summary = stream_summary(&o, &format!("chat={chat}"));
         // The server generated exactly 48 tokens (ignore_eos); the client must say so even
         // though a random model emits byte pieces that are not valid UTF-8 on their own (fewer
         // content chunks than tokens).
@@ -81,20 +81,7 @@ fn stream_prompt_over_the_context_fails_with_the_server_message() {
     // 2,500 words, each one token of the tiny vocabulary: past the 2,048 of a slot.
     let long_prompt = "river ".repeat(2500);
     assert!(s.count(&long_prompt) > PER_SLOT as usize);
-    let o = llmspeed(
-        &[
-            "stream",
-            "--base-url",
-            &s.url,
-            "--model",
-            "tiny",
-            "--prompt",
-            &long_prompt,
-            "--max-tokens",
-            "8",
-        ],
-        Duration::from_secs(60),
-    );
+    let o = stream(&s, &long_prompt, "8", &[]);
     assert!(!o.status.success(), "{}", text(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("400"), "{}", text(&o));
@@ -110,13 +97,7 @@ fn probe_reads_slots_context_vocabulary_and_tokenize_dialect() {
     let Some(s) = LlamaServer::start(SLOTS, CTX) else {
         return;
     };
-    let o = llmspeed(
-        &["probe", "--base-url", &s.url, "--json"],
-        Duration::from_secs(60),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = real_server::probe(&s.url, Duration::from_secs(60));
     // Independent truth: the server's /props.
     let (_, props) = s.get("/props");
     let props: Value = serde_json::from_str(&props).unwrap();
@@ -144,11 +125,6 @@ fn matrix(
     extra: &[&str],
 ) -> (Output, Value) {
     let mut args = vec![
-        "matrix",
-        "--base-url",
-        &s.url,
-        "--out",
-        out.to_str().unwrap(),
         "--contexts",
         contexts,
         "--prefill-contexts",
@@ -157,29 +133,9 @@ fn matrix(
         concurrency,
         "--max-tokens",
         "512",
-        "--duration",
-        "2",
-        "--ready-stable",
-        "0.5",
-        "--ready-timeout",
-        "20",
-        "--loop-min-span",
-        "100000",
     ];
     args.extend_from_slice(extra);
-    let o = llmspeed(&args, Duration::from_secs(400));
-    let json = std::fs::read_to_string(out.join("results.json"))
-        .unwrap_or_else(|e| panic!("no results.json ({e}): {}", text(&o)));
-    (o, serde_json::from_str(&json).unwrap())
-}
-
-fn cell(r: &Value, context: u64, concurrency: u64) -> &Value {
-    r["decode"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["context"] == context && c["concurrency"] == concurrency)
-        .unwrap_or_else(|| panic!("no cell {context} x {concurrency}"))
+    real_server::matrix(&s.url, out, &args, Duration::from_secs(400))
 }
 
 #[test]
@@ -307,41 +263,19 @@ fn matrix_beyond_the_slots_is_queued_not_slow() {
     );
 }
 
-/// `bench serve` with a detailed result file; `n` requests, at most `conc` at once.
+/// `bench serve` with a detailed result file; `n` requests, at most `conc` at once. Returns
+/// the output, the result and the growth of the server's prompt-token counters over the run.
 fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (Output, Value, f64) {
-    let mut args = vec![
-        "bench",
-        "serve",
-        "--base-url",
-        &s.url,
-        "--model",
-        "tiny",
-        "--num-prompts",
-        n,
-        "--max-concurrency",
-        conc,
-        "--ignore-eos",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-        "--ready-check-timeout-sec",
-        "30",
-    ];
-    args.extend_from_slice(extra);
     let prompt_tokens = || {
         s.metric("llamacpp:prompt_tokens_total").unwrap_or(0.0)
             + s.metric("llamacpp:prompt_tokens_cached_total")
                 .unwrap_or(0.0)
     };
     let before = prompt_tokens();
-    let o = llmspeed(&args, Duration::from_secs(300));
+    let o = bench_serve(&s.url, "tiny", dir, n, conc, extra);
     let delta = prompt_tokens() - before;
-    let json = std::fs::read_to_string(dir.join("r.json"))
-        .unwrap_or_else(|e| panic!("no result ({e}): {}", text(&o)));
-    (o, serde_json::from_str(&json).unwrap(), delta)
+    let r = bench_result(dir, &o);
+    (o, r, delta)
 }
 
 /// What a `bench serve` result must say on llama.cpp: every request done, exact output counts,
@@ -410,15 +344,7 @@ fn bench_serve_custom_and_prefix_repetition() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("prompts.jsonl");
-    let mut lines = String::new();
-    for i in 0..12 {
-        lines.push_str(&format!(
-            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
-            i * 7
-        ));
-    }
-    std::fs::write(&data, lines).unwrap();
+    let data = real_server::question_prompts(dir.path(), 12);
     let custom = [
         "--dataset-name",
         "custom",
@@ -696,25 +622,13 @@ fn stream_cli_speaks_the_native_completion_endpoint() {
     let Some(s) = LlamaServer::start(SLOTS, CTX) else {
         return;
     };
-    let args = [
-        "stream",
-        "--base-url",
-        &s.url,
-        "--model",
-        "tiny",
-        "--api",
-        "llama.cpp",
-        "--prompt",
+    let o = stream(
+        &s,
         "The speed of the server is",
-        "--max-tokens",
         "32",
-        "--ignore-eos",
-        "--json",
-    ];
-    let o = llmspeed(&args, Duration::from_secs(60));
-    assert!(o.status.success(), "{}", text(&o));
-    let lines = json_lines(&o);
-    let summary = lines.last().unwrap();
+        &["--api", "llama.cpp", "--ignore-eos", "--json"],
+    );
+    let summary = stream_summary(&o, "stream --api llama.cpp");
     assert_eq!(summary["output_tokens"], 32, "{summary}");
     assert_eq!(
         summary["token_count_source"], "continuous_usage",

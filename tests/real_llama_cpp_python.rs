@@ -14,13 +14,11 @@ mod llama;
 #[path = "support/real_server.rs"]
 mod real_server;
 
-use real_server::{llmspeed, text};
+use real_server::{llmspeed, missing, scripts_cache, spawn_logged, text, Spawned};
 
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,26 +33,15 @@ fn python() -> Option<PathBuf> {
     let p = std::env::var_os("LLMSPEED_LLAMA_CPP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-                .unwrap_or_default()
-                .join(format!(
-                    "llmspeed/llama-cpp-python-{VERSION}/venv/bin/python"
-                ))
+            scripts_cache().join(format!("llama-cpp-python-{VERSION}/venv/bin/python"))
         });
     if p.is_file() {
         return Some(p);
     }
-    let msg = format!(
+    missing(&format!(
         "llama-cpp-python not available ({}): run scripts/llama-cpp-python.sh",
         p.display()
-    );
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
-    eprintln!("NOT RUN: {msg}");
-    None
+    ))
 }
 
 /// One server at a time (they share two cores with the client).
@@ -82,42 +69,13 @@ impl Server {
             .arg(&model)
             .args(["--host", "127.0.0.1", "--port", "0"])
             .args(["--n_ctx", &N_CTX.to_string(), "--n_threads", "1"])
-            .args(["--model_alias", "tiny"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        #[cfg(target_os = "linux")]
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn llama_cpp.server");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<u16>();
-        for pipe in [
-            Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
-            Box::new(child.stdout.take().unwrap()),
-        ] {
-            let (log, tx) = (log.clone(), tx.clone());
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    if let Some(port) = uvicorn_port(&line) {
-                        let _ = tx.send(port);
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            });
-        }
-        let Ok(port) = rx.recv_timeout(Duration::from_secs(120)) else {
-            let _ = child.kill();
-            panic!(
-                "llama_cpp.server printed no address:\n{}",
-                log.lock().unwrap().join("\n")
-            );
-        };
+            .args(["--model_alias", "tiny"]);
+        let Spawned { child, port, log } = spawn_logged(
+            &mut cmd,
+            "llama_cpp.server",
+            uvicorn_port,
+            Duration::from_secs(120),
+        );
         let s = Server {
             child,
             url: format!("http://127.0.0.1:{port}"),

@@ -12,7 +12,9 @@ mod real_server;
 #[path = "real_vllm/server.rs"]
 mod server;
 
-use real_server::{check_bench_counts, histogram, json_lines, llmspeed, text};
+use real_server::{
+    bench_result, bench_serve, cell, check_bench_counts, histogram, llmspeed, stream_summary, text,
+};
 use serde_json::Value;
 use server::{VllmServer, KV_BLOCKS, MAX_MODEL_LEN, MAX_NUM_SEQS, MODEL};
 use std::path::Path;
@@ -55,13 +57,7 @@ fn probe_reads_engine_version_context_and_kv_capacity() {
     let Some(s) = server::shared() else {
         return;
     };
-    let o = llmspeed(
-        &["probe", "--base-url", &s.url, "--json"],
-        Duration::from_secs(120),
-    );
-    assert!(o.status.success(), "{}", text(&o));
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v = real_server::probe(&s.url, Duration::from_secs(120));
     // Independent truth: the server's own answers.
     let (_, version) = s.get("/version");
     let version: Value = serde_json::from_str(&version).unwrap();
@@ -101,35 +97,7 @@ fn probe_reads_engine_version_context_and_kv_capacity() {
 
 /// `matrix` with short windows; `results.json` parsed.
 fn matrix(s: &VllmServer, out: &Path, args: &[&str]) -> (Output, Value) {
-    let mut all = vec![
-        "matrix",
-        "--base-url",
-        &s.url,
-        "--out",
-        out.to_str().unwrap(),
-        "--duration",
-        "2",
-        "--ready-stable",
-        "0.5",
-        "--ready-timeout",
-        "20",
-        "--loop-min-span",
-        "100000",
-    ];
-    all.extend_from_slice(args);
-    let o = llmspeed(&all, Duration::from_secs(900));
-    let json = std::fs::read_to_string(out.join("results.json"))
-        .unwrap_or_else(|e| panic!("no results.json ({e}): {}", text(&o)));
-    (o, serde_json::from_str(&json).unwrap())
-}
-
-fn cell(r: &Value, context: u64, concurrency: u64) -> &Value {
-    r["decode"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["context"] == context && c["concurrency"] == concurrency)
-        .unwrap_or_else(|| panic!("no cell {context} x {concurrency}"))
+    real_server::matrix(&s.url, out, args, Duration::from_secs(900))
 }
 
 #[test]
@@ -307,38 +275,15 @@ fn prompt_tokens(s: &VllmServer) -> f64 {
 /// `bench serve` with a detailed result file; `n` requests, at most `conc` at once. Returns
 /// the output, the result and the growth of vLLM's prompt-token counter over the run.
 fn bench(s: &VllmServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (Output, Value, f64) {
-    let mut args = vec![
-        "bench",
-        "serve",
-        "--base-url",
-        &s.url,
-        "--model",
-        MODEL,
-        "--num-prompts",
-        n,
-        "--max-concurrency",
-        conc,
-        "--ignore-eos",
-        "--save-result",
-        "--save-detailed",
-        "--result-dir",
-        dir.to_str().unwrap(),
-        "--result-filename",
-        "r.json",
-        "--ready-check-timeout-sec",
-        "30",
-    ];
-    args.extend_from_slice(extra);
     let before = prompt_tokens(s);
-    let o = llmspeed(&args, Duration::from_secs(300));
+    let o = bench_serve(&s.url, MODEL, dir, n, conc, extra);
     let delta = prompt_tokens(s) - before;
     // `--num-runs N` writes r-run1.json … r-runN.json and r-runs.json instead.
     if extra.contains(&"--num-runs") {
         return (o, Value::Null, delta);
     }
-    let json = std::fs::read_to_string(dir.join("r.json"))
-        .unwrap_or_else(|e| panic!("no result ({e}): {}", text(&o)));
-    (o, serde_json::from_str(&json).unwrap(), delta)
+    let r = bench_result(dir, &o);
+    (o, r, delta)
 }
 
 /// How the dataset's prompt reached the server.
@@ -461,15 +406,7 @@ fn bench_serve_custom_dataset_on_both_endpoints() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("prompts.jsonl");
-    let mut lines = String::new();
-    for i in 0..8 {
-        lines.push_str(&format!(
-            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
-            i * 7
-        ));
-    }
-    std::fs::write(&data, lines).unwrap();
+    let data = real_server::question_prompts(dir.path(), 8);
     for (backend, endpoint, sent) in [
         ("openai", "/v1/completions", Sent::Text),
         ("openai-chat", "/v1/chat/completions", Sent::Chat),
@@ -642,26 +579,19 @@ fn stream_counts_tokens_from_vllm_usage() {
         return;
     };
     for chat in [false, true] {
-        let mut args = vec![
-            "stream",
-            "--base-url",
-            &s.url,
-            "--model",
-            MODEL,
-            "--prompt",
-            "The speed of the server is",
-            "--max-tokens",
-            "48",
-            "--ignore-eos",
-            "--json",
-        ];
+        let mut args = vec!["--ignore-eos", "--json"];
         if chat {
             args.push("--chat");
         }
-        let o = llmspeed(&args, Duration::from_secs(120));
-        assert!(o.status.success(), "chat={chat}: {}", text(&o));
-        let lines = json_lines(&o);
-        let summary = lines.last().unwrap();
+        let o = real_server::stream(
+            &s.url,
+            MODEL,
+            "The speed of the server is",
+            "48",
+            &args,
+            Duration::from_secs(120),
+        );
+        let summary = stream_summary(&o, &format!("chat={chat}"));
         assert_eq!(summary["output_tokens"], 48, "chat={chat}: {summary}");
         assert_eq!(
             summary["usage"]["completion_tokens"], 48,

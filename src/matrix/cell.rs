@@ -734,47 +734,148 @@ pub async fn run_cell(
     stop: &Cancel,
     progress: &mut dyn Progress,
 ) -> CellRun {
-    let clock = client.clock().clone();
-    let c = cfg.concurrency.max(1);
-    let shared = Arc::new(Counters::default());
-    let (ready, failures, tokens) = (&shared.ready, &shared.failures, &shared.tokens);
-    let cancel = Cancel::new();
-    let req = Arc::new(req.clone());
-    let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
-    let ids = cfg.request_ids.map(|i| (i, cell.context, c));
-    let workers: Vec<_> = (0..c)
-        .map(|i| {
-            tokio::spawn(worker(
-                i,
-                client.clone(),
-                req.clone(),
-                ids,
-                cancel.clone(),
-                shared.clone(),
-                cfg.repetition,
-            ))
-        })
-        .collect();
-    let step = format!("cell {} x {c}", cell.context_label);
-    progress.event(&Event::Phase {
-        step: &step,
-        phase: Phase::WaitingReady,
+    let streams = Streams::start(client, req, names, cfg, &cell);
+    streams.phase(progress, Phase::WaitingReady);
+    let gate = wait_ready(&streams, cfg, stop).await;
+    let mut server_queued = note_gate(&mut cell, &gate, &streams, names.is_some());
+    let window = if gate.opens_window() {
+        streams.phase(progress, Phase::Measuring);
+        measure_window(client, names, cfg, &streams, stop, progress).await
+    } else {
+        Window::default()
+    };
+    streams.phase(progress, Phase::Draining);
+    let clock = streams.clock.clone();
+    let c = streams.c;
+    let ended = drain(streams, client, names, cfg, &mut cell).await;
+    server_queued |= keep_server_samples(&mut cell, &ended.samples, &window, &clock);
+    let facts = note_window(&mut cell, &window, &ended, &clock, names.is_none(), c);
+    let errors = count_errors(&mut cell, &ended);
+    let looped_streams = note_loops(&mut cell, &ended.finished);
+    note_token_counts(&mut cell, names, &window, &ended.finished);
+    note_client_cost(&mut cell, &window, &ended.finished, &clock);
+    let ok_requests = cell
+        .requests
+        .iter()
+        .filter(|r| r.error.is_none() && r.window_tokens > 0)
+        .count() as u64;
+    cell.status = post_run(&CellObservation {
+        looped_streams,
+        errors,
+        ok_requests,
+        server_queued,
+        concurrency: c as u64,
+        streams_measured: facts.streams_with_tokens,
+        never_all_at_once: window.opened && names.is_none() && facts.peak_decoding < c as u64,
     });
+    CellRun {
+        cell,
+        interrupted: gate.interrupted || window.interrupted,
+        unreachable: ended.server_unreachable,
+    }
+}
 
-    // Readiness gate: every stream has a token and (where metrics exist) the server runs C with
-    // none waiting.
+/// A cell's running parts: its C streams, the counters they bump and the server's sampler.
+struct Streams {
+    clock: Clock,
+    c: u32,
+    shared: Arc<Counters>,
+    cancel: Cancel,
+    sampler: Option<Sampler>,
+    workers: Vec<tokio::task::JoinHandle<Vec<Finished>>>,
+    /// The progress display's name of the cell.
+    step: String,
+}
+
+impl Streams {
+    /// Start the sampler and the C stream workers.
+    fn start(
+        client: &Client,
+        req: &StreamRequest,
+        names: Option<MetricNames>,
+        cfg: &CellConfig,
+        cell: &DecodeCell,
+    ) -> Self {
+        let c = cfg.concurrency.max(1);
+        let shared = Arc::new(Counters::default());
+        let cancel = Cancel::new();
+        let req = Arc::new(req.clone());
+        let sampler = names.map(|n| Sampler::start(client.clone(), n, cfg.sample_period));
+        let ids = cfg.request_ids.map(|i| (i, cell.context, c));
+        let workers = (0..c)
+            .map(|i| {
+                tokio::spawn(worker(
+                    i,
+                    client.clone(),
+                    req.clone(),
+                    ids,
+                    cancel.clone(),
+                    shared.clone(),
+                    cfg.repetition,
+                ))
+            })
+            .collect();
+        Self {
+            clock: client.clock().clone(),
+            c,
+            shared,
+            cancel,
+            sampler,
+            workers,
+            step: format!("cell {} x {c}", cell.context_label),
+        }
+    }
+
+    fn phase(&self, progress: &mut dyn Progress, phase: Phase) {
+        progress.event(&Event::Phase {
+            step: &self.step,
+            phase,
+        });
+    }
+}
+
+/// How the readiness gate ended.
+struct Gate {
+    /// The user stopped the run while the cell waited.
+    interrupted: bool,
+    /// The gate gave up (timeout, every stream failing, or the server refusing).
+    timed_out: bool,
+    /// Every stream's connection was refused twice over: the server is gone.
+    refused: bool,
+    /// Streams that had produced a token when the gate ended.
+    ready: u64,
+    waited_s: f64,
+}
+
+impl Gate {
+    /// A window is measured unless the user stopped, the server is gone, or no stream ever
+    /// produced a token.
+    fn opens_window(&self) -> bool {
+        !self.interrupted && !self.refused && self.ready > 0
+    }
+}
+
+/// Readiness gate: every stream has a token and (where metrics exist) the server runs C with
+/// none waiting.
+async fn wait_ready(streams: &Streams, cfg: &CellConfig, stop: &Cancel) -> Gate {
+    let (clock, c, shared) = (&streams.clock, streams.c as u64, &streams.shared);
+    let (ready, failures) = (&shared.ready, &shared.failures);
     let gate_start = clock.raw();
     let mut stable = StableGate::new(cfg.ready_stable);
-    let mut interrupted = false;
-    let mut gate_timed_out = false;
-    let mut refused = false;
+    let mut gate = Gate {
+        interrupted: false,
+        timed_out: false,
+        refused: false,
+        ready: 0,
+        waited_s: 0.0,
+    };
     loop {
         tokio::select! {
-            _ = stop.cancelled() => { interrupted = true; break; }
+            _ = stop.cancelled() => { gate.interrupted = true; break; }
             _ = tokio::time::sleep(Duration::from_millis(20)) => {}
         }
-        let all_ready = ready.load(Ordering::Relaxed) >= c as u64;
-        let server_ready = match &sampler {
+        let all_ready = ready.load(Ordering::Relaxed) >= c;
+        let server_ready = match &streams.sampler {
             Some(s) => s.latest().filter(|m| m.t > gate_start).is_some_and(|m| {
                 stable.observe(
                     clock.delta_ns(gate_start, m.t),
@@ -788,117 +889,181 @@ pub async fn run_cell(
         }
         let waited = clock.delta_ns(gate_start, clock.raw());
         // Every stream failing before any token: the cell cannot measure anything.
-        if ready.load(Ordering::Relaxed) == 0 && failures.load(Ordering::Relaxed) >= 2 * c as u64 {
-            gate_timed_out = true;
+        if ready.load(Ordering::Relaxed) == 0 && failures.load(Ordering::Relaxed) >= 2 * c {
+            gate.timed_out = true;
             break;
         }
         // Every stream's connection refused twice over: the server is gone, whatever tokens
         // came before; no window is opened on it.
-        if shared.refused_in_a_row.load(Ordering::Relaxed) >= 2 * c as u64 {
-            gate_timed_out = true;
-            refused = true;
+        if shared.refused_in_a_row.load(Ordering::Relaxed) >= 2 * c {
+            gate.timed_out = true;
+            gate.refused = true;
             break;
         }
         if waited >= cfg.ready_timeout.as_nanos() as u64 {
-            gate_timed_out = true;
+            gate.timed_out = true;
             break;
         }
     }
+    gate.ready = ready.load(Ordering::Relaxed);
+    gate.waited_s = clock.delta_ns(gate_start, clock.raw()) as f64 / 1e9;
+    gate
+}
 
-    let mut server_queued = false;
-    let ready_at_gate = ready.load(Ordering::Relaxed);
-    let gate_waited_s = clock.delta_ns(gate_start, clock.raw()) as f64 / 1e9;
-    if !interrupted && refused {
+/// What the cell says of a gate that gave up; true where the server held streams back
+/// (queued).
+fn note_gate(cell: &mut DecodeCell, gate: &Gate, streams: &Streams, has_metrics: bool) -> bool {
+    let (c, waited_s, ready) = (streams.c, gate.waited_s, gate.ready);
+    if gate.interrupted {
+        return false;
+    }
+    if gate.refused {
         cell.notes.push(format!(
-            "the server refused every stream's connection while the cell waited for its readiness gate ({gate_waited_s:.1} s): nothing was measured"
+            "the server refused every stream's connection while the cell waited for its readiness gate ({waited_s:.1} s): nothing was measured"
         ));
-    } else if !interrupted && gate_timed_out {
-        if ready_at_gate == 0 && failures.load(Ordering::Relaxed) == 0 {
-            // Nothing failed and nothing came: a stalled server. Say so instead of a blank cell.
-            cell.error_messages.push(ErrorMessage::new(
-                Some(ErrorKind::TimeoutFirstToken),
-                None,
-                &format!(
-                    "no stream produced a token within {gate_waited_s:.1} s (--ready-timeout); nothing was measured"
-                ),
-            ));
-        } else if ready_at_gate > 0 && ready_at_gate < c as u64 {
-            // Streams that never produced a token: the server held them back (silently, on
-            // llama.cpp beyond its slots).
-            server_queued = true;
-            cell.notes.push(format!(
-                "the readiness gate gave up after {gate_waited_s:.1} s with only {ready_at_gate} of {c} streams producing tokens; the window was measured anyway"
-            ));
-        } else if ready_at_gate > 0 && names.is_some() {
-            server_queued = true;
-            cell.notes.push(format!(
-                "the readiness gate gave up after {gate_waited_s:.1} s: the server never reported {c} requests running with none waiting"
-            ));
+        return false;
+    }
+    if !gate.timed_out {
+        return false;
+    }
+    if ready == 0 && streams.shared.failures.load(Ordering::Relaxed) == 0 {
+        // Nothing failed and nothing came: a stalled server. Say so instead of a blank cell.
+        cell.error_messages.push(ErrorMessage::new(
+            Some(ErrorKind::TimeoutFirstToken),
+            None,
+            &format!(
+                "no stream produced a token within {waited_s:.1} s (--ready-timeout); nothing was measured"
+            ),
+        ));
+        false
+    } else if ready > 0 && ready < c as u64 {
+        // Streams that never produced a token: the server held them back (silently, on
+        // llama.cpp beyond its slots).
+        cell.notes.push(format!(
+            "the readiness gate gave up after {waited_s:.1} s with only {ready} of {c} streams producing tokens; the window was measured anyway"
+        ));
+        true
+    } else if ready > 0 && has_metrics {
+        cell.notes.push(format!(
+            "the readiness gate gave up after {waited_s:.1} s: the server never reported {c} requests running with none waiting"
+        ));
+        true
+    } else {
+        false
+    }
+}
+
+/// The measured window: its bounds and what was read at each end. All zero and `None` where
+/// no window was opened.
+#[derive(Default)]
+struct Window {
+    opened: bool,
+    /// The user stopped the run inside the window.
+    interrupted: bool,
+    open: u64,
+    close: u64,
+    /// The server's generated-token count read just before the window opens and just after it
+    /// closes, with the moments it describes.
+    gen: (Option<f64>, Option<f64>),
+    gen_t: (Option<u64>, Option<u64>),
+    /// The client's CPU seconds at each end.
+    cpu: (Option<f64>, Option<f64>),
+    /// The timer-lag probe's readings (ms).
+    lags: Vec<f64>,
+}
+
+/// Open the window, hold it for the cell's duration with live figures, and close it.
+async fn measure_window(
+    client: &Client,
+    names: Option<MetricNames>,
+    cfg: &CellConfig,
+    streams: &Streams,
+    stop: &Cancel,
+    progress: &mut dyn Progress,
+) -> Window {
+    let clock = &streams.clock;
+    let mut w = Window {
+        opened: true,
+        ..Window::default()
+    };
+    (w.gen.0, w.open) = match &names {
+        Some(n) => read_generation_tokens(client, n, clock).await,
+        None => (None, clock.raw()),
+    };
+    w.cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
+    let lag_cancel = Cancel::new();
+    let lag = lag_probe(clock.clone(), lag_cancel.clone());
+    w.interrupted = hold_window(cfg.duration, streams, stop, progress).await;
+    (w.gen.1, w.close) = match &names {
+        Some(n) => read_generation_tokens(client, n, clock).await,
+        None => (None, clock.raw()),
+    };
+    w.cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
+    lag_cancel.cancel();
+    w.lags = lag.await.unwrap_or_default();
+    // The server's reads bound the window, so both counts cover the same span.
+    w.gen_t = (w.gen.0.map(|_| w.open), w.gen.1.map(|_| w.close));
+    w
+}
+
+/// Wait out the window, sending live figures to the progress display; true when the user
+/// stopped the run.
+async fn hold_window(
+    duration: Duration,
+    streams: &Streams,
+    stop: &Cancel,
+    progress: &mut dyn Progress,
+) -> bool {
+    let (clock, shared) = (&streams.clock, &streams.shared);
+    let end = tokio::time::Instant::now() + duration;
+    let (mut last_t, mut last_n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
+    loop {
+        let left = end.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        tokio::select! {
+            _ = stop.cancelled() => { return true; }
+            _ = tokio::time::sleep(left.min(PROGRESS_EVERY)) => {}
+        }
+        let left = end.saturating_duration_since(tokio::time::Instant::now());
+        if !left.is_zero() {
+            let (t, n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
+            let s = clock.delta_ns(last_t, t) as f64 / 1e9;
+            if s > 0.0 {
+                progress.event(&Event::Live {
+                    tok_per_s: n.saturating_sub(last_n) as f64 / s,
+                    active: shared.active.load(Ordering::Relaxed),
+                    left_s: left.as_secs_f64(),
+                });
+            }
+            (last_t, last_n) = (t, n);
         }
     }
-    let (mut open, mut close) = (0u64, 0u64);
-    let mut opened = false;
-    // The server's generated-token count read just before the window opens and just after it
-    // closes, with the moments it describes.
-    let mut gen = (None, None);
-    let mut gen_t = (None, None);
-    let mut cpu = (None, None);
-    let mut lags = Vec::new();
-    if !interrupted && !refused && ready_at_gate > 0 {
-        progress.event(&Event::Phase {
-            step: &step,
-            phase: Phase::Measuring,
-        });
-        (gen.0, open) = match &names {
-            Some(n) => read_generation_tokens(client, n, &clock).await,
-            None => (None, clock.raw()),
-        };
-        opened = true;
-        cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
-        let lag_cancel = Cancel::new();
-        let lag = lag_probe(clock.clone(), lag_cancel.clone());
-        let end = tokio::time::Instant::now() + cfg.duration;
-        let (mut last_t, mut last_n) = (clock.raw(), tokens.load(Ordering::Relaxed));
-        loop {
-            let left = end.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            tokio::select! {
-                _ = stop.cancelled() => { interrupted = true; break; }
-                _ = tokio::time::sleep(left.min(PROGRESS_EVERY)) => {}
-            }
-            let left = end.saturating_duration_since(tokio::time::Instant::now());
-            if !left.is_zero() {
-                let (t, n) = (clock.raw(), tokens.load(Ordering::Relaxed));
-                let s = clock.delta_ns(last_t, t) as f64 / 1e9;
-                if s > 0.0 {
-                    progress.event(&Event::Live {
-                        tok_per_s: n.saturating_sub(last_n) as f64 / s,
-                        active: shared.active.load(Ordering::Relaxed),
-                        left_s: left.as_secs_f64(),
-                    });
-                }
-                (last_t, last_n) = (t, n);
-            }
-        }
-        (gen.1, close) = match &names {
-            Some(n) => read_generation_tokens(client, n, &clock).await,
-            None => (None, clock.raw()),
-        };
-        cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
-        lag_cancel.cancel();
-        lags = lag.await.unwrap_or_default();
-        // The server's reads bound the window, so both counts cover the same span.
-        gen_t = (gen.0.map(|_| open), gen.1.map(|_| close));
-    }
-    progress.event(&Event::Phase {
-        step: &step,
-        phase: Phase::Draining,
-    });
-    cancel.cancel();
-    let (finished, panics) = gather(workers).await;
-    let samples = match sampler {
+}
+
+/// What the cell's streams and the server left when they stopped.
+struct Ended {
+    finished: Vec<Finished>,
+    /// Messages of the workers that panicked.
+    panics: Vec<String>,
+    samples: Vec<crate::server::sampler::MetricsSample>,
+    /// The connection error when the server could no longer be reached.
+    server_unreachable: Option<crate::timeline::RequestError>,
+}
+
+/// Cancel the streams, gather their requests and the sampler's readings, and wait for the
+/// server to drain.
+async fn drain(
+    streams: Streams,
+    client: &Client,
+    names: Option<MetricNames>,
+    cfg: &CellConfig,
+    cell: &mut DecodeCell,
+) -> Ended {
+    streams.cancel.cancel();
+    let (finished, panics) = gather(streams.workers).await;
+    let samples = match streams.sampler {
         Some(s) => s.stop().await,
         None => Vec::new(),
     };
@@ -910,7 +1075,7 @@ pub async fn run_cell(
         .cloned();
     if let Some(n) = &names {
         // The next cell must start on an idle server; when it cannot, the report says so.
-        match wait_drained(client, n, cfg.drain_timeout, &clock).await {
+        match wait_drained(client, n, cfg.drain_timeout, &streams.clock).await {
             Drain::Drained => {
                 cell.server_drained = Some(true);
                 server_unreachable = None;
@@ -932,65 +1097,97 @@ pub async fn run_cell(
             }
         }
     }
+    Ended {
+        finished,
+        panics,
+        samples,
+        server_unreachable,
+    }
+}
 
+/// Keep the server's samples inside the window for the report's chart; true where the server
+/// kept requests waiting for most of the window (queued).
+fn keep_server_samples(
+    cell: &mut DecodeCell,
+    samples: &[crate::server::sampler::MetricsSample],
+    w: &Window,
+    clock: &Clock,
+) -> bool {
     let in_window: Vec<_> = samples
         .iter()
-        .filter(|s| s.t >= open && s.t <= close)
+        .filter(|s| s.t >= w.open && s.t <= w.close)
         .collect();
-    let running: Vec<f64> = in_window.iter().map(|s| s.running).collect();
     // Kept for the HTML report's chart of the server's load; strided down to a bounded count.
     let stride = in_window.len().div_ceil(MAX_SERVER_SAMPLES).max(1);
     cell.server_samples = in_window
         .iter()
         .step_by(stride)
         .map(|s| ServerSample {
-            t_ms: clock.signed_delta_ns(open, s.t) as f64 / 1e6,
+            t_ms: clock.signed_delta_ns(w.open, s.t) as f64 / 1e6,
             running: s.running,
             waiting: s.waiting,
         })
         .collect();
-    if !in_window.is_empty() {
-        let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
-        // A restarted stream waits a moment for admission; only persistent waiting is queueing.
-        if waiting * 2 > in_window.len() {
-            server_queued = true;
-        }
-    }
+    let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
+    // A restarted stream waits a moment for admission; only persistent waiting is queueing.
+    !in_window.is_empty() && waiting * 2 > in_window.len()
+}
 
-    let reqs: Vec<(u32, &Timeline)> = finished.iter().map(|f| (f.stream, &f.tl)).collect();
-    let mut facts = WindowFacts::default();
-    if opened {
-        facts = window_figures(
-            &mut cell,
-            &WindowInput {
-                clock: &clock,
-                open,
-                close,
-                running: &running,
-            },
-            &reqs,
-        );
-        for (r, f) in cell.requests.iter_mut().zip(&finished) {
-            r.looped = f.looped.is_some();
-            r.request_id.clone_from(&f.request_id);
-        }
-        // Only without metrics: where the server reports running and waiting requests, that
-        // is the better witness (a stream restarting waits a moment for its first token, so at
-        // high C with short requests the client may never see all C decoding at one instant
-        // on a server that ran them all).
-        if names.is_none() && facts.peak_decoding < c as u64 {
-            cell.notes.push(format!(
-                "at most {} of {c} requests were producing tokens at once inside the window",
-                facts.peak_decoding
-            ));
-        }
+/// The window's figures and each request's summary; nothing where no window was opened.
+fn note_window(
+    cell: &mut DecodeCell,
+    w: &Window,
+    ended: &Ended,
+    clock: &Clock,
+    no_metrics: bool,
+    c: u32,
+) -> WindowFacts {
+    if !w.opened {
+        return WindowFacts::default();
     }
+    let running: Vec<f64> = ended
+        .samples
+        .iter()
+        .filter(|s| s.t >= w.open && s.t <= w.close)
+        .map(|s| s.running)
+        .collect();
+    let reqs: Vec<(u32, &Timeline)> = ended.finished.iter().map(|f| (f.stream, &f.tl)).collect();
+    let facts = window_figures(
+        cell,
+        &WindowInput {
+            clock,
+            open: w.open,
+            close: w.close,
+            running: &running,
+        },
+        &reqs,
+    );
+    for (r, f) in cell.requests.iter_mut().zip(&ended.finished) {
+        r.looped = f.looped.is_some();
+        r.request_id.clone_from(&f.request_id);
+    }
+    // Only without metrics: where the server reports running and waiting requests, that
+    // is the better witness (a stream restarting waits a moment for its first token, so at
+    // high C with short requests the client may never see all C decoding at one instant
+    // on a server that ran them all).
+    if no_metrics && facts.peak_decoding < c as u64 {
+        cell.notes.push(format!(
+            "at most {} of {c} requests were producing tokens at once inside the window",
+            facts.peak_decoding
+        ));
+    }
+    facts
+}
+
+/// Failed requests (not our cancellations) and panicked workers, counted per kind with the
+/// first message of each kind kept.
+fn count_errors(cell: &mut DecodeCell, ended: &Ended) -> Vec<(ErrorKind, u64)> {
     let mut errors: Vec<(ErrorKind, u64)> = Vec::new();
     let mut count = |k: ErrorKind| match errors.iter_mut().find(|e| e.0 == k) {
         Some(e) => e.1 += 1,
         None => errors.push((k, 1)),
     };
-    for f in &finished {
+    for f in &ended.finished {
         if let Err(e) = &f.tl.outcome {
             if e.kind != ErrorKind::Cancelled {
                 count(e.kind);
@@ -1001,7 +1198,7 @@ pub async fn run_cell(
             }
         }
     }
-    for p in &panics {
+    for p in &ended.panics {
         count(ErrorKind::ClientPanic);
         push_first_per_kind(
             &mut cell.error_messages,
@@ -1012,6 +1209,11 @@ pub async fn run_cell(
         .iter()
         .map(|&(kind, count)| ErrorCount { kind, count })
         .collect();
+    errors
+}
+
+/// The first loop seen, with the count of streams that looped; returns that count.
+fn note_loops(cell: &mut DecodeCell, finished: &[Finished]) -> u64 {
     let mut looped_streams: Vec<u32> = finished
         .iter()
         .filter(|f| f.looped.is_some())
@@ -1028,6 +1230,17 @@ pub async fn run_cell(
             excerpt: l.excerpt.clone(),
         });
     }
+    looped_streams.len() as u64
+}
+
+/// Where the token counts came from, and the client's count over the window against the
+/// server's.
+fn note_token_counts(
+    cell: &mut DecodeCell,
+    names: Option<MetricNames>,
+    w: &Window,
+    finished: &[Finished],
+) {
     // Every request that counted tokens, not the first one: a server may send per-chunk usage
     // to some requests only.
     let sources: Vec<TokenCountSource> = finished
@@ -1038,50 +1251,34 @@ pub async fn run_cell(
     let (source, mixed) = token_source(&sources);
     cell.token_count_source = source;
     cell.notes.extend(mixed);
-    if let Some(n) = &names {
-        if opened {
-            // Ours over the same span as the server's two reads (they sit a few ms outside the
-            // window, which at thousands of tokens per second is more than 1%).
-            let ours = match gen_t {
-                (Some(a), Some(b)) => Some(client_tokens_between(&finished, a, b)),
-                _ => cell.output_tokens,
-            };
-            let (server, diff, why) = token_check(n, gen, ours);
-            cell.server_output_tokens = server;
-            cell.token_count_diff = diff;
-            cell.token_count_check = why;
-        }
+    if let (Some(n), true) = (&names, w.opened) {
+        // Ours over the same span as the server's two reads (they sit a few ms outside the
+        // window, which at thousands of tokens per second is more than 1%).
+        let ours = match w.gen_t {
+            (Some(a), Some(b)) => Some(client_tokens_between(finished, a, b)),
+            _ => cell.output_tokens,
+        };
+        let (server, diff, why) = token_check(n, w.gen, ours);
+        cell.server_output_tokens = server;
+        cell.token_count_diff = diff;
+        cell.token_count_check = why;
     }
-    let window_s = clock.delta_ns(open, close) as f64 / 1e9;
-    if let (Some(a), Some(b)) = cpu {
+}
+
+/// The client's own cost over the window: CPU, timer lag, wake-up latency and gaps that
+/// arrived in one read.
+fn note_client_cost(cell: &mut DecodeCell, w: &Window, finished: &[Finished], clock: &Clock) {
+    let window_s = clock.delta_ns(w.open, w.close) as f64 / 1e9;
+    if let (Some(a), Some(b)) = w.cpu {
         if window_s > 0.0 {
             cell.client_cpu_percent = Some((b - a) / window_s * 100.0);
         }
     }
-    cell.timer_lag_ms_p99 = stats::percentile(&lags, 99.0);
-    cell.timer_lag_ms_max = lags.iter().copied().reduce(f64::max);
-    cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), open, close);
+    cell.timer_lag_ms_p99 = stats::percentile(&w.lags, 99.0);
+    cell.timer_lag_ms_max = w.lags.iter().copied().reduce(f64::max);
+    cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), w.open, w.close);
     cell.client_gaps_in_one_read_percent =
-        gaps_in_one_read_percent(finished.iter().map(|f| &f.tl), open, close);
-    let ok_requests = cell
-        .requests
-        .iter()
-        .filter(|r| r.error.is_none() && r.window_tokens > 0)
-        .count() as u64;
-    cell.status = post_run(&CellObservation {
-        looped_streams: looped_streams.len() as u64,
-        errors,
-        ok_requests,
-        server_queued,
-        concurrency: c as u64,
-        streams_measured: facts.streams_with_tokens,
-        never_all_at_once: opened && names.is_none() && facts.peak_decoding < c as u64,
-    });
-    CellRun {
-        cell,
-        interrupted,
-        unreachable: server_unreachable,
-    }
+        gaps_in_one_read_percent(finished.iter().map(|f| &f.tl), w.open, w.close);
 }
 
 #[cfg(test)]

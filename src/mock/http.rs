@@ -496,19 +496,8 @@ async fn generate(
     request_id: Option<String>,
     header_fault: Option<Fault>,
 ) -> Response<MockBody> {
-    if let Some(m) = body.get("model").and_then(Value::as_str) {
-        if let Some(calls) = &app.cfg.model_calls {
-            if let Ok(mut c) = calls.lock() {
-                *c.entry(m.to_string()).or_default() += 1;
-            }
-        }
-        if m != app.cfg.model && !app.cfg.lora_modules.iter().any(|l| l == m) {
-            return error_response(
-                StatusCode::NOT_FOUND,
-                &format!("The model `{m}` does not exist."),
-                Some("model"),
-            );
-        }
+    if let Some(r) = refuse_model(app, body) {
+        return r;
     }
     // Taken first: the read that completed this request is the connection's last one so far.
     let arrival = ctl.stamper.as_ref().map(|t| t.arrival()).unwrap_or((0, 0));
@@ -518,60 +507,18 @@ async fn generate(
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return error_response(status, &format!("mock fault: HTTP {code}"), None);
     }
-    let chat = flavor == Flavor::Chat;
-    let g = match parse_request(&app.tok, app.cfg.max_model_len, body, flavor) {
+    let mut g = match parse_request(&app.tok, app.cfg.max_model_len, body, flavor) {
         Ok(g) => g,
         Err(e) => return bad_request(&e),
     };
-    let GenRequest {
-        prompts,
-        max_tokens,
-        min_tokens,
-        stream,
-        include_usage,
-        continuous,
-        return_token_ids,
-        ignore_eos,
-        salt,
-        user_seed,
-        details,
-    } = g;
-    let mml = app.cfg.max_model_len;
-    let loops = app.cfg.loop_after.filter(|_| {
-        let f = app.cfg.loop_fraction;
-        ((n + 1) as f64 * f).floor() > (n as f64 * f).floor()
-    });
-    let choices = prompts.len() as u64;
+    let choices = g.prompts.len() as u64;
     let base = app.tags.fetch_add(choices, Ordering::Relaxed);
-    let prompt_tokens: u64 = prompts.iter().map(|p| p.len() as u64).sum();
-    let seqs: Vec<NewSeq> = prompts
-        .into_iter()
-        .enumerate()
-        .map(|(i, prompt)| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            std::hash::Hash::hash(&prompt, &mut h);
-            let seed = mix64(std::hash::Hasher::finish(&h) ^ user_seed ^ i as u64);
-            NewSeq {
-                tag: base + i as u64,
-                max_tokens: max_tokens.unwrap_or(mml - prompt.len() as u32),
-                prompt,
-                salt: salt.clone(),
-                min_tokens,
-                ignore_eos,
-                seed,
-                loop_after: loops,
-            }
-        })
-        .collect();
+    let prompt_tokens: u64 = g.prompts.iter().map(|p| p.len() as u64).sum();
+    let seqs = sequences(app, n, base, std::mem::take(&mut g.prompts), &g);
     if !app.cfg.admission_delay.is_zero() {
         tokio::time::sleep(app.cfg.admission_delay).await;
     }
-    let prefix = match flavor {
-        Flavor::Chat => "chatcmpl",
-        Flavor::Completions => "cmpl",
-        Flavor::Sglang | Flavor::Tgi => "gen",
-    };
-    let id = format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base));
+    let id = response_id(flavor, n, base);
     let rid = request_id.unwrap_or_else(|| id.clone());
     let rid_json: Arc<str> = serde_json::to_string(&rid)
         .unwrap_or_else(|_| "\"?\"".into())
@@ -581,25 +528,17 @@ async fn generate(
         Err(e @ AdmitError::LargerThanCache { .. }) => return bad_request(&e.to_string()),
         Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), None),
     };
-    // vLLM names the LoRA adapter a request asked for in `model` of its answer, and the base
-    // model otherwise (an absent `model` included).
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| app.cfg.lora_modules.iter().any(|l| l == m))
-        .unwrap_or(&app.cfg.model)
-        .to_string();
     let meta = Meta {
-        chat,
+        chat: flavor == Flavor::Chat,
         flavor,
-        details,
-        rid: rid.clone(),
+        details: g.details,
+        rid,
         id,
-        model,
+        model: answer_model(app, body),
         created: app.created,
-        include_usage,
-        continuous,
-        return_token_ids,
+        include_usage: g.include_usage,
+        continuous: g.continuous,
+        return_token_ids: g.return_token_ids,
         prompt_tokens,
     };
     let guard = AbortGuard {
@@ -607,26 +546,119 @@ async fn generate(
         base,
         choices,
     };
-    if !stream {
+    if !g.stream {
         return collect_full(app, meta, rx, guard).await;
     }
     if fault == Some(Fault::Drip) {
         ctl.set_drip();
     }
-    let body = SseBody {
-        app: app.clone(),
-        ctl: ctl.clone(),
+    let stream = Stream {
         rx,
         meta,
         guard,
         rid_json,
         arrival,
+        fault,
+        choices,
+    };
+    sse_response(app, ctl, stream)
+}
+
+/// Count the call by the model it names; the answer for a model that is neither ours nor one of
+/// our LoRA adapters (vLLM's 404), `None` for any other.
+fn refuse_model(app: &App, body: &Value) -> Option<Response<MockBody>> {
+    let m = body.get("model").and_then(Value::as_str)?;
+    if let Some(calls) = &app.cfg.model_calls {
+        if let Ok(mut c) = calls.lock() {
+            *c.entry(m.to_string()).or_default() += 1;
+        }
+    }
+    let known = m == app.cfg.model || app.cfg.lora_modules.iter().any(|l| l == m);
+    (!known).then(|| {
+        error_response(
+            StatusCode::NOT_FOUND,
+            &format!("The model `{m}` does not exist."),
+            Some("model"),
+        )
+    })
+}
+
+/// The engine's sequences of request `n`, one per prompt, tagged from `base`; each one's
+/// sampling seed follows from its prompt, the user's seed and its choice.
+fn sequences(app: &App, n: u64, base: u64, prompts: Vec<Vec<u32>>, g: &GenRequest) -> Vec<NewSeq> {
+    let mml = app.cfg.max_model_len;
+    let loops = app.cfg.loop_after.filter(|_| {
+        let f = app.cfg.loop_fraction;
+        ((n + 1) as f64 * f).floor() > (n as f64 * f).floor()
+    });
+    prompts
+        .into_iter()
+        .enumerate()
+        .map(|(i, prompt)| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(&prompt, &mut h);
+            let seed = mix64(std::hash::Hasher::finish(&h) ^ g.user_seed ^ i as u64);
+            NewSeq {
+                tag: base + i as u64,
+                max_tokens: g.max_tokens.unwrap_or(mml - prompt.len() as u32),
+                prompt,
+                salt: g.salt.clone(),
+                min_tokens: g.min_tokens,
+                ignore_eos: g.ignore_eos,
+                seed,
+                loop_after: loops,
+            }
+        })
+        .collect()
+}
+
+/// The answer's id, in the engine's shape for the endpoint.
+fn response_id(flavor: Flavor, n: u64, base: u64) -> String {
+    let prefix = match flavor {
+        Flavor::Chat => "chatcmpl",
+        Flavor::Completions => "cmpl",
+        Flavor::Sglang | Flavor::Tgi => "gen",
+    };
+    format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base))
+}
+
+/// vLLM names the LoRA adapter a request asked for in `model` of its answer, and the base
+/// model otherwise (an absent `model` included).
+fn answer_model(app: &App, body: &Value) -> String {
+    body.get("model")
+        .and_then(Value::as_str)
+        .filter(|m| app.cfg.lora_modules.iter().any(|l| l == m))
+        .unwrap_or(&app.cfg.model)
+        .to_string()
+}
+
+/// A submitted request's stream, before its body is built.
+struct Stream {
+    rx: UnboundedReceiver<Emission>,
+    meta: Meta,
+    guard: AbortGuard,
+    rid_json: Arc<str>,
+    arrival: (u64, u64),
+    fault: Option<Fault>,
+    choices: u64,
+}
+
+/// The streaming answer: an SSE body that nothing has been sent of yet.
+fn sse_response(app: &Arc<App>, ctl: &Arc<ConnCtl>, s: Stream) -> Response<MockBody> {
+    let body = SseBody {
+        app: app.clone(),
+        ctl: ctl.clone(),
+        rx: s.rx,
+        meta: s.meta,
+        guard: s.guard,
+        rid_json: s.rid_json,
+        arrival: s.arrival,
         pending: VecDeque::with_capacity(4),
-        role_sent: vec![false; choices as usize],
+        role_sent: vec![false; s.choices as usize],
         finished: 0,
         completion_tokens: 0,
         sent_tokens: 0,
-        fault,
+        fault: s.fault,
         stall: None,
         state: State::Streaming,
         truncate_flushed: false,

@@ -9,7 +9,8 @@ use crate::report::format::{
     group_digits, hardware_text, ms, one_decimal, opt, rate, seconds, MISSING,
 };
 use crate::report::model::{
-    DecodeCell, ErrorMessage, Hardware, MatrixReport, PrefillMode, PrefillRow, PromptTokens,
+    DecodeCell, ErrorMessage, Hardware, MatrixReport, Metadata, PrefillMode, PrefillRow,
+    PromptTokens, Settings,
 };
 use crate::report::status::{CapacityReason, CellStatus};
 use std::io::{self, Write};
@@ -94,6 +95,16 @@ fn span(labels: &[&str]) -> String {
 }
 
 fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
+    title(w, r)?;
+    let md = &r.metadata;
+    hardware_section(w, &md.hardware)?;
+    engine_section(w, md)?;
+    run_section(w, md)?;
+    launch_command(w, md.launch_command.as_deref())
+}
+
+/// The title: the model and GPU, one line summing up the run, and whether it stopped early.
+fn title(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let md = &r.metadata;
     writeln!(w, "# Speed test matrix")?;
     writeln!(w)?;
@@ -107,7 +118,21 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         None => writeln!(w, "**{}**", model_display(r))?,
     }
     writeln!(w)?;
+    writeln!(w, "{}", summary(r).join(" · "))?;
+    if let Some(why) = &md.interrupted {
+        writeln!(w)?;
+        writeln!(
+            w,
+            "**Partial report:** the run stopped early ({}); cells marked Pending were not run, a cell marked interrupted was measured for less than its window.",
+            cell_text(why)
+        )?;
+    }
+    Ok(())
+}
 
+/// The engine, its version and quantization, the grid's spans and the prefill contexts.
+fn summary(r: &MatrixReport) -> Vec<String> {
+    let md = &r.metadata;
     let contexts: Vec<&str> = row_labels(r);
     let conc = &md.settings.concurrency;
     let mut summary: Vec<String> = [
@@ -133,20 +158,14 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     if !prefill.is_empty() {
         summary.push(format!("prefill at {}", prefill.join(", ")));
     }
-    writeln!(w, "{}", summary.join(" · "))?;
-    if let Some(why) = &md.interrupted {
-        writeln!(w)?;
-        writeln!(
-            w,
-            "**Partial report:** the run stopped early ({}); cells marked Pending were not run, a cell marked interrupted was measured for less than its window.",
-            cell_text(why)
-        )?;
-    }
+    summary
+}
 
+/// What the user told of the hardware, then what was measured on the client machine.
+fn hardware_section(w: &mut impl Write, h: &Hardware) -> io::Result<()> {
     writeln!(w)?;
     writeln!(w, "## Hardware")?;
     writeln!(w)?;
-    let h = &md.hardware;
     kv_line(w, "Type", h.kind.as_deref())?;
     kv_line(w, "GPU", h.gpu.as_deref())?;
     kv_line(
@@ -163,8 +182,11 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         None if !told => kv_line(w, "Hardware", Some(&hardware_text(h)))?,
         None => {}
     }
-    machine_lines(w, h)?;
+    machine_lines(w, h)
+}
 
+/// The engine as told and its limits as probed.
+fn engine_section(w: &mut impl Write, md: &Metadata) -> io::Result<()> {
     writeln!(w)?;
     writeln!(w, "## Engine")?;
     writeln!(w)?;
@@ -196,8 +218,11 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         l.max_running_requests
             .map(|m| format!("{} requests", group_digits(m)))
             .as_deref(),
-    )?;
+    )
+}
 
+/// The model, server, tool and the run's settings.
+fn run_section(w: &mut impl Write, md: &Metadata) -> io::Result<()> {
     writeln!(w)?;
     writeln!(w, "## Run")?;
     writeln!(w)?;
@@ -215,15 +240,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     )?;
     kv_line(w, "Date", Some(&md.date))?;
     kv_line(w, "Decode test", Some("Fixed duration"))?;
-    // What the scouts did, from the settings: not a fixed phrase.
-    let prefill = match s.prefill_mode {
-        PrefillMode::DuringDecodeWarmup => format!(
-            "max_tokens=1 requests before each context's decode cells, median of {} per context",
-            s.prefill_samples
-        ),
-        PrefillMode::Off => "Not measured".into(),
-    };
-    kv_line(w, "Prefill mode", Some(&prefill))?;
+    kv_line(w, "Prefill mode", Some(&prefill_mode(s)))?;
     kv_line(w, "Time per measurement", Some(&seconds(s.duration_s)))?;
     kv_line(
         w,
@@ -234,25 +251,7 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             if s.ignore_eos { " (ignore_eos)" } else { "" }
         )),
     )?;
-    kv_line(
-        w,
-        "Prompts",
-        Some(&format!(
-            "{}, {}, seed {}",
-            if s.endpoint == "chat" {
-                "chat completions (three turns)"
-            } else {
-                "completions"
-            },
-            match s.prompt_tokens {
-                PromptTokens::TokenIds => "token ids (exact)",
-                PromptTokens::TokenizeEndpoint => "sized with the server's tokenize endpoint",
-                PromptTokens::LocalTokenizer => "sized with a local tokenizer",
-                PromptTokens::UsageEstimate => "sized from usage.prompt_tokens (approximate)",
-            },
-            s.seed
-        )),
-    )?;
+    kv_line(w, "Prompts", Some(&prompts(s)))?;
     if s.prefill_samples > 1 {
         kv_line(
             w,
@@ -260,20 +259,51 @@ fn header(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             Some(&format!("{} per context (median)", s.prefill_samples)),
         )?;
     }
-    kv_line(w, "Notes", md.notes.as_deref())?;
+    kv_line(w, "Notes", md.notes.as_deref())
+}
 
-    if let Some(cmd) = &md.launch_command {
-        writeln!(w)?;
-        writeln!(w, "## Launch command")?;
-        writeln!(w)?;
-        // A fence longer than any backtick run inside, so the command prints verbatim.
-        let longest = cmd.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-        let fence = "`".repeat(longest.max(2) + 1);
-        writeln!(w, "{fence}")?;
-        writeln!(w, "{cmd}")?;
-        writeln!(w, "{fence}")?;
+/// What the scouts did, from the settings: not a fixed phrase.
+fn prefill_mode(s: &Settings) -> String {
+    match s.prefill_mode {
+        PrefillMode::DuringDecodeWarmup => format!(
+            "max_tokens=1 requests before each context's decode cells, median of {} per context",
+            s.prefill_samples
+        ),
+        PrefillMode::Off => "Not measured".into(),
     }
-    Ok(())
+}
+
+/// The endpoint, how prompts were sized, and the seed.
+fn prompts(s: &Settings) -> String {
+    format!(
+        "{}, {}, seed {}",
+        if s.endpoint == "chat" {
+            "chat completions (three turns)"
+        } else {
+            "completions"
+        },
+        match s.prompt_tokens {
+            PromptTokens::TokenIds => "token ids (exact)",
+            PromptTokens::TokenizeEndpoint => "sized with the server's tokenize endpoint",
+            PromptTokens::LocalTokenizer => "sized with a local tokenizer",
+            PromptTokens::UsageEstimate => "sized from usage.prompt_tokens (approximate)",
+        },
+        s.seed
+    )
+}
+
+/// The server's launch command, verbatim, where the user gave it.
+fn launch_command(w: &mut impl Write, cmd: Option<&str>) -> io::Result<()> {
+    let Some(cmd) = cmd else { return Ok(()) };
+    writeln!(w)?;
+    writeln!(w, "## Launch command")?;
+    writeln!(w)?;
+    // A fence longer than any backtick run inside, so the command prints verbatim.
+    let longest = cmd.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    writeln!(w, "{fence}")?;
+    writeln!(w, "{cmd}")?;
+    writeln!(w, "{fence}")
 }
 
 /// `96.0` -> `96`, `47.5` -> `47.5`.

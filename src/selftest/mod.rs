@@ -319,62 +319,9 @@ fn drive(
     pin: Option<Mask>,
     stop: &Cancel,
 ) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
-    let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
-    g.max_tokens = Some(shape.tokens);
-    g.ignore_eos = true;
-    g.continuous_usage = true;
-    let base = g
-        .stream_request(Some(false))
-        .map_err(SelftestError::Client)?;
-    // One request per stream, differing only in the id the trace is keyed by (the body is
-    // shared `Bytes`).
-    let reqs: Vec<StreamRequest> = (0..shape.streams)
-        .map(|i| StreamRequest {
-            request_id: Some(request_id(i)),
-            ..base.clone()
-        })
-        .collect();
-    let target = Target::parse(&format!("http://{addr}/v1"))
-        .map_err(|e| SelftestError::Client(e.to_string()))?;
-    // One client, one pool, as `bench serve` and the matrix use it: what is measured is the
-    // client users run.
-    let mut cfg = ClientConfig::new(target);
-    cfg.max_idle = shape.streams;
-    cfg.kernel_stamps = shape.kernel_stamps;
-    cfg.timeouts = Timeouts {
-        connect: Some(Duration::from_secs(30)),
-        first_byte: Some(Duration::from_secs(120)),
-        gap: Some(Duration::from_secs(60)),
-        total: None,
-    };
-    let client =
-        Client::new(cfg, clock.clone()).map_err(|e| SelftestError::Client(e.to_string()))?;
-
-    let worker_cpu = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
-    let stop_cpu = worker_cpu.clone();
-    // Pinning failures on the runtime's threads cannot be returned from the hook: counted,
-    // and the run refused afterwards.
-    let pin_failures = Arc::new(AtomicU64::new(0));
-    let start_failures = pin_failures.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(shape.client_threads)
-        .thread_name("selftest-client")
-        .enable_all()
-        .on_thread_start(move || {
-            if let Some(mask) = pin {
-                if mask.apply().is_err() {
-                    start_failures.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-        // A thread's CPU clock starts at zero, so its value at exit is all it ever used.
-        .on_thread_stop(move || {
-            let (user, sys) = thread_cpu_ns_pair();
-            stop_cpu[0].fetch_add(user, Ordering::Relaxed);
-            stop_cpu[1].fetch_add(sys, Ordering::Relaxed);
-        })
-        .build()
-        .map_err(|e| SelftestError::Client(format!("runtime: {e}")))?;
+    let reqs = stream_requests(shape)?;
+    let client = client_for(shape, addr, clock)?;
+    let rt = ClientRuntime::build(shape.client_threads, pin)?;
     // The thread driving `block_on` runs client work too; it is the caller's, so its own mask
     // comes back afterwards.
     let restore = match pin {
@@ -387,205 +334,411 @@ fn drive(
         None => None,
     };
     let main_cpu0 = thread_cpu_ns_pair();
-    let timelines = rt.block_on(async move {
-        if shape.preconnect {
-            // Every stream's connection is open before the start; the pool holds them all.
-            client.preconnect(shape.streams).await?;
-        }
-        let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
-        let mut tasks = Vec::with_capacity(shape.streams);
-        for req in reqs {
-            let (go, client, stop) = (go.clone(), client.clone(), stop.clone());
-            tasks.push(tokio::spawn(async move {
-                go.wait().await;
-                let start = client.clock().raw();
-                if busy.is_zero() {
-                    return client.stream(&req, start, &mut NoopObserver, &stop).await;
-                }
-                // Test hook only (see `run_with_busy_client`): blocking is the point.
-                let mut slow = |_: &crate::timeline::EventRecord, _: Option<&[u8]>| {
-                    std::thread::sleep(busy);
-                    crate::net::Flow::Continue
-                };
-                client.stream(&req, start, &mut slow, &stop).await
-            }));
-        }
-        go.wait().await;
-        let mut out = Vec::with_capacity(tasks.len());
-        for t in tasks {
-            match t.await {
-                Ok(tl) => out.push(tl),
-                Err(e) => {
-                    let mut tl = Timeline::new(0, 0, false);
-                    tl.outcome = Err(crate::timeline::RequestError::new(
-                        ErrorKind::Cancelled,
-                        format!("client task failed: {e}"),
-                    ));
-                    out.push(tl);
-                }
-            }
-        }
-        Ok::<_, crate::timeline::RequestError>(out)
-    });
+    let timelines = rt
+        .rt
+        .block_on(run_streams(shape, client, reqs, busy, stop.clone()));
     let main_cpu1 = thread_cpu_ns_pair();
-    // Joins the workers, which runs their stop hooks.
-    drop(rt);
+    let (worker_user, worker_sys, pin_failures) = rt.finish();
     if let Some(old) = restore {
         let _ = old.apply();
     }
-    if pin_failures.load(Ordering::Relaxed) > 0 {
+    if pin_failures > 0 {
         return Err(SelftestError::Client(
             "cannot pin the client runtime's threads to the --pin CPUs".into(),
         ));
     }
     let timelines = timelines.map_err(|e| SelftestError::Client(format!("--preconnect: {e}")))?;
-    let user = worker_cpu[0].load(Ordering::Relaxed) + main_cpu1.0.saturating_sub(main_cpu0.0);
-    let sys = worker_cpu[1].load(Ordering::Relaxed) + main_cpu1.1.saturating_sub(main_cpu0.1);
+    let user = worker_user + main_cpu1.0.saturating_sub(main_cpu0.0);
+    let sys = worker_sys + main_cpu1.1.saturating_sub(main_cpu0.1);
     Ok((timelines, (user, sys)))
+}
+
+/// One request per stream, differing only in the id the trace is keyed by (the body is
+/// shared `Bytes`).
+fn stream_requests(shape: &Shape) -> Result<Vec<StreamRequest>, SelftestError> {
+    let mut g = Generation::new("mock-model", Prompt::Text(" the".into()));
+    g.max_tokens = Some(shape.tokens);
+    g.ignore_eos = true;
+    g.continuous_usage = true;
+    let base = g
+        .stream_request(Some(false))
+        .map_err(SelftestError::Client)?;
+    Ok((0..shape.streams)
+        .map(|i| StreamRequest {
+            request_id: Some(request_id(i)),
+            ..base.clone()
+        })
+        .collect())
+}
+
+/// One client, one pool, as `bench serve` and the matrix use it: what is measured is the
+/// client users run.
+fn client_for(
+    shape: &Shape,
+    addr: std::net::SocketAddr,
+    clock: &Clock,
+) -> Result<Client, SelftestError> {
+    let target = Target::parse(&format!("http://{addr}/v1"))
+        .map_err(|e| SelftestError::Client(e.to_string()))?;
+    let mut cfg = ClientConfig::new(target);
+    cfg.max_idle = shape.streams;
+    cfg.kernel_stamps = shape.kernel_stamps;
+    cfg.timeouts = Timeouts {
+        connect: Some(Duration::from_secs(30)),
+        first_byte: Some(Duration::from_secs(120)),
+        gap: Some(Duration::from_secs(60)),
+        total: None,
+    };
+    Client::new(cfg, clock.clone()).map_err(|e| SelftestError::Client(e.to_string()))
+}
+
+/// The client's multi-thread runtime, its threads pinned where asked, adding up their CPU
+/// time as they stop.
+struct ClientRuntime {
+    rt: tokio::runtime::Runtime,
+    /// User and system ns of the runtime's threads that have stopped.
+    cpu: Arc<[AtomicU64; 2]>,
+    /// Pinning failures on the runtime's threads cannot be returned from the hook: counted,
+    /// and the run refused afterwards.
+    pin_failures: Arc<AtomicU64>,
+}
+
+impl ClientRuntime {
+    fn build(threads: usize, pin: Option<Mask>) -> Result<ClientRuntime, SelftestError> {
+        let cpu = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let stop_cpu = cpu.clone();
+        let pin_failures = Arc::new(AtomicU64::new(0));
+        let start_failures = pin_failures.clone();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("selftest-client")
+            .enable_all()
+            .on_thread_start(move || {
+                if let Some(mask) = pin {
+                    if mask.apply().is_err() {
+                        start_failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+            // A thread's CPU clock starts at zero, so its value at exit is all it ever used.
+            .on_thread_stop(move || {
+                let (user, sys) = thread_cpu_ns_pair();
+                stop_cpu[0].fetch_add(user, Ordering::Relaxed);
+                stop_cpu[1].fetch_add(sys, Ordering::Relaxed);
+            })
+            .build()
+            .map_err(|e| SelftestError::Client(format!("runtime: {e}")))?;
+        Ok(ClientRuntime {
+            rt,
+            cpu,
+            pin_failures,
+        })
+    }
+
+    /// Shut the runtime down; its threads' CPU time (user, system ns) and pinning failures.
+    fn finish(self) -> (u64, u64, u64) {
+        // Joins the workers, which runs their stop hooks.
+        drop(self.rt);
+        (
+            self.cpu[0].load(Ordering::Relaxed),
+            self.cpu[1].load(Ordering::Relaxed),
+            self.pin_failures.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Every stream started at once behind a barrier; the timelines in stream order. Fails only
+/// where `--preconnect` could not open the connections.
+async fn run_streams(
+    shape: &Shape,
+    client: Client,
+    reqs: Vec<StreamRequest>,
+    busy: Duration,
+    stop: Cancel,
+) -> Result<Vec<Timeline>, crate::timeline::RequestError> {
+    if shape.preconnect {
+        // Every stream's connection is open before the start; the pool holds them all.
+        client.preconnect(shape.streams).await?;
+    }
+    let go = Arc::new(tokio::sync::Barrier::new(shape.streams + 1));
+    let mut tasks = Vec::with_capacity(shape.streams);
+    for req in reqs {
+        let (go, client, stop) = (go.clone(), client.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            go.wait().await;
+            let start = client.clock().raw();
+            if busy.is_zero() {
+                return client.stream(&req, start, &mut NoopObserver, &stop).await;
+            }
+            // Test hook only (see `run_with_busy_client`): blocking is the point.
+            let mut slow = |_: &crate::timeline::EventRecord, _: Option<&[u8]>| {
+                std::thread::sleep(busy);
+                crate::net::Flow::Continue
+            };
+            client.stream(&req, start, &mut slow, &stop).await
+        }));
+    }
+    go.wait().await;
+    let mut out = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        match t.await {
+            Ok(tl) => out.push(tl),
+            Err(e) => {
+                let mut tl = Timeline::new(0, 0, false);
+                tl.outcome = Err(crate::timeline::RequestError::new(
+                    ErrorKind::Cancelled,
+                    format!("client task failed: {e}"),
+                ));
+                out.push(tl);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceRec]) -> Report {
     let truth = score::index_trace(trace);
-    let mut ttft_err_ms = Vec::with_capacity(timelines.len());
-    let mut true_ttft_ms = Vec::with_capacity(timelines.len());
-    let mut server_ttft_ms = Vec::with_capacity(timelines.len());
-    let mut ttft_arrival_err_ms = Vec::with_capacity(timelines.len());
-    let mut gap_err_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
-    let mut delivery_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
+    let mut scores = score::Scores::default();
+    let mut own = OwnStamps::default();
+    for (i, tl) in timelines.iter().enumerate() {
+        own.add_reads(tl);
+        let client_t = token_stamps(tl, shape.tokens as usize);
+        if let Some(server) = truth.get(request_id(i).as_str()) {
+            match_stream(shape, clock, tl, &client_t, server, &mut scores, &mut own);
+        }
+    }
+    let (errors, first_error) = failures(timelines);
+    let outcome = Outcome {
+        tokens: timelines.iter().map(Timeline::output_tokens).sum(),
+        failed_streams: timelines.iter().filter(|t| !t.is_ok()).count(),
+        errors,
+        first_error,
+    };
+    let mut report = Report::scored(shape, trace, outcome, &scores);
+    report.client = IN_PROCESS.into();
+    report.client_threads = Some(shape.client_threads);
+    report.preconnect = Some(shape.preconnect);
+    own.fill(&mut report);
+    report
+}
+
+/// How a run's streams ended, whichever client ran them.
+struct Outcome {
+    /// Output tokens the client received.
+    tokens: u64,
+    failed_streams: usize,
+    errors: HashMap<&'static str, usize>,
+    first_error: Option<String>,
+}
+
+impl Report {
+    /// The report of any client: the shape, how its streams ended, and the figures it is
+    /// scored on against the server's trace. What only our own client's stamps show (on the
+    /// server's clock) is `None`; the client's name, CPU, memory and wall time are the
+    /// caller's.
+    fn scored(shape: &Shape, trace: &[TraceRec], run: Outcome, s: &score::Scores) -> Report {
+        let (gap, lag, arrival) = (
+            Fig::of(&s.gap_error_us),
+            Fig::of(&server_write_lag_us(trace)),
+            Fig::of(&s.ttft_arrival_error_ms),
+        );
+        Report {
+            tool_version: crate::VERSION,
+            streams: shape.streams,
+            tokens_per_stream: shape.tokens,
+            gap_ms: shape.gap.as_secs_f64() * 1e3,
+            first_token_ms: shape.first_token.as_secs_f64() * 1e3,
+            client_threads: None,
+            preconnect: None,
+            client: String::new(),
+            server_cpus: None,
+            client_cpus: None,
+            tokens: run.tokens,
+            tokens_matched: s.tokens_matched,
+            trace_records: trace.len() as u64,
+            failed_streams: run.failed_streams,
+            errors: run.errors,
+            first_error: run.first_error,
+            true_ttft_ms_mean: None,
+            ttft_error_ms_mean: None,
+            ttft_error_ms_p50: None,
+            ttft_error_ms_p99: None,
+            ttft_error_ms_max: None,
+            server_ttft_ms_mean: Fig::of(&s.server_ttft_ms).mean,
+            ttft_arrival_error_ms_mean: arrival.mean,
+            ttft_arrival_error_ms_p50: arrival.p50,
+            ttft_arrival_error_ms_p99: arrival.p99,
+            ttft_arrival_error_ms_max: arrival.max,
+            gap_error_us_mean: gap.mean,
+            gap_error_us_p50: gap.p50,
+            gap_error_us_p99: gap.p99,
+            gap_error_us_max: gap.max,
+            coalesced_gaps: s.coalesced_gaps,
+            requests_itl_mismatch: s.requests_itl_mismatch,
+            delivery_us_min: None,
+            delivery_us_p50: None,
+            delivery_us_p99: None,
+            server_write_lag_us_p50: lag.p50,
+            server_write_lag_us_p99: lag.p99,
+            server_write_lag_us_max: lag.max,
+            client_cpu_ns_per_token: 0.0,
+            client_cpu_user_ns_per_token: 0.0,
+            client_cpu_sys_ns_per_token: 0.0,
+            client_cpu_ms: 0.0,
+            client_cpu_scope: CpuScope::ClientThreads,
+            client_cpu_whole_run_ns_per_token: None,
+            stamp_source: None,
+            stamp_fallback: None,
+            client_wakeup_us_p50: None,
+            client_wakeup_us_p99: None,
+            client_wakeup_us_max: None,
+            peak_rss_mb: 0.0,
+            wall_s: 0.0,
+            work_dir: None,
+            interrupted: None,
+        }
+    }
+}
+
+/// What only the in-process client can be scored on: its stamps share the server's clock.
+#[derive(Default)]
+struct OwnStamps {
+    /// Client first-token stamp − server first write, per stream, ms.
+    ttft_error_ms: Vec<f64>,
+    /// Server first write − client send stamp, per stream, ms.
+    true_ttft_ms: Vec<f64>,
+    /// Client read stamp − server write stamp, every matched token, µs.
+    delivery_us: Vec<f64>,
+    /// How late the client woke up to its kernel-stamped reads, µs.
+    wakeup_us: Vec<f64>,
+    /// Which clock stamped the reads, over every stream.
+    source: Option<StampSource>,
+}
+
+impl OwnStamps {
+    fn add_reads(&mut self, tl: &Timeline) {
+        let s = tl.stamp_source();
+        self.source = Some(self.source.map_or(s, |a| a.combine(s)));
+        self.wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
+    }
+
+    /// The report's figures that need the client's stamps on the server's clock.
+    fn fill(&self, r: &mut Report) {
+        let ttft = Fig::of(&self.ttft_error_ms);
+        r.true_ttft_ms_mean = Some(Fig::of(&self.true_ttft_ms).mean);
+        r.ttft_error_ms_mean = Some(ttft.mean);
+        r.ttft_error_ms_p50 = Some(ttft.p50);
+        r.ttft_error_ms_p99 = Some(ttft.p99);
+        r.ttft_error_ms_max = Some(ttft.max);
+        let delivery = Fig::of(&self.delivery_us);
+        r.delivery_us_min = Some(delivery.min);
+        r.delivery_us_p50 = Some(delivery.p50);
+        r.delivery_us_p99 = Some(delivery.p99);
+        let source = self
+            .source
+            .unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
+        r.stamp_source = Some(source.as_str());
+        r.stamp_fallback = source.fallback().map(StampFallback::as_str);
+        if !self.wakeup_us.is_empty() {
+            let wakeup = Fig::of(&self.wakeup_us);
+            r.client_wakeup_us_p50 = Some(wakeup.p50);
+            r.client_wakeup_us_p99 = Some(wakeup.p99);
+            r.client_wakeup_us_max = Some(wakeup.max);
+        }
+    }
+}
+
+/// The client's stamp per token index, for the first `n` tokens: each event covers the next
+/// `tokens` indices. Its length is every token the stream counted (past `n` too).
+fn token_stamps(tl: &Timeline, n: usize) -> (Vec<Option<u64>>, usize) {
+    let mut client_t = vec![None; n];
+    let mut k = 0usize;
+    for ev in tl.events.iter().filter(|e| e.tokens > 0) {
+        for _ in 0..ev.tokens {
+            if k < client_t.len() {
+                client_t[k] = Some(ev.t);
+            }
+            k += 1;
+        }
+    }
+    (client_t, k)
+}
+
+/// One stream's client stamps against the server's writes of it, token by token.
+fn match_stream(
+    shape: &Shape,
+    clock: &Clock,
+    tl: &Timeline,
+    (client_t, counted): &(Vec<Option<u64>>, usize),
+    server: &score::ServerRequest,
+    scores: &mut score::Scores,
+    own: &mut OwnStamps,
+) {
+    let nominal_gap_ns = shape.gap.as_nanos() as u64;
+    // The server's writes on the shared raw clock; only the tokens the shape asks for.
+    let writes = &server.writes_raw[..server.writes_raw.len().min(shape.tokens as usize)];
+    let traced = writes.iter().filter(|t| t.is_some()).count();
+    if *counted != traced {
+        scores.requests_itl_mismatch += 1;
+    }
+    let mut prev: Option<(u64, u64)> = None;
+    for (k, (c, s)) in client_t.iter().zip(writes).enumerate() {
+        let (Some(c), Some(s_raw)) = (*c, *s) else {
+            prev = None;
+            continue;
+        };
+        scores.tokens_matched += 1;
+        own.delivery_us
+            .push(clock.signed_delta_ns(s_raw, c) as f64 / 1e3);
+        if k == 0 {
+            own.ttft_error_ms
+                .push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
+            if let Some(send) = tl.send_start {
+                own.true_ttft_ms
+                    .push(clock.signed_delta_ns(send, s_raw) as f64 / 1e6);
+                let server_ttft = clock.signed_delta_ns(server.arrival_raw, s_raw);
+                let client_ttft = clock.signed_delta_ns(send, c);
+                scores.server_ttft_ms.push(server_ttft as f64 / 1e6);
+                scores
+                    .ttft_arrival_error_ms
+                    .push((client_ttft - server_ttft) as f64 / 1e6);
+            }
+        }
+        if let Some((pc, ps)) = prev {
+            let measured = clock.signed_delta_ns(pc, c);
+            let truth = clock.signed_delta_ns(ps, s_raw);
+            scores
+                .gap_error_us
+                .push((measured - truth).unsigned_abs() as f64 / 1e3);
+            if score::is_coalesced(measured, truth, nominal_gap_ns) {
+                scores.coalesced_gaps += 1;
+            }
+        }
+        prev = Some((c, s_raw));
+    }
+}
+
+/// Failed streams by kind, and the first one's message.
+fn failures(timelines: &[Timeline]) -> (HashMap<&'static str, usize>, Option<String>) {
     let mut errors: HashMap<&'static str, usize> = HashMap::new();
     let mut first_error = None;
-    let (mut tokens, mut matched) = (0u64, 0u64);
-    let (mut coalesced, mut itl_mismatch) = (0u64, 0usize);
-    let nominal_gap_ns = shape.gap.as_nanos() as u64;
-    let mut client_t: Vec<Option<u64>> = vec![None; shape.tokens as usize];
-    let mut wakeup_us = Vec::with_capacity(timelines.len() * shape.tokens as usize);
-    let mut source: Option<StampSource> = None;
     for (i, tl) in timelines.iter().enumerate() {
-        let s = tl.stamp_source();
-        source = Some(source.map_or(s, |a| a.combine(s)));
-        wakeup_us.extend(tl.token_wakeups_us(0..u64::MAX));
         if let Err(e) = &tl.outcome {
             *errors.entry(e.kind.as_str()).or_default() += 1;
             if first_error.is_none() {
                 first_error = Some(format!("stream {i}: {e}"));
             }
         }
-        tokens += tl.output_tokens();
-        // Client stamp per token index: each event covers the next `tokens` indices.
-        client_t.iter_mut().for_each(|c| *c = None);
-        let mut k = 0usize;
-        for ev in tl.events.iter().filter(|e| e.tokens > 0) {
-            for _ in 0..ev.tokens {
-                if k < client_t.len() {
-                    client_t[k] = Some(ev.t);
-                }
-                k += 1;
-            }
-        }
-        let Some(server) = truth.get(request_id(i).as_str()) else {
-            continue;
-        };
-        // The server's writes on the shared raw clock; only the tokens the shape asks for.
-        let writes = &server.writes_raw[..server.writes_raw.len().min(shape.tokens as usize)];
-        let traced = writes.iter().filter(|t| t.is_some()).count();
-        if k != traced {
-            itl_mismatch += 1;
-        }
-        let mut prev: Option<(u64, u64)> = None;
-        for (k, (c, s)) in client_t.iter().zip(writes).enumerate() {
-            let (Some(c), Some(s_raw)) = (*c, *s) else {
-                prev = None;
-                continue;
-            };
-            matched += 1;
-            delivery_us.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e3);
-            if k == 0 {
-                ttft_err_ms.push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
-                if let Some(send) = tl.send_start {
-                    true_ttft_ms.push(clock.signed_delta_ns(send, s_raw) as f64 / 1e6);
-                    let server_ttft = clock.signed_delta_ns(server.arrival_raw, s_raw);
-                    let client_ttft = clock.signed_delta_ns(send, c);
-                    server_ttft_ms.push(server_ttft as f64 / 1e6);
-                    ttft_arrival_err_ms.push((client_ttft - server_ttft) as f64 / 1e6);
-                }
-            }
-            if let Some((pc, ps)) = prev {
-                let measured = clock.signed_delta_ns(pc, c);
-                let truth = clock.signed_delta_ns(ps, s_raw);
-                gap_err_us.push((measured - truth).unsigned_abs() as f64 / 1e3);
-                if score::is_coalesced(measured, truth, nominal_gap_ns) {
-                    coalesced += 1;
-                }
-            }
-            prev = Some((c, s_raw));
-        }
     }
-    let lag_us: Vec<f64> = trace
+    (errors, first_error)
+}
+
+/// How late the server wrote each token after the engine's due time, µs.
+fn server_write_lag_us(trace: &[TraceRec]) -> Vec<f64> {
+    trace
         .iter()
         .map(|r| r.t_ns.saturating_sub(r.due_ns) as f64 / 1e3)
-        .collect();
-    let ttft = Fig::of(&ttft_err_ms);
-    let ttft_arrival = Fig::of(&ttft_arrival_err_ms);
-    let gap = Fig::of(&gap_err_us);
-    let lag = Fig::of(&lag_us);
-    let delivery = Fig::of(&delivery_us);
-    let wakeup = Fig::of(&wakeup_us);
-    let source = source.unwrap_or(StampSource::ClientClock(StampFallback::NoStamp));
-    Report {
-        tool_version: crate::VERSION,
-        streams: shape.streams,
-        tokens_per_stream: shape.tokens,
-        gap_ms: shape.gap.as_secs_f64() * 1e3,
-        first_token_ms: shape.first_token.as_secs_f64() * 1e3,
-        client_threads: Some(shape.client_threads),
-        preconnect: Some(shape.preconnect),
-        client: IN_PROCESS.into(),
-        server_cpus: None,
-        client_cpus: None,
-        tokens,
-        tokens_matched: matched,
-        trace_records: trace.len() as u64,
-        failed_streams: timelines.iter().filter(|t| !t.is_ok()).count(),
-        errors,
-        first_error,
-        true_ttft_ms_mean: Some(Fig::of(&true_ttft_ms).mean),
-        ttft_error_ms_mean: Some(ttft.mean),
-        ttft_error_ms_p50: Some(ttft.p50),
-        ttft_error_ms_p99: Some(ttft.p99),
-        ttft_error_ms_max: Some(ttft.max),
-        server_ttft_ms_mean: Fig::of(&server_ttft_ms).mean,
-        ttft_arrival_error_ms_mean: ttft_arrival.mean,
-        ttft_arrival_error_ms_p50: ttft_arrival.p50,
-        ttft_arrival_error_ms_p99: ttft_arrival.p99,
-        ttft_arrival_error_ms_max: ttft_arrival.max,
-        gap_error_us_mean: gap.mean,
-        gap_error_us_p50: gap.p50,
-        gap_error_us_p99: gap.p99,
-        gap_error_us_max: gap.max,
-        coalesced_gaps: coalesced,
-        requests_itl_mismatch: itl_mismatch,
-        delivery_us_min: Some(delivery.min),
-        delivery_us_p50: Some(delivery.p50),
-        delivery_us_p99: Some(delivery.p99),
-        server_write_lag_us_p50: lag.p50,
-        server_write_lag_us_p99: lag.p99,
-        server_write_lag_us_max: lag.max,
-        client_cpu_ns_per_token: 0.0,
-        client_cpu_user_ns_per_token: 0.0,
-        client_cpu_sys_ns_per_token: 0.0,
-        client_cpu_ms: 0.0,
-        client_cpu_scope: CpuScope::ClientThreads,
-        client_cpu_whole_run_ns_per_token: None,
-        stamp_source: Some(source.as_str()),
-        stamp_fallback: source.fallback().map(StampFallback::as_str),
-        client_wakeup_us_p50: (!wakeup_us.is_empty()).then_some(wakeup.p50),
-        client_wakeup_us_p99: (!wakeup_us.is_empty()).then_some(wakeup.p99),
-        client_wakeup_us_max: (!wakeup_us.is_empty()).then_some(wakeup.max),
-        peak_rss_mb: 0.0,
-        wall_s: 0.0,
-        work_dir: None,
-        interrupted: None,
-    }
+        .collect()
 }
 
 /// What the report says our own client is.
@@ -639,80 +792,24 @@ fn analyse_external(
     if s.requests_untraced > 0 {
         errors.insert("untraced", s.requests_untraced);
     }
-    let lag_us: Vec<f64> = trace
-        .iter()
-        .map(|r| r.t_ns.saturating_sub(r.due_ns) as f64 / 1e3)
-        .collect();
-    let (gap, lag, arrival) = (
-        Fig::of(&s.gap_error_us),
-        Fig::of(&lag_us),
-        Fig::of(&s.ttft_arrival_error_ms),
-    );
-    Report {
-        tool_version: crate::VERSION,
-        streams: shape.streams,
-        tokens_per_stream: shape.tokens,
-        gap_ms: shape.gap.as_secs_f64() * 1e3,
-        first_token_ms: shape.first_token.as_secs_f64() * 1e3,
-        client_threads: None,
-        preconnect: None,
-        client: String::new(),
-        server_cpus: None,
-        client_cpus: None,
+    let first_error = failed
+        .first()
+        .map(|(i, c)| format!("request {prefix}{i}: {}", c.error))
+        .or_else(|| {
+            (s.requests_untraced > 0).then(|| {
+                format!(
+                    "{} request(s) never reached the server under an id {prefix}N (does the client send x-request-id {{prefix}}N?)",
+                    s.requests_untraced
+                )
+            })
+        });
+    let outcome = Outcome {
         tokens: clients.iter().map(|c| c.output_len).sum(),
-        tokens_matched: s.tokens_matched,
-        trace_records: trace.len() as u64,
         failed_streams: failed.len(),
         errors,
-        first_error: failed
-            .first()
-            .map(|(i, c)| format!("request {prefix}{i}: {}", c.error))
-            .or_else(|| {
-                (s.requests_untraced > 0).then(|| {
-                    format!(
-                        "{} request(s) never reached the server under an id {prefix}N (does the client send x-request-id {{prefix}}N?)",
-                        s.requests_untraced
-                    )
-                })
-            }),
-        true_ttft_ms_mean: None,
-        ttft_error_ms_mean: None,
-        ttft_error_ms_p50: None,
-        ttft_error_ms_p99: None,
-        ttft_error_ms_max: None,
-        server_ttft_ms_mean: Fig::of(&s.server_ttft_ms).mean,
-        ttft_arrival_error_ms_mean: arrival.mean,
-        ttft_arrival_error_ms_p50: arrival.p50,
-        ttft_arrival_error_ms_p99: arrival.p99,
-        ttft_arrival_error_ms_max: arrival.max,
-        gap_error_us_mean: gap.mean,
-        gap_error_us_p50: gap.p50,
-        gap_error_us_p99: gap.p99,
-        gap_error_us_max: gap.max,
-        coalesced_gaps: s.coalesced_gaps,
-        requests_itl_mismatch: s.requests_itl_mismatch,
-        delivery_us_min: None,
-        delivery_us_p50: None,
-        delivery_us_p99: None,
-        server_write_lag_us_p50: lag.p50,
-        server_write_lag_us_p99: lag.p99,
-        server_write_lag_us_max: lag.max,
-        client_cpu_ns_per_token: 0.0,
-        client_cpu_user_ns_per_token: 0.0,
-        client_cpu_sys_ns_per_token: 0.0,
-        client_cpu_ms: 0.0,
-        client_cpu_scope: CpuScope::ClientThreads,
-        client_cpu_whole_run_ns_per_token: None,
-        stamp_source: None,
-        stamp_fallback: None,
-        client_wakeup_us_p50: None,
-        client_wakeup_us_p99: None,
-        client_wakeup_us_max: None,
-        peak_rss_mb: 0.0,
-        wall_s: 0.0,
-        work_dir: None,
-        interrupted: None,
-    }
+        first_error,
+    };
+    Report::scored(shape, trace, outcome, &s)
 }
 
 /// mean / p50 / p99 / max of a sample, zeros when empty (numpy-compatible percentiles).
@@ -818,6 +915,39 @@ fn raise_fd_limit(want: u64) {
 
 /// The human table. A figure the client cannot be scored on prints as `n/a`.
 pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
+    write_run_lines(w, r)?;
+    write_error_rows(w, r)?;
+    writeln!(
+        w,
+        "  coalesced gaps    {} (tokens read together that the server wrote apart); {} stream(s) with a token count unlike the trace's",
+        r.coalesced_gaps, r.requests_itl_mismatch
+    )?;
+    writeln!(
+        w,
+        "  true TTFT         {} ms mean (server first write - client send); {:.2} ms at the server (first write - arrival)",
+        opt_fixed(r.true_ttft_ms_mean, 2),
+        r.server_ttft_ms_mean
+    )?;
+    write_client_cost(w, r)?;
+    if let Some(e) = &r.first_error {
+        writeln!(w, "  first failure     {e}")?;
+    }
+    if let Some(d) = &r.work_dir {
+        writeln!(w, "  work folder       {d}")?;
+    }
+    Ok(())
+}
+
+/// `v` with `digits` decimals, or `n/a`.
+fn opt_fixed(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(v) => format!("{v:.digits$}"),
+        None => "n/a".into(),
+    }
+}
+
+/// The shape, the client, whether the run was cut or pinned, and the token counts.
+fn write_run_lines(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     let threads = match r.client_threads {
         Some(n) if r.preconnect == Some(true) => {
             format!(", {n} client thread(s), connections opened before the start")
@@ -847,24 +977,24 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         w,
         "  tokens            {} received, {} matched to the server trace ({} traced), {} failed stream(s)",
         r.tokens, r.tokens_matched, r.trace_records, r.failed_streams
-    )?;
+    )
+}
+
+/// The error figures' table: mean, p50, p99 and max of each.
+fn write_error_rows(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         w,
         "  {:<17} {:>10} {:>10} {:>10} {:>10}",
         "", "mean", "p50", "p99", "max"
     )?;
-    let opt = |v: Option<f64>, digits: usize| match v {
-        Some(v) => format!("{v:.digits$}"),
-        None => "n/a".into(),
-    };
     writeln!(
         w,
         "  {:<17} {:>10} {:>10} {:>10} {:>10}",
         "TTFT error ms",
-        opt(r.ttft_error_ms_mean, 3),
-        opt(r.ttft_error_ms_p50, 3),
-        opt(r.ttft_error_ms_p99, 3),
-        opt(r.ttft_error_ms_max, 3)
+        opt_fixed(r.ttft_error_ms_mean, 3),
+        opt_fixed(r.ttft_error_ms_p50, 3),
+        opt_fixed(r.ttft_error_ms_p99, 3),
+        opt_fixed(r.ttft_error_ms_max, 3)
     )?;
     writeln!(
         w,
@@ -901,21 +1031,14 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
             Some(m) => format!("min {m:.1}"),
             None => "n/a".into(),
         },
-        opt(r.delivery_us_p50, 1),
-        opt(r.delivery_us_p99, 1),
+        opt_fixed(r.delivery_us_p50, 1),
+        opt_fixed(r.delivery_us_p99, 1),
         ""
-    )?;
-    writeln!(
-        w,
-        "  coalesced gaps    {} (tokens read together that the server wrote apart); {} stream(s) with a token count unlike the trace's",
-        r.coalesced_gaps, r.requests_itl_mismatch
-    )?;
-    writeln!(
-        w,
-        "  true TTFT         {} ms mean (server first write - client send); {:.2} ms at the server (first write - arrival)",
-        opt(r.true_ttft_ms_mean, 2),
-        r.server_ttft_ms_mean
-    )?;
+    )
+}
+
+/// What the client cost: CPU per token, how its reads were stamped, and its peak memory.
+fn write_client_cost(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     writeln!(
         w,
         "  client CPU        {:.0} ns/token: {:.0} user + {:.0} kernel ({:.1} ms total, {})",
@@ -954,14 +1077,7 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
     } else {
         "the external client's largest process"
     };
-    writeln!(w, "  peak RSS          {:.1} MB ({whose})", r.peak_rss_mb)?;
-    if let Some(e) = &r.first_error {
-        writeln!(w, "  first failure     {e}")?;
-    }
-    if let Some(d) = &r.work_dir {
-        writeln!(w, "  work folder       {d}")?;
-    }
-    Ok(())
+    writeln!(w, "  peak RSS          {:.1} MB ({whose})", r.peak_rss_mb)
 }
 
 /// CPU time of the calling thread so far: (user ns, system ns); zeros if the kernel refuses.

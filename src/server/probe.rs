@@ -298,182 +298,226 @@ fn vllm_kv(samples: &[Sample]) -> Option<(u64, KvSource)> {
     Some((blocks.checked_mul(size)?, KvSource::BlocksTimesBlockSize)).filter(|k| k.0 > 0)
 }
 
-/// The pure half of the probe.
+/// The pure half of the probe: the pages say which engine answered, then the engine's own
+/// pages say its limits, then the user's flags override them, and what is still unknown is
+/// listed for the user.
 pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
-    let samples: Vec<Sample> = c
-        .metrics
-        .as_ref()
-        .filter(|m| (200..300).contains(&m.status))
-        .and_then(|m| prometheus::parse(&m.body).ok())
-        .unwrap_or_default();
-    let has_prefix = |p: &str| samples.iter().any(|s| s.name.starts_with(p));
-    let models_json = c.models.as_ref().and_then(Fetched::json);
-    let model_entries: Vec<Value> = models_json
-        .as_ref()
-        .and_then(|v| v.get("data"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let owned_by = model_entries
-        .first()
-        .and_then(|m| str_of(m, "owned_by"))
-        .unwrap_or_default();
-    let sgl =
-        c.server_info.as_ref().and_then(Fetched::json).filter(|v| {
+    let pages = Pages::read(c);
+    let engine = pages.engine();
+    let mut info = from_models(engine, &pages, c.token_ids);
+    match engine {
+        EngineKind::Vllm => info.kv_tokens = vllm_kv(&pages.samples),
+        EngineKind::Sglang => from_sglang(&mut info, &pages),
+        EngineKind::Tgi => from_tgi(&mut info, &pages),
+        EngineKind::LlamaCpp => from_llama_cpp(&mut info, &pages),
+        EngineKind::Ollama => info.version = info.version.take().or(pages.ollama),
+        EngineKind::OpenAi => {}
+    }
+    apply_overrides(&mut info, o);
+    info.has_metrics = MetricNames::for_engine(engine)
+        .map(|n| pages.samples.iter().any(|s| s.name == n.running))
+        .unwrap_or(false);
+    (info.tokenize, info.tokenize_error) = tokenize_outcome(&c.tokenize);
+    info.missing = missing(&info);
+    info
+}
+
+/// The collected pages, parsed; each engine's own page only where it has that engine's shape.
+struct Pages {
+    samples: Vec<Sample>,
+    /// `/v1/models`'s `data`.
+    models: Vec<Value>,
+    version: Option<Value>,
+    sglang: Option<Value>,
+    tgi: Option<Value>,
+    props: Option<Value>,
+    /// Ollama's version from `/api/version`.
+    ollama: Option<String>,
+}
+
+impl Pages {
+    fn read(c: &Collected) -> Self {
+        let samples = c
+            .metrics
+            .as_ref()
+            .filter(|m| (200..300).contains(&m.status))
+            .and_then(|m| prometheus::parse(&m.body).ok())
+            .unwrap_or_default();
+        let models = c
+            .models
+            .as_ref()
+            .and_then(Fetched::json)
+            .as_ref()
+            .and_then(|v| v.get("data"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let sglang = c.server_info.as_ref().and_then(Fetched::json).filter(|v| {
             v.get("max_total_num_tokens").is_some() || v.get("context_length").is_some()
         });
-    let tgi = c
-        .info
-        .as_ref()
-        .and_then(Fetched::json)
-        .filter(|v| v.get("max_batch_total_tokens").is_some() || v.get("model_id").is_some());
-    let props = c.props.as_ref().and_then(Fetched::json).filter(|v| {
-        v.get("total_slots").is_some() || v.get("default_generation_settings").is_some()
-    });
-    let ollama = c
-        .api_version
-        .as_ref()
-        .and_then(Fetched::json)
-        .and_then(|v| str_of(&v, "version"));
-    let version_json = c.version.as_ref().and_then(Fetched::json);
+        let tgi =
+            c.info.as_ref().and_then(Fetched::json).filter(|v| {
+                v.get("max_batch_total_tokens").is_some() || v.get("model_id").is_some()
+            });
+        let props = c.props.as_ref().and_then(Fetched::json).filter(|v| {
+            v.get("total_slots").is_some() || v.get("default_generation_settings").is_some()
+        });
+        let ollama = c
+            .api_version
+            .as_ref()
+            .and_then(Fetched::json)
+            .and_then(|v| str_of(&v, "version"));
+        Self {
+            samples,
+            models,
+            version: c.version.as_ref().and_then(Fetched::json),
+            sglang,
+            tgi,
+            props,
+            ollama,
+        }
+    }
 
-    let engine = if has_prefix("vllm:") {
-        EngineKind::Vllm
-    } else if sgl.is_some() || has_prefix("sglang:") {
-        EngineKind::Sglang
-    } else if tgi.is_some() || has_prefix("tgi_") {
-        EngineKind::Tgi
-    } else if props.is_some() || has_prefix("llamacpp:") || owned_by == "llamacpp" {
-        EngineKind::LlamaCpp
-    } else if ollama.is_some() {
-        EngineKind::Ollama
-    } else if owned_by == "vllm" {
-        EngineKind::Vllm
-    } else {
-        EngineKind::OpenAi
-    };
+    /// Which engine answered: a metric prefix or an engine's own page, in this order.
+    fn engine(&self) -> EngineKind {
+        let has_prefix = |p: &str| self.samples.iter().any(|s| s.name.starts_with(p));
+        let owned_by = self
+            .models
+            .first()
+            .and_then(|m| str_of(m, "owned_by"))
+            .unwrap_or_default();
+        if has_prefix("vllm:") {
+            EngineKind::Vllm
+        } else if self.sglang.is_some() || has_prefix("sglang:") {
+            EngineKind::Sglang
+        } else if self.tgi.is_some() || has_prefix("tgi_") {
+            EngineKind::Tgi
+        } else if self.props.is_some() || has_prefix("llamacpp:") || owned_by == "llamacpp" {
+            EngineKind::LlamaCpp
+        } else if self.ollama.is_some() {
+            EngineKind::Ollama
+        } else if owned_by == "vllm" {
+            EngineKind::Vllm
+        } else {
+            EngineKind::OpenAi
+        }
+    }
+}
 
-    let models: Vec<String> = model_entries
+/// What every OpenAI-compatible server says: `/v1/models` and `/version`.
+fn from_models(engine: EngineKind, pages: &Pages, token_ids: Option<bool>) -> ServerInfo {
+    let first = pages.models.first();
+    let models: Vec<String> = pages
+        .models
         .iter()
         .filter_map(|m| str_of(m, "id"))
         .collect();
-    let mut model = models.first().cloned();
-    let model_name = model_entries
-        .first()
+    let model = models.first().cloned();
+    let model_name = first
         .and_then(|m| str_of(m, "root"))
         .filter(|r| Some(r) != model.as_ref());
-    let mut version = version_json.as_ref().and_then(|v| str_of(v, "version"));
-    let mut max_model_len = model_entries
-        .first()
-        .and_then(|m| u64_of(m, "max_model_len"))
-        .map(|n| found(n, "/v1/models max_model_len"));
-    let mut kv = None;
-    let mut max_running = None;
-    // llama.cpp puts the model's facts under `meta`; `n_vocab` counts every id the model has.
-    let vocab = model_entries
-        .first()
-        .and_then(|m| m.get("meta"))
-        .and_then(|m| u64_of(m, "n_vocab"))
-        .filter(|&n| n > 0)
-        .map(|n| found(n, "/v1/models data[0].meta.n_vocab"));
-
-    match engine {
-        EngineKind::Vllm => kv = vllm_kv(&samples),
-        EngineKind::Sglang => {
-            if let Some(v) = &sgl {
-                kv = u64_of(v, "max_total_num_tokens")
-                    .map(|n| (n, KvSource::SglangMaxTotalNumTokens));
-                max_running = u64_of(v, "max_running_requests")
-                    .map(|n| found(n, "/get_server_info max_running_requests"));
-                if max_model_len.is_none() {
-                    max_model_len = u64_of(v, "context_length")
-                        .map(|n| found(n, "/get_server_info context_length"));
-                }
-                version = version.or_else(|| str_of(v, "version"));
-            }
-            if kv.is_none() {
-                kv = prometheus::sum(&samples, "sglang:max_total_num_tokens")
-                    .filter(|f| *f > 0.0)
-                    .map(|f| (f as u64, KvSource::SglangMaxTotalNumTokens));
-            }
-        }
-        EngineKind::Tgi => {
-            if let Some(v) = &tgi {
-                kv = u64_of(v, "max_batch_total_tokens")
-                    .map(|n| (n, KvSource::TgiMaxBatchTotalTokens));
-                max_running = u64_of(v, "max_concurrent_requests")
-                    .map(|n| found(n, "/info max_concurrent_requests"));
-                if max_model_len.is_none() {
-                    max_model_len =
-                        u64_of(v, "max_total_tokens").map(|n| found(n, "/info max_total_tokens"));
-                }
-                version = version.or_else(|| str_of(v, "version"));
-                model = model.or_else(|| str_of(v, "model_id"));
-            }
-        }
-        EngineKind::LlamaCpp => {
-            if let Some(v) = &props {
-                let slots = u64_of(v, "total_slots");
-                let n_ctx = v
-                    .get("default_generation_settings")
-                    .and_then(|g| u64_of(g, "n_ctx"))
-                    .or_else(|| u64_of(v, "n_ctx"));
-                if let (Some(s), Some(n)) = (slots, n_ctx) {
-                    kv = s
-                        .checked_mul(n)
-                        .map(|t| (t, KvSource::LlamaCppSlotsTimesCtx));
-                }
-                max_running = slots.map(|n| found(n, "/props total_slots"));
-                if let Some(n) = n_ctx {
-                    // n_ctx is per slot: one request can never use more.
-                    max_model_len = Some(found(n, "/props n_ctx (per slot)"));
-                }
-                version = version.or_else(|| str_of(v, "build_info"));
-                if model.is_none() {
-                    model = str_of(v, "model_alias").or_else(|| str_of(v, "model_path"));
-                }
-            }
-        }
-        EngineKind::Ollama => version = version.or(ollama),
-        EngineKind::OpenAi => {}
+    ServerInfo {
+        engine,
+        model,
+        models,
+        model_name,
+        version: pages.version.as_ref().and_then(|v| str_of(v, "version")),
+        max_model_len: first
+            .and_then(|m| u64_of(m, "max_model_len"))
+            .map(|n| found(n, "/v1/models max_model_len")),
+        kv_tokens: None,
+        max_running: None,
+        has_metrics: false,
+        tokenize: None,
+        tokenize_error: None,
+        // llama.cpp puts the model's facts under `meta`; `n_vocab` counts every id the model has.
+        vocab: first
+            .and_then(|m| m.get("meta"))
+            .and_then(|m| u64_of(m, "n_vocab"))
+            .filter(|&n| n > 0)
+            .map(|n| found(n, "/v1/models data[0].meta.n_vocab")),
+        token_ids,
+        missing: Vec::new(),
     }
+}
 
+/// SGLang's `/get_server_info`, and its KV capacity from `/metrics` where the page lacks it.
+fn from_sglang(info: &mut ServerInfo, pages: &Pages) {
+    if let Some(v) = &pages.sglang {
+        info.kv_tokens =
+            u64_of(v, "max_total_num_tokens").map(|n| (n, KvSource::SglangMaxTotalNumTokens));
+        info.max_running = u64_of(v, "max_running_requests")
+            .map(|n| found(n, "/get_server_info max_running_requests"));
+        if info.max_model_len.is_none() {
+            info.max_model_len =
+                u64_of(v, "context_length").map(|n| found(n, "/get_server_info context_length"));
+        }
+        info.version = info.version.take().or_else(|| str_of(v, "version"));
+    }
+    if info.kv_tokens.is_none() {
+        info.kv_tokens = prometheus::sum(&pages.samples, "sglang:max_total_num_tokens")
+            .filter(|f| *f > 0.0)
+            .map(|f| (f as u64, KvSource::SglangMaxTotalNumTokens));
+    }
+}
+
+/// TGI's `/info`.
+fn from_tgi(info: &mut ServerInfo, pages: &Pages) {
+    let Some(v) = &pages.tgi else { return };
+    info.kv_tokens =
+        u64_of(v, "max_batch_total_tokens").map(|n| (n, KvSource::TgiMaxBatchTotalTokens));
+    info.max_running =
+        u64_of(v, "max_concurrent_requests").map(|n| found(n, "/info max_concurrent_requests"));
+    if info.max_model_len.is_none() {
+        info.max_model_len =
+            u64_of(v, "max_total_tokens").map(|n| found(n, "/info max_total_tokens"));
+    }
+    info.version = info.version.take().or_else(|| str_of(v, "version"));
+    info.model = info.model.take().or_else(|| str_of(v, "model_id"));
+}
+
+/// llama.cpp's `/props`: slots times the per-slot context.
+fn from_llama_cpp(info: &mut ServerInfo, pages: &Pages) {
+    let Some(v) = &pages.props else { return };
+    let slots = u64_of(v, "total_slots");
+    let n_ctx = v
+        .get("default_generation_settings")
+        .and_then(|g| u64_of(g, "n_ctx"))
+        .or_else(|| u64_of(v, "n_ctx"));
+    if let (Some(s), Some(n)) = (slots, n_ctx) {
+        info.kv_tokens = s
+            .checked_mul(n)
+            .map(|t| (t, KvSource::LlamaCppSlotsTimesCtx));
+    }
+    info.max_running = slots.map(|n| found(n, "/props total_slots"));
+    if let Some(n) = n_ctx {
+        // n_ctx is per slot: one request can never use more.
+        info.max_model_len = Some(found(n, "/props n_ctx (per slot)"));
+    }
+    info.version = info.version.take().or_else(|| str_of(v, "build_info"));
+    if info.model.is_none() {
+        info.model = str_of(v, "model_alias").or_else(|| str_of(v, "model_path"));
+    }
+}
+
+/// The user's flags win over anything the server said.
+fn apply_overrides(info: &mut ServerInfo, o: &Overrides) {
     if let Some(n) = o.kv_budget {
-        kv = Some((n, KvSource::UserFlag));
+        info.kv_tokens = Some((n, KvSource::UserFlag));
     }
     if let Some(n) = o.max_model_len {
-        max_model_len = Some(found(n, "--max-model-len"));
+        info.max_model_len = Some(found(n, "--max-model-len"));
     }
     if let Some(n) = o.max_num_seqs {
-        max_running = Some(found(n, "--max-num-seqs"));
+        info.max_running = Some(found(n, "--max-num-seqs"));
     }
+}
 
-    let has_metrics = MetricNames::for_engine(engine)
-        .map(|n| samples.iter().any(|s| s.name == n.running))
-        .unwrap_or(false);
-    let mut missing = Vec::new();
-    if model.is_none() {
-        missing.push("model id (no /v1/models list; pass --model)".to_string());
-    }
-    if version.is_none() {
-        missing.push("engine version".to_string());
-    }
-    if max_model_len.is_none() {
-        missing.push(
-            "max_model_len (pass --max-model-len; contexts are not checked against it)".into(),
-        );
-    }
-    if kv.is_none() {
-        missing
-            .push("KV capacity (pass --kv-budget; no cell is marked Over capacity by KV)".into());
-    }
-    if max_running.is_none() {
-        missing.push("running-request limit (pass --max-num-seqs if the server has one)".into());
-    }
-    if !has_metrics {
-        missing.push("live metrics (/metrics): the readiness gate and average active requests use the client's own count".into());
-    }
-    let tokenize = c.tokenize.iter().find_map(|(d, a)| match a {
+/// The first verified `/tokenize` dialect, or else the first failure's message.
+fn tokenize_outcome(
+    tried: &[(TokenizeDialect, Attempt)],
+) -> (Option<VerifiedTokenize>, Option<String>) {
+    let verified = tried.iter().find_map(|(d, a)| match a {
         Attempt::Verified { count } => Some(VerifiedTokenize {
             dialect: *d,
             text: VERIFY_TEXT,
@@ -481,30 +525,41 @@ pub fn detect(c: &Collected, o: &Overrides) -> ServerInfo {
         }),
         _ => None,
     });
-    let tokenize_error = if tokenize.is_some() {
-        None
-    } else {
-        c.tokenize.iter().find_map(|(_, a)| match a {
-            Attempt::Error { message, .. } => Some(message.clone()),
-            _ => None,
-        })
-    };
-    ServerInfo {
-        engine,
-        model,
-        models,
-        model_name,
-        version,
-        max_model_len,
-        kv_tokens: kv,
-        max_running,
-        has_metrics,
-        tokenize,
-        tokenize_error,
-        vocab,
-        token_ids: c.token_ids,
-        missing,
+    if verified.is_some() {
+        return (verified, None);
     }
+    let error = tried.iter().find_map(|(_, a)| match a {
+        Attempt::Error { message, .. } => Some(message.clone()),
+        _ => None,
+    });
+    (None, error)
+}
+
+/// What could not be found, as sentences for the user.
+fn missing(info: &ServerInfo) -> Vec<String> {
+    let mut missing = Vec::new();
+    if info.model.is_none() {
+        missing.push("model id (no /v1/models list; pass --model)".to_string());
+    }
+    if info.version.is_none() {
+        missing.push("engine version".to_string());
+    }
+    if info.max_model_len.is_none() {
+        missing.push(
+            "max_model_len (pass --max-model-len; contexts are not checked against it)".into(),
+        );
+    }
+    if info.kv_tokens.is_none() {
+        missing
+            .push("KV capacity (pass --kv-budget; no cell is marked Over capacity by KV)".into());
+    }
+    if info.max_running.is_none() {
+        missing.push("running-request limit (pass --max-num-seqs if the server has one)".into());
+    }
+    if !info.has_metrics {
+        missing.push("live metrics (/metrics): the readiness gate and average active requests use the client's own count".into());
+    }
+    missing
 }
 
 /// `POST /tokenize` with a body in `dialect`'s shape -> the token count. A non-2xx answer is an

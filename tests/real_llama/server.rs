@@ -5,11 +5,9 @@
 //! test failure; elsewhere the test says loudly that it did not run.
 #![allow(dead_code)]
 
-use crate::real_server::raw_request;
-use std::io::{BufRead, BufReader, Read};
+use crate::real_server::{raw_request, spawn_logged, Spawned};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -46,18 +44,11 @@ pub fn paths() -> Option<Paths> {
 
 /// The newest `tiny-<hash>.gguf` the script wrote (its name changes with the script).
 fn newest_model(cache: &std::path::Path) -> PathBuf {
-    std::fs::read_dir(cache)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            n.starts_with("tiny-") && n.ends_with(".gguf")
-        })
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-        .map(|e| e.path())
-        .unwrap_or_else(|| cache.join("tiny-<hash>.gguf"))
+    crate::real_server::newest_model(cache, "tiny-<hash>.gguf", |e| {
+        let n = e.file_name();
+        let n = n.to_string_lossy();
+        n.starts_with("tiny-") && n.ends_with(".gguf")
+    })
 }
 
 pub struct LlamaServer {
@@ -87,46 +78,13 @@ impl LlamaServer {
             .args(["--host", "127.0.0.1", "--metrics"])
             .args(["--port", &port.to_string()])
             .args(["-c", &ctx.to_string(), "-np", &slots.to_string()])
-            .args(["-t", "1", "-tb", "1", "--no-warmup", "-a", "tiny"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // The server dies with the test process, even when a test panics.
-        #[cfg(target_os = "linux")]
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn llama-server");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<u16>();
-        for pipe in [
-            Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
-            Box::new(child.stdout.take().unwrap()),
-        ] {
-            let (log, tx) = (log.clone(), tx.clone());
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    if let Some(port) = listening_port(&line) {
-                        let _ = tx.send(port);
-                    }
-                    log.lock().unwrap().push(line);
-                }
-            });
-        }
-        let port = match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(p) => p,
-            Err(_) => {
-                let _ = child.kill();
-                panic!(
-                    "llama-server printed no listening address:\n{}",
-                    log.lock().unwrap().join("\n")
-                );
-            }
-        };
+            .args(["-t", "1", "-tb", "1", "--no-warmup", "-a", "tiny"]);
+        let Spawned { child, port, log } = spawn_logged(
+            &mut cmd,
+            "llama-server",
+            listening_port,
+            Duration::from_secs(60),
+        );
         let s = LlamaServer {
             child,
             url: format!("http://127.0.0.1:{port}"),

@@ -54,17 +54,9 @@ pub fn paths() -> Option<Paths> {
 
 /// The newest complete `tiny-<hash>/` the script wrote (its name changes with the script).
 fn newest_model(cache: &std::path::Path) -> PathBuf {
-    std::fs::read_dir(cache)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            e.file_name().to_string_lossy().starts_with("tiny-")
-                && e.path().join(".complete").is_file()
-        })
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-        .map(|e| e.path())
-        .unwrap_or_else(|| cache.join("tiny-<hash>"))
+    crate::real_server::newest_model(cache, "tiny-<hash>", |e| {
+        e.file_name().to_string_lossy().starts_with("tiny-") && e.path().join(".complete").is_file()
+    })
 }
 
 pub struct VllmServer {

@@ -1,6 +1,7 @@
 //! The simulated server in-process for integration tests: `MockServer::start(config)` binds
 //! 127.0.0.1:0, serves until `stop()`, and checks that `serve` shut down cleanly. Tests that
-//! are not async themselves run it inside [`runtime`].
+//! are not async themselves run it inside [`runtime`], or on a thread of its own
+//! ([`MockThread`]).
 #![allow(dead_code)]
 
 use llmspeed::mock::{serve, MockConfig};
@@ -65,4 +66,54 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .expect("a tokio runtime")
+}
+
+/// The simulated server on its own OS thread with its own current-thread runtime (as `llmspeed
+/// mock`, `matrix --mock` and the self-test run it): the client's runtime never delays its
+/// writes, and a handler that blocks that thread blocks the whole server.
+pub struct MockThread {
+    pub addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<std::io::Result<()>>,
+}
+
+impl MockThread {
+    /// Binds 127.0.0.1:0 on the new thread and returns once the address is known.
+    pub fn start(cfg: MockConfig) -> MockThread {
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+                addr_tx.send(listener.local_addr().unwrap()).unwrap();
+                serve(listener, cfg, async move {
+                    let _ = stop_rx.await;
+                })
+                .await
+            })
+        });
+        MockThread {
+            addr: addr_rx.recv().unwrap(),
+            stop,
+            thread,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Asks the server to shut down and waits for its thread; `serve` must have returned `Ok`.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        self.thread
+            .join()
+            .expect("the server thread panicked")
+            .expect("serve failed");
+    }
 }

@@ -1,13 +1,16 @@
-//! What the real-server suites (`tests/real_llama.rs`, `tests/real_vllm.rs`) share: running the
-//! binary as a user does, the rule for a missing server, and an HTTP client of their own (not
-//! llmspeed's) to ask the server for its own counts.
+//! What the real-server suites (`tests/real_llama.rs`, `tests/real_vllm.rs`,
+//! `tests/real_llama_cpp_python.rs`) share: running the binary as a user does (and its `matrix`
+//! and `bench serve` runs in the shape every suite uses), finding a script's cached model,
+//! starting a server process that dies with the test, the rule for a missing server, and an
+//! HTTP client of their own (not llmspeed's) to ask the server for its own counts.
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Runs the binary with a deadline; the output, whatever the exit status.
@@ -46,6 +49,138 @@ pub fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
+}
+
+/// `stream` of `prompt` on `url`'s `model`, at most `max_tokens` tokens, with `extra`.
+pub fn stream(
+    url: &str,
+    model: &str,
+    prompt: &str,
+    max_tokens: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> Output {
+    let mut args = vec![
+        "stream",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--prompt",
+        prompt,
+        "--max-tokens",
+        max_tokens,
+    ];
+    args.extend_from_slice(extra);
+    llmspeed(&args, limit)
+}
+
+/// The summary line (the last) of a `stream --json` that must have succeeded; `what` names the
+/// run in the failure message.
+pub fn stream_summary(o: &Output, what: &str) -> Value {
+    assert!(o.status.success(), "{what}: {}", text(o));
+    json_lines(o)
+        .pop()
+        .unwrap_or_else(|| panic!("{what}: no JSON line: {}", text(o)))
+}
+
+/// `probe --json` on `url`: it must succeed; its JSON parsed.
+pub fn probe(url: &str, limit: Duration) -> Value {
+    let o = llmspeed(&["probe", "--base-url", url, "--json"], limit);
+    assert!(o.status.success(), "{}", text(&o));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)))
+}
+
+/// `matrix` on `url` with short windows (2 s, the readiness gate stable for 0.5 s and given up
+/// after 20 s, loop detection off) and `extra`; `results.json` parsed.
+pub fn matrix(url: &str, out: &Path, extra: &[&str], limit: Duration) -> (Output, Value) {
+    let mut args = vec![
+        "matrix",
+        "--base-url",
+        url,
+        "--out",
+        out.to_str().unwrap(),
+        "--duration",
+        "2",
+        "--ready-stable",
+        "0.5",
+        "--ready-timeout",
+        "20",
+        "--loop-min-span",
+        "100000",
+    ];
+    args.extend_from_slice(extra);
+    let o = llmspeed(&args, limit);
+    let json = std::fs::read_to_string(out.join("results.json"))
+        .unwrap_or_else(|e| panic!("no results.json ({e}): {}", text(&o)));
+    (o, serde_json::from_str(&json).unwrap())
+}
+
+/// The decode cell of a `results.json` at `context` x `concurrency`.
+pub fn cell(r: &Value, context: u64, concurrency: u64) -> &Value {
+    r["decode"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["context"] == context && c["concurrency"] == concurrency)
+        .unwrap_or_else(|| panic!("no cell {context} x {concurrency}"))
+}
+
+/// `bench serve` on `url` of `n` requests, at most `conc` at once, with `--ignore-eos` and a
+/// detailed result `r.json` in `dir` ([`bench_result`]), and `extra`.
+pub fn bench_serve(
+    url: &str,
+    model: &str,
+    dir: &Path,
+    n: &str,
+    conc: &str,
+    extra: &[&str],
+) -> Output {
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--base-url",
+        url,
+        "--model",
+        model,
+        "--num-prompts",
+        n,
+        "--max-concurrency",
+        conc,
+        "--ignore-eos",
+        "--save-result",
+        "--save-detailed",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+        "--ready-check-timeout-sec",
+        "30",
+    ];
+    args.extend_from_slice(extra);
+    llmspeed(&args, Duration::from_secs(300))
+}
+
+/// A custom dataset of `n` questions in `dir/prompts.jsonl` (`Question {i}: how fast is a server
+/// that reads {7i} words of context?`); its path.
+pub fn question_prompts(dir: &Path, n: usize) -> PathBuf {
+    let data = dir.join("prompts.jsonl");
+    let mut lines = String::new();
+    for i in 0..n {
+        lines.push_str(&format!(
+            "{{\"prompt\": \"Question {i}: how fast is a server that reads {} words of context?\"}}\n",
+            i * 7
+        ));
+    }
+    std::fs::write(&data, lines).unwrap();
+    data
+}
+
+/// The result [`bench_serve`] wrote in `dir`.
+pub fn bench_result(dir: &Path, o: &Output) -> Value {
+    let json = std::fs::read_to_string(dir.join("r.json"))
+        .unwrap_or_else(|e| panic!("no result ({e}): {}", text(o)));
+    serde_json::from_str(&json).unwrap()
 }
 
 /// What a `bench serve` result must say on any real server: every request done, exact output
@@ -112,6 +247,77 @@ pub fn scripts_cache() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_default()
         .join("llmspeed")
+}
+
+/// The newest entry of a script's cache folder that `is_model` accepts (a model's name changes
+/// with the scripts that write it); `cache/placeholder` when there is none.
+pub fn newest_model(
+    cache: &Path,
+    placeholder: &str,
+    is_model: impl Fn(&std::fs::DirEntry) -> bool,
+) -> PathBuf {
+    std::fs::read_dir(cache)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| is_model(e))
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path())
+        .unwrap_or_else(|| cache.join(placeholder))
+}
+
+/// A server process whose output is read line by line into `log`, and the port it printed.
+pub struct Spawned {
+    pub child: Child,
+    pub port: u16,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+/// Start `cmd` (a server binding 127.0.0.1:0) so that it dies with the test process, even when
+/// a test panics; wait up to `wait` for a line of its output that `port_of` reads a port from.
+/// A server that prints none is killed and the test fails with its output.
+pub fn spawn_logged(
+    cmd: &mut Command,
+    what: &str,
+    port_of: fn(&str) -> Option<u16>,
+    wait: Duration,
+) -> Spawned {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    #[cfg(target_os = "linux")]
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (tx, rx) = mpsc::channel::<u16>();
+    for pipe in [
+        Box::new(child.stderr.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stdout.take().unwrap()),
+    ] {
+        let (log, tx) = (log.clone(), tx.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(port) = port_of(&line) {
+                    let _ = tx.send(port);
+                }
+                log.lock().unwrap().push(line);
+            }
+        });
+    }
+    let Ok(port) = rx.recv_timeout(wait) else {
+        let _ = child.kill();
+        panic!(
+            "{what} printed no listening address:\n{}",
+            log.lock().unwrap().join("\n")
+        );
+    };
+    Spawned { child, port, log }
 }
 
 /// A real component is missing: a failure under `CI=true` (CI must provide it), elsewhere a
