@@ -321,10 +321,15 @@ const FIT_ROUNDS: usize = 10;
 /// its count. Random ids rarely come back as many tokens once decoded: on a byte-level BPE
 /// vocabulary 200 random ids re-tokenize as about 240 (pieces merge across id boundaries, bytes
 /// that are not valid UTF-8 alone are replaced), on the simulated server's about 4.6 times as
-/// many. As vLLM's `gen_prompt_decode_to_target_len`: each round decodes the ids, re-encodes
-/// the text, and goes on from the *re-encoded* ids — cut to the target, or grown by the
-/// sample's own ids again — so a text once re-encoded stays close to its count. After
-/// [`FIT_ROUNDS`] the closest text is kept with its true count (as vLLM keeps its mismatch).
+/// many. Each round decodes the ids, re-encodes the text, and goes on from the *re-encoded*
+/// ids, as vLLM's `gen_prompt_decode_to_target_len` does: after the first round they are the
+/// server's own encoding, so a cut of them comes back close to its length. The cut differs from
+/// vLLM's, which always cuts to the target: the first round cuts to the target, later ones by
+/// the last round's excess from the length sent ([`next_len`]), so a cut whose text re-encodes a
+/// few tokens longer (a multi-byte character split at the cut comes back as replacement bytes)
+/// is cut shorter next time instead of again at the same place. Too short, the sample's own
+/// ids are appended again. After [`FIT_ROUNDS`] the closest text is kept with its true count
+/// (as vLLM keeps its mismatch).
 async fn fit_detokenized(
     client: &Client,
     dialect: TokenizeDialect,
@@ -333,9 +338,9 @@ async fn fit_detokenized(
     target: u64,
 ) -> Result<(String, u64), String> {
     let pool = ids.clone();
-    let target_len = usize::try_from(target).unwrap_or(usize::MAX);
     let mut best: Option<(String, u64)> = None;
-    for _ in 0..FIT_ROUNDS {
+    for round in 0..FIT_ROUNDS {
+        let sent = ids.len() as u64;
         let text = detokenize(client, dialect, model, ids).await?;
         *ids = server_ids(client, dialect, model, &text).await?;
         let n = ids.len() as u64;
@@ -348,13 +353,43 @@ async fn fit_detokenized(
         if n == target || pool.is_empty() {
             break;
         }
-        if ids.len() > target_len {
-            ids.truncate(target_len);
+        let len = usize::try_from(next_len(round, sent, n, target)).unwrap_or(usize::MAX);
+        if ids.len() > len {
+            ids.truncate(len);
         } else {
-            for i in ids.len()..target_len {
+            for i in ids.len()..len {
                 ids.push(pool[i % pool.len()]);
             }
         }
     }
     best.ok_or_else(|| "no /detokenize round ran".to_string())
+}
+
+/// How many ids the next fitting round sends, after `sent` ids came back as `n` tokens. The
+/// first round's ids are the dataset's, not the server's encoding, so their excess says nothing
+/// about a cut: cut to the target. Later rounds send the server's own encoding, whose excess
+/// is what the cut's seam adds: take it off what was sent. Never fewer than one id.
+fn next_len(round: usize, sent: u64, n: u64, target: u64) -> u64 {
+    if round == 0 || n < target {
+        target.max(1)
+    } else {
+        sent.saturating_sub(n - target).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fitting_cuts_the_first_round_to_the_target_and_later_ones_by_their_excess() {
+        // Random ids re-encoded 4.6 times longer: the excess says nothing; cut to the target.
+        assert_eq!(next_len(0, 64, 298, 64), 64);
+        // The server's own ids, cut at 192, came back 195: the seam adds 3; send 189.
+        assert_eq!(next_len(1, 192, 195, 192), 189);
+        // Short: grow back to the target whatever the round.
+        assert_eq!(next_len(3, 189, 190, 192), 192);
+        // Never an empty prompt.
+        assert_eq!(next_len(2, 2, 50, 1), 1);
+    }
 }
