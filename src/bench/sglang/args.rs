@@ -6,7 +6,7 @@
 //! ignored), and the mapping of SGLang's flags onto the engine's [`Plan`]. It must never run
 //! anything.
 
-use super::body::SglangBodies;
+use super::body::{BodyFlags, SglangBodies};
 use super::metrics::Reader;
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
@@ -195,15 +195,6 @@ pub struct SglangConfig {
     pub tag: Option<String>,
     /// `--use-trace-timestamps`: the rate reads `trace`.
     pub rate_is_trace: bool,
-}
-
-/// The per-request body settings.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BodyFlags {
-    pub ignore_eos: bool,
-    pub return_logprob: bool,
-    /// `--extra-request-body`, merged last.
-    pub extra: Map<String, Value>,
 }
 
 fn refused(flag: &str, why: &str) -> String {

@@ -7,11 +7,19 @@
 //! no `stream_options`, so OpenAI servers send no usage unless asked through
 //! `--extra-request-body`.
 
-use super::args::BodyFlags;
 use super::metrics::Reader;
 use crate::bench::engine::plan::Bodies;
 use crate::workload::sample::{PromptSource, Sample};
 use serde_json::{json, Map, Value};
+
+/// The per-request body settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BodyFlags {
+    pub ignore_eos: bool,
+    pub return_logprob: bool,
+    /// `--extra-request-body`, merged last.
+    pub extra: Map<String, Value>,
+}
 
 /// SGLang's bodies for the engine: the engine names each request's model, an adapter's name
 /// when the request goes to one of `lora_names`.
