@@ -607,3 +607,128 @@ fn stream_counts_tokens_from_vllm_usage() {
         }
     }
 }
+
+/// `bench sglang` (the drop-in for `python -m sglang.bench_serving`) on vLLM's OpenAI endpoints,
+/// as SGLang users run it against vLLM (`--backend vllm` / `vllm-chat`): its record against
+/// vLLM's own counters and histograms of the same requests. Output tokens: SGLang's readers take
+/// them from usage or else the length asked for (with `ignore_eos`, exact), and vLLM's
+/// `generation_tokens_total` grows by exactly as many. Input tokens: SGLang's record sums the
+/// dataset's lengths: token ids on completions, text fitted to the server's own count on chat.
+/// TTFT and ITL medians: in vLLM's median bucket or a neighbour, as for `bench serve`.
+#[test]
+fn bench_sglang_on_vllms_openai_endpoints_matches_its_counters_and_histograms() {
+    let Some(s) = server::shared() else {
+        return;
+    };
+    const TTFT: &str = "vllm:time_to_first_token_seconds";
+    const ITL: &str = "vllm:inter_token_latency_seconds";
+    const N: u64 = 12;
+    for backend in ["vllm", "vllm-chat"] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("sglang.jsonl");
+        let page = s.metrics();
+        let (ttft0, itl0) = (histogram(&page, TTFT), histogram(&page, ITL));
+        const GEN: &str = "vllm:generation_tokens_total";
+        const DONE: &str = "vllm:request_success_total";
+        let (prompt0, gen0, done0) = (
+            prompt_tokens(&s),
+            s.metric(GEN).unwrap(),
+            s.metric(DONE).unwrap(),
+        );
+        let o = llmspeed(
+            &[
+                "bench",
+                "sglang",
+                "--backend",
+                backend,
+                "--base-url",
+                &s.url,
+                "--model",
+                MODEL,
+                "--dataset-name",
+                "random",
+                "--random-input-len",
+                "200",
+                "--random-output-len",
+                "32",
+                "--random-range-ratio",
+                "1",
+                "--num-prompts",
+                "12",
+                "--max-concurrency",
+                "4",
+                "--warmup-requests",
+                "0",
+                "--output-file",
+                out.to_str().unwrap(),
+                "--output-details",
+            ],
+            Duration::from_secs(300),
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        let page = s.metrics();
+        let prompt_delta = prompt_tokens(&s) - prompt0;
+        let gen_delta = s.metric(GEN).unwrap() - gen0;
+        let extra_requests = s.metric(DONE).unwrap() - done0 - N as f64;
+        let lines = std::fs::read_to_string(&out).unwrap();
+        // SGLang's record is Python's JSON: an unlimited request rate is `Infinity`.
+        let last = lines
+            .lines()
+            .last()
+            .unwrap()
+            .replace(": Infinity", ": 1.0e300");
+        let r: Value = serde_json::from_str(&last).unwrap();
+        eprintln!("{}", String::from_utf8_lossy(&o.stdout));
+        assert_eq!(r["completed"], N, "{r}");
+        assert_eq!(r["total_output_tokens"], N * 32, "{r}");
+        // Besides the run, vLLM saw only the probe's one-token request (does the server take
+        // token-id prompts?), sent once before the run: one token each.
+        assert!((0.0..=1.0).contains(&extra_requests), "{extra_requests}");
+        assert_eq!(
+            gen_delta,
+            (N * 32) as f64 + extra_requests,
+            "vLLM generated {gen_delta}"
+        );
+        // Every prompt 200 tokens by vLLM's /tokenize (±1 where ten fitting rounds fall short).
+        let lens: Vec<u64> = r["input_lens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(lens.len() as u64, N);
+        assert!(lens.iter().all(|n| (199..=201).contains(n)), "{lens:?}");
+        let sum: u64 = lens.iter().sum();
+        assert_eq!(r["total_input_tokens"], sum);
+        // What vLLM took in over the run: the probe's 8 token ids, and the prompts — on
+        // `/v1/completions` the token ids themselves (llmspeed sends random prompts as ids where
+        // the server takes them: exactly the lengths in the record), on the chat endpoint the
+        // text inside the template's few tokens per request (the tiny model's adds under 16).
+        let per_request = (prompt_delta - 8.0 * extra_requests - sum as f64) / N as f64;
+        if backend == "vllm" {
+            assert_eq!(
+                per_request, 0.0,
+                "vLLM took in {prompt_delta} for prompts of {sum}"
+            );
+        } else {
+            assert!(
+                (1.0..=16.0).contains(&per_request),
+                "{backend}: vLLM took in {prompt_delta} prompt tokens for prompts of {sum}"
+            );
+        }
+        let (ttft1, itl1) = (histogram(&page, TTFT), histogram(&page, ITL));
+        for (name, before, after, ours_ms) in [
+            (TTFT, &ttft0, &ttft1, r["median_ttft_ms"].as_f64().unwrap()),
+            (ITL, &itl0, &itl1, r["median_itl_ms"].as_f64().unwrap()),
+        ] {
+            let server = median_bucket(before, after);
+            let ours = bucket_of(after, ours_ms / 1e3);
+            assert!(
+                ours.abs_diff(server) <= 1,
+                "{backend} {name}: our median {ours_ms} ms (bucket le={}) vs vLLM's median bucket le={}",
+                after[ours].0,
+                after[server].0
+            );
+        }
+    }
+}

@@ -13,12 +13,13 @@ use crate::bench::engine::lora;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::probe::{run_probes, ProbeOutcome};
 use crate::bench::engine::record::RequestRecord;
-use crate::bench::engine::samples::{load_samples, PromptKind, TokenCounting};
+use crate::bench::engine::samples::{load_samples, Loaded, PromptKind, TokenCounting};
 use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
 use crate::clock::Clock;
 use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::server::diagnose;
+use crate::server::TokenizeDialect;
 use crate::sys::CpuTime;
 use crate::timeline::{ErrorKind, Timeline};
 use crate::workload::datasets::{self, PromptSource, Sample};
@@ -44,6 +45,8 @@ pub struct Measured {
     pub request_model: String,
     pub counting: TokenCounting,
     pub prompt_kind: PromptKind,
+    /// The server's `/tokenize` dialect the probe verified before the run, if any.
+    pub tokenize: Option<TokenizeDialect>,
     /// The whole dataset, every shard's share included; a request's `index` points into it.
     pub samples: Vec<Sample>,
     /// Requests this run was to send (its shard's share).
@@ -123,7 +126,12 @@ pub async fn run(
         .served_model_name
         .clone()
         .unwrap_or_else(|| model.clone());
-    let (samples, counting, prompt_kind) = load_samples(plan, &client, &request_model, log).await?;
+    let Loaded {
+        samples,
+        counting,
+        prompt_kind,
+        tokenize,
+    } = load_samples(plan, &client, &request_model, log).await?;
     if counting == TokenCounting::Estimate {
         let _ = writeln!(
             log,
@@ -159,6 +167,7 @@ pub async fn run(
         request_model,
         counting,
         prompt_kind,
+        tokenize,
         planned: order.chosen.len(),
         unsent: unsent + order.chosen.len() - sent.dispatched,
         cut,

@@ -148,6 +148,34 @@ pub fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, Run
     }
 }
 
+/// The dataset as it will be sent, and what the server showed while it was loaded.
+pub struct Loaded {
+    pub samples: Vec<Sample>,
+    /// How the prompts' lengths were counted.
+    pub counting: TokenCounting,
+    /// What the prompts sent are.
+    pub prompt_kind: PromptKind,
+    /// The server's `/tokenize` dialect the probe verified, whatever counted the prompts (a
+    /// front end counts output text with it without probing again).
+    pub tokenize: Option<TokenizeDialect>,
+}
+
+impl Loaded {
+    fn new(
+        samples: Vec<Sample>,
+        counting: TokenCounting,
+        prompt_kind: PromptKind,
+        tokenize: Option<TokenizeDialect>,
+    ) -> Self {
+        Loaded {
+            samples,
+            counting,
+            prompt_kind,
+            tokenize,
+        }
+    }
+}
+
 /// Loads the dataset. Texts are measured with `--tokenizer` or the server's verified
 /// `/tokenize`. Token ids stay inside the server's vocabulary and are sent only where the probe
 /// saw the server accept ids from both ends of that range; on the chat endpoint they become
@@ -158,7 +186,7 @@ pub async fn load_samples(
     client: &Client,
     model: &str,
     log: &mut (dyn Write + Send),
-) -> Result<(Vec<Sample>, TokenCounting, PromptKind), RunError> {
+) -> Result<Loaded, RunError> {
     use crate::workload::datasets::DatasetKind;
     let collected = collect(client, Some(model))
         .await
@@ -189,15 +217,27 @@ pub async fn load_samples(
     let how = counter.unwrap_or(TokenCounting::Estimate);
     let (mut samples, count_with) = load(dcfg, how, count_with).await?;
     if !ids_dataset {
-        return Ok((samples, how, PromptKind::DatasetText));
+        return Ok(Loaded::new(samples, how, PromptKind::DatasetText, dialect));
     }
     if ids_ok {
-        return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
+        return Ok(Loaded::new(
+            samples,
+            TokenCounting::Exact,
+            PromptKind::TokenIds,
+            dialect,
+        ));
     }
     if chat {
         if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
             match detokenize_all(client, d, model, &mut samples).await {
-                Ok(()) => return Ok((samples, TokenCounting::Exact, PromptKind::Detokenized)),
+                Ok(()) => {
+                    return Ok(Loaded::new(
+                        samples,
+                        TokenCounting::Exact,
+                        PromptKind::Detokenized,
+                        dialect,
+                    ))
+                }
                 Err(e) => {
                     let _ = writeln!(
                         log,
@@ -219,7 +259,7 @@ pub async fn load_samples(
         counting.as_str()
     );
     let samples = to_text(samples, counting, plan.dataset.seed, count_with).await?;
-    Ok((samples, counting, PromptKind::Text))
+    Ok(Loaded::new(samples, counting, PromptKind::Text, dialect))
 }
 
 /// Counts a text's tokens the way asked: the server's `/tokenize` (called back into the

@@ -10,12 +10,12 @@ use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
 use super::{console, record};
 use crate::bench::engine::connect::client_for;
-use crate::bench::engine::samples::{local_tokenizer, server_count, TokenCounting};
+use crate::bench::engine::samples::{local_tokenizer, server_count};
 use crate::bench::engine::{self, Measured, RunError};
 use crate::clock::Clock;
 use crate::net::{Cancel, Client};
 use crate::progress::Progress;
-use crate::server::{collect, detect, Overrides, TokenizeDialect};
+use crate::server::TokenizeDialect;
 use crate::timeline::Timeline;
 use crate::workload::tokenizer::LocalTokenizer;
 use serde_json::{json, Value};
@@ -75,7 +75,7 @@ pub async fn run(
         .iter()
         .map(|f| f.timeline.content_text.clone().unwrap_or_default())
         .collect();
-    let counter = counter(cfg, &client, &measured).await?;
+    let counter = counter(cfg, &measured).await?;
     let retok = retokenize(
         &counter,
         &client,
@@ -176,22 +176,11 @@ pub fn accept_length(info: Option<&Value>) -> Option<f64> {
 }
 
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
-async fn counter(cfg: &SglangConfig, client: &Client, m: &Measured) -> Result<Counter, RunError> {
+async fn counter(cfg: &SglangConfig, m: &Measured) -> Result<Counter, RunError> {
     if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref())? {
         return Ok(Counter::Local(t));
     }
-    if let TokenCounting::Server(d) = m.counting {
-        return Ok(Counter::Server(d));
-    }
-    let found = collect(client, Some(&m.request_model))
-        .await
-        .ok()
-        .and_then(|c| {
-            detect(&c, &Overrides::default())
-                .tokenize
-                .map(|t| t.dialect)
-        });
-    Ok(found.map_or(Counter::None, Counter::Server))
+    Ok(m.tokenize.map_or(Counter::None, Counter::Server))
 }
 
 /// Each successful request's generated text counted again; the server's count where nothing
