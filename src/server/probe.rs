@@ -581,16 +581,20 @@ pub async fn tokenize_ids(
     dialect.parse_ids(&tokenize(client, dialect, body).await?)
 }
 
-/// The body of a 2xx answer to the dialect's tokenize request; any other answer is an error
-/// with the server's message.
+/// The body of a 2xx answer to the dialect's tokenize request.
 async fn tokenize(
     client: &Client,
     dialect: TokenizeDialect,
     body: &Value,
 ) -> Result<bytes::Bytes, String> {
-    let path = dialect.path();
+    post_ok(client, dialect.path(), body.to_string().as_bytes()).await
+}
+
+/// `POST` a JSON body; the answer's body when it is 2xx, else an error naming the path, the
+/// status and the server's own message.
+pub async fn post_ok(client: &Client, path: &str, body: &[u8]) -> Result<bytes::Bytes, String> {
     let r = client
-        .post_json(path, body.to_string().as_bytes())
+        .post_json(path, body)
         .await
         .map_err(|e| format!("POST {path}: {e}"))?;
     if !r.is_success() {

@@ -115,19 +115,9 @@ async fn detokenize(
         .detokenize_body(model, ids)
         .ok_or_else(|| format!("no /detokenize in the {} dialect", dialect.as_str()))?
         .to_string();
-    let path = dialect.detokenize_path();
-    let r = client
-        .post_json(path, body.as_bytes())
-        .await
-        .map_err(|e| format!("POST {path}: {e}"))?;
-    if !r.is_success() {
-        return Err(format!(
-            "POST {path} answered HTTP {}: {}",
-            r.status,
-            r.error_message()
-        ));
-    }
-    dialect.parse_detokenized(&r.body)
+    let answer =
+        crate::server::probe::post_ok(client, dialect.detokenize_path(), body.as_bytes()).await?;
+    dialect.parse_detokenized(&answer)
 }
 
 /// The `--tokenizer` to count with locally: a path (which must load), or a model id found in the
