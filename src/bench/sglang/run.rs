@@ -38,7 +38,7 @@ pub struct Outcome {
 
 /// How generated texts are counted again (SGLang: the client's tokenizer).
 enum Counter {
-    Local(LocalTokenizer),
+    Local(Box<LocalTokenizer>),
     Server(TokenizeDialect),
     /// Nothing to count with: the server's own counts stand in.
     None,
@@ -178,7 +178,7 @@ pub fn accept_length(info: Option<&Value>) -> Option<f64> {
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
 async fn counter(cfg: &SglangConfig, m: &Measured) -> Result<Counter, RunError> {
     if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref())? {
-        return Ok(Counter::Local(t));
+        return Ok(Counter::Local(Box::new(t)));
     }
     Ok(m.tokenize.map_or(Counter::None, Counter::Server))
 }
