@@ -8,7 +8,7 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{console, record};
+use super::{console, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::samples::{local_tokenizer, server_count, TokenCounting};
 use crate::bench::engine::{self, Measured, RunError};
@@ -32,6 +32,8 @@ pub struct Outcome {
     pub duration_s: f64,
     /// The file the record was appended to.
     pub path: PathBuf,
+    /// The record's measured figures, as repeated runs compare them (`record::figures`).
+    pub figures: Vec<(String, f64)>,
     /// The engine's run: every request's timeline, its index and the run's base stamp.
     pub measured: Measured,
 }
@@ -99,10 +101,20 @@ pub async fn run(
         &m,
     )
     .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
-    let ours = ours(&counter, &measured, &outputs);
-    let path = save(
+    let mut ours = ours(&counter, &measured, &outputs);
+    if let Some(sh) = cfg.shard() {
+        ours["shard"] = shard_block(
+            cfg,
+            sh,
+            &measured,
+            &outputs,
+            &retok,
+            duration_s,
+            accept_length,
+        );
+    }
+    let (path, figures) = save(
         cfg,
-        rate,
         info,
         duration_s,
         &m,
@@ -116,6 +128,7 @@ pub async fn run(
         metrics: m,
         duration_s,
         path,
+        figures,
         measured,
     })
 }
@@ -264,11 +277,74 @@ fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
     v
 }
 
-/// Appends the record (to `--output-file` or SGLang's default name).
+/// What `llmspeed merge` recomputes the whole run from: every request as SGLang read it, on
+/// the shard's start on the wall clock.
+fn shard_block(
+    cfg: &SglangConfig,
+    sh: crate::bench::engine::shard::Shard,
+    m: &Measured,
+    outputs: &[RequestOutput],
+    retok: &[u64],
+    duration_s: f64,
+    accept_length: Option<f64>,
+) -> Value {
+    let requests = m
+        .requests
+        .iter()
+        .zip(outputs.iter().zip(retok))
+        .map(|(f, (o, &n))| shard::ShardRequest {
+            index: f.index,
+            output: o.clone(),
+            retokenized: n,
+        })
+        .collect();
+    shard::ShardBlock {
+        shard: sh,
+        seed: cfg.plan.dataset.seed,
+        start_at_unix_ns: cfg.plan.start_at_unix_ns,
+        start_unix_ns: m.start_unix_ns,
+        end_unix_ns: m.start_unix_ns + (duration_s * 1e9).round() as u64,
+        model: m.request_model.clone(),
+        settings: shard::Settings::of(&run_args(cfg)),
+        accept_length,
+        requests,
+    }
+    .to_json()
+}
+
+/// The run's settings as the record repeats them.
+pub fn run_args(cfg: &SglangConfig) -> record::RunArgs<'_> {
+    record::RunArgs {
+        tag: cfg.tag.as_deref(),
+        backend: &cfg.backend,
+        dataset_name: &cfg.dataset_name,
+        request_rate: (!cfg.rate_is_trace).then_some(cfg.request_rate),
+        max_concurrency: cfg.max_concurrency,
+        sharegpt_output_len: cfg.sharegpt_output_len,
+        random_input_len: cfg.random_input_len,
+        random_output_len: cfg.random_output_len,
+        random_range_ratio: cfg.random_range_ratio,
+        num_prompts: cfg.num_prompts,
+    }
+}
+
+/// The file records are appended to: `--output-file`, or SGLang's default name for today.
+pub fn output_path(cfg: &SglangConfig) -> PathBuf {
+    PathBuf::from(match &cfg.output_file {
+        Some(f) => f.clone(),
+        None => {
+            let now = crate::sys::unix_secs(std::time::SystemTime::now());
+            let d = crate::sys::UtcDateTime::from_unix(now);
+            record::default_file_name(&run_args(cfg), &format!("{:02}{:02}", d.month, d.day))
+        }
+    })
+}
+
+/// Appends the record (to `--output-file` or SGLang's default name); returns the file and the
+/// record's figures.
 #[allow(clippy::too_many_arguments)]
 fn save(
     cfg: &SglangConfig,
-    rate: Option<f64>,
     info: Option<Value>,
     duration_s: f64,
     m: &metrics::Metrics,
@@ -276,32 +352,21 @@ fn save(
     outputs: &[RequestOutput],
     texts: &[String],
     llmspeed: Value,
-) -> Result<PathBuf, RunError> {
-    let a = record::RunArgs {
-        tag: cfg.tag.as_deref(),
-        backend: &cfg.backend,
-        dataset_name: &cfg.dataset_name,
-        request_rate: rate,
-        max_concurrency: cfg.max_concurrency,
-        sharegpt_output_len: cfg.sharegpt_output_len,
-        random_input_len: cfg.random_input_len,
-        random_output_len: cfg.random_output_len,
-        random_range_ratio: cfg.random_range_ratio,
-        num_prompts: cfg.num_prompts,
-    };
-    let path = PathBuf::from(match &cfg.output_file {
-        Some(f) => f.clone(),
-        None => {
-            let now = crate::sys::unix_secs(std::time::SystemTime::now());
-            let d = crate::sys::UtcDateTime::from_unix(now);
-            record::default_file_name(&a, &format!("{:02}{:02}", d.month, d.day))
-        }
-    });
+) -> Result<(PathBuf, Vec<(String, f64)>), RunError> {
+    let path = output_path(cfg);
     let details = cfg.output_details.then_some((outputs, texts));
-    let pairs = record::pairs(&a, info, duration_s, m, accept_length, details, llmspeed);
+    let pairs = record::pairs(
+        &run_args(cfg),
+        info,
+        duration_s,
+        m,
+        accept_length,
+        details,
+        llmspeed,
+    );
     record::append(&path, &pairs)
         .map_err(|e| RunError::Setup(format!("cannot append to {}: {e}", path.display())))?;
-    Ok(path)
+    Ok((path, record::figures(&pairs)))
 }
 
 #[cfg(test)]
