@@ -890,6 +890,13 @@ fn sweeps_append_one_record_per_point_in_order() {
         .collect();
     assert!(conc[0] <= 1.0 + 1e-9, "one at a time: {conc:?}");
     assert!(conc[1] > 1.0 && conc[1] <= 3.0 + 1e-9, "{conc:?}");
+    // A closed loop (a cap, rate inf): the engine's steady-state window, under our own key.
+    for (r, cap) in recs.iter().zip([1, 3]) {
+        let w = &r["llmspeed"]["steady_state"]["window"];
+        assert_eq!(w["target_concurrency"], cap, "{r}");
+        assert_eq!(w["requests_total"], 6, "{r}");
+        assert!(w["observed_peak"].as_u64().unwrap() <= cap, "{w}");
+    }
     let first = console.find("-- concurrency=1 --").expect("title 1");
     let second = console.find("-- concurrency=3 --").expect("title 3");
     assert!(first < second, "{console}");
@@ -907,6 +914,10 @@ fn sweeps_append_one_record_per_point_in_order() {
     assert!(recs
         .iter()
         .all(|r| r["completed"] == 6 && r["max_concurrency"].is_null()));
+    // An open loop has no steady-state window.
+    assert!(recs
+        .iter()
+        .all(|r| r["llmspeed"].get("steady_state").is_none()));
     // The same seed draws the same gaps, ten times longer at 20/s than at 200/s.
     let d: Vec<f64> = recs
         .iter()

@@ -483,7 +483,8 @@ impl SglangArgs {
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
             // A request starts when it may run (its slot, never before its send time): SGLang's
-            // `st`. The engine's own record rules are unused: `metrics` reads the timelines.
+            // `st`. SGLang's figures are `metrics`' reading of the timelines; the engine's
+            // records under these rules serve only the steady-state window.
             latency_origin: LatencyOrigin::Scheduled,
             ttft: TtftPredicate::FirstContent,
             end: RequestEnd::LastChoice,

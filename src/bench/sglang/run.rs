@@ -11,6 +11,7 @@ use super::metrics::{self, RequestInput, RequestOutput};
 use super::{console, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::samples::{local_tokenizer, server_count, TokenCounting};
+use crate::bench::engine::steady;
 use crate::bench::engine::{self, Measured, RunError};
 use crate::clock::Clock;
 use crate::net::{Cancel, Client};
@@ -102,6 +103,9 @@ pub async fn run(
     )
     .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
     let mut ours = ours(&counter, &measured, &outputs);
+    if let Some(ss) = steady_state(cfg, &measured, duration_s) {
+        ours["steady_state"] = ss;
+    }
     if let Some(sh) = cfg.shard() {
         ours["shard"] = shard_block(
             cfg,
@@ -275,6 +279,27 @@ fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
         });
     }
     v
+}
+
+/// The busy share of the `--max-concurrency` slots that opens the steady-state window
+/// (`bench serve`'s default threshold).
+const STEADY_THRESHOLD: f64 = 0.95;
+
+/// A closed loop's (`--max-concurrency` with `--request-rate inf`) steady-state window and the
+/// figures inside it, by the engine from the run's records with `bench serve`'s defaults
+/// (threshold 0.95, minimum window max(10 s, 10% of the run)); `null` when no window was found,
+/// `None` for an open loop.
+fn steady_state(cfg: &SglangConfig, m: &Measured, duration_s: f64) -> Option<Value> {
+    let target = cfg.max_concurrency?;
+    if cfg.request_rate.is_finite() || cfg.plan.self_timed {
+        return None;
+    }
+    let records: Vec<_> = m.requests.iter().map(|f| f.record.clone()).collect();
+    let min_window = steady::default_min_window_s(duration_s);
+    let window = steady::detect_window(&records, target, STEADY_THRESHOLD, min_window, duration_s);
+    Some(window.map_or(Value::Null, |w| {
+        steady::compute(&records, &w, &[95.0, 99.0]).to_json()
+    }))
 }
 
 /// What `llmspeed merge` recomputes the whole run from: every request as SGLang read it, on
