@@ -729,3 +729,295 @@ fn warm_up_repeats_the_first_request_capped_and_the_flush_empties_the_cache() {
         .collect();
     assert_eq!(warmups, vec![32; 6], "{warmups:?}");
 }
+
+/// Runs `bench sglang`'s session in process: the console text and the files it wrote.
+fn session(args: &[&str]) -> (String, Vec<std::path::PathBuf>) {
+    let cfg = sglang_config(args).unwrap();
+    let rt = runtime();
+    let mut out = Vec::new();
+    let files = rt
+        .block_on(llmspeed::bench::sglang::session::execute(
+            &cfg,
+            Clock::new(),
+            &Cancel::new(),
+            &mut Vec::new(),
+            &mut out,
+            &mut |_: &str| {},
+        ))
+        .expect("session");
+    (String::from_utf8(out).unwrap(), files)
+}
+
+/// The JSONL lines of `path`; Python's `Infinity` is read as the string `"Infinity"`.
+fn records(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(&l.replace(": Infinity", ": \"Infinity\"")).unwrap())
+        .collect()
+}
+
+/// A small random run: 6 prompts of 24 tokens in, 6 out.
+fn small_run<'a>(url: &'a str, file: &'a str) -> Vec<&'a str> {
+    vec![
+        "--base-url",
+        url,
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "6",
+        "--random-input-len",
+        "24",
+        "--random-output-len",
+        "6",
+        "--random-range-ratio",
+        "1.0",
+        "--output-file",
+        file,
+    ]
+}
+
+/// `--num-runs 3`: three records appended as three separate invocations would append them,
+/// then one line beside them with each figure's spread, checked against a hand computation
+/// from the three records (mean, sample std, CV, mean ± t(0.975, 2) x std / sqrt(3)).
+#[test]
+fn num_runs_append_a_record_per_run_and_their_spread_beside_them() {
+    let mock = start_mock();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let file = dir.join("repeat.jsonl");
+    let mut args = small_run(&url, file.to_str().unwrap());
+    args.extend([
+        "--num-runs",
+        "3",
+        "--max-concurrency",
+        "2",
+        "--request-rate",
+        "100",
+    ]);
+    let (console, files) = session(&args);
+    let _ = mock.finish();
+    let spread_file = dir.join("repeat.runs.jsonl");
+    assert_eq!(files, [file.clone(), spread_file.clone()]);
+    let recs = records(&file);
+    assert_eq!(recs.len(), 3);
+    for r in &recs {
+        assert_eq!(r["completed"], 6, "{r}");
+        assert_eq!(r["max_concurrency"], 2);
+        assert_eq!(r["request_rate"], 100.0);
+    }
+    assert_eq!(console.matches(" Serving Benchmark Result ").count(), 3);
+    assert!(console.contains("-- run 3/3 --"), "{console}");
+    assert!(console.contains("Multi-Run Summary (3 runs)"), "{console}");
+
+    let lines = records(&spread_file);
+    assert_eq!(lines.len(), 1);
+    let s = &lines[0];
+    assert_eq!(s["num_runs"], 3);
+    assert_eq!(s["max_concurrency"], 2);
+    assert_eq!(s["request_rate"], 100.0);
+    assert_eq!(
+        s["result_files"],
+        serde_json::json!([file.to_str().unwrap()])
+    );
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
+    for key in [
+        "duration",
+        "completed",
+        "output_throughput",
+        "mean_ttft_ms",
+        "median_itl_ms",
+        "p99_e2e_latency_ms",
+        "concurrency",
+    ] {
+        let xs: Vec<f64> = recs.iter().map(|r| r[key].as_f64().unwrap()).collect();
+        let m = &s["metrics"][key];
+        let got: Vec<f64> = m["values"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} missing: {s}"))
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(got, xs, "{key}: the values are the records'");
+        let mean = (xs[0] + xs[1] + xs[2]) / 3.0;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 2.0;
+        let std = var.sqrt();
+        let half = 4.303 * std / 3f64.sqrt();
+        let f = |k: &str| m[k].as_f64().unwrap();
+        assert!(close(f("mean"), mean), "{key} mean {m}");
+        assert!(close(f("std"), std), "{key} std {m}");
+        if mean != 0.0 {
+            assert!(close(f("cv"), std / mean), "{key} cv {m}");
+        }
+        assert!(close(f("ci95_low"), mean - half), "{key} ci low {m}");
+        assert!(close(f("ci95_high"), mean + half), "{key} ci high {m}");
+    }
+    // Settings and within-run spreads are not compared across runs.
+    for key in ["max_concurrency", "random_input_len", "std_ttft_ms"] {
+        assert!(s["metrics"].get(key).is_none(), "{key}");
+    }
+    assert_eq!(s["metrics"]["completed"]["std"], 0.0);
+}
+
+/// The sweeps: one record per point, in order, each run at its point's setting.
+#[test]
+fn sweeps_append_one_record_per_point_in_order() {
+    let mock = start_mock();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+
+    let file = dir.join("conc.jsonl");
+    let mut args = small_run(&url, file.to_str().unwrap());
+    args.extend(["--sweep-max-concurrency", "1,3"]);
+    let (console, files) = session(&args);
+    assert_eq!(
+        files,
+        std::slice::from_ref(&file),
+        "no spread file for single runs"
+    );
+    let recs = records(&file);
+    let caps: Vec<&Value> = recs.iter().map(|r| &r["max_concurrency"]).collect();
+    assert_eq!(caps, [1, 3]);
+    for r in &recs {
+        assert_eq!(r["completed"], 6, "{r}");
+        assert_eq!(r["request_rate"], "Infinity", "{r}");
+    }
+    // SGLang's concurrency is the summed latencies over the duration: never above the cap,
+    // and above 1 only where requests overlapped.
+    let conc: Vec<f64> = recs
+        .iter()
+        .map(|r| r["concurrency"].as_f64().unwrap())
+        .collect();
+    assert!(conc[0] <= 1.0 + 1e-9, "one at a time: {conc:?}");
+    assert!(conc[1] > 1.0 && conc[1] <= 3.0 + 1e-9, "{conc:?}");
+    // A closed loop (a cap, rate inf): the engine's steady-state window, under our own key.
+    for (r, cap) in recs.iter().zip([1, 3]) {
+        let w = &r["llmspeed"]["steady_state"]["window"];
+        assert_eq!(w["target_concurrency"], cap, "{r}");
+        assert_eq!(w["requests_total"], 6, "{r}");
+        assert!(w["observed_peak"].as_u64().unwrap() <= cap, "{w}");
+    }
+    let first = console.find("-- concurrency=1 --").expect("title 1");
+    let second = console.find("-- concurrency=3 --").expect("title 3");
+    assert!(first < second, "{console}");
+    assert!(!dir.join("conc.runs.jsonl").exists());
+
+    let file = dir.join("rate.jsonl");
+    let mut args = small_run(&url, file.to_str().unwrap());
+    args.extend(["--sweep-request-rate", "20,200"]);
+    let (_, files) = session(&args);
+    let _ = mock.finish();
+    assert_eq!(files, std::slice::from_ref(&file));
+    let recs = records(&file);
+    let rates: Vec<&Value> = recs.iter().map(|r| &r["request_rate"]).collect();
+    assert_eq!(rates, [20.0, 200.0]);
+    assert!(recs
+        .iter()
+        .all(|r| r["completed"] == 6 && r["max_concurrency"].is_null()));
+    // An open loop has no steady-state window.
+    assert!(recs
+        .iter()
+        .all(|r| r["llmspeed"].get("steady_state").is_none()));
+    // The same seed draws the same gaps, ten times longer at 20/s than at 200/s.
+    let d: Vec<f64> = recs
+        .iter()
+        .map(|r| r["duration"].as_f64().unwrap())
+        .collect();
+    assert!(d[0] > d[1], "the rate was applied: durations {d:?}");
+}
+
+/// `--shard K/N` on two threads told one `--start-at`, then `llmspeed merge` of their JSONL
+/// files: one SGLang record of the whole run, its figures recomputed from the shards'
+/// per-request blocks (checked by hand here), its window the union of the shards'.
+#[test]
+fn shards_merge_into_one_record_of_the_whole_run() {
+    let mock = start_mock();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Far enough ahead for both shards' ready checks and warm-ups on a loaded machine.
+    let start_at = (now + 8).to_string();
+    let files: Vec<std::path::PathBuf> = (0..2)
+        .map(|k| dir.join(format!("shard-{k}.jsonl")))
+        .collect();
+    let threads: Vec<_> = (0..2)
+        .map(|k| {
+            let (url, file, start_at) = (url.clone(), files[k].clone(), start_at.clone());
+            std::thread::spawn(move || {
+                let shard = format!("{k}/2");
+                let mut args = small_run(&url, file.to_str().unwrap());
+                args[5] = "8";
+                args.extend([
+                    "--shard",
+                    &shard,
+                    "--start-at",
+                    &start_at,
+                    "--max-concurrency",
+                    "2",
+                ]);
+                session(&args)
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let merged = dir.join("merged.jsonl");
+    let mut argv = vec!["merge"];
+    argv.extend(files.iter().map(|f| f.to_str().unwrap()));
+    argv.extend(["--result-filename", merged.to_str().unwrap()]);
+    let out = llmspeed(&argv);
+    let _ = mock.finish();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        !stderr.contains("warning:"),
+        "one --start-at, one machine: {stderr}"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(" Serving Benchmark Result "));
+
+    let shards: Vec<Value> = files.iter().map(|f| records(f).remove(0)).collect();
+    let merged_records = records(&merged);
+    assert_eq!(merged_records.len(), 1);
+    let m = &merged_records[0];
+    assert_eq!(shards[0]["completed"], 4);
+    assert_eq!(shards[1]["completed"], 4);
+    assert_eq!(m["completed"], 8, "{m}");
+    assert_eq!(m["max_concurrency"], 2);
+    let sum = |k: &str| shards.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
+    for k in [
+        "total_output_tokens",
+        "total_output_tokens_retokenized",
+        "total_input_tokens",
+    ] {
+        assert_eq!(m[k].as_u64().unwrap(), sum(k), "{k}");
+    }
+    // By hand from the blocks: the mean TTFT over all eight requests, and the window.
+    let blocks: Vec<&Value> = shards.iter().map(|s| &s["llmspeed"]["shard"]).collect();
+    let ttfts: Vec<f64> = blocks
+        .iter()
+        .flat_map(|b| b["requests"].as_array().unwrap())
+        .map(|r| r["ttft_s"].as_f64().unwrap())
+        .collect();
+    assert_eq!(ttfts.len(), 8);
+    let mean_ms = ttfts.iter().sum::<f64>() / 8.0 * 1000.0;
+    let got = m["mean_ttft_ms"].as_f64().unwrap();
+    assert!((got - mean_ms).abs() < 1e-9, "{got} vs {mean_ms}");
+    let ns = |b: &Value, k: &str| b[k].as_u64().unwrap();
+    let base = blocks.iter().map(|b| ns(b, "start_unix_ns")).min().unwrap();
+    let end = blocks.iter().map(|b| ns(b, "end_unix_ns")).max().unwrap();
+    assert_eq!(m["duration"].as_f64().unwrap(), (end - base) as f64 / 1e9);
+    assert_eq!(m["llmspeed"]["merged_from"].as_array().unwrap().len(), 2);
+    // Every request index of the whole run exactly once, each in its own shard.
+    let mut idx: Vec<u64> = blocks
+        .iter()
+        .flat_map(|b| b["requests"].as_array().unwrap())
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(idx.iter().filter(|&&i| i % 2 == 1).count(), 4);
+    idx.sort_unstable();
+    assert_eq!(idx, (0..8).collect::<Vec<u64>>());
+}

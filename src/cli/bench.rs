@@ -1,6 +1,6 @@
 //! `llmspeed bench serve` and `llmspeed bench sglang`: the drop-ins for `vllm bench serve` and
 //! `python -m sglang.bench_serving`. Parses and validates the flags, builds the runtime, runs
-//! the front end (`bench::vllm::session`, `bench::sglang::run`) and prints or saves the result.
+//! the front end's session (`bench::vllm::session`, `bench::sglang::session`) and prints or saves the result.
 //! Owns no measurement.
 
 use super::progress::{live_wanted, Display};
@@ -111,12 +111,12 @@ fn sglang(a: &SglangArgs) -> CliResult {
             "exiting without a result",
         )?
     };
-    let done = rt
+    let saved = rt
         .block_on(async {
             let mut log = std::io::stderr();
             let mut stdout = std::io::stdout();
             let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
-            let r = crate::bench::sglang::run::run(
+            let r = crate::bench::sglang::session::execute(
                 &cfg,
                 Clock::new(),
                 &cancel,
@@ -129,7 +129,9 @@ fn sglang(a: &SglangArgs) -> CliResult {
             r
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
-    eprintln!("Results saved to {}", done.path.display());
+    for p in saved {
+        eprintln!("Results saved to {}", p.display());
+    }
     if let Some(sig) = caught.get() {
         eprintln!(
             "interrupted by {}: the record covers only the requests that ran",

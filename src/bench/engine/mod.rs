@@ -11,6 +11,8 @@
 //!   records); [`samples`]: loading and sizing the prompts; [`send`]: sending on time;
 //!   [`connect`]: the client, the ready check, the `/metrics` page.
 //! - [`record`]: one request as a [`RequestRecord`]; [`figures`]: our own figures of a run.
+//! - [`session`]: the points of a sweep, each run `--num-runs` times, for any front end (the
+//!   front end runs one point once through [`session::Runs`]).
 //! - Pure pieces any front end reuses: [`shard`] (one machine's share of a run), [`steady`]
 //!   (the steady-state window of a closed loop), [`multi_run`] (the spread of repeated runs),
 //!   [`lora`] (which adapter each request names), [`conversation`] (multi-turn conversations),
@@ -28,6 +30,7 @@ pub mod record;
 pub mod run;
 pub mod samples;
 pub mod send;
+pub mod session;
 pub mod shard;
 pub mod steady;
 

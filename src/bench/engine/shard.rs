@@ -6,8 +6,15 @@
 //! contiguous blocks keeps each shard's load spread over the whole schedule, so the union of
 //! the shards is the single-process run's requests at the single-process run's send offsets.
 //!
-//! Owns the `K/N` value, the selection rule and the common start (`--start-at`). Pure. What a
-//! shard saves for the merge is the front end's (its result shape).
+//! Owns the `K/N` value, the selection rule, the common start (`--start-at`), and the merge's
+//! tool-neutral half: the shards of one split each given once, the merged window (earliest
+//! start to latest end) and the clock rule's warnings. Pure. What a shard saves for the merge,
+//! and the figures recomputed from it, are the front end's (its result shape).
+//!
+//! The clock rule (also in docs/distributed.md): shards told one `--start-at` must each have
+//! started within [`START_AT_TOLERANCE_NS`] of it on their own clock; shards without one must
+//! have started within [`UNSYNCED_SPREAD_NS`] of each other. Otherwise the merge still runs
+//! and warns.
 
 use std::fmt;
 use std::str::FromStr;
@@ -78,6 +85,106 @@ pub fn parse_start_at(s: &str) -> Result<u64, String> {
     Ok(secs * 1_000_000_000 + nanos)
 }
 
+/// Shards given one `--start-at` whose recorded starts lie further than this from it: a late
+/// start (the pod was not ready in time) or a clock offset between machines. 100 ms is well
+/// above the send timer's lag (a millisecond) and well below the seconds an unsynchronised
+/// clock drifts.
+pub const START_AT_TOLERANCE_NS: u64 = 100_000_000;
+
+/// Shards without `--start-at` whose starts spread further than this did not run the single
+/// run's schedule together: the merged window is longer and its throughput lower than one
+/// process's would be.
+pub const UNSYNCED_SPREAD_NS: u64 = 1_000_000_000;
+
+/// One shard's run on the wall clock, as the merge checks it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Window<'a> {
+    /// Where it came from (a file name), for messages.
+    pub name: &'a str,
+    pub shard: Shard,
+    /// `--start-at` as Unix nanoseconds, when the shards were told one common start.
+    pub start_at_unix_ns: Option<u64>,
+    /// The wall clock (UTC, ns since the Unix epoch) just before the first dispatch.
+    pub start_unix_ns: u64,
+    /// The start plus the run's duration on the monotonic clock.
+    pub end_unix_ns: u64,
+}
+
+/// The shards are one split, each exactly once: the same count, no index twice, none missing.
+pub fn each_once(windows: &[Window<'_>]) -> Result<(), String> {
+    let first = windows.first().ok_or("no shard results to merge")?;
+    let n = first.shard.count;
+    if let Some(w) = windows.iter().find(|w| w.shard.count != n) {
+        return Err(format!(
+            "{} and {} are not shards of one run: different shard counts",
+            first.name, w.name
+        ));
+    }
+    let mut seen = vec![None::<&str>; n];
+    for w in windows {
+        let k = w.shard.index;
+        if let Some(other) = seen[k] {
+            return Err(format!("shard {k}/{n} given twice: {other} and {}", w.name));
+        }
+        seen[k] = Some(w.name);
+    }
+    let missing: Vec<String> = (0..n)
+        .filter(|&k| seen[k].is_none())
+        .map(|k| format!("{k}/{n}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("missing shard(s) {}", missing.join(", ")));
+    }
+    Ok(())
+}
+
+/// The merged run's window: the earliest start (every shard's times move onto it) and the
+/// latest end, never before it.
+pub fn union(windows: &[Window<'_>]) -> (u64, u64) {
+    let base = windows.iter().map(|w| w.start_unix_ns).min().unwrap_or(0);
+    let end = windows.iter().map(|w| w.end_unix_ns).max().unwrap_or(base);
+    (base, end.max(base))
+}
+
+/// The clock rule's warnings (empty when the shards ran one schedule together).
+pub fn clock_warnings(windows: &[Window<'_>]) -> Vec<String> {
+    let mut out = Vec::new();
+    let start_ats: Vec<Option<u64>> = windows.iter().map(|w| w.start_at_unix_ns).collect();
+    let common = start_ats.first().copied().flatten();
+    if start_ats.iter().any(|a| *a != start_ats[0]) {
+        out.push(
+            "the shards were not all given the same --start-at: they did not run one schedule together"
+                .to_string(),
+        );
+    }
+    if let Some(at) = common {
+        for w in windows {
+            let d = w.start_unix_ns.abs_diff(at);
+            if d > START_AT_TOLERANCE_NS {
+                out.push(format!(
+                    "shard {} ({}) started {:.1} ms {} --start-at (bound {} ms): it started late or its clock is off; latencies are exact, the merged window and throughput are not",
+                    w.shard,
+                    w.name,
+                    d as f64 / 1e6,
+                    if w.start_unix_ns > at { "after" } else { "before" },
+                    START_AT_TOLERANCE_NS / 1_000_000
+                ));
+            }
+        }
+    } else {
+        let lo = windows.iter().map(|w| w.start_unix_ns).min().unwrap_or(0);
+        let hi = windows.iter().map(|w| w.start_unix_ns).max().unwrap_or(0);
+        if hi - lo > UNSYNCED_SPREAD_NS {
+            out.push(format!(
+                "the shards started {:.1} ms apart (bound {} ms) without a common --start-at: the merged window is the union of their windows, so throughput is lower than one process sending the same schedule",
+                (hi - lo) as f64 / 1e6,
+                UNSYNCED_SPREAD_NS / 1_000_000
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +216,67 @@ mod tests {
             }
         }
         assert_eq!(Shard { index: 1, count: 3 }.indices(8), vec![1, 4, 7]);
+    }
+
+    fn window(name: &str, k: usize, n: usize, at: Option<u64>, start: u64) -> Window<'_> {
+        Window {
+            name,
+            shard: Shard { index: k, count: n },
+            start_at_unix_ns: at,
+            start_unix_ns: start,
+            end_unix_ns: start + 10,
+        }
+    }
+
+    #[test]
+    fn a_split_is_each_shard_once() {
+        let ok = [window("a", 1, 2, None, 5), window("b", 0, 2, None, 7)];
+        assert_eq!(each_once(&ok), Ok(()));
+        assert_eq!(union(&ok), (5, 17));
+        let twice = [window("a", 0, 2, None, 5), window("b", 0, 2, None, 7)];
+        assert_eq!(
+            each_once(&twice).unwrap_err(),
+            "shard 0/2 given twice: a and b"
+        );
+        let missing = [window("a", 0, 3, None, 5), window("b", 2, 3, None, 7)];
+        assert_eq!(each_once(&missing).unwrap_err(), "missing shard(s) 1/3");
+        let counts = [window("a", 0, 2, None, 5), window("b", 0, 3, None, 7)];
+        assert!(each_once(&counts)
+            .unwrap_err()
+            .contains("different shard counts"));
+        assert!(each_once(&[]).is_err());
+    }
+
+    #[test]
+    fn the_clock_rule_warns_past_its_bounds() {
+        let at = 1_000_000_000_000;
+        let on_time = [
+            window("a", 0, 2, Some(at), at + 1),
+            window("b", 1, 2, Some(at), at),
+        ];
+        assert!(clock_warnings(&on_time).is_empty());
+        let late = [
+            window("a", 0, 2, Some(at), at),
+            window("b", 1, 2, Some(at), at + START_AT_TOLERANCE_NS + 1),
+        ];
+        let w = clock_warnings(&late);
+        assert_eq!(w.len(), 1);
+        assert!(
+            w[0].starts_with("shard 1/2 (b) started 100.0 ms after --start-at"),
+            "{w:?}"
+        );
+        let apart = [
+            window("a", 0, 2, None, 0),
+            window("b", 1, 2, None, UNSYNCED_SPREAD_NS + 1),
+        ];
+        assert!(clock_warnings(&apart)[0].contains("without a common --start-at"));
+        let near = [
+            window("a", 0, 2, None, 0),
+            window("b", 1, 2, None, UNSYNCED_SPREAD_NS),
+        ];
+        assert!(clock_warnings(&near).is_empty());
+        let mixed = [window("a", 0, 2, Some(at), at), window("b", 1, 2, None, at)];
+        assert!(clock_warnings(&mixed)[0].contains("same --start-at"));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use super::metrics::Reader;
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
+use crate::bench::engine::session::Sweep;
 use crate::net::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
@@ -133,6 +134,36 @@ pub struct SglangArgs {
     #[arg(long)]
     pub tag: Option<String>,
 
+    // ---- llmspeed's extras, named as in `bench serve` ----
+    /// Run once per --max-concurrency value, e.g. 1,8,64: one record per point, in order.
+    #[arg(
+        long,
+        value_name = "N,N,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
+    pub sweep_max_concurrency: Option<String>,
+    /// Run once per --request-rate value, e.g. 1,10,inf: one record per point, in order.
+    #[arg(
+        long,
+        value_name = "RATE,RATE,...",
+        help_heading = "Sweeps and repeated runs"
+    )]
+    pub sweep_request_rate: Option<String>,
+    /// Run the benchmark N times (at every sweep point): one record per run, then each
+    /// figure's mean, standard deviation, coefficient of variation and 95% confidence
+    /// interval, printed and appended to `<output file>.runs.jsonl`.
+    #[arg(long, default_value_t = 1, help_heading = "Sweeps and repeated runs")]
+    pub num_runs: usize,
+    /// Send only shard K of N (0-based) of the run: requests i with i % N == K, at their
+    /// single-run send times; `llmspeed merge` recomputes the whole run from the shards'
+    /// records (docs/distributed.md).
+    #[arg(long, value_name = "K/N", help_heading = "Many machines")]
+    pub shard: Option<crate::bench::engine::shard::Shard>,
+    /// Wait until this wall-clock time (Unix seconds) before the first request, so that every
+    /// shard starts the schedule together.
+    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::bench::engine::shard::parse_start_at, help_heading = "Many machines")]
+    pub start_at: Option<u64>,
+
     // ---- SGLang flags llmspeed refuses (each fails naming itself) ----
     #[arg(long, hide = true)]
     pub disable_stream: bool,
@@ -195,6 +226,17 @@ pub struct SglangConfig {
     pub tag: Option<String>,
     /// `--use-trace-timestamps`: the rate reads `trace`.
     pub rate_is_trace: bool,
+    /// `--sweep-max-concurrency` / `--sweep-request-rate`.
+    pub sweep: Option<Sweep>,
+    /// `--num-runs`, at least 1.
+    pub num_runs: usize,
+}
+
+impl SglangConfig {
+    /// `--shard K/N`.
+    pub fn shard(&self) -> Option<crate::bench::engine::shard::Shard> {
+        self.plan.shard
+    }
 }
 
 fn refused(flag: &str, why: &str) -> String {
@@ -240,6 +282,7 @@ impl SglangArgs {
         self.check_range_ratio()?;
         let extra = self.extra_body()?;
         let (dataset, num_prompts) = self.dataset()?;
+        let sweep = self.sweep()?;
         let plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
         Ok(SglangConfig {
             backend: self.backend.clone(),
@@ -258,7 +301,35 @@ impl SglangArgs {
             disable_tqdm: self.disable_tqdm,
             tag: self.tag.clone(),
             rate_is_trace: self.use_trace_timestamps,
+            sweep,
+            num_runs: self.num_runs,
         })
+    }
+
+    /// The sweep and `--num-runs`, checked as `bench serve` checks them.
+    fn sweep(&self) -> Result<Option<Sweep>, String> {
+        let sweep = Sweep::parse(
+            self.sweep_max_concurrency.as_deref(),
+            self.sweep_request_rate.as_deref(),
+            None,
+        )?;
+        if self.num_runs == 0 {
+            return Err("--num-runs must be at least 1".into());
+        }
+        if self.shard.is_some() && (sweep.is_some() || self.num_runs > 1) {
+            return Err("--shard runs one run's share: sweep and repeat by running the shards once per point (see docs/distributed.md)".into());
+        }
+        match &sweep {
+            Some(Sweep::MaxConcurrency(_)) if self.max_concurrency.is_some() => Err(
+                "--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into(),
+            ),
+            Some(Sweep::RequestRate(_))
+                if self.dataset_name == "mooncake" && self.backend == "sglang" =>
+            {
+                Err("--sweep-request-rate: with --backend sglang a mooncake trace sets its own arrival times".into())
+            }
+            _ => Ok(sweep),
+        }
     }
 
     /// SGLang's own limits on `--tokenize-prompt`.
@@ -398,12 +469,13 @@ impl SglangArgs {
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
                 settle: Duration::from_secs(1),
             },
-            shard: None,
-            start_at_unix_ns: None,
+            shard: self.shard,
+            start_at_unix_ns: self.start_at,
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
             // A request starts when it may run (its slot, never before its send time): SGLang's
-            // `st`. The engine's own record rules are unused: `metrics` reads the timelines.
+            // `st`. SGLang's figures are `metrics`' reading of the timelines; the engine's
+            // records under these rules serve only the steady-state window.
             latency_origin: LatencyOrigin::Scheduled,
             ttft: TtftPredicate::FirstContent,
             end: RequestEnd::LastChoice,
@@ -606,6 +678,73 @@ mod tests {
             let e = parse(&extra).unwrap_err();
             assert!(e.starts_with(flag), "{flag}: {e}");
         }
+    }
+
+    #[test]
+    fn sweeps_and_repeats_are_bench_serves_flags() {
+        let c = parse(&[
+            "--dataset-name",
+            "random",
+            "--sweep-max-concurrency",
+            "1,4",
+            "--num-runs",
+            "2",
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.sweep, c.num_runs),
+            (Some(Sweep::MaxConcurrency(vec![1, 4])), 2)
+        );
+        let c = parse(&["--dataset-name", "random", "--sweep-request-rate", "5,inf"]).unwrap();
+        assert_eq!(c.sweep, Some(Sweep::RequestRate(vec![5.0, f64::INFINITY])));
+        assert_eq!((c.sweep.is_some(), c.num_runs), (true, 1));
+        for (extra, says) in [
+            (vec!["--num-runs", "0"], "--num-runs must be at least 1"),
+            (
+                vec!["--sweep-max-concurrency", "2", "--max-concurrency", "2"],
+                "leave --max-concurrency out",
+            ),
+            (
+                vec!["--sweep-max-concurrency", "2", "--sweep-request-rate", "1"],
+                "cannot be combined",
+            ),
+            (vec!["--sweep-request-rate", "0"], "must be above 0"),
+        ] {
+            let mut a = vec!["--dataset-name", "random"];
+            a.extend(extra);
+            let e = parse(&a).unwrap_err();
+            assert!(e.contains(says), "{a:?}: {e}");
+        }
+        let e = parse(&[
+            "--dataset-name",
+            "random",
+            "--shard",
+            "0/2",
+            "--num-runs",
+            "2",
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("--shard runs one run's share"), "{e}");
+        let c = parse(&[
+            "--dataset-name",
+            "random",
+            "--shard",
+            "1/2",
+            "--start-at",
+            "1796050800",
+        ])
+        .unwrap();
+        assert_eq!(c.shard().map(|s| s.to_string()), Some("1/2".into()));
+        assert_eq!(c.plan.start_at_unix_ns, Some(1_796_050_800_000_000_000));
+        let trace = [
+            "--dataset-name",
+            "mooncake",
+            "--dataset-path",
+            "t.jsonl",
+            "--sweep-request-rate",
+            "1",
+        ];
+        assert!(parse(&trace).unwrap_err().contains("mooncake"));
     }
 
     #[test]

@@ -20,18 +20,7 @@ pub struct Header<'a> {
     pub accept_length: Option<f64>,
 }
 
-/// Python's `str(float)`: `inf`, `10.0`, `0.5`.
-pub fn py_float(x: f64) -> String {
-    if x.is_nan() {
-        "nan".into()
-    } else if x.is_infinite() {
-        if x > 0.0 { "inf" } else { "-inf" }.into()
-    } else if x.fract() == 0.0 && x.abs() < 1e16 {
-        format!("{x:.1}")
-    } else {
-        format!("{x}")
-    }
-}
+pub use crate::bench::engine::session::py_float;
 
 /// Python's `f"{x:.2f}"`.
 fn f2(x: f64) -> String {

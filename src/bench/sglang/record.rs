@@ -142,6 +142,38 @@ pub fn pairs(
     out
 }
 
+/// The record's keys that repeat the run's settings rather than measure it.
+const SETTINGS: &[&str] = &[
+    "tag",
+    "backend",
+    "dataset_name",
+    "request_rate",
+    "max_concurrency",
+    "sharegpt_output_len",
+    "random_input_len",
+    "random_output_len",
+    "random_range_ratio",
+];
+
+/// The figures of a record compared across repeated runs: every finite number it measured
+/// (duration, counts, throughputs, the latency statistics, concurrency, peaks), in its order.
+/// Settings, within-run standard deviations (`std_*`: the spread of a spread flags noise, not
+/// instability), `--output-details`' lists and the objects are left out.
+pub fn figures(pairs: &[(&'static str, Field)]) -> Vec<(String, f64)> {
+    pairs
+        .iter()
+        .filter(|(k, _)| !SETTINGS.contains(k) && !k.starts_with("std_"))
+        .filter_map(|(k, v)| {
+            let x = match v {
+                Field::Float(x) => Some(*x),
+                Field::Json(Value::Number(n)) => n.as_f64(),
+                Field::Json(_) => None,
+            };
+            x.filter(|x| x.is_finite()).map(|x| (k.to_string(), x))
+        })
+        .collect()
+}
+
 fn write_float(w: &mut impl Write, x: f64) -> io::Result<()> {
     if x.is_nan() {
         w.write_all(b"NaN")
@@ -194,6 +226,42 @@ pub fn default_file_name(a: &RunArgs<'_>, mmdd: &str) -> String {
             a.backend, a.num_prompts, a.dataset_name
         )
     }
+}
+
+/// Where the spread of repeated runs goes: next to the records, `out.jsonl` ->
+/// `out.runs.jsonl` (SGLang's readers of the records never meet a line of another shape).
+pub fn runs_file(records: &std::path::Path) -> std::path::PathBuf {
+    let name = records
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
+    records.with_file_name(format!("{stem}.runs.jsonl"))
+}
+
+/// The line of the spread file for one point's runs: the settings that name the point (as the
+/// records write them), then `summary` (`multi_run::summary_json`'s keys).
+pub fn spread_pairs(a: &RunArgs<'_>, summary: Value) -> Vec<(&'static str, Field)> {
+    use serde_json::json;
+    let mut out: Vec<(&'static str, Field)> = vec![
+        ("tag", Field::Json(json!(a.tag))),
+        ("backend", Field::Json(json!(a.backend))),
+        ("dataset_name", Field::Json(json!(a.dataset_name))),
+        (
+            "request_rate",
+            a.request_rate
+                .map_or(Field::Json(json!("trace")), Field::Float),
+        ),
+        ("max_concurrency", Field::Json(json!(a.max_concurrency))),
+        ("num_prompts", Field::Json(json!(a.num_prompts))),
+    ];
+    for key in ["num_runs", "cv_flag", "unstable", "result_files", "metrics"] {
+        out.push((
+            key,
+            Field::Json(summary.get(key).cloned().unwrap_or(Value::Null)),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -263,6 +331,70 @@ mod tests {
                 "generated_texts",
                 "errors",
                 "llmspeed"
+            ]
+        );
+    }
+
+    #[test]
+    fn figures_are_the_measured_numbers_only() {
+        let m = Metrics {
+            completed: 5,
+            request_throughput: 2.5,
+            ..Metrics::default()
+        };
+        let p = pairs(
+            &args(),
+            Some(json!({"x": 1})),
+            2.0,
+            &m,
+            None,
+            Some((&[], &[])),
+            json!({"n": 1}),
+        );
+        let f = figures(&p);
+        let keys: Vec<&str> = f.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(&keys[..3], ["duration", "completed", "total_input_tokens"]);
+        assert!(!keys.iter().any(|k| k.starts_with("std_")), "{keys:?}");
+        for gone in [
+            "max_concurrency",
+            "random_input_len",
+            "request_rate",
+            "accept_length",
+            "llmspeed",
+        ] {
+            assert!(!keys.contains(&gone), "{gone}");
+        }
+        assert!(keys.contains(&"max_concurrent_requests") && keys.contains(&"p99_itl_ms"));
+        assert_eq!(f[0], ("duration".into(), 2.0));
+        assert_eq!(f[1], ("completed".into(), 5.0));
+        let rt = f.iter().find(|(k, _)| k == "request_throughput").unwrap();
+        assert_eq!(rt.1, 2.5);
+    }
+
+    #[test]
+    fn spread_lines_go_beside_the_records() {
+        let p = std::path::Path::new("/tmp/x/out.jsonl");
+        assert_eq!(runs_file(p), std::path::Path::new("/tmp/x/out.runs.jsonl"));
+        assert_eq!(
+            runs_file(std::path::Path::new("r")),
+            std::path::Path::new("r.runs.jsonl")
+        );
+        let s = json!({"num_runs": 3, "cv_flag": 0.05, "unstable": [], "result_files": ["a"], "metrics": {}});
+        let keys: Vec<&str> = spread_pairs(&args(), s).iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            [
+                "tag",
+                "backend",
+                "dataset_name",
+                "request_rate",
+                "max_concurrency",
+                "num_prompts",
+                "num_runs",
+                "cv_flag",
+                "unstable",
+                "result_files",
+                "metrics"
             ]
         );
     }

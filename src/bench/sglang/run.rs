@@ -8,9 +8,10 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{console, record};
+use super::{console, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
+use crate::bench::engine::steady;
 use crate::bench::engine::{self, Measured, RunError};
 use crate::clock::Clock;
 use crate::net::{Cancel, Client};
@@ -32,6 +33,8 @@ pub struct Outcome {
     pub duration_s: f64,
     /// The file the record was appended to.
     pub path: PathBuf,
+    /// The record's measured figures, as repeated runs compare them (`record::figures`).
+    pub figures: Vec<(String, f64)>,
     /// The engine's run: every request's timeline, its index and the run's base stamp.
     pub measured: Measured,
 }
@@ -99,10 +102,23 @@ pub async fn run(
         &m,
     )
     .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
-    let ours = ours(&counter, &measured, &outputs);
-    let path = save(
+    let mut ours = ours(&counter, &measured, &outputs);
+    if let Some(ss) = steady_state(cfg, &measured, duration_s) {
+        ours["steady_state"] = ss;
+    }
+    if let Some(sh) = cfg.shard() {
+        ours["shard"] = shard_block(
+            cfg,
+            sh,
+            &measured,
+            &outputs,
+            &retok,
+            duration_s,
+            accept_length,
+        );
+    }
+    let (path, figures) = save(
         cfg,
-        rate,
         info,
         duration_s,
         &m,
@@ -116,6 +132,7 @@ pub async fn run(
         metrics: m,
         duration_s,
         path,
+        figures,
         measured,
     })
 }
@@ -253,11 +270,95 @@ fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
     v
 }
 
-/// Appends the record (to `--output-file` or SGLang's default name).
+/// The busy share of the `--max-concurrency` slots that opens the steady-state window
+/// (`bench serve`'s default threshold).
+const STEADY_THRESHOLD: f64 = 0.95;
+
+/// A closed loop's (`--max-concurrency` with `--request-rate inf`) steady-state window and the
+/// figures inside it, by the engine from the run's records with `bench serve`'s defaults
+/// (threshold 0.95, minimum window max(10 s, 10% of the run)); `null` when no window was found,
+/// `None` for an open loop.
+fn steady_state(cfg: &SglangConfig, m: &Measured, duration_s: f64) -> Option<Value> {
+    let target = cfg.max_concurrency?;
+    if cfg.request_rate.is_finite() || cfg.plan.self_timed {
+        return None;
+    }
+    let records: Vec<_> = m.requests.iter().map(|f| f.record.clone()).collect();
+    let min_window = steady::default_min_window_s(duration_s);
+    let window = steady::detect_window(&records, target, STEADY_THRESHOLD, min_window, duration_s);
+    Some(window.map_or(Value::Null, |w| {
+        steady::compute(&records, &w, &[95.0, 99.0]).to_json()
+    }))
+}
+
+/// What `llmspeed merge` recomputes the whole run from: every request as SGLang read it, on
+/// the shard's start on the wall clock.
+fn shard_block(
+    cfg: &SglangConfig,
+    sh: crate::bench::engine::shard::Shard,
+    m: &Measured,
+    outputs: &[RequestOutput],
+    retok: &[u64],
+    duration_s: f64,
+    accept_length: Option<f64>,
+) -> Value {
+    let requests = m
+        .requests
+        .iter()
+        .zip(outputs.iter().zip(retok))
+        .map(|(f, (o, &n))| shard::ShardRequest {
+            index: f.index,
+            output: o.clone(),
+            retokenized: n,
+        })
+        .collect();
+    shard::ShardBlock {
+        shard: sh,
+        seed: cfg.plan.dataset.seed,
+        start_at_unix_ns: cfg.plan.start_at_unix_ns,
+        start_unix_ns: m.start_unix_ns,
+        end_unix_ns: m.start_unix_ns + (duration_s * 1e9).round() as u64,
+        model: m.request_model.clone(),
+        settings: shard::Settings::of(&run_args(cfg)),
+        accept_length,
+        requests,
+    }
+    .to_json()
+}
+
+/// The run's settings as the record repeats them.
+pub fn run_args(cfg: &SglangConfig) -> record::RunArgs<'_> {
+    record::RunArgs {
+        tag: cfg.tag.as_deref(),
+        backend: &cfg.backend,
+        dataset_name: &cfg.dataset_name,
+        request_rate: (!cfg.rate_is_trace).then_some(cfg.request_rate),
+        max_concurrency: cfg.max_concurrency,
+        sharegpt_output_len: cfg.sharegpt_output_len,
+        random_input_len: cfg.random_input_len,
+        random_output_len: cfg.random_output_len,
+        random_range_ratio: cfg.random_range_ratio,
+        num_prompts: cfg.num_prompts,
+    }
+}
+
+/// The file records are appended to: `--output-file`, or SGLang's default name for today.
+pub fn output_path(cfg: &SglangConfig) -> PathBuf {
+    PathBuf::from(match &cfg.output_file {
+        Some(f) => f.clone(),
+        None => {
+            let now = crate::sys::unix_secs(std::time::SystemTime::now());
+            let d = crate::sys::UtcDateTime::from_unix(now);
+            record::default_file_name(&run_args(cfg), &format!("{:02}{:02}", d.month, d.day))
+        }
+    })
+}
+
+/// Appends the record (to `--output-file` or SGLang's default name); returns the file and the
+/// record's figures.
 #[allow(clippy::too_many_arguments)]
 fn save(
     cfg: &SglangConfig,
-    rate: Option<f64>,
     info: Option<Value>,
     duration_s: f64,
     m: &metrics::Metrics,
@@ -265,32 +366,21 @@ fn save(
     outputs: &[RequestOutput],
     texts: &[String],
     llmspeed: Value,
-) -> Result<PathBuf, RunError> {
-    let a = record::RunArgs {
-        tag: cfg.tag.as_deref(),
-        backend: &cfg.backend,
-        dataset_name: &cfg.dataset_name,
-        request_rate: rate,
-        max_concurrency: cfg.max_concurrency,
-        sharegpt_output_len: cfg.sharegpt_output_len,
-        random_input_len: cfg.random_input_len,
-        random_output_len: cfg.random_output_len,
-        random_range_ratio: cfg.random_range_ratio,
-        num_prompts: cfg.num_prompts,
-    };
-    let path = PathBuf::from(match &cfg.output_file {
-        Some(f) => f.clone(),
-        None => {
-            let now = crate::sys::unix_secs(std::time::SystemTime::now());
-            let d = crate::sys::UtcDateTime::from_unix(now);
-            record::default_file_name(&a, &format!("{:02}{:02}", d.month, d.day))
-        }
-    });
+) -> Result<(PathBuf, Vec<(String, f64)>), RunError> {
+    let path = output_path(cfg);
     let details = cfg.output_details.then_some((outputs, texts));
-    let pairs = record::pairs(&a, info, duration_s, m, accept_length, details, llmspeed);
+    let pairs = record::pairs(
+        &run_args(cfg),
+        info,
+        duration_s,
+        m,
+        accept_length,
+        details,
+        llmspeed,
+    );
     record::append(&path, &pairs)
         .map_err(|e| RunError::Setup(format!("cannot append to {}: {e}", path.display())))?;
-    Ok(path)
+    Ok((path, record::figures(&pairs)))
 }
 
 #[cfg(test)]

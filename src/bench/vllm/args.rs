@@ -115,16 +115,7 @@ pub struct RequestRate(pub f64);
 impl std::str::FromStr for RequestRate {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        let v: f64 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("invalid request rate {s:?}: expected a number or inf"))?;
-        if v.is_nan() || v <= 0.0 {
-            return Err(format!(
-                "invalid request rate {s:?}: must be above 0 (or inf)"
-            ));
-        }
-        Ok(RequestRate(v))
+        crate::bench::engine::session::parse_rate(s).map(RequestRate)
     }
 }
 
@@ -652,23 +643,7 @@ pub struct ServeConfig {
     pub multi_turn: Option<crate::bench::engine::conversation::MultiTurnConfig>,
 }
 
-/// What a sweep varies: each value is one point, run as if given to the single-run flag.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Sweep {
-    MaxConcurrency(Vec<usize>),
-    /// `f64::INFINITY` for `inf`.
-    RequestRate(Vec<f64>),
-}
-
-impl Sweep {
-    /// The result key the sweep varies.
-    pub fn key(&self) -> &'static str {
-        match self {
-            Sweep::MaxConcurrency(_) => "max_concurrency",
-            Sweep::RequestRate(_) => "request_rate",
-        }
-    }
-}
+pub use crate::bench::engine::session::Sweep;
 
 /// `--steady-state-threshold` and `--steady-state-min-window`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -677,49 +652,14 @@ pub struct SteadyConfig {
     pub min_window_s: Option<f64>,
 }
 
-/// A comma-separated list of at least one value, each parsed by `one`, no repeats.
-fn parse_list<T: PartialEq>(
-    flag: &str,
-    s: &str,
-    one: impl Fn(&str) -> Result<T, String>,
-) -> Result<Vec<T>, String> {
-    let mut out = Vec::new();
-    for v in s.split(',').map(str::trim) {
-        let x = one(v).map_err(|e| format!("{flag}: {e}"))?;
-        if out.contains(&x) {
-            return Err(format!("{flag}: {v} is listed twice"));
-        }
-        out.push(x);
-    }
-    Ok(out)
-}
-
 impl ServeArgs {
     /// The sweep flags, checked (one sweep at a time; the factor only with concurrency).
     fn sweep(&self) -> Result<Option<Sweep>, String> {
-        let most = tokio::sync::Semaphore::MAX_PERMITS;
-        let sweep = match (&self.sweep_max_concurrency, &self.sweep_request_rate) {
-            (Some(_), Some(_)) => {
-                return Err("--sweep-max-concurrency and --sweep-request-rate cannot be combined: sweep one at a time (fix the other with --max-concurrency or --request-rate)".into())
-            }
-            (Some(s), None) => Some(Sweep::MaxConcurrency(parse_list("--sweep-max-concurrency", s, |v| {
-                match v.parse::<usize>() {
-                    Ok(n) if (1..=most).contains(&n) => Ok(n),
-                    _ => Err(format!("invalid concurrency {v:?}: expected a whole number from 1 to {most}")),
-                }
-            })?)),
-            (None, Some(s)) => Some(Sweep::RequestRate(parse_list("--sweep-request-rate", s, |v| {
-                v.parse::<RequestRate>().map(|r| r.0)
-            })?)),
-            (None, None) => None,
-        };
-        match (&sweep, self.sweep_num_prompts_factor) {
-            (Some(Sweep::MaxConcurrency(_)), Some(0)) => {
-                Err("--sweep-num-prompts-factor must be at least 1".into())
-            }
-            (Some(Sweep::MaxConcurrency(_)), _) | (_, None) => Ok(sweep),
-            (_, Some(_)) => Err("--sweep-num-prompts-factor goes with --sweep-max-concurrency (prompts per point = concurrency x factor)".into()),
-        }
+        Sweep::parse(
+            self.sweep_max_concurrency.as_deref(),
+            self.sweep_request_rate.as_deref(),
+            self.sweep_num_prompts_factor,
+        )
     }
 }
 

@@ -12,25 +12,19 @@
 //! [`START_AT_TOLERANCE_NS`] of it on their own clock; shards without one must have started
 //! within [`UNSYNCED_SPREAD_NS`] of each other. Otherwise the merge still runs and warns.
 //!
-//! Owns the consistency checks, the shift onto a common base and the warnings. It must never
-//! do IO (the CLI reads and writes the files) or compute a metric itself.
+//! Owns vLLM's identity checks (seed, prompts, model, metrics), the shift onto a common base
+//! and the merged result's `llmspeed` key; the split check (each shard once), the window and the
+//! clock rule are the engine's (`bench::engine::shard`). It must never do IO (the CLI reads and
+//! writes the files) or compute a metric itself.
 
 use crate::bench::engine::record::RequestRecord;
+use crate::bench::engine::shard::{self, Window};
 use crate::bench::vllm::metrics::{compute, BenchMetrics, MetricsConfig};
 use crate::bench::vllm::result::{Detailed, RunInfo};
 use crate::bench::vllm::shard::ShardBlock;
 use serde_json::{json, Value};
 
-/// Shards given one `--start-at` whose recorded starts lie further than this from it: a late
-/// start (the pod was not ready in time) or a clock offset between machines. 100 ms is well
-/// above the send timer's lag (a millisecond) and well below the seconds an unsynchronised
-/// clock drifts.
-pub const START_AT_TOLERANCE_NS: u64 = 100_000_000;
-
-/// Shards without `--start-at` whose starts spread further than this did not run the single
-/// run's schedule together: the merged window is longer and its throughput lower than one
-/// process's would be.
-pub const UNSYNCED_SPREAD_NS: u64 = 1_000_000_000;
+pub use crate::bench::engine::shard::{START_AT_TOLERANCE_NS, UNSYNCED_SPREAD_NS};
 
 /// One shard's saved result.
 #[derive(Clone, Debug)]
@@ -89,16 +83,7 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     let first = shards.first().ok_or("no shard results to merge")?;
     let f = &first.block;
     check_one_split(first, shards)?;
-    let base = shards
-        .iter()
-        .map(|s| s.block.start_unix_ns)
-        .min()
-        .unwrap_or(0);
-    let end = shards
-        .iter()
-        .map(|s| s.block.end_unix_ns)
-        .max()
-        .unwrap_or(base);
+    let (base, end) = shard::union(&windows(shards));
     let all = pooled(shards, base)?;
     let records: Vec<RequestRecord> = all.iter().map(|x| x.1.clone()).collect();
     let metrics = compute(
@@ -149,24 +134,21 @@ fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), St
             return Err(differs("--percentile-metrics or --metric-percentiles"));
         }
     }
-    let n = f.shard.count;
-    let mut seen = vec![None::<&str>; n];
-    for s in shards {
-        let k = s.block.shard.index;
-        if let Some(other) = seen[k] {
-            return Err(format!("shard {k}/{n} given twice: {other} and {}", s.name));
-        }
-        seen[k] = Some(&s.name);
-    }
-    let missing: Vec<String> = (0..n)
-        .filter(|&k| seen[k].is_none())
-        .map(|k| format!("{k}/{n}"))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!("missing shard(s) {}", missing.join(", ")));
-    }
+    shard::each_once(&windows(shards))
+}
 
-    Ok(())
+/// Each shard's window on the wall clock, for the engine's checks.
+fn windows(shards: &[ShardResult]) -> Vec<Window<'_>> {
+    shards
+        .iter()
+        .map(|s| Window {
+            name: &s.name,
+            shard: s.block.shard,
+            start_at_unix_ns: s.block.start_at_unix_ns,
+            start_unix_ns: s.block.start_unix_ns,
+            end_unix_ns: s.block.end_unix_ns,
+        })
+        .collect()
 }
 
 /// One request of the merged run: its index in the whole run, its record on the common base,
@@ -262,49 +244,7 @@ fn shifted(r: &RequestRecord, off: u64) -> RequestRecord {
 
 /// The clock rule of the module docs, as warnings (empty when the clocks look consistent).
 pub fn clock_warnings(shards: &[ShardResult]) -> Vec<String> {
-    let mut out = Vec::new();
-    let start_ats: Vec<Option<u64>> = shards.iter().map(|s| s.block.start_at_unix_ns).collect();
-    let common = start_ats.first().copied().flatten();
-    if start_ats.iter().any(|a| *a != start_ats[0]) {
-        out.push(
-            "the shards were not all given the same --start-at: they did not run one schedule together"
-                .to_string(),
-        );
-    }
-    if let Some(at) = common {
-        for s in shards {
-            let d = s.block.start_unix_ns.abs_diff(at);
-            if d > START_AT_TOLERANCE_NS {
-                out.push(format!(
-                    "shard {} ({}) started {:.1} ms {} --start-at (bound {} ms): it started late or its clock is off; latencies are exact, the merged window and throughput are not",
-                    s.block.shard,
-                    s.name,
-                    d as f64 / 1e6,
-                    if s.block.start_unix_ns > at { "after" } else { "before" },
-                    START_AT_TOLERANCE_NS / 1_000_000
-                ));
-            }
-        }
-    } else {
-        let lo = shards
-            .iter()
-            .map(|s| s.block.start_unix_ns)
-            .min()
-            .unwrap_or(0);
-        let hi = shards
-            .iter()
-            .map(|s| s.block.start_unix_ns)
-            .max()
-            .unwrap_or(0);
-        if hi - lo > UNSYNCED_SPREAD_NS {
-            out.push(format!(
-                "the shards started {:.1} ms apart (bound {} ms) without a common --start-at: the merged window is the union of their windows, so throughput is lower than one process sending the same schedule",
-                (hi - lo) as f64 / 1e6,
-                UNSYNCED_SPREAD_NS / 1_000_000
-            ));
-        }
-    }
-    out
+    shard::clock_warnings(&windows(shards))
 }
 
 #[cfg(test)]

@@ -47,15 +47,7 @@ pub struct Detailed {
 }
 
 /// Python's `str(float)` for the rates in names and the console: `10.0`, `0.5`, `inf`.
-pub fn py_float(x: f64) -> String {
-    if x.is_infinite() {
-        "inf".into()
-    } else if x.fract() == 0.0 && x.abs() < 1e16 {
-        format!("{x:.1}")
-    } else {
-        format!("{x}")
-    }
-}
+pub use crate::bench::engine::session::py_float;
 
 /// `%Y%m%d-%H%M%S` of a time, in UTC.
 pub fn format_date(t: SystemTime) -> String {

@@ -2,12 +2,14 @@
 //! other; each run printed and saved as a single run is, then the spread across runs and the
 //! sweep summary. Also `--dry-run`.
 //!
-//! Owns the order of runs, where their files go and when summaries are printed. It must never
-//! measure or compute figures itself: runs are `bench::vllm::run`, spreads `bench::engine::multi_run`,
-//! sweep points and names `bench::vllm::sweep`.
+//! The order of runs, their title lines and the spread across runs are the engine's
+//! (`bench::engine::session`); this file owns where `bench serve`'s files go and its sweep
+//! summary. It must never measure or compute figures itself: runs are `bench::vllm::run`,
+//! spreads `bench::engine::multi_run`, sweep points and names `bench::vllm::sweep`.
 
-use crate::bench::engine::multi_run;
+use crate::bench::engine::multi_run::{self, Spread};
 use crate::bench::engine::samples::local_tokenizer;
+use crate::bench::engine::session::{self, Io, Ran, Runs};
 use crate::bench::engine::RunError;
 use crate::bench::vllm::args::{ServeConfig, Sweep};
 use crate::bench::vllm::result;
@@ -44,106 +46,104 @@ pub async fn execute(
         let o = run::run_shown(cfg, clock, cancel, log, progress).await?;
         return Ok(run::report(cfg, &o, &mut out)?.into_iter().collect());
     }
-    let mut session = Session {
+    let mut runs = VllmRuns {
         cfg,
         clock,
         // One date names every file of the session, so its files sort together.
         date: result::format_date(SystemTime::now()),
-        written: Vec::new(),
         model_id: None,
+        base: None,
     };
-    let mut results = Vec::new();
-    for p in &points {
-        match session.point(p, cancel, log, &mut out, progress).await? {
-            Some(r) => results.push(r),
-            None => break,
-        }
-    }
+    let mut io = Io { log, out, progress };
+    let done = session::run(&mut runs, &points, cfg.num_runs, cancel, &mut io).await?;
+    let results: Vec<PointResult> = done
+        .points
+        .iter()
+        .map(|d| {
+            let files = d.run_files.iter().map(|p| p.display().to_string());
+            PointResult::new(&points[d.index], &d.spreads, files.collect())
+        })
+        .collect();
+    let mut written = done.written;
     if let (Some(sw), false) = (&cfg.sweep, results.is_empty()) {
-        session.sweep_summary(sw, &results, &mut out)?;
+        written.extend(runs.sweep_summary(sw, &results, io.out)?);
     }
-    Ok(session.written)
+    Ok(written)
 }
 
-/// A session of several runs under way.
-struct Session<'a> {
+/// `bench serve`'s part of a session: each run printed and saved as a single run is, under the
+/// session's file names.
+struct VllmRuns<'a> {
     cfg: &'a ServeConfig,
     clock: Clock,
     date: String,
-    /// The files written so far.
-    written: Vec<PathBuf>,
     /// The model of the first run, which names the sweep summary.
     model_id: Option<String>,
+    /// The current point's result file name before `-run{k}`, from its first run.
+    base: Option<String>,
 }
 
-impl Session<'_> {
+impl Runs for VllmRuns<'_> {
+    type Config = ServeConfig;
+
+    async fn run(
+        &mut self,
+        p: &Point,
+        k: usize,
+        num_runs: usize,
+        cancel: &Cancel,
+        io: &mut Io<'_>,
+    ) -> Result<Ran, RunError> {
+        if k == 1 {
+            self.base = None;
+        }
+        let mut o = run::run_shown(&p.cfg, self.clock.clone(), cancel, io.log, io.progress).await?;
+        o.info.date = self.date.clone();
+        self.model_id.get_or_insert_with(|| o.info.model_id.clone());
+        let cfg = self.cfg;
+        let name = self
+            .base
+            .get_or_insert_with(|| point_base_name(cfg, p, &o.info))
+            .clone();
+        let mut rcfg = p.cfg.clone();
+        rcfg.result_filename = Some(sweep::file_name(&name, "", (num_runs > 1).then_some(k)));
+        let mut out = &mut *io.out;
+        let files = run::report(&rcfg, &o, &mut out)?.into_iter().collect();
+        Ok(Ran {
+            figures: multi_run::figures(&o.pairs(false)),
+            files,
+        })
+    }
+
+    fn save_spread(
+        &mut self,
+        _p: &Point,
+        spreads: &[Spread],
+        runs: usize,
+        run_files: &[PathBuf],
+    ) -> Result<Vec<PathBuf>, RunError> {
+        if !self.saving() {
+            return Ok(Vec::new());
+        }
+        let name = sweep::file_name(self.base.as_deref().unwrap_or("result.json"), "-runs", None);
+        let files: Vec<String> = run_files.iter().map(|p| p.display().to_string()).collect();
+        let v = multi_run::summary_json(spreads, runs, &files);
+        Ok(vec![save(self.cfg, &name, &v)?])
+    }
+}
+
+impl VllmRuns<'_> {
     fn saving(&self) -> bool {
         self.cfg.save_result || self.cfg.append_result
     }
 
-    /// One sweep point's `--num-runs` runs, each printed and saved as a single run is, then
-    /// their spread. `None` when a stop came before one of its runs (the point is left out).
-    async fn point(
-        &mut self,
-        p: &Point,
-        cancel: &Cancel,
-        log: &mut (dyn Write + Send),
-        mut out: &mut (dyn Write + Send),
-        progress: &mut (dyn Progress + Send),
-    ) -> Result<Option<PointResult>, RunError> {
-        let cfg = self.cfg;
-        let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
-        let mut figures = Vec::new();
-        let mut files = Vec::new();
-        let mut base = None;
-        for k in 1..=cfg.num_runs {
-            if cancel.is_cancelled() {
-                return Ok(None);
-            }
-            let title = match (p.label.is_empty(), cfg.num_runs) {
-                (false, 1) => p.label.clone(),
-                (true, n) => format!("run {k}/{n}"),
-                (false, n) => format!("{}, run {k}/{n}", p.label),
-            };
-            writeln!(out, "{:-^50}", format!(" {title} ")).map_err(io)?;
-            let mut o = run::run_shown(&p.cfg, self.clock.clone(), cancel, log, progress).await?;
-            o.info.date = self.date.clone();
-            self.model_id.get_or_insert_with(|| o.info.model_id.clone());
-            let name = base
-                .get_or_insert_with(|| point_base_name(cfg, p, &o.info))
-                .clone();
-            let mut rcfg = p.cfg.clone();
-            rcfg.result_filename =
-                Some(sweep::file_name(&name, "", (cfg.num_runs > 1).then_some(k)));
-            if let Some(path) = run::report(&rcfg, &o, &mut out)? {
-                files.push(path.display().to_string());
-                self.written.push(path);
-            }
-            figures.push(multi_run::figures(&o.pairs(false)));
-        }
-        if figures.is_empty() {
-            return Ok(None);
-        }
-        let spreads = multi_run::spread(&figures);
-        if cfg.num_runs > 1 {
-            multi_run::write_table(&mut out, &spreads, figures.len()).map_err(io)?;
-            if self.saving() {
-                let name =
-                    sweep::file_name(base.as_deref().unwrap_or("result.json"), "-runs", None);
-                let v = multi_run::summary_json(&spreads, figures.len(), &files);
-                self.written.push(save(cfg, &name, &v)?);
-            }
-        }
-        Ok(Some(PointResult::new(p, &spreads, files)))
-    }
-
-    /// The sweep's table, and its summary JSON and page when saving.
+    /// The sweep's table, and its summary JSON and page when saving; returns the files.
     fn sweep_summary(
-        &mut self,
+        &self,
         sw: &Sweep,
         results: &[PointResult],
         mut out: &mut (dyn Write + Send),
-    ) -> Result<(), RunError> {
+    ) -> Result<Vec<PathBuf>, RunError> {
         let cfg = self.cfg;
         let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
         let p = cfg
@@ -152,17 +152,16 @@ impl Session<'_> {
             .map(|&p| crate::bench::vllm::metrics::percentile_label(p))
             .unwrap_or_else(|| "99".into());
         sweep::write_table(&mut out, results, &p).map_err(io)?;
-        if self.saving() {
-            let name = sweep_file_name(cfg, self.model_id.as_deref(), &self.date, sw.key());
-            let v = sweep::summary_json(sw, cfg.num_runs, results);
-            let json_path = save(cfg, &name, &v)?;
-            let html_path = crate::bench::vllm::sweep_html::path_for(&json_path);
-            std::fs::write(&html_path, crate::bench::vllm::sweep_html::render(&v))
-                .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
-            self.written.push(json_path);
-            self.written.push(html_path);
+        if !self.saving() {
+            return Ok(Vec::new());
         }
-        Ok(())
+        let name = sweep_file_name(cfg, self.model_id.as_deref(), &self.date, sw.key());
+        let v = sweep::summary_json(sw, cfg.num_runs, results);
+        let json_path = save(cfg, &name, &v)?;
+        let html_path = crate::bench::vllm::sweep_html::path_for(&json_path);
+        std::fs::write(&html_path, crate::bench::vllm::sweep_html::render(&v))
+            .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
+        Ok(vec![json_path, html_path])
     }
 }
 

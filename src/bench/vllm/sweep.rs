@@ -7,70 +7,35 @@
 //! a file (`bench::vllm::session` does).
 
 use crate::bench::engine::multi_run::Spread;
+use crate::bench::engine::session::{self, Setting};
 use crate::bench::vllm::args::{ServeConfig, Sweep};
-use crate::bench::vllm::result::py_float;
 use serde_json::{json, Map, Value};
 use std::io::{self, Write};
 
 /// One sweep point: the single-run config it runs with, and how it is named.
-#[derive(Clone, Debug)]
-pub struct Point {
-    /// `concurrency=8`, `rate=10.0`, `rate=inf`; empty without a sweep.
-    pub label: String,
-    /// The value the sweep set, as the result JSON writes it (`8`, `10.0`, `"inf"`).
-    pub value: Value,
-    /// Inserted into a `--result-filename` so points do not overwrite each other
-    /// (`-concurrency8`, `-10.0qps`); vLLM's default name already differs per point.
-    pub file_tag: String,
-    pub cfg: ServeConfig,
-}
+pub type Point = session::Point<ServeConfig>;
 
 /// The runs of a session: every sweep value as its own config (`--max-concurrency` or
 /// `--request-rate` set, `--num-prompts` = concurrency x `--sweep-num-prompts-factor` when
 /// given), or the one config as it is.
 pub fn points(cfg: &ServeConfig) -> Vec<Point> {
-    match &cfg.sweep {
-        None => vec![Point {
-            label: String::new(),
-            value: Value::Null,
-            file_tag: String::new(),
-            cfg: cfg.clone(),
-        }],
-        Some(Sweep::MaxConcurrency(values)) => values
-            .iter()
-            .map(|&n| {
-                let mut c = cfg.clone();
+    session::points(
+        cfg,
+        cfg.sweep.as_ref(),
+        cfg.sweep_num_prompts_factor,
+        |c, s| match s {
+            Setting::MaxConcurrency { n, num_prompts } => {
                 c.max_concurrency = Some(n);
-                if let Some(f) = cfg.sweep_num_prompts_factor {
-                    c.dataset.num_prompts = n.saturating_mul(f);
+                if let Some(p) = num_prompts {
+                    c.dataset.num_prompts = p;
                 }
-                Point {
-                    label: format!("concurrency={n}"),
-                    value: json!(n),
-                    file_tag: format!("-concurrency{n}"),
-                    cfg: c,
-                }
-            })
-            .collect(),
-        Some(Sweep::RequestRate(values)) => values
-            .iter()
-            .map(|&r| {
-                let mut c = cfg.clone();
+            }
+            Setting::RequestRate(r) => {
                 c.request_rate = r;
                 c.schedule.rate = r;
-                Point {
-                    label: format!("rate={}", py_float(r)),
-                    value: if r.is_finite() {
-                        json!(r)
-                    } else {
-                        json!("inf")
-                    },
-                    file_tag: format!("-{}qps", py_float(r)),
-                    cfg: c,
-                }
-            })
-            .collect(),
-    }
+            }
+        },
+    )
 }
 
 /// `base` with `tag` and `-run{k}` (1-based) inserted before its `.json` (or at its end).
