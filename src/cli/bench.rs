@@ -6,11 +6,13 @@
 use super::progress::{live_wanted, Display};
 use super::signal::stop_on_signal;
 use super::{runtime, CliError, CliResult};
+use crate::bench;
 use crate::bench::sglang::args::SglangArgs;
 use crate::bench::vllm::args::ServeArgs;
-use crate::bench::vllm::session;
 use crate::clock::Clock;
 use crate::net::Cancel;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
@@ -40,62 +42,57 @@ fn serve(a: &ServeArgs) -> CliResult {
     if let Some(t) = &cfg.tokenizer {
         eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");
     }
-    let rt = runtime(cfg.threads)?;
-    let cancel = Cancel::new();
-    // A signal ends the run early but keeps (and reports) what was measured. Setup steps (the
-    // readiness wait, the /tokenize calls) do not watch `cancel`: a second signal ends the
-    // process at once.
-    let caught = {
-        let _in_runtime = rt.enter();
-        stop_on_signal(
-            cancel.clone(),
-            "",
-            |sig| {
-                format!(
-                    "interrupted by {}: cancelling requests in flight (again to quit without a result)",
-                    sig.describe()
-                )
-            },
-            "exiting without a result",
-        )?
-    };
-    let saved = rt
-        .block_on(async {
-            let mut log = std::io::stderr();
-            // Sweeps and repeated runs print each run as it ends, so stdout is written from
-            // here rather than after the runtime returns.
-            let mut stdout = std::io::stdout();
-            let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
-            let r = session::execute(
-                &cfg,
-                Clock::new(),
-                &cancel,
-                &mut log,
-                &mut stdout,
-                &mut display,
-            )
-            .await;
-            display.finish();
-            r
-        })
-        .map_err(|e| CliError::failed(e.to_string()))?;
-    for p in saved {
-        eprintln!("saved {}", p.display());
-    }
-    // An interrupted run is not a success, whatever it saved.
-    if let Some(sig) = caught.get() {
-        eprintln!(
-            "interrupted by {}: what was saved is partial and says so (`llmspeed.interrupted`)",
-            sig.describe()
-        );
-        return Ok(ExitCode::from(sig.exit_code()));
-    }
-    Ok(ExitCode::SUCCESS)
+    run_session(
+        cfg.threads,
+        a.disable_tqdm,
+        Ends {
+            saved: "saved",
+            interrupted: "what was saved is partial and says so (`llmspeed.interrupted`)",
+        },
+        async |cancel, log, stdout, display| {
+            bench::vllm::session::execute(&cfg, Clock::new(), cancel, log, stdout, display).await
+        },
+    )
 }
 
 fn sglang(a: &SglangArgs) -> CliResult {
     let cfg = a.validate().map_err(CliError::usage)?;
-    let rt = runtime(0)?;
+    run_session(
+        0,
+        a.disable_tqdm,
+        Ends {
+            saved: "Results saved to",
+            interrupted: "the record covers only the requests that ran",
+        },
+        async |cancel, log, stdout, display| {
+            bench::sglang::session::execute(&cfg, Clock::new(), cancel, log, stdout, display).await
+        },
+    )
+}
+
+/// What a front end says of the files it saved and of an interrupted run.
+struct Ends {
+    saved: &'static str,
+    interrupted: &'static str,
+}
+
+/// Runs a front end's session on its own runtime. A signal ends the run early but keeps (and
+/// reports) what was measured; setup steps (the readiness wait, the /tokenize calls) do not
+/// watch the cancel handle, so a second signal ends the process at once. Sweeps and repeated
+/// runs print each run as it ends, so stdout is written from inside the runtime. An
+/// interrupted run is not a success, whatever it saved: it exits 128 + the signal.
+fn run_session<E: std::fmt::Display>(
+    threads: usize,
+    disable_tqdm: bool,
+    ends: Ends,
+    session: impl AsyncFnOnce(
+        &Cancel,
+        &mut (dyn Write + Send),
+        &mut (dyn Write + Send),
+        &mut Display,
+    ) -> Result<Vec<PathBuf>, E>,
+) -> CliResult {
+    let rt = runtime(threads)?;
     let cancel = Cancel::new();
     let caught = {
         let _in_runtime = rt.enter();
@@ -115,28 +112,17 @@ fn sglang(a: &SglangArgs) -> CliResult {
         .block_on(async {
             let mut log = std::io::stderr();
             let mut stdout = std::io::stdout();
-            let mut display = Display::new("bench", "requests", live_wanted(a.disable_tqdm));
-            let r = crate::bench::sglang::session::execute(
-                &cfg,
-                Clock::new(),
-                &cancel,
-                &mut log,
-                &mut stdout,
-                &mut display,
-            )
-            .await;
+            let mut display = Display::new("bench", "requests", live_wanted(disable_tqdm));
+            let r = session(&cancel, &mut log, &mut stdout, &mut display).await;
             display.finish();
             r
         })
         .map_err(|e| CliError::failed(e.to_string()))?;
     for p in saved {
-        eprintln!("Results saved to {}", p.display());
+        eprintln!("{} {}", ends.saved, p.display());
     }
     if let Some(sig) = caught.get() {
-        eprintln!(
-            "interrupted by {}: the record covers only the requests that ran",
-            sig.describe()
-        );
+        eprintln!("interrupted by {}: {}", sig.describe(), ends.interrupted);
         return Ok(ExitCode::from(sig.exit_code()));
     }
     Ok(ExitCode::SUCCESS)
