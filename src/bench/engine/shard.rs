@@ -108,6 +108,28 @@ pub struct Window<'a> {
     pub start_unix_ns: u64,
     /// The start plus the run's duration on the monotonic clock.
     pub end_unix_ns: u64,
+    /// How many requests the shard ran.
+    pub requests: usize,
+}
+
+/// Where each shard ran, in shard order, for a merged result's `merged_from`: its file, its
+/// `K/N`, its window on the wall clock and its start's offset from the merged run's `base`.
+pub fn merged_from(windows: &[Window<'_>], base: u64) -> Vec<serde_json::Value> {
+    let mut order: Vec<&Window<'_>> = windows.iter().collect();
+    order.sort_by_key(|w| w.shard.index);
+    order
+        .iter()
+        .map(|w| {
+            serde_json::json!({
+                "file": w.name,
+                "shard": w.shard.to_string(),
+                "start_unix_ns": w.start_unix_ns,
+                "end_unix_ns": w.end_unix_ns,
+                "start_offset_ms": w.start_unix_ns.saturating_sub(base) as f64 / 1e6,
+                "requests": w.requests,
+            })
+        })
+        .collect()
 }
 
 /// The shards are one split, each exactly once: the same count, no index twice, none missing.
@@ -225,6 +247,7 @@ mod tests {
             start_at_unix_ns: at,
             start_unix_ns: start,
             end_unix_ns: start + 10,
+            requests: 1,
         }
     }
 

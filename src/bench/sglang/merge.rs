@@ -84,6 +84,7 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
             start_at_unix_ns: s.block.start_at_unix_ns,
             start_unix_ns: s.block.start_unix_ns,
             end_unix_ns: s.block.end_unix_ns,
+            requests: s.block.requests.len(),
         })
         .collect();
     shard::each_once(&windows)?;
@@ -97,14 +98,7 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
     order.sort_by_key(|s| s.block.shard.index);
     let extras = json!({
         "version": crate::VERSION,
-        "merged_from": order.iter().map(|s| json!({
-            "file": s.name,
-            "shard": s.block.shard.to_string(),
-            "start_unix_ns": s.block.start_unix_ns,
-            "end_unix_ns": s.block.end_unix_ns,
-            "start_offset_ms": (s.block.start_unix_ns - base) as f64 / 1e6,
-            "requests": s.block.requests.len(),
-        })).collect::<Vec<_>>(),
+        "merged_from": shard::merged_from(&windows, base),
         "start_unix_ns": base,
         "end_unix_ns": end,
         "seed": order[0].block.seed,

@@ -147,6 +147,7 @@ fn windows(shards: &[ShardResult]) -> Vec<Window<'_>> {
             start_at_unix_ns: s.block.start_at_unix_ns,
             start_unix_ns: s.block.start_unix_ns,
             end_unix_ns: s.block.end_unix_ns,
+            requests: s.block.requests.len(),
         })
         .collect()
 }
@@ -210,18 +211,9 @@ fn extras(
     metrics: &BenchMetrics,
     warnings: &[String],
 ) -> Value {
-    let mut order: Vec<&ShardResult> = shards.iter().collect();
-    order.sort_by_key(|s| s.block.shard.index);
     json!({
         "version": crate::VERSION,
-        "merged_from": order.iter().map(|s| json!({
-            "file": s.name,
-            "shard": s.block.shard.to_string(),
-            "start_unix_ns": s.block.start_unix_ns,
-            "end_unix_ns": s.block.end_unix_ns,
-            "start_offset_ms": (s.block.start_unix_ns - base) as f64 / 1e6,
-            "requests": s.block.requests.len(),
-        })).collect::<Vec<_>>(),
+        "merged_from": shard::merged_from(&windows(shards), base),
         "start_unix_ns": base,
         "end_unix_ns": end.max(base),
         "seed": f.seed,
