@@ -9,17 +9,18 @@
 //! - `--backend sglang-oai` against `bench serve` on the same server: the same TTFT and ITL
 //!   distributions within the two definitions' named differences.
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use clap::Parser;
 use llmspeed::bench::sglang::args::{SglangArgs, SglangConfig};
 use llmspeed::bench::sglang::run;
 use llmspeed::bench::vllm::args::ServeArgs;
 use llmspeed::clock::Clock;
-use llmspeed::mock::trace::{TraceRec, TraceSink};
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::trace::TraceRec;
 use llmspeed::net::Cancel;
+use mock_server::{runtime, TracedMock};
 use serde_json::Value;
-use std::collections::HashMap;
-use std::net::SocketAddr;
 
 /// A 2 ms decode step: gaps big enough to tell apart, a run in about a second.
 const STEP_US: f64 = 2000.0;
@@ -27,67 +28,8 @@ const STEP_US: f64 = 2000.0;
 /// loaded 2-core machine, for one stamp.
 const SLACK_NS: i64 = 100_000;
 
-/// The mock on its own OS thread and runtime, tracing in memory.
-struct Mock {
-    addr: SocketAddr,
-    stop: tokio::sync::oneshot::Sender<()>,
-    thread: std::thread::JoinHandle<std::io::Result<()>>,
-    trace: std::sync::mpsc::Receiver<TraceRec>,
-}
-
-fn start_mock() -> Mock {
-    let (sink, trace) = TraceSink::memory();
-    let mut cfg = MockConfig::profile(Profile::Fast);
-    cfg.engine.decode.base_us = STEP_US;
-    cfg.trace_sink = Some(sink);
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            addr_tx.send(listener.local_addr().unwrap()).unwrap();
-            llmspeed::mock::serve(listener, cfg, async move {
-                let _ = stop_rx.await;
-            })
-            .await
-        })
-    });
-    let addr = addr_rx.recv().unwrap();
-    Mock {
-        addr,
-        stop,
-        thread,
-        trace,
-    }
-}
-
-impl Mock {
-    /// Stops the server and returns its trace by request id, each in token order.
-    fn finish(self) -> HashMap<String, Vec<TraceRec>> {
-        let _ = self.stop.send(());
-        self.thread.join().unwrap().unwrap();
-        let mut by_id: HashMap<String, Vec<TraceRec>> = HashMap::new();
-        for r in self.trace.try_iter() {
-            let id: String = serde_json::from_str(&r.request_id_json).unwrap();
-            by_id.entry(id).or_default().push(r);
-        }
-        for recs in by_id.values_mut() {
-            recs.sort_by_key(|r| r.index);
-        }
-        by_id
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+fn start_mock() -> TracedMock {
+    TracedMock::start(STEP_US)
 }
 
 fn sglang_config(args: &[&str]) -> Result<SglangConfig, String> {

@@ -16,61 +16,19 @@ use clap::Parser;
 use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
 use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
-use llmspeed::mock::trace::{TraceRec, TraceSink};
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::trace::TraceRec;
 use llmspeed::net::request::{Generation, Prompt};
 use llmspeed::net::{Cancel, Client, ClientConfig, Dialect, NoopObserver, Target};
 use llmspeed::timeline::{FinishReason, Timeline, TokenCountSource};
-use mock_server::MockThread;
+use mock_server::{runtime, TracedMock};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::net::SocketAddr;
 
 /// A 2 ms decode step: gaps big enough to tell apart, a run in about a second.
 const STEP_US: f64 = 2000.0;
 
-/// The mock on its own OS thread and runtime (as the self-test runs it), tracing in memory.
-struct Mock {
-    server: MockThread,
-    addr: SocketAddr,
-    trace: std::sync::mpsc::Receiver<TraceRec>,
-}
-
-fn start_mock() -> Mock {
-    let (sink, trace) = TraceSink::memory();
-    let mut cfg = MockConfig::profile(Profile::Fast);
-    cfg.engine.decode.base_us = STEP_US;
-    cfg.trace_sink = Some(sink);
-    let server = MockThread::start(cfg);
-    Mock {
-        addr: server.addr,
-        server,
-        trace,
-    }
-}
-
-impl Mock {
-    /// Stops the server and returns its trace by request id, each in token order.
-    fn finish(self) -> HashMap<String, Vec<TraceRec>> {
-        self.server.stop();
-        let mut by_id: HashMap<String, Vec<TraceRec>> = HashMap::new();
-        for r in self.trace.try_iter() {
-            let id: String = serde_json::from_str(&r.request_id_json).unwrap();
-            by_id.entry(id).or_default().push(r);
-        }
-        for recs in by_id.values_mut() {
-            recs.sort_by_key(|r| r.index);
-        }
-        by_id
-    }
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+fn start_mock() -> TracedMock {
+    TracedMock::start(STEP_US)
 }
 
 fn client(addr: SocketAddr) -> Client {

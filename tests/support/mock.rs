@@ -117,3 +117,40 @@ impl MockThread {
             .expect("serve failed");
     }
 }
+
+/// A [`MockThread`] tracing in memory (the self-test's ground truth): the Fast profile with a
+/// decode step of `step_us`, and its trace by request id once stopped.
+pub struct TracedMock {
+    pub server: MockThread,
+    pub addr: SocketAddr,
+    trace: std::sync::mpsc::Receiver<llmspeed::mock::trace::TraceRec>,
+}
+
+impl TracedMock {
+    pub fn start(step_us: f64) -> TracedMock {
+        let (sink, trace) = llmspeed::mock::trace::TraceSink::memory();
+        let mut cfg = MockConfig::profile(llmspeed::mock::Profile::Fast);
+        cfg.engine.decode.base_us = step_us;
+        cfg.trace_sink = Some(sink);
+        let server = MockThread::start(cfg);
+        TracedMock {
+            addr: server.addr,
+            server,
+            trace,
+        }
+    }
+
+    /// Stops the server and returns its trace by request id, each in token order.
+    pub fn finish(self) -> std::collections::HashMap<String, Vec<llmspeed::mock::trace::TraceRec>> {
+        self.server.stop();
+        let mut by_id: std::collections::HashMap<String, Vec<_>> = Default::default();
+        for r in self.trace.try_iter() {
+            let id: String = serde_json::from_str(&r.request_id_json).unwrap();
+            by_id.entry(id).or_default().push(r);
+        }
+        for recs in by_id.values_mut() {
+            recs.sort_by_key(|r| r.index);
+        }
+        by_id
+    }
+}
