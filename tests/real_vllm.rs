@@ -12,8 +12,11 @@ mod real_server;
 #[path = "real_vllm/server.rs"]
 mod server;
 
+use llmspeed::server::engine::EngineKind;
+use llmspeed::server::sampler::MetricNames;
 use real_server::{
-    bench_result, bench_serve, cell, check_bench_counts, histogram, llmspeed, stream_summary, text,
+    bench_result, bench_serve, cell, check_bench_counts, histogram, llmspeed, metric,
+    stream_summary, text,
 };
 use serde_json::Value;
 use server::{VllmServer, KV_BLOCKS, MAX_MODEL_LEN, MAX_NUM_SEQS, MODEL};
@@ -252,6 +255,17 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
     // Valid cell.
     let q = cell(&r, 256, 8);
     assert_eq!(q["status"]["kind"], "queued", "{q}\n{}", text(&o));
+    // The queue-time histogram the verdict weighs the waiting gauge with is vLLM's own: read
+    // through the sampler's names it is the page's sum and count (which count the grid's
+    // requests), as an independent reading of the same page finds them.
+    let page = s.metrics();
+    let names = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+    let (sum, count) = names.read(0, &page).unwrap().queue_time.unwrap();
+    let h = "vllm:request_queue_time_seconds";
+    assert_eq!(Some(sum), metric(&page, &format!("{h}_sum")), "{page}");
+    assert_eq!(Some(count), metric(&page, &format!("{h}_count")), "{page}");
+    assert_eq!(histogram(&page, h).last(), Some(&(f64::INFINITY, count)));
+    assert!(count > 0.0 && sum > 0.0, "{sum} s over {count} requests");
     // Eight 1K streams do not fit the KV cache vLLM reported: known before running.
     let over = cell(&r, 1024, 8);
     assert_eq!(over["status"]["kind"], "over_capacity", "{over}");

@@ -9,7 +9,7 @@
 use crate::analysis::repetition::{Loop, RepetitionConfig, RepetitionDetector};
 use crate::analysis::stats;
 use crate::clock::Clock;
-use crate::matrix::status::{post_run, CellObservation};
+use crate::matrix::status::{post_run, CellObservation, WindowQueue};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
 use crate::report::{
@@ -17,7 +17,10 @@ use crate::report::{
     RequestSummary, ServerSample, TokenBins, GAP_BINS_PER_DECADE, GAP_DECADES, GAP_LO_US,
     MAX_SERVER_SAMPLES, MAX_TOKEN_BINS,
 };
-use crate::server::sampler::{sample_once, unreachable, wait_drained, Drain, MetricNames, Sampler};
+use crate::server::sampler::{
+    mean_queue_wait_ms, sample_once, unreachable, wait_drained, Drain, MetricNames, MetricsSample,
+    Sampler,
+};
 use crate::timeline::{Channel, ErrorKind, EventRecord, Timeline, TokenCountSource};
 use crate::workload::request_id::RequestId;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -748,8 +751,9 @@ pub async fn run_cell(
     let clock = streams.clock.clone();
     let c = streams.c;
     let ended = drain(streams, client, names, cfg, &mut cell).await;
-    server_queued |= keep_server_samples(&mut cell, &ended.samples, &window, &clock);
+    let in_window = keep_server_samples(&mut cell, &ended.samples, &window, &clock);
     let facts = note_window(&mut cell, &window, &ended, &clock, names.is_none(), c);
+    server_queued |= note_queue(&mut cell, &in_window);
     let errors = count_errors(&mut cell, &ended);
     let looped_streams = note_loops(&mut cell, &ended.finished);
     note_token_counts(&mut cell, names, &window, &ended.finished);
@@ -1047,7 +1051,7 @@ struct Ended {
     finished: Vec<Finished>,
     /// Messages of the workers that panicked.
     panics: Vec<String>,
-    samples: Vec<crate::server::sampler::MetricsSample>,
+    samples: Vec<MetricsSample>,
     /// The connection error when the server could no longer be reached.
     server_unreachable: Option<crate::timeline::RequestError>,
 }
@@ -1109,13 +1113,14 @@ async fn drain(
 /// kept requests waiting for most of the window (queued).
 fn keep_server_samples(
     cell: &mut DecodeCell,
-    samples: &[crate::server::sampler::MetricsSample],
+    samples: &[MetricsSample],
     w: &Window,
     clock: &Clock,
-) -> bool {
-    let in_window: Vec<_> = samples
+) -> Vec<MetricsSample> {
+    let in_window: Vec<MetricsSample> = samples
         .iter()
         .filter(|s| s.t >= w.open && s.t <= w.close)
+        .copied()
         .collect();
     // Kept for the HTML report's chart of the server's load; strided down to a bounded count.
     let stride = in_window.len().div_ceil(MAX_SERVER_SAMPLES).max(1);
@@ -1128,9 +1133,20 @@ fn keep_server_samples(
             waiting: s.waiting,
         })
         .collect();
-    let waiting = in_window.iter().filter(|s| s.waiting > 0.0).count();
-    // A restarted stream waits a moment for admission; only persistent waiting is queueing.
-    !in_window.is_empty() && waiting * 2 > in_window.len()
+    in_window
+}
+
+/// Whether the server queued requests inside the window (see [`WindowQueue::queued`]), with a
+/// note where its queue-time histogram decided it. Needs the window's time between tokens.
+fn note_queue(cell: &mut DecodeCell, in_window: &[MetricsSample]) -> bool {
+    let q = WindowQueue {
+        samples: in_window.len(),
+        waiting_samples: in_window.iter().filter(|s| s.waiting > 0.0).count(),
+        mean_wait_ms: mean_queue_wait_ms(in_window),
+        step_ms: cell.tbt_ms_p50,
+    };
+    cell.notes.extend(q.note());
+    q.queued()
 }
 
 /// The window's figures and each request's summary; nothing where no window was opened.

@@ -1,7 +1,8 @@
 //! The rules that give the speed-test matrix's cells their statuses.
 //!
-//! Owns two pure rules: the pre-run capacity/fit verdict from server limits, and the post-run
-//! verdict from what a cell observed. The verdict vocabulary (Valid, Looped, Over capacity,
+//! Owns three pure rules: the pre-run capacity/fit verdict from server limits, whether the
+//! server queued requests inside a measured window, and the post-run verdict from what a cell
+//! observed. The verdict vocabulary (Valid, Looped, Over capacity,
 //! Failed, Queued, Skipped, Pending) is plain data owned by the report model
 //! ([`crate::report::status`]) and re-exported here. It must never measure, sleep or touch the
 //! network.
@@ -41,6 +42,59 @@ pub fn pre_run(
         }
     }
     None
+}
+
+/// How the server's queue looked inside a measured window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WindowQueue {
+    /// `/metrics` samples taken inside the window...
+    pub samples: usize,
+    /// ...and how many of them reported waiting requests.
+    pub waiting_samples: usize,
+    /// The mean time the requests the server counted inside the window waited before their
+    /// first step (its queue-time histogram), in ms; `None` where it has none.
+    pub mean_wait_ms: Option<f64>,
+    /// The window's time between tokens (p50), in ms: one engine step.
+    pub step_ms: Option<f64>,
+}
+
+/// A request that arrives while a step runs waits for that step to end before it joins the
+/// batch: under one step. Twice that leaves room for a late scheduler; a request held back for
+/// a free slot or free memory waits for another request to end, many steps.
+pub const ADMISSION_STEPS: f64 = 2.0;
+
+impl WindowQueue {
+    /// Whether requests queued inside the window: the server reported waiting requests in most
+    /// samples, and, where it says how long they waited, longer than [`ADMISSION_STEPS`] steps.
+    /// With short requests every stream restarts often, so a gauge read at a random instant
+    /// often finds a restart waiting for the step in flight; only the wait tells the two apart.
+    pub fn queued(&self) -> bool {
+        let persistent = self.samples > 0 && self.waiting_samples * 2 > self.samples;
+        match (self.mean_wait_ms, self.step_ms) {
+            (Some(wait), Some(step)) => persistent && wait > ADMISSION_STEPS * step,
+            _ => persistent,
+        }
+    }
+
+    /// Why the waiting gauge was or was not taken as queueing, where it alone would have said
+    /// queued and the wait was measured; `None` otherwise.
+    pub fn note(&self) -> Option<String> {
+        let (wait, step) = (self.mean_wait_ms?, self.step_ms?);
+        if self.waiting_samples * 2 <= self.samples {
+            return None;
+        }
+        let (n, of) = (self.waiting_samples, self.samples);
+        let steps = wait / step;
+        Some(if self.queued() {
+            format!(
+                "the server reported waiting requests in {n} of {of} samples, and requests waited {wait:.1} ms on average before their first step ({steps:.1} steps of {step:.1} ms): queued"
+            )
+        } else {
+            format!(
+                "the server reported waiting requests in {n} of {of} samples, but they waited {wait:.1} ms on average before their first step ({steps:.1} steps of {step:.1} ms): restarted requests joining the batch, not queueing"
+            )
+        })
+    }
 }
 
 /// What a finished decode cell observed, for the post-run verdict.
@@ -113,6 +167,55 @@ mod tests {
             kv_tokens: Some((kv, KvSource::UserFlag)),
             max_running: None,
         }
+    }
+
+    /// The failing CI run's cell: 16 streams of short requests, 3 samples, each with a restart
+    /// waiting (15 + 1, 15 + 1, 13 + 3); the mock's queue never held a request past a step.
+    #[test]
+    fn waiting_restarts_are_not_queueing_when_the_wait_is_under_a_step() {
+        let restarts = WindowQueue {
+            samples: 3,
+            waiting_samples: 3,
+            mean_wait_ms: Some(2.2),
+            step_ms: Some(4.5),
+        };
+        assert!(!restarts.queued());
+        assert!(restarts.note().unwrap().contains("not queueing"));
+        // Without the histogram the gauge alone decides, as before.
+        let gauge_only = WindowQueue {
+            mean_wait_ms: None,
+            ..restarts
+        };
+        assert!(gauge_only.queued());
+        assert_eq!(gauge_only.note(), None);
+        // Held back for a slot: the wait is a request's length, not a step.
+        let held = WindowQueue {
+            mean_wait_ms: Some(60.0),
+            ..restarts
+        };
+        assert!(held.queued());
+        assert!(held
+            .note()
+            .unwrap()
+            .contains("13.3 steps of 4.5 ms): queued"));
+        // The edge: exactly two steps is admission; a long wait seen in one sample of three
+        // is not persistent.
+        assert!(!WindowQueue {
+            mean_wait_ms: Some(9.0),
+            ..restarts
+        }
+        .queued());
+        assert!(WindowQueue {
+            mean_wait_ms: Some(9.1),
+            ..restarts
+        }
+        .queued());
+        assert!(!WindowQueue {
+            waiting_samples: 1,
+            ..held
+        }
+        .queued());
+        assert!(!WindowQueue::default().queued());
     }
 
     #[test]

@@ -178,6 +178,10 @@ pub struct EngineStats {
     pub prefix_cache_hits_total: u64,
     pub preemptions_total: u64,
     pub finished_total: u64,
+    /// Requests admitted from the waiting queue so far, and the time they spent in it from
+    /// arrival to the start of the step that admitted them (vLLM's `request_queue_time`).
+    pub admitted_total: u64,
+    pub queue_time_ns_total: u64,
 }
 
 impl EngineStats {
@@ -203,6 +207,8 @@ struct Seq {
     finish: Finish,
     max_tokens: u32,
     gen: TextGen,
+    /// When the request arrived (`add`'s `now`).
+    arrived: u64,
 }
 
 impl Seq {
@@ -426,6 +432,7 @@ impl Engine {
             max_tokens,
             gen: TextGen::new(s.seed, s.loop_after),
             prompt: s.prompt,
+            arrived: now,
         };
         self.seqs.insert(s.tag, seq);
         self.waiting.push_back(s.tag);
@@ -459,7 +466,9 @@ impl Engine {
         }
     }
 
-    fn admit(&mut self) {
+    /// Move waiting requests into the batch at a step that starts at `now`, in FCFS order,
+    /// while the running limit and the free blocks allow.
+    fn admit(&mut self, now: u64) {
         let bs = self.p.block_size as u64;
         while (self.running.len() as u32) < self.p.max_num_seqs {
             let Some(&tag) = self.waiting.front() else {
@@ -492,12 +501,14 @@ impl Engine {
             seq.computed = seq.cached;
             self.stats.prefix_cache_queries_total += seq.prompt.len() as u64;
             self.stats.prefix_cache_hits_total += seq.cached as u64;
+            self.stats.admitted_total += 1;
+            self.stats.queue_time_ns_total += now.saturating_sub(seq.arrived);
             self.running.push(tag);
         }
     }
 
     fn plan_step(&mut self, start: u64) {
-        self.admit();
+        self.admit(start);
         self.step_decode.clear();
         self.step_prefill.clear();
         let mut budget = self.p.max_num_batched_tokens;
@@ -728,6 +739,53 @@ mod tests {
             .max()
             .unwrap();
         assert!(first_token_ns(&out, 2) > last0);
+    }
+
+    #[test]
+    fn queue_time_runs_from_arrival_to_the_step_that_admits() {
+        let mut p = params();
+        p.max_num_seqs = 2;
+        let mut e = Engine::new(p);
+        // An idle engine admits at once; the others arrive during its first step.
+        e.add(0, seq(0, 16, 3)).unwrap();
+        // (Its 16-token prefill takes 160 µs.)
+        let arrival = 50_000;
+        for tag in 1..5 {
+            e.add(arrival, seq(tag, 16, 3)).unwrap();
+        }
+        assert_eq!(
+            (e.stats().admitted_total, e.stats().queue_time_ns_total),
+            (1, 0)
+        );
+        let out = run(&mut e);
+        // Each prompt fits one step, so a request was admitted at the start of the step that
+        // wrote its first token: the previous step's end, where every token of it is due.
+        let mut ends: Vec<u64> = out.iter().map(|x| x.due_ns).collect();
+        ends.sort_unstable();
+        ends.dedup();
+        let admitted_at = |tag| {
+            let first = first_token_ns(&out, tag);
+            ends.iter()
+                .copied()
+                .filter(|&t| t < first)
+                .max()
+                .unwrap_or(0)
+        };
+        let waits: u64 = (1..5).map(|tag| admitted_at(tag) - arrival).sum();
+        let s = e.stats();
+        assert_eq!((s.admitted_total, s.queue_time_ns_total), (5, waits));
+        // Request 2 waited for request 0's last token (the running limit), request 1 only for
+        // the end of the first step.
+        assert!(
+            admitted_at(2)
+                >= out
+                    .iter()
+                    .filter(|x| x.tag == 0)
+                    .map(|x| x.due_ns)
+                    .max()
+                    .unwrap()
+        );
+        assert_eq!(admitted_at(1), first_token_ns(&out, 0));
     }
 
     #[test]

@@ -89,6 +89,17 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
             v as f64
         );
     }
+    // vLLM's histogram of the time requests spent waiting before their first step; the mock
+    // keeps no buckets, so it writes the sum, the count and the one bucket that holds them all.
+    let name = "vllm:request_queue_time_seconds";
+    let _ = writeln!(
+        o,
+        "# HELP {name} Seconds each request waited before the step that admitted it.\n# TYPE {name} histogram\n\
+         {name}_sum{{{labels}}} {:?}\n{name}_bucket{{{labels},le=\"+Inf\"}} {:?}\n{name}_count{{{labels}}} {:?}",
+        s.queue_time_ns_total as f64 / 1e9,
+        s.admitted_total as f64,
+        s.admitted_total as f64
+    );
     if !cfg.spec_decode_acceptance.is_empty() {
         spec_decode(
             &mut o,
@@ -146,6 +157,8 @@ mod tests {
             used_blocks: 10,
             num_blocks: cfg.engine.num_blocks(),
             prompt_tokens_total: 7,
+            admitted_total: 4,
+            queue_time_ns_total: 1_500_000_000,
             ..EngineStats::default()
         };
         let text = render(&cfg, &stats);
@@ -158,5 +171,13 @@ mod tests {
             text.contains("vllm:prompt_tokens_total{engine=\"0\",model_name=\"mock-model\"} 7.0")
         );
         assert!(text.contains("kv_cache_max_concurrency=\"7.00\""));
+        for line in [
+            "vllm:request_queue_time_seconds_sum{engine=\"0\",model_name=\"mock-model\"} 1.5",
+            "vllm:request_queue_time_seconds_count{engine=\"0\",model_name=\"mock-model\"} 4.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in {text}");
+        }
+        // Well-formed: the whole page parses.
+        crate::proto::prometheus::parse(&text).unwrap();
     }
 }

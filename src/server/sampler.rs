@@ -29,6 +29,15 @@ pub struct MetricNames {
     pub generation_counted_at_end: bool,
     /// ...unless `/slots` adds the tokens of the requests in flight (llama.cpp).
     pub live_slots: bool,
+    /// The histogram of the time each request waited before the server first scheduled it.
+    pub queue_time: Option<Histogram>,
+}
+
+/// A Prometheus histogram's `_sum` and `_count` series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Histogram {
+    pub sum: &'static str,
+    pub count: &'static str,
 }
 
 impl MetricNames {
@@ -41,6 +50,10 @@ impl MetricNames {
                 preemptions: Some("vllm:num_preemptions_total"),
                 generation_counted_at_end: false,
                 live_slots: false,
+                queue_time: Some(Histogram {
+                    sum: "vllm:request_queue_time_seconds_sum",
+                    count: "vllm:request_queue_time_seconds_count",
+                }),
             }),
             EngineKind::Sglang => Some(MetricNames {
                 running: "sglang:num_running_reqs",
@@ -49,6 +62,11 @@ impl MetricNames {
                 preemptions: None,
                 generation_counted_at_end: false,
                 live_slots: false,
+                // sgl-project/sglang python/sglang/srt/metrics/collector.py at 00ae9c15.
+                queue_time: Some(Histogram {
+                    sum: "sglang:queue_time_seconds_sum",
+                    count: "sglang:queue_time_seconds_count",
+                }),
             }),
             EngineKind::Tgi => Some(MetricNames {
                 running: "tgi_batch_current_size",
@@ -57,6 +75,7 @@ impl MetricNames {
                 preemptions: None,
                 generation_counted_at_end: false,
                 live_slots: false,
+                queue_time: None,
             }),
             EngineKind::LlamaCpp => Some(MetricNames {
                 running: "llamacpp:requests_processing",
@@ -65,6 +84,7 @@ impl MetricNames {
                 preemptions: None,
                 generation_counted_at_end: true,
                 live_slots: true,
+                queue_time: None,
             }),
             EngineKind::Ollama | EngineKind::OpenAi => None,
         }
@@ -80,6 +100,9 @@ impl MetricNames {
             generation_tokens: self.generation_tokens.and_then(|n| prometheus::sum(&s, n)),
             preemptions: self.preemptions.and_then(|n| prometheus::sum(&s, n)),
             in_flight_tokens: None,
+            queue_time: self
+                .queue_time
+                .and_then(|h| Some((prometheus::sum(&s, h.sum)?, prometheus::sum(&s, h.count)?))),
         })
     }
 }
@@ -134,6 +157,8 @@ pub struct MetricsSample {
     /// Tokens generated so far by the requests in flight (llama.cpp's `/slots`), read
     /// consistently with `generation_tokens`; `None` where not read.
     pub in_flight_tokens: Option<f64>,
+    /// The queue-time histogram's sum (seconds) and count (requests) so far.
+    pub queue_time: Option<(f64, f64)>,
 }
 
 impl MetricsSample {
@@ -150,12 +175,21 @@ impl MetricsSample {
     }
 }
 
-/// Fetch and read `/metrics` once.
+/// The mean time, in ms, that the requests the server counted between the first and the last
+/// of `samples` had waited in its queue; `None` without the histogram or with none counted.
+pub fn mean_queue_wait_ms(samples: &[MetricsSample]) -> Option<f64> {
+    let (sum0, n0) = samples.iter().find_map(|s| s.queue_time)?;
+    let (sum1, n1) = samples.iter().rev().find_map(|s| s.queue_time)?;
+    let n = n1 - n0;
+    (n > 0.0).then(|| (sum1 - sum0) / n * 1e3)
+}
+
 /// The longest one `/metrics` poll may take. The client's own first-byte limit is minutes (for
 /// long prefills); a page that takes longer than this is a gap in the samples, not a stall of
 /// the cell waiting on it.
 pub const POLL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Fetch and read `/metrics` once (with `/slots` around it where the names need them).
 pub async fn sample_once(client: &Client, names: &MetricNames) -> Option<MetricsSample> {
     if !names.live_slots {
         return metrics_once(client, names).await;
@@ -341,6 +375,31 @@ mod tests {
         assert_eq!(s.waiting, 1.0);
         assert_eq!(s.generation_tokens, Some(100.0));
         assert_eq!(s.preemptions, None);
+    }
+
+    #[test]
+    fn the_queue_time_histogram_gives_the_mean_wait_between_two_samples() {
+        let n = MetricNames::for_engine(EngineKind::Vllm).unwrap();
+        let page = |sum: f64, count: u32| {
+            format!(
+                "vllm:num_requests_running{{engine=\"0\"}} 4\n\
+                 vllm:request_queue_time_seconds_sum{{engine=\"0\"}} {sum}\n\
+                 vllm:request_queue_time_seconds_bucket{{engine=\"0\",le=\"+Inf\"}} {count}\n\
+                 vllm:request_queue_time_seconds_count{{engine=\"0\"}} {count}\n"
+            )
+        };
+        let a = n.read(1, &page(0.5, 10)).unwrap();
+        assert_eq!(a.queue_time, Some((0.5, 10.0)));
+        // Between them, 4 requests waited 0.02 s in all: 5 ms each. A sample without the
+        // histogram (a page cut short) is skipped, not read as zero.
+        let gap = n.read(2, "vllm:num_requests_running 4\n").unwrap();
+        let b = n.read(3, &page(0.52, 14)).unwrap();
+        let mean = mean_queue_wait_ms(&[a, gap, b]).unwrap();
+        assert!((mean - 5.0).abs() < 1e-9, "{mean}");
+        // None counted in between, one sample, or no histogram at all: no figure.
+        assert_eq!(mean_queue_wait_ms(&[a, a]), None);
+        assert_eq!(mean_queue_wait_ms(&[a]), None);
+        assert_eq!(mean_queue_wait_ms(&[gap, gap]), None);
     }
 
     /// llama.cpp's `/slots` (current shape, trimmed): slot 0 busy with 17 tokens so far, slot 1
