@@ -7,13 +7,30 @@ use std::fmt::Write;
 
 /// Render the exposition text.
 pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
-    let e = &cfg.engine;
-    let kv_tokens = s.num_blocks as u64 * e.block_size as u64;
     let labels = format!(
         "engine=\"0\",model_name=\"{}\"",
         cfg.model.replace('\\', "\\\\").replace('"', "\\\"")
     );
     let mut o = String::with_capacity(2048);
+    cache_config(&mut o, cfg, s);
+    gauges(&mut o, &labels, s);
+    counters(&mut o, &labels, s);
+    queue_time(&mut o, &labels, s);
+    if !cfg.spec_decode_acceptance.is_empty() {
+        spec_decode(
+            &mut o,
+            &labels,
+            &cfg.spec_decode_acceptance,
+            s.generation_tokens_total,
+        );
+    }
+    o
+}
+
+/// `vllm:cache_config_info`: the KV cache's size and block size in its labels.
+fn cache_config(o: &mut String, cfg: &MockConfig, s: &EngineStats) {
+    let e = &cfg.engine;
+    let kv_tokens = s.num_blocks as u64 * e.block_size as u64;
     let _ = writeln!(
         o,
         "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig"
@@ -27,6 +44,10 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
         kv_tokens,
         s.num_blocks
     );
+}
+
+/// Running and waiting requests and the KV cache's use.
+fn gauges(o: &mut String, labels: &str, s: &EngineStats) {
     let gauges = [
         (
             "vllm:num_requests_running",
@@ -50,6 +71,10 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
             "# HELP {name} {help}\n# TYPE {name} gauge\n{name}{{{labels}}} {v:?}"
         );
     }
+}
+
+/// Preemptions, tokens, prefix-cache lookups and finished requests so far.
+fn counters(o: &mut String, labels: &str, s: &EngineStats) {
     let counters = [
         (
             "vllm:num_preemptions_total",
@@ -89,8 +114,11 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
             v as f64
         );
     }
-    // vLLM's histogram of the time requests spent waiting before their first step; the mock
-    // keeps no buckets, so it writes the sum, the count and the one bucket that holds them all.
+}
+
+/// vLLM's histogram of the time requests spent waiting before their first step; the mock keeps
+/// no buckets, so it writes the sum, the count and the one bucket that holds them all.
+fn queue_time(o: &mut String, labels: &str, s: &EngineStats) {
     let name = "vllm:request_queue_time_seconds";
     let _ = writeln!(
         o,
@@ -100,15 +128,6 @@ pub fn render(cfg: &MockConfig, s: &EngineStats) -> String {
         s.admitted_total as f64,
         s.admitted_total as f64
     );
-    if !cfg.spec_decode_acceptance.is_empty() {
-        spec_decode(
-            &mut o,
-            &labels,
-            &cfg.spec_decode_acceptance,
-            s.generation_tokens_total,
-        );
-    }
-    o
 }
 
 /// The fake speculative-decoding counters (see [`MockConfig::spec_decode_acceptance`]).
