@@ -6,7 +6,7 @@
 //! contiguous blocks keeps each shard's load spread over the whole schedule, so the union of
 //! the shards is the single-process run's requests at the single-process run's send offsets.
 //!
-//! Owns the `K/N` value, the selection rule, the common start (`--start-at`), and the merge's
+//! Owns the `K/N` value and its flags, the selection rule, the common start (`--start-at`), and the merge's
 //! tool-neutral half: the shards of one split each given once, the merged window (earliest
 //! start to latest end) and the clock rule's warnings. Pure. What a shard saves for the merge,
 //! and the figures recomputed from it, are the front end's (its result shape).
@@ -58,6 +58,31 @@ impl Shard {
     /// The indices of `0..total` this shard sends, ascending.
     pub fn indices(&self, total: usize) -> Vec<usize> {
         (self.index..total).step_by(self.count).collect()
+    }
+}
+
+/// The flags that split one run across machines, the same in every front end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct ShardFlags {
+    /// Send only shard K of N (0-based, like Kubernetes' JOB_COMPLETION_INDEX) of the run:
+    /// requests i with i % N == K, at their single-run send times. Every shard builds the whole
+    /// dataset and schedule from --seed and keeps every request in its result;
+    /// `llmspeed merge` recomputes the whole run from the shards' results (docs/distributed.md).
+    #[arg(long, value_name = "K/N", help_heading = "Many machines")]
+    pub shard: Option<Shard>,
+    /// Wait until this wall-clock time (Unix seconds, e.g. `date -u -d '+2 min' +%s`) before
+    /// the first request, so that every shard starts the schedule together.
+    #[arg(long = "start-at", value_name = "UNIX_SECONDS", value_parser = parse_start_at, help_heading = "Many machines")]
+    pub start_at_unix_ns: Option<u64>,
+}
+
+impl ShardFlags {
+    /// A shard is one run's share: a sweep or repeated runs are the shards run once per point.
+    pub fn check(&self, sweeping: bool, num_runs: usize) -> Result<(), String> {
+        if self.shard.is_some() && (sweeping || num_runs > 1) {
+            return Err("--shard runs one run's share: sweep and repeat by running the shards once per point (see docs/distributed.md)".into());
+        }
+        Ok(())
     }
 }
 
@@ -300,6 +325,21 @@ mod tests {
         assert!(clock_warnings(&near).is_empty());
         let mixed = [window("a", 0, 2, Some(at), at), window("b", 1, 2, None, at)];
         assert!(clock_warnings(&mixed)[0].contains("same --start-at"));
+    }
+
+    #[test]
+    fn a_shard_is_one_run_and_one_sweep_point() {
+        let one = ShardFlags {
+            shard: Some("1/4".parse().unwrap()),
+            start_at_unix_ns: None,
+        };
+        assert_eq!(one.check(false, 1), Ok(()));
+        for (sweeping, runs) in [(true, 1), (false, 2)] {
+            let e = one.check(sweeping, runs).unwrap_err();
+            assert!(e.starts_with("--shard runs one run's share"), "{e}");
+        }
+        // Without --shard, sweeps and repeats are the front end's to run.
+        assert_eq!(ShardFlags::default().check(true, 3), Ok(()));
     }
 
     #[test]

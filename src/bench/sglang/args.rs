@@ -12,6 +12,7 @@ use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::engine::session::Sweep;
+use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
@@ -154,15 +155,8 @@ pub struct SglangArgs {
     /// interval, printed and appended to `<output file>.runs.jsonl`.
     #[arg(long, default_value_t = 1, help_heading = "Sweeps and repeated runs")]
     pub num_runs: usize,
-    /// Send only shard K of N (0-based) of the run: requests i with i % N == K, at their
-    /// single-run send times; `llmspeed merge` recomputes the whole run from the shards'
-    /// records (docs/distributed.md).
-    #[arg(long, value_name = "K/N", help_heading = "Many machines")]
-    pub shard: Option<crate::bench::engine::shard::Shard>,
-    /// Wait until this wall-clock time (Unix seconds) before the first request, so that every
-    /// shard starts the schedule together.
-    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::bench::engine::shard::parse_start_at, help_heading = "Many machines")]
-    pub start_at: Option<u64>,
+    #[command(flatten)]
+    pub many: ShardFlags,
 
     // ---- SGLang flags llmspeed refuses (each fails naming itself) ----
     #[arg(long, hide = true)]
@@ -316,9 +310,7 @@ impl SglangArgs {
         if self.num_runs == 0 {
             return Err("--num-runs must be at least 1".into());
         }
-        if self.shard.is_some() && (sweep.is_some() || self.num_runs > 1) {
-            return Err("--shard runs one run's share: sweep and repeat by running the shards once per point (see docs/distributed.md)".into());
-        }
+        self.many.check(sweep.is_some(), self.num_runs)?;
         match &sweep {
             Some(Sweep::MaxConcurrency(_)) if self.max_concurrency.is_some() => Err(
                 "--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into(),
@@ -469,8 +461,8 @@ impl SglangArgs {
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
                 settle: Duration::from_secs(1),
             },
-            shard: self.shard,
-            start_at_unix_ns: self.start_at,
+            shard: self.many.shard,
+            start_at_unix_ns: self.many.start_at_unix_ns,
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
             // A request starts when it may run (its slot, never before its send time): SGLang's

@@ -7,6 +7,7 @@
 //! (never silently ignored).
 
 use crate::bench::engine::conversation::MultiTurnConfig;
+use crate::bench::engine::shard::ShardFlags;
 use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
@@ -561,15 +562,9 @@ pub struct ServeArgs {
     pub threads: usize,
 
     // ---- load from many machines (docs/distributed.md) ----
-    /// Send only shard K of N (0-based, like Kubernetes' JOB_COMPLETION_INDEX) of the run:
-    /// requests i with i % N == K, at their single-run send times. Every shard builds the whole
-    /// dataset and schedule from --seed. Implies --save-detailed; merge with `llmspeed merge`.
-    #[arg(long, value_name = "K/N", help_heading = "Many machines")]
-    pub shard: Option<crate::bench::engine::shard::Shard>,
-    /// Wait until this wall-clock time (Unix seconds, e.g. `date -u -d '+2 min' +%s`) before
-    /// the first request, so that every shard starts the schedule together.
-    #[arg(long, value_name = "UNIX_SECONDS", value_parser = crate::bench::engine::shard::parse_start_at, help_heading = "Many machines")]
-    pub start_at: Option<u64>,
+    // `--shard K/N` (implies --save-detailed) and `--start-at`.
+    #[command(flatten)]
+    pub many: ShardFlags,
 }
 
 /// Everything the runner needs, checked.
@@ -938,9 +933,7 @@ impl ServeArgs {
         {
             return Err("--sweep-request-rate sets --request-rate at each point: leave --request-rate and --ramp-up-* out".into());
         }
-        if self.shard.is_some() && (sweep.is_some() || self.num_runs > 1) {
-            return Err("--shard runs one run's share: sweep and repeat by running the shards once per point (see docs/distributed.md)".into());
-        }
+        self.many.check(sweep.is_some(), self.num_runs)?;
         if self.num_runs == 0 {
             return Err("--num-runs must be at least 1".into());
         }
@@ -1176,7 +1169,7 @@ impl ServeArgs {
             goodput,
             save_result: self.save_result,
             // A shard's per-request detail is what `llmspeed merge` recomputes the run from.
-            save_detailed: self.save_detailed || self.shard.is_some(),
+            save_detailed: self.save_detailed || self.many.shard.is_some(),
             append_result: self.append_result,
             result_dir: self.result_dir.clone(),
             result_filename: self.result_filename.clone(),
@@ -1199,8 +1192,8 @@ impl ServeArgs {
                 min_window_s: self.steady_state_min_window,
             }),
             dry_run: self.dry_run,
-            shard: self.shard,
-            start_at_unix_ns: self.start_at,
+            shard: self.many.shard,
+            start_at_unix_ns: self.many.start_at_unix_ns,
             self_timed: self.self_timed,
             probe_request_rate: self.probe_request_rate,
             lora_modules: self.lora_modules.clone(),
