@@ -82,8 +82,10 @@ pub struct Merged {
 pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     let first = shards.first().ok_or("no shard results to merge")?;
     let f = &first.block;
+    let windows = windows(shards);
     check_one_split(first, shards)?;
-    let (base, end) = shard::union(&windows(shards));
+    shard::each_once(&windows)?;
+    let (base, end) = shard::union(&windows);
     let all = pooled(shards, base)?;
     let records: Vec<RequestRecord> = all.iter().map(|x| x.1.clone()).collect();
     let metrics = compute(
@@ -96,8 +98,8 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
         },
     );
     let detailed = detailed(&all);
-    let warnings = clock_warnings(shards);
-    let extras = extras(shards, f, (base, end), &metrics, &warnings);
+    let warnings = shard::clock_warnings(&windows);
+    let extras = extras(&windows, f, (base, end), &metrics, &warnings);
     Ok(Merged {
         info: f.info.run_info(date),
         metrics,
@@ -107,7 +109,7 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
     })
 }
 
-/// The shards are one split's: the same run's identity, each shard exactly once.
+/// The shards are one split's: the same run's identity.
 fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), String> {
     let f = &first.block;
     for s in shards {
@@ -134,7 +136,7 @@ fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), St
             return Err(differs("--percentile-metrics or --metric-percentiles"));
         }
     }
-    shard::each_once(&windows(shards))
+    Ok(())
 }
 
 /// Each shard's window on the wall clock, for the engine's checks.
@@ -205,7 +207,7 @@ fn detailed(all: &[Pooled<'_>]) -> Detailed {
 
 /// The `llmspeed` key: where each shard ran, the merged run's window and the warnings.
 fn extras(
-    shards: &[ShardResult],
+    windows: &[Window<'_>],
     f: &ShardBlock,
     (base, end): (u64, u64),
     metrics: &BenchMetrics,
@@ -213,7 +215,7 @@ fn extras(
 ) -> Value {
     json!({
         "version": crate::VERSION,
-        "merged_from": shard::merged_from(&windows(shards), base),
+        "merged_from": shard::merged_from(windows, base),
         "start_unix_ns": base,
         "end_unix_ns": end.max(base),
         "seed": f.seed,
@@ -232,11 +234,6 @@ fn shifted(r: &RequestRecord, off: u64) -> RequestRecord {
         end_ns: r.end_ns.map(|t| t + off),
         ..r.clone()
     }
-}
-
-/// The clock rule of the module docs, as warnings (empty when the clocks look consistent).
-pub fn clock_warnings(shards: &[ShardResult]) -> Vec<String> {
-    shard::clock_warnings(&windows(shards))
 }
 
 #[cfg(test)]
@@ -384,6 +381,11 @@ mod tests {
             .contains("does not belong"));
     }
 
+    /// The engine's clock rule on this front end's shard results.
+    fn warnings(shards: &[ShardResult]) -> Vec<String> {
+        shard::clock_warnings(&windows(shards))
+    }
+
     #[test]
     fn clock_rule() {
         const AT: u64 = 1_796_050_800_000_000_000;
@@ -391,17 +393,17 @@ mod tests {
             shard(0, 2, AT + 2_000_000, AT + 9, Some(AT), vec![]),
             shard(1, 2, AT + 99_000_000, AT + 9, Some(AT), vec![]),
         ];
-        assert!(clock_warnings(&ok).is_empty());
+        assert!(warnings(&ok).is_empty());
         let late = [
             shard(0, 2, AT + 2_000_000, AT + 9, Some(AT), vec![]),
             shard(1, 2, AT + 101_000_000, AT + 9, Some(AT), vec![]),
         ];
-        let w = clock_warnings(&late);
+        let w = warnings(&late);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("shard 1/2") && w[0].contains("101.0 ms after"));
         // Without --start-at: a spread of 1 s passes, more warns.
         let spread = |d| {
-            clock_warnings(&[
+            warnings(&[
                 shard(0, 2, AT, AT + 9, None, vec![]),
                 shard(1, 2, AT + d, AT + 9, None, vec![]),
             ])
@@ -412,6 +414,6 @@ mod tests {
             shard(0, 2, AT, AT + 9, Some(AT), vec![]),
             shard(1, 2, AT, AT + 9, None, vec![]),
         ];
-        assert!(clock_warnings(&mixed)[0].contains("same --start-at"));
+        assert!(warnings(&mixed)[0].contains("same --start-at"));
     }
 }
