@@ -94,7 +94,24 @@ fn bad_request(message: &str) -> Response<MockBody> {
     error_response(StatusCode::BAD_REQUEST, message, None)
 }
 
-/// Route one request.
+/// Every path the mock serves, for the 405 of a wrong method.
+const ROUTES: &[&str] = &[
+    "/health",
+    "/version",
+    "/v1/models",
+    "/metrics",
+    "/tokenize",
+    "/detokenize",
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/generate",
+    "/generate_stream",
+    "/get_server_info",
+    "/server_info",
+    "/flush_cache",
+];
+
+/// Answer one request: the request id checked and echoed, a loading server's 503, the route.
 pub async fn handle(
     app: Arc<App>,
     ctl: Arc<ConnCtl>,
@@ -106,65 +123,38 @@ pub async fn handle(
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let fault_header = req
-        .headers()
-        .get("x-mock-fault")
-        .map(|v| v.to_str().map(str::parse::<Fault>));
     if app.cfg.uuid_request_ids && request_id.as_deref().is_some_and(|id| !python_uuid(id)) {
         return respond(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
     }
-    let method = req.method().clone();
     let path = req.uri().path().to_owned();
     if still_loading(&app, &path) {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "Loading model", None);
     }
-    let mut resp = match (&method, path.as_str()) {
+    let mut resp = route(&app, &ctl, req, &path, request_id.clone()).await;
+    if let Some(id) = request_id.and_then(|id| header::HeaderValue::from_str(&id).ok()) {
+        resp.headers_mut().insert("x-request-id", id);
+    }
+    resp
+}
+
+/// The endpoint `path` names, by method; 405 for a known path and the wrong method, else 404.
+async fn route(
+    app: &Arc<App>,
+    ctl: &Arc<ConnCtl>,
+    req: Request<Incoming>,
+    path: &str,
+    request_id: Option<String>,
+) -> Response<MockBody> {
+    let method = req.method().clone();
+    match (&method, path) {
         (&Method::GET, "/health") => respond(StatusCode::OK, "application/json", Bytes::new()),
         (&Method::GET, "/version") => {
             json_response(StatusCode::OK, &json!({"version": app.cfg.version}))
         }
-        (&Method::GET, "/v1/models") => json_response(StatusCode::OK, &models(&app)),
-        (&Method::GET, "/metrics") => {
-            let page = super::metrics::render(&app.cfg, &app.driver.stats().await);
-            if !app.cfg.metrics_delay.is_zero() {
-                tokio::time::sleep(app.cfg.metrics_delay).await;
-            }
-            respond(
-                StatusCode::OK,
-                "text/plain; version=0.0.4; charset=utf-8",
-                page,
-            )
-        }
-        (&Method::GET, "/get_server_info" | "/server_info") => {
-            let p = app.driver.params();
-            json_response(
-                StatusCode::OK,
-                &native::server_info(
-                    &app.cfg.model,
-                    &app.cfg.version,
-                    app.cfg.max_model_len,
-                    p.kv_tokens,
-                    p.block_size,
-                    p.max_num_seqs,
-                ),
-            )
-        }
-        (&Method::GET | &Method::POST, "/flush_cache") => {
-            // SGLang's answer, plain text; it refuses while requests run or wait.
-            if app.driver.flush_cache().await {
-                respond(
-                    StatusCode::OK,
-                    "text/plain; charset=utf-8",
-                    "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
-                )
-            } else {
-                respond(
-                    StatusCode::BAD_REQUEST,
-                    "text/plain; charset=utf-8",
-                    "Flush cache failed.\n",
-                )
-            }
-        }
+        (&Method::GET, "/v1/models") => json_response(StatusCode::OK, &models(app)),
+        (&Method::GET, "/metrics") => metrics(app).await,
+        (&Method::GET, "/get_server_info" | "/server_info") => server_info(app),
+        (&Method::GET | &Method::POST, "/flush_cache") => flush_cache(app).await,
         (
             &Method::POST,
             "/tokenize"
@@ -173,57 +163,94 @@ pub async fn handle(
             | "/v1/chat/completions"
             | "/generate"
             | "/generate_stream",
-        ) => {
-            let body = match read_json(req).await {
-                Ok(v) => v,
-                Err(r) => return r,
-            };
-            match path.as_str() {
-                "/tokenize" => tokenize(&app, &body),
-                "/detokenize" => detokenize(&app, &body),
-                _ => {
-                    let fault = match fault_header {
-                        Some(Ok(Ok(f))) => Some(f),
-                        Some(Ok(Err(e))) => return bad_request(&format!("x-mock-fault: {e}")),
-                        Some(Err(_)) => return bad_request("x-mock-fault is not ASCII"),
-                        None => None,
-                    };
-                    let flavor = match path.as_str() {
-                        "/v1/chat/completions" => Flavor::Chat,
-                        "/generate" => Flavor::Sglang,
-                        "/generate_stream" => Flavor::Tgi,
-                        _ => Flavor::Completions,
-                    };
-                    generate(&app, &ctl, &body, flavor, request_id.clone(), fault).await
-                }
-            }
-        }
-        (
-            _,
-            "/health"
-            | "/version"
-            | "/v1/models"
-            | "/metrics"
-            | "/tokenize"
-            | "/detokenize"
-            | "/v1/completions"
-            | "/v1/chat/completions"
-            | "/generate"
-            | "/generate_stream"
-            | "/get_server_info"
-            | "/server_info"
-            | "/flush_cache",
-        ) => error_response(
+        ) => post(app, ctl, req, path, request_id).await,
+        (_, p) if ROUTES.contains(&p) => error_response(
             StatusCode::METHOD_NOT_ALLOWED,
             &format!("method {method} not allowed on {path}"),
             None,
         ),
         _ => error_response(StatusCode::NOT_FOUND, &format!("no route {path}"), None),
-    };
-    if let Some(id) = request_id.and_then(|id| header::HeaderValue::from_str(&id).ok()) {
-        resp.headers_mut().insert("x-request-id", id);
     }
-    resp
+}
+
+/// `/metrics`, after the configured delay.
+async fn metrics(app: &App) -> Response<MockBody> {
+    let page = super::metrics::render(&app.cfg, &app.driver.stats().await);
+    if !app.cfg.metrics_delay.is_zero() {
+        tokio::time::sleep(app.cfg.metrics_delay).await;
+    }
+    respond(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        page,
+    )
+}
+
+/// SGLang's `/get_server_info` (also `/server_info`).
+fn server_info(app: &App) -> Response<MockBody> {
+    let p = app.driver.params();
+    json_response(
+        StatusCode::OK,
+        &native::server_info(
+            &app.cfg.model,
+            &app.cfg.version,
+            app.cfg.max_model_len,
+            p.kv_tokens,
+            p.block_size,
+            p.max_num_seqs,
+        ),
+    )
+}
+
+/// SGLang's `/flush_cache`: plain text, refused while requests run or wait.
+async fn flush_cache(app: &App) -> Response<MockBody> {
+    if app.driver.flush_cache().await {
+        respond(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting requests, the operation will not be performed.)\n",
+        )
+    } else {
+        respond(
+            StatusCode::BAD_REQUEST,
+            "text/plain; charset=utf-8",
+            "Flush cache failed.\n",
+        )
+    }
+}
+
+/// The endpoints that take a JSON body: tokenizing, and generating in each flavor (with the
+/// `x-mock-fault` a test asked for).
+async fn post(
+    app: &Arc<App>,
+    ctl: &Arc<ConnCtl>,
+    req: Request<Incoming>,
+    path: &str,
+    request_id: Option<String>,
+) -> Response<MockBody> {
+    let fault_header = req
+        .headers()
+        .get("x-mock-fault")
+        .map(|v| v.to_str().map(str::parse::<Fault>));
+    let body = match read_json(req).await {
+        Ok(v) => v,
+        Err(r) => return r,
+    };
+    let flavor = match path {
+        "/tokenize" => return tokenize(app, &body),
+        "/detokenize" => return detokenize(app, &body),
+        "/v1/chat/completions" => Flavor::Chat,
+        "/generate" => Flavor::Sglang,
+        "/generate_stream" => Flavor::Tgi,
+        _ => Flavor::Completions,
+    };
+    let fault = match fault_header {
+        Some(Ok(Ok(f))) => Some(f),
+        Some(Ok(Err(e))) => return bad_request(&format!("x-mock-fault: {e}")),
+        Some(Err(_)) => return bad_request("x-mock-fault is not ASCII"),
+        None => None,
+    };
+    generate(app, ctl, &body, flavor, request_id, fault).await
 }
 
 /// Whether this request is one of the first `loading_requests` (llama.cpp's public endpoints
