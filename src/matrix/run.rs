@@ -87,6 +87,26 @@ pub async fn plan_run(
         .or_else(|| info.model.clone())
         .ok_or("the server lists no model; pass --model")?;
     let plan = Plan::new(&cfg.plan, info.limits());
+    let mode = prompt_tokens(cfg, &info)?;
+    let settings = settings(cfg, &plan, mode);
+    let (prefill, decode) = rows_from_plan(&plan);
+    // A child process and a few /proc files: off the runtime's threads.
+    let (machine, gpus) = tokio::task::spawn_blocking(|| (crate::sys::machine(), gpu::list()))
+        .await
+        .map_err(|e| format!("reading the machine's facts: {e}"))?;
+    let report = MatrixReport {
+        schema_version: SCHEMA_VERSION,
+        methodology: methodology(&settings),
+        metadata: metadata(cfg, &info, model, settings, machine, gpus),
+        prefill,
+        decode,
+    };
+    Ok(Prepared0 { info, plan, report })
+}
+
+/// How prompts are sized: what `--prompt-mode` asks for, or on `auto` the best the server
+/// allows; an error where the asked way cannot work on this server and endpoint.
+fn prompt_tokens(cfg: &MatrixConfig, info: &ServerInfo) -> Result<PromptTokens, String> {
     // Only a verified dialect counts, and chat prompts only where it applies the template.
     let server_counts = info
         .tokenize
@@ -123,7 +143,12 @@ pub async fn plan_run(
             (None, None) => "the server has no /tokenize that counts a known text (try --prompt-mode token-ids or usage)".into(),
         });
     }
-    let settings = Settings {
+    Ok(mode)
+}
+
+/// The run's settings as results.json records them.
+fn settings(cfg: &MatrixConfig, plan: &Plan, mode: PromptTokens) -> Settings {
+    Settings {
         duration_s: cfg.duration.as_secs_f64(),
         max_tokens: cfg.plan.max_tokens,
         // Off when no prefill row will run (none planned, or all Over capacity / Skipped).
@@ -145,58 +170,57 @@ pub async fn plan_run(
             min_span_chars: cfg.repetition.min_span as u64,
             max_period_chars: cfg.repetition.max_period as u64,
         }),
-    };
-    let (prefill, decode) = rows_from_plan(&plan);
+    }
+}
+
+/// The report's metadata: tool, server, model, machine and settings.
+fn metadata(
+    cfg: &MatrixConfig,
+    info: &ServerInfo,
+    model: String,
+    settings: Settings,
+    machine: crate::sys::Machine,
+    gpus: gpu::Listing,
+) -> Metadata {
     let h = &cfg.header;
-    // A child process and a few /proc files: off the runtime's threads.
-    let (machine, gpus) = tokio::task::spawn_blocking(|| (crate::sys::machine(), gpu::list()))
-        .await
-        .map_err(|e| format!("reading the machine's facts: {e}"))?;
-    let report = MatrixReport {
-        schema_version: SCHEMA_VERSION,
-        metadata: Metadata {
-            tool: "llmspeed".into(),
-            tool_version: crate::VERSION.into(),
-            date: rfc3339(unix_now()),
-            interrupted: None,
-            base_url: Some(cfg.base_url.clone()),
-            simulated_server: h.simulated_server.clone(),
-            hardware: Hardware {
-                // The server's accelerator is what the user told (--gpu, --vram-gb,
-                // --hardware); what was measured is this (the client's) machine, below.
-                kind: None,
-                gpu: h.gpu.clone(),
-                vram_gb: h.vram_gb,
-                os: Some(std::env::consts::OS.to_string()),
-                description: h.hardware.clone(),
-                client: Some(client_machine(machine)),
-                gpus: gpus.gpus,
-                gpu_source: Some(gpus.source),
-            },
-            engine: Engine {
-                name: Some(info.engine.as_str().into()),
-                version: info.version.clone(),
-                quantization: None,
-                backend: None,
-                repository: info.engine.repository().map(String::from),
-                build: h.engine_build.clone(),
-                commit: None,
-            },
-            model: ModelInfo {
-                id: model,
-                name: info.model_name.clone(),
-                revision: None,
-            },
-            server_limits: Limits::from(info.limits()),
-            settings: settings.clone(),
-            launch_command: h.launch_command.clone(),
-            notes: h.notes.clone(),
+    Metadata {
+        tool: "llmspeed".into(),
+        tool_version: crate::VERSION.into(),
+        date: rfc3339(unix_now()),
+        interrupted: None,
+        base_url: Some(cfg.base_url.clone()),
+        simulated_server: h.simulated_server.clone(),
+        hardware: Hardware {
+            // The server's accelerator is what the user told (--gpu, --vram-gb,
+            // --hardware); what was measured is this (the client's) machine, below.
+            kind: None,
+            gpu: h.gpu.clone(),
+            vram_gb: h.vram_gb,
+            os: Some(std::env::consts::OS.to_string()),
+            description: h.hardware.clone(),
+            client: Some(client_machine(machine)),
+            gpus: gpus.gpus,
+            gpu_source: Some(gpus.source),
         },
-        methodology: methodology(&settings),
-        prefill,
-        decode,
-    };
-    Ok(Prepared0 { info, plan, report })
+        engine: Engine {
+            name: Some(info.engine.as_str().into()),
+            version: info.version.clone(),
+            quantization: None,
+            backend: None,
+            repository: info.engine.repository().map(String::from),
+            build: h.engine_build.clone(),
+            commit: None,
+        },
+        model: ModelInfo {
+            id: model,
+            name: info.model_name.clone(),
+            revision: None,
+        },
+        server_limits: Limits::from(info.limits()),
+        settings,
+        launch_command: h.launch_command.clone(),
+        notes: h.notes.clone(),
+    }
 }
 
 fn client_machine(m: crate::sys::Machine) -> ClientMachine {
