@@ -14,6 +14,7 @@ use crate::workload::trace;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -516,122 +517,140 @@ pub fn to_text(
     seed: u64,
     mut count: Option<&mut TokenCounter<'_>>,
 ) -> Result<(), DatasetError> {
-    use crate::workload::prose::{CalibrateError, Prompt, PromptBuilder};
     // One text per distinct prefix (by identity: samples share the `Arc`).
     let mut prefixes: Vec<(*const u32, String)> = Vec::new();
-    let text_of = |n: u64, seed: u64, count: &mut Option<&mut TokenCounter<'_>>| {
-        let mut b = PromptBuilder::bare(seed);
-        let Some(count) = count.as_deref_mut() else {
-            let Prompt::Text(t) = b.build((n as f64 / 1.3).round() as usize) else {
-                unreachable!("bare prompts are text")
-            };
-            return Ok::<_, DatasetError>((t, n));
-        };
-        let c = match b.calibrate(n, |p| count(prompt_text(p)), 20) {
-            Ok(c) => c,
-            // The closest text: its true size is reported, not the asked one.
-            Err(CalibrateError::NotExact { best, .. }) => *best,
-            Err(CalibrateError::TooSmall { overhead, .. }) => {
-                return Err(DatasetError::Count(format!(
-                    "an empty text already counts {overhead} tokens, more than the {n} asked for"
-                )))
-            }
-            Err(e) => return Err(DatasetError::Count(e.to_string())),
-        };
-        let Prompt::Text(t) = c.prompt else {
-            unreachable!("bare prompts are text")
-        };
-        Ok((t, c.tokens))
-    };
-    // A trace block's text, by hash id: the same words wherever the block is used, so the
-    // trace's prefix sharing survives as shared leading text (not calibrated block by block:
-    // a Mooncake trace names ~180K blocks; the whole prompt is counted once instead).
-    let mut blocks: std::collections::HashMap<u64, String> = Default::default();
-    let words_for = |n: u32| ((n as f64 / 1.3).round() as usize).max(1);
+    // A trace block's text by hash id (see `trace_text`).
+    let mut blocks: HashMap<u64, String> = HashMap::new();
     for (i, s) in samples.iter_mut().enumerate() {
-        if let PromptSource::Blocks {
-            hash_ids,
-            block,
-            len,
-            tail_seed,
-            ..
-        } = &s.prompt
-        {
-            let mut text = String::new();
-            let mut left = *len;
-            for &h in hash_ids.iter() {
-                if left == 0 {
-                    break;
+        let text = match &s.prompt {
+            PromptSource::Blocks {
+                hash_ids,
+                block,
+                len,
+                tail_seed,
+                ..
+            } => trace_text(hash_ids, *block, *len, *tail_seed, seed, &mut blocks),
+            PromptSource::Synthetic { prefix, len, .. } => {
+                let sample_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let prefix = shared_prefix_text(prefix, seed, &mut prefixes, &mut count)?;
+                let (suffix, _) = sized_text(*len as u64, sample_seed, &mut count)?;
+                match prefix {
+                    Some(p) => format!("{p}\n\n{suffix}"),
+                    None => suffix,
                 }
-                let full = blocks.entry(h).or_insert_with(|| {
-                    let Prompt::Text(t) =
-                        PromptBuilder::bare(seed ^ h.rotate_left(17)).build(words_for(*block))
-                    else {
-                        unreachable!("bare prompts are text")
-                    };
-                    t
-                });
-                let n = left.min(*block);
-                if !text.is_empty() {
-                    text.push(' ');
-                }
-                if n == *block {
-                    text.push_str(full);
-                } else {
-                    // A partial block is the block's first words.
-                    let words: Vec<&str> = full.split(' ').take(words_for(n)).collect();
-                    text.push_str(&words.join(" "));
-                }
-                left -= n;
             }
-            if left > 0 {
-                let Prompt::Text(t) = PromptBuilder::bare(*tail_seed).build(words_for(left)) else {
-                    unreachable!("bare prompts are text")
-                };
-                if !text.is_empty() {
-                    text.push(' ');
-                }
-                text.push_str(&t);
-            }
-            if let Some(c) = count.as_deref_mut() {
-                s.prompt_len = counted(c, &text)?;
-            }
-            s.prompt = PromptSource::Text(text);
-            continue;
-        }
-        let PromptSource::Synthetic { prefix, len, .. } = &s.prompt else {
-            continue;
+            PromptSource::Text(_) => continue,
         };
-        let sample_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut text = String::new();
-        if !prefix.is_empty() {
-            let key = prefix.as_ptr();
-            let pos = match prefixes.iter().position(|(k, _)| *k == key) {
-                Some(p) => p,
-                None => {
-                    let (t, _) = text_of(
-                        prefix.len() as u64,
-                        seed ^ prefixes.len() as u64,
-                        &mut count,
-                    )?;
-                    prefixes.push((key, t));
-                    prefixes.len() - 1
-                }
-            };
-            text.push_str(&prefixes[pos].1);
-            text.push_str("\n\n");
+        // The whole text once more: a prefix and a suffix counted apart can differ from the
+        // two together (BOS, merges at the seam).
+        if let Some(c) = count.as_deref_mut() {
+            s.prompt_len = counted(c, &text)?;
         }
-        let (suffix, _) = text_of(*len as u64, sample_seed, &mut count)?;
-        text.push_str(&suffix);
-        s.prompt_len = match count.as_deref_mut() {
-            // The whole text once more: a prefix and a suffix counted apart can differ from
-            // the two together (BOS, merges at the seam).
-            Some(c) => counted(c, &text)?,
-            None => s.prompt_len,
-        };
         s.prompt = PromptSource::Text(text);
     }
     Ok(())
+}
+
+/// Words for `n` tokens at 1.3 tokens per word (at least one).
+fn words_for(n: u32) -> usize {
+    ((n as f64 / 1.3).round() as usize).max(1)
+}
+
+/// Bare prose of `words` words from `seed`.
+fn bare_text(seed: u64, words: usize) -> String {
+    match crate::workload::prose::PromptBuilder::bare(seed).build(words) {
+        crate::workload::prose::Prompt::Text(t) => t,
+        _ => unreachable!("bare prompts are text"),
+    }
+}
+
+/// Prose of `n` tokens from `seed` and its size: calibrated with `count` (the closest text
+/// where none is exact, with its true size), else at 1.3 tokens per word with `n` as its size.
+fn sized_text(
+    n: u64,
+    seed: u64,
+    count: &mut Option<&mut TokenCounter<'_>>,
+) -> Result<(String, u64), DatasetError> {
+    use crate::workload::prose::{CalibrateError, Prompt, PromptBuilder};
+    let Some(count) = count.as_deref_mut() else {
+        return Ok((bare_text(seed, (n as f64 / 1.3).round() as usize), n));
+    };
+    let c = match PromptBuilder::bare(seed).calibrate(n, |p| count(prompt_text(p)), 20) {
+        Ok(c) => c,
+        // The closest text: its true size is reported, not the asked one.
+        Err(CalibrateError::NotExact { best, .. }) => *best,
+        Err(CalibrateError::TooSmall { overhead, .. }) => {
+            return Err(DatasetError::Count(format!(
+                "an empty text already counts {overhead} tokens, more than the {n} asked for"
+            )))
+        }
+        Err(e) => return Err(DatasetError::Count(e.to_string())),
+    };
+    let Prompt::Text(t) = c.prompt else {
+        unreachable!("bare prompts are text")
+    };
+    Ok((t, c.tokens))
+}
+
+/// The text of a shared prefix of token ids, made once per distinct prefix; `None` for none.
+fn shared_prefix_text(
+    prefix: &Arc<[u32]>,
+    seed: u64,
+    prefixes: &mut Vec<(*const u32, String)>,
+    count: &mut Option<&mut TokenCounter<'_>>,
+) -> Result<Option<String>, DatasetError> {
+    if prefix.is_empty() {
+        return Ok(None);
+    }
+    let key = prefix.as_ptr();
+    if let Some((_, t)) = prefixes.iter().find(|(k, _)| *k == key) {
+        return Ok(Some(t.clone()));
+    }
+    let (t, _) = sized_text(prefix.len() as u64, seed ^ prefixes.len() as u64, count)?;
+    prefixes.push((key, t.clone()));
+    Ok(Some(t))
+}
+
+/// A trace prompt's text: each block by hash id the same words wherever it is used, so the
+/// trace's prefix sharing survives as shared leading text (not calibrated block by block: a
+/// Mooncake trace names ~180K blocks; the whole prompt is counted once instead), a partial
+/// block its first words, and what the blocks leave of `len` prose of its own.
+fn trace_text(
+    hash_ids: &[u64],
+    block: u32,
+    len: u32,
+    tail_seed: u64,
+    seed: u64,
+    blocks: &mut HashMap<u64, String>,
+) -> String {
+    let mut text = String::new();
+    let mut push = |part: &str| {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(part);
+    };
+    let mut left = len;
+    for &h in hash_ids {
+        if left == 0 {
+            break;
+        }
+        let full = blocks
+            .entry(h)
+            .or_insert_with(|| bare_text(seed ^ h.rotate_left(17), words_for(block)));
+        let n = left.min(block);
+        if n == block {
+            push(full);
+        } else {
+            let words: Vec<&str> = full.split(' ').take(words_for(n)).collect();
+            push(&words.join(" "));
+        }
+        left -= n;
+    }
+    if left > 0 {
+        push(&bare_text(tail_seed, words_for(left)));
+    }
+    text
 }
 
 fn prompt_text(p: &crate::workload::prose::Prompt) -> &str {
