@@ -144,7 +144,70 @@ fn secs(flag: &str, v: f64) -> Result<Duration, CliError> {
     Ok(Duration::from_secs_f64(v))
 }
 
+/// `matrix`'s flags, checked, as the run's configuration.
 pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> {
+    let plan = plan_config(a)?;
+    let duration = if a.mock && a.duration == 30.0 {
+        5.0
+    } else {
+        a.duration
+    };
+    let repetition = repetition(a)?;
+    let tokenizer = local_tokenizer(a)?;
+    Ok(MatrixConfig {
+        tokenizer,
+        plan,
+        duration: secs("--duration", duration)?,
+        model: a.model.clone(),
+        chat: a.chat,
+        prompt_mode: match a.prompt_mode {
+            PromptModeArg::Auto => PromptMode::Auto,
+            PromptModeArg::TokenIds => PromptMode::TokenIds,
+            PromptModeArg::Tokenize => PromptMode::Tokenize,
+            PromptModeArg::Usage => PromptMode::Usage,
+        },
+        seed: a.seed,
+        ignore_eos: !a.no_ignore_eos,
+        out_dir: a
+            .resume
+            .clone()
+            .or_else(|| a.out.clone())
+            .unwrap_or_else(default_out_dir),
+        resume: a.resume.is_some(),
+        resume_force: a.resume_force,
+        retry_looped: a.on_loop == OnLoop::Retry,
+        repetition,
+        overrides: a.limits.overrides(),
+        header: HeaderFacts {
+            gpu: a.gpu.clone(),
+            vram_gb: a.vram_gb,
+            hardware: a.hardware.clone(),
+            launch_command: a.launch_command.clone(),
+            engine_build: a.engine_build.clone(),
+            notes: a.notes.clone(),
+            simulated_server: None,
+        },
+        ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
+        ready_stable: ready_stable(a)?,
+        prompt_cache: if a.no_prompt_cache {
+            None
+        } else {
+            a.prompt_cache.clone().or_else(default_prompt_cache)
+        },
+        drain_timeout: Duration::from_secs(60),
+        ready_check_timeout: Duration::from_secs(
+            a.conn
+                .as_ref()
+                .map_or(0, |c| c.ready_check_timeout(READY_CHECK_DEFAULT_S)),
+        ),
+        base_url: base_url.to_string(),
+        skip_warmup: false,
+    })
+}
+
+/// The grid: contexts, prefill contexts, concurrency levels and max tokens (a reduced grid
+/// with `--mock`).
+fn plan_config(a: &MatrixArgs) -> Result<PlanConfig, CliError> {
     let usage = |e: crate::matrix::plan::PlanError| CliError::usage(e.to_string());
     // Requests carry max_tokens as a 32-bit count; a larger value must not wrap silently.
     if a.max_tokens == 0 || a.max_tokens > u64::from(u32::MAX) {
@@ -185,11 +248,11 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
             .or_else(|| parse_contexts("--contexts", "2k,8k,max").ok());
         plan.concurrency = plan.concurrency.or_else(|| Some(vec![1, 4, 16, 64]));
     }
-    let duration = if a.mock && a.duration == 30.0 {
-        5.0
-    } else {
-        a.duration
-    };
+    Ok(plan)
+}
+
+/// The loop rule, checked by building a detector with it.
+fn repetition(a: &MatrixArgs) -> Result<RepetitionConfig, CliError> {
     let repetition = RepetitionConfig {
         min_repeats: a.loop_min_repeats,
         min_span: a.loop_min_span,
@@ -197,70 +260,31 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
     };
     crate::analysis::repetition::RepetitionDetector::new(repetition)
         .map_err(|e| CliError::usage(format!("loop rule: {e}")))?;
-    let tokenizer = match &a.tokenizer {
+    Ok(repetition)
+}
+
+/// `--tokenizer`, loaded.
+fn local_tokenizer(
+    a: &MatrixArgs,
+) -> Result<Option<std::sync::Arc<crate::workload::tokenizer::LocalTokenizer>>, CliError> {
+    Ok(match &a.tokenizer {
         Some(spec) => Some(std::sync::Arc::new(
             crate::workload::tokenizer::LocalTokenizer::load(spec)
                 .map_err(|e| CliError::usage(e.to_string()))?,
         )),
         None => None,
-    };
-    Ok(MatrixConfig {
-        tokenizer,
-        plan,
-        duration: secs("--duration", duration)?,
-        model: a.model.clone(),
-        chat: a.chat,
-        prompt_mode: match a.prompt_mode {
-            PromptModeArg::Auto => PromptMode::Auto,
-            PromptModeArg::TokenIds => PromptMode::TokenIds,
-            PromptModeArg::Tokenize => PromptMode::Tokenize,
-            PromptModeArg::Usage => PromptMode::Usage,
-        },
-        seed: a.seed,
-        ignore_eos: !a.no_ignore_eos,
-        out_dir: a
-            .resume
-            .clone()
-            .or_else(|| a.out.clone())
-            .unwrap_or_else(default_out_dir),
-        resume: a.resume.is_some(),
-        resume_force: a.resume_force,
-        retry_looped: a.on_loop == OnLoop::Retry,
-        repetition,
-        overrides: a.limits.overrides(),
-        header: HeaderFacts {
-            gpu: a.gpu.clone(),
-            vram_gb: a.vram_gb,
-            hardware: a.hardware.clone(),
-            launch_command: a.launch_command.clone(),
-            engine_build: a.engine_build.clone(),
-            notes: a.notes.clone(),
-            simulated_server: None,
-        },
-        ready_timeout: secs("--ready-timeout", a.ready_timeout)?,
-        ready_stable: {
-            let v = a.ready_stable.unwrap_or(if a.mock { 1.0 } else { 3.0 });
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(CliError::usage(
-                    "--ready-stable must be zero or a positive number of seconds",
-                ));
-            }
-            Duration::from_secs_f64(v)
-        },
-        prompt_cache: if a.no_prompt_cache {
-            None
-        } else {
-            a.prompt_cache.clone().or_else(default_prompt_cache)
-        },
-        drain_timeout: Duration::from_secs(60),
-        ready_check_timeout: Duration::from_secs(
-            a.conn
-                .as_ref()
-                .map_or(0, |c| c.ready_check_timeout(READY_CHECK_DEFAULT_S)),
-        ),
-        base_url: base_url.to_string(),
-        skip_warmup: false,
     })
+}
+
+/// `--ready-stable`: given, or 1 s with `--mock` and 3 s otherwise.
+fn ready_stable(a: &MatrixArgs) -> Result<Duration, CliError> {
+    let v = a.ready_stable.unwrap_or(if a.mock { 1.0 } else { 3.0 });
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(CliError::usage(
+            "--ready-stable must be zero or a positive number of seconds",
+        ));
+    }
+    Ok(Duration::from_secs_f64(v))
 }
 
 /// `matrix --mock`'s simulated server, on its own thread and current-thread runtime (as
