@@ -1109,8 +1109,8 @@ async fn drain(
     }
 }
 
-/// Keep the server's samples inside the window for the report's chart; true where the server
-/// kept requests waiting for most of the window (queued).
+/// Keep the server's samples inside the window for the report's chart (strided down), and
+/// return them all for the queueing verdict.
 fn keep_server_samples(
     cell: &mut DecodeCell,
     samples: &[MetricsSample],
