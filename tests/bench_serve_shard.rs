@@ -176,8 +176,16 @@ async fn shards_merge_to_the_single_run() {
         }
     }
     // Throughput is over the union of the windows, earliest start to latest end.
-    let lo = shards.iter().map(|s| s.block.start_unix_ns).min().unwrap();
-    let hi = shards.iter().map(|s| s.block.end_unix_ns).max().unwrap();
+    let lo = shards
+        .iter()
+        .map(|s| s.block.ran.start_unix_ns)
+        .min()
+        .unwrap();
+    let hi = shards
+        .iter()
+        .map(|s| s.block.ran.end_unix_ns)
+        .max()
+        .unwrap();
     assert!(close(mm.duration_s, (hi - lo) as f64 / 1e9));
     assert!(close(mm.request_throughput, PROMPTS as f64 / mm.duration_s));
 

@@ -121,6 +121,69 @@ pub const START_AT_TOLERANCE_NS: u64 = 100_000_000;
 /// process's would be.
 pub const UNSYNCED_SPREAD_NS: u64 = 1_000_000_000;
 
+/// Where and when one shard ran: its `K/N` and its window on the wall clock. Every front end's
+/// shard block carries it under the same four keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    pub shard: Shard,
+    /// `--start-at` as Unix nanoseconds, when the shards were told one common start.
+    pub start_at_unix_ns: Option<u64>,
+    /// The wall clock (UTC, ns since the Unix epoch) just before the first dispatch: the base
+    /// every per-request time of the block counts from.
+    pub start_unix_ns: u64,
+    /// `start_unix_ns` + the run's duration on the monotonic clock (never a second wall-clock
+    /// reading, which an NTP step could move).
+    pub end_unix_ns: u64,
+}
+
+impl Ran {
+    /// Puts the four keys into `block` (a JSON object).
+    pub fn write(&self, block: &mut serde_json::Value) {
+        if let Some(o) = block.as_object_mut() {
+            o.insert("shard".into(), self.shard.to_string().into());
+            o.insert("start_at_unix_ns".into(), self.start_at_unix_ns.into());
+            o.insert("start_unix_ns".into(), self.start_unix_ns.into());
+            o.insert("end_unix_ns".into(), self.end_unix_ns.into());
+        }
+    }
+
+    /// Reads the four keys back; an error names the one missing or malformed.
+    pub fn read(block: &serde_json::Value) -> Result<Ran, String> {
+        let u64_of = |key: &str| {
+            block
+                .get(key)
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| format!("{key:?} missing or not a non-negative integer"))
+        };
+        Ok(Ran {
+            shard: block
+                .get("shard")
+                .and_then(serde_json::Value::as_str)
+                .ok_or("\"shard\" missing or not a string")?
+                .parse()?,
+            start_at_unix_ns: match block.get("start_at_unix_ns") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(_) => Some(u64_of("start_at_unix_ns")?),
+            },
+            start_unix_ns: u64_of("start_unix_ns")?,
+            end_unix_ns: u64_of("end_unix_ns")?,
+        })
+    }
+
+    /// This shard's window, for the merge's checks: `name` is where it came from, `requests`
+    /// how many it ran.
+    pub fn window<'a>(&self, name: &'a str, requests: usize) -> Window<'a> {
+        Window {
+            name,
+            shard: self.shard,
+            start_at_unix_ns: self.start_at_unix_ns,
+            start_unix_ns: self.start_unix_ns,
+            end_unix_ns: self.end_unix_ns,
+            requests,
+        }
+    }
+}
+
 /// One shard's run on the wall clock, as the merge checks it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Window<'a> {
@@ -325,6 +388,42 @@ mod tests {
         assert!(clock_warnings(&near).is_empty());
         let mixed = [window("a", 0, 2, Some(at), at), window("b", 1, 2, None, at)];
         assert!(clock_warnings(&mixed)[0].contains("same --start-at"));
+    }
+
+    #[test]
+    fn where_a_shard_ran_round_trips_under_four_keys() {
+        let ran = Ran {
+            shard: "2/3".parse().unwrap(),
+            start_at_unix_ns: Some(1_796_050_800_000_000_000),
+            start_unix_ns: 1_796_050_800_000_123_456,
+            end_unix_ns: 1_796_050_801_000_000_000,
+        };
+        let mut block = serde_json::json!({"seed": 7});
+        ran.write(&mut block);
+        assert_eq!(
+            block,
+            serde_json::json!({
+                "seed": 7,
+                "shard": "2/3",
+                "start_at_unix_ns": 1_796_050_800_000_000_000u64,
+                "start_unix_ns": 1_796_050_800_000_123_456u64,
+                "end_unix_ns": 1_796_050_801_000_000_000u64,
+            })
+        );
+        assert_eq!(Ran::read(&block), Ok(ran));
+        let w = ran.window("s2.json", 5);
+        assert_eq!((w.name, w.shard, w.requests), ("s2.json", ran.shard, 5));
+        // No common start is null; a malformed one, or a missing key, is an error that names it.
+        block["start_at_unix_ns"] = serde_json::Value::Null;
+        assert_eq!(Ran::read(&block).unwrap().start_at_unix_ns, None);
+        block["start_at_unix_ns"] = "soon".into();
+        assert!(Ran::read(&block).unwrap_err().contains("start_at_unix_ns"));
+        block["start_at_unix_ns"] = serde_json::Value::Null;
+        block.as_object_mut().unwrap().remove("end_unix_ns");
+        assert!(Ran::read(&block).unwrap_err().contains("end_unix_ns"));
+        block["end_unix_ns"] = 1.into();
+        block["shard"] = "3/3".into();
+        assert!(Ran::read(&block).unwrap_err().contains("invalid shard"));
     }
 
     #[test]

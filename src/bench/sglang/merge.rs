@@ -78,14 +78,7 @@ pub struct Merged {
 pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
     let windows: Vec<Window<'_>> = shards
         .iter()
-        .map(|s| Window {
-            name: &s.name,
-            shard: s.block.shard,
-            start_at_unix_ns: s.block.start_at_unix_ns,
-            start_unix_ns: s.block.start_unix_ns,
-            end_unix_ns: s.block.end_unix_ns,
-            requests: s.block.requests.len(),
-        })
+        .map(|s| s.block.ran.window(&s.name, s.block.requests.len()))
         .collect();
     shard::each_once(&windows)?;
     check_one_run(shards)?;
@@ -95,14 +88,14 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
     let metrics = metrics::compute(&outputs, &retokenized, duration_s);
     let warnings = shard::clock_warnings(&windows);
     let mut order: Vec<&ShardRecord> = shards.iter().collect();
-    order.sort_by_key(|s| s.block.shard.index);
+    order.sort_by_key(|s| s.block.ran.shard.index);
     let extras = json!({
         "version": crate::VERSION,
         "merged_from": shard::merged_from(&windows, base),
         "start_unix_ns": base,
         "end_unix_ns": end,
         "seed": order[0].block.seed,
-        "start_at_unix_ns": order[0].block.start_at_unix_ns,
+        "start_at_unix_ns": order[0].block.ran.start_at_unix_ns,
         "clock_warnings": warnings,
     });
     Ok(Merged {
@@ -144,12 +137,12 @@ fn check_one_run(shards: &[ShardRecord]) -> Result<(), String> {
 fn pooled(shards: &[ShardRecord], base: u64) -> Result<(Vec<RequestOutput>, Vec<u64>), String> {
     let mut all: Vec<(usize, RequestOutput, u64)> = Vec::new();
     for s in shards {
-        let off = s.block.start_unix_ns - base;
+        let off = s.block.ran.start_unix_ns - base;
         for r in &s.block.requests {
-            if !s.block.shard.keeps(r.index) {
+            if !s.block.ran.shard.keeps(r.index) {
                 return Err(format!(
                     "{}: request {} does not belong to shard {}",
-                    s.name, r.index, s.block.shard
+                    s.name, r.index, s.block.ran.shard
                 ));
             }
             let mut o = r.output.clone();
@@ -167,7 +160,7 @@ fn pooled(shards: &[ShardRecord], base: u64) -> Result<(Vec<RequestOutput>, Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::shard::Shard;
+    use crate::bench::engine::shard::{Ran, Shard};
     use crate::bench::sglang::shard::{Settings, ShardRequest};
 
     fn out(start_ns: u64, ttft_s: f64, itl_s: &[f64], latency_s: f64) -> RequestOutput {
@@ -209,11 +202,13 @@ mod tests {
             name: name.into(),
             server_info: Value::Null,
             block: ShardBlock {
-                shard: Shard { index: k, count: 2 },
+                ran: Ran {
+                    shard: Shard { index: k, count: 2 },
+                    start_at_unix_ns: None,
+                    start_unix_ns: start,
+                    end_unix_ns: start + dur,
+                },
                 seed: 1,
-                start_at_unix_ns: None,
-                start_unix_ns: start,
-                end_unix_ns: start + dur,
                 model: "m".into(),
                 settings: settings(),
                 accept_length: None,

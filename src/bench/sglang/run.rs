@@ -11,6 +11,7 @@ use super::metrics::{self, RequestInput, RequestOutput};
 use super::{console, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
+use crate::bench::engine::shard::Ran;
 use crate::bench::engine::steady;
 use crate::bench::engine::{self, Measured, RunError};
 use crate::clock::Clock;
@@ -313,11 +314,13 @@ fn shard_block(
         })
         .collect();
     shard::ShardBlock {
-        shard: sh,
+        ran: Ran {
+            shard: sh,
+            start_at_unix_ns: cfg.plan.start_at_unix_ns,
+            start_unix_ns: m.start_unix_ns,
+            end_unix_ns: m.start_unix_ns + (duration_s * 1e9).round() as u64,
+        },
         seed: cfg.plan.dataset.seed,
-        start_at_unix_ns: cfg.plan.start_at_unix_ns,
-        start_unix_ns: m.start_unix_ns,
-        end_unix_ns: m.start_unix_ns + (duration_s * 1e9).round() as u64,
         model: m.request_model.clone(),
         settings: shard::Settings::of(&run_args(cfg)),
         accept_length,

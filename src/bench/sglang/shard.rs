@@ -8,7 +8,7 @@
 
 use super::metrics::RequestOutput;
 use super::record::RunArgs;
-use crate::bench::engine::shard::Shard;
+use crate::bench::engine::shard::Ran;
 use serde_json::{json, Value};
 
 /// Bumped when the block's meaning changes, so `merge` refuses what it cannot read exactly.
@@ -77,14 +77,9 @@ pub struct ShardRequest {
 /// What a shard measured, as `merge` needs it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardBlock {
-    pub shard: Shard,
+    /// Its `K/N` and its window; the end is the start plus SGLang's duration of the run.
+    pub ran: Ran,
     pub seed: u64,
-    /// `--start-at` as Unix nanoseconds, when the shards were told one common start.
-    pub start_at_unix_ns: Option<u64>,
-    /// The wall clock just before the first dispatch: the base of every request's `start_ns`.
-    pub start_unix_ns: u64,
-    /// `start_unix_ns` + SGLang's duration of the shard's run, in nanoseconds.
-    pub end_unix_ns: u64,
     /// The model the requests named.
     pub model: String,
     pub settings: Settings,
@@ -133,14 +128,10 @@ fn opt_u64(v: &Value, key: &str) -> Result<Option<u64>, String> {
 impl ShardBlock {
     pub fn to_json(&self) -> Value {
         let s = &self.settings;
-        json!({
+        let mut block = json!({
             "format": FORMAT,
             "record": RECORD,
-            "shard": self.shard.to_string(),
             "seed": self.seed,
-            "start_at_unix_ns": self.start_at_unix_ns,
-            "start_unix_ns": self.start_unix_ns,
-            "end_unix_ns": self.end_unix_ns,
             "model": self.model,
             "settings": {
                 "tag": s.tag,
@@ -167,7 +158,9 @@ impl ShardBlock {
                 "retokenized": r.retokenized,
                 "error": r.output.error,
             })).collect::<Vec<_>>(),
-        })
+        });
+        self.ran.write(&mut block);
+        block
     }
 
     /// Reads a block back; an error names what is missing or malformed.
@@ -205,11 +198,8 @@ impl ShardBlock {
             .map(request_of)
             .collect::<Result<Vec<_>, String>>()?;
         Ok(ShardBlock {
-            shard: str_of(v, "shard")?.parse()?,
+            ran: Ran::read(v)?,
             seed: u64_of(v, "seed")?,
-            start_at_unix_ns: opt_u64(v, "start_at_unix_ns")?,
-            start_unix_ns: u64_of(v, "start_unix_ns")?,
-            end_unix_ns: u64_of(v, "end_unix_ns")?,
             model: str_of(v, "model")?.to_string(),
             settings,
             accept_length: match v.get("accept_length") {
@@ -256,14 +246,17 @@ fn request_of(r: &Value) -> Result<ShardRequest, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::engine::shard::Shard;
 
     fn block() -> ShardBlock {
         ShardBlock {
-            shard: Shard { index: 1, count: 3 },
+            ran: Ran {
+                shard: Shard { index: 1, count: 3 },
+                start_at_unix_ns: Some(1_796_050_800_000_000_000),
+                start_unix_ns: 1_796_050_800_000_123_456,
+                end_unix_ns: 1_796_050_801_500_000_000,
+            },
             seed: 7,
-            start_at_unix_ns: Some(1_796_050_800_000_000_000),
-            start_unix_ns: 1_796_050_800_000_123_456,
-            end_unix_ns: 1_796_050_801_500_000_000,
             model: "m".into(),
             settings: Settings {
                 tag: Some("t".into()),

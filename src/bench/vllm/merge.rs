@@ -120,7 +120,7 @@ fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), St
                 first.name, s.name
             )
         };
-        if b.shard.count != f.shard.count {
+        if b.ran.shard.count != f.ran.shard.count {
             return Err(differs("shard counts"));
         }
         if b.seed != f.seed {
@@ -143,14 +143,7 @@ fn check_one_split(first: &ShardResult, shards: &[ShardResult]) -> Result<(), St
 fn windows(shards: &[ShardResult]) -> Vec<Window<'_>> {
     shards
         .iter()
-        .map(|s| Window {
-            name: &s.name,
-            shard: s.block.shard,
-            start_at_unix_ns: s.block.start_at_unix_ns,
-            start_unix_ns: s.block.start_unix_ns,
-            end_unix_ns: s.block.end_unix_ns,
-            requests: s.block.requests.len(),
-        })
+        .map(|s| s.block.ran.window(&s.name, s.block.requests.len()))
         .collect()
 }
 
@@ -163,12 +156,12 @@ type Pooled<'a> = (usize, RequestRecord, &'a str, &'a str);
 fn pooled(shards: &[ShardResult], base: u64) -> Result<Vec<Pooled<'_>>, String> {
     let mut all: Vec<Pooled<'_>> = Vec::new();
     for s in shards {
-        let off = s.block.start_unix_ns - base;
+        let off = s.block.ran.start_unix_ns - base;
         for (j, (i, r)) in s.block.requests.iter().enumerate() {
-            if !s.block.shard.keeps(*i) {
+            if !s.block.ran.shard.keeps(*i) {
                 return Err(format!(
                     "{}: request {i} does not belong to shard {}",
-                    s.name, s.block.shard
+                    s.name, s.block.ran.shard
                 ));
             }
             all.push((
@@ -219,7 +212,7 @@ fn extras(
         "start_unix_ns": base,
         "end_unix_ns": end.max(base),
         "seed": f.seed,
-        "start_at_unix_ns": f.start_at_unix_ns,
+        "start_at_unix_ns": f.ran.start_at_unix_ns,
         "failures_by_kind": metrics.failures.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<String, Value>>(),
         "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
         "clock_warnings": warnings,
@@ -239,7 +232,7 @@ fn shifted(r: &RequestRecord, off: u64) -> RequestRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::engine::shard::Shard;
+    use crate::bench::engine::shard::{Ran, Shard};
     use crate::bench::vllm::metrics::MetricKind;
     use crate::bench::vllm::shard::RunInfoData;
 
@@ -284,11 +277,13 @@ mod tests {
             texts: vec![String::new(); reqs.len()],
             errors: vec![String::new(); reqs.len()],
             block: ShardBlock {
-                shard: Shard { index: k, count: n },
+                ran: Ran {
+                    shard: Shard { index: k, count: n },
+                    start_at_unix_ns: at,
+                    start_unix_ns: start,
+                    end_unix_ns: end,
+                },
                 seed: 0,
-                start_at_unix_ns: at,
-                start_unix_ns: start,
-                end_unix_ns: end,
                 info: info(),
                 requests: reqs,
             },
@@ -372,7 +367,7 @@ mod tests {
             .unwrap_err()
             .contains("--seed"));
         let mut c = b.clone();
-        c.block.shard.count = 3;
+        c.block.ran.shard.count = 3;
         assert!(merge(&[a.clone(), c], "d".into()).is_err());
         let mut c = b;
         c.block.requests = vec![(2, rec(0, &[1], 1))];

@@ -12,6 +12,7 @@ use crate::bench::engine::figures::{
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::record::{FailureKind, RequestRecord};
 use crate::bench::engine::run::Measured;
+use crate::bench::engine::shard::Ran;
 use crate::bench::engine::steady::{self, SteadyState};
 use crate::bench::engine::RunError;
 use crate::bench::vllm::args::ServeConfig;
@@ -127,11 +128,13 @@ fn output(
     let info = run_info(cfg, &m);
     if let Some(sh) = cfg.shard {
         let block = ShardBlock {
-            shard: sh,
+            ran: Ran {
+                shard: sh,
+                start_at_unix_ns: cfg.start_at_unix_ns,
+                start_unix_ns: m.start_unix_ns,
+                end_unix_ns: m.start_unix_ns + m.duration_ns,
+            },
             seed: cfg.dataset.seed,
-            start_at_unix_ns: cfg.start_at_unix_ns,
-            start_unix_ns: m.start_unix_ns,
-            end_unix_ns: m.start_unix_ns + m.duration_ns,
             info: RunInfoData::new(&info, &cfg.percentiles, cfg.goodput),
             requests: lists.indices.into_iter().zip(lists.records).collect(),
         };

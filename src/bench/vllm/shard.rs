@@ -6,7 +6,7 @@
 //! reads it back.
 
 use crate::bench::engine::record::RequestRecord;
-use crate::bench::engine::shard::Shard;
+use crate::bench::engine::shard::Ran;
 use crate::bench::vllm::metrics::{GoodputSlo, MetricKind};
 use crate::bench::vllm::result::RunInfo;
 use crate::timeline::ErrorKind;
@@ -20,16 +20,9 @@ pub const FORMAT: u64 = 1;
 /// clock, and every request it sent.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardBlock {
-    pub shard: Shard,
+    /// Its `K/N` and its window: the base every `*_ns` figure of `requests` counts from.
+    pub ran: Ran,
     pub seed: u64,
-    /// `--start-at` as Unix nanoseconds, when the shards were told one common start.
-    pub start_at_unix_ns: Option<u64>,
-    /// The wall clock (UTC, ns since the Unix epoch) just before the first dispatch: the base
-    /// every `*_ns` figure of `requests` counts from.
-    pub start_unix_ns: u64,
-    /// `start_unix_ns` + the run's duration on the monotonic clock (never a second wall-clock
-    /// reading, which an NTP step could move).
-    pub end_unix_ns: u64,
     pub info: RunInfoData,
     /// `(index in the whole run, record)`, in dispatch order.
     pub requests: Vec<(usize, RequestRecord)>,
@@ -207,15 +200,11 @@ impl ShardBlock {
                 "end_rps": r.end_rps,
             })
         });
-        json!({
+        let mut block = json!({
             "format": FORMAT,
-            "shard": self.shard.to_string(),
-            "index": self.shard.index,
-            "count": self.shard.count,
+            "index": self.ran.shard.index,
+            "count": self.ran.shard.count,
             "seed": self.seed,
-            "start_at_unix_ns": self.start_at_unix_ns,
-            "start_unix_ns": self.start_unix_ns,
-            "end_unix_ns": self.end_unix_ns,
             "run": {
                 "backend": i.backend,
                 "label": i.label,
@@ -232,7 +221,9 @@ impl ShardBlock {
                 "goodput": goodput,
             },
             "requests": self.requests.iter().map(|(ix, r)| record_json(*ix, r)).collect::<Vec<_>>(),
-        })
+        });
+        self.ran.write(&mut block);
+        block
     }
 
     pub fn from_json(v: &Value) -> Result<ShardBlock, BlockError> {
@@ -242,7 +233,7 @@ impl ShardBlock {
                 "format {format}, this llmspeed reads format {FORMAT}"
             )));
         }
-        let shard: Shard = str_of(v, "shard")?.parse().map_err(err)?;
+        let ran = Ran::read(v).map_err(err)?;
         let run = v.get("run").ok_or_else(|| err("\"run\" missing"))?;
         let selected = run
             .get("percentile_metrics")
@@ -307,11 +298,8 @@ impl ShardBlock {
             .map(record_from)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ShardBlock {
-            shard,
+            ran,
             seed: u64_of(v, "seed")?,
-            start_at_unix_ns: v.get("start_at_unix_ns").and_then(Value::as_u64),
-            start_unix_ns: u64_of(v, "start_unix_ns")?,
-            end_unix_ns: u64_of(v, "end_unix_ns")?,
             info: RunInfoData {
                 backend: str_of(run, "backend")?,
                 label: run.get("label").and_then(Value::as_str).map(String::from),
@@ -338,14 +326,17 @@ impl ShardBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::engine::shard::Shard;
 
     fn block() -> ShardBlock {
         ShardBlock {
-            shard: Shard { index: 1, count: 2 },
+            ran: Ran {
+                shard: Shard { index: 1, count: 2 },
+                start_at_unix_ns: Some(1_796_050_800_000_000_000),
+                start_unix_ns: 1_796_050_800_000_123_456,
+                end_unix_ns: 1_796_050_802_000_000_000,
+            },
             seed: 7,
-            start_at_unix_ns: Some(1_796_050_800_000_000_000),
-            start_unix_ns: 1_796_050_800_000_123_456,
-            end_unix_ns: 1_796_050_802_000_000_000,
             info: RunInfoData {
                 backend: "openai".into(),
                 label: None,
