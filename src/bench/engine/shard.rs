@@ -6,10 +6,12 @@
 //! contiguous blocks keeps each shard's load spread over the whole schedule, so the union of
 //! the shards is the single-process run's requests at the single-process run's send offsets.
 //!
-//! Owns the `K/N` value and its flags, the selection rule, the common start (`--start-at`), and the merge's
-//! tool-neutral half: the shards of one split each given once, the merged window (earliest
-//! start to latest end) and the clock rule's warnings. Pure. What a shard saves for the merge,
-//! and the figures recomputed from it, are the front end's (its result shape).
+//! Owns the `K/N` value and its flags, the selection rule, the common start (`--start-at`),
+//! where and when a shard ran (`Ran`, the same four keys in every front end's block), and the
+//! merge's tool-neutral half: the shards of one split each given once, the merged window
+//! (earliest start to latest end) and the clock rule's warnings. Pure. What else a shard saves
+//! for the merge (each request as its tool reads it), and the figures recomputed from it, are
+//! the front end's (its result shape).
 //!
 //! The clock rule (also in docs/distributed.md): shards told one `--start-at` must each have
 //! started within [`START_AT_TOLERANCE_NS`] of it on their own clock; shards without one must
