@@ -69,18 +69,23 @@ impl WindowQueue {
     /// With short requests every stream restarts often, so a gauge read at a random instant
     /// often finds a restart waiting for the step in flight; only the wait tells the two apart.
     pub fn queued(&self) -> bool {
-        let persistent = self.samples > 0 && self.waiting_samples * 2 > self.samples;
+        let persistent = self.gauge_says_queued();
         match (self.mean_wait_ms, self.step_ms) {
             (Some(wait), Some(step)) => persistent && wait > ADMISSION_STEPS * step,
             _ => persistent,
         }
     }
 
+    /// The waiting gauge's verdict alone: waiting requests in most samples.
+    fn gauge_says_queued(&self) -> bool {
+        self.samples > 0 && self.waiting_samples * 2 > self.samples
+    }
+
     /// Why the waiting gauge was or was not taken as queueing, where it alone would have said
     /// queued and the wait was measured; `None` otherwise.
     pub fn note(&self) -> Option<String> {
         let (wait, step) = (self.mean_wait_ms?, self.step_ms?);
-        if self.waiting_samples * 2 <= self.samples {
+        if !self.gauge_says_queued() {
             return None;
         }
         let (n, of) = (self.waiting_samples, self.samples);
