@@ -65,6 +65,22 @@ impl Sweep {
     }
 }
 
+/// What every front end checks of how its runs combine: at least one run, and a concurrency
+/// sweep sets `--max-concurrency` at each point, so the flag itself is left out.
+pub fn check_runs(
+    sweep: &Option<Sweep>,
+    max_concurrency: Option<usize>,
+    num_runs: usize,
+) -> Result<(), String> {
+    if num_runs == 0 {
+        return Err("--num-runs must be at least 1".into());
+    }
+    if max_concurrency.is_some() && matches!(sweep, Some(Sweep::MaxConcurrency(_))) {
+        return Err("--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into());
+    }
+    Ok(())
+}
+
 /// A request rate: a number above 0, or `inf`.
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -327,6 +343,21 @@ fn title(label: &str, k: usize, n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_combine_with_one_run_at_least_and_a_concurrency_sweep_owns_the_flag() {
+        let conc = Some(Sweep::MaxConcurrency(vec![1, 8]));
+        let rate = Some(Sweep::RequestRate(vec![1.0, f64::INFINITY]));
+        assert_eq!(check_runs(&conc, None, 3), Ok(()));
+        assert_eq!(check_runs(&rate, Some(8), 1), Ok(()));
+        assert_eq!(check_runs(&None, Some(8), 1), Ok(()));
+        let e = check_runs(&conc, Some(8), 1).unwrap_err();
+        assert!(e.contains("leave --max-concurrency out"), "{e}");
+        assert_eq!(
+            check_runs(&None, None, 0).unwrap_err(),
+            "--num-runs must be at least 1"
+        );
+    }
 
     #[test]
     fn sweeps_parse_and_refuse_as_documented() {

@@ -11,7 +11,7 @@ use super::metrics::Reader;
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
-use crate::bench::engine::session::Sweep;
+use crate::bench::engine::session::{self, Sweep};
 use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
@@ -307,14 +307,9 @@ impl SglangArgs {
             self.sweep_request_rate.as_deref(),
             None,
         )?;
-        if self.num_runs == 0 {
-            return Err("--num-runs must be at least 1".into());
-        }
+        session::check_runs(&sweep, self.max_concurrency, self.num_runs)?;
         self.many.check(sweep.is_some(), self.num_runs)?;
         match &sweep {
-            Some(Sweep::MaxConcurrency(_)) if self.max_concurrency.is_some() => Err(
-                "--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into(),
-            ),
             Some(Sweep::RequestRate(_))
                 if self.dataset_name == "mooncake" && self.backend == "sglang" =>
             {

@@ -7,6 +7,7 @@
 //! (never silently ignored).
 
 use crate::bench::engine::conversation::MultiTurnConfig;
+use crate::bench::engine::session;
 use crate::bench::engine::shard::ShardFlags;
 use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
@@ -925,18 +926,13 @@ impl ServeArgs {
 
     /// How the runs of a session combine: a sweep, `--num-runs`, `--shard`, the steady state.
     fn check_runs(&self, sweep: &Option<Sweep>) -> Result<(), String> {
-        if self.max_concurrency.is_some() && matches!(sweep, Some(Sweep::MaxConcurrency(_))) {
-            return Err("--sweep-max-concurrency sets --max-concurrency at each point: leave --max-concurrency out".into());
-        }
+        session::check_runs(sweep, self.max_concurrency, self.num_runs)?;
         if matches!(sweep, Some(Sweep::RequestRate(_)))
             && (self.ramp_up_strategy.is_some() || self.request_rate.0.is_finite())
         {
             return Err("--sweep-request-rate sets --request-rate at each point: leave --request-rate and --ramp-up-* out".into());
         }
         self.many.check(sweep.is_some(), self.num_runs)?;
-        if self.num_runs == 0 {
-            return Err("--num-runs must be at least 1".into());
-        }
         if !(self.steady_state_threshold > 0.0 && self.steady_state_threshold <= 1.0) {
             return Err(format!(
                 "--steady-state-threshold must be in (0, 1], got {}",
