@@ -203,6 +203,26 @@ fn a_cell_interrupted_inside_its_window_keeps_its_shortened_measurement() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["decode"][0]["interrupted"], serde_json::json!(true));
+    // So does results.csv, for a spreadsheet (before: no such column, the shortened cell read
+    // as a whole one).
+    assert_eq!(csv_column(&dir, "interrupted"), ["true"]);
+}
+
+/// The values of `name` in results.csv's decode rows. The column is one whose values are never
+/// quoted, so a plain split finds it.
+fn csv_column(dir: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("results.csv")).expect("results.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let col = header
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or_else(|| panic!("no column {name:?} in {header:?}"));
+    assert_eq!(col, header.len() - 1, "{name} is the last column");
+    lines
+        .filter(|l| l.starts_with("decode,"))
+        .map(|l| l.rsplit(',').next().unwrap_or_default().to_string())
+        .collect()
 }
 
 #[test]
@@ -246,6 +266,7 @@ fn resume_of_a_mock_run_finishes_the_remaining_cells() {
     for c in &r.decode {
         assert!(c.status.was_run() && !c.interrupted, "{:?}", c.status);
     }
+    assert_eq!(csv_column(&dir, "interrupted"), ["false", "false"]);
     for p in &r.prefill {
         assert_ne!(p.status, CellStatus::Pending);
     }
