@@ -201,3 +201,78 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
         p.output()
     );
 }
+
+/// `bench serve` stopped in a set-up step, before any benchmark request: the first signal ends
+/// the step (before: the step ignored it and only a second signal ended the process), the error
+/// names the step, nothing is saved, and the exit is 128 + the signal.
+fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, step: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec![
+        "bench",
+        "serve",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let mut p = Proc::spawn(&all);
+    p.wait_line(step_line);
+    p.signal(sig);
+    let code = p.exit_code();
+    let out = p.output();
+    let name = match sig {
+        libc::SIGINT => "SIGINT",
+        _ => "SIGTERM",
+    };
+    assert_eq!(code, 128 + sig, "{out}");
+    assert!(
+        out.contains(&format!("stopped by {name} while {step}: nothing was measured")),
+        "{out}"
+    );
+    assert!(!out.contains("again:"), "one signal was enough: {out}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(saved.is_empty(), "nothing measured, nothing saved: {saved:?}");
+}
+
+#[test]
+fn bench_serve_ctrl_c_in_the_ready_check_ends_it_at_once() {
+    let url = format!("http://127.0.0.1:{}", support::process::closed_port());
+    bench_serve_setup_stopped(
+        &[
+            "--base-url",
+            &url,
+            "--num-prompts",
+            "1",
+            "--ready-check-timeout-sec",
+            "3600",
+        ],
+        "waiting up to 3600 s",
+        libc::SIGINT,
+        "waiting for the server to be ready (GET /v1/models)",
+    );
+}
+
+#[test]
+fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() {
+    // 100000 random prompts on the chat endpoint: each is turned into text through the server's
+    // /detokenize and fitted to its length with /tokenize, round after round (minutes).
+    let (_server, url) = mock(&["--profile", "fast"]);
+    bench_serve_setup_stopped(
+        &[
+            "--base-url",
+            &url,
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "100000",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "4",
+        ],
+        "fitting 100000 prompts to their lengths",
+        libc::SIGTERM,
+        "fitting the prompts to their lengths (/detokenize, /tokenize)",
+    );
+}

@@ -13,7 +13,7 @@ use crate::bench::engine::connect::{client_for, resolve_model};
 use crate::bench::engine::conversation::{
     generate, messages, sharegpt, Conversation, MultiTurnConfig,
 };
-use crate::bench::engine::error::RunError;
+use crate::bench::engine::error::{unless_stopped, RunError};
 use crate::bench::engine::lora;
 use crate::bench::engine::record::{
     LatencyOrigin, RecordOptions, RequestEnd, RequestRecord, TtftPredicate,
@@ -61,7 +61,8 @@ pub async fn run(
     }
     let plan = plan::of(cfg);
     let client = client_for(&plan, clock.clone())?;
-    let model = resolve_model(&plan, &client, log).await?;
+    let ready = resolve_model(&plan, &client, log);
+    let model = unless_stopped(cancel, crate::bench::engine::run::READY, ready).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let convs = conversations(cfg, mt)?;
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
