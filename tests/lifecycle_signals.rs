@@ -276,3 +276,72 @@ fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() 
         "fitting the prompts to their lengths (/detokenize, /tokenize)",
     );
 }
+
+/// `bench serve --multi-turn` stopped while turns stream: 6 conversations of 3 turns, 2 at a
+/// time, each turn 5000 tokens at 2 ms (~10 s). The result says it was stopped, and counts
+/// every conversation and turn once: ended on its own, cut, or never sent. Before: no
+/// `interrupted` block, and the cut turns counted as the server's failures.
+#[test]
+fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
+    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--num-prompts",
+        "6",
+        "--multi-turn-num-turns",
+        "3",
+        "--multi-turn-concurrency",
+        "2",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "5000",
+        "--ignore-eos",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+        "--result-filename",
+        "r.json",
+    ]);
+    p.wait_line("multi-turn: 6 conversations");
+    wait_running(&url);
+    p.signal(libc::SIGINT);
+    assert_eq!(p.exit_code(), 130, "{}", p.output());
+    assert!(p.output().contains("turns cut short"), "{}", p.output());
+    let v = read_json(&dir.path().join("r.json"));
+    let stop = &v["llmspeed"]["interrupted"];
+    assert_eq!(stop["signal"], "SIGINT", "{v}");
+    let n = |k: &str| {
+        stop[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} is not a count: {stop}"))
+    };
+    assert_eq!(n("conversations_planned"), 6, "{stop}");
+    assert_eq!(n("turns_planned"), 18, "{stop}");
+    assert_eq!(
+        n("conversations_finished") + n("conversations_cut") + n("conversations_unsent"),
+        6,
+        "{stop}"
+    );
+    // No turn failed, so every planned turn is finished, cut or unsent.
+    assert_eq!(
+        n("turns_finished") + n("turns_cut") + n("turns_unsent"),
+        18,
+        "{stop}"
+    );
+    // The 2 conversations in flight were cut; at least the 4 waiting were never sent.
+    assert!(n("turns_cut") >= 1 && n("conversations_cut") >= 1, "{stop}");
+    assert!(n("conversations_unsent") >= 4, "{stop}");
+    // Cut turns are not the server's failures; the figures cover the finished turns.
+    assert_eq!(v["failed"], 0, "{v}");
+    assert_eq!(v["conversations_failed"], 0, "{v}");
+    assert_eq!(v["completed"].as_u64(), Some(n("turns_finished")), "{v}");
+}

@@ -653,7 +653,7 @@ async fn first_refusal(
 
 /// How a stop left a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StopFate {
+pub enum StopFate {
     /// It ran to its own end (success or the server's failure).
     Ran,
     /// Cancelled before its first byte was written: never a request.
@@ -663,7 +663,7 @@ enum StopFate {
 }
 
 /// Only our own cancel (the stop) ends a request as `cancelled`.
-fn stop_fate(t: &Timeline) -> StopFate {
+pub fn stop_fate(t: &Timeline) -> StopFate {
     match &t.outcome {
         Err(e) if e.kind == ErrorKind::Cancelled => match t.send_start {
             None => StopFate::Unsent,
