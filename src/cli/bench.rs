@@ -120,14 +120,13 @@ fn run_session<E: std::fmt::Display>(
     // A set-up step the stop abandoned may still hold a blocking thread (dataset loading):
     // its result is not wanted, so the runtime is not waited for.
     rt.shutdown_background();
-    let saved = ran
-        .map_err(|e| match caught.get() {
-            Some(sig) => CliError {
-                message: e.to_string(),
-                code: sig.exit_code(),
-            },
-            None => CliError::failed(e.to_string()),
-        })?;
+    let saved = ran.map_err(|e| match caught.get() {
+        Some(sig) => CliError {
+            message: e.to_string(),
+            code: sig.exit_code(),
+        },
+        None => CliError::failed(e.to_string()),
+    })?;
     for p in saved {
         eprintln!("{} {}", ends.saved, p.display());
     }

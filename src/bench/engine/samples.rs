@@ -226,7 +226,8 @@ pub async fn load_samples(
                 "fitting {} prompts to their lengths through the server's /detokenize and /tokenize",
                 samples.len()
             );
-            let fit = async { Ok::<_, RunError>(detokenize_all(client, d, model, &mut samples).await) };
+            let fit =
+                async { Ok::<_, RunError>(detokenize_all(client, d, model, &mut samples).await) };
             match unless_stopped(cancel, FITTING, fit).await? {
                 Ok(()) => {
                     return Ok(Loaded::new(

@@ -137,7 +137,9 @@ pub async fn run(
     while let Some(r) = set.join_next().await {
         done.push(r.map_err(|e| RunError::Setup(format!("a conversation task failed: {e}")))?);
     }
-    let stop = cancel.is_cancelled().then(|| StopTally::of(&done, total_turns));
+    let stop = cancel
+        .is_cancelled()
+        .then(|| StopTally::of(&done, total_turns));
     if let Some(s) = &stop {
         let _ = writeln!(
             log,
@@ -393,7 +395,13 @@ fn result_json(
     );
     r.insert(
         "avg_conversation_duration_ms".into(),
-        json!(ended.iter().map(|c| c.duration_ns as f64 / 1e6).sum::<f64>() / n),
+        json!(
+            ended
+                .iter()
+                .map(|c| c.duration_ns as f64 / 1e6)
+                .sum::<f64>()
+                / n
+        ),
     );
     figures(&overall, cfg, &mut r);
     for (k, v) in spec {
