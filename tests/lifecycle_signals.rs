@@ -227,12 +227,17 @@ fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, s
     };
     assert_eq!(code, 128 + sig, "{out}");
     assert!(
-        out.contains(&format!("stopped by {name} while {step}: nothing was measured")),
+        out.contains(&format!(
+            "stopped by {name} while {step}: nothing was measured"
+        )),
         "{out}"
     );
     assert!(!out.contains("again:"), "one signal was enough: {out}");
     let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert!(saved.is_empty(), "nothing measured, nothing saved: {saved:?}");
+    assert!(
+        saved.is_empty(),
+        "nothing measured, nothing saved: {saved:?}"
+    );
 }
 
 #[test]
@@ -344,4 +349,80 @@ fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
     assert_eq!(v["failed"], 0, "{v}");
     assert_eq!(v["conversations_failed"], 0, "{v}");
     assert_eq!(v["completed"].as_u64(), Some(n("turns_finished")), "{v}");
+}
+
+/// `selftest --external CMD` stopped while the command streams (4 streams of 200000 tokens at
+/// 1 ms would take minutes): the command gets the signal and ends as it does on its own (here
+/// `llmspeed bench serve`, which saves its partial result), what it wrote is scored, and the
+/// report says it is partial. Before: SIGTERM ended the self-test at once, with no report.
+#[test]
+fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    // The command first tells the test its server's URL, so the test can see it stream.
+    let cmd = format!(
+        "echo {{url}} > {}; exec {} bench serve --base-url {{url}} --model {{model}} \
+         --dataset-name custom --dataset-path {{dataset}} --num-prompts {{streams}} \
+         --custom-output-len {{tokens}} --ignore-eos --request-id-prefix {{prefix}} \
+         --save-result --save-detailed --result-dir {{result_dir}} --disable-tqdm",
+        url_file.display(),
+        support::process::bin()
+    );
+    let mut p = Proc::spawn(&[
+        "selftest",
+        "--streams",
+        "4",
+        "--tokens",
+        "200000",
+        "--gap",
+        "1ms",
+        "--json",
+        "--keep",
+        "--external",
+        &cmd,
+    ]);
+    p.wait_line("stops it early");
+    let t0 = Instant::now();
+    let url = loop {
+        match std::fs::read_to_string(&url_file) {
+            Ok(u) if u.ends_with('\n') => break u.trim().to_string(),
+            _ => assert!(t0.elapsed() < PATIENCE, "the command never started"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    wait_running(&url);
+    p.signal(libc::SIGTERM);
+    assert_eq!(p.exit_code(), 143, "{}", p.output());
+    assert!(
+        p.output()
+            .contains("interrupted by SIGTERM: the report above is partial"),
+        "{}",
+        p.output()
+    );
+    let v: Value =
+        serde_json::from_str(p.stdout().trim()).unwrap_or_else(|e| panic!("{e}: {}", p.output()));
+    let work = std::path::PathBuf::from(v["work_dir"].as_str().expect("--keep kept it"));
+    let _cleanup = RemoveOnDrop(work.clone());
+    assert_eq!(v["interrupted"], "SIGTERM", "{v}");
+    // Every stream was cut, and the server had streamed tokens when the stop came.
+    assert_eq!(v["errors"]["cancelled"], 4, "{v}");
+    assert_eq!(v["failed_streams"], 4, "{v}");
+    assert!(v["trace_records"].as_u64().unwrap() > 0, "{v}");
+    // The command got the same signal and ended cleanly: its own result says so.
+    let result = std::fs::read_dir(work.join("result"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("the command saved no result in {}", work.display()));
+    let r = read_json(&result);
+    assert_eq!(r["llmspeed"]["interrupted"]["signal"], "SIGTERM", "{r}");
+}
+
+/// Removes a folder when dropped (also when the test fails).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
