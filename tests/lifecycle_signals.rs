@@ -45,22 +45,14 @@ fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `bench serve` stopped while requests stream: 4 run (each 5000 tokens at 2 ms, ~10 s) and 4
-/// wait for a slot. The signal cuts the 4 and the 4 are never sent.
-fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
-    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
+/// `bench serve` with `extra` flags against a mock whose requests stream for ~10 s each (5000
+/// tokens at 2 ms), its result saved as `r.json` in the returned directory.
+fn slow_bench_serve(extra: &[&str]) -> (Proc, String, tempfile::TempDir, Proc) {
+    let (server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
-        "--num-prompts",
-        "8",
-        "--max-concurrency",
-        "4",
-        "--random-input-len",
-        "16",
+    let mut args = vec!["bench", "serve", "--base-url", url.as_str()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[
         "--random-output-len",
         "5000",
         "--disable-tqdm",
@@ -69,6 +61,21 @@ fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
         dir.path().to_str().unwrap(),
         "--result-filename",
         "r.json",
+    ]);
+    let p = Proc::spawn(&args);
+    (server, url, dir, p)
+}
+
+/// `bench serve` stopped while requests stream: 4 run (each 5000 tokens at 2 ms, ~10 s) and 4
+/// wait for a slot. The signal cuts the 4 and the 4 are never sent.
+fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
+    let (_server, url, dir, mut p) = slow_bench_serve(&[
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
     ]);
     p.wait_line("sending 8 requests");
     wait_running(&url);
@@ -174,11 +181,9 @@ fn matrix_ctrl_c_exits_130_marked_interrupted() {
     matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
 }
 
-/// `selftest` stopped mid-run (4 streams of 200000 tokens at 1 ms would take minutes): the
-/// report comes out, says it is partial, and every stream is counted as cut.
-#[test]
-fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
-    let mut p = Proc::spawn(&[
+/// `selftest --json` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
+fn long_selftest(extra: &[&str]) -> Proc {
+    let mut args = vec![
         "selftest",
         "--streams",
         "4",
@@ -187,7 +192,16 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
         "--gap",
         "1ms",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&args)
+}
+
+/// `selftest` stopped mid-run (4 streams of 200000 tokens at 1 ms would take minutes): the
+/// report comes out, says it is partial, and every stream is counted as cut.
+#[test]
+fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
+    let mut p = long_selftest(&[]);
     p.wait_line("SIGTERM stops early");
     p.signal(libc::SIGTERM);
     assert_eq!(p.exit_code(), 143, "{}", p.output());
@@ -288,13 +302,7 @@ fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() 
 /// `interrupted` block, and the cut turns counted as the server's failures.
 #[test]
 fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
-    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
+    let (_server, url, dir, mut p) = slow_bench_serve(&[
         "--backend",
         "openai-chat",
         "--multi-turn",
@@ -306,15 +314,7 @@ fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
         "2",
         "--random-input-len",
         "16",
-        "--random-output-len",
-        "5000",
         "--ignore-eos",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
-        "--result-filename",
-        "r.json",
     ]);
     p.wait_line("multi-turn: 6 conversations");
     wait_running(&url);
@@ -368,19 +368,7 @@ fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
         url_file.display(),
         support::process::bin()
     );
-    let mut p = Proc::spawn(&[
-        "selftest",
-        "--streams",
-        "4",
-        "--tokens",
-        "200000",
-        "--gap",
-        "1ms",
-        "--json",
-        "--keep",
-        "--external",
-        &cmd,
-    ]);
+    let mut p = long_selftest(&["--keep", "--external", &cmd]);
     p.wait_line("stops it early");
     let t0 = Instant::now();
     let url = loop {
