@@ -49,3 +49,57 @@ pub async fn unless_stopped<T>(
         r = f => r,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_stop_ends_a_step_that_would_never_end_and_names_it() {
+        let cancel = Cancel::new();
+        let c = cancel.clone();
+        let r = rt().block_on(async {
+            tokio::spawn(async move { c.cancel_because("SIGTERM") });
+            unless_stopped(&cancel, "loading", std::future::pending::<Result<(), _>>()).await
+        });
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RunError::Interrupted {
+                    step: "loading",
+                    signal: "SIGTERM"
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "stopped by SIGTERM while loading: nothing was measured"
+        );
+    }
+
+    #[test]
+    fn a_step_ends_with_its_own_result_unless_stopped_first() {
+        let cancel = Cancel::new();
+        let ok = rt().block_on(unless_stopped(&cancel, "x", async { Ok(7) }));
+        assert_eq!(ok.unwrap(), 7);
+        let failed = rt().block_on(unless_stopped(&cancel, "x", async {
+            Err::<(), _>(RunError::Setup("no".into()))
+        }));
+        assert_eq!(failed.unwrap_err().to_string(), "no");
+        // Stopped before it starts, a step does not start (its future is never polled).
+        cancel.cancel_because("SIGINT");
+        let r = rt().block_on(unless_stopped(&cancel, "x", async {
+            panic!("a stopped step must not start")
+        }));
+        assert!(matches!(r, Err::<(), _>(RunError::Interrupted { .. })));
+    }
+}
