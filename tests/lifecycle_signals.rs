@@ -12,6 +12,11 @@ use support::process::{mock, Proc, PATIENCE};
 
 /// `vllm:num_requests_running` of the server at `url` (`http://127.0.0.1:PORT`).
 fn running(url: &str) -> f64 {
+    metric(url, "vllm:num_requests_running")
+}
+
+/// The value of the first `/metrics` line of the server at `url` that starts with `name`.
+fn metric(url: &str, name: &str) -> f64 {
     let addr = url.strip_prefix("http://").expect("an http URL");
     let mut s = std::net::TcpStream::connect(addr).expect("connect to the mock");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -23,10 +28,10 @@ fn running(url: &str) -> f64 {
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     text.lines()
-        .find(|l| l.starts_with("vllm:num_requests_running"))
+        .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no vllm:num_requests_running in:\n{text}"))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
 }
 
 /// Waits until the server runs at least one request (a state that lasts: each request of the
@@ -351,24 +356,23 @@ fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
     assert_eq!(v["completed"].as_u64(), Some(n("turns_finished")), "{v}");
 }
 
-/// `selftest --external CMD` stopped while the command streams (4 streams of 200000 tokens at
-/// 1 ms would take minutes): the command gets the signal and ends as it does on its own (here
-/// `llmspeed bench serve`, which saves its partial result), what it wrote is scored, and the
-/// report says it is partial. Before: SIGTERM ended the self-test at once, with no report.
-#[test]
-fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
+/// `selftest --keep --json --external` with `llmspeed bench serve` (and `client_flags`) as the
+/// command, and `flags`: the running self-test, with its server's URL once the command started
+/// (the command first writes it where the test reads it).
+fn external_selftest(flags: &[&str], client_flags: &str) -> (Proc, String) {
     let dir = tempfile::tempdir().unwrap();
     let url_file = dir.path().join("url");
-    // The command first tells the test its server's URL, so the test can see it stream.
     let cmd = format!(
         "echo {{url}} > {}; exec {} bench serve --base-url {{url}} --model {{model}} \
          --dataset-name custom --dataset-path {{dataset}} --num-prompts {{streams}} \
          --custom-output-len {{tokens}} --ignore-eos --request-id-prefix {{prefix}} \
-         --save-result --save-detailed --result-dir {{result_dir}} --disable-tqdm",
+         --save-result --save-detailed --result-dir {{result_dir}} --disable-tqdm {client_flags}",
         url_file.display(),
         support::process::bin()
     );
-    let mut p = long_selftest(&["--keep", "--external", &cmd]);
+    let mut args = vec!["selftest", "--json", "--keep", "--external", cmd.as_str()];
+    args.extend_from_slice(flags);
+    let mut p = Proc::spawn(&args);
     p.wait_line("stops it early");
     let t0 = Instant::now();
     let url = loop {
@@ -378,32 +382,82 @@ fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    wait_running(&url);
-    p.signal(libc::SIGTERM);
-    assert_eq!(p.exit_code(), 143, "{}", p.output());
+    (p, url)
+}
+
+/// The self-test's exit after `sig` (128 + it, the partial report announced), its JSON report,
+/// and the result the command saved in the kept work folder (removed when the guard drops).
+fn stopped_external(mut p: Proc, sig: libc::c_int, name: &str) -> (Value, Value, RemoveOnDrop) {
+    p.signal(sig);
+    assert_eq!(p.exit_code(), 128 + sig, "{}", p.output());
     assert!(
-        p.output()
-            .contains("interrupted by SIGTERM: the report above is partial"),
+        p.output().contains(&format!(
+            "interrupted by {}: the report above is partial",
+            signal_words(name)
+        )),
         "{}",
         p.output()
     );
     let v: Value =
         serde_json::from_str(p.stdout().trim()).unwrap_or_else(|e| panic!("{e}: {}", p.output()));
     let work = std::path::PathBuf::from(v["work_dir"].as_str().expect("--keep kept it"));
-    let _cleanup = RemoveOnDrop(work.clone());
-    assert_eq!(v["interrupted"], "SIGTERM", "{v}");
-    // Every stream was cut, and the server had streamed tokens when the stop came.
-    assert_eq!(v["errors"]["cancelled"], 4, "{v}");
-    assert_eq!(v["failed_streams"], 4, "{v}");
-    assert!(v["trace_records"].as_u64().unwrap() > 0, "{v}");
-    // The command got the same signal and ended cleanly: its own result says so.
+    let cleanup = RemoveOnDrop(work.clone());
+    assert_eq!(v["interrupted"], name, "{v}");
     let result = std::fs::read_dir(work.join("result"))
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "json"))
         .unwrap_or_else(|| panic!("the command saved no result in {}", work.display()));
+    // The command got the same signal and ended cleanly: its own result says so.
     let r = read_json(&result);
-    assert_eq!(r["llmspeed"]["interrupted"]["signal"], "SIGTERM", "{r}");
+    assert_eq!(r["llmspeed"]["interrupted"]["signal"], name, "{r}");
+    (v, r, cleanup)
+}
+
+/// `selftest --external CMD` stopped while the command streams (4 streams of 200000 tokens at
+/// 1 ms would take minutes): the command gets the signal and ends as it does on its own (here
+/// `llmspeed bench serve`, which saves its partial result), what it wrote is scored, and the
+/// report says it is partial. Before: SIGTERM ended the self-test at once, with no report.
+#[test]
+fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
+    let (p, url) = external_selftest(
+        &["--streams", "4", "--tokens", "200000", "--gap", "1ms"],
+        "",
+    );
+    wait_running(&url);
+    let (v, _, _cleanup) = stopped_external(p, libc::SIGTERM, "SIGTERM");
+    // Every stream was cut, and the server had streamed tokens when the stop came.
+    assert_eq!(v["errors"]["cancelled"], 4, "{v}");
+    assert_eq!(v["failed_streams"], 4, "{v}");
+    assert_eq!(v["tokens"], 0, "{v}");
+    assert!(v["trace_records"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// The command runs its 3 streams one at a time (`--max-concurrency 1`, 1500 tokens at 1 ms
+/// each) and is stopped (Ctrl-C) in the second: the first, which it finished, is scored token
+/// by token against the trace; the other two are cut.
+#[test]
+fn selftest_external_ctrl_c_scores_the_requests_the_command_finished() {
+    let (p, url) = external_selftest(
+        &["--streams", "3", "--tokens", "1500", "--gap", "1ms"],
+        "--max-concurrency 1",
+    );
+    // 1600 tokens generated: the first request's 1500 (the command's own probes of the server
+    // ask for a handful) and the second's first, which the command sends only once it has
+    // read the first to its end.
+    let t0 = Instant::now();
+    while metric(&url, "vllm:generation_tokens_total") < 1600.0 {
+        assert!(t0.elapsed() < PATIENCE, "the second request never streamed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (v, r, _cleanup) = stopped_external(p, libc::SIGINT, "SIGINT");
+    assert_eq!(r["completed"], 1, "{r}");
+    assert_eq!(v["tokens"], 1500, "{v}");
+    assert_eq!(v["tokens_matched"], 1500, "{v}");
+    assert_eq!(v["requests_itl_mismatch"], 0, "{v}");
+    assert_eq!(v["errors"]["cancelled"], 2, "{v}");
+    assert_eq!(v["failed_streams"], 2, "{v}");
+    assert!(v["gap_error_us_max"].as_f64().unwrap() > 0.0, "{v}");
 }
 
 /// Removes a folder when dropped (also when the test fails).

@@ -10,9 +10,9 @@
 //! A stop (Ctrl-C, SIGTERM: `stop` cancelled with the signal's name) is passed on to the
 //! command's process group as the same signal, once (its own group, so a terminal's Ctrl-C
 //! does not reach it twice); a command still running [`GRACE`] later is killed. What its
-//! result file then holds is scored: a result with every request as usual, else none of it,
-//! every stream counted as cut (a vLLM result names its requests by position only, and a
-//! stopped client keeps only those that ended).
+//! result file then holds is scored: a stopped client keeps only the requests that ended, and
+//! a vLLM result names them by position only, so they are placed on the streams the server
+//! finished (see `score_stopped`); every other stream counts as cut.
 //!
 //! The contract with the command, which vLLM's `bench serve`, vllm-bench and `llmspeed bench
 //! serve` all keep: request `i` of the dataset carries `x-request-id: {prefix}{i}` (the mock
@@ -450,9 +450,12 @@ fn run_in(
     Ok(report)
 }
 
-/// The report of a stopped command: its result scored when it holds every request (the
-/// command had finished), else no request of it, every stream counted as cut by the stop
-/// (`errors.cancelled`; those a partial result kept under `errors.unmatched`).
+/// The report of a stopped command. A result with every request is scored as usual (the
+/// command had finished). A stopped client keeps only the requests that ended, in request
+/// order, and a vLLM result names them by position only: they are placed on the streams the
+/// server's trace shows finished, when as many finished as the result holds ([`place`]), and
+/// scored; every other stream counts as cut by the stop (`errors.cancelled`). When the counts
+/// differ nothing is scored and the result's requests count under `errors.unmatched`.
 fn score_stopped(shape: &Shape, trace: &[TraceRec], dir: &Path, signal: &'static str) -> Report {
     let written = find_result(dir)
         .ok()
@@ -460,28 +463,76 @@ fn score_stopped(shape: &Shape, trace: &[TraceRec], dir: &Path, signal: &'static
         .and_then(|text| parse_detailed(&text).ok())
         .unwrap_or_default();
     let n = shape.streams;
-    let mut report = if written.len() == n {
-        super::analyse_external(shape, trace, &written, PREFIX)
-    } else {
-        let cut = ClientRecord {
-            error: format!("cancelled by {signal}"),
-            ..ClientRecord::default()
-        };
-        let mut r = super::analyse_external(shape, trace, &vec![cut; n], PREFIX);
-        let kept = written.len().min(n);
-        r.errors.clear();
-        r.errors.insert("cancelled", n - kept);
-        if kept > 0 {
-            r.errors.insert("unmatched", kept);
-        }
-        r.failed_streams = n - kept;
-        r.first_error = Some(format!(
-            "stopped by {signal}: the client's result holds {kept} of {n} requests, not scored (a stopped client keeps only the requests that ended, by position)"
-        ));
-        r
+    let cut = ClientRecord {
+        error: format!("cancelled by {signal}"),
+        ..ClientRecord::default()
     };
+    let placed = place(shape, trace, &written, &cut);
+    let none_placed = vec![cut; n];
+    let mut report = super::analyse_external(
+        shape,
+        trace,
+        placed.as_deref().unwrap_or(&none_placed),
+        PREFIX,
+    );
+    if written.len() != n {
+        let k = written.len().min(n);
+        let own_failed = written.iter().filter(|c| !c.error.is_empty()).count();
+        report.errors.remove("client_reported");
+        report.errors.insert("cancelled", n - k);
+        let scored = match placed {
+            Some(_) if own_failed > 0 => {
+                report.errors.insert("client_reported", own_failed);
+                k
+            }
+            Some(_) => k,
+            None if !written.is_empty() => {
+                report.errors.insert("unmatched", written.len());
+                0
+            }
+            None => 0,
+        };
+        report.failed_streams = n - k + own_failed.min(scored);
+        report.first_error = Some(format!(
+            "stopped by {signal}: the client's result holds {} of {n} requests ({scored} scored)",
+            written.len()
+        ));
+    }
     report.interrupted = Some(signal);
     report
+}
+
+/// A stopped client's `written` requests (those that ended, in request order) on the streams
+/// they belong to: the streams whose every token the server wrote, in request order, when there
+/// are exactly as many; every other stream is `cut`. `None` when the counts differ (a stream
+/// the server finished that the client cut before reading its end, or one that failed).
+fn place(
+    shape: &Shape,
+    trace: &[TraceRec],
+    written: &[ClientRecord],
+    cut: &ClientRecord,
+) -> Option<Vec<ClientRecord>> {
+    let n = shape.streams;
+    if written.len() == n {
+        return Some(written.to_vec());
+    }
+    let truth = super::score::index_trace(trace);
+    let finished: Vec<usize> = (0..n)
+        .filter(|i| {
+            truth.get(&format!("{PREFIX}{i}")).is_some_and(|r| {
+                r.writes_ns.len() == shape.tokens as usize
+                    && r.writes_ns.iter().all(Option::is_some)
+            })
+        })
+        .collect();
+    if finished.len() != written.len() {
+        return None;
+    }
+    let mut all = vec![cut.clone(); n];
+    for (&i, c) in finished.iter().zip(written) {
+        all[i] = c.clone();
+    }
+    Some(all)
 }
 
 /// The child's end and its CPU readings over its life (see [`cpu_window`]).
