@@ -152,6 +152,17 @@ fn external_mock(profile: &str) -> (Running, String) {
     (m, url)
 }
 
+/// `matrix` with `plan` against an external demo mock: the mock, the run, and its results
+/// folder (removed with the returned directory).
+fn matrix_on_a_mock(name: &str, plan: &[&str]) -> (Running, Running, tempfile::TempDir, PathBuf) {
+    let (mock, url) = external_mock("demo");
+    let (tmp, dir) = out_dir(name);
+    let mut args = vec!["--base-url", url.as_str()];
+    args.extend_from_slice(plan);
+    let run = Running::spawn(&matrix_args(dir.to_str().unwrap(), &args));
+    (mock, run, tmp, dir)
+}
+
 /// The plain line a cell's window prints once a second has passed inside it.
 fn in_window(l: &str) -> bool {
     l.contains("tok/s live")
@@ -203,6 +214,26 @@ fn a_cell_interrupted_inside_its_window_keeps_its_shortened_measurement() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("results.json")).unwrap()).unwrap();
     assert_eq!(json["decode"][0]["interrupted"], serde_json::json!(true));
+    // So does results.csv, for a spreadsheet (before: no such column, the shortened cell read
+    // as a whole one).
+    assert_eq!(csv_column(&dir, "interrupted"), ["true"]);
+}
+
+/// The values of `name` in results.csv's decode rows. The column is one whose values are never
+/// quoted, so a plain split finds it.
+fn csv_column(dir: &Path, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("results.csv")).expect("results.csv");
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().expect("a header").split(',').collect();
+    let col = header
+        .iter()
+        .position(|c| *c == name)
+        .unwrap_or_else(|| panic!("no column {name:?} in {header:?}"));
+    assert_eq!(col, header.len() - 1, "{name} is the last column");
+    lines
+        .filter(|l| l.starts_with("decode,"))
+        .map(|l| l.rsplit(',').next().unwrap_or_default().to_string())
+        .collect()
 }
 
 #[test]
@@ -246,6 +277,7 @@ fn resume_of_a_mock_run_finishes_the_remaining_cells() {
     for c in &r.decode {
         assert!(c.status.was_run() && !c.interrupted, "{:?}", c.status);
     }
+    assert_eq!(csv_column(&dir, "interrupted"), ["false", "false"]);
     for p in &r.prefill {
         assert_ne!(p.status, CellStatus::Pending);
     }
@@ -273,24 +305,69 @@ fn a_server_dead_while_a_cell_waits_for_its_gate_ends_the_cell_at_once() {
     );
 }
 
+/// A server killed inside a cell's 120 s window: the window ends when every stream has lost it
+/// (reset, then its reconnect refused), not when the 120 s run out, and the figures up to then
+/// are kept, marked cut short. Before: the window ran its 120 s on a dead server, its tok/s
+/// spread over all of them.
+#[test]
+fn a_server_dead_inside_the_window_ends_the_window_at_once() {
+    let plan = [
+        "--contexts",
+        "1k",
+        "--concurrency",
+        "2,4",
+        "--duration",
+        "120s",
+    ];
+    let (mut mock, mut run, _tmp, dir) = matrix_on_a_mock("dead-mid-window", &plan);
+    run.wait_line("from inside the window", in_window);
+    let _ = mock.child.kill();
+    let _ = mock.child.wait();
+    let (status, output) = run.wait();
+    assert!(status.code().is_some(), "{output}");
+    let r = results(&dir);
+    // Not a stop by the user.
+    assert_eq!(r.metadata.interrupted, None);
+    let cell = &r.decode[0];
+    assert!(cell.interrupted, "{:?}\n{output}", cell.notes);
+    assert!(
+        cell.notes
+            .iter()
+            .any(|n| n.contains("the server died inside")),
+        "{:?}",
+        cell.notes
+    );
+    let measured = cell.measured_s.expect("the real window length");
+    assert!(measured > 0.0 && measured < 120.0, "{measured}");
+    let (open, close) = (cell.window_start_ns.unwrap(), cell.window_end_ns.unwrap());
+    assert!((((close - open) as f64 / 1e9) - measured).abs() < 1e-6);
+    let tokens = cell.output_tokens.expect("tokens before the death");
+    assert!(tokens > 0);
+    let tps = cell.output_tok_per_s.unwrap();
+    assert!((tps - tokens as f64 / measured).abs() < 1e-6 * tps);
+    assert_eq!(csv_column(&dir, "interrupted")[0], "true");
+    // Then the dead-server path as before: the drain ends at once, the next cell fails.
+    assert!(cell
+        .notes
+        .iter()
+        .any(|n| n.contains("server unreachable after the cell")));
+    assert_eq!(
+        r.decode[1].status,
+        CellStatus::Failed(vec![(ErrorKind::Connect, 1)])
+    );
+}
+
 /// A `matrix` against an external mock that is killed `after` `kill_at` accepts a line.
 fn dead_server(name: &str, kill_at: impl Fn(&str) -> bool, after: Duration) {
-    let (mut mock, url) = external_mock("demo");
-    let (_tmp, dir) = out_dir(name);
-    let out = dir.to_str().unwrap();
-    let mut run = Running::spawn(&matrix_args(
-        out,
-        &[
-            "--base-url",
-            &url,
-            "--contexts",
-            "1k,2k",
-            "--concurrency",
-            "1,2",
-            "--duration",
-            "3s",
-        ],
-    ));
+    let plan = [
+        "--contexts",
+        "1k,2k",
+        "--concurrency",
+        "1,2",
+        "--duration",
+        "3s",
+    ];
+    let (mut mock, mut run, _tmp, dir) = matrix_on_a_mock(name, &plan);
     run.wait_line("to kill the server at", kill_at);
     std::thread::sleep(after);
     let _ = mock.child.kill();

@@ -12,6 +12,11 @@ use support::process::{mock, Proc, PATIENCE};
 
 /// `vllm:num_requests_running` of the server at `url` (`http://127.0.0.1:PORT`).
 fn running(url: &str) -> f64 {
+    metric(url, "vllm:num_requests_running")
+}
+
+/// The value of the first `/metrics` line of the server at `url` that starts with `name`.
+fn metric(url: &str, name: &str) -> f64 {
     let addr = url.strip_prefix("http://").expect("an http URL");
     let mut s = std::net::TcpStream::connect(addr).expect("connect to the mock");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -23,10 +28,10 @@ fn running(url: &str) -> f64 {
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
     text.lines()
-        .find(|l| l.starts_with("vllm:num_requests_running"))
+        .find(|l| l.starts_with(name))
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("no vllm:num_requests_running in:\n{text}"))
+        .unwrap_or_else(|| panic!("no {name} in:\n{text}"))
 }
 
 /// Waits until the server runs at least one request (a state that lasts: each request of the
@@ -45,22 +50,14 @@ fn read_json(path: &std::path::Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `bench serve` stopped while requests stream: 4 run (each 5000 tokens at 2 ms, ~10 s) and 4
-/// wait for a slot. The signal cuts the 4 and the 4 are never sent.
-fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
-    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
+/// `bench serve` with `extra` flags against a mock whose requests stream for ~10 s each (5000
+/// tokens at 2 ms), its result saved as `r.json` in the returned directory.
+fn slow_bench_serve(extra: &[&str]) -> (Proc, String, tempfile::TempDir, Proc) {
+    let (server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
-        "--num-prompts",
-        "8",
-        "--max-concurrency",
-        "4",
-        "--random-input-len",
-        "16",
+    let mut args = vec!["bench", "serve", "--base-url", url.as_str()];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[
         "--random-output-len",
         "5000",
         "--disable-tqdm",
@@ -69,6 +66,21 @@ fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
         dir.path().to_str().unwrap(),
         "--result-filename",
         "r.json",
+    ]);
+    let p = Proc::spawn(&args);
+    (server, url, dir, p)
+}
+
+/// `bench serve` stopped while requests stream: 4 run (each 5000 tokens at 2 ms, ~10 s) and 4
+/// wait for a slot. The signal cuts the 4 and the 4 are never sent.
+fn bench_serve_stopped_by(sig: libc::c_int, name: &str, code: i32) {
+    let (_server, url, dir, mut p) = slow_bench_serve(&[
+        "--num-prompts",
+        "8",
+        "--max-concurrency",
+        "4",
+        "--random-input-len",
+        "16",
     ]);
     p.wait_line("sending 8 requests");
     wait_running(&url);
@@ -174,11 +186,9 @@ fn matrix_ctrl_c_exits_130_marked_interrupted() {
     matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
 }
 
-/// `selftest` stopped mid-run (4 streams of 200000 tokens at 1 ms would take minutes): the
-/// report comes out, says it is partial, and every stream is counted as cut.
-#[test]
-fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
-    let mut p = Proc::spawn(&[
+/// `selftest --json` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
+fn long_selftest(extra: &[&str]) -> Proc {
+    let mut args = vec![
         "selftest",
         "--streams",
         "4",
@@ -187,7 +197,16 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
         "--gap",
         "1ms",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&args)
+}
+
+/// `selftest` stopped mid-run (4 streams of 200000 tokens at 1 ms would take minutes): the
+/// report comes out, says it is partial, and every stream is counted as cut.
+#[test]
+fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
+    let mut p = long_selftest(&[]);
     p.wait_line("SIGTERM stops early");
     p.signal(libc::SIGTERM);
     assert_eq!(p.exit_code(), 143, "{}", p.output());
@@ -200,4 +219,252 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
         "{}",
         p.output()
     );
+}
+
+/// `bench serve` stopped in a set-up step, before any benchmark request: the first signal ends
+/// the step (before: the step ignored it and only a second signal ended the process), the error
+/// names the step, nothing is saved, and the exit is 128 + the signal.
+fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, step: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec![
+        "bench",
+        "serve",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        dir.path().to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let mut p = Proc::spawn(&all);
+    p.wait_line(step_line);
+    p.signal(sig);
+    let code = p.exit_code();
+    let out = p.output();
+    let name = match sig {
+        libc::SIGINT => "SIGINT",
+        _ => "SIGTERM",
+    };
+    assert_eq!(code, 128 + sig, "{out}");
+    assert!(
+        out.contains(&format!(
+            "stopped by {name} while {step}: nothing was measured"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("again:"), "one signal was enough: {out}");
+    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(
+        saved.is_empty(),
+        "nothing measured, nothing saved: {saved:?}"
+    );
+}
+
+#[test]
+fn bench_serve_ctrl_c_in_the_ready_check_ends_it_at_once() {
+    let url = format!("http://127.0.0.1:{}", support::process::closed_port());
+    bench_serve_setup_stopped(
+        &[
+            "--base-url",
+            &url,
+            "--num-prompts",
+            "1",
+            "--ready-check-timeout-sec",
+            "3600",
+        ],
+        "waiting up to 3600 s",
+        libc::SIGINT,
+        "waiting for the server to be ready (GET /v1/models)",
+    );
+}
+
+#[test]
+fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() {
+    // 100000 random prompts on the chat endpoint: each is turned into text through the server's
+    // /detokenize and fitted to its length with /tokenize, round after round (minutes).
+    let (_server, url) = mock(&["--profile", "fast"]);
+    bench_serve_setup_stopped(
+        &[
+            "--base-url",
+            &url,
+            "--backend",
+            "openai-chat",
+            "--num-prompts",
+            "100000",
+            "--random-input-len",
+            "64",
+            "--random-output-len",
+            "4",
+        ],
+        "fitting 100000 prompts to their lengths",
+        libc::SIGTERM,
+        "fitting the prompts to their lengths (/detokenize, /tokenize)",
+    );
+}
+
+/// `bench serve --multi-turn` stopped while turns stream: 6 conversations of 3 turns, 2 at a
+/// time, each turn 5000 tokens at 2 ms (~10 s). The result says it was stopped, and counts
+/// every conversation and turn once: ended on its own, cut, or never sent. Before: no
+/// `interrupted` block, and the cut turns counted as the server's failures.
+#[test]
+fn bench_serve_multi_turn_ctrl_c_writes_an_interrupted_block() {
+    let (_server, url, dir, mut p) = slow_bench_serve(&[
+        "--backend",
+        "openai-chat",
+        "--multi-turn",
+        "--num-prompts",
+        "6",
+        "--multi-turn-num-turns",
+        "3",
+        "--multi-turn-concurrency",
+        "2",
+        "--random-input-len",
+        "16",
+        "--ignore-eos",
+    ]);
+    p.wait_line("multi-turn: 6 conversations");
+    wait_running(&url);
+    p.signal(libc::SIGINT);
+    assert_eq!(p.exit_code(), 130, "{}", p.output());
+    assert!(p.output().contains("turns cut short"), "{}", p.output());
+    let v = read_json(&dir.path().join("r.json"));
+    let stop = &v["llmspeed"]["interrupted"];
+    assert_eq!(stop["signal"], "SIGINT", "{v}");
+    let n = |k: &str| {
+        stop[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k} is not a count: {stop}"))
+    };
+    assert_eq!(n("conversations_planned"), 6, "{stop}");
+    assert_eq!(n("turns_planned"), 18, "{stop}");
+    assert_eq!(
+        n("conversations_finished") + n("conversations_cut") + n("conversations_unsent"),
+        6,
+        "{stop}"
+    );
+    // No turn failed, so every planned turn is finished, cut or unsent.
+    assert_eq!(
+        n("turns_finished") + n("turns_cut") + n("turns_unsent"),
+        18,
+        "{stop}"
+    );
+    // The 2 conversations in flight were cut; at least the 4 waiting were never sent.
+    assert!(n("turns_cut") >= 1 && n("conversations_cut") >= 1, "{stop}");
+    assert!(n("conversations_unsent") >= 4, "{stop}");
+    // Cut turns are not the server's failures; the figures cover the finished turns.
+    assert_eq!(v["failed"], 0, "{v}");
+    assert_eq!(v["conversations_failed"], 0, "{v}");
+    assert_eq!(v["completed"].as_u64(), Some(n("turns_finished")), "{v}");
+}
+
+/// `selftest --keep --json --external` with `llmspeed bench serve` (and `client_flags`) as the
+/// command, and `flags`: the running self-test, with its server's URL once the command started
+/// (the command first writes it where the test reads it).
+fn external_selftest(flags: &[&str], client_flags: &str) -> (Proc, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let url_file = dir.path().join("url");
+    let cmd = format!(
+        "echo {{url}} > {}; exec {} bench serve --base-url {{url}} --model {{model}} \
+         --dataset-name custom --dataset-path {{dataset}} --num-prompts {{streams}} \
+         --custom-output-len {{tokens}} --ignore-eos --request-id-prefix {{prefix}} \
+         --save-result --save-detailed --result-dir {{result_dir}} --disable-tqdm {client_flags}",
+        url_file.display(),
+        support::process::bin()
+    );
+    let mut args = vec!["selftest", "--json", "--keep", "--external", cmd.as_str()];
+    args.extend_from_slice(flags);
+    let mut p = Proc::spawn(&args);
+    p.wait_line("stops it early");
+    let t0 = Instant::now();
+    let url = loop {
+        match std::fs::read_to_string(&url_file) {
+            Ok(u) if u.ends_with('\n') => break u.trim().to_string(),
+            _ => assert!(t0.elapsed() < PATIENCE, "the command never started"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (p, url)
+}
+
+/// The self-test's exit after `sig` (128 + it, the partial report announced), its JSON report,
+/// and the result the command saved in the kept work folder (removed when the guard drops).
+fn stopped_external(mut p: Proc, sig: libc::c_int, name: &str) -> (Value, Value, RemoveOnDrop) {
+    p.signal(sig);
+    assert_eq!(p.exit_code(), 128 + sig, "{}", p.output());
+    assert!(
+        p.output().contains(&format!(
+            "interrupted by {}: the report above is partial",
+            signal_words(name)
+        )),
+        "{}",
+        p.output()
+    );
+    let v: Value =
+        serde_json::from_str(p.stdout().trim()).unwrap_or_else(|e| panic!("{e}: {}", p.output()));
+    let work = std::path::PathBuf::from(v["work_dir"].as_str().expect("--keep kept it"));
+    let cleanup = RemoveOnDrop(work.clone());
+    assert_eq!(v["interrupted"], name, "{v}");
+    let result = std::fs::read_dir(work.join("result"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("the command saved no result in {}", work.display()));
+    // The command got the same signal and ended cleanly: its own result says so.
+    let r = read_json(&result);
+    assert_eq!(r["llmspeed"]["interrupted"]["signal"], name, "{r}");
+    (v, r, cleanup)
+}
+
+/// `selftest --external CMD` stopped while the command streams (4 streams of 200000 tokens at
+/// 1 ms would take minutes): the command gets the signal and ends as it does on its own (here
+/// `llmspeed bench serve`, which saves its partial result), what it wrote is scored, and the
+/// report says it is partial. Before: SIGTERM ended the self-test at once, with no report.
+#[test]
+fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
+    let (p, url) = external_selftest(
+        &["--streams", "4", "--tokens", "200000", "--gap", "1ms"],
+        "",
+    );
+    wait_running(&url);
+    let (v, _, _cleanup) = stopped_external(p, libc::SIGTERM, "SIGTERM");
+    // Every stream was cut, and the server had streamed tokens when the stop came.
+    assert_eq!(v["errors"]["cancelled"], 4, "{v}");
+    assert_eq!(v["failed_streams"], 4, "{v}");
+    assert_eq!(v["tokens"], 0, "{v}");
+    assert!(v["trace_records"].as_u64().unwrap() > 0, "{v}");
+}
+
+/// The command runs its 3 streams one at a time (`--max-concurrency 1`, 1500 tokens at 1 ms
+/// each) and is stopped (Ctrl-C) in the second: the first, which it finished, is scored token
+/// by token against the trace; the other two are cut.
+#[test]
+fn selftest_external_ctrl_c_scores_the_requests_the_command_finished() {
+    let (p, url) = external_selftest(
+        &["--streams", "3", "--tokens", "1500", "--gap", "1ms"],
+        "--max-concurrency 1",
+    );
+    // 1600 tokens generated: the first request's 1500 (the command's own probes of the server
+    // ask for a handful) and the second's first, which the command sends only once it has
+    // read the first to its end.
+    let t0 = Instant::now();
+    while metric(&url, "vllm:generation_tokens_total") < 1600.0 {
+        assert!(t0.elapsed() < PATIENCE, "the second request never streamed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (v, r, _cleanup) = stopped_external(p, libc::SIGINT, "SIGINT");
+    assert_eq!(r["completed"], 1, "{r}");
+    assert_eq!(v["tokens"], 1500, "{v}");
+    assert_eq!(v["tokens_matched"], 1500, "{v}");
+    assert_eq!(v["requests_itl_mismatch"], 0, "{v}");
+    assert_eq!(v["errors"]["cancelled"], 2, "{v}");
+    assert_eq!(v["failed_streams"], 2, "{v}");
+    assert!(v["gap_error_us_max"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+/// Removes a folder when dropped (also when the test fails).
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -77,10 +77,11 @@ struct Ends {
 }
 
 /// Runs a front end's session on its own runtime. A signal ends the run early but keeps (and
-/// reports) what was measured; setup steps (the readiness wait, the /tokenize calls) do not
-/// watch the cancel handle, so a second signal ends the process at once. Sweeps and repeated
-/// runs print each run as it ends, so stdout is written from inside the runtime. An
-/// interrupted run is not a success, whatever it saved: it exits 128 + the signal.
+/// reports) what was measured; in a set-up step (the ready check, the dataset, the prompts'
+/// /tokenize calls, the warm-up) it ends the step and the session with nothing measured, and
+/// the error says which step. Sweeps and repeated runs print each run as it ends, so stdout is
+/// written from inside the runtime. An interrupted run is not a success, whatever it saved: it
+/// exits 128 + the signal, also when it ends with an error.
 fn run_session<E: std::fmt::Display>(
     threads: usize,
     disable_tqdm: bool,
@@ -108,16 +109,24 @@ fn run_session<E: std::fmt::Display>(
             "exiting without a result",
         )?
     };
-    let saved = rt
-        .block_on(async {
-            let mut log = std::io::stderr();
-            let mut stdout = std::io::stdout();
-            let mut display = Display::new("bench", "requests", live_wanted(disable_tqdm));
-            let r = session(&cancel, &mut log, &mut stdout, &mut display).await;
-            display.finish();
-            r
-        })
-        .map_err(|e| CliError::failed(e.to_string()))?;
+    let ran = rt.block_on(async {
+        let mut log = std::io::stderr();
+        let mut stdout = std::io::stdout();
+        let mut display = Display::new("bench", "requests", live_wanted(disable_tqdm));
+        let r = session(&cancel, &mut log, &mut stdout, &mut display).await;
+        display.finish();
+        r
+    });
+    // A set-up step the stop abandoned may still hold a blocking thread (dataset loading):
+    // its result is not wanted, so the runtime is not waited for.
+    rt.shutdown_background();
+    let saved = ran.map_err(|e| match caught.get() {
+        Some(sig) => CliError {
+            message: e.to_string(),
+            code: sig.exit_code(),
+        },
+        None => CliError::failed(e.to_string()),
+    })?;
     for p in saved {
         eprintln!("{} {}", ends.saved, p.display());
     }

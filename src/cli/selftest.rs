@@ -1,7 +1,7 @@
 //! `llmspeed selftest`: flags -> [`Shape`] (plus `--pin` and `--external`), run, print a table
 //! or one JSON object. Exits 1 when any stream failed, so scripts can trust a zero exit.
 
-use super::signal::stop_on_signal_thread;
+use super::signal::{at_second_signal, stop_on_signal_thread, StopSignal};
 use super::{CliError, CliResult};
 use crate::net::Cancel;
 use crate::selftest::external::{self, External};
@@ -76,9 +76,28 @@ pub fn run(a: SelftestArgs) -> CliResult {
     if let Some(p) = &a.pin {
         check_pin(p)?;
     }
-    // `--external` keeps the signals' default action: the command runs in its own process,
-    // which a terminal's Ctrl-C reaches too; its work folder stays for a look.
-    let mut caught = None;
+    // Both signals stop either client: the in-process one's streams are cut; an external
+    // command gets the same signal (a second one kills it and ends us at once).
+    let stop = Cancel::new();
+    let announce: fn(StopSignal) -> String = match a.external {
+        Some(_) => {
+            |sig| {
+                format!("stopping after {}: the command gets it too, and the report covers what it wrote", sig.describe())
+            }
+        }
+        None => |sig| {
+            format!(
+                "stopping after {}: the streams are cut and the report covers what arrived",
+                sig.describe()
+            )
+        },
+    };
+    let caught = stop_on_signal_thread(
+        stop.clone(),
+        "selftest: ",
+        announce,
+        "exiting without a report",
+    )?;
     let report = match &a.external {
         Some(command) => {
             external::check_placeholders(command).map_err(CliError::usage)?;
@@ -86,16 +105,14 @@ pub fn run(a: SelftestArgs) -> CliResult {
                 command: command.clone(),
                 keep: a.keep,
             };
-            external::run(&shape, &ext, a.pin.as_ref())
+            at_second_signal(external::kill_client);
+            eprintln!(
+                "selftest: {} streams x {} tokens by the external command; Ctrl-C or SIGTERM stops it early with a partial report",
+                shape.streams, shape.tokens
+            );
+            external::run_stoppable(&shape, &ext, a.pin.as_ref(), &stop)
         }
         None => {
-            let stop = Cancel::new();
-            caught = Some(stop_on_signal_thread(
-                stop.clone(),
-                "selftest: ",
-                |sig| format!("stopping after {}: the streams are cut and the report covers what arrived", sig.describe()),
-                "exiting without a report",
-            )?);
             eprintln!(
                 "selftest: {} streams x {} tokens; Ctrl-C or SIGTERM stops early with a partial report",
                 shape.streams, shape.tokens
@@ -116,7 +133,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         selftest::write_table(&mut out, &report)
     };
     written.map_err(|e| CliError::failed(format!("cannot write the report: {e}")))?;
-    if let Some(sig) = caught.as_ref().and_then(|c| c.get()) {
+    if let Some(sig) = caught.get() {
         eprintln!(
             "selftest: interrupted by {}: the report above is partial",
             sig.describe()

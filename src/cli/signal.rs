@@ -5,7 +5,8 @@
 //!
 //! Watching a signal replaces its default action (ending the process at once) for the rest of
 //! the process's life, so a run that no longer listens would ignore a second Ctrl-C:
-//! [`stop_on_signal`] ends the process at the second signal.
+//! [`stop_on_signal`] ends the process at the second signal, after [`at_second_signal`]'s
+//! last step (a child process of a command's own would outlive it otherwise).
 
 use super::CliError;
 use crate::net::Cancel;
@@ -72,6 +73,15 @@ impl Signals {
     }
 }
 
+/// What runs just before a second signal ends the process, set once per process.
+static LAST_STEP: OnceLock<fn()> = OnceLock::new();
+
+/// Sets what a second signal does just before it ends the process (a command that started a
+/// process of its own kills it here). The first call wins.
+pub fn at_second_signal(step: fn()) {
+    let _ = LAST_STEP.set(step);
+}
+
 /// The signal that stopped the run, once one has.
 #[derive(Clone, Debug, Default)]
 pub struct Caught(Arc<OnceLock<StopSignal>>);
@@ -103,6 +113,9 @@ pub fn stop_on_signal(
         cancel.cancel_because(first.name());
         let again = signals.next().await;
         eprintln!("{prefix}{} again: {second}", again.describe());
+        if let Some(step) = LAST_STEP.get() {
+            step();
+        }
         std::process::exit(again.exit_code().into());
     });
     Ok(caught)

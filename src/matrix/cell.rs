@@ -89,6 +89,13 @@ struct Counters {
     /// Requests refused a connection since the last request that was not (set once per
     /// request): a server that died refuses every stream's every attempt.
     refused_in_a_row: AtomicU64,
+    /// Streams whose latest attempt was refused a connection (the server is gone for them),
+    /// and the latest moment one of them last heard from the server (the end of its last
+    /// attempt that was not refused: the reset, or its last request). All C lost: the server
+    /// died, and that moment ends the window. `lost` wakes the window at each new loss.
+    lost_streams: AtomicU64,
+    lost_at: AtomicU64,
+    lost: tokio::sync::Notify,
     /// All streams' tokens so far, for the live progress line only (one relaxed add per event).
     tokens: AtomicU64,
     /// Streams inside a request now (one add and one subtract per request, not per token).
@@ -176,6 +183,9 @@ async fn worker(
     // This stream's own copy, whose id changes per request (once per request, never per token).
     let mut req = StreamRequest::clone(&req);
     let mut n = 0u64;
+    // The end of this stream's last attempt that was not refused, and whether it counts as
+    // lost (its latest attempt was refused).
+    let (mut last_heard, mut lost) = (client.clock().raw(), false);
     let det = || RepetitionDetector::new(rep);
     let (Ok(content), Ok(reasoning)) = (det(), det()) else {
         return out;
@@ -212,6 +222,21 @@ async fn worker(
             Err(e) if unreachable(e) => w.shared.refused_in_a_row.fetch_add(1, Ordering::Relaxed),
             _ => w.shared.refused_in_a_row.swap(0, Ordering::Relaxed),
         };
+        let refused = matches!(&tl.outcome, Err(e) if unreachable(e));
+        if !refused {
+            last_heard = tl.end.unwrap_or_else(|| client.clock().raw());
+        }
+        if refused != lost {
+            lost = refused;
+            let s = &w.shared;
+            if lost {
+                s.lost_at.fetch_max(last_heard, Ordering::Relaxed);
+                s.lost_streams.fetch_add(1, Ordering::Relaxed);
+                s.lost.notify_one();
+            } else {
+                s.lost_streams.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         // The detectors check at intervals; run the last check on what the stream left.
         if w.looped.is_none() {
             if let Some(l) = w.content.finish() {
@@ -753,6 +778,15 @@ pub async fn run_cell(
     let ended = drain(streams, client, names, cfg, &mut cell).await;
     let in_window = keep_server_samples(&mut cell, &ended.samples, &window, &clock);
     let facts = note_window(&mut cell, &window, &ended, &clock, names.is_none(), c);
+    if window.server_died {
+        // Cut short as a stop cuts it: kept, marked, measured again by --resume.
+        cell.interrupted = true;
+        cell.notes.push(format!(
+            "the server died inside this cell's window (every stream's reconnect was refused): its figures cover the {:.1} s up to the last moment a stream heard from it, of the planned {:.1} s",
+            cell.measured_s.unwrap_or(0.0),
+            cfg.duration.as_secs_f64()
+        ));
+    }
     server_queued |= note_queue(&mut cell, &in_window);
     let errors = count_errors(&mut cell, &ended);
     let looped_streams = note_loops(&mut cell, &ended.finished);
@@ -964,6 +998,9 @@ struct Window {
     opened: bool,
     /// The user stopped the run inside the window.
     interrupted: bool,
+    /// The server died inside the window (every stream's reconnect refused): it closed at the
+    /// last moment a stream heard from the server.
+    server_died: bool,
     open: u64,
     close: u64,
     /// The server's generated-token count read just before the window opens and just after it
@@ -997,11 +1034,16 @@ async fn measure_window(
     w.cpu.0 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
     let lag_cancel = Cancel::new();
     let lag = lag_probe(clock.clone(), lag_cancel.clone());
-    w.interrupted = hold_window(cfg.duration, streams, stop, progress).await;
+    let held = hold_window(cfg.duration, streams, stop, progress).await;
+    w.interrupted = held == Held::Stopped;
     (w.gen.1, w.close) = match &names {
         Some(n) => read_generation_tokens(client, n, clock).await,
         None => (None, clock.raw()),
     };
+    if let Held::ServerDied(at) = held {
+        // Nothing came after it; the server's count cannot be read.
+        (w.server_died, w.gen.1, w.close) = (true, None, at.max(w.open));
+    }
     w.cpu.1 = crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
     lag_cancel.cancel();
     w.lags = lag.await.unwrap_or_default();
@@ -1010,24 +1052,39 @@ async fn measure_window(
     w
 }
 
-/// Wait out the window, sending live figures to the progress display; true when the user
-/// stopped the run.
+/// How the window ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Held {
+    /// Its whole duration.
+    Full,
+    /// The user stopped the run.
+    Stopped,
+    /// Every stream lost the server; the last moment one heard from it (raw stamp).
+    ServerDied(u64),
+}
+
+/// Wait out the window, sending live figures to the progress display, until its end, the
+/// user's stop, or the server's death (every stream's latest attempt refused a connection).
 async fn hold_window(
     duration: Duration,
     streams: &Streams,
     stop: &Cancel,
     progress: &mut dyn Progress,
-) -> bool {
+) -> Held {
     let (clock, shared) = (&streams.clock, &streams.shared);
     let end = tokio::time::Instant::now() + duration;
     let (mut last_t, mut last_n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
     loop {
+        if shared.lost_streams.load(Ordering::Relaxed) >= streams.c as u64 {
+            return Held::ServerDied(shared.lost_at.load(Ordering::Relaxed));
+        }
         let left = end.saturating_duration_since(tokio::time::Instant::now());
         if left.is_zero() {
-            return false;
+            return Held::Full;
         }
         tokio::select! {
-            _ = stop.cancelled() => { return true; }
+            _ = stop.cancelled() => { return Held::Stopped; }
+            _ = shared.lost.notified() => { continue; }
             _ = tokio::time::sleep(left.min(PROGRESS_EVERY)) => {}
         }
         let left = end.saturating_duration_since(tokio::time::Instant::now());

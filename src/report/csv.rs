@@ -1,11 +1,13 @@
 //! `results.csv`: one row per measurement (each prefill context, each decode cell), a header
 //! row, RFC 4180 quoting. Raw numbers with units in the column names, empty for missing: this
-//! file is for spreadsheets and scripts, not for reading, so nothing is rounded.
+//! file is for spreadsheets and scripts, not for reading, so nothing is rounded. `interrupted`
+//! is `true` on a decode cell whose window was cut short (the JSON's `interrupted`: its figures
+//! cover the shortened window of `measured_s` seconds), `false` on every other row.
 
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 24] = [
+pub const COLUMNS: [&str; 25] = [
     "phase",
     "context",
     "context_label",
@@ -30,6 +32,7 @@ pub const COLUMNS: [&str; 24] = [
     "loop_excerpt",
     "client_cpu_percent",
     "timer_lag_ms_max",
+    "interrupted",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -87,6 +90,8 @@ fn prefill_row(p: &PrefillRow) -> Vec<String> {
     r[7] = num(p.prefill_tok_per_s);
     r[10] = num(p.ttft_ms);
     r[13] = p.samples.to_string();
+    // A prefill measurement is one request: stopped, it is not kept.
+    r[24] = false.to_string();
     r
 }
 
@@ -125,6 +130,7 @@ fn decode_row(c: &DecodeCell) -> Vec<String> {
             .unwrap_or_default(),
         num(c.client_cpu_percent),
         num(c.timer_lag_ms_max),
+        c.interrupted.to_string(),
     ]
 }
 

@@ -350,10 +350,11 @@ pub struct DecodeCell {
     /// Output tokens stamped inside the window.
     pub output_tokens: Option<u64>,
     /// The window's real length: the planned `--duration`, shorter only when the run was
-    /// stopped inside it (`interrupted`).
+    /// stopped or the server died inside it (`interrupted`).
     pub measured_s: Option<f64>,
-    /// The run was stopped (Ctrl-C, SIGTERM) inside this cell's window: its figures cover the
-    /// shortened window of `measured_s` seconds. A later `--resume` measures the cell again.
+    /// The run was stopped (Ctrl-C, SIGTERM), or the server died, inside this cell's window:
+    /// its figures cover the shortened window of `measured_s` seconds (a note says which). A
+    /// later `--resume` measures the cell again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub interrupted: bool,
     /// The window's bounds `[start, end)` on the client's clock, in ns since the process's

@@ -3,8 +3,16 @@
 //!
 //! Owns: the work folder (the `custom` dataset the command reads, its result folder, its
 //! captured output), the command's placeholders, starting the command with `sh -c` (pinned
-//! when asked) and reading its CPU time and peak memory from the kernel when it is reaped,
-//! and reading vLLM's `--save-detailed` result back. The scoring is [`super::score`]'s.
+//! when asked, in a process group of its own) and reading its CPU time and peak memory from
+//! the kernel when it is reaped, stopping it when the self-test is stopped, and reading vLLM's
+//! `--save-detailed` result back. The scoring is [`super::score`]'s.
+//!
+//! A stop (Ctrl-C, SIGTERM: `stop` cancelled with the signal's name) is passed on to the
+//! command's process group as the same signal, once (its own group, so a terminal's Ctrl-C
+//! does not reach it twice); a command still running [`GRACE`] later is killed. What its
+//! result file then holds is scored: a stopped client keeps only the requests that ended, and
+//! a vLLM result names them by position only, so they are placed on the streams the server
+//! finished (see `score_stopped`); every other stream counts as cut.
 //!
 //! The contract with the command, which vLLM's `bench serve`, vllm-bench and `llmspeed bench
 //! serve` all keep: request `i` of the dataset carries `x-request-id: {prefix}{i}` (the mock
@@ -18,12 +26,33 @@ use super::CpuScope;
 use super::{Report, SelftestError, ServerThread, Shape};
 use crate::clock::Clock;
 use crate::mock::trace::{TraceRec, TraceSink};
+use crate::net::Cancel;
 use crate::sys::CpuTime;
 use serde_json::Value;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Instant;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// How long a stopped command may take to write its result and end before it is killed.
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// The running command's process group (0: none), for [`kill_client`].
+static CLIENT_GROUP: AtomicI32 = AtomicI32::new(0);
+
+/// Kills the running command's whole process group at once (none running: nothing). For a
+/// process about to end at once (a second signal), whose command would outlive it otherwise.
+pub fn kill_client() {
+    let group = CLIENT_GROUP.load(Ordering::Acquire);
+    if group > 0 {
+        // SAFETY: kill(2) on a process group this process started; no memory is involved.
+        unsafe {
+            libc::kill(-group, libc::SIGKILL);
+        }
+    }
+}
 
 /// The placeholders `--external` knows, in the order the help lists them.
 pub const PLACEHOLDERS: [&str; 7] = [
@@ -209,9 +238,9 @@ pub fn find_result(dir: &Path) -> Result<PathBuf, String> {
     }
 }
 
-/// Start `sh -c command` with the given output files, stdin closed, restricted to
-/// `client_cpus` when given (set in the child between fork and exec, so `sh` and everything
-/// it starts inherit the mask).
+/// Start `sh -c command` with the given output files, stdin closed, in a process group of its
+/// own (whose id is the child's pid), restricted to `client_cpus` when given (set in the child
+/// between fork and exec, so `sh` and everything it starts inherit the mask).
 pub fn spawn(
     command: &str,
     client_cpus: Option<&CpuList>,
@@ -224,6 +253,7 @@ pub fn spawn(
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     if let Some(cpus) = client_cpus {
         let mask = Mask::of(cpus);
         use std::os::unix::process::CommandExt;
@@ -300,12 +330,23 @@ impl Work {
 /// Run the fixed-gap server, the external command against it, and score the command's result.
 /// On failure the work folder is kept and the error names it.
 pub fn run(shape: &Shape, ext: &External, pin: Option<&Pin>) -> Result<Report, SelftestError> {
+    run_stoppable(shape, ext, pin, &Cancel::new())
+}
+
+/// [`run`] that `stop` ends early: the command is stopped (see the module docs), what it wrote
+/// is scored, and the report says why it stopped (`Report::interrupted`, the stop's reason).
+pub fn run_stoppable(
+    shape: &Shape,
+    ext: &External,
+    pin: Option<&Pin>,
+    stop: &Cancel,
+) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     check_placeholders(&ext.command).map_err(SelftestError::Shape)?;
     super::raise_fd_limit(shape.streams as u64 + 256);
     let work = Work::create()
         .map_err(|e| SelftestError::External(format!("cannot create the work folder: {e}")))?;
-    match run_in(shape, ext, pin, &work) {
+    match run_in(shape, ext, pin, &work, stop) {
         Ok(mut report) => {
             if ext.keep {
                 report.work_dir = Some(work.dir.display().to_string());
@@ -321,7 +362,13 @@ pub fn run(shape: &Shape, ext: &External, pin: Option<&Pin>) -> Result<Report, S
     }
 }
 
-fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Result<Report, String> {
+fn run_in(
+    shape: &Shape,
+    ext: &External,
+    pin: Option<&Pin>,
+    work: &Work,
+    stop: &Cancel,
+) -> Result<Report, String> {
     let wall = Instant::now();
     std::fs::write(work.dataset(), dataset_jsonl(shape.streams, shape.tokens))
         .map_err(|e| format!("cannot write the dataset: {e}"))?;
@@ -339,12 +386,15 @@ fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Resu
         ("streams", shape.streams.to_string()),
         ("tokens", shape.tokens.to_string()),
     ];
-    let child = substitute(&ext.command, &vars).and_then(|cmd| run_child(&cmd, pin, work));
+    let child = substitute(&ext.command, &vars).and_then(|cmd| run_child(&cmd, pin, work, stop));
     // Stop the server whatever happened to the child, so its thread never outlives us.
     let stopped = server.stop();
     let child = child?;
     stopped.map_err(|e| e.to_string())?;
-    if !child.run.status.success() {
+    let signal = stop
+        .is_cancelled()
+        .then(|| stop.reason().unwrap_or("SIGINT"));
+    if signal.is_none() && !child.run.status.success() {
         return Err(format!(
             "the external command failed ({}); the end of its stderr:\n{}",
             child.run.status,
@@ -353,11 +403,16 @@ fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Resu
     }
     // The server has returned: every sink clone is gone and the trace is complete.
     let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
-    let path = find_result(&work.result_dir())?;
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut report = super::score_result(shape, &trace, &text, PREFIX)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut report = match signal {
+        None => {
+            let path = find_result(&work.result_dir())?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            super::score_result(shape, &trace, &text, PREFIX)
+                .map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        Some(sig) => score_stopped(shape, &trace, &work.result_dir(), sig),
+    };
     let per_token = |ns: f64| ns / report.tokens.max(1) as f64;
     report.client = ext.command.clone();
     let whole = child.run.cpu;
@@ -395,13 +450,155 @@ fn run_in(shape: &Shape, ext: &External, pin: Option<&Pin>, work: &Work) -> Resu
     Ok(report)
 }
 
+/// The report of a stopped command. A result with every request is scored as usual (the
+/// command had finished). A stopped client keeps only the requests that ended, in request
+/// order, and a vLLM result names them by position only: they are placed on the streams the
+/// server's trace shows finished, when as many finished as the result holds ([`place`]), and
+/// scored; every other stream counts as cut by the stop (`errors.cancelled`). When the counts
+/// differ nothing is scored and the result's requests count under `errors.unmatched`.
+fn score_stopped(shape: &Shape, trace: &[TraceRec], dir: &Path, signal: &'static str) -> Report {
+    let written = find_result(dir)
+        .ok()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|text| parse_detailed(&text).ok())
+        .unwrap_or_default();
+    let n = shape.streams;
+    let cut = ClientRecord {
+        error: format!("cancelled by {signal}"),
+        ..ClientRecord::default()
+    };
+    let placed = place(shape, trace, &written, &cut);
+    let none_placed = vec![cut; n];
+    let mut report = super::analyse_external(
+        shape,
+        trace,
+        placed.as_deref().unwrap_or(&none_placed),
+        PREFIX,
+    );
+    if written.len() != n {
+        let k = written.len().min(n);
+        let own_failed = written.iter().filter(|c| !c.error.is_empty()).count();
+        report.errors.remove("client_reported");
+        report.errors.insert("cancelled", n - k);
+        let scored = match placed {
+            Some(_) if own_failed > 0 => {
+                report.errors.insert("client_reported", own_failed);
+                k
+            }
+            Some(_) => k,
+            None if !written.is_empty() => {
+                report.errors.insert("unmatched", written.len());
+                0
+            }
+            None => 0,
+        };
+        report.failed_streams = n - k + own_failed.min(scored);
+        report.first_error = Some(format!(
+            "stopped by {signal}: the client's result holds {} of {n} requests ({scored} scored)",
+            written.len()
+        ));
+    }
+    report.interrupted = Some(signal);
+    report
+}
+
+/// A stopped client's `written` requests (those that ended, in request order) on the streams
+/// they belong to: the streams whose every token the server wrote, in request order, when there
+/// are exactly as many; every other stream is `cut`. `None` when the counts differ (a stream
+/// the server finished that the client cut before reading its end, or one that failed).
+fn place(
+    shape: &Shape,
+    trace: &[TraceRec],
+    written: &[ClientRecord],
+    cut: &ClientRecord,
+) -> Option<Vec<ClientRecord>> {
+    let n = shape.streams;
+    if written.len() == n {
+        return Some(written.to_vec());
+    }
+    let truth = super::score::index_trace(trace);
+    let finished: Vec<usize> = (0..n)
+        .filter(|i| {
+            truth.get(&format!("{PREFIX}{i}")).is_some_and(|r| {
+                r.writes_ns.len() == shape.tokens as usize
+                    && r.writes_ns.iter().all(Option::is_some)
+            })
+        })
+        .collect();
+    if finished.len() != written.len() {
+        return None;
+    }
+    let mut all = vec![cut.clone(); n];
+    for (&i, c) in finished.iter().zip(written) {
+        all[i] = c.clone();
+    }
+    Some(all)
+}
+
 /// The child's end and its CPU readings over its life (see [`cpu_window`]).
 struct Sampled {
     run: ChildRun,
     samples: Vec<cpu_window::Sample>,
 }
 
-fn run_child(command: &str, pin: Option<&Pin>, work: &Work) -> Result<Sampled, String> {
+/// Passes a stop on to the command's process group while it runs.
+struct Forward {
+    /// Set, under its lock, once the command was reaped: no signal is sent after that.
+    reaped: Arc<(Mutex<bool>, Condvar)>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Forward {
+    fn start(group: i32, stop: Cancel) -> io::Result<Forward> {
+        let reaped = Arc::new((Mutex::new(false), Condvar::new()));
+        let r = reaped.clone();
+        let thread = std::thread::Builder::new()
+            .name("selftest-stop".into())
+            .spawn(move || {
+                let (lock, cv) = &*r;
+                let mut sent: Option<Instant> = None;
+                let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+                while !*done {
+                    let sig = match (stop.is_cancelled(), sent) {
+                        (true, None) => Some(match stop.reason() {
+                            Some("SIGINT") => libc::SIGINT,
+                            _ => libc::SIGTERM,
+                        }),
+                        (_, Some(t)) if t.elapsed() >= GRACE => Some(libc::SIGKILL),
+                        _ => None,
+                    };
+                    if let Some(sig) = sig {
+                        // SAFETY: kill(2) on the group of a child not yet reaped (the lock
+                        // is held), so the id is still its; no memory is involved.
+                        unsafe {
+                            libc::kill(-group, sig);
+                        }
+                        sent = sent.or(Some(Instant::now()));
+                    }
+                    done = cv
+                        .wait_timeout(done, Duration::from_millis(20))
+                        .map(|(g, _)| g)
+                        .unwrap_or_else(|e| e.into_inner().0);
+                }
+            })?;
+        Ok(Forward { reaped, thread })
+    }
+
+    /// The command was reaped: nothing more is sent to its group.
+    fn reaped(self) {
+        let (lock, cv) = &*self.reaped;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+        let _ = self.thread.join();
+    }
+}
+
+fn run_child(
+    command: &str,
+    pin: Option<&Pin>,
+    work: &Work,
+    stop: &Cancel,
+) -> Result<Sampled, String> {
     let file = |p: PathBuf| {
         std::fs::File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))
     };
@@ -415,7 +612,14 @@ fn run_child(command: &str, pin: Option<&Pin>, work: &Work) -> Result<Sampled, S
             let _ = m.apply();
         }
     });
+    let group = child.id() as i32;
+    CLIENT_GROUP.store(group, Ordering::Release);
+    let forward = Forward::start(group, stop.clone());
     let run = wait(child).map_err(|e| format!("cannot wait for the external command: {e}"));
+    CLIENT_GROUP.store(0, Ordering::Release);
+    if let Ok(f) = forward {
+        f.reaped();
+    }
     let samples = sampler.map(|s| s.stop()).unwrap_or_default();
     Ok(Sampled { run: run?, samples })
 }

@@ -9,6 +9,7 @@
 //! per token: each request is one spawned task around `Client::stream`.
 
 use crate::bench::engine::connect::{client_for, metrics_page, resolve_model};
+use crate::bench::engine::error::unless_stopped;
 use crate::bench::engine::lora;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::probe::{run_probes, ProbeOutcome};
@@ -121,7 +122,7 @@ pub async fn run(
     progress: &mut (dyn Progress + Send),
 ) -> Result<Measured, RunError> {
     let client = client_for(plan, clock.clone())?;
-    let model = resolve_model(plan, &client, log).await?;
+    let model = unless_stopped(cancel, READY, resolve_model(plan, &client, log)).await?;
     let request_model = plan
         .served_model_name
         .clone()
@@ -131,7 +132,7 @@ pub async fn run(
         counting,
         prompt_kind,
         tokenize,
-    } = load_samples(plan, &client, &request_model, log).await?;
+    } = load_samples(plan, &client, &request_model, cancel, log).await?;
     if counting == TokenCounting::Estimate {
         let _ = writeln!(
             log,
@@ -139,9 +140,11 @@ pub async fn run(
         );
     }
     let requests = Requests::new(plan, &request_model, samples.len());
-    warm_up(plan, &client, &requests, &samples, cancel, log).await?;
+    let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
+    unless_stopped(cancel, "warming up", warm).await?;
     let mut order = Order::new(plan, &samples, &requests, log)?;
-    let preconnected = preconnect(plan, &client, order.chosen.len(), log).await?;
+    let open = preconnect(plan, &client, order.chosen.len(), log);
+    let preconnected = unless_stopped(cancel, "opening connections (--preconnect)", open).await?;
     announce(plan, &request_model, order.chosen.len(), log, progress);
     // The server's counters just before the first request...
     let metrics_before = metrics_page(&client).await;
@@ -188,6 +191,9 @@ pub async fn run(
         refusal,
     })
 }
+
+/// The ready check as a set-up step, for [`unless_stopped`].
+pub const READY: &str = "waiting for the server to be ready (GET /v1/models)";
 
 /// Builds the stream request of a sample.
 struct Requests<'a> {
@@ -647,7 +653,7 @@ async fn first_refusal(
 
 /// How a stop left a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StopFate {
+pub enum StopFate {
     /// It ran to its own end (success or the server's failure).
     Ran,
     /// Cancelled before its first byte was written: never a request.
@@ -657,7 +663,7 @@ enum StopFate {
 }
 
 /// Only our own cancel (the stop) ends a request as `cancelled`.
-fn stop_fate(t: &Timeline) -> StopFate {
+pub fn stop_fate(t: &Timeline) -> StopFate {
     match &t.outcome {
         Err(e) if e.kind == ErrorKind::Cancelled => match t.send_start {
             None => StopFate::Unsent,

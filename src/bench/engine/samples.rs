@@ -7,9 +7,9 @@
 //! Owns token counting and prompt preparation before the measured run; it must never run during
 //! it (it calls the server and blocks a thread per dataset).
 
-use crate::bench::engine::error::RunError;
+use crate::bench::engine::error::{unless_stopped, RunError};
 use crate::bench::engine::plan::Plan;
-use crate::net::{Client, Dialect};
+use crate::net::{Cancel, Client, Dialect};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::workload::datasets::{self, PromptSource, Sample};
@@ -171,16 +171,17 @@ impl Loaded {
 /// saw the server accept ids from both ends of that range; on the chat endpoint they become
 /// text through the server's `/detokenize`. Where ids cannot be used, prompts are natural text
 /// sized by the same counters, or by each request's `usage.prompt_tokens` when there is none.
+/// A stop (`cancel`) ends whichever of these steps is under way ([`unless_stopped`]).
 pub async fn load_samples(
     plan: &Plan,
     client: &Client,
     model: &str,
+    cancel: &Cancel,
     log: &mut (dyn Write + Send),
 ) -> Result<Loaded, RunError> {
     use crate::workload::datasets::DatasetKind;
-    let collected = collect(client, Some(model))
-        .await
-        .map_err(RunError::Setup)?;
+    let facts = async { collect(client, Some(model)).await.map_err(RunError::Setup) };
+    let collected = unless_stopped(cancel, "reading what the server offers", facts).await?;
     let info = detect(&collected, &Overrides::default());
     let ids_dataset = matches!(
         plan.dataset.kind,
@@ -200,12 +201,13 @@ pub async fn load_samples(
     if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
         dcfg.ids = r;
     }
-    let count_with = counter_fn(client, model, local);
+    let count_with = counter_fn(client, model, local, cancel);
     // TGI's /generate_stream takes text only, as the chat endpoint does.
     let chat = plan.chat || plan.dialect == Dialect::Tgi;
     let ids_ok = !chat && info.token_ids == Some(true);
     let how = counter.unwrap_or(TokenCounting::Estimate);
-    let (mut samples, count_with) = load(dcfg, how, count_with).await?;
+    let loading = load(dcfg, how, count_with);
+    let (mut samples, count_with) = unless_stopped(cancel, "loading the dataset", loading).await?;
     if !ids_dataset {
         return Ok(Loaded::new(samples, how, PromptKind::DatasetText, dialect));
     }
@@ -219,7 +221,14 @@ pub async fn load_samples(
     }
     if chat {
         if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
-            match detokenize_all(client, d, model, &mut samples).await {
+            let _ = writeln!(
+                log,
+                "fitting {} prompts to their lengths through the server's /detokenize and /tokenize",
+                samples.len()
+            );
+            let fit =
+                async { Ok::<_, RunError>(detokenize_all(client, d, model, &mut samples).await) };
+            match unless_stopped(cancel, FITTING, fit).await? {
                 Ok(()) => {
                     return Ok(Loaded::new(
                         samples,
@@ -248,20 +257,29 @@ pub async fn load_samples(
         "note: {why}; prompts are natural text sized by {}",
         counting.as_str()
     );
-    let samples = to_text(samples, counting, plan.dataset.seed, count_with).await?;
+    let sizing = to_text(samples, counting, plan.dataset.seed, count_with);
+    let samples = unless_stopped(cancel, "sizing the prompts as natural text", sizing).await?;
     Ok(Loaded::new(samples, counting, PromptKind::Text, dialect))
 }
 
+/// The prompt fitting through `/detokenize` and `/tokenize`, as a set-up step.
+pub const FITTING: &str = "fitting the prompts to their lengths (/detokenize, /tokenize)";
+
 /// Counts a text's tokens the way asked: the server's `/tokenize` (called back into the
-/// runtime from a blocking thread), the local tokenizer, or bytes / 4.
+/// runtime from a blocking thread), the local tokenizer, or bytes / 4. After a stop it counts
+/// nothing more, so the blocking thread ends soon after the step was abandoned.
 fn counter_fn(
     client: &Client,
     model: &str,
     local: Option<LocalTokenizer>,
+    cancel: &Cancel,
 ) -> impl Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static {
     let handle = tokio::runtime::Handle::current();
-    let (client, model) = (client.clone(), model.to_string());
+    let (client, model, cancel) = (client.clone(), model.to_string(), cancel.clone());
     move |how: TokenCounting, t: &str| -> Result<u64, String> {
+        if cancel.is_cancelled() {
+            return Err("stopped".to_string());
+        }
         match how {
             TokenCounting::Server(d) => handle.block_on(server_count(&client, d, &model, t)),
             TokenCounting::Local => match &local {

@@ -5,7 +5,9 @@
 //!
 //! Owns the conversation loop (one task per conversation, at most `--multi-turn-concurrency`
 //! requests in flight, `--multi-turn-delay-ms` of think time between turns, a conversation
-//! stops at its first failed turn) and the result JSON. The conversations themselves are
+//! stops at its first failed turn; a stop (Ctrl-C, SIGTERM) ends every conversation, and the
+//! turns it cut or left unsent are counted apart, never as failures) and the result JSON. The
+//! conversations themselves are
 //! `bench::engine::conversation`; figures are `bench::vllm::metrics` over the turns' records. Nothing here
 //! runs per token.
 
@@ -13,11 +15,12 @@ use crate::bench::engine::connect::{client_for, resolve_model};
 use crate::bench::engine::conversation::{
     generate, messages, sharegpt, Conversation, MultiTurnConfig,
 };
-use crate::bench::engine::error::RunError;
+use crate::bench::engine::error::{unless_stopped, RunError};
 use crate::bench::engine::lora;
 use crate::bench::engine::record::{
     LatencyOrigin, RecordOptions, RequestEnd, RequestRecord, TtftPredicate,
 };
+use crate::bench::engine::run::{stop_fate, StopFate};
 use crate::bench::vllm::args::ServeConfig;
 use crate::bench::vllm::metrics::{compute, metric_values, BenchMetrics, MetricsConfig};
 use crate::bench::vllm::{plan, spec_decode};
@@ -37,11 +40,33 @@ struct TurnDone {
     record: RequestRecord,
 }
 
-/// One finished conversation.
+/// One conversation as it ended: on its own, or by the stop.
 struct ConvDone {
+    /// The turns that ran to their own end (success or the server's failure).
     turns: Vec<TurnDone>,
     all_success: bool,
     duration_ns: u64,
+    /// What the stop did to it, `None` when it ended on its own.
+    stopped: Option<Stopped>,
+}
+
+/// A conversation the stop ended: a turn in flight cut short, and the turns never sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Stopped {
+    cut: bool,
+    unsent: usize,
+}
+
+impl ConvDone {
+    /// Ended on its own: every turn, or up to its first failed one.
+    fn finished(&self) -> bool {
+        self.stopped.is_none()
+    }
+
+    /// The stop came before any of its turns was sent.
+    fn unsent(&self) -> bool {
+        self.stopped.is_some_and(|s| !s.cut) && self.turns.is_empty()
+    }
 }
 
 /// Runs the multi-turn benchmark and returns its result JSON (also printed to `out` as a
@@ -61,7 +86,8 @@ pub async fn run(
     }
     let plan = plan::of(cfg);
     let client = client_for(&plan, clock.clone())?;
-    let model = resolve_model(&plan, &client, log).await?;
+    let ready = resolve_model(&plan, &client, log);
+    let model = unless_stopped(cancel, crate::bench::engine::run::READY, ready).await?;
     let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
     let convs = conversations(cfg, mt)?;
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
@@ -111,12 +137,25 @@ pub async fn run(
     while let Some(r) = set.join_next().await {
         done.push(r.map_err(|e| RunError::Setup(format!("a conversation task failed: {e}")))?);
     }
+    let stop = cancel
+        .is_cancelled()
+        .then(|| StopTally::of(&done, total_turns));
+    if let Some(s) = &stop {
+        let _ = writeln!(
+            log,
+            "interrupted: {} turns cut short and {} never sent are left out of the figures",
+            s.turns_cut, s.turns_unsent
+        );
+    }
     let duration_ns = clock.delta_ns(base_raw, clock.raw());
     let spec = match (spec_before, spec_decode::counters(&client).await) {
         (Some(b), Some(a)) => spec_decode::keys(&b, &a).unwrap_or_default(),
         _ => Vec::new(),
     };
-    let v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
+    let mut v = result_json(cfg, mt, &model, concurrency, &done, duration_ns, spec);
+    if let Some(s) = stop {
+        v["llmspeed"] = json!({ "interrupted": s.json(cancel.reason()) });
+    }
     write_summary(out, &v).map_err(|e| RunError::Save("stdout".into(), e))?;
     Ok(v)
 }
@@ -173,10 +212,14 @@ impl Talk {
         let mut history: Vec<(String, String)> = Vec::new();
         let mut turns = Vec::new();
         let mut all_success = true;
+        let mut stopped = None;
         let n = c.turns.len();
         for (t, (user, out_len)) in c.turns.iter().enumerate() {
             if self.cancel.is_cancelled() {
-                all_success = false;
+                stopped = Some(Stopped {
+                    cut: false,
+                    unsent: n - t,
+                });
                 break;
             }
             let body = self.body(&model, c.system.as_deref(), &history, user, *out_len);
@@ -196,6 +239,16 @@ impl Talk {
                 .stream(&req, sent, &mut NoopObserver, &self.cancel)
                 .await;
             drop(permit);
+            // A turn the stop cut or never sent is not the server's failure.
+            let fate = stop_fate(&tl);
+            if fate != StopFate::Ran {
+                let cut = fate == StopFate::Cut;
+                stopped = Some(Stopped {
+                    cut,
+                    unsent: n - t - usize::from(cut),
+                });
+                break;
+            }
             let input = tl.usage.map(|u| u.prompt_tokens).unwrap_or(0);
             let record = RequestRecord::from_timeline(&tl, &clock, &self.opts, input, 0);
             let ok = record.is_success();
@@ -209,13 +262,18 @@ impl Talk {
                 history.push((user.clone(), tl.content_text.unwrap_or_default()));
             }
             if !self.delay.is_zero() && t + 1 < n {
-                tokio::time::sleep(self.delay).await;
+                // Think time ends early at a stop (the next turn then sees it).
+                tokio::select! {
+                    _ = tokio::time::sleep(self.delay) => {}
+                    _ = self.cancel.cancelled() => {}
+                }
             }
         }
         ConvDone {
             turns,
             all_success,
             duration_ns: clock.delta_ns(start, clock.raw()),
+            stopped,
         }
     }
 
@@ -287,7 +345,10 @@ fn result_json(
         .flat_map(|c| c.turns.iter().map(|t| t.record.clone()))
         .collect();
     let overall = compute(&all, duration_ns, &mc);
-    let n = done.len().max(1) as f64;
+    // Conversation figures cover those that ended on their own; turn figures every turn that
+    // did (a stopped conversation's earlier turns included).
+    let ended: Vec<&ConvDone> = done.iter().filter(|c| c.finished()).collect();
+    let n = ended.len().max(1) as f64;
     let mut r = Map::new();
     r.insert(
         "date".into(),
@@ -298,7 +359,7 @@ fn result_json(
     r.insert("mode".into(), json!("multi_turn"));
     r.insert("backend".into(), json!(cfg.backend.as_str()));
     r.insert("model_id".into(), json!(model));
-    r.insert("num_conversations".into(), json!(done.len()));
+    r.insert("num_conversations".into(), json!(ended.len()));
     r.insert("turns_per_conversation".into(), json!(mt.num_turns));
     r.insert("multi_turn_concurrency".into(), json!(concurrency));
     r.insert("inter_turn_delay_ms".into(), json!(mt.delay_ms));
@@ -316,16 +377,17 @@ fn result_json(
     r.insert("duration".into(), json!(overall.duration_s));
     r.insert(
         "conversations_completed".into(),
-        json!(done.iter().filter(|c| c.all_success).count()),
+        json!(ended.iter().filter(|c| c.all_success).count()),
     );
     r.insert(
         "conversations_failed".into(),
-        json!(done.iter().filter(|c| !c.all_success).count()),
+        json!(ended.iter().filter(|c| !c.all_success).count()),
     );
     r.insert(
         "avg_turns_completed".into(),
         json!(
-            done.iter()
+            ended
+                .iter()
                 .map(|c| c.turns.iter().filter(|t| t.record.is_success()).count())
                 .sum::<usize>() as f64
                 / n
@@ -333,7 +395,13 @@ fn result_json(
     );
     r.insert(
         "avg_conversation_duration_ms".into(),
-        json!(done.iter().map(|c| c.duration_ns as f64 / 1e6).sum::<f64>() / n),
+        json!(
+            ended
+                .iter()
+                .map(|c| c.duration_ns as f64 / 1e6)
+                .sum::<f64>()
+                / n
+        ),
     );
     figures(&overall, cfg, &mut r);
     for (k, v) in spec {
@@ -357,6 +425,53 @@ fn result_json(
         .collect();
     r.insert("per_turn".into(), Value::Array(per_turn));
     Value::Object(r)
+}
+
+/// What a stop left of the run: conversations and turns planned, ended on their own, cut short
+/// and never sent. Conversations: finished + cut + unsent = planned. Turns: finished + cut +
+/// unsent = planned, less the turns a conversation never sends after its first failed turn.
+#[derive(Debug, PartialEq)]
+struct StopTally {
+    conversations_planned: usize,
+    conversations_finished: usize,
+    conversations_cut: usize,
+    conversations_unsent: usize,
+    turns_planned: usize,
+    turns_finished: usize,
+    turns_cut: usize,
+    turns_unsent: usize,
+}
+
+impl StopTally {
+    fn of(done: &[ConvDone], turns_planned: usize) -> StopTally {
+        let stops = || done.iter().filter_map(|c| c.stopped);
+        let unsent = done.iter().filter(|c| c.unsent()).count();
+        let finished = done.iter().filter(|c| c.finished()).count();
+        StopTally {
+            conversations_planned: done.len(),
+            conversations_finished: finished,
+            conversations_cut: done.len() - finished - unsent,
+            conversations_unsent: unsent,
+            turns_planned,
+            turns_finished: done.iter().map(|c| c.turns.len()).sum(),
+            turns_cut: stops().filter(|s| s.cut).count(),
+            turns_unsent: stops().map(|s| s.unsent).sum(),
+        }
+    }
+
+    fn json(&self, signal: Option<&str>) -> Value {
+        json!({
+            "signal": signal,
+            "conversations_planned": self.conversations_planned,
+            "conversations_finished": self.conversations_finished,
+            "conversations_cut": self.conversations_cut,
+            "conversations_unsent": self.conversations_unsent,
+            "turns_planned": self.turns_planned,
+            "turns_finished": self.turns_finished,
+            "turns_cut": self.turns_cut,
+            "turns_unsent": self.turns_unsent,
+        })
+    }
 }
 
 /// A short console summary: the overall figures and mean TTFT and input tokens per turn.
@@ -401,4 +516,60 @@ fn write_summary(w: &mut (dyn Write + Send), v: &Value) -> std::io::Result<()> {
         }
     }
     writeln!(w, "{}", "=".repeat(50))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conv(turns: usize, all_success: bool, stopped: Option<Stopped>) -> ConvDone {
+        ConvDone {
+            turns: (0..turns)
+                .map(|turn| TurnDone {
+                    turn,
+                    record: RequestRecord::default(),
+                })
+                .collect(),
+            all_success,
+            duration_ns: 1,
+            stopped,
+        }
+    }
+
+    /// Five conversations of 3 turns, stopped: one whole, one ended at its failed second turn,
+    /// one cut in its third turn, one stopped in its think time after its first turn, one never
+    /// started.
+    #[test]
+    fn a_stop_counts_every_conversation_and_turn_once() {
+        let stop = |cut, unsent| Some(Stopped { cut, unsent });
+        let done = [
+            conv(3, true, None),
+            conv(2, false, None),
+            conv(2, false, stop(true, 0)),
+            conv(1, false, stop(false, 2)),
+            conv(0, false, stop(false, 3)),
+        ];
+        let t = StopTally::of(&done, 15);
+        assert_eq!(
+            t,
+            StopTally {
+                conversations_planned: 5,
+                conversations_finished: 2,
+                conversations_cut: 2,
+                conversations_unsent: 1,
+                turns_planned: 15,
+                turns_finished: 8,
+                turns_cut: 1,
+                turns_unsent: 5,
+            }
+        );
+        // The failed conversation's third turn was never due: 15 = 8 + 1 + 5 + 1.
+        assert_eq!(
+            t.turns_planned,
+            t.turns_finished + t.turns_cut + t.turns_unsent + 1
+        );
+        // A conversation whose only sent turn was cut is cut, not unsent.
+        assert!(!conv(0, false, stop(true, 2)).unsent());
+        assert_eq!(t.json(Some("SIGINT"))["signal"], "SIGINT");
+    }
 }
