@@ -81,17 +81,19 @@ fn duration_text(s: f64) -> String {
     }
 }
 
-/// `20261202-092510` as `2026-12-02 09:25:10 UTC`.
+/// `20261202-092510` as `2026-12-02 09:25:10 UTC`, by the system's `date`.
 fn compact_date(d: &str) -> String {
-    format!(
-        "{}-{}-{} {}:{}:{} UTC",
-        &d[0..4],
-        &d[4..6],
-        &d[6..8],
-        &d[9..11],
-        &d[11..13],
-        &d[13..15]
-    )
+    let (day, time) = d.split_once('-').expect("date-time");
+    let o = std::process::Command::new("date")
+        .args([
+            "-u",
+            "-d",
+            &format!("{day} {}:{}:{}", &time[..2], &time[2..4], &time[4..]),
+            "+%F %T UTC",
+        ])
+        .output()
+        .expect("date");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
 fn read(p: &Path) -> String {

@@ -103,51 +103,8 @@ fn make() -> Fixture {
     let bench_dir = team.join("bench");
     // `--plot-timeline` writes its page before the result creates the folder.
     std::fs::create_dir_all(&bench_dir).unwrap();
-    let common = |dir: &Path, name: &'static str| -> Vec<String> {
-        [
-            "bench",
-            "serve",
-            "--base-url",
-            &url,
-            "--dataset-name",
-            "random",
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "16",
-            "--num-prompts",
-            "8",
-            "--save-result",
-            "--result-dir",
-            s(dir),
-            "--result-filename",
-            name,
-            "--metadata",
-            "hardware=1x H200",
-            "engine=vllm",
-            "engine_version=0.11.0",
-        ]
-        .iter()
-        .map(|a| a.to_string())
-        .collect()
-    };
-    let mut single = common(&bench_dir, "single.json");
-    single.extend(["--max-concurrency", "4", "--plot-timeline"].map(String::from));
-    llmspeed(&single.iter().map(String::as_str).collect::<Vec<_>>());
-    let sweep_dir = team.join("sweep");
-    let mut sweep = common(&sweep_dir, "s.json");
-    sweep.extend(["--sweep-max-concurrency", "1,2,4"].map(String::from));
-    llmspeed(&sweep.iter().map(String::as_str).collect::<Vec<_>>());
-    let sglang_dir = team.join("sglang");
-    std::fs::create_dir_all(&sglang_dir).unwrap();
-    let sglang = sglang_dir.join("runs.jsonl");
-    llmspeed(&[
-        "bench",
-        "sglang",
-        "--base-url",
-        &url,
-        "--backend",
-        "sglang",
+    // Both tools' small random dataset.
+    let random = [
         "--dataset-name",
         "random",
         "--random-input-len",
@@ -156,11 +113,59 @@ fn make() -> Fixture {
         "16",
         "--num-prompts",
         "8",
-        "--max-concurrency",
-        "2",
-        "--output-file",
-        s(&sglang),
-    ]);
+    ];
+    let bench = |tool: &str, extra: &[&str]| {
+        let mut args = vec!["bench", tool, "--base-url", &url];
+        args.extend_from_slice(&random);
+        args.extend_from_slice(extra);
+        llmspeed(&args);
+    };
+    let told = [
+        "--metadata",
+        "hardware=1x H200",
+        "engine=vllm",
+        "engine_version=0.11.0",
+    ];
+    let saved = |dir: &Path, name: &str| -> Vec<String> {
+        [
+            "--save-result",
+            "--result-dir",
+            s(dir),
+            "--result-filename",
+            name,
+        ]
+        .iter()
+        .chain(&told)
+        .map(|a| a.to_string())
+        .collect()
+    };
+    let mut single = saved(&bench_dir, "single.json");
+    single.extend(["--max-concurrency", "4", "--plot-timeline"].map(String::from));
+    bench(
+        "serve",
+        &single.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let sweep_dir = team.join("sweep");
+    let mut sweep = saved(&sweep_dir, "s.json");
+    sweep.extend(["--sweep-max-concurrency", "1,2,4"].map(String::from));
+    bench(
+        "serve",
+        &sweep.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let sglang_dir = team.join("sglang");
+    std::fs::create_dir_all(&sglang_dir).unwrap();
+    let sglang = sglang_dir.join("runs.jsonl");
+    bench(
+        "sglang",
+        &[
+            "--backend",
+            "sglang",
+            "--max-concurrency",
+            "2",
+            "--output-file",
+            s(&sglang),
+        ],
+    );
     mock.signal(libc::SIGTERM);
     mock.wait();
     let notes = team.join("notes");

@@ -105,14 +105,7 @@ fn inline_svg(svg: String) -> Value {
 
 /// `8K`, `128K`, `1M` for a context in tokens (binary thousands, as the labels are).
 fn context_tick(x: f64) -> String {
-    let t = x.round() as u64;
-    if t >= 1 << 20 && t % (1 << 20) == 0 {
-        format!("{}M", t >> 20)
-    } else if t >= 1024 {
-        format!("{}K", (t as f64 / 1024.0).round())
-    } else {
-        t.to_string()
-    }
+    crate::report::header::context_label(x.round() as u64)
 }
 
 fn concurrency_tick(x: f64) -> String {

@@ -77,7 +77,7 @@ pub fn index(site: &[SiteRun], skipped: &[String], inputs: &str) -> String {
                 interrupted => h.interrupted.is_some(),
                 engine => not_recorded(&h.engine),
                 hardware => not_recorded(&h.hardware),
-                date => sortable_date(h.date.as_deref()),
+                date => Some(sortable_date(h.date.as_deref())).filter(|d| !d.is_empty()).unwrap_or_else(|| "not recorded".into()),
                 text => text,
                 figures => figures(&r.headline),
             }
