@@ -92,11 +92,7 @@ pub fn is_sglang_record(m: &Map<String, Value>) -> bool {
 /// Whether a matrix file written by another version can be read, and if not, what it needs.
 pub fn matrix_version_note(m: &Map<String, Value>) -> Option<String> {
     let v = m.get("schema_version").and_then(Value::as_u64)?;
-    let by = m
-        .get("metadata")
-        .and_then(|md| md.get("tool_version"))
-        .and_then(Value::as_str)
-        .unwrap_or("an unknown version");
+    let by = written_by(m).unwrap_or("an unknown version");
     (v > u64::from(SCHEMA_VERSION)).then(|| {
         format!(
             "written by llmspeed {by} with results schema {v}; this llmspeed ({}) reads schema {SCHEMA_VERSION}: it needs an llmspeed that reads schema {v}",
@@ -177,17 +173,30 @@ fn same_path(a: &Path, b: &Path) -> bool {
     }
 }
 
-fn matrix(dir: &Path, results: &Path, found: &mut Found) {
-    let text = match std::fs::read_to_string(results) {
-        Ok(t) => t,
-        Err(e) => {
+/// A file's text, or a line saying why it could not be read.
+fn read_text(path: &Path, found: &mut Found) -> Option<String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| {
             found
                 .skipped
-                .push(format!("{}: cannot read: {e}", results.display()));
-            return;
-        }
-    };
-    let raw: Option<Map<String, Value>> = serde_json::from_str(&text).ok();
+                .push(format!("{}: cannot read: {e}", path.display()))
+        })
+        .ok()
+}
+
+/// The llmspeed version a matrix results file records.
+fn written_by(m: &Map<String, Value>) -> Option<&str> {
+    m.get("metadata")?.get("tool_version")?.as_str()
+}
+
+fn matrix(dir: &Path, results: &Path, found: &mut Found) {
+    if let Some(text) = read_text(results, found) {
+        matrix_text(dir, &text, found);
+    }
+}
+
+fn matrix_text(dir: &Path, text: &str, found: &mut Found) {
+    let raw: Option<Map<String, Value>> = serde_json::from_str(text).ok();
     if let Some(note) = raw.as_ref().and_then(matrix_version_note) {
         found.skipped.push(format!("{}: {note}", dir.display()));
         return;
@@ -200,9 +209,7 @@ fn matrix(dir: &Path, results: &Path, found: &mut Found) {
         Err(e) => {
             let by = raw
                 .as_ref()
-                .and_then(|m| m.get("metadata"))
-                .and_then(|md| md.get("tool_version"))
-                .and_then(Value::as_str)
+                .and_then(written_by)
                 .map(|v| format!(" (written by llmspeed {v})"))
                 .unwrap_or_default();
             found.skipped.push(format!(
@@ -214,19 +221,12 @@ fn matrix(dir: &Path, results: &Path, found: &mut Found) {
 }
 
 fn file(path: &Path, found: &mut Found) {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            found
-                .skipped
-                .push(format!("{}: cannot read: {e}", path.display()));
-            return;
-        }
+    let Some(text) = read_text(path, found) else {
+        return;
     };
+    let dir = path.parent().unwrap_or(Path::new("."));
     if path.file_name().and_then(|n| n.to_str()) == Some(crate::report::files::JSON) {
-        if let Some(dir) = path.parent() {
-            return matrix(dir, path, found);
-        }
+        return matrix_text(dir, &text, found);
     }
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(m)) if is_sglang_record(&m) => found.runs.push(Source::Sglang {
@@ -235,10 +235,7 @@ fn file(path: &Path, found: &mut Found) {
             record: m,
         }),
         Ok(Value::Object(m)) => match classify(&m) {
-            Kind::Matrix => match path.parent() {
-                Some(dir) => matrix(dir, path, found),
-                None => found.skipped.push(format!("{}: no folder", path.display())),
-            },
+            Kind::Matrix => matrix_text(dir, &text, found),
             Kind::BenchServe => found.runs.push(Source::BenchServe {
                 file: path.to_path_buf(),
                 result: m,

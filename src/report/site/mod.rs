@@ -83,13 +83,14 @@ fn run_page(src: &Source, header: &RunHeader) -> String {
     )
 }
 
-/// Two origins that hash alike (never seen, but possible) get `-2`, `-3`.
+/// Two origins whose ids are alike (never seen, but possible) get `-2`, `-3`.
 fn dedupe_ids(site: &mut [SiteRun]) {
     for i in 1..site.len() {
+        let base = site[i].id.clone();
         let mut n = 1;
         while site[..i].iter().any(|r| r.id == site[i].id) {
             n += 1;
-            site[i].id = format!("{}-{n}", site[i].id.trim_end_matches(char::is_numeric));
+            site[i].id = format!("{base}-{n}");
         }
     }
 }
@@ -122,4 +123,25 @@ fn write_site(
         w.extend_from_slice(pages::index(site, skipped, inputs).as_bytes());
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alike_ids_are_numbered() {
+        let run = |id: &str| SiteRun {
+            id: id.into(),
+            origin: String::new(),
+            header: RunHeader::default(),
+            headline: runs::Headline::default(),
+            page: String::new(),
+            data: serde_json::Value::Null,
+        };
+        let mut site = vec![run("a-12"), run("a-12"), run("b"), run("a-12")];
+        dedupe_ids(&mut site);
+        let ids: Vec<&str> = site.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a-12", "a-12-2", "b", "a-12-3"]);
+    }
 }
