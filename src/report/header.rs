@@ -142,7 +142,11 @@ impl RunHeader {
                 .and_then(|o| o.get("version"))
                 .and_then(Value::as_str)
                 .map(|v| format!("llmspeed {v}")),
-            date: s("date").map(|d| compact_date_text(&d)),
+            // llmspeed writes vLLM's date in UTC; vLLM itself in its machine's local time.
+            date: s("date").map(|d| match ours {
+                Some(_) => compact_date_text(&d),
+                None => compact_date_text(&d).replace(" UTC", " (local time)"),
+            }),
             duration_s: m.get("duration").and_then(Value::as_f64),
             interrupted: ours
                 .and_then(|o| o.get("interrupted"))
@@ -515,6 +519,7 @@ mod tests {
         let vllm = json!({"model_id": "m", "date": "20261202-092510"});
         let v = RunHeader::bench_serve(vllm.as_object().unwrap());
         assert_eq!(v.tool, None);
+        assert_eq!(v.date.as_deref(), Some("2026-12-02 09:25:10 (local time)"));
         assert_eq!(v.title(), "bench serve · m on unrecorded hardware");
     }
 

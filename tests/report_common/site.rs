@@ -71,7 +71,17 @@ fn matrix(out: &Path, extra: &[&str]) {
 }
 
 fn make() -> Fixture {
-    let root = tempfile::tempdir().expect("a temporary folder").keep();
+    // Under cargo's folder for integration tests' files, one per test binary, made afresh.
+    let binary = std::env::current_exe().expect("the test binary");
+    // `report_site-<hash>`: the name without cargo's hash, so rebuilds reuse the folder.
+    let stem = binary
+        .file_stem()
+        .and_then(|n| n.to_str())
+        .unwrap_or("report");
+    let name = stem.split('-').next().unwrap_or(stem);
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("site-fixture-{name}"));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).expect("the fixture folder");
     let team = root.join("team");
     let matrix_a = team.join("h200").join("vllm-a");
     let matrix_b = team.join("rtx").join("vllm-b");
