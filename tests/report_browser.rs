@@ -767,3 +767,50 @@ f.onload = function () {
         "load took {load_ms} ms"
     );
 }
+
+/// A cell shown alone (`?only=cell-…`, the cell-details view) still says what was measured:
+/// the run's table of the header stays, the rest of the page (settings and machine panels, the
+/// grid, the other cells) is hidden.
+#[test]
+fn a_cell_shown_alone_keeps_the_run_header() {
+    let Some(bin) = browser_or_skip("a_cell_shown_alone_keeps_the_run_header") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (report, _, r) = write_pages(dir.path());
+    let first = r.decode.iter().find(|c| c.status.was_run()).unwrap();
+    let id = format!("cell-{}-{}", first.context, first.concurrency);
+    let harness = report.with_file_name("only.html");
+    std::fs::write(
+        &harness,
+        format!(
+            r##"<!DOCTYPE html><html><body><iframe id="f" src="report.html?only={id}" width="1200" height="900"></iframe><pre id="out"></pre><script>
+var f = document.getElementById("f");
+f.onload = function () {{
+  var d = f.contentDocument, out = [];
+  ["run", "settings", "machine", "decode", "{id}"].forEach(function (k) {{
+    out.push(k.replace(/-/g, "_") + "=" + JSON.stringify(d.getElementById(k).offsetParent !== null));
+  }});
+  out.push("model=" + JSON.stringify(d.querySelector("#run .model").textContent));
+  document.getElementById("out").textContent = out.join("\n") + "\n";
+}};
+</script></body></html>"##
+        ),
+    )
+    .unwrap();
+    let run = chromium(
+        &bin,
+        &dir.path().join("p1"),
+        &["--allow-file-access-from-files", "--dump-dom"],
+        &url(&harness, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let out = harness_out(&run.stdout);
+    let shown = |k: &str| out[k].as_bool().unwrap_or_else(|| panic!("{k}: {out:?}"));
+    assert!(shown("run"), "the run's header is shown: {out:?}");
+    assert!(shown(&id.replace('-', "_")), "the cell is shown: {out:?}");
+    for hidden in ["settings", "machine", "decode"] {
+        assert!(!shown(hidden), "{hidden} is hidden: {out:?}");
+    }
+    assert_eq!(out["model"], r.metadata.model.id.as_str());
+}

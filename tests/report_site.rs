@@ -457,6 +457,23 @@ fn every_number_on_the_site_is_the_runs_own() {
                     &bench_headline(f(&r["output_throughput"]), f(&r["median_ttft_ms"]))
                 );
                 check_bench_figures(r, &data, &page);
+                // Its header: what the server reported of itself, and the tool's version.
+                let run = kv_table(&page, "run");
+                let info = &r["server_info"];
+                assert_eq!(run["Model"], info["served_model_name"].as_str().unwrap());
+                assert_eq!(
+                    run["Engine"],
+                    format!("sglang {}", info["version"].as_str().unwrap())
+                );
+                assert_eq!(
+                    run["Tool"],
+                    format!("llmspeed {}", r["llmspeed"]["version"].as_str().unwrap())
+                );
+                assert_eq!(run["Date"], "not recorded", "SGLang's record has no date");
+                assert_eq!(
+                    run["Duration"],
+                    duration_text(r["duration"].as_f64().unwrap())
+                );
             }
             k if k.starts_with("bench serve sweep") => {
                 let s = read_json(&origin);
