@@ -528,6 +528,35 @@ fn harness_out(dom: &str) -> std::collections::BTreeMap<String, serde_json::Valu
         .collect()
 }
 
+/// A page that opens `src` in an iframe and, once it has loaded, writes into `#out` what
+/// `probe` returns (JavaScript with `f`, the iframe, and `d`, its document, in scope, returning
+/// `key=JSON` lines).
+fn iframe_probe(src: &str, probe: &str) -> String {
+    format!(
+        r##"<!DOCTYPE html><html><body><iframe id="f" src="{src}" width="1400" height="900"></iframe><pre id="out"></pre><script>
+var f = document.getElementById("f");
+f.onload = function () {{ var d = f.contentDocument; document.getElementById("out").textContent = (function () {{ {probe} }})(); }};
+</script></body></html>"##
+    )
+}
+
+/// Writes `page` at `path` and opens it in Chromium, which may reach into the folder's files
+/// (and takes `extra` flags); its console must stay clean. The `key=JSON` lines it left.
+fn run_harness(
+    bin: &Path,
+    profile: &Path,
+    path: &Path,
+    page: &str,
+    extra: &[&str],
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    std::fs::write(path, page).unwrap();
+    let mut args = vec!["--allow-file-access-from-files", "--dump-dom"];
+    args.extend_from_slice(extra);
+    let run = chromium(bin, profile, &args, &url(path, ""));
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    harness_out(&run.stdout)
+}
+
 #[test]
 fn the_site_sorts_filters_compares_three_runs_and_links_into_a_run_and_back() {
     let Some(bin) =
@@ -545,20 +574,13 @@ fn the_site_sorts_filters_compares_three_runs_and_links_into_a_run_and_back() {
         "--out",
         site.to_str().unwrap(),
     ]);
-    let harness = site.join("harness.html");
-    std::fs::write(&harness, SITE_HARNESS).unwrap();
-    let run = chromium(
+    let out = run_harness(
         &bin,
         &dir.path().join("p1"),
-        &[
-            "--allow-file-access-from-files",
-            "--virtual-time-budget=60000",
-            "--dump-dom",
-        ],
-        &url(&harness, ""),
+        &site.join("harness.html"),
+        SITE_HARNESS,
+        &["--virtual-time-budget=60000"],
     );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let out = harness_out(&run.stdout);
     assert_eq!(
         out.get("done"),
         Some(&serde_json::json!(true)),
@@ -731,27 +753,16 @@ fn the_index_of_300_runs_stays_small_and_loads_quickly() {
     let build_s = t.elapsed().as_secs_f64();
     let index = site.join("index.html");
     let bytes = std::fs::metadata(&index).unwrap().len();
-    let harness = site.join("load.html");
-    std::fs::write(
-        &harness,
-        r#"<!DOCTYPE html><html><body><iframe id="f" src="index.html" width="1400" height="900"></iframe><pre id="out"></pre><script>
-var f = document.getElementById("f");
-f.onload = function () {
-  var n = f.contentWindow.performance.getEntriesByType("navigation")[0];
-  document.getElementById("out").textContent = "rows=" + f.contentDocument.querySelectorAll("tr.run").length +
-    "\ndom_ms=" + JSON.stringify(n.domContentLoadedEventEnd - n.startTime) + "\nload_ms=" + JSON.stringify(n.loadEventStart - n.startTime) + "\n";
-};
-</script></body></html>"#,
-    )
-    .unwrap();
-    let run = chromium(
+    let probe = r#"var n = f.contentWindow.performance.getEntriesByType("navigation")[0];
+  return "rows=" + d.querySelectorAll("tr.run").length + "\ndom_ms=" + JSON.stringify(n.domContentLoadedEventEnd - n.startTime) +
+    "\nload_ms=" + JSON.stringify(n.loadEventStart - n.startTime) + "\n";"#;
+    let out = run_harness(
         &bin,
         &dir.path().join("p1"),
-        &["--allow-file-access-from-files", "--dump-dom"],
-        &url(&harness, ""),
+        &site.join("load.html"),
+        &iframe_probe("index.html", probe),
+        &[],
     );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let out = harness_out(&run.stdout);
     assert_eq!(out["rows"], 300);
     let load_ms = out["load_ms"].as_f64().unwrap();
     use std::io::Write as _;
@@ -780,32 +791,21 @@ fn a_cell_shown_alone_keeps_the_run_header() {
     let (report, _, r) = write_pages(dir.path());
     let first = r.decode.iter().find(|c| c.status.was_run()).unwrap();
     let id = format!("cell-{}-{}", first.context, first.concurrency);
-    let harness = report.with_file_name("only.html");
-    std::fs::write(
-        &harness,
-        format!(
-            r##"<!DOCTYPE html><html><body><iframe id="f" src="report.html?only={id}" width="1200" height="900"></iframe><pre id="out"></pre><script>
-var f = document.getElementById("f");
-f.onload = function () {{
-  var d = f.contentDocument, out = [];
+    let probe = format!(
+        r##"var out = [];
   ["run", "settings", "machine", "decode", "{id}"].forEach(function (k) {{
     out.push(k.replace(/-/g, "_") + "=" + JSON.stringify(d.getElementById(k).offsetParent !== null));
   }});
   out.push("model=" + JSON.stringify(d.querySelector("#run .model").textContent));
-  document.getElementById("out").textContent = out.join("\n") + "\n";
-}};
-</script></body></html>"##
-        ),
-    )
-    .unwrap();
-    let run = chromium(
+  return out.join("\n") + "\n";"##
+    );
+    let out = run_harness(
         &bin,
         &dir.path().join("p1"),
-        &["--allow-file-access-from-files", "--dump-dom"],
-        &url(&harness, ""),
+        &report.with_file_name("only.html"),
+        &iframe_probe(&format!("report.html?only={id}"), &probe),
+        &[],
     );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let out = harness_out(&run.stdout);
     let shown = |k: &str| out[k].as_bool().unwrap_or_else(|| panic!("{k}: {out:?}"));
     assert!(shown("run"), "the run's header is shown: {out:?}");
     assert!(shown(&id.replace('-', "_")), "the cell is shown: {out:?}");
