@@ -662,3 +662,53 @@ fn a_folder_with_no_result_is_skipped_with_why() {
     );
     assert!(tmp.path().join("site").join("index.html").is_file());
 }
+
+#[test]
+fn a_sweep_run_several_times_is_one_run_and_its_spreads_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("results");
+    let (mut mock, url) = process::mock(&[]);
+    llmspeed(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "8",
+        "--num-prompts",
+        "4",
+        "--sweep-max-concurrency",
+        "1,2",
+        "--num-runs",
+        "2",
+        "--save-result",
+        "--result-dir",
+        out.to_str().unwrap(),
+        "--result-filename",
+        "s.json",
+    ]);
+    mock.signal(libc::SIGTERM);
+    mock.wait();
+    let site_dir = tmp.path().join("site");
+    let stderr = site(&[&out], &site_dir);
+    // Four runs' files and two spreads: one sweep.
+    assert!(stderr.contains("(1 run)"), "{stderr}");
+    for point in ["concurrency1", "concurrency2"] {
+        let spread = out.join(format!("s-{point}-runs.json"));
+        assert!(
+            stderr.contains(&format!(
+                "skipped {}: the spread across repeated runs (--num-runs), not a run",
+                spread.display()
+            )),
+            "{stderr}"
+        );
+    }
+    let rows = index_rows(&read(&site_dir.join("index.html")));
+    let (id, _) = rows.iter().next().unwrap();
+    let data = run_data(&site_dir, id);
+    assert_eq!(data["sweep"]["points"].as_array().unwrap().len(), 2);
+}

@@ -75,8 +75,11 @@ pub fn classify(m: &Map<String, Value>) -> Kind {
         Kind::Sweep
     } else if has("model_id") && has("output_throughput") && has("date") {
         Kind::BenchServe
-    } else if has("spreads") || has("runs") {
-        Kind::Not("the spread across repeated runs, not a run".into())
+    } else if has("cv_flag") && has("metrics") && has("num_runs") {
+        Kind::Not(
+            "the spread across repeated runs (--num-runs), not a run: its runs' own files are"
+                .into(),
+        )
     } else {
         Kind::Not("not a result: no matrix, bench serve or sweep keys".into())
     }
@@ -317,7 +320,7 @@ fn jsonl(path: &Path, text: &str, found: &mut Found) {
 /// A sweep's points are its own: each point's result file leaves the list of runs and its
 /// first run's result goes into the sweep (the points' files are named in the summary).
 fn fold_sweep_points(runs: &mut Vec<Source>) {
-    let named: Vec<(usize, Vec<PathBuf>)> = runs
+    let named: Vec<(usize, Vec<Vec<PathBuf>>)> = runs
         .iter()
         .enumerate()
         .filter_map(|(i, r)| match r {
@@ -326,23 +329,13 @@ fn fold_sweep_points(runs: &mut Vec<Source>) {
         })
         .collect();
     let mut taken: Vec<PathBuf> = Vec::new();
-    for (i, files) in named {
-        let mut points = Vec::new();
-        for f in &files {
-            let found = runs.iter().find_map(|r| match r {
-                Source::BenchServe { file, result } if same_path(file, f) => Some(result.clone()),
-                _ => None,
-            });
-            // A point whose file is not among the inputs is read from where the summary says.
-            let result = found.or_else(|| {
-                let text = std::fs::read_to_string(f).ok()?;
-                serde_json::from_str(&text).ok()
-            });
-            if let Some(r) = result {
-                points.push(r);
-            }
-            taken.push(f.clone());
-        }
+    for (i, per_point) in named {
+        // Each point's first run says what was measured; every run's file is the sweep's.
+        let points = per_point
+            .iter()
+            .filter_map(|files| point_result(runs, files.first()?))
+            .collect();
+        taken.extend(per_point.into_iter().flatten());
         if let Source::Sweep { points: p, .. } = &mut runs[i] {
             *p = points;
         }
@@ -353,27 +346,42 @@ fn fold_sweep_points(runs: &mut Vec<Source>) {
     });
 }
 
-/// Each point's first run's result file, as the summary names it (relative names are taken
+/// A point's result: found among the inputs, else read from where the summary says.
+fn point_result(runs: &[Source], f: &Path) -> Option<Map<String, Value>> {
+    let found = runs.iter().find_map(|r| match r {
+        Source::BenchServe { file, result } if same_path(file, f) => Some(result.clone()),
+        _ => None,
+    });
+    found.or_else(|| serde_json::from_str(&std::fs::read_to_string(f).ok()?).ok())
+}
+
+/// Every run's result file of each point, as the summary names them (relative names are taken
 /// from the summary's folder when they are not found as written).
-fn point_files(summary_file: &Path, summary: &Value) -> Vec<PathBuf> {
+fn point_files(summary_file: &Path, summary: &Value) -> Vec<Vec<PathBuf>> {
     let dir = summary_file.parent().unwrap_or(Path::new("."));
+    let locate = |f: &str| {
+        let p = PathBuf::from(f);
+        if p.is_file() {
+            p
+        } else {
+            dir.join(p.file_name().unwrap_or_default())
+        }
+    };
     summary
         .get("points")
         .and_then(Value::as_array)
-        .map(|pts| {
-            pts.iter()
-                .filter_map(|p| p.get("result_files")?.as_array()?.first()?.as_str())
-                .map(|f| {
-                    let p = PathBuf::from(f);
-                    if p.is_file() {
-                        p
-                    } else {
-                        dir.join(p.file_name().unwrap_or_default())
-                    }
-                })
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            p.get("result_files")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(locate)
                 .collect()
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 #[cfg(test)]
@@ -405,6 +413,11 @@ mod tests {
             classify(&obj(json!({"name": "package.json"}))),
             Kind::Not(_)
         ));
+        let spread = json!({"num_runs": 3, "cv_flag": 0.05, "unstable": [], "result_files": [], "metrics": {}});
+        match classify(&obj(spread)) {
+            Kind::Not(why) => assert!(why.starts_with("the spread across repeated runs"), "{why}"),
+            other => panic!("a spread file is no run: {other:?}"),
+        }
         assert!(is_sglang_record(&obj(
             json!({"server_info": null, "dataset_name": "random", "output_throughput": 1.0})
         )));
