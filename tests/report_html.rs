@@ -600,7 +600,8 @@ fn compare_html_marks_changes_and_cells_in_one_run_only() {
     let page = String::from_utf8(out).unwrap();
     let el = parse(&page);
     assert_entities_known(&page);
-    assert_self_contained(&page, &el, None);
+    // Each run's header shows its server's base URL, as text.
+    assert_self_contained(&page, &el, a.metadata.base_url.as_deref());
     let rows = |class: &str| {
         el.iter()
             .filter(|e| e.name == "tr" && e.class_has(class))
@@ -801,7 +802,7 @@ fn the_sweep_page_draws_the_pareto_front_through_the_flagged_points() {
         .collect();
     assert_eq!(flags, [true, true, false, true]);
 
-    let page = sweep_html::render(&summary);
+    let page = sweep_html::render(&summary, &[]);
     let els = parse(&page);
     assert_entities_known(&page);
     assert_self_contained(&page, &els, None);

@@ -1,5 +1,6 @@
 //! `llmspeed report DIR` (re-render a results folder from its `results.json`) and
-//! `llmspeed report compare A B` (two runs side by side, on stdout and in `compare.html`).
+//! `llmspeed report compare A B` (two runs side by side, on stdout and in `compare.html`) and
+//! `llmspeed report site DIR... --out SITE` (the static site over many runs, `report::site`).
 
 use super::{CliError, CliResult};
 use crate::report::compare::{self, Comparison};
@@ -24,6 +25,20 @@ pub enum ReportCommand {
     /// Compare two matrix results folders (or two `bench serve` result JSON files): markdown
     /// on stdout, and compare.html.
     Compare(CompareArgs),
+    /// One static site over many runs: results folders and `bench serve`/`bench sglang` result
+    /// files (nested folders too) -> an index, every run's page, and a comparison of any runs
+    /// chosen in the index. Loads nothing from anywhere; copy the folder to any file server.
+    Site(SiteArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SiteArgs {
+    /// Results folders, result files, or folders holding them (searched to any depth).
+    #[arg(value_name = "DIR", required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The site's folder (created; its pages are written again on every run).
+    #[arg(long, value_name = "SITE")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, clap::Args)]
@@ -42,6 +57,7 @@ pub struct CompareArgs {
 pub fn run(args: ReportArgs) -> CliResult {
     match (args.command, args.dir) {
         (Some(ReportCommand::Compare(c)), _) => run_compare(c),
+        (Some(ReportCommand::Site(s)), _) => run_site(s),
         (None, Some(dir)) => rerender(&dir),
         (None, None) => Err(CliError::usage(
             "report needs a results folder (llmspeed report DIR) or `compare A B`",
@@ -119,5 +135,20 @@ fn run_compare(args: CompareArgs) -> CliResult {
         .write_all(&md)
         .map_err(|e| CliError::failed(format!("cannot write to stdout: {e}")))?;
     eprintln!("wrote {}", path.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_site(args: SiteArgs) -> CliResult {
+    let built = crate::report::site::build(&args.inputs, &args.out)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    for s in &built.skipped {
+        eprintln!("skipped {s}");
+    }
+    eprintln!(
+        "wrote {} ({} run{})",
+        built.index.display(),
+        built.runs,
+        if built.runs == 1 { "" } else { "s" }
+    );
     Ok(ExitCode::SUCCESS)
 }

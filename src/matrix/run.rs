@@ -187,6 +187,7 @@ fn metadata(
         tool: "llmspeed".into(),
         tool_version: crate::VERSION.into(),
         date: rfc3339(unix_now()),
+        finished: None,
         interrupted: None,
         base_url: Some(cfg.base_url.clone()),
         simulated_server: h.simulated_server.clone(),
@@ -303,6 +304,7 @@ pub async fn execute(
         let why = stop.reason().unwrap_or("SIGINT");
         report.metadata.interrupted = Some(format!("stopped by {why}"));
     }
+    report.metadata.finished = Some(rfc3339(unix_now()));
     write_results(cfg, &report)?;
     Ok(report)
 }

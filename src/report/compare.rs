@@ -6,6 +6,7 @@
 //! terminal and `html::write_compare` for `compare.html`.
 
 use crate::report::format::{one_decimal, MISSING};
+use crate::report::header::RunHeader;
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::{self, Write};
 
@@ -105,7 +106,17 @@ pub struct Section {
 pub struct Comparison {
     pub a_name: String,
     pub b_name: String,
+    /// What each run measured, from its own file.
+    pub a_header: RunHeader,
+    pub b_header: RunHeader,
     pub sections: Vec<Section>,
+}
+
+impl Comparison {
+    /// The settings that differ between A and B, by name: said before any number.
+    pub fn differing_settings(&self) -> Vec<String> {
+        RunHeader::differing_settings(&[&self.a_header, &self.b_header])
+    }
 }
 
 type Metric<T> = (&'static str, Better, fn(&T) -> Option<f64>);
@@ -184,6 +195,8 @@ pub fn matrices(a_name: &str, a: &MatrixReport, b_name: &str, b: &MatrixReport) 
     Comparison {
         a_name: a_name.to_string(),
         b_name: b_name.to_string(),
+        a_header: RunHeader::matrix(a),
+        b_header: RunHeader::matrix(b),
         sections: vec![
             Section {
                 title: "Sustained decode".into(),
@@ -238,6 +251,8 @@ pub fn bench_results(
     Comparison {
         a_name: a_name.to_string(),
         b_name: b_name.to_string(),
+        a_header: RunHeader::bench_serve(a),
+        b_header: RunHeader::bench_serve(b),
         sections: vec![Section {
             title: "bench serve".into(),
             rows,
@@ -292,9 +307,18 @@ pub fn ratio_text(v: Option<f64>) -> String {
 pub fn markdown(w: &mut impl Write, c: &Comparison) -> io::Result<()> {
     writeln!(w, "# Comparison")?;
     writeln!(w)?;
-    writeln!(w, "A: {}  ", c.a_name)?;
-    writeln!(w, "B: {}", c.b_name)?;
+    writeln!(w, "A: {} ({})  ", c.a_name, c.a_header.title())?;
+    writeln!(w, "B: {} ({})", c.b_name, c.b_header.title())?;
     writeln!(w)?;
+    let differ = c.differing_settings();
+    if !differ.is_empty() {
+        writeln!(
+            w,
+            "**The runs' settings differ: {}.** A difference below may come from them.",
+            differ.join(", ")
+        )?;
+        writeln!(w)?;
+    }
     writeln!(
         w,
         "Ratio is B / A; a change within {:.0}% counts as the same.",

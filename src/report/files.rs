@@ -41,7 +41,7 @@ pub enum FilesError {
 }
 
 /// Render with `render` into a buffer, then replace `path` with it atomically.
-fn write_atomic(
+pub(crate) fn write_atomic(
     path: &Path,
     render: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
 ) -> Result<(), FilesError> {

@@ -3,7 +3,8 @@
 //! `model` holds what a matrix run measured; `markdown`, `json` and `csv` each write it in one
 //! function; `svg` draws the decode grid and the prefill rows; `html` writes the self-contained
 //! `report.html` (and `compare.html` for `compare`, which sets two runs side by side); `files` writes them all into a results folder atomically; `console` renders the
-//! end-of-run summary; `format` holds the number formatting the human-facing writers share. Writers never
+//! end-of-run summary; `header` is what every HTML page says a run measured; `site` writes the
+//! static site over many runs (`report site`); `format` holds the number formatting the human-facing writers share. Writers never
 //! compute statistics and never decide verdicts: they print what the model says. `status` is
 //! the verdict vocabulary the matrix fills in.
 //!
@@ -16,10 +17,12 @@ pub mod console;
 pub mod csv;
 pub mod files;
 pub mod format;
+pub mod header;
 pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod model;
+pub mod site;
 pub mod status;
 pub mod svg;
 

@@ -30,6 +30,10 @@ pub struct Metadata {
     pub tool_version: String,
     /// RFC 3339 start of the run (UTC).
     pub date: String,
+    /// RFC 3339 end of the run (UTC), written when it ends (finished or stopped); absent while
+    /// it runs and in files from before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<String>,
     /// When the run stopped early (Ctrl-C, error), why; `None` for a complete run.
     pub interrupted: Option<String>,
     pub base_url: Option<String>,

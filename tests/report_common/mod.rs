@@ -17,6 +17,7 @@ pub fn report() -> MatrixReport {
         tool: "llmspeed".into(),
         tool_version: "0.1.0".into(),
         date: "2026-11-30T04:00:00Z".into(),
+        finished: Some("2026-11-30T04:12:05Z".into()),
         interrupted: None,
         base_url: Some("http://127.0.0.1:8000".into()),
         simulated_server: None,

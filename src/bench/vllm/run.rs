@@ -394,8 +394,9 @@ pub fn report(
     if let Some(th) = cfg.plot_timeline {
         // Where vLLM puts it, also when the JSON itself is not saved.
         let html_path = timeline_html::path_for(&path);
-        let title = format!("bench serve timeline: {}", out.info.model_id);
-        let html = timeline_html::render(&timeline_html::requests(&out.detailed), th, &title);
+        let run: serde_json::Map<String, Value> = out.pairs(false).into_iter().collect();
+        let header = crate::report::header::RunHeader::bench_serve(&run);
+        let html = timeline_html::render(&timeline_html::requests(&out.detailed), th, &header);
         std::fs::write(&html_path, html)
             .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
         writeln!(w, "Timeline plot saved to: {}", html_path.display()).map_err(io)?;

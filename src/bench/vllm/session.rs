@@ -159,7 +159,14 @@ impl VllmRuns<'_> {
         let v = sweep::summary_json(sw, cfg.num_runs, results);
         let json_path = save(cfg, &name, &v)?;
         let html_path = crate::bench::vllm::sweep_html::path_for(&json_path);
-        std::fs::write(&html_path, crate::bench::vllm::sweep_html::render(&v))
+        // The page's header comes from the points' own result files, just saved.
+        let first_runs: Vec<serde_json::Map<String, serde_json::Value>> = results
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p.result_files.first()?).ok())
+            .filter_map(|text| serde_json::from_str(&text).ok())
+            .collect();
+        let page = crate::bench::vllm::sweep_html::render(&v, &first_runs);
+        std::fs::write(&html_path, page)
             .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
         Ok(vec![json_path, html_path])
     }

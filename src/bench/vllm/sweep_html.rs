@@ -1,14 +1,9 @@
-//! The sweep's HTML page, written next to the sweep summary JSON (`<summary>.html`): output
-//! tok/s against median TTFT and against median TPOT (one mark per point, labelled by its
-//! concurrency or rate), tokens/s per user against output tokens/s with the Pareto front drawn
-//! through the points the summary flags, and the summary table. Inline SVG from
-//! `report::html::charts`, no script, no network. Pure: built from the summary JSON alone (so
-//! it shows exactly what the JSON says), the caller writes the file.
+//! The sweep's HTML page, written next to the sweep summary JSON (`<summary>.html`). The page
+//! itself is `report::html::sweep` (the results site draws it too); this file names it and
+//! builds its header from the points' own result files.
 
-use crate::report::html::charts::{self, Mark};
-use crate::report::svg::escape;
-use serde_json::Value;
-use std::fmt::Write;
+use crate::report::header::RunHeader;
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// The page's file: the summary's `.json` replaced by `.html`.
@@ -16,121 +11,8 @@ pub fn path_for(summary: &Path) -> PathBuf {
     summary.with_extension("html")
 }
 
-/// The table's columns: heading and summary key.
-const COLUMNS: [(&str, &str); 8] = [
-    ("Prompts", "num_prompts"),
-    ("Req/s", "request_throughput"),
-    ("Out tok/s", "output_throughput"),
-    ("Total tok/s", "total_token_throughput"),
-    ("P50 TTFT (ms)", "median_ttft_ms"),
-    ("P50 TPOT (ms)", "median_tpot_ms"),
-    ("Tok/s per user", "tokens_per_s_per_user"),
-    ("Pareto", "pareto"),
-];
-
-/// A point's label: its sweep value (`8`, `10.0`, `inf`).
-fn label(p: &Value, key: &str) -> String {
-    match p.get(key) {
-        Some(Value::String(s)) => s.clone(),
-        Some(v) if !v.is_null() => v.to_string(),
-        _ => "?".into(),
-    }
+/// The whole page for a summary as `sweep::summary_json` writes it; `points` are the points'
+/// result objects (each point's first run), which say what was measured.
+pub fn render(summary: &Value, points: &[Map<String, Value>]) -> String {
+    crate::report::html::sweep::render(summary, &RunHeader::bench_sweep(summary, points))
 }
-
-/// A figure of a point; NaN when absent, so the chart leaves the point out.
-fn num(p: &Value, key: &str) -> f64 {
-    p.get(key).and_then(Value::as_f64).unwrap_or(f64::NAN)
-}
-
-/// The whole page for a summary as `sweep::summary_json` writes it.
-pub fn render(summary: &Value) -> String {
-    let key = summary.get("sweep").and_then(Value::as_str).unwrap_or("");
-    let points: &[Value] = summary
-        .get("points")
-        .and_then(Value::as_array)
-        .map_or(&[], |v| v.as_slice());
-    let short = if key == "request_rate" {
-        "rate"
-    } else {
-        "concurrency"
-    };
-    let marks = |x_key: &str, y_key: &str, by_front: bool| -> Vec<Mark> {
-        points
-            .iter()
-            .map(|p| Mark {
-                label: label(p, key),
-                x: num(p, x_key),
-                y: num(p, y_key),
-                hollow: by_front && p.get("pareto") != Some(&Value::Bool(true)),
-            })
-            .collect()
-    };
-    let mut out = String::with_capacity(16 * 1024);
-    let title = format!("Sweep over {}", escape(key));
-    let _ = write!(
-        out,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/><title>{title}</title><style>{}</style></head><body><h1>{title}</h1>",
-        STYLE
-    );
-    let _ = write!(
-        out,
-        "<section id=\"latency\"><h2>Throughput against latency</h2><p>One mark per point, labelled by its {short}.</p>{}{}</section>",
-        charts::scatter(
-            "Output tok/s against median TTFT",
-            "median TTFT (ms)",
-            "output tok/s",
-            &marks("median_ttft_ms", "output_throughput", false),
-            "line"
-        ),
-        charts::scatter(
-            "Output tok/s against median TPOT",
-            "median TPOT (ms)",
-            "output tok/s",
-            &marks("median_tpot_ms", "output_throughput", false),
-            "line"
-        )
-    );
-    let _ = write!(
-        out,
-        "<section id=\"pareto\"><h2>Per-user against total throughput</h2><p>The line joins the Pareto points (no other point is as fast per user and in total); hollow marks are off the front.</p>{}</section>",
-        charts::scatter(
-            "Tokens/s per user against output tokens/s",
-            "output tok/s (total)",
-            "tok/s per user",
-            &marks("output_throughput", "tokens_per_s_per_user", true),
-            "front"
-        )
-    );
-    let _ = write!(
-        out,
-        "<section id=\"table\"><h2>Summary</h2><table><tr><th>{}</th>",
-        escape(short)
-    );
-    for (h, _) in COLUMNS {
-        let _ = write!(out, "<th>{}</th>", escape(h));
-    }
-    out.push_str("</tr>");
-    for p in points {
-        let _ = write!(out, "<tr><td>{}</td>", escape(&label(p, key)));
-        for (_, k) in COLUMNS {
-            let cell = match p.get(k) {
-                Some(Value::Bool(b)) => if *b { "yes" } else { "" }.to_string(),
-                Some(v) => match v.as_f64() {
-                    Some(f) if k == "num_prompts" => format!("{f:.0}"),
-                    Some(f) => format!("{f:.2}"),
-                    None => "—".into(),
-                },
-                None => "—".into(),
-            };
-            let _ = write!(out, "<td>{}</td>", escape(&cell));
-        }
-        out.push_str("</tr>");
-    }
-    out.push_str("</table></section></body></html>\n");
-    out
-}
-
-const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}\
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-.chart{margin:0 1em 1em 0}.chart .ct{font-weight:bold;font-size:13px}.chart .tk{font-size:10px;fill:#444}\
-.chart .al{font-size:11px;fill:#333}.chart .grid{stroke:#eee}.chart .axis{stroke:#888}.chart .none{fill:#888}";

@@ -2,9 +2,11 @@
 //! send to its last token, the prefill part (TTFT) in one colour and every gap between tokens
 //! coloured by `--timeline-itl-thresholds` (vLLM's three classes: below the first threshold,
 //! between the two, at or above the second). Inline SVG with `<title>` tooltips: no script, no
-//! network. Pure: the caller writes the string where vLLM does (`<result>.timeline.html`).
+//! network; the run's header (`report::html::run_header`) above it. Pure: the caller writes the
+//! string where vLLM does (`<result>.timeline.html`).
 
 use crate::bench::vllm::result::Detailed;
+use crate::report::header::RunHeader;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -82,8 +84,9 @@ fn ms(x: f64) -> String {
     format!("{:.0}", x)
 }
 
-/// The page. `thresholds_ms` as given on the command line.
-pub fn render(reqs: &[Request], thresholds_ms: [f64; 2], title: &str) -> String {
+/// The page, opened by the run's header. `thresholds_ms` as given on the command line.
+pub fn render(reqs: &[Request], thresholds_ms: [f64; 2], header: &RunHeader) -> String {
+    let title = format!("Request timeline · {}", header.title());
     let th_s = [thresholds_ms[0] / 1e3, thresholds_ms[1] / 1e3];
     let span = reqs
         .iter()
@@ -97,9 +100,9 @@ pub fn render(reqs: &[Request], thresholds_ms: [f64; 2], title: &str) -> String 
     let _ = write!(
         s,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
-<style>body{{font-family:sans-serif;margin:1em}}.legend span{{display:inline-block;margin-right:1.2em}}\
+<style>{}.legend span{{display:inline-block;margin-right:1.2em}}\
 .legend i{{display:inline-block;width:1em;height:.8em;margin-right:.3em}}</style></head><body>\n\
-<h1>{}</h1>\n<p>Each row is one request, from when it was sent to its last token; \
+<h1>{}</h1>\n{}\n<p>Each row is one request, from when it was sent to its last token; \
 the first part is the time to first token, then each gap between tokens is coloured by \
 its inter-token latency. {} requests over {:.2} s.</p>\n<p class=\"legend\">\
 <span><i style=\"background:{TTFT_COLOUR}\"></i>TTFT</span>\
@@ -107,8 +110,10 @@ its inter-token latency. {} requests over {:.2} s.</p>\n<p class=\"legend\">\
 <span><i style=\"background:{}\"></i>{} ms &le; ITL &lt; {} ms</span>\
 <span><i style=\"background:{}\"></i>ITL &ge; {} ms</span>\
 <span><i style=\"background:{FAILED_COLOUR}\"></i>failed</span></p>\n",
-        escape(title),
-        escape(title),
+        escape(&title),
+        crate::report::html::style(),
+        escape(&title),
+        crate::report::html::run_header(header, "", ""),
         reqs.len(),
         span,
         ITL_COLOURS[0],
@@ -233,7 +238,12 @@ mod tests {
             req(0.2, None, &[]),
             req(0.3, Some(0.05), &[0.07]),
         ];
-        let html = render(&reqs, [25.0, 50.0], "run <1>");
+        let header = RunHeader {
+            kind: "bench serve".into(),
+            model: "run <1>".into(),
+            ..RunHeader::default()
+        };
+        let html = render(&reqs, [25.0, 50.0], &header);
         assert_eq!(html.matches("<g class=\"req\">").count(), 3);
         assert!(html.contains("run &lt;1&gt;"));
         assert!(html.contains("ITL &lt; 25 ms") && html.contains("ITL &ge; 50 ms"));

@@ -10,11 +10,14 @@
 //! cell when the address carries `?open`. The server's base URL is shown as text, never a link.
 //! Like the other writers it draws what the model holds and decides no verdict.
 
+pub mod bench;
 pub mod charts;
+pub mod sweep;
 
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
+use crate::report::header::{duration_text, RunHeader};
 use crate::report::markdown::row_labels;
-use crate::report::model::{DecodeCell, GpuSample, Hardware, MatrixReport, PromptTokens};
+use crate::report::model::{DecodeCell, GpuSample, Hardware, MatrixReport};
 use crate::report::status::CellStatus;
 use charts::{GpuSeries, LogXChart, Series, Span, PALETTE};
 use minijinja::{context, Environment, Value};
@@ -22,6 +25,7 @@ use std::io::{self, Write};
 
 const REPORT_TEMPLATE: &str = include_str!("report.html");
 const COMPARE_TEMPLATE: &str = include_str!("compare.html");
+const HEADER_TEMPLATE: &str = include_str!("header.html");
 const STYLE: &str = include_str!("style.css");
 
 /// The client may have limited a cell's result when its process used this much CPU (percent of
@@ -79,6 +83,8 @@ fn environment() -> Environment<'static> {
         .expect("report.html template parses");
     env.add_template("compare.html", COMPARE_TEMPLATE)
         .expect("compare.html template parses");
+    env.add_template("header.html", HEADER_TEMPLATE)
+        .expect("header.html template parses");
     env
 }
 
@@ -99,43 +105,42 @@ fn inline_svg(svg: String) -> Value {
 
 /// `8K`, `128K`, `1M` for a context in tokens (binary thousands, as the labels are).
 fn context_tick(x: f64) -> String {
-    let t = x.round() as u64;
-    if t >= 1 << 20 && t % (1 << 20) == 0 {
-        format!("{}M", t >> 20)
-    } else if t >= 1024 {
-        format!("{}K", (t as f64 / 1024.0).round())
-    } else {
-        t.to_string()
-    }
+    crate::report::header::context_label(x.round() as u64)
 }
 
 fn concurrency_tick(x: f64) -> String {
     format!("{}", x.round() as u64)
 }
 
-pub(crate) fn header(r: &MatrixReport) -> Value {
-    let md = &r.metadata;
-    let model = md.model.name.clone().unwrap_or_else(|| md.model.id.clone());
-    let engine = [md.engine.name.as_deref(), md.engine.version.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ");
-    let hardware = crate::report::format::hardware_text(&md.hardware);
-    let or_missing = |s: String| if s.is_empty() { MISSING.to_string() } else { s };
-    context! {
-        model => model,
-        model_id => md.model.id,
-        engine => or_missing(engine),
-        engine_details => [md.engine.quantization.clone(), md.engine.backend.clone(), md.engine.build.clone(), md.engine.commit.clone()].into_iter().flatten().collect::<Vec<_>>().join(" · "),
-        hardware => or_missing(hardware),
-        launch_command => md.launch_command,
-        date => md.date,
-        tool => format!("{} {}", md.tool, md.tool_version),
-        base_url => md.base_url,
-        interrupted => md.interrupted,
-        notes => md.notes,
-    }
+/// The run's header, the one drawing every page uses: what was measured, then `aside` (a
+/// page's own panel, e.g. the measured machine), then the settings. `slot` suffixes its ids
+/// (`header`, `run`, `settings`) where a page shows several runs' headers.
+pub fn run_header(h: &RunHeader, aside: &str, slot: &str) -> String {
+    let not_recorded = |v: &Option<String>| v.clone().unwrap_or_else(|| "not recorded".into());
+    let ctx = context! {
+        h => context! {
+            kind => h.kind, model => h.model, model_detail => h.model_detail,
+            engine_detail => h.engine_detail, launch_command => h.launch_command,
+            server => h.server, interrupted => h.interrupted, notes => h.notes,
+            settings => h.settings,
+        },
+        engine => not_recorded(&h.engine),
+        hardware => not_recorded(&h.hardware),
+        tool => not_recorded(&h.tool),
+        date => not_recorded(&h.date),
+        duration => h.duration_s.map_or_else(|| "not recorded".to_string(), duration_text),
+        aside => Value::from_safe_string(aside.to_string()),
+        slot => slot,
+    };
+    environment()
+        .get_template("header.html")
+        .and_then(|t| t.render(ctx))
+        .expect("header.html renders: its context is built here")
+}
+
+/// The stylesheet every page shares, for pages drawn outside the templates.
+pub fn style() -> &'static str {
+    STYLE
 }
 
 /// The measured machine panel: the client machine and the GPUs its tool listed, or why none
@@ -186,6 +191,24 @@ fn machine(h: &Hardware) -> Option<Vec<(String, String)>> {
         }
     }
     Some(out)
+}
+
+/// The machine panel as HTML, for the header's aside.
+fn machine_panel(h: &Hardware) -> String {
+    use crate::report::svg::escape;
+    let Some(rows) = machine(h) else {
+        return "<p class=\"muted\" id=\"machine\">The machine was not measured (results from an older version).</p>".into();
+    };
+    let mut out = String::from("<table class=\"kv\" id=\"machine\">\n<tr><th colspan=\"2\">Machine (measured: the machine llmspeed ran on)</th></tr>\n");
+    for (k, v) in rows {
+        out.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td></tr>\n",
+            escape(&k),
+            escape(&v)
+        ));
+    }
+    out.push_str("</table>");
+    out
 }
 
 /// One figure of a GPU reading (`None` where the tool did not report it).
@@ -242,60 +265,6 @@ fn gpu_charts(c: &DecodeCell, title: &str, window_ms: f64) -> Vec<Value> {
             })
         })
         .collect()
-}
-
-fn settings(r: &MatrixReport) -> Vec<(String, String)> {
-    let s = &r.metadata.settings;
-    let l = &r.metadata.server_limits;
-    let list = |v: &[u64], f: fn(f64) -> String| {
-        v.iter()
-            .map(|&x| f(x as f64))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let mut out = vec![
-        ("Window".into(), seconds(s.duration_s)),
-        ("max_tokens".into(), group_digits(s.max_tokens)),
-        ("Decode contexts".into(), list(&s.contexts, context_tick)),
-        ("Concurrency".into(), list(&s.concurrency, concurrency_tick)),
-        (
-            "Prefill contexts".into(),
-            list(&s.prefill_contexts, context_tick),
-        ),
-        ("Prefill samples".into(), s.prefill_samples.to_string()),
-        ("Endpoint".into(), s.endpoint.clone()),
-        (
-            "Prompt sizes".into(),
-            match s.prompt_tokens {
-                PromptTokens::TokenIds => "exact: token-id prompts",
-                PromptTokens::TokenizeEndpoint => "counted with the server's tokenize endpoint",
-                PromptTokens::LocalTokenizer => "counted with a local tokenizer",
-                PromptTokens::UsageEstimate => "approximate: scaled from usage",
-            }
-            .to_string(),
-        ),
-        ("ignore_eos".into(), s.ignore_eos.to_string()),
-        ("Seed".into(), s.seed.to_string()),
-        ("max_model_len".into(), opt(l.max_model_len, group_digits)),
-        (
-            "KV-cache tokens".into(),
-            opt(l.kv_cache_tokens, group_digits),
-        ),
-        (
-            "Running limit".into(),
-            opt(l.max_running_requests, group_digits),
-        ),
-    ];
-    if let Some(lr) = s.loop_rule {
-        out.push((
-            "Loop rule".into(),
-            format!(
-                "{} repeats over {} characters (period ≤ {})",
-                lr.min_repeats, lr.min_span_chars, lr.max_period_chars
-            ),
-        ));
-    }
-    out
 }
 
 /// Total and per-request tok/s against concurrency, one line per context with figures.
@@ -564,9 +533,9 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         .collect();
     let ctx = context! {
         style => Value::from_safe_string(STYLE.to_string()),
-        h => header(r),
-        machine => machine(&r.metadata.hardware),
-        settings => settings(r),
+        title => RunHeader::matrix(r).title(),
+        run_header => Value::from_safe_string(run_header(&RunHeader::matrix(r), &machine_panel(&r.metadata.hardware), "")),
+        interrupted => r.metadata.interrupted,
         heatmap => inline_svg(heat),
         total_curve => Value::from_safe_string(total),
         per_request_curve => Value::from_safe_string(per),
@@ -619,6 +588,10 @@ pub fn write_compare(w: &mut impl Write, c: &crate::report::compare::Comparison)
         style => Value::from_safe_string(STYLE.to_string()),
         a_name => c.a_name,
         b_name => c.b_name,
+        title => format!("Comparison · {} against {}", c.a_header.title(), c.b_header.title()),
+        a_header => Value::from_safe_string(run_header(&c.a_header, "", "-a")),
+        b_header => Value::from_safe_string(run_header(&c.b_header, "", "-b")),
+        differ => c.differing_settings(),
         same_within => format!("{:.0}%", crate::report::compare::SAME_WITHIN * 100.0),
         sections => sections,
     };
