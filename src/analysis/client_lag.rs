@@ -431,10 +431,19 @@ impl ClientLag {
     }
 }
 
+/// Which gap percentiles a measurement prints, so which the verdict holds to their bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Printed {
+    /// The median only (the matrix's time between tokens).
+    Median,
+    /// The median and the p99 (`bench serve`'s and `bench sglang`'s ITL).
+    MedianAndP99,
+}
+
 /// Why the client limited a measurement, one phrase per reason (empty: it did not, as far as
 /// its own figures tell): [`stamp_reasons`], then [`dispatch_reasons`].
-pub fn verdict(lag: &ClientLag) -> Vec<String> {
-    let mut why = stamp_reasons(lag);
+pub fn verdict(lag: &ClientLag, printed: Printed) -> Vec<String> {
+    let mut why = stamp_reasons(lag, printed);
     why.extend(dispatch_reasons(lag));
     why
 }
@@ -456,11 +465,14 @@ pub fn dispatch_reasons(lag: &ClientLag) -> Vec<String> {
     why
 }
 
-/// The stamps are too loose for the figures: the bound on the gap p50 or p99 over
+/// The stamps are too loose for the figures: the bound on a printed gap percentile over
 /// [`GAP_BOUND_SHARE`] of it, or the bound on the TTFT p50 over [`TTFT_BOUND_SHARE`] of it.
-pub fn stamp_reasons(lag: &ClientLag) -> Vec<String> {
+pub fn stamp_reasons(lag: &ClientLag, printed: Printed) -> Vec<String> {
     let mut why = Vec::new();
-    for (name, b) in [("p50", lag.itl_ms_p50), ("p99", lag.itl_ms_p99)] {
+    let p99 = (printed == Printed::MedianAndP99)
+        .then_some(lag.itl_ms_p99)
+        .flatten();
+    for (name, b) in [("p50", lag.itl_ms_p50), ("p99", p99)] {
         if let Some(b) = b.filter(|b| b.bound > GAP_BOUND_SHARE * b.value) {
             why.push(format!(
                 "the gap {name} of {:.3} ms is known only to ±{:.3} ms (over {:.0}%): {:.0}% of gaps had an end read together with other tokens",
@@ -559,7 +571,11 @@ mod tests {
         assert_eq!(lag.dispatch_connect_ms_p99, Some(0.0009));
         assert_eq!(lag.dispatch_write_ms_p99, Some(0.002));
         assert_eq!(lag.throughput_bound_percent, Some(0.0));
-        assert!(verdict(&lag).is_empty(), "{:?}", verdict(&lag));
+        assert!(
+            verdict(&lag, Printed::MedianAndP99).is_empty(),
+            "{:?}",
+            verdict(&lag, Printed::MedianAndP99)
+        );
     }
 
     #[test]
@@ -605,7 +621,7 @@ mod tests {
         assert_eq!(p50.value, 1.5);
         // The median of the lower ends is -0.015 ms, of the upper ends 3.015 ms.
         assert!((p50.bound - 1.515).abs() < 1e-9, "{p50:?}");
-        let why = verdict(&lag);
+        let why = verdict(&lag, Printed::MedianAndP99);
         assert!(why[0].contains("gap p50 of 1.500 ms"), "{why:?}");
         // TPOT: 6 ms over 4 gaps, the ends' reads both the newest: known to the resolution / 4.
         let tpot = lag.tpot_ms_p50.unwrap();
@@ -682,7 +698,26 @@ mod tests {
         assert_eq!((lag.gaps, lag.gaps_unbounded), (1, 1));
         assert_eq!(lag.itl_ms_p50, None);
         assert_eq!(lag.throughput_bound_percent, None);
-        assert!(verdict(&lag).is_empty());
+        assert!(verdict(&lag, Printed::MedianAndP99).is_empty());
+    }
+
+    #[test]
+    fn a_few_merged_gaps_loosen_the_p99_only_and_the_matrix_prints_no_p99() {
+        let (clock, _h) = Clock::mock();
+        // 98 reads 1 ms apart with one token each, then one read 3 ms later with three.
+        let mut reads: Vec<(u64, u32, &[u32])> = (1..=98)
+            .map(|i| (i * 1_000_000, 5_000, &[1u32][..]))
+            .collect();
+        reads.push((101_000_000, 5_000, &[1, 1, 1]));
+        let tl = timeline(&reads);
+        let mut s = LagSamples::default();
+        s.add(&tl, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        assert_eq!((lag.gaps_apart, lag.gaps_merged), (97, 3));
+        let why = verdict(&lag, Printed::MedianAndP99);
+        assert_eq!(why.len(), 1, "{why:?}");
+        assert!(why[0].starts_with("the gap p99"), "{why:?}");
+        assert!(verdict(&lag, Printed::Median).is_empty());
     }
 
     #[test]
@@ -693,7 +728,7 @@ mod tests {
         tl.write_done = Some(2_000_000);
         let mut s = LagSamples::default();
         s.add(&tl, &clock, 0..u64::MAX);
-        let why = verdict(&s.summary(None));
+        let why = verdict(&s.summary(None), Printed::MedianAndP99);
         assert_eq!(why.len(), 1, "{why:?}");
         assert!(
             why[0].starts_with("requests were written 2.000 ms after"),

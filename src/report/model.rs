@@ -668,6 +668,7 @@ pub(crate) mod status {
         OverCapacity { reason: CapacityRepr },
         Failed { errors: Vec<ErrorCount> },
         Queued,
+        ClientBound,
         Skipped,
         Pending,
     }
@@ -699,6 +700,7 @@ pub(crate) mod status {
                     .collect(),
             },
             CellStatus::Queued => StatusRepr::Queued,
+            CellStatus::ClientBound => StatusRepr::ClientBound,
             CellStatus::Skipped => StatusRepr::Skipped,
             CellStatus::Pending => StatusRepr::Pending,
         };
@@ -726,6 +728,7 @@ pub(crate) mod status {
                 CellStatus::Failed(errors.into_iter().map(|e| (e.kind, e.count)).collect())
             }
             StatusRepr::Queued => CellStatus::Queued,
+            StatusRepr::ClientBound => CellStatus::ClientBound,
             StatusRepr::Skipped => CellStatus::Skipped,
             StatusRepr::Pending => CellStatus::Pending,
         })

@@ -759,9 +759,11 @@ impl OwnStamps {
         r.tokens_per_read_max = lag.tokens_per_read_max;
         r.dispatch_lag_ms_p50 = lag.dispatch_lag_ms.map(|d| d.p50);
         r.dispatch_lag_ms_p99 = lag.dispatch_lag_ms.map(|d| d.p99);
-        r.client_bound_reasons = client_lag::verdict(lag);
+        // Held to what `bench serve` prints: the gap p50 and p99.
+        let printed = client_lag::Printed::MedianAndP99;
+        r.client_bound_reasons = client_lag::verdict(lag, printed);
         r.client_bound = Some(!r.client_bound_reasons.is_empty());
-        r.stamps_too_loose = Some(!client_lag::stamp_reasons(lag).is_empty());
+        r.stamps_too_loose = Some(!client_lag::stamp_reasons(lag, printed).is_empty());
         r.client_limited_in_truth_reasons = self.truth_reasons();
         r.client_limited_in_truth = Some(!r.client_limited_in_truth_reasons.is_empty());
     }

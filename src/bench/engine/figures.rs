@@ -39,7 +39,7 @@ fn bounded_json(b: Option<Bounded>) -> Value {
 /// gaps by how well they are known, the bound on each figure (ms: `value` ± `bound`) and the
 /// verdict with its reasons (`analysis::client_lag`). Counts a Client-bound run once.
 pub fn client_lag(lag: &ClientLag) -> Value {
-    let reasons = client_lag::verdict(lag);
+    let reasons = client_lag::verdict(lag, client_lag::Printed::MedianAndP99);
     if !reasons.is_empty() {
         CLIENT_BOUND_RUNS.fetch_add(1, Ordering::Relaxed);
     }
