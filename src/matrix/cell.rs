@@ -1306,8 +1306,10 @@ fn note_client_cost(
     for f in finished {
         lag.add(&f.tl, clock, w.open..w.close);
     }
-    // The cell prints the median time between tokens, not a p99.
-    let why = crate::analysis::client_lag::verdict(
+    // The cell prints the median time between tokens (no p99), and its TTFT runs from the
+    // request's send: the runner's lateness and the connection are not in it, so only the
+    // stamps' reasons apply.
+    let why = crate::analysis::client_lag::stamp_reasons(
         &lag.summary(None),
         crate::analysis::client_lag::Printed::Median,
     );
