@@ -18,21 +18,8 @@ fn start() -> MockThread {
     MockThread::start(cfg)
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "llmspeed-client-lag-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 fn llmspeed(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+    std::process::Command::new(support::process::bin())
         .args(args)
         .env_remove("OPENAI_API_KEY")
         .output()
@@ -80,7 +67,8 @@ fn check(lag: &Value, out: &std::process::Output) {
 #[test]
 fn bench_serve_writes_the_client_lag_and_fails_exactly_when_client_bound() {
     let mock = start();
-    let dir = tempdir("serve");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let out = llmspeed(&[
         "bench",
         "serve",
@@ -101,7 +89,7 @@ fn bench_serve_writes_the_client_lag_and_fails_exactly_when_client_bound() {
         "--fail-on-client-bound",
     ]);
     mock.stop();
-    let file = std::fs::read_dir(&dir)
+    let file = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .find(|p| p.extension().is_some_and(|x| x == "json"))
@@ -125,7 +113,8 @@ fn bench_serve_writes_the_client_lag_and_fails_exactly_when_client_bound() {
 #[test]
 fn bench_sglang_writes_the_client_lag_and_fails_exactly_when_client_bound() {
     let mock = start();
-    let dir = tempdir("sglang");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
     let file = dir.join("out.jsonl");
     let out = llmspeed(&[
         "bench",
