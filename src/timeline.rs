@@ -325,6 +325,10 @@ pub type Outcome = Result<(), RequestError>;
 pub struct Timeline {
     /// When the request should have started (the schedule), not when it did.
     pub intended_start: u64,
+    /// When the client began to take a connection for it (a pooled one, or a new connect):
+    /// `intended_start` → here is how late the runner got to it, here → `send_start` the
+    /// connection.
+    pub connect_start: Option<u64>,
     /// Just before the first byte of the request was written.
     pub send_start: Option<u64>,
     /// The whole request had been written.
@@ -355,6 +359,12 @@ pub struct Timeline {
     pub done: bool,
     /// How the reads that brought data were stamped (see [`Timeline::stamp_source`]).
     pub stamps: StampCounts,
+    /// Reads that filled the read buffer and completed events, by the end of their events
+    /// (`events.len()` after them), in order: such a read may have left data waiting in the
+    /// socket. Pre-sized, never grown on the per-token path: past its capacity
+    /// `full_reads_overflowed` says some went unrecorded.
+    pub full_reads: Vec<u32>,
+    pub full_reads_overflowed: bool,
     pub outcome: Outcome,
 }
 
@@ -370,6 +380,7 @@ impl Timeline {
         let expected_events = expected_events.min(MAX_PREALLOC_EVENTS);
         Self {
             intended_start,
+            connect_start: None,
             send_start: None,
             write_done: None,
             response_head: None,
@@ -387,6 +398,8 @@ impl Timeline {
             finish_reason_raw: None,
             done: false,
             stamps: StampCounts::default(),
+            full_reads: Vec::with_capacity(expected_events / 2 + 16),
+            full_reads_overflowed: false,
             outcome: Ok(()),
         }
     }
@@ -435,6 +448,27 @@ impl Timeline {
         }
     }
 
+    /// The read just noted filled the read buffer (see [`Timeline::full_reads`]). Allocates
+    /// nothing: past the capacity reserved up front it only sets the overflow flag.
+    #[inline]
+    pub fn note_full_read(&mut self) {
+        let end = u32::try_from(self.events.len()).unwrap_or(u32::MAX);
+        if self.full_reads.last().is_some_and(|&e| e == end) {
+            return;
+        }
+        if self.full_reads.len() < self.full_reads.capacity() {
+            self.full_reads.push(end);
+        } else {
+            self.full_reads_overflowed = true;
+        }
+    }
+
+    /// Whether the read whose events end at `end` may have left data waiting (it filled the
+    /// buffer, or the record of such reads overflowed).
+    pub fn read_was_full(&self, end: usize) -> bool {
+        self.full_reads_overflowed || self.full_reads.binary_search(&(end as u32)).is_ok()
+    }
+
     /// Which clock stamped this timeline's reads. No data read at all: the client's clock.
     pub fn stamp_source(&self) -> StampSource {
         let s = &self.stamps;
@@ -481,6 +515,59 @@ impl Timeline {
     pub fn last_event(&self) -> Option<u64> {
         self.events.last().map(|e| e.t)
     }
+
+    /// The reads that completed events, in order: consecutive events with one stamp came in
+    /// one read (every event a read completes carries its stamp). A read that completed no
+    /// event (part of an event, a usage-only chunk, `[DONE]`) is not seen here.
+    pub fn reads(&self) -> Reads<'_> {
+        Reads {
+            events: &self.events,
+            at: 0,
+        }
+    }
+}
+
+/// One read that completed events (see [`Timeline::reads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Read {
+    /// Its stamp (the kernel's receive stamp of its newest data, or the client's own).
+    pub t: u64,
+    /// How late the client woke up to it, ns; `None` when its stamp is the client's own.
+    pub lag_ns: Option<u32>,
+    /// The events it completed: `Timeline::events[first..end]`.
+    pub first: usize,
+    pub end: usize,
+    /// Output tokens those events carried.
+    pub tokens: u32,
+}
+
+/// Iterator of [`Read`]s; allocates nothing.
+pub struct Reads<'a> {
+    events: &'a [EventRecord],
+    at: usize,
+}
+
+impl Iterator for Reads<'_> {
+    type Item = Read;
+
+    fn next(&mut self) -> Option<Read> {
+        let first = self.at;
+        let head = *self.events.get(first)?;
+        let mut end = first + 1;
+        let mut tokens = head.tokens;
+        while let Some(e) = self.events.get(end).filter(|e| e.t == head.t) {
+            tokens = tokens.saturating_add(e.tokens);
+            end += 1;
+        }
+        self.at = end;
+        Some(Read {
+            t: head.t,
+            lag_ns: (head.wakeup_ns > 0).then_some(head.wakeup_ns),
+            first,
+            end,
+            tokens,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -521,6 +608,55 @@ mod tests {
             Timeline::new(0, 1, false).token_gaps_in_one_read(0..u64::MAX),
             (0, 0)
         );
+    }
+
+    #[test]
+    fn reads_group_events_by_stamp_with_their_lag_and_tokens() {
+        let mut tl = Timeline::new(0, 8, false);
+        // Read at 10 (lag 500 ns): a role-only event and one token; read at 20 (lag 3 us):
+        // three tokens in two events; read at 30 with the client's own stamp: one token.
+        for (t, tokens, w) in [
+            (10, 0, 500),
+            (10, 1, 500),
+            (20, 2, 3_000),
+            (20, 1, 3_000),
+            (30, 1, 0),
+        ] {
+            tl.events.push(EventRecord {
+                t,
+                tokens,
+                wakeup_ns: w,
+                channel: Channel::Content,
+            });
+        }
+        let reads: Vec<Read> = tl.reads().collect();
+        assert_eq!(
+            reads,
+            vec![
+                Read {
+                    t: 10,
+                    lag_ns: Some(500),
+                    first: 0,
+                    end: 2,
+                    tokens: 1
+                },
+                Read {
+                    t: 20,
+                    lag_ns: Some(3_000),
+                    first: 2,
+                    end: 4,
+                    tokens: 3
+                },
+                Read {
+                    t: 30,
+                    lag_ns: None,
+                    first: 4,
+                    end: 5,
+                    tokens: 1
+                },
+            ]
+        );
+        assert_eq!(Timeline::new(0, 0, false).reads().count(), 0);
     }
 
     #[test]

@@ -310,9 +310,11 @@ fn binary_prints_sglangs_block_and_appends_typed_records() {
         String::from_utf8_lossy(&out.stderr)
     );
     let stdout = String::from_utf8(out.stdout).unwrap();
+    // llmspeed's own lines follow SGLang's block.
     let lines: Vec<&str> = stdout
         .lines()
         .skip_while(|l| !l.contains(" Serving Benchmark Result "))
+        .take_while(|l| !l.starts_with("llmspeed: ") && !l.starts_with("WARNING: llmspeed: "))
         .collect();
     assert_eq!(
         lines[0],

@@ -193,7 +193,9 @@ fn sigkill_mid_cell_then_resume_completes_the_run() {
     assert_eq!(after["decode"].as_array().unwrap().len(), 3);
     assert_eq!(pending(&after), 0, "{after}");
     for c in after["decode"].as_array().unwrap() {
-        assert_eq!(c["status"]["kind"], "valid", "{c}");
+        // Measured; a loaded machine may find its client behind (Client-bound, figures kept).
+        let kind = c["status"]["kind"].as_str();
+        assert!(matches!(kind, Some("valid" | "client_bound")), "{c}");
     }
 }
 

@@ -49,7 +49,9 @@ fn mock_run_writes_a_report_chat_prompts() {
     // As `llmspeed --version` names the binary (tests/version.rs): version, commit, target.
     assert_eq!(v["metadata"]["tool_version"], llmspeed::VERSION);
     for c in v["decode"].as_array().unwrap() {
-        assert_eq!(c["status"]["kind"], "valid", "{c}");
+        // Measured; a loaded machine may find its client behind (Client-bound, figures kept).
+        let kind = c["status"]["kind"].as_str();
+        assert!(matches!(kind, Some("valid" | "client_bound")), "{c}");
         assert!(c["output_tok_per_s"].as_f64().unwrap() > 0.0);
     }
     let p = &v["prefill"][0];

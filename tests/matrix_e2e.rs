@@ -186,7 +186,7 @@ fn matrix_against_the_mock_matches_the_capacity_rule_and_the_server() {
             }
             None => {
                 assert_eq!(
-                    cell.status,
+                    measured_as_valid(&cell.status),
                     CellStatus::Valid,
                     "{} x {}: {:?}",
                     cell.context,
@@ -279,7 +279,7 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
         Some(Duration::from_millis(500)),
     );
     assert!(r.metadata.interrupted.is_some());
-    assert_eq!(r.decode[0].status, CellStatus::Valid);
+    assert_eq!(measured_as_valid(&r.decode[0].status), CellStatus::Valid);
     // Stopped in the second cell: before its window opened it measured nothing (Pending);
     // inside it, its shortened window is kept and marked. Which one depends on the machine's
     // pace; both are right, and the resume measures it again either way.
@@ -309,7 +309,7 @@ fn ctrl_c_leaves_a_valid_partial_report_and_resume_finishes_it() {
     assert_eq!(under.differs, ["base URL"]);
     assert_eq!(under.base_url, r.metadata.base_url);
     assert_eq!(kept, first);
-    assert_eq!(r2.decode[1].status, CellStatus::Valid);
+    assert_eq!(measured_as_valid(&r2.decode[1].status), CellStatus::Valid);
     assert!(r2.decode[1].measured_under.is_none(), "measured now");
     let mut row = r2.prefill[0].clone();
     assert!(row.measured_under.take().is_some());
@@ -715,7 +715,12 @@ fn requests_beyond_the_running_limit_are_queued_even_without_metrics() {
     // The same server with all four slots: Valid, every stream measured.
     let mock = slow(4);
     let cell = one_cell(mock, None, |_| {});
-    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    assert_eq!(
+        measured_as_valid(&cell.status),
+        CellStatus::Valid,
+        "{:?}",
+        cell.notes
+    );
     let streams: std::collections::BTreeSet<u32> = cell
         .requests
         .iter()
@@ -744,7 +749,12 @@ fn a_server_that_does_not_drain_in_time_is_recorded_on_the_cell() {
     );
     let cell = one_cell(mock_config(None), vllm_names(), |c| c.concurrency = 2);
     assert_eq!(cell.server_drained, Some(true));
-    assert!(cell.notes.is_empty(), "{:?}", cell.notes);
+    // No note but the client's own verdict, which a loaded machine may draw.
+    assert!(
+        cell.notes.iter().all(|n| n.starts_with("Client-bound: ")),
+        "{:?}",
+        cell.notes
+    );
 }
 
 /// `vllm:prefix_cache_hits_total` read with a plain blocking socket (from a progress callback).
@@ -811,7 +821,11 @@ fn prefill_samples_are_cold_in_every_prompt_mode() {
         assert_eq!(p.status, CellStatus::Valid, "{mode:?}");
         assert_eq!(p.samples, 3);
         // The cells still run on a warm prompt.
-        assert_eq!(report.decode[0].status, CellStatus::Valid, "{mode:?}");
+        assert_eq!(
+            measured_as_valid(&report.decode[0].status),
+            CellStatus::Valid,
+            "{mode:?}"
+        );
     }
 }
 
@@ -950,5 +964,16 @@ fn a_partly_stalled_server_gives_a_queued_cell_that_says_why() {
             .map(|r| r.stream)
             .collect();
         assert_eq!(streams.len(), 3, "metrics {m}");
+    }
+}
+
+/// A cell measured at its concurrency reads Valid here, whether or not its client kept up:
+/// on a loaded test machine the debug-built client may fall behind the mock, which the
+/// Client-bound verdict says (its rule is tested in `analysis::client_lag` and
+/// tests/selftest_bounds.rs); the figures these tests check are kept either way.
+fn measured_as_valid(s: &CellStatus) -> CellStatus {
+    match s {
+        CellStatus::ClientBound => CellStatus::Valid,
+        other => other.clone(),
     }
 }

@@ -145,6 +145,7 @@ fn rec(id: &str, index: u32, t_ns: u64, arrival_ns: u64) -> TraceRec {
         arrival_ns,
         arrival_raw: 0,
         t_raw: 0,
+        t_before_raw: 0,
     }
 }
 

@@ -19,6 +19,11 @@ use std::process::ExitCode;
 pub struct BenchArgs {
     #[command(subcommand)]
     pub command: BenchCommand,
+    /// Exit with an error (status 1, after saving the results) when the client's own lag made
+    /// a run's figures untrustworthy (`llmspeed.client_lag.client_bound`; docs/methodology.md).
+    /// llmspeed's own flag, beside the reference tool's.
+    #[arg(long, global = true)]
+    pub fail_on_client_bound: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -31,9 +36,24 @@ pub enum BenchCommand {
 }
 
 pub fn run(args: BenchArgs) -> CliResult {
-    match args.command {
+    let done = match args.command {
         BenchCommand::Serve(a) => serve(&a),
         BenchCommand::Sglang(a) => sglang(&a),
+    };
+    judge(args.fail_on_client_bound, done)
+}
+
+/// The session's exit, turned into an error when `--fail-on-client-bound` asks and a run was
+/// Client-bound (an interrupted or failed session keeps its own exit).
+fn judge(fail_on_client_bound: bool, done: CliResult) -> CliResult {
+    let bound = bench::engine::figures::client_bound_runs();
+    match done {
+        Ok(code) if fail_on_client_bound && bound > 0 && code == ExitCode::SUCCESS => {
+            Err(CliError::failed(format!(
+                "{bound} run(s) were Client-bound (--fail-on-client-bound): see the WARNING line and llmspeed.client_lag"
+            )))
+        }
+        other => other,
     }
 }
 

@@ -39,6 +39,10 @@ pub struct SelftestArgs {
     /// (Linux only).
     #[arg(long, value_name = "SERVER_CPUS:CLIENT_CPUS", value_parser = Pin::parse)]
     pub pin: Option<Pin>,
+    /// Spin a thread on each of the client's --pin CPUs for the whole run: a client that must
+    /// share its cores (the verdict should call it Client-bound).
+    #[arg(long, requires = "pin", conflicts_with = "external")]
+    pub busy_loop: bool,
     /// Keep the external client's work folder (dataset, result, output); it is always kept
     /// when the run fails.
     #[arg(long, requires = "external")]
@@ -117,7 +121,10 @@ pub fn run(a: SelftestArgs) -> CliResult {
                 "selftest: {} streams x {} tokens; Ctrl-C or SIGTERM stops early with a partial report",
                 shape.streams, shape.tokens
             );
-            selftest::run_stoppable(&shape, a.pin.as_ref(), &stop)
+            match (&a.pin, a.busy_loop) {
+                (Some(pin), true) => selftest::run_with_busy_loop(&shape, pin, &stop),
+                _ => selftest::run_stoppable(&shape, a.pin.as_ref(), &stop),
+            }
         }
     }
     .map_err(|e| CliError::failed(e.to_string()))?;

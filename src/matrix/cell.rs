@@ -791,7 +791,7 @@ pub async fn run_cell(
     let errors = count_errors(&mut cell, &ended);
     let looped_streams = note_loops(&mut cell, &ended.finished);
     note_token_counts(&mut cell, names, &window, &ended.finished);
-    note_client_cost(&mut cell, &window, &ended.finished, &clock);
+    let client_bound = note_client_cost(&mut cell, &window, &ended.finished, &clock);
     let ok_requests = cell
         .requests
         .iter()
@@ -805,6 +805,7 @@ pub async fn run_cell(
         concurrency: c as u64,
         streams_measured: facts.streams_with_tokens,
         never_all_at_once: window.opened && names.is_none() && facts.peak_decoding < c as u64,
+        client_bound,
     });
     CellRun {
         cell,
@@ -1339,8 +1340,14 @@ fn note_token_counts(
 }
 
 /// The client's own cost over the window: CPU, timer lag, wake-up latency and gaps that
-/// arrived in one read.
-fn note_client_cost(cell: &mut DecodeCell, w: &Window, finished: &[Finished], clock: &Clock) {
+/// arrived in one read; and whether its lag made the window Client-bound (the reasons go into
+/// the cell's notes).
+fn note_client_cost(
+    cell: &mut DecodeCell,
+    w: &Window,
+    finished: &[Finished],
+    clock: &Clock,
+) -> bool {
     let window_s = clock.delta_ns(w.open, w.close) as f64 / 1e9;
     if let (Some(a), Some(b)) = w.cpu {
         if window_s > 0.0 {
@@ -1352,6 +1359,20 @@ fn note_client_cost(cell: &mut DecodeCell, w: &Window, finished: &[Finished], cl
     cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), w.open, w.close);
     cell.client_gaps_in_one_read_percent =
         gaps_in_one_read_percent(finished.iter().map(|f| &f.tl), w.open, w.close);
+    let mut lag = crate::analysis::client_lag::LagSamples::default();
+    for f in finished {
+        lag.add(&f.tl, clock, w.open..w.close);
+    }
+    // The cell prints the median time between tokens (no p99), and its TTFT runs from the
+    // request's send: the runner's lateness and the connection are not in it, so only the
+    // stamps' reasons apply.
+    let why = crate::analysis::client_lag::stamp_reasons(
+        &lag.summary(None),
+        crate::analysis::client_lag::Printed::Median,
+    );
+    cell.notes
+        .extend(why.iter().map(|r| format!("Client-bound: {r}.")));
+    !why.is_empty()
 }
 
 #[cfg(test)]

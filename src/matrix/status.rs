@@ -121,11 +121,15 @@ pub struct CellObservation {
     /// instant of the window: the server held some back (llama.cpp queues requests beyond its
     /// slots silently, without a status or a byte).
     pub never_all_at_once: bool,
+    /// The client's own lag made the window's figures untrustworthy
+    /// (`analysis::client_lag::verdict` found a reason).
+    pub client_bound: bool,
 }
 
 /// The post-run verdict. Failures dominate when no request succeeded, or when they are at least
 /// as many as the successes; a loop is reported before queueing because a looping model's
-/// throughput is not the engine's. A cell that measured nothing and saw no failure is Failed
+/// throughput is not the engine's. Queueing (the server's own evidence) comes before a
+/// Client-bound window, which comes before Valid. A cell that measured nothing and saw no failure is Failed
 /// with [`ErrorKind::TimeoutFirstToken`] (its streams never produced a token), never Valid;
 /// Valid needs tokens from every stream inside the window.
 pub fn post_run(obs: &CellObservation) -> CellStatus {
@@ -158,6 +162,9 @@ pub fn post_run(obs: &CellObservation) -> CellStatus {
     }
     if obs.server_queued || obs.streams_measured < obs.concurrency || obs.never_all_at_once {
         return CellStatus::Queued;
+    }
+    if obs.client_bound {
+        return CellStatus::ClientBound;
     }
     CellStatus::Valid
 }
@@ -290,6 +297,26 @@ mod tests {
             ..ok.clone()
         };
         assert_eq!(post_run(&queued), CellStatus::Queued);
+        // The server's queue, then the client's lag, then Valid; a loop before all.
+        let client = CellObservation {
+            client_bound: true,
+            ..ok.clone()
+        };
+        assert_eq!(post_run(&client), CellStatus::ClientBound);
+        assert_eq!(
+            post_run(&CellObservation {
+                client_bound: true,
+                ..queued.clone()
+            }),
+            CellStatus::Queued
+        );
+        assert_eq!(
+            post_run(&CellObservation {
+                client_bound: true,
+                ..looped.clone()
+            }),
+            CellStatus::Looped
+        );
         let failed = CellObservation {
             ok_requests: 2,
             looped_streams: 1,

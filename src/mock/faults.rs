@@ -135,6 +135,13 @@ impl ConnCtl {
         }
     }
 
+    #[inline]
+    fn writing(&self) {
+        if let Some(s) = &self.stamper {
+            s.writing();
+        }
+    }
+
     /// A read returned request bytes (stamped only when tracing).
     #[inline]
     fn read_done(&self) {
@@ -239,6 +246,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
             this.pause = Some(Box::pin(tokio::time::sleep(DRIP_PAUSE)));
             return Poll::Ready(Ok(n));
         }
+        this.ctl.writing();
         let r = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
         if matches!(r, Ok(n) if n > 0) {
             this.ctl.written();

@@ -1132,6 +1132,7 @@ impl SseBody {
                             t_ns: 0,
                             due_ns,
                             t_raw: 0,
+                            t_before_raw: 0,
                             arrival_ns: self.arrival.0,
                             arrival_raw: self.arrival.1,
                         });

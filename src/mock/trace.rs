@@ -36,6 +36,10 @@ pub struct TraceRec {
     /// `t_ns` as a raw [`crate::clock::Clock`] stamp (not written to the file): lets an
     /// in-process reader put server writes and client reads on one timeline.
     pub t_raw: u64,
+    /// Raw stamp taken just before the write that returned at `t_raw` began (not written to
+    /// the file): the kernel took the bytes in between, so the truth is known to that
+    /// interval even when the server thread was held up before or after the system call.
+    pub t_before_raw: u64,
 }
 
 /// Sending half; cheap to clone. The writer thread ends when every clone is dropped.
@@ -94,6 +98,8 @@ pub struct WriteStamper {
     queue: Mutex<Vec<TraceRec>>,
     /// Raw stamp of the last read that returned bytes on this connection (0: none yet).
     last_read: AtomicU64,
+    /// Raw stamp taken before the write in progress began.
+    write_start: AtomicU64,
 }
 
 impl WriteStamper {
@@ -105,6 +111,7 @@ impl WriteStamper {
             start,
             queue: Mutex::new(Vec::with_capacity(8)),
             last_read: AtomicU64::new(0),
+            write_start: AtomicU64::new(0),
         }
     }
 
@@ -130,6 +137,12 @@ impl WriteStamper {
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).push(r);
     }
 
+    /// A write is about to begin.
+    #[inline]
+    pub fn writing(&self) {
+        self.write_start.store(self.clock.raw(), Ordering::Relaxed);
+    }
+
     /// A write returned: everything queued so far went out with it.
     pub fn written(&self) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,9 +151,11 @@ impl WriteStamper {
         }
         let raw = self.clock.raw();
         let t = self.clock.delta_ns(self.start, raw);
+        let before = self.write_start.load(Ordering::Relaxed).min(raw);
         for mut r in q.drain(..) {
             r.t_ns = t;
             r.t_raw = raw;
+            r.t_before_raw = before;
             self.sink.record(r);
         }
     }

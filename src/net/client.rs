@@ -370,6 +370,8 @@ impl Client {
             req.request_id.as_deref(),
         );
         let mut retried = false;
+        // How long taking a connection took is part of the dispatch lag (`analysis::client_lag`).
+        tl.connect_start = Some(self.inner.clock.raw());
         loop {
             let (mut conn, pooled) = self.conn(!retried).await?;
             match self
@@ -434,6 +436,7 @@ impl Client {
                     timed = true;
                 }
             }
+            let want = buf.capacity() - buf.len();
             let (read, stamp) = if timed {
                 tokio::select! {
                     biased;
@@ -488,6 +491,11 @@ impl Client {
             let first_new = tl.events.len();
             let fed = dec.feed(&mut buf, t, tl, observer);
             tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);
+            if matches!(read, Ok(n) if n == want) && tl.events.len() > first_new {
+                // Data may be waiting behind it: its successor's stamp may be of data that
+                // came in before this read returned (`analysis::client_lag`).
+                tl.note_full_read();
+            }
             match fed? {
                 Progress::NeedMore => {}
                 Progress::Finished { reusable } => return Ok(reusable && buf.is_empty()),

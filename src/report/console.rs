@@ -15,6 +15,8 @@ fn short(c: &DecodeCell) -> String {
         (CellStatus::Queued, Some(f)) => format!("{f} Q"),
         (CellStatus::Looped, None) => "loop".into(),
         (CellStatus::Queued, None) => "queue".into(),
+        (CellStatus::ClientBound, Some(f)) => format!("{f} C"),
+        (CellStatus::ClientBound, None) => "client".into(),
         (CellStatus::Valid, None) => MISSING.into(),
         (CellStatus::OverCapacity(_), _) => "over".into(),
         (CellStatus::Failed(_), _) => "FAIL".into(),

@@ -381,6 +381,7 @@ fn status_text(c: &DecodeCell) -> String {
         (CellStatus::Valid, Some(f)) => f,
         (CellStatus::Looped, Some(f)) => format!("Looped ({f})"),
         (CellStatus::Queued, Some(f)) => format!("Queued ({f})"),
+        (CellStatus::ClientBound, Some(f)) => format!("Client-bound ({f})"),
         (CellStatus::Failed(errors), _) => {
             let kinds: Vec<String> = errors.iter().map(|(k, n)| format!("{k} ×{n}")).collect();
             if kinds.is_empty() {

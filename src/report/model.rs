@@ -673,6 +673,7 @@ pub(crate) mod status {
         OverCapacity { reason: CapacityRepr },
         Failed { errors: Vec<ErrorCount> },
         Queued,
+        ClientBound,
         Skipped,
         Pending,
     }
@@ -704,6 +705,7 @@ pub(crate) mod status {
                     .collect(),
             },
             CellStatus::Queued => StatusRepr::Queued,
+            CellStatus::ClientBound => StatusRepr::ClientBound,
             CellStatus::Skipped => StatusRepr::Skipped,
             CellStatus::Pending => StatusRepr::Pending,
         };
@@ -731,6 +733,7 @@ pub(crate) mod status {
                 CellStatus::Failed(errors.into_iter().map(|e| (e.kind, e.count)).collect())
             }
             StatusRepr::Queued => CellStatus::Queued,
+            StatusRepr::ClientBound => CellStatus::ClientBound,
             StatusRepr::Skipped => CellStatus::Skipped,
             StatusRepr::Pending => CellStatus::Pending,
         })

@@ -1,6 +1,6 @@
 //! The verdict vocabulary of the speed-test matrix, as plain data the report model owns and
-//! the matrix fills: a cell's status (Valid, Looped, Over capacity, Failed, Queued, Skipped,
-//! Pending), why a cell is over capacity, the server's limits and where its KV capacity came
+//! the matrix fills: a cell's status (Valid, Looped, Client-bound, Over capacity, Failed,
+//! Queued, Skipped, Pending), why a cell is over capacity, the server's limits and where its KV capacity came
 //! from. The rules that choose a status are `matrix::status`'s. It holds no serde code: the
 //! report model decides how statuses are written.
 
@@ -97,6 +97,10 @@ pub enum CellStatus {
     Failed(Vec<(ErrorKind, u64)>),
     /// The server kept requests waiting during the window: it never ran C at once.
     Queued,
+    /// The client's own lag made the figures untrustworthy at the precision they are printed
+    /// (`analysis::client_lag::verdict`; the reasons are in the cell's notes). Figures kept and
+    /// marked.
+    ClientBound,
     /// Not run: context + max_tokens does not fit `max_model_len`.
     Skipped,
     /// Planned but not (yet) run: an interrupted run's partial report.
@@ -112,6 +116,7 @@ impl CellStatus {
             CellStatus::OverCapacity(_) => "over_capacity",
             CellStatus::Failed(_) => "failed",
             CellStatus::Queued => "queued",
+            CellStatus::ClientBound => "client_bound",
             CellStatus::Skipped => "skipped",
             CellStatus::Pending => "pending",
         }
@@ -125,6 +130,7 @@ impl CellStatus {
             CellStatus::OverCapacity(_) => "Over capacity",
             CellStatus::Failed(_) => "Failed",
             CellStatus::Queued => "Queued",
+            CellStatus::ClientBound => "Client-bound",
             CellStatus::Skipped => "Skipped",
             CellStatus::Pending => "Pending",
         }
@@ -134,7 +140,11 @@ impl CellStatus {
     pub fn was_run(&self) -> bool {
         matches!(
             self,
-            CellStatus::Valid | CellStatus::Looped | CellStatus::Failed(_) | CellStatus::Queued
+            CellStatus::Valid
+                | CellStatus::Looped
+                | CellStatus::Failed(_)
+                | CellStatus::Queued
+                | CellStatus::ClientBound
         )
     }
 }

@@ -52,6 +52,7 @@ fn status_fill(s: &CellStatus) -> &'static str {
         CellStatus::Valid => "#e5f5e0",
         CellStatus::Looped => "#f6c96b",
         CellStatus::Queued => "#c9b6e4",
+        CellStatus::ClientBound => "#9fc5e8",
         CellStatus::Failed(_) => "#e57373",
         CellStatus::OverCapacity(_) => "#d0d0d0",
         CellStatus::Skipped => "#ececec",
@@ -64,9 +65,10 @@ const LEGEND_ITEM_W: f64 = 118.0;
 const LEGEND_LINE_H: f64 = 20.0;
 
 /// Every status but Valid, in the order the legend lists them.
-const LEGEND_STATUSES: [CellStatus; 6] = [
+const LEGEND_STATUSES: [CellStatus; 7] = [
     CellStatus::Looped,
     CellStatus::Queued,
+    CellStatus::ClientBound,
     CellStatus::Failed(Vec::new()),
     CellStatus::OverCapacity(crate::report::status::CapacityReason::RunningLimit {
         max_running: 0,
@@ -220,7 +222,7 @@ fn decode_cell(
     // Two lines: the figure (or the status) and what qualifies it.
     let (first, second) = match (&c.status, c.output_tok_per_s) {
         (CellStatus::Valid, Some(t)) => (rate(t), c.ttft_ms_p50.map(|v| format!("{} TTFT", ms(v)))),
-        (s @ (CellStatus::Looped | CellStatus::Queued), Some(t)) => {
+        (s @ (CellStatus::Looped | CellStatus::Queued | CellStatus::ClientBound), Some(t)) => {
             (rate(t), Some(s.label().to_string()))
         }
         (CellStatus::Failed(errors), _) => (

@@ -24,6 +24,7 @@ pub mod external;
 pub mod pin;
 pub mod score;
 
+use crate::analysis::client_lag::{self, Arrival, Gap, GapKind, LagSamples};
 use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::mock::trace::{TraceRec, TraceSink};
@@ -31,7 +32,7 @@ use crate::mock::{self, MockConfig, Profile};
 use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
-use pin::{Mask, Pin};
+use pin::{BusyLoop, Mask, Pin};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -201,6 +202,42 @@ pub struct Report {
     pub client_wakeup_us_p50: Option<f64>,
     pub client_wakeup_us_p99: Option<f64>,
     pub client_wakeup_us_max: Option<f64>,
+    /// The client's lag and the bounds it states (`analysis::client_lag`), scored against
+    /// the trace; all `None` for an external client. Gaps whose two ends were each their
+    /// read's newest data (known to the stamp's resolution), and gaps with an end read
+    /// together with other data (known to that read's spread), percent of scored gaps.
+    pub gaps_apart_percent: Option<f64>,
+    pub gaps_merged_percent: Option<f64>,
+    /// The bound the client states on each scored gap, µs.
+    pub gap_bound_us_p50: Option<f64>,
+    pub gap_bound_us_p99: Option<f64>,
+    /// Percent of scored gaps whose true error (`gap_error_us`) lies inside their stated
+    /// bound; of streams whose first token's true arrival lies inside its stated bound.
+    pub gap_bound_coverage_percent: Option<f64>,
+    pub ttft_bound_coverage_percent: Option<f64>,
+    /// The truth is known to the span of the server's writes (the kernel took the bytes while
+    /// the write ran; the server thread may have been held up on either side of it): a gap
+    /// is covered when its bound meets that span. Its width's p99, µs.
+    pub truth_span_us_p99: Option<f64>,
+    /// Tokens per read that completed token events.
+    pub tokens_per_read_mean: Option<f64>,
+    pub tokens_per_read_max: Option<f64>,
+    /// Intended start → request written, ms.
+    pub dispatch_lag_ms_p50: Option<f64>,
+    pub dispatch_lag_ms_p99: Option<f64>,
+    /// The verdict from the client's own figures (`client_lag::verdict`), and its reasons.
+    pub client_bound: Option<bool>,
+    pub client_bound_reasons: Vec<String>,
+    /// Whether the verdict's stamp reasons fired (`client_lag::stamp_reasons`: the bounds too
+    /// wide for the figures); the trace answers the same question below. The dispatch lag is
+    /// the client's own exact reading and needs no trace.
+    pub stamps_too_loose: Option<bool>,
+    /// The trace's answer: a gap percentile (p50, p99) or the TTFT p50 off the trace's by
+    /// more than the verdict's shares of it.
+    pub client_limited_in_truth: Option<bool>,
+    pub client_limited_in_truth_reasons: Vec<String>,
+    /// Whether `--busy-loop` spun on the client's CPUs during the run.
+    pub busy_loop: bool,
     /// Peak resident memory of the whole process (server and client together); for an
     /// external client, the client's own (its largest process).
     pub peak_rss_mb: f64,
@@ -215,12 +252,12 @@ pub struct Report {
 
 /// Run the self-test. Blocks; must not be called from inside a tokio runtime.
 pub fn run(shape: &Shape) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO, None, &Cancel::new())
+    run_client(shape, Duration::ZERO, None, false, &Cancel::new())
 }
 
 /// [`run`] with the server's threads on `pin.server` and the client's on `pin.client`.
 pub fn run_pinned(shape: &Shape, pin: &Pin) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO, Some(pin), &Cancel::new())
+    run_client(shape, Duration::ZERO, Some(pin), false, &Cancel::new())
 }
 
 /// [`run`] (pinned when `pin` is given) that `stop` ends early: the streams are cut, the
@@ -231,7 +268,17 @@ pub fn run_stoppable(
     pin: Option<&Pin>,
     stop: &Cancel,
 ) -> Result<Report, SelftestError> {
-    run_client(shape, Duration::ZERO, pin, stop)
+    run_client(shape, Duration::ZERO, pin, false, stop)
+}
+
+/// [`run_stoppable`] pinned, with a thread spinning on each of the client's CPUs for the
+/// whole run (`--busy-loop`): a client that must share its cores.
+pub fn run_with_busy_loop(
+    shape: &Shape,
+    pin: &Pin,
+    stop: &Cancel,
+) -> Result<Report, SelftestError> {
+    run_client(shape, Duration::ZERO, Some(pin), true, stop)
 }
 
 /// Test hook: [`run`] with a client that blocks its thread for `busy` after every event, so
@@ -239,13 +286,14 @@ pub fn run_stoppable(
 /// client stamping late would report. Tests use it to prove their bounds catch that.
 #[doc(hidden)]
 pub fn run_with_busy_client(shape: &Shape, busy: Duration) -> Result<Report, SelftestError> {
-    run_client(shape, busy, None, &Cancel::new())
+    run_client(shape, busy, None, false, &Cancel::new())
 }
 
 fn run_client(
     shape: &Shape,
     busy: Duration,
     pin: Option<&Pin>,
+    busy_loop: bool,
     stop: &Cancel,
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
@@ -254,14 +302,23 @@ fn run_client(
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
     let clock = Clock::new();
-    let run = drive(
-        shape,
-        server.addr,
-        &clock,
-        busy,
-        pin.map(|p| Mask::of(&p.client)),
-        stop,
-    );
+    // The busy loop spins for as long as the client runs, and stops before the server does.
+    let spinners = pin
+        .filter(|_| busy_loop)
+        .map(|p| BusyLoop::start(&p.client).map_err(|e| SelftestError::Client(e.to_string())))
+        .transpose();
+    let run = spinners.and_then(|spin| {
+        let run = drive(
+            shape,
+            server.addr,
+            &clock,
+            busy,
+            pin.map(|p| Mask::of(&p.client)),
+            stop,
+        );
+        drop(spin);
+        run
+    });
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
     let (timelines, (user_ns, sys_ns)) = run?;
@@ -269,6 +326,7 @@ fn run_client(
     // The server has returned: every sink clone is gone and the trace is complete.
     let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
     let mut report = analyse(shape, &clock, &timelines, &trace);
+    report.busy_loop = busy_loop && pin.is_some();
     report.interrupted = stop
         .is_cancelled()
         .then(|| stop.reason().unwrap_or("SIGINT"));
@@ -500,9 +558,11 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     let truth = score::index_trace(trace);
     let mut scores = score::Scores::default();
     let mut own = OwnStamps::default();
+    let mut lag = LagSamples::default();
     for (i, tl) in timelines.iter().enumerate() {
         own.add_reads(tl);
-        let client_t = token_stamps(tl, shape.tokens as usize);
+        lag.add(tl, clock, 0..u64::MAX);
+        let client_t = token_stamps(tl, clock, shape.tokens as usize);
         if let Some(server) = truth.get(request_id(i).as_str()) {
             match_stream(shape, clock, tl, &client_t, server, &mut scores, &mut own);
         }
@@ -519,6 +579,7 @@ fn analyse(shape: &Shape, clock: &Clock, timelines: &[Timeline], trace: &[TraceR
     report.client_threads = Some(shape.client_threads);
     report.preconnect = Some(shape.preconnect);
     own.fill(&mut report);
+    own.fill_bounds(&mut report, &lag.summary(None));
     report
 }
 
@@ -592,6 +653,23 @@ impl Report {
             client_wakeup_us_p50: None,
             client_wakeup_us_p99: None,
             client_wakeup_us_max: None,
+            gaps_apart_percent: None,
+            gaps_merged_percent: None,
+            gap_bound_us_p50: None,
+            gap_bound_us_p99: None,
+            gap_bound_coverage_percent: None,
+            ttft_bound_coverage_percent: None,
+            truth_span_us_p99: None,
+            tokens_per_read_mean: None,
+            tokens_per_read_max: None,
+            dispatch_lag_ms_p50: None,
+            dispatch_lag_ms_p99: None,
+            client_bound: None,
+            client_bound_reasons: Vec::new(),
+            stamps_too_loose: None,
+            client_limited_in_truth: None,
+            client_limited_in_truth_reasons: Vec::new(),
+            busy_loop: false,
             peak_rss_mb: 0.0,
             wall_s: 0.0,
             work_dir: None,
@@ -613,6 +691,23 @@ struct OwnStamps {
     wakeup_us: Vec<f64>,
     /// Which clock stamped the reads, over every stream.
     source: Option<StampSource>,
+    /// Per scored gap with a bound: the bound stated, µs, and whether it held the truth.
+    gap_bound_us: Vec<f64>,
+    gaps_covered: u64,
+    gaps_apart: u64,
+    gaps_merged: u64,
+    /// How wide the truth itself is per scored gap (the writes' own durations), µs.
+    truth_span_us: Vec<f64>,
+    /// Streams whose first token has a bound, and those whose true arrival lay inside it.
+    ttft_bounded: u64,
+    ttft_covered: u64,
+    /// Every scored gap as the client measured it and as the server left it, ms.
+    measured_gap_ms: Vec<f64>,
+    true_gap_ms: Vec<f64>,
+    /// Per stream, the client's TTFT from the intended start, and the server's first write
+    /// from the same start, ms.
+    ttft_ms: Vec<f64>,
+    true_ttft_from_intended_ms: Vec<f64>,
 }
 
 impl OwnStamps {
@@ -646,22 +741,131 @@ impl OwnStamps {
             r.client_wakeup_us_max = Some(wakeup.max);
         }
     }
-}
 
-/// The client's stamp per token index, for the first `n` tokens: each event covers the next
-/// `tokens` indices. Its length is every token the stream counted (past `n` too).
-fn token_stamps(tl: &Timeline, n: usize) -> (Vec<Option<u64>>, usize) {
-    let mut client_t = vec![None; n];
-    let mut k = 0usize;
-    for ev in tl.events.iter().filter(|e| e.tokens > 0) {
-        for _ in 0..ev.tokens {
-            if k < client_t.len() {
-                client_t[k] = Some(ev.t);
+    /// The bounds the client stated, scored against the trace, and the verdict beside the
+    /// trace's own answer.
+    fn fill_bounds(&self, r: &mut Report, lag: &client_lag::ClientLag) {
+        let scored = self.gap_bound_us.len() as u64;
+        let share = |n: u64, of: u64| (of > 0).then(|| 100.0 * n as f64 / of as f64);
+        let all = self.measured_gap_ms.len() as u64;
+        r.gaps_apart_percent = share(self.gaps_apart, all);
+        r.gaps_merged_percent = share(self.gaps_merged, all);
+        r.gap_bound_us_p50 = stats::percentile(&self.gap_bound_us, 50.0);
+        r.gap_bound_us_p99 = stats::percentile(&self.gap_bound_us, 99.0);
+        r.gap_bound_coverage_percent = share(self.gaps_covered, scored);
+        r.truth_span_us_p99 = stats::percentile(&self.truth_span_us, 99.0);
+        r.ttft_bound_coverage_percent = share(self.ttft_covered, self.ttft_bounded);
+        r.tokens_per_read_mean = lag.tokens_per_read_mean;
+        r.tokens_per_read_max = lag.tokens_per_read_max;
+        r.dispatch_lag_ms_p50 = lag.dispatch_lag_ms.map(|d| d.p50);
+        r.dispatch_lag_ms_p99 = lag.dispatch_lag_ms.map(|d| d.p99);
+        // Held to what `bench serve` prints: the gap p50 and p99.
+        let printed = client_lag::Printed::MedianAndP99;
+        r.client_bound_reasons = client_lag::verdict(lag, printed);
+        r.client_bound = Some(!r.client_bound_reasons.is_empty());
+        r.stamps_too_loose = Some(!client_lag::stamp_reasons(lag, printed).is_empty());
+        r.client_limited_in_truth_reasons = self.truth_reasons();
+        r.client_limited_in_truth = Some(!r.client_limited_in_truth_reasons.is_empty());
+    }
+
+    /// Where the client's stamps put a figure off the trace's by more than the verdict's
+    /// shares: a gap percentile, or the TTFT p50 (both from the intended start, so the
+    /// dispatch lag is in both and only the stamps differ).
+    fn truth_reasons(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        for p in [50.0, 99.0] {
+            let pct = |v: &[f64]| stats::percentile(v, p);
+            if let (Some(m), Some(t)) = (pct(&self.measured_gap_ms), pct(&self.true_gap_ms)) {
+                if (m - t).abs() > client_lag::GAP_BOUND_SHARE * t {
+                    why.push(format!(
+                        "the gap p{p} measured {m:.3} ms is {t:.3} ms in the trace"
+                    ));
+                }
             }
-            k += 1;
+        }
+        if let (Some(m), Some(t)) = (
+            stats::median(&self.ttft_ms),
+            stats::median(&self.true_ttft_from_intended_ms),
+        ) {
+            if (m - t).abs() > client_lag::TTFT_BOUND_SHARE * t {
+                why.push(format!(
+                    "the TTFT p50 measured {m:.3} ms from the intended start is {t:.3} ms in the trace"
+                ));
+            }
+        }
+        why
+    }
+
+    /// One scored gap: the client's and the server's (between the writes' returns, and the
+    /// span the truth is known to: the kernel took each token's bytes while its write ran),
+    /// and the bound the client states on it.
+    fn score_gap(&mut self, measured_ns: i64, true_ns: i64, span: (i64, i64), gap: Option<Gap>) {
+        self.measured_gap_ms.push(measured_ns as f64 / 1e6);
+        self.true_gap_ms.push(true_ns as f64 / 1e6);
+        let Some(g) = gap else { return };
+        let Some(bound) = g.bound_ns() else { return };
+        self.gap_bound_us.push(bound as f64 / 1e3);
+        self.truth_span_us.push((span.1 - span.0) as f64 / 1e3);
+        self.gaps_covered += u64::from(g.covers(span.0, span.1));
+        match g.kind {
+            GapKind::Apart => self.gaps_apart += 1,
+            GapKind::Merged => self.gaps_merged += 1,
+            GapKind::Unbounded => {}
         }
     }
-    (client_t, k)
+
+    /// The first token: its stamp `c`, the server's write (began, returned), and the bound on
+    /// its arrival: covered when the two spans meet.
+    fn score_first(
+        &mut self,
+        clock: &Clock,
+        c: u64,
+        (began, returned): (u64, u64),
+        arrival: Option<Arrival>,
+    ) {
+        let Some(early) = arrival.and_then(|a| a.early_ns) else {
+            return;
+        };
+        let res = client_lag::STAMP_RESOLUTION_NS as i64;
+        // The client says its data came in [c - early - res, c + res]; on c's scale the
+        // write ran over [began - c, returned - c].
+        let (from, to) = (
+            clock.signed_delta_ns(c, began),
+            clock.signed_delta_ns(c, returned),
+        );
+        self.ttft_bounded += 1;
+        self.ttft_covered += u64::from(to >= -(early as i64) - res && from <= res);
+    }
+}
+
+/// A stream's tokens as the client saw them, by token index (the first `n`).
+struct ClientTokens {
+    /// Each token's stamp.
+    stamps: Vec<Option<u64>>,
+    /// Each token's arrival bounds (its event's).
+    arrivals: Vec<Option<Arrival>>,
+    /// Every token the stream counted (past `n` too).
+    counted: usize,
+}
+
+/// The client's stamp and arrival bounds per token index, for the first `n` tokens: each
+/// event covers the next `tokens` indices.
+fn token_stamps(tl: &Timeline, clock: &Clock, n: usize) -> ClientTokens {
+    let mut out = ClientTokens {
+        stamps: vec![None; n],
+        arrivals: vec![None; n],
+        counted: 0,
+    };
+    for a in client_lag::arrivals(tl, clock) {
+        for _ in 0..a.tokens {
+            if let Some(slot) = out.stamps.get_mut(out.counted) {
+                *slot = Some(a.t);
+                out.arrivals[out.counted] = Some(a);
+            }
+            out.counted += 1;
+        }
+    }
+    out
 }
 
 /// One stream's client stamps against the server's writes of it, token by token.
@@ -669,7 +873,7 @@ fn match_stream(
     shape: &Shape,
     clock: &Clock,
     tl: &Timeline,
-    (client_t, counted): &(Vec<Option<u64>>, usize),
+    client: &ClientTokens,
     server: &score::ServerRequest,
     scores: &mut score::Scores,
     own: &mut OwnStamps,
@@ -678,11 +882,11 @@ fn match_stream(
     // The server's writes on the shared raw clock; only the tokens the shape asks for.
     let writes = &server.writes_raw[..server.writes_raw.len().min(shape.tokens as usize)];
     let traced = writes.iter().filter(|t| t.is_some()).count();
-    if *counted != traced {
+    if client.counted != traced {
         scores.requests_itl_mismatch += 1;
     }
     let mut prev: Option<(u64, u64)> = None;
-    for (k, (c, s)) in client_t.iter().zip(writes).enumerate() {
+    for (k, (c, s)) in client.stamps.iter().zip(writes).enumerate() {
         let (Some(c), Some(s_raw)) = (*c, *s) else {
             prev = None;
             continue;
@@ -693,6 +897,17 @@ fn match_stream(
         if k == 0 {
             own.ttft_error_ms
                 .push(clock.signed_delta_ns(s_raw, c) as f64 / 1e6);
+            own.ttft_ms
+                .push(clock.delta_ns(tl.intended_start, c) as f64 / 1e6);
+            own.true_ttft_from_intended_ms
+                .push(clock.delta_ns(tl.intended_start, s_raw) as f64 / 1e6);
+            let written_from = server.writes_before_raw.first().copied().flatten();
+            own.score_first(
+                clock,
+                c,
+                (written_from.unwrap_or(s_raw), s_raw),
+                client.arrivals[0],
+            );
             if let Some(send) = tl.send_start {
                 own.true_ttft_ms
                     .push(clock.signed_delta_ns(send, s_raw) as f64 / 1e6);
@@ -713,6 +928,16 @@ fn match_stream(
             if score::is_coalesced(measured, truth, nominal_gap_ns) {
                 scores.coalesced_gaps += 1;
             }
+            let before = |i: usize| server.writes_before_raw.get(i).copied().flatten();
+            let truth_span = (
+                clock.signed_delta_ns(ps, before(k).unwrap_or(s_raw)),
+                clock.signed_delta_ns(before(k - 1).unwrap_or(ps), s_raw),
+            );
+            let bound = match (client.arrivals[k - 1], client.arrivals[k]) {
+                (Some(a), Some(b)) => Some(Gap::between(&a, &b, clock)),
+                _ => None,
+            };
+            own.score_gap(measured, truth, truth_span, bound);
         }
         prev = Some((c, s_raw));
     }
@@ -929,6 +1154,7 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         r.server_ttft_ms_mean
     )?;
     write_client_cost(w, r)?;
+    write_bounds(w, r)?;
     if let Some(e) = &r.first_error {
         writeln!(w, "  first failure     {e}")?;
     }
@@ -1080,6 +1306,56 @@ fn write_client_cost(w: &mut impl std::io::Write, r: &Report) -> std::io::Result
     writeln!(w, "  peak RSS          {:.1} MB ({whose})", r.peak_rss_mb)
 }
 
+/// The bounds the client stated against the truth, and the verdict beside the trace's.
+fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
+    let Some(bound) = r.gap_bound_us_p99 else {
+        if r.client_bound.is_some() {
+            writeln!(
+                w,
+                "  gap bound         none: the reads carry the client's own stamps"
+            )?;
+        }
+        return Ok(());
+    };
+    writeln!(
+        w,
+        "  gap bound         {} us p50, {bound:.1} us p99 stated; true error {:.1} us p99 (the truth known to {} us p99); {}% of gaps inside ({}% read apart, {}% with an end read together with others)",
+        opt_fixed(r.gap_bound_us_p50, 1),
+        r.gap_error_us_p99,
+        opt_fixed(r.truth_span_us_p99, 1),
+        opt_fixed(r.gap_bound_coverage_percent, 2),
+        opt_fixed(r.gaps_apart_percent, 1),
+        opt_fixed(r.gaps_merged_percent, 1),
+    )?;
+    writeln!(
+        w,
+        "  reads             {} tokens per read mean, {} max; dispatch lag {} ms p50, {} ms p99; TTFT bound held for {}% of streams",
+        opt_fixed(r.tokens_per_read_mean, 2),
+        opt_fixed(r.tokens_per_read_max, 0),
+        opt_fixed(r.dispatch_lag_ms_p50, 3),
+        opt_fixed(r.dispatch_lag_ms_p99, 3),
+        opt_fixed(r.ttft_bound_coverage_percent, 1),
+    )?;
+    let said = |bound: Option<bool>, why: &[String]| match bound {
+        Some(true) => format!("Client-bound: {}", why.join("; ")),
+        Some(false) => "not client-bound".to_string(),
+        None => "n/a".to_string(),
+    };
+    writeln!(
+        w,
+        "  verdict           {}",
+        said(r.client_bound, &r.client_bound_reasons)
+    )?;
+    writeln!(
+        w,
+        "  in truth          {}",
+        said(
+            r.client_limited_in_truth,
+            &r.client_limited_in_truth_reasons
+        )
+    )
+}
+
 /// CPU time of the calling thread so far: (user ns, system ns); zeros if the kernel refuses.
 fn thread_cpu_ns_pair() -> (u64, u64) {
     let t = crate::sys::thread_cpu().unwrap_or_default();
@@ -1100,6 +1376,7 @@ mod tests {
             t_ns: t,
             due_ns: t.saturating_sub(5_000),
             t_raw: t,
+            t_before_raw: t,
             // The request reached the server 800 ns after the send stamp (1_000) below.
             arrival_ns: 1_800,
             arrival_raw: 1_800,

@@ -128,6 +128,58 @@ impl Pin {
     }
 }
 
+/// `--busy-loop`: one thread spinning on each of the client's CPUs while the self-test runs,
+/// so the client shares its cores with work that never sleeps (the scheduler then takes the
+/// client off its core for whole time slices, as a loaded machine does).
+pub struct BusyLoop {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoop {
+    /// Starts the spinners, each pinned to one CPU of `cpus`.
+    pub fn start(cpus: &CpuList) -> std::io::Result<BusyLoop> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let mut busy = BusyLoop {
+            stop: stop.clone(),
+            threads: Vec::with_capacity(cpus.cpus().len()),
+        };
+        for &cpu in cpus.cpus() {
+            let mask = Mask::of(&CpuList(vec![cpu]));
+            let stop = stop.clone();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::Builder::new()
+                .name("selftest-busy".into())
+                .spawn(move || {
+                    let pinned = mask.apply();
+                    let ok = pinned.is_ok();
+                    let _ = tx.send(pinned);
+                    while ok && !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })?;
+            busy.threads.push(t);
+            // Dropping `busy` on an error stops the spinners already started.
+            rx.recv()
+                .map_err(|_| std::io::Error::other("a busy-loop thread ended before pinning"))?
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("cannot pin the busy loop: {e}"))
+                })?;
+        }
+        Ok(busy)
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Whether `--pin` can work on this OS.
 pub const SUPPORTED: bool = cfg!(target_os = "linux");
 

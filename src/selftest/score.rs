@@ -46,6 +46,9 @@ pub struct ServerRequest {
     pub writes_ns: Vec<Option<u64>>,
     /// The same writes as raw clock stamps, index for index (holes included).
     pub writes_raw: Vec<Option<u64>>,
+    /// When each of those writes began, raw: the kernel took the bytes between it and the
+    /// write's return.
+    pub writes_before_raw: Vec<Option<u64>>,
 }
 
 impl ServerRequest {
@@ -66,9 +69,11 @@ pub fn index_trace(trace: &[TraceRec]) -> HashMap<String, ServerRequest> {
         if s.writes_ns.len() <= i {
             s.writes_ns.resize(i + 1, None);
             s.writes_raw.resize(i + 1, None);
+            s.writes_before_raw.resize(i + 1, None);
         }
         s.writes_ns[i] = Some(r.t_ns);
         s.writes_raw[i] = Some(r.t_raw);
+        s.writes_before_raw[i] = Some(r.t_before_raw);
         s.arrival_ns = r.arrival_ns;
         s.arrival_raw = r.arrival_raw;
     }
@@ -169,6 +174,7 @@ mod tests {
             arrival_ns,
             arrival_raw: 0,
             t_raw: 0,
+            t_before_raw: 0,
         }
     }
 

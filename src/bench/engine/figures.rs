@@ -2,14 +2,130 @@
 //! counted, where input lengths came from, send and timer lag, the client's CPU time, which
 //! clock stamped the reads and how late the client woke up to them, the first message of each
 //! failure kind, and a stop's toll. A front end writes [`ours`] under its one extra key and may
-//! print [`stamps_line`] and [`one_read_line`]. Pure.
+//! print [`stamps_line`] and [`one_read_line`]. The client's lag, the bounds on the figures and
+//! the Client-bound verdict are [`client_lag`] (in [`ours`]) and [`client_lag_lines`]. Pure,
+//! but for the count of Client-bound runs `--fail-on-client-bound` reads ([`client_bound_runs`]).
 
+use crate::analysis::client_lag::{self, Bounded, ClientLag, GapKind, Spread};
 use crate::analysis::stats::Summary;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::run::Measured;
 use crate::timeline::{StampFallback, StampSource, Timeline};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Client-bound runs this process has written the figures of (each counted once, by
+/// [`client_lag`]); `--fail-on-client-bound` reads it when the session ends.
+static CLIENT_BOUND_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many runs of this process were Client-bound.
+pub fn client_bound_runs() -> usize {
+    CLIENT_BOUND_RUNS.load(Ordering::Relaxed)
+}
+
+fn spread_json(s: Option<Spread>) -> Value {
+    s.map_or(
+        Value::Null,
+        |s| json!({"p50": s.p50, "p99": s.p99, "max": s.max}),
+    )
+}
+
+fn bounded_json(b: Option<Bounded>) -> Value {
+    b.map_or(Value::Null, |b| json!({"value": b.value, "bound": b.bound}))
+}
+
+/// The `client_lag` object: the client's read lag, tokens per read, dispatch lag, CPU, the
+/// gaps by how well they are known, the bound on each figure (ms: `value` ± `bound`) and the
+/// verdict with its reasons (`analysis::client_lag`). Counts a Client-bound run once.
+pub fn client_lag(lag: &ClientLag) -> Value {
+    let reasons = client_lag::verdict(lag, client_lag::Printed::MedianAndP99);
+    if !reasons.is_empty() {
+        CLIENT_BOUND_RUNS.fetch_add(1, Ordering::Relaxed);
+    }
+    json!({
+        "client_bound": !reasons.is_empty(),
+        "client_bound_reasons": reasons,
+        "reads": lag.reads,
+        "read_lag_us": spread_json(lag.read_lag_us),
+        "tokens_per_read_mean": lag.tokens_per_read_mean,
+        "tokens_per_read_max": lag.tokens_per_read_max,
+        "reads_with_several_tokens_percent": lag.reads_with_several_tokens_percent,
+        "dispatch_lag_ms": spread_json(lag.dispatch_lag_ms),
+        "dispatch_late_ms_p99": lag.dispatch_late_ms_p99,
+        "dispatch_connect_ms_p99": lag.dispatch_connect_ms_p99,
+        "dispatch_write_ms_p99": lag.dispatch_write_ms_p99,
+        "gaps": lag.gaps,
+        "gaps_apart_percent": lag.gap_percent(GapKind::Apart),
+        "gaps_merged_percent": lag.gap_percent(GapKind::Merged),
+        "gaps_unbounded_percent": lag.gap_percent(GapKind::Unbounded),
+        "bounds_ms": {
+            "itl_p50": bounded_json(lag.itl_ms_p50),
+            "itl_p99": bounded_json(lag.itl_ms_p99),
+            "itl_mean": bounded_json(lag.itl_ms_mean),
+            "ttft_p50": bounded_json(lag.ttft_ms_p50),
+            "ttft_p99": bounded_json(lag.ttft_ms_p99),
+            "tpot_p50": bounded_json(lag.tpot_ms_p50),
+            "tpot_p99": bounded_json(lag.tpot_ms_p99),
+        },
+        "throughput_bound_percent": lag.throughput_bound_percent,
+        "client_cpu_percent_of_cores": lag.cpu.map(|c| c.percent_of_cores()),
+        "cores": lag.cpu.map(|c| c.cores),
+    })
+}
+
+/// The console block of `client_lag` (in `extras`): one line of the client's lag and the
+/// bounds, and a warning line when the run was Client-bound. Empty without the key.
+pub fn client_lag_lines(extras: &Value) -> Vec<String> {
+    let x = &extras["client_lag"];
+    if x.is_null() {
+        return Vec::new();
+    }
+    let f = |v: &Value, digits: usize| match v.as_f64() {
+        Some(n) => format!("{n:.digits$}"),
+        None => "n/a".into(),
+    };
+    let b = |k: &str| {
+        let v = &x["bounds_ms"][k];
+        if v.is_null() {
+            "n/a".to_string()
+        } else {
+            format!("{} ± {} ms", f(&v["value"], 3), f(&v["bound"], 3))
+        }
+    };
+    let mut lines = vec![
+        format!(
+            "llmspeed: client lag: read lag {} us p50, {} us p99, {} tokens per read; dispatch lag {} ms p50, {} ms p99; client CPU {}% of {} core(s)",
+            f(&x["read_lag_us"]["p50"], 0),
+            f(&x["read_lag_us"]["p99"], 0),
+            f(&x["tokens_per_read_mean"], 2),
+            f(&x["dispatch_lag_ms"]["p50"], 3),
+            f(&x["dispatch_lag_ms"]["p99"], 3),
+            f(&x["client_cpu_percent_of_cores"], 0),
+            x["cores"].as_u64().unwrap_or(0),
+        ),
+        format!(
+            "llmspeed: bounds: ITL p50 {}, p99 {}; TTFT p50 {}; TPOT p50 {}; {}% of gaps read apart, {}% with an end read together with others",
+            b("itl_p50"),
+            b("itl_p99"),
+            b("ttft_p50"),
+            b("tpot_p50"),
+            f(&x["gaps_apart_percent"], 1),
+            f(&x["gaps_merged_percent"], 1),
+        ),
+    ];
+    if x["client_bound"].as_bool() == Some(true) {
+        let why: Vec<&str> = x["client_bound_reasons"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        lines.push(format!(
+            "WARNING: llmspeed: Client-bound: {}. These figures say as much about this client as about the server (--fail-on-client-bound makes this an error).",
+            why.join("; ")
+        ));
+    }
+    lines
+}
 
 /// Why a request that ended cleanly still failed (the Python tools: "Never received a valid
 /// chunk to calculate TTFT").
@@ -149,6 +265,7 @@ pub fn ours(plan: &Plan, m: &Measured) -> Value {
         "client_cpu_percent_of_one_core": if m.wall_s > 0.0 { 100.0 * (cpu_u + cpu_s) / m.wall_s } else { 0.0 },
     });
     stamps.write(&mut x);
+    x["client_lag"] = client_lag(&m.client_lag);
     x["preconnected"] = json!(m.preconnected);
     if m.stopped {
         x["interrupted"] = json!({

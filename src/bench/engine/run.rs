@@ -71,6 +71,8 @@ pub struct Measured {
     /// Wall time and the client's CPU time over the measured run.
     pub wall_s: f64,
     pub client_cpu: CpuTime,
+    /// The client's lag over the run and the bounds it puts on the figures.
+    pub client_lag: crate::analysis::client_lag::ClientLag,
     /// Connections opened before the start (preconnect), `None` without it.
     pub preconnected: Option<usize>,
     /// The probes' outcomes, in order (empty without probes).
@@ -165,6 +167,8 @@ pub async fn run(
     })
     .await?;
     let (finished, unsent, cut) = finish(plan, &clock, sent.base_raw, &samples, sent.done);
+    let client_cpu = cpu1.since(sent.cpu0);
+    let client_lag = client_lag_of(&clock, &finished, client_cpu, wall_s);
     Ok(Measured {
         model,
         request_model,
@@ -183,7 +187,8 @@ pub async fn run(
         duration_ns: clock.delta_ns(sent.base_raw, end_raw),
         start_unix_ns: sent.start_unix_ns,
         wall_s,
-        client_cpu: cpu1.since(sent.cpu0),
+        client_cpu,
+        client_lag,
         preconnected,
         probes,
         metrics_before,
@@ -194,6 +199,23 @@ pub async fn run(
 
 /// The ready check as a set-up step, for [`unless_stopped`].
 pub const READY: &str = "waiting for the server to be ready (GET /v1/models)";
+
+/// The client's lag over every finished request (`analysis::client_lag`).
+fn client_lag_of(
+    clock: &Clock,
+    finished: &[Finished],
+    cpu: CpuTime,
+    wall_s: f64,
+) -> crate::analysis::client_lag::ClientLag {
+    let mut lag = crate::analysis::client_lag::LagSamples::default();
+    for f in finished {
+        lag.add(&f.timeline, clock, 0..u64::MAX);
+    }
+    lag.summary(crate::analysis::client_lag::Cpu::over(
+        cpu.total_s(),
+        wall_s,
+    ))
+}
 
 /// Builds the stream request of a sample.
 struct Requests<'a> {

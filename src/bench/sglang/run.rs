@@ -104,6 +104,11 @@ pub async fn run(
     )
     .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
     let mut ours = ours(&counter, &measured, &outputs);
+    ours["client_lag"] = crate::bench::engine::figures::client_lag(&measured.client_lag);
+    for line in crate::bench::engine::figures::client_lag_lines(&ours) {
+        writeln!(out, "{line}")
+            .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
+    }
     if let Some(ss) = steady_state(cfg, &measured, duration_s) {
         ours["steady_state"] = ss;
     }

@@ -390,6 +390,9 @@ pub fn report(
     if let Some(line) = one_read_line(x) {
         writeln!(w, "{line}").map_err(io)?;
     }
+    for line in figures::client_lag_lines(x) {
+        writeln!(w, "{line}").map_err(io)?;
+    }
     let path = result_path(cfg, &out.info);
     if let Some(th) = cfg.plot_timeline {
         // Where vLLM puts it, also when the JSON itself is not saved.

@@ -480,6 +480,11 @@ pub(crate) fn legend() -> Vec<(&'static str, &'static str, &'static str)> {
             "the server never ran all C requests at once; figures kept and marked",
         ),
         (
+            "client_bound",
+            "Client-bound",
+            "the client's own lag made the figures untrustworthy (reasons in the notes); figures kept and marked",
+        ),
+        (
             "failed",
             "Failed",
             "requests failed (the first message per kind is listed)",

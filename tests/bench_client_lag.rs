@@ -1,0 +1,153 @@
+//! `bench serve` and `bench sglang` report the client's own lag under `llmspeed.client_lag`,
+//! with the bound on each figure and the Client-bound verdict, print it after the reference's
+//! block, and `--fail-on-client-bound` turns a Client-bound run into a failed exit. Whether a
+//! run on a loaded test machine is Client-bound is not fixed, so what is held is the link:
+//! the exit status fails exactly when the saved verdict says Client-bound, and the warning
+//! line appears exactly then. The figures themselves come from the same stamps as vLLM's
+//! ITL: the bounded median gap is the result's `median_itl_ms`.
+
+mod support;
+
+use llmspeed::mock::{MockConfig, Profile};
+use serde_json::Value;
+use support::mock::MockThread;
+
+fn start() -> MockThread {
+    let mut cfg = MockConfig::profile(Profile::Fast);
+    cfg.engine.decode.base_us = 2000.0;
+    MockThread::start(cfg)
+}
+
+fn llmspeed(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(support::process::bin())
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap()
+}
+
+/// The verdict's link to the exit status and the console, and the object's shape.
+fn check(lag: &Value, out: &std::process::Output) {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let bound = lag["client_bound"].as_bool().expect("client_bound");
+    assert_eq!(!out.status.success(), bound, "{lag}\n{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.contains("WARNING: llmspeed: Client-bound: "),
+        bound,
+        "{stdout}"
+    );
+    assert_eq!(
+        lag["client_bound_reasons"].as_array().unwrap().is_empty(),
+        !bound
+    );
+    if bound {
+        assert!(stderr.contains("--fail-on-client-bound"), "{stderr}");
+    }
+    assert!(
+        stdout.contains("llmspeed: client lag: read lag "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("llmspeed: bounds: ITL p50 "), "{stdout}");
+    assert!(
+        lag["dispatch_lag_ms"]["p50"].as_f64().unwrap() > 0.0,
+        "{lag}"
+    );
+    assert!(lag["gaps"].as_u64().unwrap() > 0, "{lag}");
+    if cfg!(target_os = "linux") {
+        assert!(lag["read_lag_us"]["p50"].as_f64().unwrap() > 0.0, "{lag}");
+        let b = &lag["bounds_ms"]["itl_p50"];
+        assert!(b["bound"].as_f64().unwrap() > 0.0, "{lag}");
+        let apart = lag["gaps_apart_percent"].as_f64().unwrap();
+        let merged = lag["gaps_merged_percent"].as_f64().unwrap();
+        assert!((apart + merged - 100.0).abs() < 1e-9, "{lag}");
+    }
+}
+
+#[test]
+fn bench_serve_writes_the_client_lag_and_fails_exactly_when_client_bound() {
+    let mock = start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let out = llmspeed(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &mock.url(),
+        "--num-prompts",
+        "20",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "16",
+        "--request-rate",
+        "40",
+        "--save-result",
+        "--result-dir",
+        dir.to_str().unwrap(),
+        "--disable-tqdm",
+        "--fail-on-client-bound",
+    ]);
+    mock.stop();
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("no result: {}", String::from_utf8_lossy(&out.stderr)));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let lag = &v["llmspeed"]["client_lag"];
+    check(lag, &out);
+    // The same gaps as vLLM's ITL (one token per chunk here), from the same stamps.
+    let p50 = lag["bounds_ms"]["itl_p50"]["value"].as_f64().unwrap();
+    let median = v["median_itl_ms"].as_f64().unwrap();
+    // To the nanosecond: the result keeps its times in seconds.
+    assert!((p50 - median).abs() < 1e-6, "{p50} vs {median}");
+    // Dispatch lag runs to the request written; send lag to its first byte.
+    let send = v["llmspeed"]["send_lag_ms"]["p99"].as_f64().unwrap();
+    assert!(
+        lag["dispatch_lag_ms"]["max"].as_f64().unwrap() >= send,
+        "{lag}"
+    );
+}
+
+#[test]
+fn bench_sglang_writes_the_client_lag_and_fails_exactly_when_client_bound() {
+    let mock = start();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let file = dir.join("out.jsonl");
+    let out = llmspeed(&[
+        "bench",
+        "sglang",
+        "--base-url",
+        &mock.url(),
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "12",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "12",
+        "--request-rate",
+        "40",
+        "--output-file",
+        file.to_str().unwrap(),
+        "--disable-tqdm",
+        "--fail-on-client-bound",
+    ]);
+    mock.stop();
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    check(&v["llmspeed"]["client_lag"], &out);
+    // Our block comes after SGLang's.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let theirs = stdout
+        .find("Serving Benchmark Result")
+        .expect("SGLang's block");
+    assert!(
+        stdout.find("llmspeed: client lag").unwrap() > theirs,
+        "{stdout}"
+    );
+}

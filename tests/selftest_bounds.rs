@@ -1,0 +1,112 @@
+//! The error bounds the client states on its own figures (`analysis::client_lag`), scored
+//! against the simulated server's trace in scenarios where the client keeps up and where it
+//! cannot. What is asserted is the invariant — the truth lies inside the stated bound for at
+//! least 99% of gaps, and the first token's for every stream — never a timing: on a loaded
+//! machine a "keeps up" scenario may not, and the bound must hold either way. Where the client
+//! is made to fall behind for certain (a hook that blocks it after every event), the verdict
+//! must call the run Client-bound, and the trace must agree. Sizes are modest for a 2-core
+//! machine; docs/selftest.md has the full-size table and its commands.
+
+use llmspeed::net::Cancel;
+use llmspeed::selftest::pin::{allowed_cpus, CpuList, Pin};
+use llmspeed::selftest::{
+    run, run_pinned, run_with_busy_client, run_with_busy_loop, Report, Shape,
+};
+use std::time::Duration;
+
+fn shape(streams: usize, gap_ms: u64, tokens: u32) -> Shape {
+    Shape {
+        streams,
+        gap: Duration::from_millis(gap_ms),
+        tokens,
+        first_token: Duration::from_millis(20),
+        client_threads: 1,
+        kernel_stamps: true,
+        preconnect: true,
+    }
+}
+
+/// The server on one CPU, the client on another (the first two this process may use).
+fn two_cpus() -> Pin {
+    let cpus = allowed_cpus().expect("the allowed CPUs");
+    assert!(cpus.len() >= 2, "these scenarios need two CPUs: {cpus:?}");
+    let one = |c: usize| CpuList::parse(&c.to_string()).unwrap();
+    Pin {
+        server: one(cpus[0]),
+        client: one(cpus[1]),
+    }
+}
+
+/// Every stream ran, every gap was scored against a bound, and the truth lay inside it.
+fn check_bounds_hold(name: &str, r: &Report) {
+    eprintln!(
+        "{name}: true gap error p99 {:.1} us, stated bound p99 {:?} us, coverage {:?}%, merged {:?}%, TTFT coverage {:?}%, verdict {:?} {:?}, truth {:?} {:?}",
+        r.gap_error_us_p99,
+        r.gap_bound_us_p99,
+        r.gap_bound_coverage_percent,
+        r.gaps_merged_percent,
+        r.ttft_bound_coverage_percent,
+        r.client_bound,
+        r.client_bound_reasons,
+        r.client_limited_in_truth,
+        r.client_limited_in_truth_reasons
+    );
+    assert_eq!(r.failed_streams, 0, "{name}: {:?}", r.first_error);
+    assert_eq!(r.tokens_matched, r.trace_records, "{name}: {r:?}");
+    if !cfg!(target_os = "linux") {
+        // No kernel stamps: no bound is claimed, so none can fail.
+        assert_eq!(r.gap_bound_coverage_percent, None, "{name}");
+        return;
+    }
+    let cover = r
+        .gap_bound_coverage_percent
+        .unwrap_or_else(|| panic!("{name}: no gap was bounded: {r:?}"));
+    assert!(
+        cover >= 99.0,
+        "{name}: the bound held for {cover}% of gaps: {r:?}"
+    );
+    assert_eq!(
+        r.ttft_bound_coverage_percent,
+        Some(100.0),
+        "{name}: the first token's bound: {r:?}"
+    );
+    assert!(
+        r.gap_bound_us_p99.is_some() && r.client_bound.is_some(),
+        "{name}"
+    );
+}
+
+#[test]
+fn bounds_hold_where_the_client_can_keep_up() {
+    let r = run(&shape(8, 5, 40)).expect("selftest runs");
+    check_bounds_hold("8 x 5 ms", &r);
+}
+
+#[test]
+fn bounds_hold_at_128_streams_by_1ms_on_one_client_core() {
+    let r = run_pinned(&shape(128, 1, 30), &two_cpus()).expect("selftest runs");
+    check_bounds_hold("128 x 1 ms, one client core", &r);
+}
+
+#[test]
+fn bounds_hold_beside_a_busy_loop_on_the_clients_core() {
+    let r =
+        run_with_busy_loop(&shape(16, 1, 60), &two_cpus(), &Cancel::new()).expect("selftest runs");
+    assert!(r.busy_loop);
+    check_bounds_hold("16 x 1 ms, busy loop on the client's core", &r);
+}
+
+#[test]
+fn a_client_that_cannot_keep_up_is_client_bound_and_the_trace_agrees() {
+    // Blocked 3 ms after every event at 1 ms gaps: tokens wait in the socket and come in
+    // together, so the gaps' bounds widen to milliseconds.
+    let r =
+        run_with_busy_client(&shape(4, 1, 40), Duration::from_millis(3)).expect("selftest runs");
+    check_bounds_hold("4 x 1 ms, client blocked 3 ms per event", &r);
+    if cfg!(target_os = "linux") {
+        assert!(r.gaps_merged_percent.unwrap_or(0.0) > 30.0, "{r:?}");
+        assert_eq!(r.stamps_too_loose, Some(true), "{r:?}");
+        assert_eq!(r.client_bound, Some(true), "{r:?}");
+        assert_eq!(r.client_limited_in_truth, Some(true), "{r:?}");
+    }
+}
