@@ -186,7 +186,7 @@ fn matrix_ctrl_c_exits_130_marked_interrupted() {
     matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
 }
 
-/// `selftest --json` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
+/// `selftest` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
 fn long_selftest(extra: &[&str]) -> Proc {
     let mut args = vec![
         "selftest",
@@ -196,7 +196,6 @@ fn long_selftest(extra: &[&str]) -> Proc {
         "200000",
         "--gap",
         "1ms",
-        "--json",
     ];
     args.extend_from_slice(extra);
     Proc::spawn(&args)
@@ -206,7 +205,7 @@ fn long_selftest(extra: &[&str]) -> Proc {
 /// report comes out, says it is partial, and every stream is counted as cut.
 #[test]
 fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
-    let mut p = long_selftest(&[]);
+    let mut p = long_selftest(&["--json"]);
     p.wait_line("SIGTERM stops early");
     p.signal(libc::SIGTERM);
     assert_eq!(p.exit_code(), 143, "{}", p.output());
@@ -230,6 +229,13 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
 /// the step (before: the step ignored it and only a second signal ended the process), the error
 /// names the step, nothing is saved, and the exit is 128 + the signal.
 fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, step: &str) {
+    let (mut p, dir) = bench_serve_saving(args);
+    p.wait_line(step_line);
+    setup_stopped(p, &dir, sig, step);
+}
+
+/// `bench serve` with `args`, saving its result in the returned folder.
+fn bench_serve_saving(args: &[&str]) -> (Proc, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut all = vec![
         "bench",
@@ -240,8 +246,12 @@ fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, s
         dir.path().to_str().unwrap(),
     ];
     all.extend_from_slice(args);
-    let mut p = Proc::spawn(&all);
-    p.wait_line(step_line);
+    let p = Proc::spawn(&all);
+    (p, dir)
+}
+
+/// Sends `sig` to `p`, in a set-up step: the step ends at once, named, and nothing is saved.
+fn setup_stopped(mut p: Proc, dir: &tempfile::TempDir, sig: libc::c_int, step: &str) {
     p.signal(sig);
     let code = p.exit_code();
     let out = p.output();
@@ -282,6 +292,16 @@ fn bench_serve_ctrl_c_in_the_ready_check_ends_it_at_once() {
     );
 }
 
+/// 100000 random prompts of 64 tokens, 4 tokens out: a set-up that sizes each takes minutes.
+const MANY_SHORT: [&str; 6] = [
+    "--num-prompts",
+    "100000",
+    "--random-input-len",
+    "64",
+    "--random-output-len",
+    "4",
+];
+
 #[test]
 fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() {
     // 100000 random prompts on the chat endpoint: each is turned into text through the server's
@@ -289,17 +309,10 @@ fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() 
     let (_server, url) = mock(&["--profile", "fast"]);
     bench_serve_setup_stopped(
         &[
-            "--base-url",
-            &url,
-            "--backend",
-            "openai-chat",
-            "--num-prompts",
-            "100000",
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "4",
-        ],
+            &["--base-url", &url, "--backend", "openai-chat"],
+            &MANY_SHORT[..],
+        ]
+        .concat(),
         "fitting 100000 prompts to their lengths",
         libc::SIGTERM,
         "fitting the prompts to their lengths (/detokenize, /tokenize)",
@@ -495,15 +508,7 @@ fn per_token_cpu_keys() -> [&'static str; 3] {
 /// ns/token).
 #[test]
 fn selftest_stopped_before_any_token_prints_no_cpu_per_token() {
-    let mut p = Proc::spawn(&[
-        "selftest",
-        "--streams",
-        "4",
-        "--tokens",
-        "200000",
-        "--gap",
-        "1ms",
-    ]);
+    let mut p = long_selftest(&[]);
     p.wait_line("SIGTERM stops early");
     p.signal(libc::SIGINT);
     assert_eq!(p.exit_code(), 130, "{}", p.output());
@@ -548,28 +553,22 @@ fn bench_serve_sigint_while_loading_a_dataset_counted_through_tokenize_ends_it_a
     );
 }
 
+/// One request after one warm-up request, each streaming for ~10 s ([`slow_bench_serve`]).
+const ONE_WARMED: [&str; 7] = [
+    "--num-prompts",
+    "1",
+    "--num-warmups",
+    "1",
+    "--random-input-len",
+    "16",
+    "--ignore-eos",
+];
+
 #[test]
 fn bench_serve_sigterm_while_warming_up_ends_it_at_once() {
-    // The warm-up request streams 5000 tokens at 2 ms (~10 s).
-    let (_server, url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
-    bench_serve_setup_stopped(
-        &[
-            "--base-url",
-            &url,
-            "--num-prompts",
-            "1",
-            "--num-warmups",
-            "1",
-            "--random-input-len",
-            "16",
-            "--random-output-len",
-            "5000",
-            "--ignore-eos",
-        ],
-        "warming up with 1 request(s)",
-        libc::SIGTERM,
-        "warming up",
-    );
+    let (_server, _url, dir, mut p) = slow_bench_serve(&ONE_WARMED);
+    p.wait_line("warming up with 1 request(s)");
+    setup_stopped(p, &dir, libc::SIGTERM, "warming up");
 }
 
 #[test]
@@ -578,16 +577,7 @@ fn bench_serve_ctrl_c_while_sizing_prompts_as_text_ends_it_at_once() {
     // of 100000 random prompts becomes natural text sized through /tokenize (minutes).
     let (_server, url) = mock(&["--profile", "fast", "--fault", "status=500"]);
     bench_serve_setup_stopped(
-        &[
-            "--base-url",
-            &url,
-            "--num-prompts",
-            "100000",
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "4",
-        ],
+        &[&["--base-url", &url], &MANY_SHORT[..]].concat(),
         "prompts are natural text sized by",
         libc::SIGINT,
         "sizing the prompts as natural text",
@@ -599,17 +589,8 @@ fn bench_serve_ctrl_c_while_sizing_prompts_as_text_ends_it_at_once() {
 /// first run's file on disk but not named.
 #[test]
 fn bench_serve_stopped_in_a_later_runs_set_up_names_what_was_saved() {
-    let (_server, url, dir, mut p) = slow_bench_serve(&[
-        "--num-runs",
-        "2",
-        "--num-prompts",
-        "1",
-        "--num-warmups",
-        "1",
-        "--random-input-len",
-        "16",
-        "--ignore-eos",
-    ]);
+    let (_server, url, dir, mut p) =
+        slow_bench_serve(&[&["--num-runs", "2"], &ONE_WARMED[..]].concat());
     p.wait_line("run 2/2");
     p.wait_line("warming up with 1 request(s)");
     wait_running(&url);
@@ -773,14 +754,7 @@ fn bench_serve_sigterm_while_preconnecting_ends_it_at_once() {
     // open) hang.
     let (_server, mock_url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
     let mut fwd = Forwarder::start(&mock_url);
-    let dir = tempfile::tempdir().unwrap();
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--disable-tqdm",
-        "--save-result",
-        "--result-dir",
-        dir.path().to_str().unwrap(),
+    let (mut p, dir) = bench_serve_saving(&[
         "--base-url",
         &fwd.url,
         "--num-prompts",
@@ -806,19 +780,5 @@ fn bench_serve_sigterm_while_preconnecting_ends_it_at_once() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(500));
-    p.signal(libc::SIGTERM);
-    assert_eq!(p.exit_code(), 143, "{}", p.output());
-    let out = p.output();
-    assert!(
-        out.contains(
-            "stopped by SIGTERM while opening connections (--preconnect): nothing was measured"
-        ),
-        "{out}"
-    );
-    assert!(!out.contains("again:"), "one signal was enough: {out}");
-    let saved: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-    assert!(
-        saved.is_empty(),
-        "nothing measured, nothing saved: {saved:?}"
-    );
+    setup_stopped(p, &dir, libc::SIGTERM, "opening connections (--preconnect)");
 }
