@@ -3,9 +3,10 @@
 //!
 //! Owns: the work folder (the `custom` dataset the command reads, its result folder, its
 //! captured output), the command's placeholders, starting the command with `sh -c` (pinned
-//! when asked, in a process group of its own) and reading its CPU time and peak memory from
-//! the kernel when it is reaped, stopping it when the self-test is stopped, and reading vLLM's
-//! `--save-detailed` result back. The scoring is [`super::score`]'s.
+//! when asked, in a process group of its own, whose leader kills the group once the self-test
+//! ends, however it ends) and reading its CPU time and peak memory from the kernel when it is
+//! reaped, stopping it when the self-test is stopped, and reading vLLM's `--save-detailed`
+//! result back. The scoring is [`super::score`]'s.
 //!
 //! A stop (Ctrl-C, SIGTERM: `stop` cancelled with the signal's name) is passed on to the
 //! command's process group as the same signal, once (its own group, so a terminal's Ctrl-C
@@ -285,14 +286,14 @@ fn spawn_in(
 /// `PR_SET_PDEATHSIG` would not do: the death signal reaches the process it is set on only
 /// (it is cleared in a forked child, so whatever `sh` starts would live on), and it fires
 /// when the thread that started the process ends, not the process.
-pub struct Leader {
+struct Leader {
     child: Child,
     alive: std::os::fd::OwnedFd,
 }
 
 impl Leader {
     /// Starts the leader, in a new group whose id is its pid ([`Leader::group`]).
-    pub fn start() -> io::Result<Leader> {
+    fn start() -> io::Result<Leader> {
         let (read, alive) = pipe()?;
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
@@ -306,13 +307,13 @@ impl Leader {
     }
 
     /// The group's id, for the command to join.
-    pub fn group(&self) -> i32 {
+    fn group(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// The command was reaped: whatever it left running in the group is killed, then the
     /// leader is reaped.
-    pub fn end(mut self) {
+    fn end(mut self) {
         drop(self.alive);
         let _ = self.child.wait();
     }
