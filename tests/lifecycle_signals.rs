@@ -186,7 +186,7 @@ fn matrix_ctrl_c_exits_130_marked_interrupted() {
     matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
 }
 
-/// `selftest --json` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
+/// `selftest` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
 fn long_selftest(extra: &[&str]) -> Proc {
     let mut args = vec![
         "selftest",
@@ -196,7 +196,6 @@ fn long_selftest(extra: &[&str]) -> Proc {
         "200000",
         "--gap",
         "1ms",
-        "--json",
     ];
     args.extend_from_slice(extra);
     Proc::spawn(&args)
@@ -206,7 +205,7 @@ fn long_selftest(extra: &[&str]) -> Proc {
 /// report comes out, says it is partial, and every stream is counted as cut.
 #[test]
 fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
-    let mut p = long_selftest(&[]);
+    let mut p = long_selftest(&["--json"]);
     p.wait_line("SIGTERM stops early");
     p.signal(libc::SIGTERM);
     assert_eq!(p.exit_code(), 143, "{}", p.output());
@@ -214,6 +213,11 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
         serde_json::from_str(p.stdout().trim()).unwrap_or_else(|e| panic!("{e}: {}", p.output()));
     assert_eq!(v["interrupted"], "SIGTERM", "{v}");
     assert_eq!(v["errors"]["cancelled"], 4, "{v}");
+    // No stream ended, so no token was measured: no figure per token (before: CPU / 1).
+    assert_eq!(v["tokens"], 0, "{v}");
+    for k in per_token_cpu_keys() {
+        assert!(v[k].is_null(), "{k}: {v}");
+    }
     assert!(
         p.output().contains("interrupted by SIGTERM"),
         "{}",
@@ -225,6 +229,13 @@ fn selftest_sigterm_prints_a_partial_report_and_exits_143() {
 /// the step (before: the step ignored it and only a second signal ended the process), the error
 /// names the step, nothing is saved, and the exit is 128 + the signal.
 fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, step: &str) {
+    let (mut p, dir) = bench_serve_saving(args);
+    p.wait_line(step_line);
+    setup_stopped(p, &dir, sig, step);
+}
+
+/// `bench serve` with `args`, saving its result in the returned folder.
+fn bench_serve_saving(args: &[&str]) -> (Proc, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut all = vec![
         "bench",
@@ -235,8 +246,12 @@ fn bench_serve_setup_stopped(args: &[&str], step_line: &str, sig: libc::c_int, s
         dir.path().to_str().unwrap(),
     ];
     all.extend_from_slice(args);
-    let mut p = Proc::spawn(&all);
-    p.wait_line(step_line);
+    let p = Proc::spawn(&all);
+    (p, dir)
+}
+
+/// Sends `sig` to `p`, in a set-up step: the step ends at once, named, and nothing is saved.
+fn setup_stopped(mut p: Proc, dir: &tempfile::TempDir, sig: libc::c_int, step: &str) {
     p.signal(sig);
     let code = p.exit_code();
     let out = p.output();
@@ -277,6 +292,16 @@ fn bench_serve_ctrl_c_in_the_ready_check_ends_it_at_once() {
     );
 }
 
+/// 100000 random prompts of 64 tokens, 4 tokens out: a set-up that sizes each takes minutes.
+const MANY_SHORT: [&str; 6] = [
+    "--num-prompts",
+    "100000",
+    "--random-input-len",
+    "64",
+    "--random-output-len",
+    "4",
+];
+
 #[test]
 fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() {
     // 100000 random prompts on the chat endpoint: each is turned into text through the server's
@@ -284,17 +309,10 @@ fn bench_serve_sigterm_while_fitting_prompts_through_tokenize_ends_it_at_once() 
     let (_server, url) = mock(&["--profile", "fast"]);
     bench_serve_setup_stopped(
         &[
-            "--base-url",
-            &url,
-            "--backend",
-            "openai-chat",
-            "--num-prompts",
-            "100000",
-            "--random-input-len",
-            "64",
-            "--random-output-len",
-            "4",
-        ],
+            &["--base-url", &url, "--backend", "openai-chat"],
+            &MANY_SHORT[..],
+        ]
+        .concat(),
         "fitting 100000 prompts to their lengths",
         libc::SIGTERM,
         "fitting the prompts to their lengths (/detokenize, /tokenize)",
@@ -431,6 +449,13 @@ fn selftest_external_sigterm_stops_the_command_and_prints_a_partial_report() {
     assert_eq!(v["failed_streams"], 4, "{v}");
     assert_eq!(v["tokens"], 0, "{v}");
     assert!(v["trace_records"].as_u64().unwrap() > 0, "{v}");
+    // No token measured: no CPU per token, over the stream or the whole process.
+    for k in per_token_cpu_keys()
+        .into_iter()
+        .chain(["client_cpu_whole_run_ns_per_token"])
+    {
+        assert!(v[k].is_null(), "{k}: {v}");
+    }
 }
 
 /// The command runs its 3 streams one at a time (`--max-concurrency 1`, 1500 tokens at 1 ms
@@ -467,4 +492,293 @@ impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// The self-test's client CPU figures per token.
+fn per_token_cpu_keys() -> [&'static str; 3] {
+    [
+        "client_cpu_ns_per_token",
+        "client_cpu_user_ns_per_token",
+        "client_cpu_sys_ns_per_token",
+    ]
+}
+
+/// `selftest` stopped before any stream ended, its report printed as text: it says no token
+/// was measured instead of a CPU time per token (before: the CPU time divided by 1, printed as
+/// ns/token).
+#[test]
+fn selftest_stopped_before_any_token_prints_no_cpu_per_token() {
+    let mut p = long_selftest(&[]);
+    p.wait_line("SIGTERM stops early");
+    p.signal(libc::SIGINT);
+    assert_eq!(p.exit_code(), 130, "{}", p.output());
+    let out = p.stdout();
+    let cpu = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("client CPU"))
+        .unwrap_or_else(|| panic!("no client CPU line: {out}"));
+    assert!(cpu.contains("no token was measured"), "{cpu}");
+    assert!(!out.contains("ns/token"), "{out}");
+}
+
+#[test]
+fn bench_serve_sigint_while_loading_a_dataset_counted_through_tokenize_ends_it_at_once() {
+    // 100000 prompts, each counted through the server's /tokenize as the dataset loads.
+    let (_server, url) = mock(&["--profile", "fast"]);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("prompts.jsonl");
+    let mut text = String::new();
+    for i in 0..100_000 {
+        text.push_str(&format!(
+            "{{\"prompt\": \"the prompt number {i} of many\"}}\n"
+        ));
+    }
+    std::fs::write(&data, text).unwrap();
+    bench_serve_setup_stopped(
+        &[
+            "--base-url",
+            &url,
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            data.to_str().unwrap(),
+            "--num-prompts",
+            "100000",
+            "--custom-output-len",
+            "4",
+        ],
+        "its prompts counted through the server's /tokenize",
+        libc::SIGINT,
+        "loading the dataset",
+    );
+}
+
+/// One request after one warm-up request, each streaming for ~10 s ([`slow_bench_serve`]).
+const ONE_WARMED: [&str; 7] = [
+    "--num-prompts",
+    "1",
+    "--num-warmups",
+    "1",
+    "--random-input-len",
+    "16",
+    "--ignore-eos",
+];
+
+#[test]
+fn bench_serve_sigterm_while_warming_up_ends_it_at_once() {
+    let (_server, _url, dir, mut p) = slow_bench_serve(&ONE_WARMED);
+    p.wait_line("warming up with 1 request(s)");
+    setup_stopped(p, &dir, libc::SIGTERM, "warming up");
+}
+
+#[test]
+fn bench_serve_ctrl_c_while_sizing_prompts_as_text_ends_it_at_once() {
+    // The server refuses every completion (so token ids are not sent) but counts tokens: each
+    // of 100000 random prompts becomes natural text sized through /tokenize (minutes).
+    let (_server, url) = mock(&["--profile", "fast", "--fault", "status=500"]);
+    bench_serve_setup_stopped(
+        &[&["--base-url", &url], &MANY_SHORT[..]].concat(),
+        "prompts are natural text sized by",
+        libc::SIGINT,
+        "sizing the prompts as natural text",
+    );
+}
+
+/// `bench serve --num-runs 2` stopped in the second run's warm-up: the first run's result is
+/// saved and the user is told so, with the step the stop ended. Before: the error alone, the
+/// first run's file on disk but not named.
+#[test]
+fn bench_serve_stopped_in_a_later_runs_set_up_names_what_was_saved() {
+    let (_server, url, dir, mut p) =
+        slow_bench_serve(&[&["--num-runs", "2"], &ONE_WARMED[..]].concat());
+    p.wait_line("run 2/2");
+    p.wait_line("warming up with 1 request(s)");
+    wait_running(&url);
+    p.signal(libc::SIGTERM);
+    assert_eq!(p.exit_code(), 143, "{}", p.output());
+    let out = p.output();
+    assert!(
+        out.contains("run 2/2: stopped by SIGTERM while warming up"),
+        "{out}"
+    );
+    let saved: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(saved.len(), 1, "the first run's result only: {saved:?}");
+    assert!(
+        out.contains(&format!("saved {}", saved[0].display())),
+        "{out}"
+    );
+    // It is the first run's whole result.
+    let v = read_json(&saved[0]);
+    assert_eq!(v["completed"], 1, "{v}");
+    assert!(v["llmspeed"].get("interrupted").is_none(), "{v}");
+}
+
+/// `selftest --external` killed with SIGKILL (no handler runs): nothing of the command lives
+/// on, neither the shell running it nor what that shell started. Before: the command, in its
+/// own process group, kept running.
+#[test]
+fn selftest_external_killed_leaves_no_command_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    // The shell starts a child and waits for it; both write their ids where the test reads.
+    let cmd = format!(
+        "sleep 300 & echo $! > {p}; echo $$ >> {p}; wait # {{url}}",
+        p = pids.display()
+    );
+    let mut p = Proc::spawn(&["selftest", "--streams", "1", "--external", cmd.as_str()]);
+    let t0 = Instant::now();
+    let ids: Vec<libc::pid_t> = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        let ids: Vec<_> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if ids.len() == 2 {
+            break ids;
+        }
+        assert!(t0.elapsed() < PATIENCE, "the command never started: {text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    p.signal(libc::SIGKILL);
+    p.wait();
+    let t0 = Instant::now();
+    let left = loop {
+        let left: Vec<_> = ids.iter().copied().filter(|&id| alive(id)).collect();
+        if left.is_empty() || t0.elapsed() > Duration::from_secs(20) {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    for &id in &left {
+        // SAFETY: kill(2) on a process this test's command started; no memory is involved.
+        unsafe {
+            libc::kill(id, libc::SIGKILL);
+        }
+    }
+    assert!(
+        left.is_empty(),
+        "still running after the self-test died: {left:?}"
+    );
+}
+
+/// Whether process `id` runs (a zombie, dead but not yet reaped, does not).
+fn alive(id: libc::pid_t) -> bool {
+    match std::fs::read_to_string(format!("/proc/{id}/stat")) {
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+/// A forwarder on 127.0.0.1 (port 0) to the server at `to` (`http://127.0.0.1:PORT`), with
+/// the smallest accept queue. Until [`Forwarder::close`] it passes every connection on; after,
+/// it accepts none and its queue is kept full, so every later connect hangs (the kernel drops
+/// the SYNs of a listener whose queue is full).
+struct Forwarder {
+    url: String,
+    listener: std::net::TcpListener,
+    closing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    accepting: Option<std::thread::JoinHandle<()>>,
+    held: Vec<std::net::TcpStream>,
+}
+
+impl Forwarder {
+    fn start(to: &str) -> Forwarder {
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::os::fd::FromRawFd;
+        use std::sync::atomic::Ordering;
+        let to = to.strip_prefix("http://").expect("an http URL").to_string();
+        // SAFETY: plain socket calls on a socket this test creates and then owns through the
+        // listener; `addr` lives across the bind.
+        let listener = unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket");
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let bound = libc::bind(fd, &addr as *const _ as *const libc::sockaddr, len);
+            assert_eq!(bound, 0, "bind");
+            assert_eq!(libc::listen(fd, 0), 0, "listen");
+            TcpListener::from_raw_fd(fd)
+        };
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let closing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (l, c) = (listener.try_clone().unwrap(), closing.clone());
+        let accepting = std::thread::spawn(move || {
+            for client in l.incoming() {
+                if c.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(client) = client else { return };
+                let server = TcpStream::connect(&to).expect("connect to the server");
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut into);
+                        let _ = into.shutdown(Shutdown::Write);
+                    });
+                }
+            }
+        });
+        Forwarder {
+            url,
+            listener,
+            closing,
+            accepting: Some(accepting),
+            held: Vec::new(),
+        }
+    }
+
+    /// Accepts no more connections, and fills the accept queue with one of its own.
+    fn close(&mut self) {
+        let addr = self.listener.local_addr().unwrap();
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // The accepting thread takes this one, sees it is closing, and ends...
+        self.held.push(std::net::TcpStream::connect(addr).unwrap());
+        self.accepting.take().unwrap().join().unwrap();
+        // ...and this one fills the queue no one takes from any more.
+        self.held.push(std::net::TcpStream::connect(addr).unwrap());
+    }
+}
+
+#[test]
+fn bench_serve_sigterm_while_preconnecting_ends_it_at_once() {
+    // The warm-up streams 1000 tokens at 2 ms through the forwarder, which is closed while it
+    // does: the 256 connections `--preconnect` then wants (beyond the few the set-up left
+    // open) hang.
+    let (_server, mock_url) = mock(&["--profile", "fast", "--decode-base-us", "2000"]);
+    let mut fwd = Forwarder::start(&mock_url);
+    let (mut p, dir) = bench_serve_saving(&[
+        "--base-url",
+        &fwd.url,
+        "--num-prompts",
+        "256",
+        "--max-concurrency",
+        "256",
+        "--num-warmups",
+        "1",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "1000",
+        "--ignore-eos",
+        "--preconnect",
+    ]);
+    p.wait_line("warming up with 1 request(s)");
+    wait_running(&mock_url);
+    fwd.close();
+    // The warm-up ends; the connects start and hang.
+    let t0 = Instant::now();
+    while running(&mock_url) > 0.0 {
+        assert!(t0.elapsed() < PATIENCE, "the warm-up never ended");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    setup_stopped(p, &dir, libc::SIGTERM, "opening connections (--preconnect)");
 }

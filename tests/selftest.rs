@@ -85,7 +85,7 @@ fn small_selftest_matches_every_token_and_reports_sane_errors() {
     assert!(report.gap_error_us_p99 <= report.gap_error_us_max);
     // TTFT is the 5 ms admission delay plus one or two 2 ms steps, plus connect time.
     assert!(report.true_ttft_ms_mean.unwrap() >= 5.0, "{json}");
-    assert!(report.client_cpu_ns_per_token > 0.0);
+    assert!(report.client_cpu_ns_per_token.unwrap() > 0.0);
     assert!(report.peak_rss_mb > 1.0);
 
     let mut table = Vec::new();

@@ -67,7 +67,7 @@ fn serve(a: &ServeArgs) -> CliResult {
         a.disable_tqdm,
         Ends {
             saved: "saved",
-            interrupted: "what was saved is partial and says so (`llmspeed.interrupted`)",
+            interrupted: "a result the stop cut short says so (`llmspeed.interrupted`)",
         },
         async |cancel, log, stdout, display| {
             bench::vllm::session::execute(&cfg, Clock::new(), cancel, log, stdout, display).await

@@ -3,9 +3,10 @@
 //!
 //! Owns: the work folder (the `custom` dataset the command reads, its result folder, its
 //! captured output), the command's placeholders, starting the command with `sh -c` (pinned
-//! when asked, in a process group of its own) and reading its CPU time and peak memory from
-//! the kernel when it is reaped, stopping it when the self-test is stopped, and reading vLLM's
-//! `--save-detailed` result back. The scoring is [`super::score`]'s.
+//! when asked, in a process group of its own, whose leader kills the group once the self-test
+//! ends, however it ends) and reading its CPU time and peak memory from the kernel when it is
+//! reaped, stopping it when the self-test is stopped, and reading vLLM's `--save-detailed`
+//! result back. The scoring is [`super::score`]'s.
 //!
 //! A stop (Ctrl-C, SIGTERM: `stop` cancelled with the signal's name) is passed on to the
 //! command's process group as the same signal, once (its own group, so a terminal's Ctrl-C
@@ -247,13 +248,24 @@ pub fn spawn(
     stdout: Stdio,
     stderr: Stdio,
 ) -> io::Result<Child> {
+    spawn_in(command, 0, client_cpus, stdout, stderr)
+}
+
+/// [`spawn`] in the process group `group` (0: a group of its own).
+fn spawn_in(
+    command: &str,
+    group: i32,
+    client_cpus: Option<&CpuList>,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> io::Result<Child> {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(command)
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(stderr);
-    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, group);
     if let Some(cpus) = client_cpus {
         let mask = Mask::of(cpus);
         use std::os::unix::process::CommandExt;
@@ -264,6 +276,64 @@ pub fn spawn(
         }
     }
     cmd.spawn()
+}
+
+/// The leader of the command's process group: a `sh` that kills the whole group once this
+/// process ends, however it ends (SIGKILL included), so no part of the command outlives the
+/// self-test. It reads a pipe only this process writes to (the write end is close-on-exec, so
+/// no child keeps it); at its end (this process closed it, or the kernel did as it died) it
+/// kills the group, itself last. It is deaf to the stop the group is sent (SIGINT, SIGTERM).
+/// `PR_SET_PDEATHSIG` would not do: the death signal reaches the process it is set on only
+/// (it is cleared in a forked child, so whatever `sh` starts would live on), and it fires
+/// when the thread that started the process ends, not the process.
+struct Leader {
+    child: Child,
+    alive: std::os::fd::OwnedFd,
+}
+
+impl Leader {
+    /// Starts the leader, in a new group whose id is its pid ([`Leader::group`]).
+    fn start() -> io::Result<Leader> {
+        let (read, alive) = pipe()?;
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("trap '' INT TERM; read -r line; kill -KILL 0")
+            .stdin(read)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd.spawn()?;
+        Ok(Leader { child, alive })
+    }
+
+    /// The group's id, for the command to join.
+    fn group(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The command was reaped: whatever it left running in the group is killed, then the
+    /// leader is reaped.
+    fn end(mut self) {
+        drop(self.alive);
+        let _ = self.child.wait();
+    }
+}
+
+/// A pipe (read end, write end), both close-on-exec.
+fn pipe() -> io::Result<(std::os::fd::OwnedFd, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array it is given, which this process
+    // then owns (each wrapped once).
+    unsafe {
+        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((
+            std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+            std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+        ))
+    }
 }
 
 /// How a child ended and what it used.
@@ -413,10 +483,10 @@ fn run_in(
         }
         Some(sig) => score_stopped(shape, &trace, &work.result_dir(), sig),
     };
-    let per_token = |ns: f64| ns / report.tokens.max(1) as f64;
+    let per_token = |ns: f64| super::per_token(ns, report.tokens);
     report.client = ext.command.clone();
     let whole = child.run.cpu;
-    report.client_cpu_whole_run_ns_per_token = Some(per_token(whole.total_ns() as f64));
+    report.client_cpu_whole_run_ns_per_token = per_token(whole.total_ns() as f64);
     // The streaming: from the first request's arrival to the last token's write.
     let start = trace.iter().map(|r| r.arrival_raw).min();
     let end = trace.iter().map(|r| r.t_raw).max();
@@ -603,8 +673,22 @@ fn run_child(
         std::fs::File::create(&p).map_err(|e| format!("cannot create {}: {e}", p.display()))
     };
     let (out, err) = (file(work.stdout())?, file(work.stderr())?);
-    let child = spawn(command, pin.map(|p| &p.client), out.into(), err.into())
-        .map_err(|e| format!("cannot start sh -c {command:?}: {e}"))?;
+    let leader =
+        Leader::start().map_err(|e| format!("cannot start the command's process group: {e}"))?;
+    let group = leader.group();
+    let child = match spawn_in(
+        command,
+        group,
+        pin.map(|p| &p.client),
+        out.into(),
+        err.into(),
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            leader.end();
+            return Err(format!("cannot start sh -c {command:?}: {e}"));
+        }
+    };
     // The sampler runs beside the server, never on the client's CPUs.
     let server_mask = pin.map(|p| Mask::of(&p.server));
     let sampler = cpu_window::Sampler::start(child.id(), Clock::new(), move || {
@@ -612,7 +696,6 @@ fn run_child(
             let _ = m.apply();
         }
     });
-    let group = child.id() as i32;
     CLIENT_GROUP.store(group, Ordering::Release);
     let forward = Forward::start(group, stop.clone());
     let run = wait(child).map_err(|e| format!("cannot wait for the external command: {e}"));
@@ -620,6 +703,7 @@ fn run_child(
     if let Ok(f) = forward {
         f.reaped();
     }
+    leader.end();
     let samples = sampler.map(|s| s.stop()).unwrap_or_default();
     Ok(Sampled { run: run?, samples })
 }

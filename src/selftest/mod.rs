@@ -179,11 +179,12 @@ pub struct Report {
     pub server_write_lag_us_p50: f64,
     pub server_write_lag_us_p99: f64,
     pub server_write_lag_us_max: f64,
-    /// CPU time of the client's runtime threads (and the thread driving it) per token.
-    pub client_cpu_ns_per_token: f64,
+    /// CPU time of the client's runtime threads (and the thread driving it) per token; `None`
+    /// when no token was measured (a run stopped before any stream ended).
+    pub client_cpu_ns_per_token: Option<f64>,
     /// The same split into user space (our code) and kernel (recv, epoll, TCP ACKs).
-    pub client_cpu_user_ns_per_token: f64,
-    pub client_cpu_sys_ns_per_token: f64,
+    pub client_cpu_user_ns_per_token: Option<f64>,
+    pub client_cpu_sys_ns_per_token: Option<f64>,
     pub client_cpu_ms: f64,
     /// What `client_cpu_*` covers (see [`CpuScope`]).
     pub client_cpu_scope: CpuScope,
@@ -330,7 +331,7 @@ fn run_client(
     report.interrupted = stop
         .is_cancelled()
         .then(|| stop.reason().unwrap_or("SIGINT"));
-    let per_token = |ns: u64| ns as f64 / report.tokens.max(1) as f64;
+    let per_token = |ns: u64| per_token(ns as f64, report.tokens);
     report.client_cpu_ms = (user_ns + sys_ns) as f64 / 1e6;
     report.client_cpu_ns_per_token = per_token(user_ns + sys_ns);
     report.client_cpu_user_ns_per_token = per_token(user_ns);
@@ -642,9 +643,9 @@ impl Report {
             server_write_lag_us_p50: lag.p50,
             server_write_lag_us_p99: lag.p99,
             server_write_lag_us_max: lag.max,
-            client_cpu_ns_per_token: 0.0,
-            client_cpu_user_ns_per_token: 0.0,
-            client_cpu_sys_ns_per_token: 0.0,
+            client_cpu_ns_per_token: None,
+            client_cpu_user_ns_per_token: None,
+            client_cpu_sys_ns_per_token: None,
             client_cpu_ms: 0.0,
             client_cpu_scope: CpuScope::ClientThreads,
             client_cpu_whole_run_ns_per_token: None,
@@ -1263,21 +1264,34 @@ fn write_error_rows(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<
     )
 }
 
+/// `ns` of CPU per token of `tokens`; `None` when no token was measured (a figure per token
+/// of none has no meaning).
+pub(crate) fn per_token(ns: f64, tokens: u64) -> Option<f64> {
+    (tokens > 0).then(|| ns / tokens as f64)
+}
+
 /// What the client cost: CPU per token, how its reads were stamped, and its peak memory.
 fn write_client_cost(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
-    writeln!(
-        w,
-        "  client CPU        {:.0} ns/token: {:.0} user + {:.0} kernel ({:.1} ms total, {})",
+    let scope = match r.client_cpu_scope {
+        CpuScope::ClientThreads => "client runtime threads, whole run",
+        CpuScope::StreamingWindow => "while streaming",
+        CpuScope::WholeProcess => "whole process: start-up included",
+    };
+    let ms = r.client_cpu_ms;
+    match (
         r.client_cpu_ns_per_token,
         r.client_cpu_user_ns_per_token,
         r.client_cpu_sys_ns_per_token,
-        r.client_cpu_ms,
-        match r.client_cpu_scope {
-            CpuScope::ClientThreads => "client runtime threads, whole run",
-            CpuScope::StreamingWindow => "while streaming",
-            CpuScope::WholeProcess => "whole process: start-up included",
-        }
-    )?;
+    ) {
+        (Some(t), Some(u), Some(s)) => writeln!(
+            w,
+            "  client CPU        {t:.0} ns/token: {u:.0} user + {s:.0} kernel ({ms:.1} ms total, {scope})"
+        )?,
+        _ => writeln!(
+            w,
+            "  client CPU        per token: none, no token was measured ({ms:.1} ms total, {scope})"
+        )?,
+    }
     if let Some(n) = r.client_cpu_whole_run_ns_per_token {
         writeln!(
             w,

@@ -42,12 +42,19 @@ pub async fn unless_stopped<T>(
     if cancel.is_cancelled() {
         return Err(stopped());
     }
-    tokio::select! {
+    let r = tokio::select! {
         // The stop first: a step whose requests the stop cut ends as interrupted, not failed.
         biased;
-        _ = cancel.cancelled() => Err(stopped()),
+        _ = cancel.cancelled() => return Err(stopped()),
         r = f => r,
+    };
+    // A stop sets its flag before it wakes the waiters: a step whose requests saw the flag can
+    // end before `cancelled` wakes, in the same poll. It was stopped all the same (before, it
+    // passed as finished, and the next step was named as the one interrupted).
+    if cancel.is_cancelled() {
+        return Err(stopped());
     }
+    r
 }
 
 #[cfg(test)]
@@ -101,5 +108,28 @@ mod tests {
             panic!("a stopped step must not start")
         }));
         assert!(matches!(r, Err::<(), _>(RunError::Interrupted { .. })));
+    }
+
+    #[test]
+    fn a_step_that_ends_as_the_stop_comes_is_the_one_interrupted() {
+        // The step sees the stop and ends in the same poll, before `cancelled` is woken (the
+        // race a warm-up whose request the stop cut ran into).
+        let cancel = Cancel::new();
+        let c = cancel.clone();
+        let r = rt().block_on(unless_stopped(&cancel, "warming up", async move {
+            c.cancel_because("SIGTERM");
+            Ok(())
+        }));
+        let e = r.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                RunError::Interrupted {
+                    step: "warming up",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
     }
 }

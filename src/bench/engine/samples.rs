@@ -206,6 +206,12 @@ pub async fn load_samples(
     let chat = plan.chat || plan.dialect == Dialect::Tgi;
     let ids_ok = !chat && info.token_ids == Some(true);
     let how = counter.unwrap_or(TokenCounting::Estimate);
+    if let (false, TokenCounting::Server(_)) = (ids_dataset, how) {
+        let _ = writeln!(
+            log,
+            "loading the dataset, its prompts counted through the server's /tokenize"
+        );
+    }
     let loading = load(dcfg, how, count_with);
     let (mut samples, count_with) = unless_stopped(cancel, "loading the dataset", loading).await?;
     if !ids_dataset {

@@ -269,8 +269,9 @@ pub struct Done {
     pub written: Vec<PathBuf>,
 }
 
-/// Runs every point `num_runs` times, in order. A stop before a run ends the session there
-/// and leaves that point out (what its earlier runs wrote stays written and listed).
+/// Runs every point `num_runs` times, in order. A stop before a run, or in a later run's
+/// set-up steps, ends the session there and leaves that point out (what its earlier runs
+/// wrote stays written and listed).
 pub async fn run<R: Runs>(
     runs: &mut R,
     points: &[Point<R::Config>],
@@ -280,7 +281,7 @@ pub async fn run<R: Runs>(
 ) -> Result<Done, RunError> {
     let mut done = Done::default();
     for (index, p) in points.iter().enumerate() {
-        match point(runs, p, num_runs, cancel, io, &mut done.written).await? {
+        match point(runs, p, num_runs, index > 0, cancel, io, &mut done.written).await? {
             Some((spreads, run_files)) => done.points.push(PointDone {
                 index,
                 spreads,
@@ -293,11 +294,14 @@ pub async fn run<R: Runs>(
 }
 
 /// One point's runs, each under its title line, then their spread (printed, and saved by the
-/// front end) when there are several. `None` when a stop came before one of its runs.
+/// front end) when there are several. `None` when a stop came before one of its runs, or in
+/// one of its set-up steps after an `earlier` run of the session (the stop is logged; the
+/// session's very first run stopped so ends the session with its error, nothing measured).
 async fn point<R: Runs>(
     runs: &mut R,
     p: &Point<R::Config>,
     num_runs: usize,
+    earlier: bool,
     cancel: &Cancel,
     io: &mut Io<'_>,
     written: &mut Vec<PathBuf>,
@@ -315,7 +319,15 @@ async fn point<R: Runs>(
             format!(" {} ", title(&p.label, k, num_runs))
         )
         .map_err(stdout)?;
-        let ran = runs.run(p, k, num_runs, cancel, io).await?;
+        let ran = match runs.run(p, k, num_runs, cancel, io).await {
+            // A stop in one of this run's set-up steps, after other runs: the session ends
+            // there as at a stop between runs, so the files written so far are listed.
+            Err(e @ RunError::Interrupted { .. }) if earlier || k > 1 => {
+                writeln!(io.log, "{}: {e}", title(&p.label, k, num_runs)).map_err(stdout)?;
+                return Ok(None);
+            }
+            r => r?,
+        };
         files.extend(ran.files.iter().cloned());
         written.extend(ran.files);
         figures.push(ran.figures);
@@ -444,6 +456,8 @@ mod tests {
         calls: Vec<(String, usize)>,
         spreads_saved: Vec<(String, usize, usize)>,
         cancel_after: Option<(usize, Cancel)>,
+        /// The call whose set-up a stop interrupts (1-based).
+        stopped_in_setup: Option<usize>,
     }
 
     impl Runs for Fake {
@@ -457,6 +471,12 @@ mod tests {
             _io: &mut Io<'_>,
         ) -> Result<Ran, RunError> {
             self.calls.push((point.label.clone(), k));
+            if self.stopped_in_setup == Some(self.calls.len()) {
+                return Err(RunError::Interrupted {
+                    step: "warming up",
+                    signal: "SIGTERM",
+                });
+            }
             if let Some((n, c)) = &self.cancel_after {
                 if self.calls.len() == *n {
                     c.cancel();
@@ -484,6 +504,16 @@ mod tests {
     }
 
     fn session(fake: &mut Fake, num_runs: usize, cancel: &Cancel) -> (Done, String) {
+        let (done, out, _) = session_logged(fake, num_runs, cancel);
+        (done.unwrap(), out)
+    }
+
+    /// The session's result, stdout and log.
+    fn session_logged(
+        fake: &mut Fake,
+        num_runs: usize,
+        cancel: &Cancel,
+    ) -> (Result<Done, RunError>, String, String) {
         let pts = points(
             &(),
             Some(&Sweep::MaxConcurrency(vec![1, 2])),
@@ -500,10 +530,9 @@ mod tests {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        let done = rt
-            .block_on(run(fake, &pts, num_runs, cancel, &mut io))
-            .unwrap();
-        (done, String::from_utf8(out).unwrap())
+        let done = rt.block_on(run(fake, &pts, num_runs, cancel, &mut io));
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (done, text(out), text(log))
     }
 
     #[test]
@@ -513,6 +542,7 @@ mod tests {
             calls: vec![],
             spreads_saved: vec![],
             cancel_after: None,
+            stopped_in_setup: None,
         };
         let (done, out) = session(&mut fake, 3, &Cancel::new());
         let order: Vec<(&str, usize)> = fake.calls.iter().map(|(l, k)| (l.as_str(), *k)).collect();
@@ -578,11 +608,44 @@ mod tests {
             calls: vec![],
             spreads_saved: vec![],
             cancel_after: Some((3, cancel.clone())),
+            stopped_in_setup: None,
         };
         let (done, _) = session(&mut fake, 2, &cancel);
         // Point 1 ran both runs; point 2's first run ran, then the stop came.
         assert_eq!(fake.calls.len(), 3);
         assert_eq!(done.points.len(), 1);
         assert_eq!(done.written.len(), 2 + 1 + 1);
+    }
+
+    #[test]
+    fn a_stop_in_a_later_runs_set_up_ends_the_session_with_what_was_written() {
+        let cancel = Cancel::new();
+        let fake = |at| Fake {
+            values: vec![1.0; 6],
+            calls: vec![],
+            spreads_saved: vec![],
+            cancel_after: None,
+            stopped_in_setup: Some(at),
+        };
+        // Point 1 ran both runs (2 files and their spread); point 2's first run was stopped
+        // while warming up: the session ends with the 3 files, and the log says why.
+        let mut f = fake(3);
+        let (done, _, log) = session_logged(&mut f, 2, &cancel);
+        let done = done.expect("the files written are handed back");
+        assert_eq!(done.points.len(), 1);
+        assert_eq!(done.written.len(), 3, "{:?}", done.written);
+        assert!(
+            log.contains("concurrency=2, run 1/2: stopped by SIGTERM while warming up"),
+            "{log}"
+        );
+        // The second run of point 1: its first run's file is listed, the point left out.
+        let mut f = fake(2);
+        let done = session_logged(&mut f, 2, &cancel).0.unwrap();
+        assert_eq!((done.points.len(), done.written.len()), (0, 1));
+        assert_eq!(f.calls.len(), 2);
+        // The very first run: nothing was measured, and the error says so.
+        let mut f = fake(1);
+        let e = session_logged(&mut f, 2, &cancel).0.unwrap_err();
+        assert!(matches!(e, RunError::Interrupted { .. }), "{e:?}");
     }
 }
