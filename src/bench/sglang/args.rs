@@ -576,9 +576,7 @@ impl SglangArgs {
         if self.use_trace_timestamps && self.dataset_name != "mooncake" {
             return Err(refuse("--use-trace-timestamps"));
         }
-        if self.mooncake_workload != "conversation" && self.dataset_name == "mooncake" {
-            return Err(refuse("--mooncake-workload"));
-        }
+        refuse_choice("--mooncake-workload", &self.mooncake_workload)?;
         if self.warmup_requests > 0 && self.num_prompts == 0 {
             return Err("--num-prompts 0: the warm-up needs a first request".into());
         }

@@ -17,6 +17,9 @@ const PROFILER: &str = "it drives SGLang's torch profiler on the server; profile
 const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic dataset (datasets: \
                           sharegpt, random, random-ids, generated-shared-prefix, mooncake)";
 
+const MOONCAKE_WORKLOAD: &str = "llmspeed downloads no trace: the trace file comes from \
+                                 --dataset-path (SGLang's default workload, conversation)";
+
 const POOLING: &str = "embeddings return no tokens to time; llmspeed measures generation";
 
 /// Each reference flag (or `--flag value` for a refused choice) llmspeed refuses, and why.
@@ -130,8 +133,16 @@ pub const REFUSED: &[Refusal] = &[
         reason: "multi-round mooncake sessions are not replayed; only 1",
     },
     Refusal {
-        flag: "--mooncake-workload",
-        reason: "llmspeed downloads no trace; pass the trace file with --dataset-path",
+        flag: "--mooncake-workload mooncake",
+        reason: MOONCAKE_WORKLOAD,
+    },
+    Refusal {
+        flag: "--mooncake-workload synthetic",
+        reason: MOONCAKE_WORKLOAD,
+    },
+    Refusal {
+        flag: "--mooncake-workload toolagent",
+        reason: MOONCAKE_WORKLOAD,
     },
     Refusal {
         flag: "--use-trace-timestamps",
