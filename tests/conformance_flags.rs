@@ -29,6 +29,9 @@ struct Sglang {
     a: llmspeed::bench::sglang::args::SglangArgs,
 }
 
+/// A command line parsed (the outer `Err`: clap refused it) and validated (the inner one).
+type Outcome = Result<Result<(), String>, String>;
+
 /// One drop-in as this test drives it: parse, validate, its refusal table and its defaults.
 struct DropIn {
     tool: Tool,
@@ -36,19 +39,19 @@ struct DropIn {
     refused: &'static [Refusal],
     defaults_differ: &'static [(&'static str, &'static str)],
     /// Parses (clap) and validates a command line.
-    run: fn(&[String]) -> Result<Result<(), String>, String>,
+    run: fn(&[String]) -> Outcome,
     cmd: fn() -> clap::Command,
     /// Flags whose refusal shows only in a context (the dataset that reads them).
     context: &'static [(&'static str, &'static [&'static str])],
 }
 
-fn serve_run(argv: &[String]) -> Result<Result<(), String>, String> {
+fn serve_run(argv: &[String]) -> Outcome {
     let p = Serve::try_parse_from(std::iter::once("x".to_string()).chain(argv.iter().cloned()))
         .map_err(|e| e.to_string())?;
     Ok(p.a.validate().map(|_| ()))
 }
 
-fn sglang_run(argv: &[String]) -> Result<Result<(), String>, String> {
+fn sglang_run(argv: &[String]) -> Outcome {
     let p = Sglang::try_parse_from(std::iter::once("x".to_string()).chain(argv.iter().cloned()))
         .map_err(|e| e.to_string())?;
     Ok(p.a.validate().map(|_| ()))

@@ -291,71 +291,46 @@ fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
     let mock = MockThread::start(llmspeed::mock::MockConfig::profile(
         llmspeed::mock::Profile::Fast,
     ));
-    let url = mock.url();
-    let tok = env.tokenizer.to_str().unwrap();
-    let (reference, ours) = match row.tool {
-        Tool::Vllm => {
-            let common = |file: &str| -> Vec<String> {
-                let mut a: Vec<String> = vec![
-                    "--base-url".into(),
-                    url.clone(),
-                    "--tokenizer".into(),
-                    tok.into(),
-                    "--save-result".into(),
-                    "--result-dir".into(),
-                    dir.display().to_string(),
-                    "--result-filename".into(),
-                    file.into(),
-                    "--disable-tqdm".into(),
-                ];
-                a.extend(row.args.iter().map(|s| s.to_string()));
-                a
-            };
-            let r = reference::VLLM
-                .command(python)
-                .args(common("ref.json"))
-                .output()
-                .expect("run vllm bench serve");
-            let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
-                .args(["bench", "serve"])
-                .args(common("ours.json"))
-                .output()
-                .expect("run llmspeed bench serve");
-            (
-                ran(r, &dir.join("ref.json")),
-                ran(o, &dir.join("ours.json")),
-            )
-        }
-        Tool::Sglang => {
-            let common = |file: &Path| -> Vec<String> {
-                let mut a: Vec<String> = vec![
-                    "--base-url".into(),
-                    url.clone(),
-                    "--tokenizer".into(),
-                    tok.into(),
-                    "--output-file".into(),
-                    file.display().to_string(),
-                    "--disable-tqdm".into(),
-                ];
-                a.extend(row.args.iter().map(|s| s.to_string()));
-                a
-            };
-            let (rf, of) = (dir.join("ref.jsonl"), dir.join("ours.jsonl"));
-            let r = reference::SGLANG
-                .command(python)
-                .args(common(&rf))
-                .output()
-                .expect("run sglang.bench_serving");
-            let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
-                .args(["bench", "sglang"])
-                .args(common(&of))
-                .output()
-                .expect("run llmspeed bench sglang");
-            (ran(r, &rf), ran(o, &of))
-        }
+    let (tool, sub, ext) = match row.tool {
+        Tool::Vllm => (reference::VLLM, "serve", "json"),
+        Tool::Sglang => (reference::SGLANG, "sglang", "jsonl"),
     };
+    // The same command line for both, but for the file each one writes.
+    let args = |file: &str| -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "--base-url".into(),
+            mock.url(),
+            "--tokenizer".into(),
+            env.tokenizer.display().to_string(),
+            "--disable-tqdm".into(),
+        ];
+        let out: Vec<String> = match row.tool {
+            Tool::Vllm => vec![
+                "--save-result".into(),
+                "--result-dir".into(),
+                dir.display().to_string(),
+                "--result-filename".into(),
+                file.into(),
+            ],
+            Tool::Sglang => vec!["--output-file".into(), dir.join(file).display().to_string()],
+        };
+        a.extend(out);
+        a.extend(row.args.iter().map(|s| s.to_string()));
+        a
+    };
+    let (rf, of) = (format!("ref.{ext}"), format!("ours.{ext}"));
+    let r = tool
+        .command(python)
+        .args(args(&rf))
+        .output()
+        .expect("run the reference");
+    let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["bench", sub])
+        .args(args(&of))
+        .output()
+        .expect("run llmspeed");
     mock.stop();
-    (reference, ours)
+    (ran(r, &dir.join(rf)), ran(o, &dir.join(of)))
 }
 
 /// Every difference between the two runs of `row` that is not [`DELIBERATE`], one line each.

@@ -37,6 +37,19 @@ pub fn message(table: &'static [Refusal], command: &str, flag: &str) -> String {
     }
 }
 
+/// The refusal of the first flag in `given` that was given (each `(flag, given)` names a row
+/// of `table`); `Ok` when none was.
+pub fn check_given(
+    table: &'static [Refusal],
+    command: &str,
+    given: &[(&'static str, bool)],
+) -> Result<(), String> {
+    match given.iter().find(|(_, on)| *on) {
+        Some((flag, _)) => Err(message(table, command, flag)),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,5 +66,10 @@ mod tests {
             "--profile is not supported by llmspeed bench serve: no profiler"
         );
         assert!(find(T, "--other").is_none());
+        assert_eq!(check_given(T, "x", &[("--profile", false)]), Ok(()));
+        assert_eq!(
+            check_given(T, "x", &[("--profile", true)]),
+            Err("--profile is not supported by llmspeed x: no profiler".to_string())
+        );
     }
 }

@@ -9,7 +9,7 @@ read from the tool as installed. One JSON object per flag, in the parser's order
   kind: store | store_true | store_false | store_const | append | boolean_optional | count | other
   default: the default as JSON (null for None; strings for what JSON cannot hold, e.g. inf)
   type: the type's name (int, float, str, loads, a lambda's "<lambda>") or null
-  nargs: null, a number, or "?", "*", "+"     choices: a list of strings, or null
+  nargs: null, a number, or "?", "*", "+"     choices: a list of strings (a set's sorted), or null
   required: whether the parser requires it
 """
 
@@ -40,6 +40,15 @@ def as_json(value):
     return str(value)
 
 
+def choices(cs):
+    if cs is None:
+        return None
+    # A set's order changes from one Python process to the next: sorted, it compares equal.
+    if isinstance(cs, (set, frozenset)):
+        return sorted(str(c) for c in cs)
+    return [str(c) for c in cs]
+
+
 def kind(action):
     if isinstance(action, argparse.BooleanOptionalAction):
         return "boolean_optional"
@@ -55,7 +64,7 @@ def describe(action):
         "default": as_json(action.default),
         "type": getattr(t, "__name__", str(t)) if t is not None else None,
         "nargs": action.nargs,
-        "choices": [str(c) for c in action.choices] if action.choices is not None else None,
+        "choices": choices(action.choices),
         "required": bool(action.required),
     }
 

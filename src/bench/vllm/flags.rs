@@ -376,10 +376,7 @@ impl RefusedFlags {
 
     /// The first refused flag given, as its refusal.
     pub fn check(&self) -> Result<(), String> {
-        match self.given().iter().find(|(_, on)| *on) {
-            Some((flag, _)) => Err(refuse(flag)),
-            None => Ok(()),
-        }
+        refusal::check_given(REFUSED, COMMAND, &self.given())
     }
 }
 
