@@ -41,6 +41,7 @@ struct Run {
 /// How the two tools' input token totals compare, and why they may differ.
 #[derive(Clone, Copy, Debug)]
 enum Input {
+    Equal,
     /// Ours is the reference's plus one per completed request: vLLM 0.33 and SGLang 0.5.23
     /// shorten each random text prompt by the tokenizer's special tokens (the BOS a server adds
     /// to a text prompt); llmspeed sends token ids, to which no server adds one, at the full
@@ -105,6 +106,27 @@ const RUNS: &[Run] = &[
             "0",
         ],
         input: Input::WithinPercent(10.0),
+    },
+    Run {
+        name: "prefix_repetition on completions",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "prefix_repetition",
+            "--num-prompts",
+            "8",
+            "--prefix-repetition-prefix-len",
+            "16",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-num-prefixes",
+            "2",
+            "--prefix-repetition-output-len",
+            "4",
+            "--ignore-eos",
+        ],
+        // vLLM builds these prompts at their exact length (no room left for specials).
+        input: Input::Equal,
     },
     Run {
         name: "random-ids on SGLang's OpenAI completions",
@@ -374,6 +396,7 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
     let total = |v: &Value| v["total_input_tokens"].as_f64().unwrap_or(f64::NAN);
     let (ri, oi) = (total(rv), total(ov));
     let input_ok = match row.input {
+        Input::Equal => ri == oi,
         Input::PlusOneSpecialPerRequest => oi == ri + ov["completed"].as_f64().unwrap_or(f64::NAN),
         Input::WithinPercent(p) => (oi - ri).abs() <= ri * p / 100.0,
     };
