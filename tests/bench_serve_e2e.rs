@@ -383,17 +383,26 @@ async fn failed_requests_are_counted_by_kind() {
         out.detailed.errors
     );
     let keys: Vec<String> = out.pairs(true).into_iter().map(|(k, _)| k).collect();
-    let at = keys.iter().position(|k| k == "queue_times").unwrap();
+    // vLLM 0.33's order: the per-request lists among the totals, latencies and queue times.
+    let at = keys
+        .iter()
+        .position(|k| k == "total_token_throughput")
+        .unwrap();
     assert_eq!(
-        &keys[at + 1..at + 8],
+        &keys[at + 1..at + 13],
         [
             "input_lens",
             "output_lens",
             "ttfts",
             "itls",
+            "latencies",
             "start_times",
+            "queue_times",
             "generated_texts",
-            "errors"
+            "errors",
+            "max_output_tokens_per_s",
+            "max_concurrent_requests",
+            "rtfx",
         ]
     );
 }

@@ -172,8 +172,33 @@ fn every_vllm_flag_parses() {
             c.dataset.prefix_repetition_output_len == 8
         }),
         (&["--custom-output-len", "9"], |c| {
-            c.dataset.custom_output_len == 9
+            c.dataset.custom_output_len == Some(9)
         }),
+        (&["--custom-output-len", "-1"], |c| {
+            c.dataset.custom_output_len.is_none()
+        }),
+        (&["--input-len", "77", "--output-len", "5"], |c| {
+            c.dataset.random_input_len == 77
+                && c.dataset.random_output_len == 5
+                && c.dataset.sharegpt_output_len == Some(5)
+                && c.dataset.custom_output_len == Some(5)
+                && c.dataset.prefix_repetition_output_len == 5
+        }),
+        (
+            &["--random-range-ratio", r#"{"input": 0.5, "output": 0.25}"#],
+            |c| c.dataset.random_bounds == Some(((512, 1536), (96, 160))),
+        ),
+        (&["--disable-shuffle", "--no-oversample"], |c| {
+            !c.dataset.shuffle && !c.dataset.oversample
+        }),
+        (&["--skip-chat-template"], |_| true),
+        (&["--custom-skip-chat-template"], |_| true),
+        (&["--tokenizer", "org/m", "--skip-tokenizer-init"], |c| {
+            c.tokenizer.is_none()
+        }),
+        (&["--logprobs", "3"], |c| c.extra["logprobs"] == 3),
+        (&["--use-beam-search"], |_| true),
+        (&[], |c| !c.extra.contains_key("temperature")),
         (&["--temperature", "0.6"], |c| c.extra["temperature"] == 0.6),
         (&["--top-p", "0.9"], |c| c.extra["top_p"] == 0.9),
         (&["--top-k", "20"], |c| c.extra["top_k"] == 20),
@@ -250,7 +275,6 @@ fn every_vllm_flag_parses() {
                 "timed_trace",
                 "--dataset-path",
                 "t.jsonl",
-                "--self-timed",
                 "--timed-trace-sec-multiplier",
                 "0.001",
                 "--timed-trace-chunk-hash-size",
@@ -287,18 +311,20 @@ fn every_vllm_flag_parses() {
 fn unsupported_flags_are_refused_clearly() {
     let table: &[&[&str]] = &[
         &["--profile"],
-        &["--use-beam-search"],
-        &["--logprobs", "5"],
+        &["--no-stream"],
         &["--dataset-name", "hf", "--dataset-path", "org/ds"],
         &["--hf-split", "train"],
-        &["--backend", "lmdeploy"],
+        &["--backend", "openai-embeddings"],
         &["--tokenizer-mode", "slow"],
-        &["--custom-skip-chat-template"],
+        &["--chat-template-kwargs", "{}"],
     ];
     for argv in table {
         let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));
         let e = a.validate().expect_err("must be refused");
-        assert!(e.contains("not supported yet"), "{argv:?}: {e}");
+        assert!(
+            e.contains("is not supported by llmspeed bench serve: "),
+            "{argv:?}: {e}"
+        );
         assert!(!e.contains('\n'), "one line: {e}");
     }
 }
@@ -311,10 +337,7 @@ fn a_local_tokenizer_needs_the_feature_and_a_tokenizer_json() {
     if llmspeed::workload::tokenizer::LocalTokenizer::AVAILABLE {
         assert!(e.contains("without a tokenizer.json"), "{e}");
     } else {
-        assert!(
-            e.contains("not supported yet") && e.contains("--features hf-tokenizer"),
-            "{e}"
-        );
+        assert!(e.contains("--features hf-tokenizer"), "{e}");
     }
     assert!(!e.contains('\n'), "one line: {e}");
 }
@@ -429,7 +452,25 @@ fn chat_end_rule_is_chat_only() {
 #[test]
 fn trace_replay_probe_and_multi_turn_flags_refuse_what_cannot_work() {
     for (argv, want) in [
-        (&["--self-timed"][..], "needs --dataset-name timed_trace"),
+        (
+            &["--self-timed"][..],
+            "only go with --dataset-name timed_trace",
+        ),
+        (
+            &["--no-self-timed"][..],
+            "only go with --dataset-name timed_trace",
+        ),
+        (
+            &[
+                "--dataset-name",
+                "timed_trace",
+                "--dataset-path",
+                "t",
+                "--request-rate",
+                "5",
+            ][..],
+            "or pass --no-self-timed",
+        ),
         (
             &[
                 "--dataset-name",

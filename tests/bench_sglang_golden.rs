@@ -201,7 +201,7 @@ fn completions_with_usage_on_every_chunk_take_the_last_counted_one() {
 }
 
 #[test]
-fn chat_counts_content_only_and_reads_usage_from_any_chunk() {
+fn chat_counts_reasoning_and_content_and_reads_usage_from_any_chunk() {
     let o = read(
         Reader::Chat,
         &[
@@ -210,7 +210,7 @@ fn chat_counts_content_only_and_reads_usage_from_any_chunk() {
                 90,
                 r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
             ),
-            // Reasoning is not content.
+            // Reasoning counts as output text (SGLang 0.5.23: thoughts count like content).
             (
                 100,
                 r#"{"choices":[{"index":0,"delta":{"reasoning_content":"hmm"},"finish_reason":null}]}"#,
@@ -237,8 +237,8 @@ fn chat_counts_content_only_and_reads_usage_from_any_chunk() {
     check(
         &o,
         &Want {
-            ttft_ms: 110.0,
-            itl_ms: vec![30.0],
+            ttft_ms: 100.0,
+            itl_ms: vec![10.0, 30.0],
             latency_ms: 160.0,
             output_len: 4,
         },

@@ -12,6 +12,7 @@
 //! tool's names. Front ends never import each other.
 
 pub mod engine;
+pub mod refusal;
 pub mod sglang;
 pub mod vllm;
 

@@ -59,7 +59,10 @@ fn judge(fail_on_client_bound: bool, done: CliResult) -> CliResult {
 
 fn serve(a: &ServeArgs) -> CliResult {
     let cfg = a.validate().map_err(CliError::usage)?;
-    if let Some(t) = &cfg.tokenizer {
+    if let (Some(t), false) = (
+        &cfg.tokenizer,
+        crate::workload::tokenizer::LocalTokenizer::AVAILABLE,
+    ) {
         eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");
     }
     run_session(

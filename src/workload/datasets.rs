@@ -65,6 +65,9 @@ impl DatasetKind {
     }
 }
 
+/// Inclusive `(input, output)` length bounds of a random dataset.
+pub type Bounds = ((u32, u32), (u32, u32));
+
 /// Every dataset flag, with vLLM's defaults.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DatasetConfig {
@@ -77,7 +80,7 @@ pub struct DatasetConfig {
     pub random_range_ratio: f64,
     /// Inclusive `(input, output)` length bounds that replace the range ratio's (SGLang's
     /// reading of its ratio, set by `bench sglang`).
-    pub random_bounds: Option<((u32, u32), (u32, u32))>,
+    pub random_bounds: Option<Bounds>,
     pub random_prefix_len: u32,
     pub sharegpt_output_len: Option<u32>,
     pub sonnet_input_len: u32,
@@ -87,11 +90,19 @@ pub struct DatasetConfig {
     pub prefix_repetition_suffix_len: u32,
     pub prefix_repetition_num_prefixes: u32,
     pub prefix_repetition_output_len: u32,
-    pub custom_output_len: u32,
+    /// `--custom-output-len`: every custom row's output length; `None` (vLLM's -1): each row's
+    /// `output_tokens`, which every row must then have.
+    pub custom_output_len: Option<u32>,
     /// Token ids random prompts draw from (the runner narrows it to the server's vocabulary).
     pub ids: IdRange,
     /// `--timed-trace-*` (the `timed_trace` dataset).
     pub trace: crate::workload::trace::TraceConfig,
+    /// Shuffle the rows of sharegpt and custom, and the prompts of prefix_repetition, by the
+    /// seed (vLLM's `--disable-shuffle` turns it off: rows in file order).
+    pub shuffle: bool,
+    /// Repeat samples drawn at random until there are `num_prompts` (vLLM's `--no-oversample`
+    /// turns it off: a short file sends what it has).
+    pub oversample: bool,
 }
 
 impl Default for DatasetConfig {
@@ -114,9 +125,11 @@ impl Default for DatasetConfig {
             prefix_repetition_suffix_len: 256,
             prefix_repetition_num_prefixes: 10,
             prefix_repetition_output_len: 128,
-            custom_output_len: 256,
+            custom_output_len: Some(256),
             ids: IdRange::DEFAULT,
             trace: Default::default(),
+            shuffle: true,
+            oversample: true,
         }
     }
 }
@@ -247,14 +260,19 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
             });
         }
     }
-    out.shuffle(&mut rng);
-    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    if cfg.shuffle {
+        out.shuffle(&mut rng);
+    }
+    fill_to(&mut out, cfg, &mut rng);
     Ok(out)
 }
 
-/// vLLM oversamples a short dataset by drawing extra samples at random.
-fn fill_to(out: &mut Vec<Sample>, n: usize, rng: &mut StdRng) {
-    if out.is_empty() {
+/// vLLM oversamples a short dataset by drawing extra samples at random (unless
+/// `--no-oversample`), then keeps `num_prompts`.
+fn fill_to(out: &mut Vec<Sample>, cfg: &DatasetConfig, rng: &mut StdRng) {
+    let n = cfg.num_prompts;
+    if out.is_empty() || !cfg.oversample {
+        out.truncate(n);
         return;
     }
     let have = out.len();
@@ -316,7 +334,9 @@ pub fn sharegpt(
         }
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    pairs.shuffle(&mut rng);
+    if cfg.shuffle {
+        pairs.shuffle(&mut rng);
+    }
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for (prompt, reply) in pairs {
         if out.len() >= cfg.num_prompts {
@@ -343,7 +363,7 @@ pub fn sharegpt(
             "no usable conversation (a human turn followed by a reply, within vLLM's length limits)".into(),
         ));
     }
-    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    fill_to(&mut out, cfg, &mut rng);
     Ok(out)
 }
 
@@ -443,8 +463,9 @@ pub fn sonnet(
     Ok(out)
 }
 
-/// The `custom` dataset: JSON lines with `prompt` and an optional `output_tokens` (else
-/// `--custom-output-len`), shuffled by the seed.
+/// The `custom` dataset: JSON lines with `prompt` and, read only when `--custom-output-len` is
+/// -1, `output_tokens` (vLLM's rule: the flag, 256 by default, sets every row's length),
+/// shuffled by the seed.
 pub fn custom(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
@@ -467,9 +488,14 @@ pub fn custom(
             .and_then(|p| p.as_str())
             .ok_or_else(|| fmt("needs a string field \"prompt\"".into()))?
             .to_string();
-        let output = match v.get("output_tokens") {
-            None | Some(serde_json::Value::Null) => cfg.custom_output_len,
-            Some(o) => o
+        let output = match (cfg.custom_output_len, v.get("output_tokens")) {
+            (Some(n), _) => n,
+            (None, None | Some(serde_json::Value::Null)) => {
+                return Err(fmt(
+                    "needs \"output_tokens\" when --custom-output-len is -1".into(),
+                ))
+            }
+            (None, Some(o)) => o
                 .as_u64()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| fmt("\"output_tokens\" must be a non-negative integer".into()))?,
@@ -483,7 +509,9 @@ pub fn custom(
         });
     }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    rows.shuffle(&mut rng);
+    if cfg.shuffle {
+        rows.shuffle(&mut rng);
+    }
     rows.truncate(cfg.num_prompts);
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for (prompt, output_len) in rows {
@@ -494,7 +522,7 @@ pub fn custom(
             output_len,
         });
     }
-    fill_to(&mut out, cfg.num_prompts, &mut rng);
+    fill_to(&mut out, cfg, &mut rng);
     Ok(out)
 }
 
@@ -951,6 +979,42 @@ mod tests {
     }
 
     #[test]
+    fn disable_shuffle_keeps_file_order_and_no_oversample_keeps_the_short_file() {
+        let rows: String = (1..=6)
+            .map(|n| format!("{{\"prompt\": \"{}\"}}\n", vec!["w"; n].join(" ")))
+            .collect();
+        let f = file(&rows);
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Custom,
+            path: Some(f.path().into()),
+            num_prompts: 10,
+            ..Default::default()
+        };
+        let lens = |cfg: &DatasetConfig| -> Vec<u64> {
+            load(cfg, &mut words)
+                .unwrap()
+                .iter()
+                .map(|s| s.prompt_len)
+                .collect()
+        };
+        let shuffled = lens(&cfg);
+        assert_eq!(shuffled.len(), 10, "oversampled to --num-prompts");
+        assert_ne!(shuffled[..6], [1, 2, 3, 4, 5, 6], "shuffled by the seed");
+        let kept = lens(&DatasetConfig {
+            shuffle: false,
+            oversample: false,
+            ..cfg.clone()
+        });
+        assert_eq!(kept, [1, 2, 3, 4, 5, 6]);
+        let first = lens(&DatasetConfig {
+            shuffle: false,
+            num_prompts: 3,
+            ..cfg
+        });
+        assert_eq!(first, [1, 2, 3]);
+    }
+
+    #[test]
     fn custom_reads_prompts_and_optional_output_tokens() {
         let f = file("{\"prompt\": \"a b c\", \"output_tokens\": 7}\n\n{\"prompt\": \"d e\"}\n");
         let cfg = DatasetConfig {
@@ -959,10 +1023,32 @@ mod tests {
             num_prompts: 2,
             ..Default::default()
         };
+        // The flag (256 by default) sets every row's length, output_tokens or not (vLLM).
         let mut s = load(&cfg, &mut words).unwrap();
         s.sort_by_key(|x| x.prompt_len);
         assert_eq!((s[0].prompt_len, s[0].output_len), (2, 256));
-        assert_eq!((s[1].prompt_len, s[1].output_len), (3, 7));
+        assert_eq!((s[1].prompt_len, s[1].output_len), (3, 256));
+        // -1: each row's output_tokens, which every row must have.
+        let from_rows = DatasetConfig {
+            custom_output_len: None,
+            ..cfg.clone()
+        };
+        let err = load(&from_rows, &mut words).unwrap_err().to_string();
+        assert!(
+            err.contains(":3:") && err.contains("output_tokens"),
+            "{err}"
+        );
+        let g = file("{\"prompt\": \"a b c\", \"output_tokens\": 7}\n");
+        let s = load(
+            &DatasetConfig {
+                path: Some(g.path().into()),
+                num_prompts: 1,
+                ..from_rows
+            },
+            &mut words,
+        )
+        .unwrap();
+        assert_eq!((s[0].prompt_len, s[0].output_len), (3, 7));
         let bad = file("{\"text\": \"x\"}\n");
         let err = load(
             &DatasetConfig {

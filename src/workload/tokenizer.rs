@@ -6,8 +6,9 @@
 //!
 //! Must never: download anything (no hub access: a missing model is an error naming where we
 //! looked), or run on the per-token path — counting happens while prompts are built, before any
-//! request is sent. The `tokenizers` crate is behind the optional `hf-tokenizer` feature; without
-//! it the same API exists and [`LocalTokenizer::load`] says how to rebuild.
+//! request is sent. The `tokenizers` crate is behind the `hf-tokenizer` feature, on in the default
+//! build; built without it (`--no-default-features`) the same API exists and
+//! [`LocalTokenizer::load`] says how to rebuild.
 //!
 //! Chat prompts are not counted here: their count depends on the model's Jinja chat template
 //! (`tokenizer_config.json`), which this module does not apply. Chat prompt lengths come from the

@@ -7,6 +7,7 @@
 //! anything.
 
 use super::body::{BodyFlags, SglangBodies};
+use super::flags::{refuse, refuse_choice, RefusedFlags};
 use super::metrics::Reader;
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
@@ -40,6 +41,12 @@ pub struct SglangArgs {
     /// [default: 30000; vllm 8000; lmdeploy 23333]
     #[arg(long)]
     pub port: Option<u16>,
+    /// Seconds to wait for GET /v1/models to answer before starting (0: one attempt).
+    #[arg(long, default_value_t = 60)]
+    pub ready_check_timeout_sec: u64,
+    /// Extra request headers, Key=Value; several may follow one flag.
+    #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
+    pub header: Vec<String>,
     /// sharegpt, random, random-ids, generated-shared-prefix or mooncake.
     #[arg(long, default_value = "sharegpt")]
     pub dataset_name: String,
@@ -84,10 +91,34 @@ pub struct SglangArgs {
     pub disable_tqdm: bool,
     #[arg(long)]
     pub return_logprob: bool,
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 42)]
     pub seed: u64,
     #[arg(long)]
     pub disable_ignore_eos: bool,
+    /// Sampling temperature of native (/generate) requests; the OpenAI backends send 0.0
+    /// unless --extra-request-body says otherwise, as SGLang does.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Nucleus sampling of native requests, sent only below 1.0.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f64,
+    /// Native requests ask for the routed experts.
+    #[arg(long)]
+    pub return_routed_experts: bool,
+    /// Native requests' logprob_start_len.
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub logprob_start_len: i64,
+    /// Native requests' top_logprobs_num (sent above 0); completions' logprobs with
+    /// --return-logprob.
+    #[arg(long, default_value_t = 0)]
+    pub top_logprobs_num: u32,
+    /// Native requests' token_ids_logprob.
+    #[arg(long, num_args = 1..)]
+    pub token_ids_logprob: Option<Vec<i64>>,
+    /// Accepted: llmspeed's client is Rust already, each stream read as it arrives, with the
+    /// same metrics and keys.
+    #[arg(long)]
+    pub rust_client: bool,
     /// A JSON object merged into every request body.
     #[arg(long)]
     pub extra_request_body: Option<String>,
@@ -120,6 +151,15 @@ pub struct SglangArgs {
     pub gsp_output_len: u32,
     #[arg(long, default_value_t = 1.0)]
     pub gsp_range_ratio: f64,
+    /// Accepted: preparing the dataset skips no statistic here, so it changes nothing.
+    #[arg(long)]
+    pub gsp_fast_prepare: bool,
+    /// Keep the generated-shared-prefix requests in build order (no shuffle).
+    #[arg(long)]
+    pub gsp_ordered: bool,
+    /// uniform (zipf is refused).
+    #[arg(long, default_value = "uniform")]
+    pub gsp_group_distribution: String,
     /// Replay speed of a mooncake trace (2.0: twice as slow).
     #[arg(long, default_value_t = 1.0)]
     pub mooncake_slowdown_factor: f64,
@@ -158,41 +198,9 @@ pub struct SglangArgs {
     #[command(flatten)]
     pub many: ShardFlags,
 
-    // ---- SGLang flags llmspeed refuses (each fails naming itself) ----
-    #[arg(long, hide = true)]
-    pub disable_stream: bool,
-    #[arg(long, hide = true)]
-    pub apply_chat_template: bool,
-    #[arg(long, hide = true)]
-    pub profile: bool,
-    #[arg(long, hide = true)]
-    pub plot_throughput: bool,
-    #[arg(long, hide = true)]
-    pub print_requests: bool,
-    #[arg(long, hide = true)]
-    pub pd_separated: bool,
-    #[arg(long, hide = true, default_value = "")]
-    pub prompt_suffix: String,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub profile_activities: Vec<String>,
-    #[arg(long, hide = true)]
-    pub profile_num_steps: Option<u32>,
-    #[arg(long, hide = true)]
-    pub profile_by_stage: bool,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub profile_stages: Vec<String>,
-    #[arg(long, hide = true, num_args = 0..)]
-    pub profile_prefill_url: Option<Vec<String>>,
-    #[arg(long, hide = true, num_args = 0..)]
-    pub profile_decode_url: Option<Vec<String>>,
-    #[arg(long, hide = true)]
-    pub image_count: Option<u32>,
-    #[arg(long, hide = true)]
-    pub image_resolution: Option<String>,
-    #[arg(long, hide = true)]
-    pub image_format: Option<String>,
-    #[arg(long, hide = true)]
-    pub image_content: Option<String>,
+    // ---- SGLang flags llmspeed refuses (flags.rs: each fails naming itself and why) ----
+    #[command(flatten)]
+    pub refused: RefusedFlags,
 }
 
 /// Inclusive `(input, output)` length bounds of the random datasets.
@@ -233,10 +241,6 @@ impl SglangConfig {
     }
 }
 
-fn refused(flag: &str, why: &str) -> String {
-    format!("{flag} is not supported by llmspeed bench sglang: {why}")
-}
-
 /// The reader that reads what `backend` speaks, and its default port.
 fn backend_of(b: &str) -> Result<(Reader, u16), String> {
     Ok(match b {
@@ -245,25 +249,23 @@ fn backend_of(b: &str) -> Result<(Reader, u16), String> {
         "vllm" => (Reader::Completions, 8000),
         "lmdeploy" => (Reader::Completions, 23333),
         "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat" => (Reader::Chat, 30000),
-        "trt" | "gserver" | "truss" => {
-            return Err(refused(
-                &format!("--backend {b}"),
-                &format!(
-                "its API is not one of the streaming APIs llmspeed reads (supported: {BACKENDS})"
-            ),
-            ))
+        _ => {
+            refuse_choice("--backend", b)?;
+            return Err(format!("unknown --backend {b:?} (supported: {BACKENDS})"));
         }
-        _ => return Err(format!("unknown --backend {b:?} (supported: {BACKENDS})")),
     })
 }
 
-/// SGLang's random length bounds: inputs `[max(int(L*r), 1), L]`, outputs `[int(L*r), L]`.
+/// SGLang's random length bounds (`compute_random_lens`): each length from
+/// `[max(int(L*r), 1), L]`, and 0 when L is 0. An input is at least one token here (SGLang
+/// would send an empty prompt).
 pub fn sglang_bounds(input_len: u32, output_len: u32, r: f64) -> Bounds {
-    let lo = |l: u32| ((l as f64 * r) as u32).min(l);
-    (
-        (lo(input_len).max(1).min(input_len.max(1)), input_len),
-        (lo(output_len), output_len),
-    )
+    let bounds = |l: u32| match l {
+        0 => (0, 0),
+        _ => (((l as f64 * r) as u32).clamp(1, l), l),
+    };
+    let (i_lo, i_hi) = bounds(input_len);
+    ((i_lo.max(1), i_hi.max(1)), bounds(output_len))
 }
 
 impl SglangArgs {
@@ -275,9 +277,11 @@ impl SglangArgs {
         let lora_assignment = self.lora_assignment()?;
         self.check_range_ratio()?;
         let extra = self.extra_body()?;
+        let headers = self.headers()?;
         let (dataset, num_prompts) = self.dataset()?;
         let sweep = self.sweep()?;
-        let plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
+        let mut plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
+        plan.headers = headers;
         Ok(SglangConfig {
             backend: self.backend.clone(),
             reader,
@@ -337,16 +341,11 @@ impl SglangArgs {
         let a = match self.lora_request_distribution.as_str() {
             "uniform" => LoraAssignment::Random,
             "distinct" => LoraAssignment::RoundRobin,
-            "skewed" => {
-                return Err(refused(
-                    "--lora-request-distribution skewed",
-                    "adapters are assigned uniformly or in turn (uniform, distinct)",
-                ))
-            }
             d => {
+                refuse_choice("--lora-request-distribution", d)?;
                 return Err(format!(
                     "unknown --lora-request-distribution {d:?} (uniform, distinct, skewed)"
-                ))
+                ));
             }
         };
         let names = self.lora_name.as_ref().map_or(0, Vec::len);
@@ -366,6 +365,23 @@ impl SglangArgs {
             ));
         }
         Ok(())
+    }
+
+    /// `--header Key=Value`, each checked as a header line. SGLang drops a malformed one
+    /// silently; here it is an error naming it.
+    fn headers(&self) -> Result<Vec<(String, String)>, String> {
+        self.header
+            .iter()
+            .map(|h| match h.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !v.is_empty() => {
+                    crate::proto::http1::validate_header(k, v).map_err(|e| e.to_string())?;
+                    Ok((k.to_string(), v.to_string()))
+                }
+                _ => Err(format!(
+                    "--header {h:?} must look like Key=Value (both parts non-empty)"
+                )),
+            })
+            .collect()
     }
 
     /// `--extra-request-body`, a JSON object.
@@ -412,8 +428,8 @@ impl SglangArgs {
             ca_cert: None,
             kernel_stamps: true,
             preconnect: false,
-            // SGLang asks `/v1/models` once, without waiting.
-            ready_check_timeout_s: 0,
+            // SGLang polls `/v1/models` up to this long (0: one attempt).
+            ready_check_timeout_s: self.ready_check_timeout_sec,
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),
             tokenizer: self.tokenizer.clone(),
@@ -426,6 +442,12 @@ impl SglangArgs {
                 flags: BodyFlags {
                     ignore_eos: !self.disable_ignore_eos,
                     return_logprob: self.return_logprob,
+                    temperature: self.temperature,
+                    top_p: (self.top_p < 1.0).then_some(self.top_p),
+                    return_routed_experts: self.return_routed_experts,
+                    logprob_start_len: self.logprob_start_len,
+                    top_logprobs_num: self.top_logprobs_num,
+                    token_ids_logprob: self.token_ids_logprob.clone(),
                     extra,
                 },
             }),
@@ -484,10 +506,7 @@ impl SglangArgs {
                         .to_string()
                 })?);
                 if self.sharegpt_context_len.is_some() {
-                    return Err(refused(
-                        "--sharegpt-context-len",
-                        "the sharegpt loader has no context filter yet",
-                    ));
+                    return Err(refuse("--sharegpt-context-len"));
                 }
                 if self.sharegpt_output_len.is_some_and(|n| n < 4) {
                     return Err(
@@ -510,10 +529,7 @@ impl SglangArgs {
             }
             "generated-shared-prefix" => {
                 if self.gsp_range_ratio != 1.0 {
-                    return Err(refused(
-                        "--gsp-range-ratio",
-                        "only 1.0 (exact lengths, SGLang's default) is supported",
-                    ));
+                    return Err(refuse("--gsp-range-ratio"));
                 }
                 d.kind = DatasetKind::PrefixRepetition;
                 d.num_prompts = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
@@ -521,6 +537,7 @@ impl SglangArgs {
                 d.prefix_repetition_prefix_len = self.gsp_system_prompt_len;
                 d.prefix_repetition_suffix_len = self.gsp_question_len;
                 d.prefix_repetition_output_len = self.gsp_output_len;
+                d.shuffle = !self.gsp_ordered;
             }
             "mooncake" => {
                 d.path = Some(path.ok_or_else(|| {
@@ -528,10 +545,7 @@ impl SglangArgs {
                         .to_string()
                 })?);
                 if self.mooncake_num_rounds != 1 {
-                    return Err(refused(
-                        "--mooncake-num-rounds",
-                        "multi-round mooncake sessions are not replayed; only 1",
-                    ));
+                    return Err(refuse("--mooncake-num-rounds"));
                 }
                 if self.mooncake_slowdown_factor.is_nan() || self.mooncake_slowdown_factor <= 0.0 {
                     return Err(format!(
@@ -544,16 +558,11 @@ impl SglangArgs {
                 d.trace.chunk_hash_size = 512;
                 d.trace.sec_multiplier = 0.001 * self.mooncake_slowdown_factor;
             }
-            "mmmu" | "image" | "burstgpt" => {
-                return Err(refused(
-                    &format!("--dataset-name {}", self.dataset_name),
-                    "image and Hugging Face datasets are not generated by llmspeed",
-                ))
-            }
             d => {
+                refuse_choice("--dataset-name", d)?;
                 return Err(format!(
                     "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
-                ))
+                ));
             }
         }
         let n = d.num_prompts;
@@ -562,26 +571,19 @@ impl SglangArgs {
 
     /// Every SGLang flag we cannot honour, named.
     fn refuse_unsupported(&self) -> Result<(), String> {
-        let checks: [(bool, &str, &str); 14] = [
-            (self.disable_stream, "--disable-stream", "llmspeed measures streams (TTFT and ITL need one)"),
-            (self.apply_chat_template, "--apply-chat-template", "no local chat template is applied; use a -chat backend to have the server apply it"),
-            (self.profile, "--profile", "it drives SGLang's torch profiler endpoints"),
-            (self.plot_throughput, "--plot-throughput", "no terminal plots; the record has the peak figures"),
-            (self.print_requests, "--print-requests", "per-request logs would cost time on the read path"),
-            (self.pd_separated, "--pd-separated", "it only matters with --profile"),
-            (self.use_trace_timestamps && self.dataset_name != "mooncake", "--use-trace-timestamps", "it is only valid for the mooncake dataset"),
-            (!self.prompt_suffix.is_empty(), "--prompt-suffix", "prompts are sent as the dataset wrote them"),
-            (!self.profile_activities.is_empty() || self.profile_num_steps.is_some() || self.profile_by_stage || !self.profile_stages.is_empty(), "--profile-*", "it drives SGLang's torch profiler"),
-            (self.profile_prefill_url.is_some() || self.profile_decode_url.is_some(), "--profile-prefill-url/--profile-decode-url", "it drives SGLang's torch profiler"),
-            (self.image_count.is_some() || self.image_resolution.is_some() || self.image_format.is_some() || self.image_content.is_some(), "--image-*", "the image dataset is not generated by llmspeed"),
-            (self.mooncake_workload != "conversation" && self.dataset_name == "mooncake", "--mooncake-workload", "llmspeed downloads no trace; pass the trace file with --dataset-path"),
-            (self.warmup_requests > 0 && self.num_prompts == 0, "--num-prompts 0", "the warm-up needs a first request"),
-            (self.request_rate.is_nan() || self.request_rate <= 0.0, "--request-rate", "it must be above 0 (or inf)"),
-        ];
-        match checks.iter().find(|(bad, _, _)| *bad) {
-            Some((_, flag, why)) => Err(refused(flag, why)),
-            None => Ok(()),
+        self.refused.check()?;
+        refuse_choice("--gsp-group-distribution", &self.gsp_group_distribution)?;
+        if self.use_trace_timestamps && self.dataset_name != "mooncake" {
+            return Err(refuse("--use-trace-timestamps"));
         }
+        refuse_choice("--mooncake-workload", &self.mooncake_workload)?;
+        if self.warmup_requests > 0 && self.num_prompts == 0 {
+            return Err("--num-prompts 0: the warm-up needs a first request".into());
+        }
+        if self.request_rate.is_nan() || self.request_rate <= 0.0 {
+            return Err("--request-rate must be above 0 (or inf)".into());
+        }
+        Ok(())
     }
 }
 
@@ -616,10 +618,11 @@ mod tests {
             (1000, 1024, 1024)
         );
         assert!(c.request_rate.is_infinite());
-        assert_eq!((c.plan.num_warmups, c.plan.dataset.seed), (1, 1));
+        assert_eq!((c.plan.num_warmups, c.plan.dataset.seed), (1, 42));
+        assert_eq!(c.plan.ready_check_timeout_s, 60);
         assert!(c.plan.warmup.repeat_first && c.plan.warmup.must_succeed);
-        // Ratio 0: inputs from [1, L], outputs from [0, L].
-        assert_eq!(c.plan.dataset.random_bounds, Some(((1, 1024), (0, 1024))));
+        // Ratio 0: inputs and outputs from [1, L] (SGLang 0.5.23 never draws 0 tokens).
+        assert_eq!(c.plan.dataset.random_bounds, Some(((1, 1024), (1, 1024))));
     }
 
     #[test]
@@ -640,7 +643,8 @@ mod tests {
     fn range_ratio_has_sglangs_meaning() {
         assert_eq!(sglang_bounds(1000, 200, 0.5), ((500, 1000), (100, 200)));
         assert_eq!(sglang_bounds(1000, 200, 1.0), ((1000, 1000), (200, 200)));
-        assert_eq!(sglang_bounds(3, 3, 0.1), ((1, 3), (0, 3)));
+        assert_eq!(sglang_bounds(3, 3, 0.1), ((1, 3), (1, 3)));
+        assert_eq!(sglang_bounds(0, 0, 0.5), ((1, 1), (0, 0)));
     }
 
     #[test]

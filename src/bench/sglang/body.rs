@@ -13,12 +13,39 @@ use crate::workload::sample::{PromptSource, Sample};
 use serde_json::{json, Map, Value};
 
 /// The per-request body settings.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BodyFlags {
     pub ignore_eos: bool,
     pub return_logprob: bool,
+    /// `--temperature`: native requests only (the OpenAI ones send 0.0, as SGLang does).
+    pub temperature: f64,
+    /// `--top-p` when below 1.0: native requests only.
+    pub top_p: Option<f64>,
+    pub return_routed_experts: bool,
+    pub logprob_start_len: i64,
+    /// `--top-logprobs-num`: native requests above 0; completions' `logprobs` with
+    /// `--return-logprob`.
+    pub top_logprobs_num: u32,
+    pub token_ids_logprob: Option<Vec<i64>>,
     /// `--extra-request-body`, merged last.
     pub extra: Map<String, Value>,
+}
+
+impl Default for BodyFlags {
+    /// SGLang's defaults.
+    fn default() -> Self {
+        BodyFlags {
+            ignore_eos: false,
+            return_logprob: false,
+            temperature: 0.0,
+            top_p: None,
+            return_routed_experts: false,
+            logprob_start_len: -1,
+            top_logprobs_num: 0,
+            token_ids_logprob: None,
+            extra: Map::new(),
+        }
+    }
 }
 
 /// SGLang's bodies for the engine: the engine names each request's model, an adapter's name
@@ -60,18 +87,29 @@ pub fn body(
                 "input_ids"
             };
             m.insert(key.into(), prompt);
-            m.insert(
-                "sampling_params".into(),
-                json!({
-                    "temperature": 0.0,
-                    "max_new_tokens": s.output_len,
-                    "ignore_eos": flags.ignore_eos,
-                }),
-            );
+            let mut sampling = json!({
+                "temperature": flags.temperature,
+                "max_new_tokens": s.output_len,
+                "ignore_eos": flags.ignore_eos,
+            });
+            if let Some(p) = flags.top_p {
+                sampling["top_p"] = json!(p);
+            }
+            m.insert("sampling_params".into(), sampling);
             m.insert("stream".into(), json!(true));
             m.insert("lora_path".into(), json!(lora));
             m.insert("return_logprob".into(), json!(flags.return_logprob));
-            m.insert("logprob_start_len".into(), json!(-1));
+            m.insert(
+                "return_routed_experts".into(),
+                json!(flags.return_routed_experts),
+            );
+            m.insert("logprob_start_len".into(), json!(flags.logprob_start_len));
+            if flags.top_logprobs_num > 0 {
+                m.insert("top_logprobs_num".into(), json!(flags.top_logprobs_num));
+            }
+            if let Some(ids) = &flags.token_ids_logprob {
+                m.insert("token_ids_logprob".into(), json!(ids));
+            }
         }
         Reader::Completions => {
             m.insert("model".into(), json!(model));
@@ -81,6 +119,9 @@ pub fn body(
             m.insert("max_tokens".into(), json!(s.output_len));
             m.insert("stream".into(), json!(true));
             m.insert("ignore_eos".into(), json!(flags.ignore_eos));
+            if flags.return_logprob && flags.top_logprobs_num > 0 {
+                m.insert("logprobs".into(), json!(flags.top_logprobs_num));
+            }
         }
         Reader::Chat => {
             m.insert("model".into(), json!(model));
@@ -149,8 +190,31 @@ mod tests {
             v,
             json!({"text": "hi", "sampling_params": {"temperature": 0.0, "max_new_tokens": 9,
                 "ignore_eos": true}, "stream": true, "lora_path": null, "return_logprob": false,
-                "logprob_start_len": -1})
+                "return_routed_experts": false, "logprob_start_len": -1})
         );
+        let f = BodyFlags {
+            temperature: 0.7,
+            top_p: Some(0.9),
+            top_logprobs_num: 2,
+            token_ids_logprob: Some(vec![5, 6]),
+            ..f
+        };
+        let v = parse(body(Reader::Native, "m", &sample("hi", 9), None, &f).unwrap());
+        assert_eq!(
+            v["sampling_params"],
+            json!({"temperature": 0.7, "max_new_tokens": 9, "ignore_eos": true, "top_p": 0.9})
+        );
+        assert_eq!(
+            (
+                v["top_logprobs_num"].clone(),
+                v["token_ids_logprob"].clone()
+            ),
+            (json!(2), json!([5, 6]))
+        );
+        // The OpenAI readers keep SGLang's 0.0 whatever --temperature says.
+        let v = parse(body(Reader::Completions, "m", &sample("hi", 9), None, &f).unwrap());
+        assert_eq!(v["temperature"], 0.0);
+        assert!(v.get("logprobs").is_none(), "only with --return-logprob");
     }
 
     #[test]

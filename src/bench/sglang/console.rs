@@ -65,7 +65,6 @@ pub fn write(w: &mut (impl Write + ?Sized), h: &Header<'_>, m: &Metrics) -> io::
     rowf(w, "Benchmark duration (s):", h.duration_s)?;
     row(w, "Total input tokens:", m.total_input)?;
     row(w, "Total input text tokens:", m.total_input)?;
-    row(w, "Total input vision tokens:", 0)?;
     row(w, "Total generated tokens:", m.total_output)?;
     row(
         w,
@@ -86,22 +85,23 @@ pub fn write(w: &mut (impl Write + ?Sized), h: &Header<'_>, m: &Metrics) -> io::
     if let Some(a) = h.accept_length.filter(|&a| a != 0.0) {
         rowf(w, "Accept length:", a)?;
     }
-    writeln!(w, "{:-^50}", "End-to-End Latency")?;
-    rowf(w, "Mean E2E Latency (ms):", m.e2e_latency_ms.mean)?;
-    rowf(w, "Median E2E Latency (ms):", m.e2e_latency_ms.median)?;
-    writeln!(w, "{:-^50}", "Time to First Token")?;
-    rowf(w, "Mean TTFT (ms):", m.ttft_ms.mean)?;
-    rowf(w, "Median TTFT (ms):", m.ttft_ms.median)?;
-    rowf(w, "P99 TTFT (ms):", m.ttft_ms.p99)?;
-    writeln!(w, "{:-^50}", "Time per Output Token (excl. 1st token)")?;
-    rowf(w, "Mean TPOT (ms):", m.tpot_ms.mean)?;
-    rowf(w, "Median TPOT (ms):", m.tpot_ms.median)?;
-    rowf(w, "P99 TPOT (ms):", m.tpot_ms.p99)?;
-    writeln!(w, "{:-^50}", "Inter-Token Latency")?;
-    rowf(w, "Mean ITL (ms):", m.itl_ms.mean)?;
-    rowf(w, "Median ITL (ms):", m.itl_ms.median)?;
-    rowf(w, "P95 ITL (ms):", m.itl_ms.p95)?;
-    rowf(w, "P99 ITL (ms):", m.itl_ms.p99)?;
+    for (header, name, s) in [
+        ("End-to-End Latency", "E2E Latency", &m.e2e_latency_ms),
+        ("Time to First Token", "TTFT", &m.ttft_ms),
+        (
+            "Time per Output Token (excl. 1st token)",
+            "TPOT",
+            &m.tpot_ms,
+        ),
+        ("Inter-Token Latency", "ITL", &m.itl_ms),
+    ] {
+        writeln!(w, "{header:-^50}")?;
+        rowf(w, &format!("Mean {name} (ms):"), s.mean)?;
+        rowf(w, &format!("Median {name} (ms):"), s.median)?;
+        rowf(w, &format!("P90 {name} (ms):"), s.p90)?;
+        rowf(w, &format!("P95 {name} (ms):"), s.p95)?;
+        rowf(w, &format!("P99 {name} (ms):"), s.p99)?;
+    }
     rowf(w, "Max ITL (ms):", m.itl_ms.max)?;
     writeln!(w, "{}", "=".repeat(50))
 }
@@ -157,7 +157,13 @@ mod tests {
         assert!(lines.contains(&"Mean E2E Latency (ms):                   nan       "));
         assert!(!text.contains("Accept length"));
         assert_eq!(*lines.last().unwrap(), "=".repeat(50));
-        assert_eq!(lines.len(), 2 + 17 + 3 + 4 + 4 + 6 + 1);
+        // SGLang 0.5.23: no vision-token row for text datasets; each latency block has mean,
+        // median, P90, P95 and P99 (ITL then max).
+        assert!(!text.contains("vision"));
+        assert!(lines.iter().any(|l| l.starts_with("P90 E2E Latency (ms):")));
+        assert!(lines.iter().any(|l| l.starts_with("P95 TPOT (ms):")));
+        assert!(lines.iter().any(|l| l.starts_with("P90 ITL (ms):")));
+        assert_eq!(lines.len(), 2 + 16 + 6 + 6 + 6 + 7 + 1);
     }
 
     #[test]

@@ -17,8 +17,9 @@
 //!   `choices[0].text` is non-empty; one ITL entry per counted event after the first, whatever
 //!   it carried. Output length: `usage.completion_tokens` of the last counted event that had
 //!   usage, else the requested length.
-//! - OpenAI chat (`*-chat`): an event counts when `choices[0].delta.content` is non-empty
-//!   (reasoning does not count); output length from `usage.completion_tokens` on *any* event.
+//! - OpenAI chat (`*-chat`): an event counts when `choices[0].delta` carries text, reasoning
+//!   (`reasoning_content` / `reasoning`) or content (SGLang 0.5.23 counts thoughts like
+//!   content); output length from `usage.completion_tokens` on *any* event.
 //! - All three: latency ends at the last non-empty line read, `[DONE]` included; a 200 stream
 //!   with no counted event still succeeds, with TTFT 0, no ITL and the requested length.
 //!
@@ -90,7 +91,9 @@ impl RequestInput {
         let continuous = t.token_count_source == TokenCountSource::ContinuousUsage;
         for e in &t.events {
             running += e.tokens as u64;
-            let text = e.channel == Channel::Content;
+            // SGLang 0.5.23's chat reader counts reasoning as output text.
+            let text = e.channel == Channel::Content
+                || (reader == Reader::Chat && e.channel == Channel::Reasoning);
             seen_text |= text;
             events.push(StreamEvent {
                 t_ns: ns(e.t),
@@ -264,6 +267,7 @@ pub struct Stats {
     pub mean: f64,
     pub median: f64,
     pub std: f64,
+    pub p90: f64,
     pub p95: f64,
     pub p99: f64,
     pub max: f64,
@@ -286,6 +290,7 @@ impl Stats {
                 mean: f64::NAN,
                 median: f64::NAN,
                 std: f64::NAN,
+                p90: f64::NAN,
                 p95: f64::NAN,
                 p99: f64::NAN,
                 max: f64::NAN,
@@ -302,6 +307,7 @@ impl Stats {
             mean: get(stats::mean(xs)),
             median: get(stats::median_sorted(&sorted)),
             std: get(stats::std(xs)),
+            p90: get(stats::percentile_sorted(&sorted, 90.0)),
             p95: get(stats::percentile_sorted(&sorted, 95.0)),
             p99: get(stats::percentile_sorted(&sorted, 99.0)),
             max: get(sorted.last().copied()),
@@ -437,6 +443,33 @@ mod tests {
         close(&o.itl_s, &[0.020 / 3.0, 0.020 / 3.0, 0.020 / 3.0, 0.015]);
         assert_eq!(o.output_len, 6);
         assert!((o.latency_s - 0.050).abs() < 1e-12);
+    }
+
+    #[test]
+    fn chat_counts_reasoning_as_text_and_completions_do_not() {
+        let clock = Clock::new();
+        let mut t = Timeline::new(0, 2, false);
+        for (ch, at) in [(Channel::Reasoning, 10), (Channel::Content, 20)] {
+            t.events.push(crate::timeline::EventRecord {
+                t: at,
+                tokens: 1,
+                wakeup_ns: 0,
+                channel: ch,
+            });
+        }
+        let has = |r| -> Vec<bool> {
+            RequestInput::from_timeline(r, &t, &clock, 0, 3, 2)
+                .events
+                .iter()
+                .map(|e| e.has_text)
+                .collect()
+        };
+        assert_eq!(
+            has(Reader::Chat),
+            [true, true],
+            "SGLang 0.5.23 counts thoughts"
+        );
+        assert_eq!(has(Reader::Completions), [false, true]);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `llmspeed bench sglang`: the drop-in for `python -m sglang.bench_serving`. A front end
-//! only: SGLang's flags map onto the engine's run ([`args`]), SGLang's definitions read the
+//! only: SGLang's flags map onto the engine's run ([`args`]; the refused ones and why in
+//! [`flags`]), SGLang's definitions read the
 //! engine's per-request timelines ([`metrics`]), and its console block and JSONL record come out
 //! ([`console`], [`record`]). Requests are built by [`body`] and sent by [`run`]; sweeps and
 //! repeated runs are the engine's session loop around it ([`session`]); `--shard K/N` saves
@@ -8,6 +9,7 @@
 pub mod args;
 pub mod body;
 pub mod console;
+pub mod flags;
 pub mod merge;
 pub mod metrics;
 pub mod record;

@@ -89,18 +89,25 @@ pub fn pairs(
         ("mean_e2e_latency_ms", f(m.e2e_latency_ms.mean)),
         ("median_e2e_latency_ms", f(m.e2e_latency_ms.median)),
         ("std_e2e_latency_ms", f(m.e2e_latency_ms.std)),
+        ("p90_e2e_latency_ms", f(m.e2e_latency_ms.p90)),
+        ("p95_e2e_latency_ms", f(m.e2e_latency_ms.p95)),
         ("p99_e2e_latency_ms", f(m.e2e_latency_ms.p99)),
         ("mean_ttft_ms", f(m.ttft_ms.mean)),
         ("median_ttft_ms", f(m.ttft_ms.median)),
         ("std_ttft_ms", f(m.ttft_ms.std)),
+        ("p90_ttft_ms", f(m.ttft_ms.p90)),
+        ("p95_ttft_ms", f(m.ttft_ms.p95)),
         ("p99_ttft_ms", f(m.ttft_ms.p99)),
         ("mean_tpot_ms", f(m.tpot_ms.mean)),
         ("median_tpot_ms", f(m.tpot_ms.median)),
         ("std_tpot_ms", f(m.tpot_ms.std)),
+        ("p90_tpot_ms", f(m.tpot_ms.p90)),
+        ("p95_tpot_ms", f(m.tpot_ms.p95)),
         ("p99_tpot_ms", f(m.tpot_ms.p99)),
         ("mean_itl_ms", f(m.itl_ms.mean)),
         ("median_itl_ms", f(m.itl_ms.median)),
         ("std_itl_ms", f(m.itl_ms.std)),
+        ("p90_itl_ms", f(m.itl_ms.p90)),
         ("p95_itl_ms", f(m.itl_ms.p95)),
         ("p99_itl_ms", f(m.itl_ms.p99)),
         ("concurrency", f(m.concurrency)),
@@ -320,9 +327,21 @@ mod tests {
             ["tag", "backend", "dataset_name", "request_rate"]
         );
         assert_eq!(keys[9], "server_info");
-        assert_eq!(keys[41], "max_concurrent_requests");
+        // SGLang 0.5.23's p90/p95 of E2E latency, TTFT and TPOT and p90 of ITL.
+        for k in [
+            "p90_e2e_latency_ms",
+            "p95_e2e_latency_ms",
+            "p90_ttft_ms",
+            "p95_ttft_ms",
+            "p90_tpot_ms",
+            "p95_tpot_ms",
+            "p90_itl_ms",
+        ] {
+            assert!(keys.contains(&k), "{k}");
+        }
+        assert_eq!(keys[48], "max_concurrent_requests");
         assert_eq!(
-            &keys[42..],
+            &keys[49..],
             [
                 "input_lens",
                 "output_lens",

@@ -2,7 +2,7 @@
 //! SGLang's warm-up, the schedule, the streams), then SGLang's extra server calls, then every
 //! request read SGLang's way, counted again, printed and appended.
 //!
-//! Owns only what is SGLang's around the engine: `/get_server_info` (the accept length and the
+//! Owns only what is SGLang's around the engine: `/server_info` (the accept length and the
 //! record's `server_info`), the retokenized counts and the output files. Nothing here runs per
 //! token: the engine's requests are one task each around `Client::stream`.
 
@@ -143,7 +143,7 @@ pub async fn run(
     })
 }
 
-/// The accept length from `/get_server_info` (sglang backends only, as SGLang asks), and the
+/// The accept length from `/server_info` (sglang backends only, as SGLang asks), and the
 /// seconds the call took.
 async fn accept_length_call(cfg: &SglangConfig, client: &Client) -> (Option<f64>, f64) {
     if !cfg.backend.contains("sglang") {
@@ -173,9 +173,10 @@ fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutpu
         .collect()
 }
 
-/// `GET /get_server_info` as JSON; `None` unless it answers 200 with JSON within 10 s.
+/// `GET /server_info` as JSON (SGLang 0.5.23 keeps `/get_server_info` only as a deprecated
+/// alias); `None` unless it answers 200 with JSON within 10 s.
 async fn server_info(client: &Client) -> Option<Value> {
-    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/get_server_info"))
+    let r = tokio::time::timeout(Duration::from_secs(10), client.get("/server_info"))
         .await
         .ok()?
         .ok()?;

@@ -9,6 +9,7 @@
 use crate::bench::engine::conversation::MultiTurnConfig;
 use crate::bench::engine::session;
 use crate::bench::engine::shard::ShardFlags;
+use crate::bench::vllm::flags::{refuse, RefusedFlags, REFUSED};
 use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
@@ -45,18 +46,9 @@ impl Backend {
             "tgi" => Ok(Backend::Tgi),
             "sglang" => Ok(Backend::Sglang),
             "llama.cpp" => Ok(Backend::LlamaCpp),
-            "lmdeploy"
-            | "deepspeed-mii"
-            | "tensorrt-llm"
-            | "scalellm"
-            | "openai-audio"
-            | "openai-embeddings"
-            | "vllm-pooling"
-            | "vllm-rerank"
-            | "infinity-embeddings" => Err(format!(
-                "--backend {s} is not supported yet by llmspeed (supported: {SUPPORTED}; \
-                     most servers speak openai or openai-chat)"
-            )),
+            _ if crate::bench::refusal::find(REFUSED, &format!("--backend {s}")).is_some() => {
+                Err(refuse(&format!("--backend {s}")))
+            }
             _ => Err(format!("unknown --backend {s:?} (supported: {SUPPORTED})")),
         }
     }
@@ -199,9 +191,12 @@ pub struct ServeArgs {
     /// --features hf-tokenizer); otherwise texts are counted with the server's /tokenize.
     #[arg(long, help_heading = "Server")]
     pub tokenizer: Option<String>,
-    /// Accepted for compatibility; only "auto" (no local tokenizer is loaded).
+    /// Only "auto": a local tokenizer is a tokenizer.json.
     #[arg(long, default_value = "auto", help_heading = "Server")]
     pub tokenizer_mode: String,
+    /// Load no local tokenizer, even with --tokenizer: texts are counted by the server.
+    #[arg(long, help_heading = "Server")]
+    pub skip_tokenizer_init: bool,
     /// Accepted for compatibility: no model code is ever loaded.
     #[arg(long, help_heading = "Server")]
     pub trust_remote_code: bool,
@@ -214,13 +209,11 @@ pub struct ServeArgs {
     /// servers that validate the header as a UUID (llama-cpp-python's) accept too.
     #[arg(long, help_heading = "Server")]
     pub request_id_prefix: Option<String>,
-    /// Not supported yet (vLLM's torch profiler hooks).
-    #[arg(long, help_heading = "Server")]
-    pub profile: bool,
-    /// Not supported yet.
+    /// Accepted and without effect, as in vLLM 0.33 (which reads it nowhere).
     #[arg(long, help_heading = "Server")]
     pub use_beam_search: bool,
-    /// Not supported yet.
+    /// Log probabilities per token, sent as `logprobs` in completions bodies (vLLM sends
+    /// null without it; chat bodies carry no such field).
     #[arg(long, help_heading = "Server")]
     pub logprobs: Option<u32>,
     /// LoRA adapter names served by the server: each request's `model` names one of them
@@ -240,23 +233,38 @@ pub struct ServeArgs {
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
     pub num_prompts: usize,
-    /// Not supported yet (Hugging Face datasets).
+    /// Input length of the dataset's prompts: sets --random-input-len.
     #[arg(long, help_heading = "Dataset options")]
-    pub hf_subset: Option<String>,
-    /// Not supported yet (Hugging Face datasets).
+    pub input_len: Option<u32>,
+    /// Output length of every dataset: sets --random-output-len, --sharegpt-output-len,
+    /// --custom-output-len and --prefix-repetition-output-len.
     #[arg(long, help_heading = "Dataset options")]
-    pub hf_split: Option<String>,
-    /// Not supported yet (Hugging Face datasets).
+    pub output_len: Option<u32>,
+    /// Keep a dataset file's rows in file order (sharegpt, custom) and prefix_repetition's
+    /// prompts in build order, instead of shuffling them by --seed.
     #[arg(long, help_heading = "Dataset options")]
-    pub hf_output_len: Option<u32>,
+    pub disable_shuffle: bool,
+    /// Send only the rows a short dataset file has, instead of repeating rows drawn at random
+    /// up to --num-prompts.
+    #[arg(long, help_heading = "Dataset options")]
+    pub no_oversample: bool,
+    /// Send custom prompts as written (llmspeed never renders a chat template on the client,
+    /// so this is its only behaviour; vLLM renders one without this flag).
+    #[arg(
+        long,
+        alias = "custom-skip-chat-template",
+        help_heading = "Dataset options"
+    )]
+    pub skip_chat_template: bool,
 
     #[arg(long, default_value_t = 1024, help_heading = "Random dataset options")]
     pub random_input_len: u32,
     #[arg(long, default_value_t = 128, help_heading = "Random dataset options")]
     pub random_output_len: u32,
-    /// Lengths are uniform in [L(1-r), L(1+r)] (Python vLLM's meaning).
-    #[arg(long, default_value_t = 0.0, help_heading = "Random dataset options")]
-    pub random_range_ratio: f64,
+    /// Lengths are uniform in [L(1-r), L(1+r)] (Python vLLM's meaning); a JSON object
+    /// '{"input": 0.3, "output": 0.5}' sets the two ratios apart.
+    #[arg(long, default_value = "0.0", help_heading = "Random dataset options")]
+    pub random_range_ratio: String,
     /// Tokens of a random prefix shared by every prompt.
     #[arg(long, default_value_t = 0, help_heading = "Random dataset options")]
     pub random_prefix_len: u32,
@@ -272,12 +280,14 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 200, help_heading = "Sonnet dataset options")]
     pub sonnet_prefix_len: u32,
 
-    /// Output length for rows without "output_tokens".
-    #[arg(long, default_value_t = 256, help_heading = "Custom dataset options")]
-    pub custom_output_len: u32,
-    /// Not supported yet (no local chat template).
-    #[arg(long, help_heading = "Custom dataset options")]
-    pub custom_skip_chat_template: bool,
+    /// Output length of every custom row; -1: each row's "output_tokens" (then required).
+    #[arg(
+        long,
+        default_value_t = 256,
+        allow_negative_numbers = true,
+        help_heading = "Custom dataset options"
+    )]
+    pub custom_output_len: i64,
 
     #[arg(
         long,
@@ -332,7 +342,8 @@ pub struct ServeArgs {
     pub timed_trace_label_output_length: String,
     #[arg(long, default_value = "hash_ids", help_heading = "Timed trace options")]
     pub timed_trace_label_hash_ids: String,
-    /// Send each request at its own timestamp (timed_trace) instead of --request-rate.
+    /// Send each request at its own timestamp instead of --request-rate (the default with
+    /// --dataset-name timed_trace; only valid with it).
     #[arg(
         long,
         overrides_with = "no_self_timed",
@@ -566,6 +577,10 @@ pub struct ServeArgs {
     // `--shard K/N` (implies --save-detailed) and `--start-at`.
     #[command(flatten)]
     pub many: ShardFlags,
+
+    // ---- vLLM's flags llmspeed refuses (flags.rs: each fails naming itself and why) ----
+    #[command(flatten)]
+    pub refused: RefusedFlags,
 }
 
 /// Everything the runner needs, checked.
@@ -659,10 +674,6 @@ impl ServeArgs {
     }
 }
 
-fn unsupported(flag: &str, why: &str) -> String {
-    format!("{flag} is not supported yet by llmspeed bench serve ({why})")
-}
-
 /// `KEY=VALUE` (vLLM) or `Key: value`.
 fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
     let (k, v) = match (s.find('='), s.find(':')) {
@@ -723,14 +734,14 @@ impl ServeArgs {
         } else {
             Some(GoodputSlo::parse(&self.goodput).map_err(|e| e.to_string())?)
         };
-        let extra = self.extra_body()?;
+        let extra = self.extra_body(backend)?;
         let metadata = self
             .metadata
             .iter()
             // vLLM stores every value as the string given.
             .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
             .collect::<Result<Vec<_>, String>>()?;
-        let dataset = self.dataset(kind);
+        let dataset = self.dataset(kind)?;
         if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
             return Err(format!(
                 "--probe-request-rate must be a finite number >= 0, got {}",
@@ -759,38 +770,13 @@ impl ServeArgs {
 
     /// The flags of vLLM we do not honour, refused by name.
     fn refuse_unsupported(&self) -> Result<(), String> {
-        if self.profile {
-            return Err(unsupported(
-                "--profile",
-                "it drives vLLM's torch profiler endpoints",
-            ));
-        }
-        if self.use_beam_search {
-            return Err(unsupported("--use-beam-search", "streaming beam search"));
-        }
-        if self.logprobs.is_some() {
-            return Err(unsupported(
-                "--logprobs",
-                "logprobs make events larger; planned",
-            ));
-        }
-        if self.hf_subset.is_some() || self.hf_split.is_some() || self.hf_output_len.is_some() {
-            return Err(unsupported(
-                "--hf-subset/--hf-split/--hf-output-len",
-                "Hugging Face datasets",
-            ));
-        }
-        if self.custom_skip_chat_template {
-            return Err(unsupported(
-                "--custom-skip-chat-template",
-                "no local chat template is applied; prompts are always sent as written",
-            ));
-        }
+        self.refused.check()?;
         if self.tokenizer_mode != "auto" {
-            return Err(unsupported(
-                "--tokenizer-mode",
-                "no local tokenizer is loaded",
-            ));
+            return Err(refuse("--tokenizer-mode"));
+        }
+        let dataset = format!("--dataset-name {}", self.dataset_name);
+        if crate::bench::refusal::find(REFUSED, &dataset).is_some() {
+            return Err(refuse(&dataset));
         }
         Ok(())
     }
@@ -811,14 +797,20 @@ impl ServeArgs {
         Ok(())
     }
 
+    /// `--tokenizer`, unless `--skip-tokenizer-init` says to load none.
+    fn local_tokenizer(&self) -> Option<&str> {
+        self.tokenizer
+            .as_deref()
+            .filter(|_| !self.skip_tokenizer_init)
+    }
+
     /// A `--tokenizer` path must hold a tokenizer this build can load.
     fn check_tokenizer(&self) -> Result<(), String> {
-        if let Some(t) = &self.tokenizer {
+        if let Some(t) = self.local_tokenizer() {
             if std::path::Path::new(t).exists() {
                 if !crate::workload::tokenizer::LocalTokenizer::AVAILABLE {
-                    return Err(unsupported(
-                        "--tokenizer with a local tokenizer",
-                        "this build has no hf-tokenizer feature (rebuild with --features hf-tokenizer); pass the tokenizer's hub id or leave it out to count with the server's /tokenize",
+                    return Err(format!(
+                        "--tokenizer {t}: this build has no hf-tokenizer feature (rebuild with --features hf-tokenizer); pass the tokenizer's hub id or leave it out to count with the server's /tokenize"
                     ));
                 }
                 // A path that holds no tokenizer.json is a mistake to report now, not after
@@ -950,11 +942,14 @@ impl ServeArgs {
     }
 
     /// The sampling flags and `--extra-body`, merged into every request body (extra body last).
-    fn extra_body(&self) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    fn extra_body(
+        &self,
+        backend: Backend,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
         let mut extra = serde_json::Map::new();
-        // vLLM defaults to greedy decoding when no temperature is given.
-        extra.insert("temperature".into(), self.temperature.unwrap_or(0.0).into());
+        // vLLM 0.33 sends no temperature unless asked: the server's default applies.
         let opt = [
+            ("temperature", self.temperature),
             ("top_p", self.top_p),
             ("min_p", self.min_p),
             ("frequency_penalty", self.frequency_penalty),
@@ -969,6 +964,10 @@ impl ServeArgs {
         if let Some(k) = self.top_k {
             extra.insert("top_k".into(), k.into());
         }
+        // vLLM's completions body carries `logprobs` (null unless given); its chat body none.
+        if let (Some(n), false) = (self.logprobs, backend.is_chat()) {
+            extra.insert("logprobs".into(), n.into());
+        }
         if let Some(body) = &self.extra_body {
             match serde_json::from_str::<serde_json::Value>(body) {
                 Ok(serde_json::Value::Object(m)) => extra.extend(m),
@@ -978,27 +977,47 @@ impl ServeArgs {
         Ok(extra)
     }
 
-    /// The dataset flags.
-    fn dataset(&self, kind: DatasetKind) -> DatasetConfig {
-        DatasetConfig {
+    /// The dataset flags, `--input-len` and `--output-len` over the dataset-specific ones.
+    fn dataset(&self, kind: DatasetKind) -> Result<DatasetConfig, String> {
+        if matches!(kind, DatasetKind::Random | DatasetKind::PrefixRepetition)
+            && self.dataset_path.is_some()
+        {
+            return Err(format!(
+                "--dataset-name {} builds its prompts: leave --dataset-path out (as vLLM requires)",
+                kind.as_str()
+            ));
+        }
+        let (ratio, bounds) = self.range_ratio()?;
+        let output_len = self.output_len;
+        let custom_output_len = match output_len {
+            Some(n) => Some(n),
+            None if self.custom_output_len == -1 => None,
+            None => Some(u32::try_from(self.custom_output_len).map_err(|_| {
+                format!(
+                    "--custom-output-len must be a number of tokens or -1 (each row's output_tokens), got {}",
+                    self.custom_output_len
+                )
+            })?),
+        };
+        Ok(DatasetConfig {
             kind,
             path: self.dataset_path.clone(),
             num_prompts: self.num_prompts,
             seed: self.seed,
-            random_input_len: self.random_input_len,
-            random_output_len: self.random_output_len,
-            random_range_ratio: self.random_range_ratio,
-            random_bounds: None,
+            random_input_len: self.input_len.unwrap_or(self.random_input_len),
+            random_output_len: output_len.unwrap_or(self.random_output_len),
+            random_range_ratio: ratio,
+            random_bounds: bounds,
             random_prefix_len: self.random_prefix_len,
-            sharegpt_output_len: self.sharegpt_output_len,
+            sharegpt_output_len: output_len.or(self.sharegpt_output_len),
             sonnet_input_len: self.sonnet_input_len,
             sonnet_output_len: self.sonnet_output_len,
             sonnet_prefix_len: self.sonnet_prefix_len,
             prefix_repetition_prefix_len: self.prefix_repetition_prefix_len,
             prefix_repetition_suffix_len: self.prefix_repetition_suffix_len,
             prefix_repetition_num_prefixes: self.prefix_repetition_num_prefixes,
-            prefix_repetition_output_len: self.prefix_repetition_output_len,
-            custom_output_len: self.custom_output_len,
+            prefix_repetition_output_len: output_len.unwrap_or(self.prefix_repetition_output_len),
+            custom_output_len,
             // The runner narrows it to the server's vocabulary once probed.
             ids: crate::workload::datasets::IdRange::DEFAULT,
             trace: crate::workload::trace::TraceConfig {
@@ -1009,6 +1028,59 @@ impl ServeArgs {
                 label_output_length: self.timed_trace_label_output_length.clone(),
                 label_hash_ids: self.timed_trace_label_hash_ids.clone(),
             },
+            shuffle: !self.disable_shuffle,
+            oversample: !self.no_oversample,
+        })
+    }
+
+    /// `--random-range-ratio`: one ratio for both lengths, or `{"input": a, "output": b}`
+    /// (then the bounds, each ratio in [0, 1) as vLLM requires).
+    fn range_ratio(&self) -> Result<(f64, Option<crate::workload::datasets::Bounds>), String> {
+        let s = self.random_range_ratio.trim();
+        if let Ok(r) = s.parse::<f64>() {
+            return Ok((r, None));
+        }
+        let bad = || {
+            format!(
+                "--random-range-ratio {s:?}: expected a number or a JSON object {{\"input\": r, \"output\": r}}"
+            )
+        };
+        let v: serde_json::Value = serde_json::from_str(s).map_err(|_| bad())?;
+        let ratio = |k: &str| -> Result<f64, String> {
+            let r = v
+                .get(k)
+                .and_then(serde_json::Value::as_f64)
+                .ok_or_else(bad)?;
+            if (0.0..1.0).contains(&r) {
+                Ok(r)
+            } else {
+                Err(format!(
+                    "--random-range-ratio: the {k} ratio must be in [0, 1), got {r}"
+                ))
+            }
+        };
+        let (ri, ro) = (ratio("input")?, ratio("output")?);
+        let len_in = self.input_len.unwrap_or(self.random_input_len);
+        let len_out = self.output_len.unwrap_or(self.random_output_len);
+        Ok((
+            0.0,
+            Some((
+                crate::workload::datasets::range_bounds(len_in, ri),
+                crate::workload::datasets::range_bounds(len_out, ro),
+            )),
+        ))
+    }
+
+    /// `--self-timed` / `--no-self-timed`: on by default for timed_trace, refused elsewhere.
+    fn self_timed(&self, kind: DatasetKind) -> Result<bool, String> {
+        let given = (self.self_timed || self.no_self_timed).then_some(self.self_timed);
+        match (kind, given) {
+            (DatasetKind::TimedTrace, g) => Ok(g.unwrap_or(true)),
+            (_, None) => Ok(false),
+            (_, Some(_)) => Err(
+                "--self-timed/--no-self-timed only go with --dataset-name timed_trace (as in vLLM)"
+                    .into(),
+            ),
         }
     }
 
@@ -1073,16 +1145,14 @@ impl ServeArgs {
     /// Trace replay (`--self-timed`, `--timed-trace-*`) and the datasets that need a file.
     fn check_trace(&self, kind: DatasetKind) -> Result<(), String> {
         // Trace replay: the timestamps are the schedule, so nothing else may set one.
-        if self.self_timed {
-            if kind != DatasetKind::TimedTrace {
-                return Err("--self-timed replays a trace's timestamps: it needs --dataset-name timed_trace".into());
-            }
-            if self.request_rate.0.is_finite()
+        // vLLM ignores the rate flags of a self-timed run; a rate the run would not follow is
+        // refused here instead.
+        if self.self_timed(kind)?
+            && (self.request_rate.0.is_finite()
                 || self.ramp_up_strategy.is_some()
-                || self.sweep_request_rate.is_some()
-            {
-                return Err("--self-timed sends on the trace's timestamps: leave --request-rate, --ramp-up-* and --sweep-request-rate out".into());
-            }
+                || self.sweep_request_rate.is_some())
+        {
+            return Err("--self-timed (timed_trace's default) sends on the trace's timestamps: leave --request-rate, --ramp-up-* and --sweep-request-rate out, or pass --no-self-timed".into());
         }
         if self.timed_trace_chunk_hash_size == 0 {
             return Err("--timed-trace-chunk-hash-size must be at least 1".into());
@@ -1149,7 +1219,7 @@ impl ServeArgs {
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),
             served_model_name: self.served_model_name.clone(),
-            tokenizer: self.tokenizer.clone(),
+            tokenizer: self.local_tokenizer().map(str::to_string),
             ready_check_timeout_s: self.ready_check_timeout_sec,
             dataset,
             schedule,
@@ -1190,7 +1260,7 @@ impl ServeArgs {
             dry_run: self.dry_run,
             shard: self.many.shard,
             start_at_unix_ns: self.many.start_at_unix_ns,
-            self_timed: self.self_timed,
+            self_timed: self.self_timed(kind)?,
             probe_request_rate: self.probe_request_rate,
             lora_modules: self.lora_modules.clone(),
             lora_assignment: self.lora_assignment,
@@ -1248,7 +1318,10 @@ mod tests {
         );
         assert_eq!(c.percentiles, vec![99.0]);
         assert!(c.ignore_eos, "random forces ignore_eos");
-        assert_eq!(c.extra["temperature"], 0.0);
+        assert!(
+            !c.extra.contains_key("temperature"),
+            "vLLM 0.33 sends no temperature unless asked"
+        );
         assert!(c.goodput.is_none());
     }
 

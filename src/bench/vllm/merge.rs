@@ -214,7 +214,7 @@ fn extras(
         "seed": f.seed,
         "start_at_unix_ns": f.ran.start_at_unix_ns,
         "failures_by_kind": metrics.failures.iter().map(|(k, n)| (k.as_str().to_string(), json!(n))).collect::<serde_json::Map<String, Value>>(),
-        "max_concurrent_requests_vllm_bucketed": metrics.max_concurrent_requests_bucketed,
+        "max_concurrent_requests_exact": metrics.max_concurrent_requests,
         "clock_warnings": warnings,
     })
 }

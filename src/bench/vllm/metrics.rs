@@ -42,15 +42,22 @@ pub enum MetricKind {
     Tpot,
     Itl,
     E2el,
+    /// Each successful request's wait for a `--max-concurrency` slot (vLLM 0.33 reports it only
+    /// with a concurrency limit).
+    ClientQueueTime,
+    /// E2EL plus that wait (vLLM 0.33: only with a concurrency limit and a finite rate).
+    E2elIncludingClientQueue,
 }
 
 impl MetricKind {
     /// vLLM's output order, whatever order the flag listed them in.
-    pub const ALL: [MetricKind; 4] = [
+    pub const ALL: [MetricKind; 6] = [
         MetricKind::Ttft,
         MetricKind::Tpot,
         MetricKind::Itl,
         MetricKind::E2el,
+        MetricKind::ClientQueueTime,
+        MetricKind::E2elIncludingClientQueue,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -59,6 +66,35 @@ impl MetricKind {
             MetricKind::Tpot => "tpot",
             MetricKind::Itl => "itl",
             MetricKind::E2el => "e2el",
+            MetricKind::ClientQueueTime => "client_queue_time",
+            MetricKind::E2elIncludingClientQueue => "e2el_including_client_queue",
+        }
+    }
+
+    /// The console's block header and row name (vLLM's).
+    pub fn console(self) -> (&'static str, &'static str) {
+        match self {
+            MetricKind::Ttft => ("Time to First Token", "TTFT"),
+            MetricKind::Tpot => ("Time per Output Token (excl. 1st token)", "TPOT"),
+            MetricKind::Itl => ("Inter-token Latency", "ITL"),
+            MetricKind::E2el => ("End-to-end Latency", "E2EL"),
+            MetricKind::ClientQueueTime => ("Client-side Queueing", "Client Queue Time"),
+            MetricKind::E2elIncludingClientQueue => (
+                "Queue-inclusive End-to-end Latency",
+                "E2EL incl. Client Queue",
+            ),
+        }
+    }
+
+    /// Whether vLLM 0.33 reports this metric for a run with these settings: the queue metrics
+    /// need a concurrency limit, the queue-inclusive E2EL a finite rate too.
+    pub fn reported(self, max_concurrency: Option<usize>, request_rate: f64) -> bool {
+        match self {
+            MetricKind::ClientQueueTime => max_concurrency.is_some(),
+            MetricKind::E2elIncludingClientQueue => {
+                max_concurrency.is_some() && request_rate.is_finite()
+            }
+            _ => true,
         }
     }
 
@@ -211,6 +247,8 @@ pub struct BenchMetrics {
     pub tpot_ms: Summary,
     pub itl_ms: Summary,
     pub e2el_ms: Summary,
+    pub client_queue_time_ms: Summary,
+    pub e2el_including_client_queue_ms: Summary,
     /// E2EL of each successful request in seconds (vLLM's `latencies`).
     pub latencies_s: Vec<f64>,
     /// Client queue time of each successful request in seconds.
@@ -224,6 +262,8 @@ impl BenchMetrics {
             MetricKind::Tpot => &self.tpot_ms,
             MetricKind::Itl => &self.itl_ms,
             MetricKind::E2el => &self.e2el_ms,
+            MetricKind::ClientQueueTime => &self.client_queue_time_ms,
+            MetricKind::E2elIncludingClientQueue => &self.e2el_including_client_queue_ms,
         }
     }
 }
@@ -288,6 +328,12 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
         tpot_ms: ms(&tpots),
         itl_ms: ms(&itls),
         e2el_ms: ms(&e2els),
+        client_queue_time_ms: ms(&queue_times_s),
+        e2el_including_client_queue_ms: ms(&e2els
+            .iter()
+            .zip(&queue_times_s)
+            .map(|(e, q)| e + q)
+            .collect::<Vec<f64>>()),
         latencies_s: e2els,
         queue_times_s,
     }

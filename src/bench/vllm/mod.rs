@@ -1,4 +1,5 @@
-//! `llmspeed bench serve`: the front end for `vllm bench serve` — vLLM's flags ([`args`]) mapped
+//! `llmspeed bench serve`: the front end for `vllm bench serve` — vLLM's flags ([`args`], the
+//! refused ones and why in [`flags`]) mapped
 //! to the engine's plan ([`plan`]) with vLLM's request bodies ([`body`]); vLLM's metric
 //! definitions ([`metrics`]), result JSON and console summary ([`result`], [`run`]); the session of
 //! sweep points and repeated runs ([`session`], [`sweep`]); `--shard`'s saved block and
@@ -8,6 +9,7 @@
 
 pub mod args;
 pub mod body;
+pub mod flags;
 pub mod merge;
 pub mod metrics;
 pub mod multiturn;

@@ -122,21 +122,31 @@ pub fn result_pairs(
     put("request_goodput", json!(m.request_goodput));
     put("output_throughput", num(m.output_throughput));
     put("total_token_throughput", num(m.total_token_throughput));
-    put("max_output_tokens_per_s", num(m.max_output_tokens_per_s));
-    put("max_concurrent_requests", json!(m.max_concurrent_requests));
-    // Real-time factor is for audio; text runs report 0.0 as vLLM does.
-    put("rtfx", json!(0.0));
-    put("latencies", json!(m.latencies_s));
-    put("queue_times", json!(m.queue_times_s));
+    // vLLM 0.33's order: the per-request lists sit among the totals and peaks.
     if let Some(d) = detailed {
         put("input_lens", json!(d.input_lens));
         put("output_lens", json!(d.output_lens));
         put("ttfts", json!(d.ttfts));
         put("itls", json!(d.itls));
+    }
+    put("latencies", json!(m.latencies_s));
+    if let Some(d) = detailed {
         put("start_times", json!(d.start_times));
+    }
+    put("queue_times", json!(m.queue_times_s));
+    if let Some(d) = detailed {
         put("generated_texts", json!(d.generated_texts));
         put("errors", json!(d.errors));
     }
+    put("max_output_tokens_per_s", num(m.max_output_tokens_per_s));
+    // vLLM's definition under vLLM's key: the most requests active in one 1-second bucket. Our
+    // exact peak is `llmspeed.max_concurrent_requests_exact`.
+    put(
+        "max_concurrent_requests",
+        json!(m.max_concurrent_requests_bucketed),
+    );
+    // Real-time factor is for audio; text runs report 0.0 as vLLM does.
+    put("rtfx", json!(0.0));
     for (k, v) in metric_values(m, &info.selected) {
         out.push((k, num(v)));
     }
@@ -190,6 +200,54 @@ fn row_f(w: &mut impl Write, label: &str, value: f64) -> io::Result<()> {
     writeln!(w, "{label:<40} {value:<10.2}")
 }
 
+/// The lines vLLM 0.33 prints about the traffic just before the run starts (after its own
+/// status lines, which are not ours to copy): the rate or ramp, the burstiness and its
+/// distribution, the concurrency limit; nothing for a self-timed trace replay.
+pub fn write_lead_in(w: &mut impl Write, info: &RunInfo, self_timed: bool) -> io::Result<()> {
+    if self_timed {
+        return Ok(());
+    }
+    match info.ramp {
+        Some(r) => {
+            let s = match r.strategy {
+                RampStrategy::Linear => "linear",
+                RampStrategy::Exponential => "exponential",
+            };
+            writeln!(w, "Traffic ramp-up strategy: {s}.")?;
+            writeln!(
+                w,
+                "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
+                py_number(r.start_rps),
+                py_number(r.end_rps)
+            )?;
+        }
+        None => writeln!(w, "Traffic request rate: {}", py_float(info.request_rate))?,
+    }
+    let distribution = if info.burstiness == 1.0 {
+        "Poisson process"
+    } else {
+        "Gamma distribution"
+    };
+    writeln!(
+        w,
+        "Burstiness factor: {} ({distribution})",
+        py_float(info.burstiness)
+    )?;
+    match info.max_concurrency {
+        Some(n) => writeln!(w, "Maximum request concurrency: {n}"),
+        None => writeln!(w, "Maximum request concurrency: None"),
+    }
+}
+
+/// A whole number as Python prints an int (vLLM's ramp rates are ints), else as a float.
+fn py_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        py_float(x)
+    }
+}
+
 /// The console block, row for row as `vllm bench serve` prints it.
 pub fn write_summary(w: &mut impl Write, info: &RunInfo, m: &BenchMetrics) -> io::Result<()> {
     writeln!(w, "{:=^50}", " Serving Benchmark Result ")?;
@@ -214,26 +272,22 @@ pub fn write_summary(w: &mut impl Write, info: &RunInfo, m: &BenchMetrics) -> io
         "Peak output token throughput (tok/s):",
         m.max_output_tokens_per_s,
     )?;
+    // vLLM's bucketed figure, under vLLM's label (our exact peak is in the llmspeed block).
     row_f(
         w,
         "Peak concurrent requests:",
-        m.max_concurrent_requests as f64,
+        m.max_concurrent_requests_bucketed as f64,
     )?;
     row_f(
         w,
-        "Total Token throughput (tok/s):",
+        "Total token throughput (tok/s):",
         m.total_token_throughput,
     )?;
     for kind in MetricKind::ALL
         .into_iter()
         .filter(|k| info.selected.contains(k))
     {
-        let (header, name) = match kind {
-            MetricKind::Ttft => ("Time to First Token", "TTFT"),
-            MetricKind::Tpot => ("Time per Output Token (excl. 1st token)", "TPOT"),
-            MetricKind::Itl => ("Inter-token Latency", "ITL"),
-            MetricKind::E2el => ("End-to-end Latency", "E2EL"),
-        };
+        let (header, name) = kind.console();
         let s = m.summary(kind);
         writeln!(w, "{header:-^50}")?;
         row_f(w, &format!("Mean {name} (ms):"), s.mean)?;

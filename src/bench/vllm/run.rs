@@ -241,7 +241,8 @@ fn extras(cfg: &ServeConfig, ours: Value, metrics: &BenchMetrics, lists: &Lists)
         .iter()
         .map(|(k, v)| (k.as_str().to_string(), v.clone()))
         .collect::<Map<String, Value>>());
-    x["max_concurrent_requests_vllm_bucketed"] = json!(metrics.max_concurrent_requests_bucketed);
+    // Our exact peak of overlapping requests; vLLM's bucketed figure is under its own key.
+    x["max_concurrent_requests_exact"] = json!(metrics.max_concurrent_requests);
     if cfg.save_detailed {
         x["dataset_input_lens"] = json!(lists.dataset_input_lens);
     }
@@ -266,7 +267,13 @@ fn run_info(cfg: &ServeConfig, m: &Measured) -> RunInfo {
         burstiness: cfg.schedule.burstiness,
         max_concurrency: cfg.max_concurrency,
         ramp: cfg.schedule.ramp,
-        selected: cfg.metrics.clone(),
+        // The queue metrics exist only where vLLM 0.33 reports them.
+        selected: cfg
+            .metrics
+            .iter()
+            .copied()
+            .filter(|k| k.reported(cfg.max_concurrency, cfg.request_rate))
+            .collect(),
         goodput: cfg.goodput.is_some(),
     }
 }
@@ -351,6 +358,8 @@ pub fn report(
     w: &mut impl Write,
 ) -> Result<Option<PathBuf>, RunError> {
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
+    // vLLM prints its traffic lines before the run; on stdout the order is the same.
+    result::write_lead_in(w, &out.info, cfg.self_timed).map_err(io)?;
     if !out.metrics.failures.is_empty() {
         let kinds: Vec<String> = out
             .metrics

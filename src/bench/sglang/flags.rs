@@ -1,0 +1,401 @@
+//! Where `llmspeed bench sglang` parts from SGLang 0.5.23's `python -m sglang.bench_serving`
+//! (`sglang.benchmark.serving`'s parser): the one table of refused flags ([`REFUSED`]) and the
+//! flags parsed only to be refused ([`RefusedFlags`]), so that a reference command line never
+//! ends in clap's "unexpected argument".
+//!
+//! Every other flag of the reference is accepted with its meaning (`args.rs`). The conformance
+//! test (`tests/conformance_flags.rs`) reads the reference's own parser and checks both halves.
+//! Owns no IO.
+
+use crate::bench::refusal::{self, Refusal};
+
+const COMMAND: &str = "bench sglang";
+
+const PROFILER: &str = "it drives SGLang's torch profiler on the server; profile the server \
+                        with its own tools while llmspeed runs";
+
+const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic dataset (datasets: \
+                          sharegpt, random, random-ids, generated-shared-prefix, mooncake)";
+
+const MOONCAKE_WORKLOAD: &str = "llmspeed downloads no trace: the trace file comes from \
+                                 --dataset-path (SGLang's default workload, conversation)";
+
+const POOLING: &str = "embeddings return no tokens to time; llmspeed measures generation";
+
+/// Each reference flag (or `--flag value` for a refused choice) llmspeed refuses, and why.
+/// Checked against SGLang 0.5.23's parser by `tests/conformance_flags.rs`.
+pub const REFUSED: &[Refusal] = &[
+    Refusal {
+        flag: "--disable-stream",
+        reason: "llmspeed times streamed tokens (TTFT and ITL need a stream)",
+    },
+    Refusal {
+        flag: "--apply-chat-template",
+        reason: "llmspeed renders no chat template on the client; use a -chat backend to have \
+                 the server render it",
+    },
+    Refusal {
+        flag: "--profile",
+        reason: PROFILER,
+    },
+    Refusal {
+        flag: "--profile-*",
+        reason: PROFILER,
+    },
+    Refusal {
+        flag: "--pd-separated",
+        reason: "it only matters with --profile",
+    },
+    Refusal {
+        flag: "--plot-throughput",
+        reason: "llmspeed draws no terminal plot; the record has the peak figures",
+    },
+    Refusal {
+        flag: "--print-requests",
+        reason: "printing each request would cost time on the read path being measured",
+    },
+    Refusal {
+        flag: "--prompt-suffix",
+        reason: "prompts are sent as the dataset wrote them",
+    },
+    Refusal {
+        flag: "--cache-report",
+        reason: "llmspeed does not yet collect the server's per-request cached-token counts",
+    },
+    Refusal {
+        flag: "--fake-prefill",
+        reason: "it bootstraps a disaggregated decode server, which llmspeed does not speak to",
+    },
+    Refusal {
+        flag: "--flush-cache-timeout",
+        reason: "llmspeed posts /flush_cache once its warm-ups have finished and does not poll \
+                 the server for idleness",
+    },
+    Refusal {
+        flag: "--rust-worker-threads",
+        reason: "bench sglang sizes its runtime itself (one thread per core)",
+    },
+    Refusal {
+        flag: "--goodput",
+        reason: "SGLang's SLO goodput is not computed by bench sglang yet (bench serve \
+                 --goodput computes vLLM's)",
+    },
+    Refusal {
+        flag: "--dataset-offset",
+        reason: "it rotates the agentic-trace dataset, which llmspeed does not build; only 0",
+    },
+    Refusal {
+        flag: "--agentic-max-turns",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--speed-bench-category",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--speed-bench-output-len",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--random-image-count",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--image-*",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--sharegpt-context-len",
+        reason: "the sharegpt loader has no context filter yet",
+    },
+    Refusal {
+        flag: "--gsp-range-ratio",
+        reason: "only 1.0 (exact lengths, SGLang's default) is supported",
+    },
+    Refusal {
+        flag: "--gsp-num-turns",
+        reason: "only 1: generated-shared-prefix conversations are not built",
+    },
+    Refusal {
+        flag: "--gsp-group-distribution zipf",
+        reason: "prefix groups get equal shares (uniform)",
+    },
+    Refusal {
+        flag: "--gsp-zipf-alpha",
+        reason: "prefix groups get equal shares (uniform)",
+    },
+    Refusal {
+        flag: "--gsp-send-routing-key",
+        reason: "requests carry no per-group routing header",
+    },
+    Refusal {
+        flag: "--mooncake-num-rounds",
+        reason: "multi-round mooncake sessions are not replayed; only 1",
+    },
+    Refusal {
+        flag: "--mooncake-workload mooncake",
+        reason: MOONCAKE_WORKLOAD,
+    },
+    Refusal {
+        flag: "--mooncake-workload synthetic",
+        reason: MOONCAKE_WORKLOAD,
+    },
+    Refusal {
+        flag: "--mooncake-workload toolagent",
+        reason: MOONCAKE_WORKLOAD,
+    },
+    Refusal {
+        flag: "--use-trace-timestamps",
+        reason: "it is only valid for the mooncake dataset",
+    },
+    Refusal {
+        flag: "--lora-request-distribution skewed",
+        reason: "adapters are assigned uniformly or in turn (uniform, distinct)",
+    },
+    Refusal {
+        flag: "--backend sglang-embedding",
+        reason: POOLING,
+    },
+    Refusal {
+        flag: "--backend vllm-embedding",
+        reason: POOLING,
+    },
+    Refusal {
+        flag: "--backend trt",
+        reason: "TensorRT-LLM's streaming API is not one llmspeed reads",
+    },
+    Refusal {
+        flag: "--backend gserver",
+        reason: "it speaks gRPC; llmspeed reads HTTP streams",
+    },
+    Refusal {
+        flag: "--backend truss",
+        reason: "Truss's API is not one llmspeed reads",
+    },
+    Refusal {
+        flag: "--dataset-name agentic-trace",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--dataset-name custom",
+        reason: "SGLang's custom conversation files are not read yet (bench serve \
+                 --dataset-name custom reads one prompt per line)",
+    },
+    Refusal {
+        flag: "--dataset-name openai",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--dataset-name mmmu",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--dataset-name image",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--dataset-name longbench_v2",
+        reason: NO_DATASET,
+    },
+    Refusal {
+        flag: "--dataset-name speed-bench",
+        reason: NO_DATASET,
+    },
+];
+
+/// Accepted flags whose default reads differently from the reference parser's, and why.
+/// Checked against SGLang 0.5.23's parser by `tests/conformance_flags.rs`: every other
+/// accepted flag has the reference's default.
+pub const DEFAULTS_DIFFER: &[(&str, &str)] = &[];
+
+/// The message refusing `flag` (a [`REFUSED`] row).
+pub fn refuse(flag: &str) -> String {
+    refusal::message(REFUSED, COMMAND, flag)
+}
+
+/// The refusal of a `--flag value` choice, if that choice is in [`REFUSED`].
+pub fn refuse_choice(flag: &str, value: &str) -> Result<(), String> {
+    let choice = format!("{flag} {value}");
+    match refusal::find(REFUSED, &choice) {
+        Some(_) => Err(refuse(&choice)),
+        None => Ok(()),
+    }
+}
+
+/// SGLang's flags llmspeed parses only to refuse them, hidden from `--help`. An option is
+/// refused when given a value other than the reference's default (the default changes
+/// nothing); a switch whenever it is given.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RefusedFlags {
+    #[arg(long, hide = true)]
+    pub disable_stream: bool,
+    #[arg(long, hide = true)]
+    pub apply_chat_template: bool,
+    #[arg(long, hide = true)]
+    pub profile: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_activities: Vec<String>,
+    #[arg(long, hide = true)]
+    pub profile_start_step: Option<String>,
+    #[arg(long, hide = true)]
+    pub profile_steps: Option<String>,
+    #[arg(long, hide = true)]
+    pub profile_num_steps: Option<String>,
+    #[arg(long, hide = true)]
+    pub profile_by_stage: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub profile_stages: Vec<String>,
+    #[arg(long, hide = true)]
+    pub profile_output_dir: Option<String>,
+    #[arg(long, hide = true)]
+    pub profile_prefix: Option<String>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_prefill_url: Option<Vec<String>>,
+    #[arg(long, hide = true, num_args = 0..)]
+    pub profile_decode_url: Option<Vec<String>>,
+    #[arg(long, hide = true)]
+    pub pd_separated: bool,
+    #[arg(long, hide = true)]
+    pub plot_throughput: bool,
+    #[arg(long, hide = true)]
+    pub print_requests: bool,
+    #[arg(long, hide = true, default_value = "")]
+    pub prompt_suffix: String,
+    #[arg(long, hide = true)]
+    pub cache_report: bool,
+    #[arg(long, hide = true)]
+    pub fake_prefill: bool,
+    #[arg(long, hide = true)]
+    pub flush_cache_timeout: Option<String>,
+    #[arg(long, hide = true)]
+    pub rust_worker_threads: Option<String>,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub goodput: Vec<String>,
+    #[arg(long, hide = true, default_value_t = 0, allow_negative_numbers = true)]
+    pub dataset_offset: i64,
+    #[arg(long, hide = true)]
+    pub agentic_max_turns: Option<String>,
+    #[arg(long, hide = true)]
+    pub speed_bench_category: Option<String>,
+    #[arg(long, hide = true)]
+    pub speed_bench_output_len: Option<String>,
+    #[arg(long, hide = true)]
+    pub random_image_count: bool,
+    #[arg(long, hide = true)]
+    pub image_count: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_resolution: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_format: Option<String>,
+    #[arg(long, hide = true)]
+    pub image_content: Option<String>,
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub gsp_num_turns: i64,
+    #[arg(long, hide = true)]
+    pub gsp_zipf_alpha: Option<String>,
+    #[arg(long, hide = true)]
+    pub gsp_send_routing_key: bool,
+}
+
+impl RefusedFlags {
+    /// Each refused flag of this struct with whether it was given.
+    fn given(&self) -> [(&'static str, bool); 22] {
+        let profiler = !self.profile_activities.is_empty()
+            || self.profile_start_step.is_some()
+            || self.profile_steps.is_some()
+            || self.profile_num_steps.is_some()
+            || self.profile_by_stage
+            || !self.profile_stages.is_empty()
+            || self.profile_output_dir.is_some()
+            || self.profile_prefix.is_some()
+            || self.profile_prefill_url.is_some()
+            || self.profile_decode_url.is_some();
+        let image = self.image_count.is_some()
+            || self.image_resolution.is_some()
+            || self.image_format.is_some()
+            || self.image_content.is_some();
+        [
+            ("--disable-stream", self.disable_stream),
+            ("--apply-chat-template", self.apply_chat_template),
+            ("--profile", self.profile),
+            ("--profile-*", profiler),
+            ("--pd-separated", self.pd_separated),
+            ("--plot-throughput", self.plot_throughput),
+            ("--print-requests", self.print_requests),
+            ("--prompt-suffix", !self.prompt_suffix.is_empty()),
+            ("--cache-report", self.cache_report),
+            ("--fake-prefill", self.fake_prefill),
+            ("--flush-cache-timeout", self.flush_cache_timeout.is_some()),
+            ("--rust-worker-threads", self.rust_worker_threads.is_some()),
+            ("--goodput", !self.goodput.is_empty()),
+            ("--dataset-offset", self.dataset_offset != 0),
+            ("--agentic-max-turns", self.agentic_max_turns.is_some()),
+            (
+                "--speed-bench-category",
+                self.speed_bench_category.is_some(),
+            ),
+            (
+                "--speed-bench-output-len",
+                self.speed_bench_output_len.is_some(),
+            ),
+            ("--random-image-count", self.random_image_count),
+            ("--image-*", image),
+            ("--gsp-num-turns", self.gsp_num_turns != 1),
+            ("--gsp-zipf-alpha", self.gsp_zipf_alpha.is_some()),
+            ("--gsp-send-routing-key", self.gsp_send_routing_key),
+        ]
+    }
+
+    /// The first refused flag given, as its refusal.
+    pub fn check(&self) -> Result<(), String> {
+        refusal::check_given(REFUSED, COMMAND, &self.given())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        r: RefusedFlags,
+    }
+
+    #[test]
+    fn every_parsed_refusal_has_a_row_and_every_row_is_raised_somewhere() {
+        let parsed: Vec<&str> = T::parse_from(["x"])
+            .r
+            .given()
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
+        for f in &parsed {
+            assert!(refusal::find(REFUSED, f).is_some(), "{f} has no row");
+        }
+        // The other rows are raised by args.rs, each where its flag is mapped.
+        let in_args = include_str!("args.rs");
+        for r in REFUSED {
+            let flag = r.flag.split(' ').next().unwrap_or(r.flag);
+            assert!(
+                parsed.contains(&r.flag) || in_args.contains(&format!("\"{}", flag)),
+                "{} is never raised",
+                r.flag
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_refuse_nothing() {
+        assert_eq!(T::parse_from(["x"]).r.check(), Ok(()));
+        let e = T::parse_from(["x", "--dataset-offset", "3"])
+            .r
+            .check()
+            .unwrap_err();
+        assert!(
+            e.starts_with("--dataset-offset is not supported by llmspeed bench sglang: "),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! Where `llmspeed bench serve` parts from `vllm bench serve` 0.33.0's argument parser: the one
+//! table of refused flags ([`REFUSED`]), and the flags accepted only to be refused
+//! ([`RefusedFlags`]), so that a reference command line never ends in clap's "unexpected
+//! argument".
+//!
+//! Every other flag of the reference is accepted with its meaning (`args.rs`). The conformance
+//! test (`tests/conformance_flags.rs`) reads the reference's own parser and checks both halves:
+//! each reference flag parses here, and each one listed below is refused naming itself and its
+//! reason. Owns no IO.
+
+use crate::bench::refusal::{self, Refusal};
+
+/// The command in the refusal messages.
+const COMMAND: &str = "bench serve";
+
+const HF_DATASETS: &str = "llmspeed downloads no Hugging Face dataset and builds no image or \
+                           audio prompts (datasets: random, sharegpt, custom, prefix_repetition, \
+                           timed_trace, sonnet)";
+
+/// Each reference flag (or `--flag value` choice) llmspeed refuses, and why. Checked against
+/// vLLM 0.33.0's parser by `tests/conformance_flags.rs`.
+pub const REFUSED: &[Refusal] = &[
+    Refusal {
+        flag: "--profile",
+        reason: "it starts and stops the server's torch profiler; profile the server with its \
+                 own tools while llmspeed runs",
+    },
+    Refusal {
+        flag: "--no-stream",
+        reason: "llmspeed times streamed tokens (TTFT, ITL and TPOT need a stream)",
+    },
+    Refusal {
+        flag: "--plot-dataset-stats",
+        reason: "llmspeed draws no matplotlib figure; --dry-run prints the dataset's lengths",
+    },
+    Refusal {
+        flag: "--chat-template-kwargs",
+        reason: "llmspeed renders no chat template on the client; with --backend openai-chat \
+                 the server renders it: pass them as --extra-body \
+                 '{\"chat_template_kwargs\": {...}}'",
+    },
+    Refusal {
+        flag: "--tokenizer-mode",
+        reason: "only auto: a local tokenizer is a tokenizer.json (the Rust tokenizers crate); \
+                 mistral_common and custom tokenizer modes are Python-only",
+    },
+    Refusal {
+        flag: "--enable-multimodal-chat",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--custom-ensure-client-side-data",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--hf-subset",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--hf-split",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--hf-name",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--hf-output-len",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--spec-bench-output-len",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--spec-bench-category",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--speed-bench-dataset-subset",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--speed-bench-output-len",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--speed-bench-category",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--blazedit-min-distance",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--blazedit-max-distance",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--asr-min-audio-len-sec",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--asr-max-audio-len-sec",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--bfcl-categories",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--random-mm-base-items-per-request",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--random-mm-num-mm-items-range-ratio",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--random-mm-limit-mm-per-prompt",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--random-mm-bucket-config",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--random-batch-size",
+        reason: "only 1: batched prompts are for vLLM's embeddings benchmark, and llmspeed \
+                 measures generation",
+    },
+    Refusal {
+        flag: "--no-reranker",
+        reason: "it shapes the reranking dataset (random-rerank); llmspeed measures generation",
+    },
+    Refusal {
+        flag: "--dataset-name hf",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name burstgpt",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name random-mm",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name random-rerank",
+        reason: "reranking is a pooling task; llmspeed measures generation",
+    },
+    Refusal {
+        flag: "--dataset-name custom_audio",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name custom_image",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name spec_bench",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--dataset-name speed_bench",
+        reason: HF_DATASETS,
+    },
+    Refusal {
+        flag: "--backend openai-responses",
+        reason: "llmspeed does not read the Responses API's event stream yet; the same \
+                 model answers the same prompt with --backend openai-chat",
+    },
+    Refusal {
+        flag: "--backend openai-audio",
+        reason: "speech-to-text sends audio; llmspeed measures text generation",
+    },
+    Refusal {
+        flag: "--backend openai-embeddings",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend openai-embeddings-chat",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend openai-embeddings-clip",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend openai-embeddings-vlm2vec",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend infinity-embeddings",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend infinity-embeddings-clip",
+        reason: "embeddings are a pooling task with no tokens to time; llmspeed measures \
+                 generation",
+    },
+    Refusal {
+        flag: "--backend vllm-pooling",
+        reason: "pooling returns no tokens to time; llmspeed measures generation",
+    },
+    Refusal {
+        flag: "--backend vllm-rerank",
+        reason: "reranking is a pooling task; llmspeed measures generation",
+    },
+];
+
+/// Accepted flags whose default reads differently from the reference parser's, and why the
+/// run is the same (or how it differs). Checked against vLLM 0.33.0's parser by
+/// `tests/conformance_flags.rs`: every other accepted flag has the reference's default.
+pub const DEFAULTS_DIFFER: &[(&str, &str)] = &[
+    (
+        "--endpoint",
+        "vLLM's default is /v1/completions whatever the backend (openai-chat then needs \
+         --endpoint); llmspeed takes the backend's own endpoint",
+    ),
+    (
+        "--percentile-metrics",
+        "vLLM's None means ttft,tpot,itl for generation, which llmspeed writes out",
+    ),
+    (
+        "--request-id-prefix",
+        "vLLM's default is a random bench-<8 hex>- prefix; llmspeed's is a UUID per request \
+         (its run tag and index inside), which servers that parse the id accept",
+    ),
+];
+
+/// The message refusing `flag` (a [`REFUSED`] row).
+pub fn refuse(flag: &str) -> String {
+    refusal::message(REFUSED, COMMAND, flag)
+}
+
+/// The reference's flags llmspeed parses only to refuse them when given, hidden from `--help`
+/// (vLLM's own help lists them). A flag written on the command line is refused whatever its
+/// value, save `--random-batch-size 1` (the reference's default, which changes nothing).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct RefusedFlags {
+    #[arg(long, hide = true)]
+    pub profile: bool,
+    #[arg(long, hide = true)]
+    pub no_stream: bool,
+    #[arg(long, hide = true)]
+    pub plot_dataset_stats: bool,
+    #[arg(long, hide = true, value_name = "JSON")]
+    pub chat_template_kwargs: Option<String>,
+    #[arg(long, hide = true)]
+    pub enable_multimodal_chat: bool,
+    #[arg(long, hide = true)]
+    pub custom_ensure_client_side_data: bool,
+    #[arg(long, hide = true)]
+    pub hf_subset: Option<String>,
+    #[arg(long, hide = true)]
+    pub hf_split: Option<String>,
+    #[arg(long, hide = true)]
+    pub hf_name: Option<String>,
+    #[arg(long, hide = true)]
+    pub hf_output_len: Option<String>,
+    #[arg(long, hide = true)]
+    pub spec_bench_output_len: Option<String>,
+    #[arg(long, hide = true)]
+    pub spec_bench_category: Option<String>,
+    #[arg(long, hide = true)]
+    pub speed_bench_dataset_subset: Option<String>,
+    #[arg(long, hide = true)]
+    pub speed_bench_output_len: Option<String>,
+    #[arg(long, hide = true)]
+    pub speed_bench_category: Option<String>,
+    #[arg(long, hide = true)]
+    pub blazedit_min_distance: Option<String>,
+    #[arg(long, hide = true)]
+    pub blazedit_max_distance: Option<String>,
+    #[arg(long, hide = true)]
+    pub asr_min_audio_len_sec: Option<String>,
+    #[arg(long, hide = true)]
+    pub asr_max_audio_len_sec: Option<String>,
+    #[arg(long, hide = true)]
+    pub bfcl_categories: Option<String>,
+    #[arg(long, hide = true)]
+    pub random_mm_base_items_per_request: Option<String>,
+    #[arg(long, hide = true)]
+    pub random_mm_num_mm_items_range_ratio: Option<String>,
+    #[arg(long, hide = true)]
+    pub random_mm_limit_mm_per_prompt: Option<String>,
+    #[arg(long, hide = true)]
+    pub random_mm_bucket_config: Option<String>,
+    /// Only 1 (the reference's default) is accepted.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub random_batch_size: i64,
+    #[arg(long, hide = true)]
+    pub no_reranker: bool,
+}
+
+impl RefusedFlags {
+    /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
+    fn given(&self) -> [(&'static str, bool); 26] {
+        [
+            ("--profile", self.profile),
+            ("--no-stream", self.no_stream),
+            ("--plot-dataset-stats", self.plot_dataset_stats),
+            (
+                "--chat-template-kwargs",
+                self.chat_template_kwargs.is_some(),
+            ),
+            ("--enable-multimodal-chat", self.enable_multimodal_chat),
+            (
+                "--custom-ensure-client-side-data",
+                self.custom_ensure_client_side_data,
+            ),
+            ("--hf-subset", self.hf_subset.is_some()),
+            ("--hf-split", self.hf_split.is_some()),
+            ("--hf-name", self.hf_name.is_some()),
+            ("--hf-output-len", self.hf_output_len.is_some()),
+            (
+                "--spec-bench-output-len",
+                self.spec_bench_output_len.is_some(),
+            ),
+            ("--spec-bench-category", self.spec_bench_category.is_some()),
+            (
+                "--speed-bench-dataset-subset",
+                self.speed_bench_dataset_subset.is_some(),
+            ),
+            (
+                "--speed-bench-output-len",
+                self.speed_bench_output_len.is_some(),
+            ),
+            (
+                "--speed-bench-category",
+                self.speed_bench_category.is_some(),
+            ),
+            (
+                "--blazedit-min-distance",
+                self.blazedit_min_distance.is_some(),
+            ),
+            (
+                "--blazedit-max-distance",
+                self.blazedit_max_distance.is_some(),
+            ),
+            (
+                "--asr-min-audio-len-sec",
+                self.asr_min_audio_len_sec.is_some(),
+            ),
+            (
+                "--asr-max-audio-len-sec",
+                self.asr_max_audio_len_sec.is_some(),
+            ),
+            ("--bfcl-categories", self.bfcl_categories.is_some()),
+            (
+                "--random-mm-base-items-per-request",
+                self.random_mm_base_items_per_request.is_some(),
+            ),
+            (
+                "--random-mm-num-mm-items-range-ratio",
+                self.random_mm_num_mm_items_range_ratio.is_some(),
+            ),
+            (
+                "--random-mm-limit-mm-per-prompt",
+                self.random_mm_limit_mm_per_prompt.is_some(),
+            ),
+            (
+                "--random-mm-bucket-config",
+                self.random_mm_bucket_config.is_some(),
+            ),
+            ("--random-batch-size", self.random_batch_size != 1),
+            ("--no-reranker", self.no_reranker),
+        ]
+    }
+
+    /// The first refused flag given, as its refusal.
+    pub fn check(&self) -> Result<(), String> {
+        refusal::check_given(REFUSED, COMMAND, &self.given())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_parsed_refusal_has_a_row_and_every_row_is_raised_somewhere() {
+        let parsed: Vec<&str> = RefusedFlags::default()
+            .given()
+            .iter()
+            .map(|(f, _)| *f)
+            .collect();
+        for f in &parsed {
+            assert!(refusal::find(REFUSED, f).is_some(), "{f} has no row");
+        }
+        // The rows not raised by RefusedFlags are raised by args.rs: --tokenizer-mode and
+        // the refused choices of --backend and --dataset-name.
+        for r in REFUSED {
+            let elsewhere = r.flag == "--tokenizer-mode"
+                || r.flag.starts_with("--backend ")
+                || r.flag.starts_with("--dataset-name ");
+            assert!(
+                parsed.contains(&r.flag) || elsewhere,
+                "{} is never raised",
+                r.flag
+            );
+        }
+    }
+}

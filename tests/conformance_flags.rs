@@ -1,0 +1,362 @@
+//! Flag conformance: every flag of the reference tools' own argument parsers (vLLM 0.33.0's
+//! `vllm bench serve`, SGLang 0.5.23's `python -m sglang.bench_serving`), read by
+//! `tests/conformance/argparse_dump.py`, is either accepted by the drop-in (a command line using
+//! it parses, with the reference's default where the parser shows one) or refused naming itself
+//! and the reason listed in the tool's one table (`src/bench/{vllm,sglang}/flags.rs`). Never
+//! clap's "unexpected argument".
+//!
+//! With the references installed (`scripts/references.sh`, variables exported by `.ci/run`)
+//! the flags are read live and must equal the kept copy in `tests/conformance/`; without them
+//! the kept copy is checked (and under `CI=true` the test fails).
+
+#[path = "conformance/reference.rs"]
+mod reference;
+
+use clap::{CommandFactory, Parser};
+use llmspeed::bench::refusal::Refusal;
+use reference::Tool;
+use serde_json::Value;
+
+#[derive(Parser)]
+struct Serve {
+    #[command(flatten)]
+    a: llmspeed::bench::vllm::args::ServeArgs,
+}
+
+#[derive(Parser)]
+struct Sglang {
+    #[command(flatten)]
+    a: llmspeed::bench::sglang::args::SglangArgs,
+}
+
+/// A command line parsed (the outer `Err`: clap refused it) and validated (the inner one).
+type Outcome = Result<Result<(), String>, String>;
+
+/// One drop-in as this test drives it: parse, validate, its refusal table and its defaults.
+struct DropIn {
+    tool: Tool,
+    command: &'static str,
+    refused: &'static [Refusal],
+    defaults_differ: &'static [(&'static str, &'static str)],
+    /// Parses (clap) and validates a command line.
+    run: fn(&[String]) -> Outcome,
+    cmd: fn() -> clap::Command,
+    /// Flags whose refusal shows only in a context (the dataset that reads them).
+    context: &'static [(&'static str, &'static [&'static str])],
+}
+
+fn serve_run(argv: &[String]) -> Outcome {
+    let p = Serve::try_parse_from(std::iter::once("x".to_string()).chain(argv.iter().cloned()))
+        .map_err(|e| e.to_string())?;
+    Ok(p.a.validate().map(|_| ()))
+}
+
+fn sglang_run(argv: &[String]) -> Outcome {
+    let p = Sglang::try_parse_from(std::iter::once("x".to_string()).chain(argv.iter().cloned()))
+        .map_err(|e| e.to_string())?;
+    Ok(p.a.validate().map(|_| ()))
+}
+
+const VLLM: DropIn = DropIn {
+    tool: reference::VLLM,
+    command: "bench serve",
+    refused: llmspeed::bench::vllm::flags::REFUSED,
+    defaults_differ: llmspeed::bench::vllm::flags::DEFAULTS_DIFFER,
+    run: serve_run,
+    cmd: Serve::command,
+    context: &[],
+};
+
+const SGLANG: DropIn = DropIn {
+    tool: reference::SGLANG,
+    command: "bench sglang",
+    refused: llmspeed::bench::sglang::flags::REFUSED,
+    defaults_differ: llmspeed::bench::sglang::flags::DEFAULTS_DIFFER,
+    run: sglang_run,
+    cmd: Sglang::command,
+    context: &[
+        ("--sharegpt-context-len", &["--dataset-path", "d.json"]),
+        (
+            "--gsp-range-ratio",
+            &["--dataset-name", "generated-shared-prefix"],
+        ),
+        (
+            "--mooncake-num-rounds",
+            &["--dataset-name", "mooncake", "--dataset-path", "t.jsonl"],
+        ),
+    ],
+};
+
+/// A value the reference's parser takes for this flag (`None`: a switch); for a choice, the
+/// default, else the first choice not refused on its own (each choice is checked apart).
+fn sample(flag: &Value, name: &str, refused: &[Refusal]) -> Option<String> {
+    let kind = flag["kind"].as_str().unwrap_or("");
+    if matches!(
+        kind,
+        "store_true" | "store_false" | "boolean_optional" | "store_const"
+    ) {
+        return None;
+    }
+    if let Some(c) = flag["choices"].as_array() {
+        let choices: Vec<&str> = c.iter().filter_map(Value::as_str).collect();
+        let default = flag["default"].as_str().filter(|d| choices.contains(d));
+        let free = choices
+            .iter()
+            .find(|c| !refused.iter().any(|r| r.flag == format!("{name} {c}")));
+        return default.or(free.copied()).map(str::to_string);
+    }
+    // Flags whose reference type is a parser of its own.
+    let special = [
+        ("--goodput", "ttft:1"),
+        ("--metadata", "k=v"),
+        ("--header", "k=v"),
+        ("--timeline-itl-thresholds", "25,50"),
+        ("--percentile-metrics", "ttft"),
+        ("--metric-percentiles", "99"),
+        ("--random-range-ratio", "0.1"),
+        ("--request-rate", "1"),
+        ("--tokenizer-mode", "slow"),
+        // Refused away from the reference's default only: a value that is not the default.
+        ("--random-batch-size", "2"),
+        ("--mooncake-num-rounds", "2"),
+        ("--gsp-num-turns", "2"),
+        ("--gsp-range-ratio", "0.5"),
+        ("--dataset-offset", "3"),
+    ];
+    if let Some((_, v)) = special.iter().find(|(f, _)| *f == name) {
+        return Some(v.to_string());
+    }
+    Some(
+        match flag["type"].as_str() {
+            Some("int") => "1",
+            Some("float") | Some("_finite_positive_float") => "0.5",
+            Some("loads") => "{}",
+            _ => "x",
+        }
+        .to_string(),
+    )
+}
+
+/// The table row that refuses `name`: its own, or a `--prefix-*` row.
+fn row_for(table: &'static [Refusal], name: &str) -> Option<&'static Refusal> {
+    table.iter().find(|r| r.flag == name).or_else(|| {
+        table.iter().find(|r| {
+            r.flag
+                .strip_suffix('*')
+                .is_some_and(|prefix| name.starts_with(prefix))
+        })
+    })
+}
+
+/// Does our default for `name` read as the reference's `default`?
+fn same_default(cmd: &clap::Command, name: &str, default: &Value) -> Result<(), String> {
+    let long = name.trim_start_matches("--");
+    let arg = cmd
+        .get_arguments()
+        .find(|a| {
+            a.get_long() == Some(long) || a.get_all_aliases().is_some_and(|al| al.contains(&long))
+        })
+        .ok_or_else(|| format!("{name}: no such argument"))?;
+    let ours: Vec<String> = arg
+        .get_default_values()
+        .iter()
+        .map(|v| v.to_string_lossy().into_owned())
+        .collect();
+    let same = match (default, ours.as_slice()) {
+        (Value::Null, []) => true,
+        (Value::Bool(false), []) => true,
+        (Value::Bool(b), [o]) => o == &b.to_string(),
+        (Value::Number(n), [o]) => o.parse::<f64>().ok() == n.as_f64(),
+        (Value::String(s), [o]) => {
+            s == o || (s.parse::<f64>().is_ok() && s.parse::<f64>().ok() == o.parse::<f64>().ok())
+        }
+        (Value::String(s), []) => s.is_empty(),
+        _ => false,
+    };
+    if same {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name}: the reference's default is {default}, ours {ours:?}"
+        ))
+    }
+}
+
+/// Checks every flag of `d`'s reference; returns the problems, one line each.
+fn check(d: &DropIn, flags: &[Value]) -> (Vec<String>, usize, usize) {
+    assert!(
+        flags.len() > 50,
+        "{}: only {} flags read",
+        d.tool.name,
+        flags.len()
+    );
+    let cmd = (d.cmd)();
+    let (mut problems, mut accepted, mut refused) = (Vec::new(), 0, 0);
+    for f in flags {
+        let names: Vec<&str> = f["flags"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| n.starts_with("--"))
+            .collect();
+        for name in names {
+            let mut argv: Vec<String> = d
+                .context
+                .iter()
+                .find(|(f, _)| *f == name)
+                .map(|(_, c)| c.iter().map(|s| s.to_string()).collect())
+                .unwrap_or_default();
+            argv.push(name.to_string());
+            argv.extend(sample(f, name, d.refused));
+            let outcome = (d.run)(&argv);
+            match (row_for(d.refused, name), outcome) {
+                (_, Err(clap)) => problems.push(format!(
+                    "{argv:?}: not accepted by llmspeed {}: {}",
+                    d.command,
+                    clap.lines().next().unwrap_or("")
+                )),
+                (Some(row), Ok(res)) => {
+                    let want = format!(
+                        "{} is not supported by llmspeed {}: {}",
+                        row.flag, d.command, row.reason
+                    );
+                    match res {
+                        Err(e) if e == want => refused += 1,
+                        other => problems.push(format!(
+                            "{argv:?}: listed as refused, but validate says {other:?}"
+                        )),
+                    }
+                }
+                (None, Ok(res)) => {
+                    if let Err(e) = &res {
+                        if e.contains("is not supported by llmspeed") {
+                            problems.push(format!("{argv:?}: refused without a row: {e}"));
+                            continue;
+                        }
+                    }
+                    accepted += 1;
+                    if !d.defaults_differ.iter().any(|(n, _)| *n == name)
+                        && f["kind"].as_str() != Some("boolean_optional")
+                    {
+                        if let Err(e) = same_default(&cmd, name, &f["default"]) {
+                            problems.push(e);
+                        }
+                    }
+                }
+            }
+        }
+        // Every choice: accepted, or refused by its own `--flag value` row.
+        let (Some(choices), Some(name)) = (f["choices"].as_array(), f["flags"][0].as_str()) else {
+            continue;
+        };
+        if row_for(d.refused, name).is_some() {
+            continue; // the whole flag is refused, whatever the choice
+        }
+        for c in choices.iter().filter_map(Value::as_str) {
+            let argv = vec![name.to_string(), c.to_string()];
+            let row = d.refused.iter().find(|r| r.flag == format!("{name} {c}"));
+            match ((d.run)(&argv), row) {
+                (Err(clap), _) => problems.push(format!("{argv:?}: not accepted: {clap}")),
+                (Ok(Err(e)), Some(r)) if e.starts_with(r.flag) && e.ends_with(r.reason) => {}
+                (Ok(res), Some(_)) => {
+                    problems.push(format!("{argv:?}: listed as refused, but {res:?}"))
+                }
+                (Ok(Err(e)), None) if e.contains("not supported") || e.contains("unknown") => {
+                    problems.push(format!("{argv:?}: {e}"))
+                }
+                (Ok(_), None) => {}
+            }
+        }
+    }
+    (problems, accepted, refused)
+}
+
+/// Each row of the table names a flag (or choice) the reference has: no stale refusal.
+fn rows_name_reference_flags(d: &DropIn, flags: &[Value]) {
+    for r in d.refused {
+        let (flag, choice) = r.flag.split_once(' ').unwrap_or((r.flag, ""));
+        let hit = flags.iter().any(|f| {
+            let names: Vec<&str> = f["flags"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            let name_ok = names
+                .iter()
+                .any(|n| *n == flag || flag.strip_suffix('*').is_some_and(|p| n.starts_with(p)));
+            name_ok
+                && (choice.is_empty()
+                    || f["choices"]
+                        .as_array()
+                        .is_some_and(|c| c.iter().any(|v| v == choice)))
+        });
+        assert!(
+            hit,
+            "{}: the row {:?} names no flag of the reference",
+            d.tool.name, r.flag
+        );
+    }
+}
+
+/// The tool's migration page names every refusal, so a user can check a command line there.
+fn docs_list_every_refusal(d: &DropIn) {
+    let page = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("docs/migrate-{}.md", d.tool.name));
+    let text = std::fs::read_to_string(&page).unwrap();
+    for r in d.refused {
+        let (flag, choice) = r.flag.split_once(' ').unwrap_or((r.flag, ""));
+        let named = if choice.is_empty() {
+            text.contains(&format!("`{flag}`"))
+                || text.contains(&format!("{flag},"))
+                || text.contains(&format!("{flag} "))
+                || flag
+                    .match_indices('-')
+                    .skip(2)
+                    .any(|(i, _)| text.contains(&format!("{}*", &flag[..=i])))
+        } else {
+            text.contains(flag)
+                && (text.contains(choice)
+                    || choice
+                        .match_indices('-')
+                        .any(|(i, _)| text.contains(&format!("{}*", &choice[..i]))))
+        };
+        assert!(
+            named,
+            "{} does not name the refused {:?}",
+            page.display(),
+            r.flag
+        );
+    }
+}
+
+fn conform(d: &DropIn) {
+    // Read once: the reference's Python imports its whole package (tens of seconds).
+    let flags = d.tool.flags();
+    rows_name_reference_flags(d, &flags);
+    docs_list_every_refusal(d);
+    let (problems, accepted, refused) = check(d, &flags);
+    eprintln!(
+        "{} {}: {accepted} flag spellings accepted, {refused} refused with their reason",
+        d.tool.name, d.tool.version
+    );
+    assert!(
+        problems.is_empty(),
+        "llmspeed {} does not conform to {} {}:\n{}",
+        d.command,
+        d.tool.name,
+        d.tool.version,
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn bench_serve_takes_every_flag_of_vllm_bench_serve() {
+    conform(&VLLM);
+}
+
+#[test]
+fn bench_sglang_takes_every_flag_of_sglang_bench_serving() {
+    conform(&SGLANG);
+}

@@ -1,0 +1,518 @@
+//! Run conformance: each command line of [`RUNS`] is run by the reference tool (vLLM 0.33.0's
+//! `vllm bench serve`, SGLang 0.5.23's `python -m sglang.bench_serving`) and by the drop-in
+//! against the same simulated server, and what each produced is compared: the exit code, the
+//! result file's keys and their order (ours carries one more, `llmspeed`, last), the console
+//! block's lines and their order, completed and failed counts and the token totals.
+//!
+//! Needs the references (`scripts/references.sh`; `.ci/run` exports their Pythons) and the tiny
+//! Hugging Face tokenizer of `scripts/vllm-server.sh` (`LLMSPEED_VLLM_MODEL`), which both tools
+//! load: NOT RUN without them, a failure under `CI=true`.
+//!
+//! To add a case, add a row to [`RUNS`]; a difference we keep on purpose goes into
+//! [`DELIBERATE`] with its reason.
+
+#[path = "conformance/reference.rs"]
+mod reference;
+mod support;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use support::mock::MockThread;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Tool {
+    /// `vllm bench serve` / `llmspeed bench serve`.
+    Vllm,
+    /// `python -m sglang.bench_serving` / `llmspeed bench sglang`.
+    Sglang,
+}
+
+/// One command line, run by both tools (the server, model, tokenizer and output file flags are
+/// added by the test).
+struct Run {
+    name: &'static str,
+    tool: Tool,
+    args: &'static [&'static str],
+    /// How `total_input_tokens` may differ (the other totals must be equal).
+    input: Input,
+}
+
+/// How the two tools' input token totals compare, and why they may differ.
+#[derive(Clone, Copy, Debug)]
+enum Input {
+    Equal,
+    /// Ours is the reference's plus one per completed request: vLLM 0.33 and SGLang 0.5.23
+    /// shorten each random text prompt by the tokenizer's special tokens (the BOS a server adds
+    /// to a text prompt); llmspeed sends token ids, to which no server adds one, at the full
+    /// length. The mock adds none to either, so the reference's prompts count one token fewer
+    /// there (the tiny tokenizer adds one BOS); on a server that adds a BOS to text both reach
+    /// the requested length.
+    PlusOneSpecialPerRequest,
+    /// Within this many percent: chat prompts are text on both sides (vLLM's decoded ids
+    /// aligned with /tokenize, llmspeed's ids through /detokenize), which the server's chat
+    /// template and re-tokenization lengthen differently.
+    WithinPercent(f64),
+}
+
+/// The command lines. Each one runs in a few seconds on the fast mock profile.
+const RUNS: &[Run] = &[
+    Run {
+        name: "random on completions",
+        tool: Tool::Vllm,
+        args: &[
+            "--backend",
+            "openai",
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            "--seed",
+            "3",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "random on chat with a concurrency limit, a rate and every metric",
+        tool: Tool::Vllm,
+        args: &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "8",
+            "--input-len",
+            "24",
+            "--output-len",
+            "6",
+            "--max-concurrency",
+            "2",
+            "--request-rate",
+            "50",
+            "--burstiness",
+            "0.5",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el,client_queue_time,e2el_including_client_queue",
+            "--metric-percentiles",
+            "50,90,99",
+            "--temperature",
+            "0",
+        ],
+        input: Input::WithinPercent(10.0),
+    },
+    Run {
+        name: "prefix_repetition on completions",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "prefix_repetition",
+            "--num-prompts",
+            "8",
+            "--prefix-repetition-prefix-len",
+            "16",
+            "--prefix-repetition-suffix-len",
+            "8",
+            "--prefix-repetition-num-prefixes",
+            "2",
+            "--prefix-repetition-output-len",
+            "4",
+            "--ignore-eos",
+        ],
+        // vLLM builds these prompts at their exact length (no room left for specials).
+        input: Input::Equal,
+    },
+    Run {
+        name: "random-ids on SGLang's OpenAI completions",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "random-ids",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            // Exact lengths: the two tools' random draws differ (numpy's generator is not ours).
+            "--random-range-ratio",
+            "1.0",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "random-ids on SGLang's chat",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "random-ids",
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "6",
+            "--max-concurrency",
+            "2",
+            "--random-range-ratio",
+            "1.0",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+];
+
+/// Differences kept on purpose: (tool, what, reason). `what` is a result key ours lacks or
+/// adds, or a console label.
+const DELIBERATE: &[(Tool, &str, &str)] = &[];
+
+fn deliberate(tool: Tool, what: &str) -> bool {
+    DELIBERATE.iter().any(|(t, w, _)| *t == tool && *w == what)
+}
+
+/// What one tool's run left behind.
+struct Ran {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    result: Option<Value>,
+    /// The result's keys in file order.
+    keys: Vec<String>,
+}
+
+fn ran(out: Output, file: &Path) -> Ran {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    // vLLM writes one JSON object; SGLang appends one JSON line.
+    let line = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    let result: Option<Value> = serde_json::from_str(&python_json(line)).ok();
+    Ran {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        keys: keys_in_order(line),
+        result,
+    }
+}
+
+/// Python's `json.dump` writes `NaN` and `Infinity` bare; as JSON they are read as null.
+fn python_json(line: &str) -> String {
+    let mut s = line.to_string();
+    for bare in ["-Infinity", "Infinity", "NaN"] {
+        for lead in [": ", ", ", "["] {
+            s = s.replace(&format!("{lead}{bare}"), &format!("{lead}null"));
+        }
+    }
+    s
+}
+
+/// The keys of the JSON object `text` in the order written (a parsed map would sort them).
+fn keys_in_order(text: &str) -> Vec<String> {
+    let b = text.as_bytes();
+    let (mut depth, mut i, mut keys) = (0i32, 0usize, Vec::new());
+    while i < b.len() {
+        match b[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth -= 1,
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let rest = text[(i + 1).min(text.len())..].trim_start();
+                if depth == 1 && rest.starts_with(':') {
+                    if let Ok(k) = serde_json::from_str::<String>(&text[start..=i]) {
+                        keys.push(k);
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    keys
+}
+
+/// The console block: from the "Serving Benchmark Result" line to the closing `=` line.
+fn block(stdout: &str) -> Vec<String> {
+    let lines: Vec<&str> = stdout.lines().collect();
+    let Some(start) = lines
+        .iter()
+        .position(|l| l.contains(" Serving Benchmark Result "))
+    else {
+        return Vec::new();
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|l| !l.is_empty() && l.chars().all(|c| c == '='))
+        .map_or(lines.len(), |e| start + 1 + e + 1);
+    lines[start..end].iter().map(|l| l.to_string()).collect()
+}
+
+/// A console row's label (the text before the value column), or the whole line for headers.
+fn label(line: &str) -> String {
+    match line.get(..40) {
+        Some(l) if line.len() > 40 && line.as_bytes()[40] == b' ' => l.trim_end().to_string(),
+        _ => line.trim_end().to_string(),
+    }
+}
+
+/// The value printed on the row labelled `label`.
+fn value<'a>(block: &'a [String], label_text: &str) -> Option<&'a str> {
+    block
+        .iter()
+        .find(|l| label(l) == label_text)
+        .and_then(|l| l.get(41..))
+        .map(str::trim)
+}
+
+/// vLLM's traffic lines before the run (ours prints them too).
+fn traffic_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with("Traffic ")
+                || l.starts_with("Burstiness factor: ")
+                || l.starts_with("Maximum request concurrency: ")
+                || l.starts_with("Will increase RPS")
+        })
+        .collect()
+}
+
+struct Env {
+    tokenizer: PathBuf,
+}
+
+fn env() -> Option<Env> {
+    let tokenizer = match std::env::var_os("LLMSPEED_VLLM_MODEL") {
+        Some(m) if Path::new(&m).join("tokenizer.json").exists() => PathBuf::from(m),
+        _ => {
+            let msg = "LLMSPEED_VLLM_MODEL (the tiny model of scripts/vllm-server.sh, whose \
+                       tokenizer both tools load) is not set";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            eprintln!("NOT RUN: {msg}");
+            return None;
+        }
+    };
+    Some(Env { tokenizer })
+}
+
+/// Runs one row with both tools against one mock; returns (reference, ours).
+fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
+    let mock = MockThread::start(llmspeed::mock::MockConfig::profile(
+        llmspeed::mock::Profile::Fast,
+    ));
+    let (tool, sub, ext) = match row.tool {
+        Tool::Vllm => (reference::VLLM, "serve", "json"),
+        Tool::Sglang => (reference::SGLANG, "sglang", "jsonl"),
+    };
+    // The same command line for both, but for the file each one writes.
+    let args = |file: &str| -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "--base-url".into(),
+            mock.url(),
+            "--tokenizer".into(),
+            env.tokenizer.display().to_string(),
+            "--disable-tqdm".into(),
+        ];
+        let out: Vec<String> = match row.tool {
+            Tool::Vllm => vec![
+                "--save-result".into(),
+                "--result-dir".into(),
+                dir.display().to_string(),
+                "--result-filename".into(),
+                file.into(),
+            ],
+            Tool::Sglang => vec!["--output-file".into(), dir.join(file).display().to_string()],
+        };
+        a.extend(out);
+        a.extend(row.args.iter().map(|s| s.to_string()));
+        a
+    };
+    let (rf, of) = (format!("ref.{ext}"), format!("ours.{ext}"));
+    let r = tool
+        .command(python)
+        .args(args(&rf))
+        .output()
+        .expect("run the reference");
+    let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["bench", sub])
+        .args(args(&of))
+        .output()
+        .expect("run llmspeed");
+    mock.stop();
+    (ran(r, &dir.join(rf)), ran(o, &dir.join(of)))
+}
+
+/// Every difference between the two runs of `row` that is not [`DELIBERATE`], one line each.
+fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |what: String| out.push(format!("{}: {what}", row.name));
+    if r.code != o.code {
+        differ(format!(
+            "exit code: reference {:?}, llmspeed {:?}\nreference stderr tail: {}\nllmspeed stderr: {}",
+            r.code,
+            o.code,
+            tail(&r.stderr),
+            tail(&o.stderr)
+        ));
+        return out;
+    }
+    let (Some(rv), Some(ov)) = (&r.result, &o.result) else {
+        differ(format!(
+            "result file: reference {}, llmspeed {}\nreference stderr tail: {}",
+            r.result.is_some(),
+            o.result.is_some(),
+            tail(&r.stderr)
+        ));
+        return out;
+    };
+    // Keys and their order: ours is the reference's plus `llmspeed`, last.
+    let ours: Vec<&String> = o
+        .keys
+        .iter()
+        .filter(|k| *k != "llmspeed" && !deliberate(row.tool, k))
+        .collect();
+    let theirs: Vec<&String> = r.keys.iter().filter(|k| !deliberate(row.tool, k)).collect();
+    if ours != theirs {
+        differ(format!(
+            "result keys differ:\n  reference: {theirs:?}\n  llmspeed:  {ours:?}"
+        ));
+    }
+    if o.keys.last().map(String::as_str) != Some("llmspeed") {
+        differ("llmspeed's own figures are not the last key, `llmspeed`".into());
+    }
+    let total = |v: &Value| v["total_input_tokens"].as_f64().unwrap_or(f64::NAN);
+    let (ri, oi) = (total(rv), total(ov));
+    let input_ok = match row.input {
+        Input::Equal => ri == oi,
+        Input::PlusOneSpecialPerRequest => oi == ri + ov["completed"].as_f64().unwrap_or(f64::NAN),
+        Input::WithinPercent(p) => (oi - ri).abs() <= ri * p / 100.0,
+    };
+    if !input_ok {
+        differ(format!(
+            "total_input_tokens: reference {ri}, llmspeed {oi} (expected {:?})",
+            row.input
+        ));
+    }
+    for k in ["completed", "failed", "total_output_tokens"] {
+        if rv.get(k) != ov.get(k) {
+            differ(format!(
+                "{k}: reference {:?}, llmspeed {:?}",
+                rv.get(k),
+                ov.get(k)
+            ));
+        }
+    }
+    // The console block: the same labels in the same order, the same counts.
+    let (rb, ob) = (block(&r.stdout), block(&o.stdout));
+    let labels = |b: &[String]| -> Vec<String> {
+        b.iter()
+            .map(|l| label(l))
+            .filter(|l| !deliberate(row.tool, l))
+            .collect()
+    };
+    if labels(&rb) != labels(&ob) {
+        differ(format!(
+            "console block labels differ:\n  reference: {:?}\n  llmspeed:  {:?}",
+            labels(&rb),
+            labels(&ob)
+        ));
+    }
+    for l in [
+        "Successful requests:",
+        "Failed requests:",
+        "Total generated tokens:",
+        "Maximum request concurrency:",
+        "Max request concurrency:",
+        "Backend:",
+        "Traffic request rate:",
+    ] {
+        if value(&rb, l) != value(&ob, l) {
+            differ(format!(
+                "console {l:?}: reference {:?}, llmspeed {:?}",
+                value(&rb, l),
+                value(&ob, l)
+            ));
+        }
+    }
+    if row.tool == Tool::Vllm && traffic_lines(&r.stdout) != traffic_lines(&o.stdout) {
+        differ(format!(
+            "traffic lines differ:\n  reference: {:?}\n  llmspeed:  {:?}",
+            traffic_lines(&r.stdout),
+            traffic_lines(&o.stdout)
+        ));
+    }
+    out
+}
+
+fn tail(s: &str) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+fn conform(tool: Tool) {
+    let t = match tool {
+        Tool::Vllm => reference::VLLM,
+        Tool::Sglang => reference::SGLANG,
+    };
+    let Some(python) = t.python() else { return };
+    let Some(env) = env() else { return };
+    let mut problems = Vec::new();
+    for row in RUNS.iter().filter(|r| r.tool == tool) {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, o) = run_both(row, &env, &python, dir.path());
+        problems.extend(compare(row, &r, &o));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} {} and llmspeed differ:\n{}",
+        t.name,
+        t.version,
+        problems.join("\n\n")
+    );
+}
+
+#[test]
+fn bench_serve_runs_as_vllm_bench_serve_does() {
+    conform(Tool::Vllm);
+}
+
+#[test]
+fn bench_sglang_runs_as_sglang_bench_serving_does() {
+    conform(Tool::Sglang);
+}
+
+#[test]
+fn the_comparison_reads_keys_in_file_order_and_console_rows() {
+    assert_eq!(
+        keys_in_order(r#"{"b": {"a": 1, "z": ["q"]}, "a": "x\"y:", "c": NaN}"#),
+        ["b", "a", "c"]
+    );
+    let v: Value = serde_json::from_str(&python_json(r#"{"r": Infinity, "l": [NaN, 1]}"#)).unwrap();
+    assert_eq!(
+        (v["r"].clone(), v["l"][1].clone()),
+        (Value::Null, serde_json::json!(1))
+    );
+    let rows = [
+        format!("{:=^50}", " Serving Benchmark Result "),
+        format!("{:<40} {:<10}", "Successful requests:", 8),
+        "=".repeat(50),
+    ];
+    let stdout = format!("noise\n{}\nafter\n", rows.join("\n"));
+    let b = block(&stdout);
+    assert_eq!(b.len(), 3);
+    assert_eq!(label(&b[1]), "Successful requests:");
+    assert_eq!(value(&b, "Successful requests:"), Some("8"));
+}
