@@ -83,6 +83,24 @@ fn plot_timeline_writes_one_bar_per_request_self_contained() {
     assert!(file.exists());
 }
 
+/// vLLM makes `--result-dir` when it does not exist before writing either file; the timeline page
+/// is written first, so it must not fail on a folder that is not there yet.
+#[test]
+fn plot_timeline_makes_a_result_dir_that_does_not_exist_yet() {
+    let m = mock();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("not/yet");
+    let o = Command::new(BIN)
+        .args(serve_args(&m.url, std::path::Path::new("run.json")))
+        .args(["--plot-timeline", "--result-dir", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let html = std::fs::read_to_string(out.join("run.timeline.html")).unwrap();
+    assert_eq!(html.matches("<g class=\"req\">").count(), 7, "{html}");
+    assert!(out.join("run.json").exists());
+}
+
 #[test]
 fn bad_thresholds_are_a_usage_error() {
     for bad in ["25", "25,50,75", "50,25", "a,b"] {

@@ -1,7 +1,7 @@
 //! `--tokenizer` with a real `tokenizers` build: hand-written `tokenizer.json` files loaded by
 //! path, by directory and by model id through a fake Hugging Face cache; exact counts; prose
-//! calibration reaching its target. Needs `--features hf-tokenizer` (CI runs it so); the error
-//! without the feature is a unit test in `src/workload/tokenizer.rs`.
+//! calibration reaching its target. The feature `hf-tokenizer` is in the default build; the error
+//! without it is a unit test in `src/workload/tokenizer.rs`.
 #![cfg(feature = "hf-tokenizer")]
 
 use std::path::{Path, PathBuf};

@@ -409,8 +409,12 @@ pub fn report(
         let run: serde_json::Map<String, Value> = out.pairs(false).into_iter().collect();
         let header = crate::report::header::RunHeader::bench_serve(&run);
         let html = timeline_html::render(&timeline_html::requests(&out.detailed), th, &header);
-        std::fs::write(&html_path, html)
-            .map_err(|e| RunError::Save(html_path.display().to_string(), e))?;
+        let err = |e| RunError::Save(html_path.display().to_string(), e);
+        // vLLM makes --result-dir before either file is written; the page may come first.
+        if let Some(dir) = html_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        std::fs::write(&html_path, html).map_err(err)?;
         writeln!(w, "Timeline plot saved to: {}", html_path.display()).map_err(io)?;
     }
     if !(cfg.save_result || cfg.append_result) {
