@@ -6,6 +6,9 @@
 //! the file by hand. With `hf-tokenizer`, `--tokenizer org/name` resolved through the download
 //! counts exactly as the same `tokenizer.json` read from a local path.
 
+#[path = "support/mock.rs"]
+mod mock_server;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -26,7 +29,11 @@ const TOKENIZER: &str = r#"{"version":"1.0","truncation":null,"padding":null,
 "special_tokens":{"[BOS]":{"id":"[BOS]","ids":[1],"tokens":["[BOS]"]}}},
 "decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0,"[BOS]":1,"the":2,"cat":3},"unk_token":"[UNK]"}}"#;
 
-const SHAREGPT_BODY: &str = r#"[{"id":"a","conversations":[{"from":"human","value":"hi"},{"from":"gpt","value":"hello"}]}]"#;
+const SHAREGPT_BODY: &str = r#"[
+{"id":"a","conversations":[{"from":"human","value":"Tell me about the sea and the ships on it."},{"from":"gpt","value":"The sea is wide and the ships sail on it every day of the year."}]},
+{"id":"b","conversations":[{"from":"human","value":"Name three colours you can see in a rainbow."},{"from":"gpt","value":"Red, orange and yellow are three of the colours in a rainbow."}]},
+{"id":"c","conversations":[{"from":"human","value":"only one turn here"}]}
+]"#;
 
 /// One request the stand-in saw: its target and its `Authorization` header.
 #[derive(Clone, Debug)]
@@ -265,4 +272,75 @@ fn a_downloaded_tokenizer_counts_as_the_same_file_read_locally() {
         assert_eq!(n, read.count(text).unwrap(), "{text:?}");
         assert_eq!(n, text.split_whitespace().count() as u64 + 1, "{text:?}");
     }
+}
+
+/// `llmspeed bench sglang --dataset-name sharegpt` without `--dataset-path`, as SGLang runs it:
+/// the ShareGPT file fetched from `HF_ENDPOINT` into `HF_HUB_CACHE`, then the run; a second
+/// run with `HF_HUB_OFFLINE=1` and no hub uses the cache; offline with an empty cache the
+/// command fails naming the file and where to put it.
+#[test]
+fn bench_sglang_fetches_sharegpt_when_no_path_is_given() {
+    let hub = fake_hub();
+    let mock = mock_server::TracedMock::start(500.0);
+    let base = format!("http://{}", mock.addr);
+    let cache = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let record = out_dir.path().join("runs.jsonl");
+    let run = |cache: &Path, endpoint: &str, offline: bool| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"));
+        cmd.args(["bench", "sglang", "--base-url", &base])
+            .args(["--dataset-name", "sharegpt", "--num-prompts", "2"])
+            .args(["--sharegpt-output-len", "8", "--disable-tqdm"])
+            .arg("--output-file")
+            .arg(&record)
+            .env("HF_HUB_CACHE", cache)
+            .env("HF_ENDPOINT", endpoint)
+            .env_remove("HF_TOKEN")
+            .env_remove("OPENAI_API_KEY");
+        if offline {
+            cmd.env("HF_HUB_OFFLINE", "1");
+        } else {
+            cmd.env_remove("HF_HUB_OFFLINE");
+        }
+        cmd.output().unwrap()
+    };
+    let completed = |line: usize| -> u64 {
+        let text = std::fs::read_to_string(&record).unwrap();
+        // SGLang's record may hold NaN (Python's json writes it), so read the one key by hand.
+        let l = text.lines().nth(line).unwrap();
+        let at = l.find("\"completed\": ").unwrap() + "\"completed\": ".len();
+        let digits: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().unwrap()
+    };
+    let out = run(cache.path(), &hub.url, false);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(completed(0), 2);
+    assert!(hub::cached(cache.path(), &SHAREGPT).is_some());
+    let fetched = hub.seen.lock().unwrap().len();
+    assert_eq!(fetched, 2, "one hub request, one CDN request");
+    let out = run(cache.path(), &refused_url(), true);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(completed(1), 2);
+    assert_eq!(hub.seen.lock().unwrap().len(), fetched);
+    let empty = tempfile::tempdir().unwrap();
+    let out = run(empty.path(), &hub.url, true);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "ShareGPT_V3_unfiltered_cleaned_split.json",
+        "HF_HUB_OFFLINE",
+        "snapshots/manual/",
+        "--dataset-path",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    drop(mock);
 }

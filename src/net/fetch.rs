@@ -89,17 +89,17 @@ pub fn fetch(url: &str, bearer: Option<&str>, dest: &mut dyn Write) -> Result<Fe
         let token = bearer.filter(|_| same_origin(&target, &origin));
         let mut conn = open(&target, &current)?;
         send(
-            &mut conn,
+            &mut *conn,
             &target,
             &path_and_query(&current),
             token,
             &current,
         )?;
-        let (head, mut buf) = read_head(&mut conn, &current)?;
+        let (head, mut buf) = read_head(&mut *conn, &current)?;
         let first = first_headers.get_or_insert_with(|| head.headers.clone());
         match head.status {
             200..=299 => {
-                let bytes = read_body(&mut conn, head.body, &mut buf, dest, &current)?;
+                let bytes = read_body(&mut *conn, head.body, &mut buf, dest, &current)?;
                 return Ok(Fetched {
                     first_headers: first.clone(),
                     final_url: current,
@@ -218,7 +218,7 @@ fn open(target: &Target, url: &str) -> Result<Box<dyn ReadWrite>, FetchError> {
 }
 
 fn send(
-    conn: &mut Box<dyn ReadWrite>,
+    conn: &mut dyn ReadWrite,
     target: &Target,
     path: &str,
     bearer: Option<&str>,
@@ -245,11 +245,7 @@ fn send(
         .map_err(|e| transfer(url, format!("cannot send the request: {e}")))
 }
 
-fn read_more(
-    conn: &mut Box<dyn ReadWrite>,
-    buf: &mut BytesMut,
-    url: &str,
-) -> Result<usize, FetchError> {
+fn read_more(conn: &mut dyn ReadWrite, buf: &mut BytesMut, url: &str) -> Result<usize, FetchError> {
     let mut chunk = [0u8; READ_CHUNK];
     let n = conn
         .read(&mut chunk)
@@ -259,7 +255,7 @@ fn read_more(
 }
 
 fn read_head(
-    conn: &mut Box<dyn ReadWrite>,
+    conn: &mut dyn ReadWrite,
     url: &str,
 ) -> Result<(crate::proto::http1::ResponseHead, BytesMut), FetchError> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -277,7 +273,7 @@ fn read_head(
 }
 
 fn read_body(
-    conn: &mut Box<dyn ReadWrite>,
+    conn: &mut dyn ReadWrite,
     kind: crate::proto::http1::BodyKind,
     buf: &mut BytesMut,
     dest: &mut dyn Write,
