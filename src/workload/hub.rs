@@ -217,27 +217,29 @@ pub fn get(
     cache_dir: &Path,
     file: &HubFile<'_>,
     settings: &HubSettings,
-) -> Result<PathBuf, HubError> {
+) -> Result<PathBuf, Box<HubError>> {
     if let Some(p) = cached(cache_dir, file) {
         return Ok(p);
     }
     let url = file.url(&settings.endpoint);
     let by_hand = by_hand(cache_dir, file).display().to_string();
     if settings.offline {
-        return Err(HubError::Offline {
+        return Err(Box::new(HubError::Offline {
             file: file.file.into(),
             repo: file.repo.into(),
             url,
             by_hand,
             flag: file.flag.into(),
-        });
+        }));
     }
     let repo = cache_dir.join(file.folder());
     let blobs = repo.join("blobs");
-    let store_err = |path: &Path, err: io::Error| HubError::Store {
-        file: file.file.into(),
-        path: path.to_path_buf(),
-        err,
+    let store_err = |path: &Path, err: io::Error| {
+        Box::new(HubError::Store {
+            file: file.file.into(),
+            path: path.to_path_buf(),
+            err,
+        })
     };
     fs::create_dir_all(&blobs).map_err(|e| store_err(&blobs, e))?;
     let tmp = blobs.join(format!(".llmspeed-{}.incomplete", std::process::id()));
@@ -248,22 +250,22 @@ pub fn get(
         Ok(f) => f,
         Err(cause) => {
             let _ = fs::remove_file(&tmp);
-            return Err(HubError::Download {
+            return Err(Box::new(HubError::Download {
                 file: file.file.into(),
                 repo: file.repo.into(),
                 url,
                 cause,
                 by_hand,
                 flag: file.flag.into(),
-            });
+            }));
         }
     };
     let (commit, etag) = revision_of(&fetched).map_err(|header| {
         let _ = fs::remove_file(&tmp);
-        HubError::NotHub {
+        Box::new(HubError::NotHub {
             url: url.clone(),
             header,
-        }
+        })
     })?;
     store(&repo, file.file, &commit, &etag, &tmp).map_err(|(p, e)| store_err(&p, e))
 }

@@ -49,7 +49,7 @@ pub enum TokenizerError {
     #[error("tokenizer {path}: encoding failed: {message}")]
     Encode { path: PathBuf, message: String },
     #[error("--tokenizer: {0}")]
-    Hub(#[from] super::hub::HubError),
+    Hub(#[from] Box<super::hub::HubError>),
     #[error("tokenizer {path}: chat prompts need the model's chat template, which is not applied locally; count chat prompts with the server")]
     ChatTemplate { path: PathBuf },
 }
