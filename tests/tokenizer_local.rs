@@ -112,7 +112,10 @@ fn loads_a_model_id_from_the_hugging_face_cache() {
 
     std::env::set_var("HF_HUB_CACHE", cache.path());
     let t = LocalTokenizer::load("acme/tiny-word");
+    // Offline, so the model missing from the cache is not fetched from huggingface.co.
+    std::env::set_var("HF_HUB_OFFLINE", "1");
     let missing = LocalTokenizer::load("acme/absent");
+    std::env::remove_var("HF_HUB_OFFLINE");
     std::env::remove_var("HF_HUB_CACHE");
 
     let t = t.unwrap();
@@ -121,7 +124,8 @@ fn loads_a_model_id_from_the_hugging_face_cache() {
     let msg = missing.unwrap_err().to_string();
     assert!(msg.contains("acme/absent"), "{msg}");
     assert!(msg.contains("models--acme--absent/snapshots"), "{msg}");
-    assert!(msg.contains("HF_HUB_CACHE"), "{msg}");
+    assert!(msg.contains(&cache.path().display().to_string()), "{msg}");
+    assert!(msg.contains("HF_HUB_OFFLINE"), "{msg}");
 
     // The same lookup with the cache passed in, without the environment.
     let t = LocalTokenizer::load_with("acme/tiny-word", Some(&HubCache::at(cache.path()))).unwrap();

@@ -23,6 +23,7 @@ mod config;
 mod connect;
 mod deadline;
 mod decode;
+pub mod fetch;
 mod observer;
 mod plain;
 mod pool;

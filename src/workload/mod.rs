@@ -1,6 +1,7 @@
 //! What to send and when: synthetic prompts of exact token counts, datasets, schedules.
 
 pub mod datasets;
+pub mod hub;
 pub mod prompt_cache;
 pub mod prose;
 pub mod request_id;

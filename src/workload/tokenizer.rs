@@ -4,11 +4,11 @@
 //! Owns: resolving a `--tokenizer` spec (a `tokenizer.json`, a directory holding one, or a model
 //! id found in the local Hugging Face cache) and counting the tokens of a text with it.
 //!
-//! Must never: download anything (no hub access: a missing model is an error naming where we
-//! looked), or run on the per-token path — counting happens while prompts are built, before any
-//! request is sent. The `tokenizers` crate is behind the `hf-tokenizer` feature, on in the default
-//! build; built without it (`--no-default-features`) the same API exists and
-//! [`LocalTokenizer::load`] says how to rebuild.
+//! Must never: reach the network itself (a model id missing from the cache is fetched by
+//! `workload::hub`, the way `huggingface_hub` does), or run on the per-token path — counting
+//! happens while prompts are built, before any request is sent. The `tokenizers` crate is behind
+//! the `hf-tokenizer` feature, on in the default build; built without it
+//! (`--no-default-features`) the same API exists and [`LocalTokenizer::load`] says how to rebuild.
 //!
 //! Chat prompts are not counted here: their count depends on the model's Jinja chat template
 //! (`tokenizer_config.json`), which this module does not apply. Chat prompt lengths come from the
@@ -49,6 +49,8 @@ pub enum TokenizerError {
     Load { path: PathBuf, message: String },
     #[error("tokenizer {path}: encoding failed: {message}")]
     Encode { path: PathBuf, message: String },
+    #[error("--tokenizer: {0}")]
+    Hub(#[from] Box<super::hub::HubError>),
     #[error("tokenizer {path}: chat prompts need the model's chat template, which is not applied locally; count chat prompts with the server")]
     ChatTemplate { path: PathBuf },
 }
@@ -166,9 +168,26 @@ pub fn resolve_with(spec: &str, cache: Option<&HubCache>) -> Result<PathBuf, Tok
     cache.ok_or(TokenizerError::NoCacheDir)?.find(spec)
 }
 
-/// [`resolve_with`] using the cache named by the environment.
+/// [`resolve_with`] using the cache named by the environment; a model id not in the cache is
+/// downloaded into it from the hub (`workload::hub`), as vLLM and SGLang do.
 pub fn resolve(spec: &str) -> Result<PathBuf, TokenizerError> {
-    resolve_with(spec, HubCache::from_env().as_ref())
+    let cache = HubCache::from_env();
+    match (resolve_with(spec, cache.as_ref()), &cache) {
+        (Err(TokenizerError::NotInCache { model, .. }), Some(c)) => {
+            let file = super::hub::HubFile {
+                kind: super::hub::RepoKind::Model,
+                repo: &model,
+                file: TOKENIZER_FILE,
+                flag: "--tokenizer",
+            };
+            Ok(super::hub::get(
+                &c.dir,
+                &file,
+                &super::hub::HubSettings::from_env(),
+            )?)
+        }
+        (r, _) => r,
+    }
 }
 
 /// `name` or `org/name` with the characters the hub allows; anything path-like (absolute,

@@ -501,10 +501,8 @@ impl SglangArgs {
         };
         match self.dataset_name.as_str() {
             "sharegpt" => {
-                d.path = Some(path.ok_or_else(|| {
-                    "--dataset-name sharegpt needs --dataset-path (llmspeed downloads nothing)"
-                        .to_string()
-                })?);
+                // No path: SGLang's ShareGPT file, fetched at run time (`run::hub_sharegpt`).
+                d.path = path;
                 if self.sharegpt_context_len.is_some() {
                     return Err(refuse("--sharegpt-context-len"));
                 }

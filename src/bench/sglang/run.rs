@@ -10,6 +10,7 @@ use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
 use super::{console, record, shard};
 use crate::bench::engine::connect::client_for;
+use crate::bench::engine::plan::Plan;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
 use crate::bench::engine::shard::Ran;
 use crate::bench::engine::steady;
@@ -19,8 +20,11 @@ use crate::net::{Cancel, Client};
 use crate::progress::Progress;
 use crate::server::TokenizeDialect;
 use crate::timeline::Timeline;
-use crate::workload::tokenizer::LocalTokenizer;
+use crate::workload::datasets::DatasetKind;
+use crate::workload::hub;
+use crate::workload::tokenizer::{HubCache, LocalTokenizer, TokenizerError};
 use serde_json::{json, Value};
+use std::borrow::Cow;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -67,7 +71,8 @@ pub async fn run(
     out: &mut (dyn Write + Send),
     progress: &mut (dyn Progress + Send),
 ) -> Result<Outcome, RunError> {
-    let measured = engine::run(&cfg.plan, clock.clone(), cancel, log, progress).await?;
+    let plan = hub_sharegpt(&cfg.plan)?;
+    let measured = engine::run(&plan, clock.clone(), cancel, log, progress).await?;
     let client = client_for(&cfg.plan, clock.clone())?;
     let (accept_length, info_s) = accept_length_call(cfg, &client).await;
     // SGLang stops its clock after that call (sglang backends), before the second.
@@ -197,6 +202,22 @@ pub fn accept_length(info: Option<&Value>) -> Option<f64> {
         .get(0)?
         .get("avg_spec_accept_length")?
         .as_f64()
+}
+
+/// SGLang's `--dataset-name sharegpt` without `--dataset-path`: its ShareGPT file from the hub
+/// (the Hugging Face cache first, as SGLang's `hf_hub_download` call does).
+fn hub_sharegpt(plan: &Plan) -> Result<Cow<'_, Plan>, RunError> {
+    let d = &plan.dataset;
+    if d.kind != DatasetKind::ShareGpt || d.path.is_some() {
+        return Ok(Cow::Borrowed(plan));
+    }
+    let cache = HubCache::from_env()
+        .ok_or_else(|| RunError::Setup(TokenizerError::NoCacheDir.to_string()))?;
+    let path = hub::get(&cache.dir, &hub::SHAREGPT, &hub::HubSettings::from_env())
+        .map_err(|e| RunError::Setup(format!("--dataset-name sharegpt: {e}")))?;
+    let mut plan = plan.clone();
+    plan.dataset.path = Some(path);
+    Ok(Cow::Owned(plan))
 }
 
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
