@@ -150,9 +150,13 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
     for ctx in [256, 1024] {
         for c in [1, 2, 4] {
             let cell = cell(&r, ctx, c);
-            assert_eq!(
-                cell["status"]["kind"],
-                "valid",
+            // Measured: a client sharing this machine's cores with llama-server may be marked
+            // Client-bound (its figures kept, the reason in its notes).
+            assert!(
+                matches!(
+                    cell["status"]["kind"].as_str(),
+                    Some("valid" | "client_bound")
+                ),
                 "{ctx} x {c}: {cell}\n{}",
                 text(&o)
             );
@@ -209,7 +213,12 @@ fn matrix_small_contexts_build_on_the_tiny_vocabulary() {
     assert!(o.status.success(), "{}", text(&o));
     for ctx in [128u64, 256] {
         let c = cell(&r, ctx, 1);
-        assert_eq!(c["status"]["kind"], "valid", "{ctx}: {c}\n{}", text(&o));
+        let kind = c["status"]["kind"].as_str();
+        assert!(
+            matches!(kind, Some("valid" | "client_bound")),
+            "{ctx}: {c}\n{}",
+            text(&o)
+        );
         let row = r["prefill"]
             .as_array()
             .unwrap()
@@ -254,7 +263,12 @@ fn matrix_beyond_the_slots_is_queued_not_slow() {
     // The user claims 4 running requests; the server has 2 slots and queues the rest silently.
     let (o, r) = matrix(&s, dir.path(), "256", "2,4", &["--max-num-seqs", "4"]);
     assert!(o.status.success(), "{}", text(&o));
-    assert_eq!(cell(&r, 256, 2)["status"]["kind"], "valid", "{}", text(&o));
+    let kind = cell(&r, 256, 2)["status"]["kind"].as_str();
+    assert!(
+        matches!(kind, Some("valid" | "client_bound")),
+        "{}",
+        text(&o)
+    );
     assert_eq!(
         cell(&r, 256, 4)["status"]["kind"],
         "queued",

@@ -189,7 +189,14 @@ fn matrix_is_valid(s: &Server, out: &Path) {
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
     let cell = &r["decode"][0];
-    assert_eq!(cell["status"]["kind"], "valid", "{cell}\n{}", text(&o));
+    // Measured: a client sharing this machine's cores with the server may be marked
+    // Client-bound (its figures kept, the reason in its notes).
+    let kind = cell["status"]["kind"].as_str();
+    assert!(
+        matches!(kind, Some("valid" | "client_bound")),
+        "{cell}\n{}",
+        text(&o)
+    );
     assert!(cell["output_tok_per_s"].as_f64().unwrap() > 0.0, "{cell}");
     for q in cell["requests"].as_array().unwrap() {
         let id = q["request_id"].as_str().unwrap();
@@ -235,6 +242,10 @@ fn bench_serve_agrees_with_the_servers_usage(s: &Server, dir: &Path) {
             data.to_str().unwrap(),
             "--custom-output-len",
             "24",
+            // As vLLM 0.33, bench serve sends no temperature unless asked: ask for greedy, so
+            // the non-streamed requests below give the same tokens.
+            "--temperature",
+            "0",
             "--num-prompts",
             "6",
             // One at a time, as it serves: a request arriving mid-stream makes this server end

@@ -356,7 +356,7 @@ fn matrix_headline(r: &Value) -> BTreeMap<String, Option<f64>> {
         .unwrap()
         .iter()
         .filter(|c| c["context"].as_u64() == first)
-        .filter(valid)
+        .filter(|c| matches!(c["status"]["kind"].as_str(), Some("valid" | "client_bound")))
         .collect();
     let c1 = cells.iter().find(|c| c["concurrency"] == 1);
     let top = cells

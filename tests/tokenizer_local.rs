@@ -278,7 +278,12 @@ mod end_to_end {
         assert_eq!(report.prefill[0].status, CellStatus::Valid);
         assert!(report.prefill[0].prompt_tokens.is_some_and(|n| n > 0));
         assert_eq!(report.decode.len(), 1);
-        assert_eq!(report.decode[0].status, CellStatus::Valid);
+        // Measured (a loaded machine's client may be Client-bound at the mock's sub-ms gaps).
+        let s = &report.decode[0].status;
+        assert!(
+            matches!(s, CellStatus::Valid | CellStatus::ClientBound),
+            "{s:?}"
+        );
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains("sized with a local tokenizer"), "{md}");
     }

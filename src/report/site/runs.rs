@@ -28,9 +28,11 @@ pub struct Headline {
     /// Prefill tok/s at the smallest prefill context, and that context's label.
     pub prefill_tok_s: Option<f64>,
     pub prefill_context: Option<String>,
-    /// Total decode tok/s at the first decode context with one request (a Valid cell).
+    /// Total decode tok/s at the first decode context with one request (a Valid or Client-bound
+    /// cell: measured, its figures kept).
     pub decode_c1_tok_s: Option<f64>,
-    /// Total decode tok/s at the first decode context's highest Valid concurrency, and it.
+    /// Total decode tok/s at the first decode context's highest measured (Valid or Client-bound)
+    /// concurrency, and it.
     pub decode_top_tok_s: Option<f64>,
     pub decode_top_concurrency: Option<u64>,
     /// The best output tok/s of a bench run (of a sweep's points, the best point's) and the
@@ -116,12 +118,16 @@ pub fn matrix_headline(r: &MatrixReport) -> Headline {
         .iter()
         .min_by_key(|p| p.context)
         .filter(|p| p.status == CellStatus::Valid);
-    let valid = || first_context_cells(r).filter(|c| c.status == CellStatus::Valid);
-    let top = valid().max_by_key(|c| c.concurrency);
+    // Measured cells: a Client-bound cell keeps its figures (its page says why it is marked).
+    let measured = || {
+        first_context_cells(r)
+            .filter(|c| matches!(c.status, CellStatus::Valid | CellStatus::ClientBound))
+    };
+    let top = measured().max_by_key(|c| c.concurrency);
     Headline {
         prefill_tok_s: prefill.and_then(|p| p.prefill_tok_per_s),
         prefill_context: prefill.map(|p| p.context_label.clone()),
-        decode_c1_tok_s: valid()
+        decode_c1_tok_s: measured()
             .find(|c| c.concurrency == 1)
             .and_then(|c| c.output_tok_per_s),
         decode_top_tok_s: top.and_then(|c| c.output_tok_per_s),
