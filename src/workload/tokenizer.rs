@@ -102,43 +102,31 @@ impl HubCache {
     /// The `tokenizer.json` of `model` (`org/name` or `name`) in this cache: the snapshot that
     /// `refs/main` names when it has one, else the most recently modified snapshot that has one.
     pub fn find(&self, model: &str) -> Result<PathBuf, TokenizerError> {
-        let repo = self
-            .dir
-            .join(format!("models--{}", model.replace('/', "--")));
-        let snapshots = repo.join("snapshots");
-        let not_found = |why: &str| TokenizerError::NotInCache {
+        let file = tokenizer_file(model);
+        let snapshots = self.dir.join(file.folder()).join("snapshots");
+        super::hub::cached(&self.dir, &file).ok_or_else(|| TokenizerError::NotInCache {
             model: model.to_string(),
             looked: format!(
-                "{}/<rev>/{TOKENIZER_FILE} (cache from {}; {why})",
+                "{}/<rev>/{TOKENIZER_FILE} (cache from {}; {})",
                 snapshots.display(),
-                self.source
+                self.source,
+                if snapshots.is_dir() {
+                    "no snapshot has one"
+                } else {
+                    "no such directory"
+                }
             ),
-        };
-        if let Ok(rev) = std::fs::read_to_string(repo.join("refs").join("main")) {
-            let f = snapshots.join(rev.trim()).join(TOKENIZER_FILE);
-            if !rev.trim().is_empty() && f.is_file() {
-                return Ok(f);
-            }
-        }
-        let entries = std::fs::read_dir(&snapshots).map_err(|_| not_found("no such directory"))?;
-        let mut best: Option<(std::time::SystemTime, PathBuf)> = None;
-        for e in entries.flatten() {
-            let f = e.path().join(TOKENIZER_FILE);
-            if !f.is_file() {
-                continue;
-            }
-            let t = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .unwrap_or(std::time::UNIX_EPOCH);
-            // Ties (coarse mtimes) go to the larger name, so the choice does not depend on the
-            // order read_dir happens to return.
-            if best.as_ref().is_none_or(|(bt, bp)| (t, &f) > (*bt, bp)) {
-                best = Some((t, f));
-            }
-        }
-        best.map(|(_, f)| f)
-            .ok_or_else(|| not_found("no snapshot has one"))
+        })
+    }
+}
+
+/// A model's `tokenizer.json` on the hub, as `--tokenizer` names it.
+fn tokenizer_file(model: &str) -> super::hub::HubFile<'_> {
+    super::hub::HubFile {
+        kind: super::hub::RepoKind::Model,
+        repo: model,
+        file: TOKENIZER_FILE,
+        flag: "--tokenizer",
     }
 }
 
@@ -173,19 +161,11 @@ pub fn resolve_with(spec: &str, cache: Option<&HubCache>) -> Result<PathBuf, Tok
 pub fn resolve(spec: &str) -> Result<PathBuf, TokenizerError> {
     let cache = HubCache::from_env();
     match (resolve_with(spec, cache.as_ref()), &cache) {
-        (Err(TokenizerError::NotInCache { model, .. }), Some(c)) => {
-            let file = super::hub::HubFile {
-                kind: super::hub::RepoKind::Model,
-                repo: &model,
-                file: TOKENIZER_FILE,
-                flag: "--tokenizer",
-            };
-            Ok(super::hub::get(
-                &c.dir,
-                &file,
-                &super::hub::HubSettings::from_env(),
-            )?)
-        }
+        (Err(TokenizerError::NotInCache { model, .. }), Some(c)) => Ok(super::hub::get(
+            &c.dir,
+            &tokenizer_file(&model),
+            &super::hub::HubSettings::from_env(),
+        )?),
         (r, _) => r,
     }
 }
