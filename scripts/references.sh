@@ -31,7 +31,8 @@ SGLANG_REF_SHA256="${SGLANG_REF_SHA256:-00b3cd5b265ac76c64185fbb6b95424f324ddd9f
 # the tested one; their own requirements are held to the virtualenv's versions (a constraints
 # file from its `pip freeze`), so nothing in the folder shadows the virtualenv with another
 # version of what it has.
-VLLM_REF_EXTRA=(orjson==3.13.0)
+# pandas: `vllm bench sweep serve` writes its summary.csv with it (tests/conformance_sweep.rs).
+VLLM_REF_EXTRA=(orjson==3.13.0 pandas==3.1.1)
 SGLANG_REF_EXTRA=(orjson==3.13.0 ipython==9.18.1 datasets==5.2.0 gguf==0.19.0)
 here="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/references"
@@ -70,6 +71,12 @@ install_extra() {
     "$@" >&2
 }
 
+# complete DIR EXTRAS: DIR was installed to the end with these extras (the stamp holds their
+# list, so a changed list installs the folder again; an empty stamp is an older install's).
+complete() {
+  [ -f "$1/.complete" ] && [ "$(cat "$1/.complete")" = "$2" ]
+}
+
 # write_launcher DIR: DIR/bin/python runs the virtualenv's Python with DIR/site first on the path.
 write_launcher() {
   local dir="$1"
@@ -85,7 +92,7 @@ EOF
 install_vllm_ref() {
   local dir="$ROOT/vllm-$VLLM_REF_VERSION"
   VLLM_PY="$dir/bin/python"
-  [ -f "$dir/.complete" ] && [ -x "$VLLM_PY" ] && return 0
+  complete "$dir" "${VLLM_REF_EXTRA[*]}" && [ -x "$VLLM_PY" ] && return 0
   download vllm "$VLLM_REF_VERSION" "$VLLM_REF_SHA256" "$ROOT/wheels"
   log "unpacking vllm $VLLM_REF_VERSION's Python files into $dir/site"
   rm -rf "$dir/site"
@@ -102,13 +109,13 @@ PY
   install_extra "$dir" "${VLLM_REF_EXTRA[@]}"
   write_launcher "$dir"
   check "$VLLM_PY" vllm "$VLLM_REF_VERSION" -m vllm.entrypoints.cli.main bench serve --help
-  touch "$dir/.complete"
+  echo "${VLLM_REF_EXTRA[*]}" >"$dir/.complete"
 }
 
 install_sglang_ref() {
   local dir="$ROOT/sglang-$SGLANG_REF_VERSION"
   SGLANG_PY="$dir/bin/python"
-  [ -f "$dir/.complete" ] && [ -x "$SGLANG_PY" ] && return 0
+  complete "$dir" "${SGLANG_REF_EXTRA[*]}" && [ -x "$SGLANG_PY" ] && return 0
   download sglang "$SGLANG_REF_VERSION" "$SGLANG_REF_SHA256" "$ROOT/wheels"
   log "installing sglang $SGLANG_REF_VERSION (--no-deps) into $dir/site"
   rm -rf "$dir/site"
@@ -117,7 +124,7 @@ install_sglang_ref() {
   install_extra "$dir" "${SGLANG_REF_EXTRA[@]}"
   write_launcher "$dir"
   check "$SGLANG_PY" sglang "$SGLANG_REF_VERSION" -m sglang.bench_serving --help
-  touch "$dir/.complete"
+  echo "${SGLANG_REF_EXTRA[*]}" >"$dir/.complete"
 }
 
 # check PYTHON DIST VERSION ARGS...: the distribution reports VERSION and `ARGS` (a --help) runs.
