@@ -44,7 +44,7 @@ mod linux {
         would_block: u64,
         /// The connection's packet tap (`--packet-stamps`), and the TSC and realtime clocks
         /// read when the last read returned, for its stamps.
-        tap: Option<PacketTap>,
+        tap: Option<Box<PacketTap>>,
         last_tsc: u64,
         last_realtime: u64,
     }
@@ -74,7 +74,7 @@ mod linux {
                 fd,
                 fallback,
                 would_block: 0,
-                tap,
+                tap: tap.map(Box::new),
                 last_tsc: 0,
                 last_realtime: 0,
             })

@@ -62,3 +62,25 @@ pub fn availability(tls: bool) -> Result<(), Unavailable> {
         Err(Unavailable::Unsupported)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_is_refused_by_name_and_each_reason_is_one_line() {
+        assert_eq!(availability(true), Err(Unavailable::Tls));
+        for why in [
+            Unavailable::Tls,
+            Unavailable::Unsupported,
+            Unavailable::Refused("Operation not permitted (os error 1)".into()),
+        ] {
+            let note = why.note();
+            assert!(note.starts_with("llmspeed: --packet-stamps "), "{note}");
+            assert!(!note.contains('\n'), "{note}");
+        }
+        assert!(Unavailable::Refused("EPERM".into())
+            .note()
+            .contains("CAP_NET_RAW"));
+    }
+}

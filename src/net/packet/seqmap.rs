@@ -162,13 +162,11 @@ impl SeqMap {
             },
         );
         // Bytes after it were waiting for it.
-        let mut prev = ready;
         for r in self.ranges.iter_mut().skip(at + 1) {
-            if r.ready >= prev {
+            if r.ready >= ready {
                 break;
             }
-            r.ready = prev;
-            prev = r.ready;
+            r.ready = ready;
         }
         at + 1
     }
