@@ -138,6 +138,9 @@ pub enum StampFallback {
     /// The stamp was later than the realtime clock read after it, or implausibly old: the
     /// realtime clock was stepped.
     Implausible,
+    /// `--packet-stamps`: a byte the read's events ended on was not in the connection's packet
+    /// ring (the ring was full, or it never saw the handshake); the read kept its own stamp.
+    NotInRing,
 }
 
 impl StampFallback {
@@ -149,6 +152,7 @@ impl StampFallback {
             StampFallback::EnableFailed => "enable_failed",
             StampFallback::NoStamp => "no_stamp",
             StampFallback::Implausible => "implausible",
+            StampFallback::NotInRing => "not_in_ring",
         }
     }
 }
@@ -158,6 +162,9 @@ impl StampFallback {
 pub enum StampSource {
     /// Every read carried the kernel's receive stamp.
     Kernel,
+    /// `--packet-stamps`: every event carried the arrival of its own TCP segment, from the
+    /// connection's packet ring (`net::packet`).
+    Packet,
     /// Every read carried the client's own stamp, for this reason.
     ClientClock(StampFallback),
     /// Some of each; the reason is the last read that fell back.
@@ -169,15 +176,17 @@ impl StampSource {
     pub fn as_str(self) -> &'static str {
         match self {
             StampSource::Kernel => "kernel",
+            StampSource::Packet => "packet",
             StampSource::ClientClock(_) => "client_clock",
             StampSource::Mixed(_) => "mixed",
         }
     }
 
-    /// Why some reads used the client's clock; `None` for [`StampSource::Kernel`].
+    /// Why some reads used another clock; `None` for [`StampSource::Kernel`] and
+    /// [`StampSource::Packet`].
     pub fn fallback(self) -> Option<StampFallback> {
         match self {
-            StampSource::Kernel => None,
+            StampSource::Kernel | StampSource::Packet => None,
             StampSource::ClientClock(f) | StampSource::Mixed(f) => Some(f),
         }
     }
@@ -187,8 +196,12 @@ impl StampSource {
         use StampSource::*;
         match (self, other) {
             (Kernel, Kernel) => Kernel,
+            (Packet, Packet) => Packet,
             (ClientClock(a), ClientClock(_)) => ClientClock(a),
-            (Kernel, x) | (x, Kernel) => Mixed(x.fallback().unwrap_or(StampFallback::NoStamp)),
+            (Kernel, Packet) | (Packet, Kernel) => Mixed(StampFallback::NotInRing),
+            (Kernel | Packet, x) | (x, Kernel | Packet) => {
+                Mixed(x.fallback().unwrap_or(StampFallback::NoStamp))
+            }
             (Mixed(a), _) | (_, Mixed(a)) => Mixed(a),
         }
     }
@@ -205,6 +218,8 @@ impl StampSource {
 /// Per-timeline tally of how its data reads were stamped (counters only: no allocation).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StampCounts {
+    /// Reads whose every event carried its own segment's arrival (`--packet-stamps`).
+    pub packet_reads: u32,
     pub kernel_reads: u32,
     pub client_reads: u32,
     /// Why the last read that used the client's clock did.
@@ -448,6 +463,33 @@ impl Timeline {
         }
     }
 
+    /// Records one read under `--packet-stamps`: `all_from_ring` when every event it completed
+    /// took its segment's arrival from the packet ring; otherwise the read counts by its own
+    /// stamp (`read_fallback` as in [`Timeline::note_read`]) and says the ring missed. Each new
+    /// event's wake-up latency is `wakeup_of(its stamp)`: how long before the read returned
+    /// its segment arrived.
+    #[inline]
+    pub fn note_packet_read(
+        &mut self,
+        all_from_ring: bool,
+        read_fallback: Option<StampFallback>,
+        first_event: usize,
+        wakeup_of: impl Fn(u64) -> u32,
+    ) {
+        if all_from_ring {
+            self.stamps.packet_reads = self.stamps.packet_reads.saturating_add(1);
+        } else {
+            match read_fallback {
+                None => self.stamps.kernel_reads = self.stamps.kernel_reads.saturating_add(1),
+                Some(_) => self.stamps.client_reads = self.stamps.client_reads.saturating_add(1),
+            }
+            self.stamps.fallback = Some(StampFallback::NotInRing);
+        }
+        if let Some(new) = self.events.get_mut(first_event..) {
+            new.iter_mut().for_each(|e| e.wakeup_ns = wakeup_of(e.t));
+        }
+    }
+
     /// The read just noted filled the read buffer (see [`Timeline::full_reads`]). Allocates
     /// nothing: past the capacity reserved up front it only sets the overflow flag.
     #[inline]
@@ -473,9 +515,10 @@ impl Timeline {
     pub fn stamp_source(&self) -> StampSource {
         let s = &self.stamps;
         let why = s.fallback.unwrap_or(StampFallback::NoStamp);
-        match (s.kernel_reads, s.client_reads) {
-            (k, 0) if k > 0 => StampSource::Kernel,
-            (0, _) => StampSource::ClientClock(why),
+        match (s.packet_reads, s.kernel_reads, s.client_reads) {
+            (p, 0, 0) if p > 0 => StampSource::Packet,
+            (0, k, 0) if k > 0 => StampSource::Kernel,
+            (0, 0, _) => StampSource::ClientClock(why),
             _ => StampSource::Mixed(why),
         }
     }
@@ -720,6 +763,51 @@ mod tests {
         assert_eq!(
             tls.stamp_source().combine(tls.stamp_source()).label(),
             "client_clock (tls)"
+        );
+    }
+
+    #[test]
+    fn packet_reads_give_each_event_its_own_wakeup_and_a_source_of_their_own() {
+        let ev = |t| EventRecord {
+            t,
+            tokens: 1,
+            wakeup_ns: 0,
+            channel: Channel::Content,
+        };
+        let mut t = Timeline::new(0, 4, false);
+        // One read at 100 brought two events whose segments arrived at 60 and 80.
+        t.events.extend([ev(60), ev(80)]);
+        t.note_packet_read(true, None, 0, |s| (100 - s) as u32);
+        assert_eq!(t.stamp_source(), StampSource::Packet);
+        assert_eq!(t.stamp_source().label(), "packet");
+        assert_eq!((t.events[0].wakeup_ns, t.events[1].wakeup_ns), (40, 20));
+        // A read whose last event the ring missed counts by its own (kernel) stamp.
+        t.events.push(ev(200));
+        t.note_packet_read(false, None, 2, |_| 0);
+        assert_eq!(t.stamps.packet_reads, 1);
+        assert_eq!(t.stamps.kernel_reads, 1);
+        assert_eq!(
+            t.stamp_source(),
+            StampSource::Mixed(StampFallback::NotInRing)
+        );
+        assert_eq!(t.events[0].wakeup_ns, 40, "earlier events untouched");
+        let mut missed = Timeline::new(0, 1, false);
+        missed.note_packet_read(false, Some(StampFallback::Tls), 0, |_| 0);
+        assert_eq!(
+            missed.stamp_source(),
+            StampSource::ClientClock(StampFallback::NotInRing)
+        );
+        assert_eq!(
+            StampSource::Packet.combine(StampSource::Packet),
+            StampSource::Packet
+        );
+        assert_eq!(
+            StampSource::Packet.combine(StampSource::Kernel),
+            StampSource::Mixed(StampFallback::NotInRing)
+        );
+        assert_eq!(
+            StampSource::Packet.combine(StampSource::ClientClock(StampFallback::Tls)),
+            StampSource::Mixed(StampFallback::Tls)
         );
     }
 

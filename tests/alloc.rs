@@ -390,3 +390,65 @@ fn whole_read_path_does_not_allocate_per_token() {
         );
     });
 }
+
+/// `--packet-stamps` (Linux, CAP_NET_RAW): the read path with a packet ring per connection
+/// does not allocate per token either (the ring is memory the kernel fills; the sequence map
+/// is sized up front). Under `CI=true` (root) a missing capability fails it.
+#[cfg(target_os = "linux")]
+#[test]
+fn packet_stamped_read_path_does_not_allocate_per_token() {
+    let server = server_on_its_own_thread(
+        [50, 50, 1000]
+            .into_iter()
+            .map(|n| respond(vllm_writes(n, 2)))
+            .collect(),
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let mut cfg = ClientConfig::new(Target::parse(&server.base_url()).unwrap());
+        cfg.max_idle = 0;
+        cfg.packet_stamps = true;
+        let client = Client::new(cfg, Clock::new()).unwrap();
+        if let Err(why) = client.packet_stamps() {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "CI=true: packet stamps must work (root): {why:?}"
+            );
+            eprintln!("skipped: {}", why.note());
+            return;
+        }
+        let req = StreamRequest {
+            path: "/v1/completions".into(),
+            body: bytes::Bytes::from_static(b"{}"),
+            dialect: Dialect::OpenAi,
+            expected_events: 1100,
+            keep_text: None,
+            request_id: None,
+        };
+        let run = || async {
+            let before = allocs();
+            let tl = client
+                .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+                .await;
+            (allocs() - before, tl)
+        };
+        let (_, warm) = run().await;
+        assert!(warm.is_ok(), "{:?}", warm.outcome);
+        let (short, tl_short) = run().await;
+        let (long, tl_long) = run().await;
+        assert_eq!(tl_short.output_tokens(), 50, "{:?}", tl_short.outcome);
+        assert_eq!(tl_long.output_tokens(), 1000, "{:?}", tl_long.outcome);
+        // The server writes without pauses: a client far enough behind may find its oldest
+        // frames gone from the ring (those reads keep their own stamps), never all of them.
+        assert!(tl_long.stamps.packet_reads > 0, "{:?}", tl_long.stamps);
+        eprintln!("packet-stamped stream allocations: {short} for 50 tokens, {long} for 1000");
+        assert!(
+            long <= short + 8,
+            "{long} allocations for 1000 tokens vs {short} for 50"
+        );
+    });
+}

@@ -16,6 +16,7 @@ fn small() -> Shape {
         first_token: Duration::from_millis(5),
         client_threads: 1,
         kernel_stamps: true,
+        packet_stamps: false,
         preconnect: false,
     }
 }
@@ -119,6 +120,7 @@ fn the_bounds_catch_a_client_that_stamps_late() {
     let shape = Shape {
         streams: 4,
         kernel_stamps: false,
+        packet_stamps: false,
         ..small()
     };
     let good = run(&shape).expect("selftest runs");

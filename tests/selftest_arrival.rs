@@ -15,6 +15,7 @@ fn ttft_against_arrival_is_reported_and_consistent() {
         first_token: Duration::from_millis(20),
         client_threads: 1,
         kernel_stamps: true,
+        packet_stamps: false,
         preconnect: false,
     };
     let r = run(&shape).expect("selftest runs");

@@ -22,6 +22,7 @@ fn shape(streams: usize, gap_ms: u64, tokens: u32) -> Shape {
         first_token: Duration::from_millis(20),
         client_threads: 1,
         kernel_stamps: true,
+        packet_stamps: false,
         preconnect: true,
     }
 }

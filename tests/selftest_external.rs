@@ -24,6 +24,7 @@ fn small() -> Shape {
         first_token: Duration::ZERO,
         client_threads: 1,
         kernel_stamps: true,
+        packet_stamps: false,
         preconnect: false,
     }
 }

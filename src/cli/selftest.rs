@@ -51,6 +51,11 @@ pub struct SelftestArgs {
     /// stamp: measures what a client without kernel stamps would report.
     #[arg(long, conflicts_with = "external")]
     pub no_kernel_stamps: bool,
+    /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
+    /// ring per connection (Linux, needs CAP_NET_RAW; otherwise says so and keeps socket
+    /// stamps). The report's stamps line says which were scored.
+    #[arg(long, conflicts_with = "external")]
+    pub packet_stamps: bool,
     /// Open every stream's connection before the start, so the simultaneous start is requests
     /// only (as `bench serve --preconnect`; give an external client its own flag).
     #[arg(long, conflicts_with = "external")]
@@ -74,6 +79,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         first_token: a.first_token,
         client_threads: a.client_threads,
         kernel_stamps: !a.no_kernel_stamps,
+        packet_stamps: a.packet_stamps,
         preconnect: a.preconnect,
     };
     shape.validate().map_err(CliError::usage)?;

@@ -39,6 +39,12 @@ pub struct ConnectionArgs {
     /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
     #[arg(long)]
     pub no_kernel_stamps: bool,
+    /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
+    /// ring per connection, so a client that falls behind and reads several events at once
+    /// still times each one (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says so and
+    /// keeps socket stamps).
+    #[arg(long)]
+    pub packet_stamps: bool,
     /// Connect + TLS handshake limit (10s, 500ms; a bare number is seconds; 0 = none).
     #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = super::duration::secs)]
     pub connect_timeout: f64,
@@ -95,6 +101,7 @@ impl ConnectionArgs {
         cfg.system_roots = self.system_roots;
         cfg.ca_file = self.ca_cert.clone();
         cfg.kernel_stamps = !self.no_kernel_stamps;
+        cfg.packet_stamps = self.packet_stamps;
         cfg.timeouts = Timeouts {
             connect: secs("--connect-timeout", self.connect_timeout)?,
             first_byte: secs("--first-byte-timeout", self.first_byte_timeout)?,

@@ -5,6 +5,7 @@ use super::connect::{self, Conn};
 use super::deadline::{Arm, Fired, ReadDeadline};
 use super::decode::{self, Progress, StreamDecoder};
 use super::observer::{Cancel, StreamObserver};
+use super::packet::{self, Unavailable};
 use super::plain::StampKeeper;
 use super::pool::Pool;
 use crate::clock::Clock;
@@ -83,6 +84,10 @@ struct Inner {
     /// Keeps the kernel's receive stamping switched on while this client lives (plain
     /// targets with kernel stamps only; see `plain::StampKeeper`).
     _stamps: Option<StampKeeper>,
+    /// Connections open a packet tap (`ClientConfig::packet_stamps`, and available here).
+    packet: bool,
+    /// Why packet stamps were asked for and cannot be had.
+    packet_unavailable: Option<Unavailable>,
     /// User-Agent, Authorization and the custom headers, in that order.
     headers: Vec<(String, String)>,
 }
@@ -138,8 +143,18 @@ impl Client {
         let _stamps = (cfg.kernel_stamps && tls.is_none())
             .then(StampKeeper::new)
             .flatten();
+        let packet_unavailable = if cfg.packet_stamps {
+            packet::availability(tls.is_some()).err()
+        } else {
+            None
+        };
+        if let Some(why) = &packet_unavailable {
+            note_once(why);
+        }
         Ok(Self {
             inner: Arc::new(Inner {
+                packet: cfg.packet_stamps && packet_unavailable.is_none(),
+                packet_unavailable,
                 cfg,
                 clock,
                 tls,
@@ -148,6 +163,15 @@ impl Client {
                 headers,
             }),
         })
+    }
+
+    /// `Ok` when packet stamps were asked for and every connection opens a packet tap; why
+    /// not when they cannot be had (said once on stderr too); `Ok` when not asked for.
+    pub fn packet_stamps(&self) -> Result<bool, Unavailable> {
+        match &self.inner.packet_unavailable {
+            Some(why) => Err(why.clone()),
+            None => Ok(self.inner.packet),
+        }
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -281,6 +305,7 @@ impl Client {
             target,
             self.inner.tls.as_ref(),
             self.inner.cfg.kernel_stamps,
+            self.inner.packet,
         );
         match self.inner.cfg.timeouts.connect {
             None => fut.await,
@@ -489,8 +514,20 @@ impl Client {
                 }
             }
             let first_new = tl.events.len();
-            let fed = dec.feed(&mut buf, t, tl, observer);
-            tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);
+            let fed = match conn.packet_clock(clock, t) {
+                None => {
+                    let fed = dec.feed(&mut buf, t, tl, observer);
+                    tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);
+                    fed
+                }
+                // `--packet-stamps`: each event carries its own segment's arrival.
+                Some(mut at) => {
+                    let fed = dec.feed_at(&mut buf, &mut at, tl, observer);
+                    let all = at.all_hit();
+                    tl.note_packet_read(all, stamp.fallback, first_new, |e| at.wakeup_ns(e));
+                    fed
+                }
+            };
             if matches!(read, Ok(n) if n == want) && tl.events.len() > first_new {
                 // Data may be waiting behind it: its successor's stamp may be of data that
                 // came in before this read returned (`analysis::client_lag`).
@@ -674,6 +711,13 @@ impl Client {
             }
         }
     }
+}
+
+/// Says once per process why `--packet-stamps` cannot be had (every client of a run would
+/// say the same).
+fn note_once(why: &Unavailable) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| eprintln!("{}", why.note()));
 }
 
 fn protocol(message: impl Into<String>) -> AttemptError {

@@ -54,6 +54,11 @@ pub struct ClientConfig {
     /// client that wakes up late does not shift its stamps; `false` keeps the client's own
     /// clock for every read (`--no-kernel-stamps`).
     pub kernel_stamps: bool,
+    /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
+    /// ring per connection (`--packet-stamps`; Linux, plain HTTP, `CAP_NET_RAW`; see
+    /// `net::packet`). Where that cannot be had the client says so once and keeps socket
+    /// stamps.
+    pub packet_stamps: bool,
 }
 
 impl ClientConfig {
@@ -70,6 +75,7 @@ impl ClientConfig {
             keep_text: false,
             max_idle: 256,
             kernel_stamps: true,
+            packet_stamps: false,
         }
     }
 }

@@ -4,6 +4,8 @@
 //! ("connection refused by 127.0.0.1:8000", "certificate not trusted; use --insecure ...").
 
 use super::config::ClientConfig;
+use super::packet::stamper::PacketClock;
+use super::packet::tap::PacketTap;
 use super::plain::Plain;
 use super::stamp::{Fallback, ReadStamp};
 use super::target::Target;
@@ -45,6 +47,19 @@ impl Conn {
                 let r = s.read_buf(buf).await;
                 (r, ReadStamp::client(clock.raw(), Fallback::Tls))
             }
+        }
+    }
+
+    /// The last read's per-position clock when the connection has a packet tap (see
+    /// `net::packet`); `read` is that read's own stamp.
+    pub(crate) fn packet_clock<'a>(
+        &'a self,
+        clock: &'a Clock,
+        read: u64,
+    ) -> Option<PacketClock<'a>> {
+        match self {
+            Conn::Plain(p) => p.packet_clock(clock, read),
+            Conn::Tls(_) => None,
         }
     }
 }
@@ -143,12 +158,14 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
     Ok(Arc::new(config))
 }
 
-/// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set, and kernel receive
-/// stamps asked for on a plain one when `kernel_stamps`.
+/// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set, kernel receive
+/// stamps asked for on a plain one when `kernel_stamps`, and a packet tap opened before its
+/// handshake when `packet_stamps` (plain only).
 pub(crate) async fn connect(
     target: &Target,
     tls: Option<&TlsConnector>,
     kernel_stamps: bool,
+    packet_stamps: bool,
 ) -> Result<Conn, RequestError> {
     let authority = target.authority();
     let addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
@@ -161,8 +178,9 @@ pub(crate) async fn connect(
         })?;
     let mut last: Option<io::Error> = None;
     let mut stream = None;
+    let tapped = packet_stamps && tls.is_none();
     for addr in addrs {
-        match TcpStream::connect(addr).await {
+        match tcp_connect(addr, tapped).await {
             Ok(s) => {
                 stream = Some(s);
                 break;
@@ -170,7 +188,7 @@ pub(crate) async fn connect(
             Err(e) => last = Some(e),
         }
     }
-    let stream = match stream {
+    let (stream, tap) = match stream {
         Some(s) => s,
         None => {
             let e = last.unwrap_or_else(|| io::Error::other("no addresses"));
@@ -183,7 +201,7 @@ pub(crate) async fn connect(
     // Nagle would hold our small request writes back; the latency it adds is what we measure.
     let _ = stream.set_nodelay(true);
     let Some(tls) = tls else {
-        return Plain::new(stream, kernel_stamps)
+        return Plain::new(stream, kernel_stamps, tap)
             .map(Conn::Plain)
             .map_err(|e| {
                 RequestError::new(
@@ -198,6 +216,33 @@ pub(crate) async fn connect(
         Ok(s) => Ok(Conn::Tls(Box::new(s))),
         Err(e) => Err(classify_tls_error(&e, &authority)),
     }
+}
+
+/// One TCP connect; with `tapped`, the socket is bound first, so its port is known, and the
+/// connection's packet tap is opened on that port before the handshake. A tap that does not
+/// open (the client checked once that packet sockets do) leaves this connection with socket
+/// stamps: its timelines count kernel reads, so a run's stamp source reads `mixed`.
+async fn tcp_connect(
+    addr: std::net::SocketAddr,
+    tapped: bool,
+) -> io::Result<(TcpStream, Option<PacketTap>)> {
+    if !tapped {
+        return Ok((TcpStream::connect(addr).await?, None));
+    }
+    let (socket, any) = if addr.is_ipv4() {
+        let any = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
+        (tokio::net::TcpSocket::new_v4()?, any)
+    } else {
+        let any = (std::net::Ipv6Addr::UNSPECIFIED, 0).into();
+        (tokio::net::TcpSocket::new_v6()?, any)
+    };
+    socket.bind(any)?;
+    let mut tap = PacketTap::open(addr, socket.local_addr()?.port()).ok();
+    let stream = socket.connect(addr).await?;
+    if let (Some(t), Ok(local)) = (tap.as_mut(), stream.local_addr()) {
+        t.connected(local);
+    }
+    Ok((stream, tap))
 }
 
 fn describe_connect_error(e: &io::Error, authority: &str) -> String {

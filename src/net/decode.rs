@@ -28,6 +28,22 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Initial SSE buffer: one typical event fits many times over.
 const SSE_BUF: usize = 4 * 1024;
 
+/// The stamp of a read's bytes by position, for [`StreamDecoder::feed_at`].
+pub trait ReadClock {
+    /// The stamp of the bytes taken from the read buffer so far, `remaining` bytes being left
+    /// in it. Called once per body chunk (and for the response head and the end), never per
+    /// byte; must not allocate or block.
+    fn at(&mut self, remaining: usize) -> u64;
+}
+
+/// One stamp for the whole read.
+impl ReadClock for u64 {
+    #[inline(always)]
+    fn at(&mut self, _remaining: usize) -> u64 {
+        *self
+    }
+}
+
 /// What a [`StreamDecoder::feed`] call left us with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {
@@ -123,10 +139,25 @@ impl StreamDecoder {
 
     /// Feeds the bytes of one read, stamped `t`. Consumes what it can from `buf`; the rest
     /// stays for the next call.
+    #[inline]
     pub fn feed<O: StreamObserver + ?Sized>(
         &mut self,
         buf: &mut BytesMut,
         t: u64,
+        tl: &mut Timeline,
+        observer: &mut O,
+    ) -> Result<Progress, RequestError> {
+        self.feed_at(buf, &mut { t }, tl, observer)
+    }
+
+    /// [`StreamDecoder::feed`] with a stamp per position: each event carries
+    /// `clock.at(remaining)`, asked when the body bytes that completed it have been taken from
+    /// `buf` and `remaining` bytes are left there (`net::packet` answers with the arrival of
+    /// the segment that carried the last of them; a plain `u64` answers with itself).
+    pub fn feed_at<O: StreamObserver + ?Sized, C: ReadClock + ?Sized>(
+        &mut self,
+        buf: &mut BytesMut,
+        clock: &mut C,
         tl: &mut Timeline,
         observer: &mut O,
     ) -> Result<Progress, RequestError> {
@@ -146,7 +177,7 @@ impl StreamDecoder {
                         self.head = HeadParser::new(MAX_HEAD_BYTES);
                         continue;
                     }
-                    tl.response_head = Some(t);
+                    tl.response_head = Some(clock.at(buf.len()));
                     tl.status = Some(head.status);
                     self.keep_alive = head.keep_alive;
                     self.body = BodyDecoder::new(head.body);
@@ -160,7 +191,9 @@ impl StreamDecoder {
                         };
                     }
                 }
-                Phase::Stream if self.body.is_done() => return self.finish_stream(t, tl, true),
+                Phase::Stream if self.body.is_done() => {
+                    return self.finish_stream(clock.at(buf.len()), tl, true)
+                }
                 Phase::Stream => match self.body.decode(buf) {
                     Ok(None) => return Ok(Progress::NeedMore),
                     Ok(Some(BodyChunk::Data(data))) => {
@@ -170,11 +203,14 @@ impl StreamDecoder {
                         }
                         self.sse_buf.extend_from_slice(&data);
                         drop(data);
+                        let t = clock.at(buf.len());
                         if self.drain_events(t, tl, observer)? == Flow::Stop {
                             return Ok(Progress::Stopped);
                         }
                     }
-                    Ok(Some(BodyChunk::End)) => return self.finish_stream(t, tl, true),
+                    Ok(Some(BodyChunk::End)) => {
+                        return self.finish_stream(clock.at(buf.len()), tl, true)
+                    }
                     Err(e) => {
                         return Err(protocol(format!(
                             "broken response body after {} events: {e}",
@@ -183,7 +219,7 @@ impl StreamDecoder {
                     }
                 },
                 Phase::ErrorBody { status } if self.body.is_done() => {
-                    tl.end = Some(t);
+                    tl.end = Some(clock.at(buf.len()));
                     return Err(self.status_error(status));
                 }
                 Phase::ErrorBody { status } => match self.body.decode(buf) {
@@ -194,7 +230,7 @@ impl StreamDecoder {
                             .extend_from_slice(&data[..data.len().min(room)]);
                     }
                     Ok(Some(BodyChunk::End)) | Err(_) => {
-                        tl.end = Some(t);
+                        tl.end = Some(clock.at(buf.len()));
                         return Err(self.status_error(status));
                     }
                 },

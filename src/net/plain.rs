@@ -10,6 +10,8 @@
 //! Must not allocate per read: the control buffer lives on the stack, the data goes straight
 //! into the caller's `BytesMut`.
 
+use super::packet::stamper::PacketClock;
+use super::packet::tap::PacketTap;
 use super::stamp::{Fallback, ReadStamp};
 use crate::clock::Clock;
 use bytes::BytesMut;
@@ -40,12 +42,22 @@ mod linux {
         /// `recvmsg` calls that found nothing (`EAGAIN`): what the readiness handling keeps
         /// near zero, checked by a test.
         would_block: u64,
+        /// The connection's packet tap (`--packet-stamps`), and the TSC and realtime clocks
+        /// read when the last read returned, for its stamps.
+        tap: Option<Box<PacketTap>>,
+        last_tsc: u64,
+        last_realtime: u64,
     }
 
     impl Plain {
         /// Takes over a connected tokio stream; asks the kernel for receive stamps when `stamps`.
         /// Failing to enable them is not an error: the reads keep the client's stamp, and say so.
-        pub(crate) fn new(stream: tokio::net::TcpStream, stamps: bool) -> io::Result<Self> {
+        /// `tap`: the connection's packet tap, opened before its handshake.
+        pub(crate) fn new(
+            stream: tokio::net::TcpStream,
+            stamps: bool,
+            tap: Option<PacketTap>,
+        ) -> io::Result<Self> {
             let std = stream.into_std()?;
             let fallback = if !stamps {
                 Some(Fallback::Disabled)
@@ -62,7 +74,21 @@ mod linux {
                 fd,
                 fallback,
                 would_block: 0,
+                tap: tap.map(Box::new),
+                last_tsc: 0,
+                last_realtime: 0,
             })
+        }
+
+        /// The per-position clock of the last read, when this connection has a packet tap;
+        /// `read` is that read's own stamp.
+        pub(crate) fn packet_clock<'a>(
+            &'a self,
+            clock: &'a Clock,
+            read: u64,
+        ) -> Option<PacketClock<'a>> {
+            let tap = self.tap.as_ref()?;
+            Some(tap.clock(clock, self.last_tsc, self.last_realtime, read))
         }
 
         #[cfg(test)]
@@ -78,6 +104,10 @@ mod linux {
             clock: &Clock,
         ) -> (io::Result<usize>, ReadStamp) {
             let kernel = self.fallback.is_none();
+            let wants_realtime = kernel || self.tap.is_some();
+            if let Some(tap) = self.tap.as_mut() {
+                tap.before_read(buf.len());
+            }
             loop {
                 let mut guard = match self.fd.readable().await {
                     Ok(g) => g,
@@ -89,11 +119,17 @@ mod linux {
                 let r = recvmsg(self.fd.get_ref().as_raw_fd(), spare, &mut control, kernel);
                 // The stamps, right after the call returns and before anything else.
                 let tsc = clock.raw();
-                let realtime = if kernel { realtime_ns() } else { 0 };
+                let realtime = if wants_realtime { realtime_ns() } else { 0 };
                 match r {
                     Ok((n, control_len)) => {
                         // SAFETY: the kernel initialised the first `n` spare bytes.
                         unsafe { buf.set_len(buf.len() + n) };
+                        if let Some(tap) = self.tap.as_mut() {
+                            // Every byte just read passed the ring first: take its frames.
+                            tap.after_read(n);
+                            self.last_tsc = tsc;
+                            self.last_realtime = realtime;
+                        }
                         if n > 0 && n < want {
                             // The socket is drained: the next read waits for the next edge.
                             guard.clear_ready();
@@ -287,6 +323,11 @@ mod linux {
                 // SAFETY: the kernel initialised `n` bytes.
                 unsafe { buf.assume_init(n) };
                 buf.advance(n);
+                if let Some(tap) = this.tap.as_mut() {
+                    // These bytes are part of the stream too: the offsets stay right for the
+                    // streamed requests that follow on this connection.
+                    tap.after_read(n);
+                }
                 if n > 0 && n < want {
                     guard.clear_ready();
                 }
@@ -345,8 +386,21 @@ mod other {
     }
 
     impl Plain {
-        pub(crate) fn new(stream: tokio::net::TcpStream, _stamps: bool) -> io::Result<Self> {
+        pub(crate) fn new(
+            stream: tokio::net::TcpStream,
+            _stamps: bool,
+            _tap: Option<PacketTap>,
+        ) -> io::Result<Self> {
             Ok(Self { s: stream })
+        }
+
+        /// No packet taps here.
+        pub(crate) fn packet_clock<'a>(
+            &'a self,
+            _clock: &'a Clock,
+            _read: u64,
+        ) -> Option<PacketClock<'a>> {
+            None
         }
 
         pub(crate) async fn read_stamped(
@@ -414,7 +468,7 @@ mod tests {
         let _keeper = StampKeeper::new().expect("SO_TIMESTAMPING on a UDP socket");
         let counts = rt.block_on(async move {
             let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            let mut p = Plain::new(s, true).expect("register");
+            let mut p = Plain::new(s, true, None).expect("register");
             let clock = Clock::new();
             let mut buf = BytesMut::with_capacity(4096);
             let (mut reads, mut kernel) = (0, 0);

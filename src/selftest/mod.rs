@@ -55,6 +55,9 @@ pub struct Shape {
     pub client_threads: usize,
     /// Kernel receive stamps on the client's reads (`--no-kernel-stamps` turns them off).
     pub kernel_stamps: bool,
+    /// Each event stamped with its own TCP segment's arrival (`--packet-stamps`, see
+    /// `net::packet`); the report's `stamp_source` says whether they were had.
+    pub packet_stamps: bool,
     /// Open every stream's connection before the start (`--preconnect`, as `bench serve
     /// --preconnect`), so the start is requests only.
     pub preconnect: bool,
@@ -298,7 +301,9 @@ fn run_client(
     stop: &Cancel,
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
-    raise_fd_limit(shape.streams as u64 * 2 + 256);
+    // The server's and the client's end of each stream, and its packet socket when tapped.
+    let per_stream = if shape.packet_stamps { 3 } else { 2 };
+    raise_fd_limit(shape.streams as u64 * per_stream + 256);
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
@@ -442,6 +447,7 @@ fn client_for(
     let mut cfg = ClientConfig::new(target);
     cfg.max_idle = shape.streams;
     cfg.kernel_stamps = shape.kernel_stamps;
+    cfg.packet_stamps = shape.packet_stamps;
     cfg.timeouts = Timeouts {
         connect: Some(Duration::from_secs(30)),
         first_byte: Some(Duration::from_secs(120)),
@@ -1405,6 +1411,7 @@ mod tests {
             first_token: Duration::ZERO,
             client_threads: 1,
             kernel_stamps: true,
+            packet_stamps: false,
             preconnect: false,
         }
     }

@@ -1,0 +1,86 @@
+//! Packet stamps (`--packet-stamps`, Linux, plain HTTP): each event stamped with the arrival
+//! of the TCP segment that carried it, even when the client read several segments at once.
+//!
+//! Why: a TCP socket's receive queue merges the segments waiting in it and keeps one stamp,
+//! the newest, so a client that falls behind gets one stamp for every token of a merged read,
+//! kernel stamps or not. A packet socket sees each segment before the receive queue.
+//!
+//! How: every connection opens, before its handshake, an `AF_PACKET` socket whose BPF filter
+//! (`bpf`) keeps only the server's segments to this connection, as they come in, headers only,
+//! into a `TPACKET_V2` ring mapped into our memory (`ring`, the only IO here). After each read
+//! the connection walks the new frames (`frame`, memory reads, no system call), places each
+//! segment in the stream by its sequence number (`seqmap`; the `SYN-ACK` gives the initial
+//! one), and the decoder stamps each event with the arrival of the segment that brought the
+//! last byte taken before it (`stamper`, a [`crate::net::decode::ReadClock`]). Stamps are
+//! `CLOCK_REALTIME` and become TSC stamps as kernel receive stamps do (`net::stamp`).
+//!
+//! Needs `CAP_NET_RAW`; without it, or on TLS, or off Linux, a client says so once and keeps
+//! socket stamps ([`availability`]).
+
+pub mod bpf;
+pub mod frame;
+#[cfg(target_os = "linux")]
+mod ring;
+pub mod seqmap;
+pub mod stamper;
+pub mod tap;
+
+/// Why packet stamps cannot be used by a client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unavailable {
+    /// TLS: the bytes read are not the bytes on the wire.
+    Tls,
+    /// Not Linux.
+    Unsupported,
+    /// A packet socket would not open (usually `CAP_NET_RAW` missing); the system's words.
+    Refused(String),
+}
+
+impl Unavailable {
+    /// The one line a client prints when `--packet-stamps` was asked for and cannot be had.
+    pub fn note(&self) -> String {
+        match self {
+            Unavailable::Tls => "llmspeed: --packet-stamps is not supported over TLS (the bytes read are not the segments' bytes); reads keep the client's stamps".to_string(),
+            Unavailable::Unsupported => "llmspeed: --packet-stamps needs Linux (AF_PACKET); reads keep socket stamps".to_string(),
+            Unavailable::Refused(why) => format!("llmspeed: --packet-stamps needs CAP_NET_RAW (run as root, or setcap cap_net_raw+ep on the binary): a packet socket would not open ({why}); reads keep socket receive stamps"),
+        }
+    }
+}
+
+/// Whether a client of a plain (`tls == false`) or TLS target can take packet stamps here.
+/// Opens and closes one packet socket that receives nothing.
+pub fn availability(tls: bool) -> Result<(), Unavailable> {
+    if tls {
+        return Err(Unavailable::Tls);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        ring::probe().map_err(|e| Unavailable::Refused(e.to_string()))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Err(Unavailable::Unsupported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_is_refused_by_name_and_each_reason_is_one_line() {
+        assert_eq!(availability(true), Err(Unavailable::Tls));
+        for why in [
+            Unavailable::Tls,
+            Unavailable::Unsupported,
+            Unavailable::Refused("Operation not permitted (os error 1)".into()),
+        ] {
+            let note = why.note();
+            assert!(note.starts_with("llmspeed: --packet-stamps "), "{note}");
+            assert!(!note.contains('\n'), "{note}");
+        }
+        assert!(Unavailable::Refused("EPERM".into())
+            .note()
+            .contains("CAP_NET_RAW"));
+    }
+}
