@@ -22,6 +22,7 @@ pub fn client_for(plan: &Plan, clock: Clock) -> Result<Client, RunError> {
     cc.system_roots = plan.system_roots;
     cc.ca_file = plan.ca_cert.clone();
     cc.kernel_stamps = plan.kernel_stamps;
+    cc.packet_stamps = plan.packet_stamps;
     cc.keep_text = plan.keep_text;
     cc.max_idle = plan.max_concurrency.unwrap_or(1024).max(16);
     // The Python tools' only limit is aiohttp's 6-hour total: at an infinite request rate the

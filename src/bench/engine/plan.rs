@@ -55,6 +55,8 @@ pub struct Plan {
     pub ca_cert: Option<PathBuf>,
     /// Kernel receive stamps on plain connections.
     pub kernel_stamps: bool,
+    /// Each event stamped with its own TCP segment's arrival (`--packet-stamps`, `net::packet`).
+    pub packet_stamps: bool,
     /// Open the connections the run will use before its start.
     pub preconnect: bool,
     /// How long to wait for `GET /v1/models` to answer before giving up.

@@ -44,6 +44,11 @@ pub struct SglangArgs {
     /// Seconds to wait for GET /v1/models to answer before starting (0: one attempt).
     #[arg(long, default_value_t = 60)]
     pub ready_check_timeout_sec: u64,
+    /// llmspeed's own: stamp each event with the arrival of the TCP segment that carried it,
+    /// from a packet ring per connection (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says
+    /// so and keeps socket stamps).
+    #[arg(long)]
+    pub packet_stamps: bool,
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
@@ -427,6 +432,7 @@ impl SglangArgs {
             system_roots: false,
             ca_cert: None,
             kernel_stamps: true,
+            packet_stamps: self.packet_stamps,
             preconnect: false,
             // SGLang polls `/v1/models` up to this long (0: one attempt).
             ready_check_timeout_s: self.ready_check_timeout_sec,

@@ -174,6 +174,11 @@ pub struct ServeArgs {
     /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
     #[arg(long, help_heading = "llmspeed extras")]
     pub no_kernel_stamps: bool,
+    /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
+    /// ring per connection, so a client that falls behind still times each token (Linux,
+    /// plain HTTP, needs CAP_NET_RAW; otherwise says so and keeps socket stamps).
+    #[arg(long, help_heading = "llmspeed extras")]
+    pub packet_stamps: bool,
     /// Open the run's connections (one per concurrent request, up to 1024) after the warm-ups
     /// and before the first request, so no request's latency includes a TCP or TLS handshake
     /// and a burst of starts does not keep the client busy connecting while the first tokens
@@ -597,6 +602,8 @@ pub struct ServeConfig {
     pub ca_cert: Option<std::path::PathBuf>,
     /// Kernel receive stamps on plain connections (`--no-kernel-stamps` turns them off).
     pub kernel_stamps: bool,
+    /// `--packet-stamps`.
+    pub packet_stamps: bool,
     /// `--preconnect`.
     pub preconnect: bool,
     pub api_key: Option<String>,
@@ -1215,6 +1222,7 @@ impl ServeArgs {
             system_roots: self.system_roots,
             ca_cert: self.ca_cert.clone(),
             kernel_stamps: !self.no_kernel_stamps,
+            packet_stamps: self.packet_stamps,
             preconnect: self.preconnect,
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),

@@ -19,6 +19,7 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         system_roots: cfg.system_roots,
         ca_cert: cfg.ca_cert.clone(),
         kernel_stamps: cfg.kernel_stamps,
+        packet_stamps: cfg.packet_stamps,
         preconnect: cfg.preconnect,
         ready_check_timeout_s: cfg.ready_check_timeout_s,
         model: cfg.model.clone(),
