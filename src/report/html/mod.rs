@@ -35,8 +35,6 @@ pub const CLIENT_CPU_LIMIT_PERCENT: f64 = 80.0;
 pub const TIMER_LAG_LIMIT_MS: f64 = 5.0;
 /// ... or when its token count differs from the server's by more than this share.
 pub const TOKEN_DIFF_LIMIT: f64 = 0.01;
-/// ... or when more than this percent of token gaps came in one read (measured as 0).
-pub const GAPS_IN_ONE_READ_LIMIT_PERCENT: f64 = 1.0;
 
 /// Why the client may have limited this cell's figures, one phrase per reason (empty: no sign).
 pub fn client_limits(c: &DecodeCell) -> Vec<String> {
@@ -54,15 +52,6 @@ pub fn client_limits(c: &DecodeCell) -> Vec<String> {
         why.push(format!(
             "client timers late by {} at p99 (over {TIMER_LAG_LIMIT_MS:.0} ms)",
             ms(lag)
-        ));
-    }
-    if let Some(p) = c
-        .client_gaps_in_one_read_percent
-        .filter(|v| *v > GAPS_IN_ONE_READ_LIMIT_PERCENT)
-    {
-        why.push(format!(
-            "{}% of token gaps came in one read, measured as 0 (over {GAPS_IN_ONE_READ_LIMIT_PERCENT:.0}%)",
-            one_decimal(p)
         ));
     }
     if let (Some(diff), Some(server)) = (c.token_count_diff, c.server_output_tokens) {
@@ -409,16 +398,6 @@ fn cell_view(c: &DecodeCell) -> Value {
                 opt(c.timer_lag_ms_p99, ms),
                 opt(c.timer_lag_ms_max, ms)
             ),
-        ),
-        (
-            "Client wake-up p99",
-            opt(c.client_wakeup_us_p99, |v| format!("{} µs", one_decimal(v))),
-        ),
-        (
-            "Gaps in one read",
-            opt(c.client_gaps_in_one_read_percent, |v| {
-                format!("{}%", one_decimal(v))
-            }),
         ),
         (
             "Token count source",
