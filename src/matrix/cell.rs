@@ -11,7 +11,7 @@ use crate::analysis::{client_lag, stats};
 use crate::clock::Clock;
 use crate::matrix::status::{post_run, CellObservation, WindowQueue};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
-use crate::progress::{Event, Phase, Progress};
+use crate::progress::{Event, Headroom, Phase, Progress};
 use crate::report::client_lag::ClientLagFigures;
 use crate::report::{
     push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, GapHistogram, LoopInfo,
@@ -101,6 +101,39 @@ struct Counters {
     tokens: AtomicU64,
     /// Streams inside a request now (one add and one subtract per request, not per token).
     active: AtomicU64,
+    /// The kernel-stamped reads of the requests that ended since the live display last took
+    /// them: how many, their read lags' sum and largest (ns). Added once per request, when it
+    /// ends ([`Counters::note_reads`]), never per token.
+    lag_reads: AtomicU64,
+    lag_sum_ns: AtomicU64,
+    lag_max_ns: AtomicU64,
+}
+
+impl Counters {
+    /// A finished request's read lags (the read lag of `analysis::client_lag`).
+    fn note_reads(&self, tl: &Timeline) {
+        let (mut n, mut sum, mut max) = (0u64, 0u64, 0u64);
+        for lag in tl.reads().filter_map(|r| r.lag_ns) {
+            n += 1;
+            sum += u64::from(lag);
+            max = max.max(u64::from(lag));
+        }
+        if n > 0 {
+            self.lag_reads.fetch_add(n, Ordering::Relaxed);
+            self.lag_sum_ns.fetch_add(sum, Ordering::Relaxed);
+            self.lag_max_ns.fetch_max(max, Ordering::Relaxed);
+        }
+    }
+
+    /// The read lags noted since the last call (count, sum, max), starting afresh. A request
+    /// ending between the three swaps lands in this second or the next, never lost.
+    fn take_reads(&self) -> (u64, u64, u64) {
+        (
+            self.lag_reads.swap(0, Ordering::Relaxed),
+            self.lag_sum_ns.swap(0, Ordering::Relaxed),
+            self.lag_max_ns.swap(0, Ordering::Relaxed),
+        )
+    }
 }
 
 impl StreamObserver for Watch {
@@ -218,6 +251,7 @@ async fn worker(
         w.shared.active.fetch_add(1, Ordering::Relaxed);
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
         w.shared.active.fetch_sub(1, Ordering::Relaxed);
+        w.shared.note_reads(&tl);
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
         match &tl.outcome {
             Err(e) if unreachable(e) => w.shared.refused_in_a_row.fetch_add(1, Ordering::Relaxed),
@@ -1038,8 +1072,9 @@ enum Held {
     ServerDied(u64),
 }
 
-/// Wait out the window, sending live figures to the progress display, until its end, the
-/// user's stop, or the server's death (every stream's latest attempt refused a connection).
+/// Wait out the window, sending live figures to the progress display (tokens per second and
+/// the client's headroom, once a second), until its end, the user's stop, or the server's death
+/// (every stream's latest attempt refused a connection).
 async fn hold_window(
     duration: Duration,
     streams: &Streams,
@@ -1049,6 +1084,10 @@ async fn hold_window(
     let (clock, shared) = (&streams.clock, &streams.shared);
     let end = tokio::time::Instant::now() + duration;
     let (mut last_t, mut last_n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let cpu_now = || crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
+    let mut last_cpu = cpu_now();
+    shared.take_reads();
     loop {
         if shared.lost_streams.load(Ordering::Relaxed) >= streams.c as u64 {
             return Held::ServerDied(shared.lost_at.load(Ordering::Relaxed));
@@ -1067,6 +1106,13 @@ async fn hold_window(
             let (t, n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
             let s = clock.delta_ns(last_t, t) as f64 / 1e9;
             if s > 0.0 {
+                let cpu = cpu_now();
+                let (reads, sum, max) = shared.take_reads();
+                let used = cpu.zip(last_cpu).map(|(b, a)| b - a);
+                progress.event(&Event::Headroom(Headroom::of(
+                    reads, sum, max, used, s, cores,
+                )));
+                last_cpu = cpu;
                 progress.event(&Event::Live {
                     tok_per_s: n.saturating_sub(last_n) as f64 / s,
                     active: shared.active.load(Ordering::Relaxed),
@@ -1438,6 +1484,23 @@ mod tests {
             request_id: None,
             looped: None,
         }
+    }
+
+    #[test]
+    fn the_live_read_lag_is_each_finished_requests_reads_taken_once() {
+        let (clock, _h) = Clock::mock();
+        let c = Counters::default();
+        // Reads woken 20 us and 40 us late, and one on the client's own clock (no lag known).
+        let f = stamped(
+            &clock,
+            0,
+            &[(5, 20, &[1]), (15, 40, &[1, 1]), (25, 0, &[1])],
+        );
+        c.note_reads(&f.tl);
+        let g = stamped(&clock, 0, &[(30, 10, &[1])]);
+        c.note_reads(&g.tl);
+        assert_eq!(c.take_reads(), (3, 70_000, 40_000));
+        assert_eq!(c.take_reads(), (0, 0, 0), "taken afresh each second");
     }
 
     #[test]
