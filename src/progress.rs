@@ -1,5 +1,6 @@
 //! Progress events: what a run tells the person watching it, as values. The runners
-//! (`matrix::run`, `matrix::cell`, `bench::engine::run`) emit them; the CLI renders them (a live
+//! (`matrix::run`, `matrix::cell`, `bench::engine::run`) emit them, the client's headroom
+//! among them (`Headroom`: its read lag and CPU share, over the last second); the CLI renders them (a live
 //! display on a terminal, plain lines otherwise, see `cli::progress`).
 //!
 //! Owns no IO and no clock: events carry numbers, and rendering decides what to show and how
@@ -60,6 +61,9 @@ pub enum Event<'a> {
         active: u64,
         left_s: f64,
     },
+    /// The client's headroom while measuring (`Headroom`), from the runner's loop once a
+    /// second beside `Live`.
+    Headroom(Headroom),
     /// A step (decode cell, prefill row, or a `bench serve` request) finished; the plan's
     /// estimate for it (0 when there is none), which scales the estimate of the steps left.
     StepDone { estimate_s: f64 },
@@ -69,6 +73,70 @@ pub enum Event<'a> {
     /// A prefill row of `tokens` prompt tokens measured this many prompt tokens per second
     /// (sent before its `StepDone`).
     PrefillRate { tokens: u64, tok_per_s: f64 },
+}
+
+/// How much room the client has, as it runs: how late it woke up to its reads, and the share
+/// of its cores it used, over the last second. The read lag is that of the requests that ended
+/// in that second (a request's reads are summed once, when it ends: never per token), `None`
+/// when none ended or no read carried the kernel's stamp; the same read lag as
+/// `analysis::client_lag`'s, which judges the run when it ends.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Headroom {
+    pub read_lag_us_mean: Option<f64>,
+    pub read_lag_us_max: Option<f64>,
+    /// The client's CPU over the second, percent of the cores it may run on, and how many.
+    pub cpu_percent_of_cores: Option<f64>,
+    pub cores: u64,
+}
+
+impl Headroom {
+    /// From counts the runner keeps: `reads` read lags summing to `sum_ns` with the largest
+    /// `max_ns`, and `cpu_s` of the client's CPU over `wall_s` seconds on `cores` cores.
+    pub fn of(
+        reads: u64,
+        sum_ns: u64,
+        max_ns: u64,
+        cpu_s: Option<f64>,
+        wall_s: f64,
+        cores: u64,
+    ) -> Self {
+        let cores = cores.max(1);
+        Headroom {
+            read_lag_us_mean: (reads > 0).then(|| sum_ns as f64 / reads as f64 / 1e3),
+            read_lag_us_max: (reads > 0).then(|| max_ns as f64 / 1e3),
+            cpu_percent_of_cores: cpu_s
+                .filter(|_| wall_s > 0.0)
+                .map(|c| 100.0 * c.max(0.0) / wall_s / cores as f64),
+            cores,
+        }
+    }
+
+    /// `client: read lag 35 µs mean, 1.2 ms max, CPU 12% of 2 cores` (parts it has).
+    pub fn text(&self) -> String {
+        let lag = |us: f64| {
+            if us >= 1000.0 {
+                format!("{:.1} ms", us / 1e3)
+            } else {
+                format!("{us:.0} µs")
+            }
+        };
+        let mut parts = Vec::new();
+        if let (Some(mean), Some(max)) = (self.read_lag_us_mean, self.read_lag_us_max) {
+            parts.push(format!("read lag {} mean, {} max", lag(mean), lag(max)));
+        }
+        if let Some(c) = self.cpu_percent_of_cores {
+            parts.push(format!(
+                "CPU {c:.0}% of {} core{}",
+                self.cores,
+                if self.cores == 1 { "" } else { "s" }
+            ));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("client: {}", parts.join(", "))
+        }
+    }
 }
 
 /// A step still to run, as the plan has it.
@@ -235,6 +303,29 @@ impl TimeLeft {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn headroom_from_the_runners_counts() {
+        // Four reads woken 10, 20, 30 and 2,000 us late; 0.5 s of CPU over 2 s on 2 cores.
+        let h = Headroom::of(4, 2_060_000, 2_000_000, Some(0.5), 2.0, 2);
+        assert_eq!(h.read_lag_us_mean, Some(515.0));
+        assert_eq!(h.read_lag_us_max, Some(2_000.0));
+        assert_eq!(h.cpu_percent_of_cores, Some(12.5));
+        assert_eq!(
+            h.text(),
+            "client: read lag 515 µs mean, 2.0 ms max, CPU 12% of 2 cores"
+        );
+        // No request ended, no CPU reading: nothing to say, and no division by zero.
+        let none = Headroom::of(0, 0, 0, None, 1.0, 0);
+        assert_eq!((none.read_lag_us_mean, none.cores), (None, 1));
+        assert_eq!(none.text(), "");
+        let cpu_only = Headroom::of(0, 0, 0, Some(1.0), 1.0, 1);
+        assert_eq!(cpu_only.text(), "client: CPU 100% of 1 core");
+        assert_eq!(
+            Headroom::of(1, 5, 5, Some(1.0), 0.0, 1).cpu_percent_of_cores,
+            None
+        );
+    }
 
     #[test]
     fn closures_keep_only_lines() {

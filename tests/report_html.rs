@@ -488,44 +488,102 @@ fn every_status_and_hostile_text_render_escaped() {
     );
 }
 
-#[test]
-fn a_cell_the_client_may_have_limited_is_flagged() {
-    let mut r = report_common::report();
-    let cell = r
-        .decode
-        .iter_mut()
-        .find(|c| c.status == CellStatus::Valid)
-        .unwrap();
-    cell.client_cpu_percent = Some(97.0);
-    let page = render(&r);
-    assert!(page.contains("client CPU 97.0% of one core (over 80%)"));
-    assert!(page.contains("The client may have limited 1 cell:"));
-    let quiet = render(&report_common::report());
-    assert!(!quiet.contains("client may have limited"));
-    // Gaps measured as 0 because two tokens came in one read: over 1% flags the cell, and the
-    // cell's overhead table shows the share and the wake-up latency.
-    let mut r = report_common::report();
-    let cell = r
-        .decode
-        .iter_mut()
-        .find(|c| c.status == CellStatus::Valid)
-        .unwrap();
-    cell.client_gaps_in_one_read_percent = Some(1.0);
-    cell.client_wakeup_us_p99 = Some(812.0);
-    let page = render(&r);
-    assert!(
-        !page.contains("client may have limited"),
-        "1% is not over 1%"
-    );
-    assert!(page.contains("812.0 µs") && page.contains("1.0%"));
+/// The first Valid cell (8K × 1, report_common's client lag with gaps of 9.9 ms).
+fn first_valid(r: &mut MatrixReport) -> &mut DecodeCell {
     r.decode
         .iter_mut()
         .find(|c| c.status == CellStatus::Valid)
         .unwrap()
-        .client_gaps_in_one_read_percent = Some(3.25);
+}
+
+#[test]
+fn each_cell_shows_the_client_lag_verdict_its_reasons_and_the_bounds_from_its_figures() {
+    // The page escapes `/` in values (`&#x2f;`); read it back as text.
+    let quiet = render(&report_common::report()).replace("&#x2f;", "/");
+    assert!(!quiet.contains("Client-bound: the figures are kept"));
+    assert!(!quiet.contains("may have limited"));
+    assert!(quiet.contains("kept up: each printed figure"));
+    // 8K × 1's figures, from its client_lag: the bounds to the µs, the lags, the shares.
+    assert!(quiet.contains("9.900 ± 0.020 ms"), "gap p50 and its bound");
+    assert!(quiet.contains("14.850 ± 0.020 ms"), "gap p99 and its bound");
+    assert!(
+        quiet.contains("45.000 ± 0.020 ms"),
+        "TTFT p50 and its bound"
+    );
+    assert!(quiet.contains("12.5 µs / 48.0 µs / 310.0 µs"), "read lag");
+    assert!(
+        quiet.contains("0.050 ms / 0.200 ms / 0.400 ms"),
+        "dispatch lag"
+    );
+    assert!(quiet.contains("99.9% / 0.1% / 0.0% of 2,997"), "gap kinds");
+    assert!(quiet.contains("0.8% of 2 core(s)"), "CPU share");
+
+    // The older thresholds are gone: a busy CPU, late timers or a 3% share of gaps read
+    // together mark nothing by themselves; only the verdict does.
+    let mut r = report_common::report();
+    let cell = first_valid(&mut r);
+    cell.client_cpu_percent = Some(97.0);
+    cell.timer_lag_ms_p99 = Some(12.0);
+    cell.client_lag.as_mut().unwrap().gaps_merged_percent = Some(3.0);
     let page = render(&r);
-    assert!(page.contains("3.3% of token gaps came in one read, measured as 0 (over 1%)"));
-    assert!(page.contains("The client may have limited 1 cell:"));
+    assert!(!page.contains("Client-bound: the figures are kept"));
+    assert!(!page.contains("may have limited") && !page.contains("over 80%"));
+    assert!(page.contains("97.0% of one core"), "the CPU is still shown");
+
+    // The verdict and its reasons, as the figures carry them.
+    let reason = "the gap p50 of 0.000 ms is known only to ±1.000 ms (over 10%): 60% of gaps had an end read together with other tokens";
+    let cell = first_valid(&mut r);
+    cell.status = CellStatus::ClientBound;
+    let lag = cell.client_lag.as_mut().unwrap();
+    lag.client_bound = true;
+    lag.client_bound_reasons = vec![reason.into()];
+    let page = render(&r);
+    assert!(
+        page.contains("made 1 cell Client-bound"),
+        "the page says how many"
+    );
+    assert!(page.contains("Client-bound: its figures are not trustworthy"));
+    assert!(page.contains(reason));
+    assert!(!page.contains("also Client-bound"));
+    // A cell whose status is another (Looped comes first) still says it.
+    let looped = r
+        .decode
+        .iter_mut()
+        .find(|c| c.status == CellStatus::Looped)
+        .unwrap();
+    let lag = looped.client_lag.as_mut().unwrap();
+    lag.client_bound = true;
+    lag.client_bound_reasons =
+        vec!["the TTFT p50 of 52.000 ms is known only to ±9.000 ms (over 10%)".into()];
+    let page = render(&r);
+    assert!(page.contains("made 2 cells Client-bound"));
+    assert_eq!(page.matches("also Client-bound").count(), 1);
+
+    // Reads on the client's own clock: no bound, and the verdict says it has no basis.
+    let mut r = report_common::report();
+    let lag = first_valid(&mut r).client_lag.as_mut().unwrap();
+    lag.bounds_ms = Default::default();
+    lag.gaps_unbounded_percent = Some(100.0);
+    assert!(render(&r).contains("no bound: the reads carry the client"));
+    // A file from before the figures were recorded says so.
+    first_valid(&mut r).client_lag = None;
+    assert!(render(&r).contains("The client's lag was not recorded for this cell"));
+}
+
+#[test]
+fn a_token_count_off_the_servers_by_over_one_percent_is_flagged_apart_from_the_verdict() {
+    let mut r = report_common::report();
+    let cell = first_valid(&mut r);
+    let server = cell.server_output_tokens.unwrap();
+    cell.token_count_diff = Some((server / 100) as i64);
+    assert!(!render(&r).contains("client counted"), "1% is not over 1%");
+    first_valid(&mut r).token_count_diff = Some(-((server / 100) as i64 + 1));
+    let page = render(&r);
+    assert!(page.contains(&format!(
+        "client counted -{} tokens against the server",
+        server / 100 + 1
+    )));
+    assert!(!page.contains("Client-bound: the figures are kept"));
 }
 
 /// A full 8 × 8 grid, every cell with 64 requests and 30 server samples: it renders, with all

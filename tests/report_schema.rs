@@ -131,6 +131,29 @@ fn broken_reports_are_rejected() {
             Box::new(|r| r["decode"][1]["loop_info"]["channel"] = json!("answer")),
         ),
         (
+            "client lag without its verdict",
+            Box::new(|r| {
+                r["decode"][0]["client_lag"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("client_bound");
+            }),
+        ),
+        (
+            "a share of gaps over 100%",
+            Box::new(|r| r["decode"][0]["client_lag"]["gaps_merged_percent"] = json!(100.5)),
+        ),
+        (
+            "a bound without its value",
+            Box::new(|r| {
+                r["decode"][0]["client_lag"]["bounds_ms"]["itl_p50"] = json!({"bound": 0.02})
+            }),
+        ),
+        (
+            "the old wake-up field",
+            Box::new(|r| r["decode"][0]["client_wakeup_us_p99"] = json!(12.0)),
+        ),
+        (
             "wrong schema version",
             Box::new(|r| r["schema_version"] = json!(2)),
         ),

@@ -11,8 +11,9 @@
 //! - **Arrival bounds**: the kernel keeps one stamp per read, that of its newest data
 //!   (segments waiting together are coalesced and keep the newest stamp). So the read's last
 //!   event arrived at its stamp, to the stamp's resolution; an earlier event of the same read
-//!   arrived at some moment after the previous read returned (earlier still when that read
-//!   left data waiting: its successor's stamp is then not after its return). Each token
+//!   arrived at some moment after the previous read's stamp (a read that did not fill its
+//!   buffer took all there was; earlier still when it did fill it: what it left may be as old
+//!   as its own data). Each token
 //!   event's true arrival lies in `[t - early, t]`, and every figure built on stamps gets an
 //!   interval: a gap whose two ends were read apart is known to [`STAMP_RESOLUTION_NS`]; a gap
 //!   with an end in a read that held several events is known to that read's spread.
@@ -54,40 +55,38 @@ pub struct Arrival {
 }
 
 /// Each token event's arrival bounds, in order (see the module docs).
+///
+/// A read that did not fill its buffer took everything the socket held when it took it, so
+/// its stamp is that of its last event (its newest data), and whatever the next read holds
+/// came after it: after this read's stamp, and no later bound is known (the stamp of the
+/// moment the read took the data is not kept: the read lag runs to when it returned, and a
+/// client preempted between the two returns late from a read that was on time). A read that
+/// filled its buffer may have left data that waited since before its own stamp (segments
+/// waiting together keep the newest one's stamp), so neither its last event nor the next
+/// read's are known better than its own first data. A read on the client's own clock is
+/// stamped when it returned, after data it did not take may have come: no bound from it.
 pub fn arrivals(tl: &Timeline, clock: &Clock) -> Vec<Arrival> {
     let mut out = Vec::with_capacity(tl.events.len());
-    let mut reads = tl.reads().peekable();
     // The response cannot have arrived before the request left.
-    let mut prev_return = tl.send_start.unwrap_or(tl.intended_start);
-    let mut since = prev_return;
-    let mut prev_full = false;
-    while let Some(r) = reads.next() {
-        // Data stamped after the previous read returned arrived after it, unless that read
-        // filled its buffer; otherwise the data was waiting then (that read did not take it
-        // all), since as long as the earlier data.
-        if r.t > prev_return && !prev_full {
-            since = prev_return;
-        }
-        let returned = clock.add_ns(r.t, u64::from(r.lag_ns.unwrap_or(0)));
-        // A read that left data behind (it filled its buffer, or the next one is stamped
-        // before it returned) may carry the stamp of data it did not take.
+    let mut since = tl.send_start.unwrap_or(tl.intended_start);
+    for r in tl.reads() {
         let full = tl.read_was_full(r.end);
-        let drained = !full && reads.peek().is_none_or(|n| n.t > returned);
         let spread = clock.delta_ns(since, r.t);
         for i in r.first..r.end {
             let e = tl.events[i];
             if e.tokens == 0 {
                 continue;
             }
-            let newest = i + 1 == r.end && drained;
+            let newest = i + 1 == r.end && !full;
             out.push(Arrival {
                 t: r.t,
                 tokens: e.tokens,
                 early_ns: r.lag_ns.map(|_| if newest { 0 } else { spread }),
             });
         }
-        prev_return = returned;
-        prev_full = full;
+        if !full && r.lag_ns.is_some() {
+            since = since.max(r.t);
+        }
     }
     out
 }
@@ -581,9 +580,9 @@ mod tests {
     #[test]
     fn several_tokens_per_read_are_known_to_the_time_since_the_previous_read() {
         let (clock, _h) = Clock::mock();
-        // Read 1 at 1 ms, woken 10 us late (returned at 1.01 ms). Read 2 stamped 4 ms (its
+        // Read 1 at 1 ms, woken 10 us late, took all there was. Read 2 stamped 4 ms (its
         // newest data), woken 2 ms late, holds three tokens: the first two arrived somewhere
-        // in (1.01 ms, 4 ms]. Read 3 at 7 ms alone.
+        // in (1 ms, 4 ms]. Read 3 at 7 ms alone.
         let tl = timeline(&[
             (1_000_000, 10_000, &[1]),
             (4_000_000, 2_000_000, &[1, 1, 1]),
@@ -593,19 +592,19 @@ mod tests {
         let early: Vec<Option<u64>> = arr.iter().map(|a| a.early_ns).collect();
         assert_eq!(
             early,
-            vec![Some(0), Some(2_990_000), Some(2_990_000), Some(0), Some(0)]
+            vec![Some(0), Some(3_000_000), Some(3_000_000), Some(0), Some(0)]
         );
         let gaps: Vec<Gap> = arr
             .windows(2)
             .map(|p| Gap::between(&p[0], &p[1], &clock))
             .collect();
-        // Into the merged read: measured 3 ms, the token may have come 2.99 ms earlier.
+        // Into the merged read: measured 3 ms, the token may have come 3 ms earlier.
         assert_eq!(gaps[0].kind, GapKind::Merged);
-        assert_eq!(gaps[0].below_ns, 2_990_000 + RES);
+        assert_eq!(gaps[0].below_ns, 3_000_000 + RES);
         assert_eq!(gaps[0].above_ns, RES);
-        // Inside the read: measured 0; the truth is up to 2.99 ms either way.
+        // Inside the read: measured 0; the truth is up to 3 ms either way.
         assert_eq!(gaps[1].measured_ns, 0);
-        assert_eq!(gaps[1].bound_ns(), Some(2_990_000 + RES));
+        assert_eq!(gaps[1].bound_ns(), Some(3_000_000 + RES));
         assert!(gaps[1].covers(1_000_000, 1_000_000) && !gaps[1].covers(3_100_000, 3_200_000));
         // The read's last token closes a merged gap, then the next one is read apart.
         assert_eq!(gaps[2].kind, GapKind::Merged);
@@ -619,8 +618,8 @@ mod tests {
         // Gaps measured 3, 0, 0, 3 ms: the median (1.5 ms) is known to about ±3 ms.
         let p50 = lag.itl_ms_p50.unwrap();
         assert_eq!(p50.value, 1.5);
-        // The median of the lower ends is -0.015 ms, of the upper ends 3.015 ms.
-        assert!((p50.bound - 1.515).abs() < 1e-9, "{p50:?}");
+        // The median of the lower ends is -0.02 ms, of the upper ends 3.02 ms.
+        assert!((p50.bound - 1.52).abs() < 1e-9, "{p50:?}");
         let why = verdict(&lag, Printed::MedianAndP99);
         assert!(why[0].contains("gap p50 of 1.500 ms"), "{why:?}");
         // TPOT: 6 ms over 4 gaps, the ends' reads both the newest: known to the resolution / 4.
@@ -630,27 +629,76 @@ mod tests {
     }
 
     #[test]
-    fn a_read_that_left_data_waiting_widens_its_own_and_the_next_bound() {
+    fn a_read_stamped_before_its_predecessor_returned_leaves_both_exact() {
         let (clock, _h) = Clock::mock();
         // Read 1 at 1 ms returns at 1.5 ms; read 2 is stamped 2 ms, returns 2.5 ms; read 3 is
-        // stamped 2.1 ms, before read 2 returned: read 2 left it waiting, so read 2's last
-        // token may not be its newest data, and read 3's first token waited since read 1
-        // returned (its last one is its own newest data).
+        // stamped 2.1 ms, before read 2 returned. Read 2 did not fill its buffer, so it took
+        // all the socket held when it took it: read 3's data came after that, and read 2 was
+        // late only in returning (preempted after its recvmsg, say). Read 2's token is its
+        // newest data; read 3's first token came after read 2's stamp.
         let tl = timeline(&[
             (1_000_000, 500_000, &[1]),
             (2_000_000, 500_000, &[1]),
             (2_100_000, 10_000, &[1, 1]),
         ]);
         let early: Vec<Option<u64>> = arrivals(&tl, &clock).iter().map(|a| a.early_ns).collect();
-        assert_eq!(early, vec![Some(0), Some(500_000), Some(600_000), Some(0)]);
+        assert_eq!(early, vec![Some(0), Some(0), Some(100_000), Some(0)]);
+    }
+
+    #[test]
+    fn a_client_that_returns_late_from_reads_it_took_on_time_is_not_client_bound() {
+        let (clock, _h) = Clock::mock();
+        // A token every 1 ms, each read alone (the client took each before the next came), but
+        // every read returned 1.5 ms after its data: the thread ran late after its recvmsg
+        // (a loaded machine preempts it there), so each next token is stamped before its
+        // predecessor returned. Each read is its own newest data: every gap is known to the
+        // resolution, and nothing is wrong with the figures. (Holding such reads to a bound
+        // that runs back to before the previous one chained their spreads over every read
+        // and called the run Client-bound.)
+        let reads: Vec<(u64, u32, &[u32])> = (1..=40)
+            .map(|k| (k * 1_000_000, 1_500_000, &[1u32][..]))
+            .collect();
+        let tl = timeline(&reads);
+        let arr = arrivals(&tl, &clock);
+        assert!(arr.iter().all(|a| a.early_ns == Some(0)), "{arr:?}");
+        let mut s = LagSamples::default();
+        s.add(&tl, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        assert_eq!((lag.gaps_apart, lag.gaps_merged), (39, 0));
+        assert_eq!(lag.read_lag_us.unwrap().p99, 1_500.0);
+        let p99 = lag.itl_ms_p99.unwrap();
+        assert_eq!(p99.value, 1.0);
+        assert!((p99.bound - 0.02).abs() < 1e-12, "{p99:?}");
+        let ttft = lag.ttft_ms_p50.unwrap();
+        assert!((ttft.bound - 0.02).abs() < 1e-12, "{ttft:?}");
+        assert_eq!(verdict(&lag, Printed::MedianAndP99), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_burst_read_after_a_prompt_one_is_bounded_from_that_reads_stamp_only() {
+        let (clock, _h) = Clock::mock();
+        // The server fell behind and wrote three tokens at once at 5 ms, after one at 1 ms
+        // that the client read at once. The client cannot tell a burst from tokens that
+        // waited: the first two may have come any time after 1 ms, never before it, however
+        // late the reads returned.
+        let tl = timeline(&[
+            (1_000_000, 3_500_000, &[1]),
+            (5_000_000, 20_000, &[1, 1, 1]),
+        ]);
+        let early: Vec<Option<u64>> = arrivals(&tl, &clock).iter().map(|a| a.early_ns).collect();
+        assert_eq!(
+            early,
+            vec![Some(0), Some(4_000_000), Some(4_000_000), Some(0)]
+        );
     }
 
     #[test]
     fn a_read_that_filled_its_buffer_keeps_the_next_reads_data_as_old_as_its_own() {
         let (clock, _h) = Clock::mock();
-        // Read 1 at 1 ms returns at 1.01 ms. Read 2 stamped 5 ms, woken 1 ms late, filled its
-        // buffer: what it left may have waited since 1.01 ms. Read 3 stamped 6.5 ms, after
-        // read 2 returned (6 ms), still holds such data.
+        // Read 1 at 1 ms took all there was. Read 2 stamped 5 ms, woken 1 ms late, filled its
+        // buffer: its last token may not be its newest data, and what it left may have waited
+        // since 1 ms. Read 3 stamped 6.5 ms, after read 2 returned (6 ms), still holds such
+        // data.
         let mut tl = timeline(&[
             (1_000_000, 10_000, &[1]),
             (5_000_000, 1_000_000, &[1, 1]),
@@ -663,9 +711,9 @@ mod tests {
             early,
             vec![
                 Some(0),
-                Some(3_990_000),
-                Some(3_990_000),
-                Some(5_490_000),
+                Some(4_000_000),
+                Some(4_000_000),
+                Some(5_500_000),
                 Some(0)
             ]
         );

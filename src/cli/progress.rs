@@ -2,7 +2,7 @@
 //! otherwise (CI, pipes, `--no-progress`). Owns the choice of mode and the words; what a run
 //! reports, and when, is the runner's.
 
-use crate::progress::{time_left_s, Event, Pace, Phase, Progress, TimeLeft};
+use crate::progress::{time_left_s, Event, Headroom, Pace, Phase, Progress, TimeLeft};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -36,6 +36,8 @@ pub struct Display {
     step: String,
     phase: Option<Phase>,
     live: Option<(f64, u64, f64)>,
+    /// The client's headroom, as last reported while measuring.
+    headroom: Option<Headroom>,
     /// The plan's time left, once the runner sent its plan (the matrix); else the count pace.
     eta: Option<TimeLeft>,
 }
@@ -68,6 +70,7 @@ impl Display {
             step: String::new(),
             phase: None,
             live: None,
+            headroom: None,
             eta: None,
         }
     }
@@ -108,6 +111,14 @@ impl Display {
             m.push_str(&format!(
                 " {left:.0} s left, {tps:.0} tok/s live, {active} streams"
             ));
+        }
+        let running = matches!(self.phase, Some(Phase::Measuring | Phase::Requests));
+        if let Some(h) = self.headroom.filter(|_| running) {
+            let text = h.text();
+            if !text.is_empty() {
+                m.push_str("; ");
+                m.push_str(&text);
+            }
         }
         m.push_str(&format!(" | run: {}", self.left_text()));
         m
@@ -170,6 +181,7 @@ impl Progress for Display {
                 self.step.push_str(step);
                 self.phase = Some(phase);
                 self.live = None;
+                self.headroom = None;
             }
             Event::Live {
                 tok_per_s,
@@ -182,10 +194,32 @@ impl Progress for Display {
                         return;
                     }
                     *last_live = Some(Instant::now());
-                    let line = format!(
+                    let mut line = format!(
                         "{}: {tok_per_s:.0} tok/s live, {active} streams active, {left_s:.0} s left",
                         self.step
                     );
+                    let room = self.headroom.map(|h| h.text()).unwrap_or_default();
+                    if !room.is_empty() {
+                        line.push_str("; ");
+                        line.push_str(&room);
+                    }
+                    self.plain(&line);
+                }
+            }
+            Event::Headroom(h) => {
+                self.headroom = Some(h);
+                // Plain mode prints it with the matrix's next live line; `bench serve` sends no
+                // live line, so its requests phase prints it alone, as often.
+                if let (Mode::Plain { last_live }, Some(Phase::Requests)) =
+                    (&mut self.mode, self.phase)
+                {
+                    let text = h.text();
+                    if text.is_empty() || last_live.is_some_and(|t| t.elapsed() < PLAIN_LIVE_EVERY)
+                    {
+                        return;
+                    }
+                    *last_live = Some(Instant::now());
+                    let line = format!("{}: {text}", self.step);
                     self.plain(&line);
                 }
             }
@@ -250,11 +284,40 @@ mod tests {
             ),
             "{m}"
         );
+        // The client's headroom joins the live figures while measuring, and goes with them.
+        d.event(&Event::Headroom(Headroom::of(
+            2,
+            60_000,
+            50_000,
+            Some(0.3),
+            1.0,
+            2,
+        )));
+        let m = d.message();
+        assert!(
+            m.starts_with("cell 8K x 4: measuring 17 s left, 123 tok/s live, 4 streams; client: read lag 30 µs mean, 50 µs max, CPU 15% of 2 cores | run: "),
+            "{m}"
+        );
         d.event(&Event::Phase {
             step: "cell 8K x 4",
             phase: Phase::Draining,
         });
         assert!(d.message().starts_with("cell 8K x 4: draining | run:"));
+        assert!(!d.message().contains("client:"));
+        // `bench serve`'s requests phase shows it too.
+        d.event(&Event::Phase {
+            step: "requests",
+            phase: Phase::Requests,
+        });
+        d.event(&Event::Headroom(Headroom::of(
+            1, 2_500_000, 2_500_000, None, 1.0, 2,
+        )));
+        assert!(
+            d.message()
+                .starts_with("requests: requests; client: read lag 2.5 ms mean, 2.5 ms max | run:"),
+            "{}",
+            d.message()
+        );
     }
 
     #[test]

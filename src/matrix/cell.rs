@@ -7,11 +7,12 @@
 //! bumps counters and feeds the detectors; everything else is computed after the window.
 
 use crate::analysis::repetition::{Loop, RepetitionConfig, RepetitionDetector};
-use crate::analysis::stats;
+use crate::analysis::{client_lag, stats};
 use crate::clock::Clock;
 use crate::matrix::status::{post_run, CellObservation, WindowQueue};
 use crate::net::{Cancel, Client, Flow, StreamObserver, StreamRequest};
-use crate::progress::{Event, Phase, Progress};
+use crate::progress::{Event, Headroom, Phase, Progress};
+use crate::report::client_lag::ClientLagFigures;
 use crate::report::{
     push_first_per_kind, DecodeCell, ErrorCount, ErrorMessage, GapHistogram, LoopInfo,
     RequestSummary, ServerSample, TokenBins, GAP_BINS_PER_DECADE, GAP_DECADES, GAP_LO_US,
@@ -100,6 +101,39 @@ struct Counters {
     tokens: AtomicU64,
     /// Streams inside a request now (one add and one subtract per request, not per token).
     active: AtomicU64,
+    /// The kernel-stamped reads of the requests that ended since the live display last took
+    /// them: how many, their read lags' sum and largest (ns). Added once per request, when it
+    /// ends ([`Counters::note_reads`]), never per token.
+    lag_reads: AtomicU64,
+    lag_sum_ns: AtomicU64,
+    lag_max_ns: AtomicU64,
+}
+
+impl Counters {
+    /// A finished request's read lags (the read lag of `analysis::client_lag`).
+    fn note_reads(&self, tl: &Timeline) {
+        let (mut n, mut sum, mut max) = (0u64, 0u64, 0u64);
+        for lag in tl.reads().filter_map(|r| r.lag_ns) {
+            n += 1;
+            sum += u64::from(lag);
+            max = max.max(u64::from(lag));
+        }
+        if n > 0 {
+            self.lag_reads.fetch_add(n, Ordering::Relaxed);
+            self.lag_sum_ns.fetch_add(sum, Ordering::Relaxed);
+            self.lag_max_ns.fetch_max(max, Ordering::Relaxed);
+        }
+    }
+
+    /// The read lags noted since the last call (count, sum, max), starting afresh. A request
+    /// ending between the three swaps lands in this second or the next, never lost.
+    fn take_reads(&self) -> (u64, u64, u64) {
+        (
+            self.lag_reads.swap(0, Ordering::Relaxed),
+            self.lag_sum_ns.swap(0, Ordering::Relaxed),
+            self.lag_max_ns.swap(0, Ordering::Relaxed),
+        )
+    }
 }
 
 impl StreamObserver for Watch {
@@ -217,6 +251,7 @@ async fn worker(
         w.shared.active.fetch_add(1, Ordering::Relaxed);
         let tl = client.stream(&req, intended, &mut w, &cancel).await;
         w.shared.active.fetch_sub(1, Ordering::Relaxed);
+        w.shared.note_reads(&tl);
         let failed = matches!(tl.error_kind(), Some(k) if k != ErrorKind::Cancelled);
         match &tl.outcome {
             Err(e) if unreachable(e) => w.shared.refused_in_a_row.fetch_add(1, Ordering::Relaxed),
@@ -295,33 +330,6 @@ pub struct WindowFacts {
     /// The most requests that were between their first token and their end at one instant of
     /// the window (the client's view of how many the server ran at once).
     pub peak_decoding: u64,
-}
-
-/// p99 of the client's wake-up latency (µs) over kernel-stamped token events inside
-/// `[open, close)`; `None` without any.
-fn wakeup_p99_us<'a>(
-    tls: impl Iterator<Item = &'a Timeline>,
-    open: u64,
-    close: u64,
-) -> Option<f64> {
-    let us: Vec<f64> = tls
-        .flat_map(|tl| tl.token_wakeups_us(open..close))
-        .collect();
-    stats::percentile(&us, 99.0)
-}
-
-/// Share (percent) of the gaps between consecutive token events inside `[open, close)` whose
-/// two events came in one read (equal stamps), so the gap measured 0; `None` without any gap.
-/// A share above a few percent says the client (or the server's batching of writes) hid gaps.
-fn gaps_in_one_read_percent<'a>(
-    tls: impl Iterator<Item = &'a Timeline>,
-    open: u64,
-    close: u64,
-) -> Option<f64> {
-    let (same, gaps) = tls
-        .map(|tl| tl.token_gaps_in_one_read(open..close))
-        .fold((0, 0), |(a, b), (s, g)| (a + s, b + g));
-    (gaps > 0).then(|| 100.0 * same as f64 / gaps as f64)
 }
 
 /// TTFT and time between tokens of one request, from its events inside `[open, close)` only.
@@ -1064,8 +1072,9 @@ enum Held {
     ServerDied(u64),
 }
 
-/// Wait out the window, sending live figures to the progress display, until its end, the
-/// user's stop, or the server's death (every stream's latest attempt refused a connection).
+/// Wait out the window, sending live figures to the progress display (tokens per second and
+/// the client's headroom, once a second), until its end, the user's stop, or the server's death
+/// (every stream's latest attempt refused a connection).
 async fn hold_window(
     duration: Duration,
     streams: &Streams,
@@ -1075,6 +1084,10 @@ async fn hold_window(
     let (clock, shared) = (&streams.clock, &streams.shared);
     let end = tokio::time::Instant::now() + duration;
     let (mut last_t, mut last_n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let cpu_now = || crate::sys::client_cpu().map(crate::sys::CpuTime::total_s);
+    let mut last_cpu = cpu_now();
+    shared.take_reads();
     loop {
         if shared.lost_streams.load(Ordering::Relaxed) >= streams.c as u64 {
             return Held::ServerDied(shared.lost_at.load(Ordering::Relaxed));
@@ -1093,6 +1106,13 @@ async fn hold_window(
             let (t, n) = (clock.raw(), shared.tokens.load(Ordering::Relaxed));
             let s = clock.delta_ns(last_t, t) as f64 / 1e9;
             if s > 0.0 {
+                let cpu = cpu_now();
+                let (reads, sum, max) = shared.take_reads();
+                let used = cpu.zip(last_cpu).map(|(b, a)| b - a);
+                progress.event(&Event::Headroom(Headroom::of(
+                    reads, sum, max, used, s, cores,
+                )));
+                last_cpu = cpu;
                 progress.event(&Event::Live {
                     tok_per_s: n.saturating_sub(last_n) as f64 / s,
                     active: shared.active.load(Ordering::Relaxed),
@@ -1339,9 +1359,10 @@ fn note_token_counts(
     }
 }
 
-/// The client's own cost over the window: CPU, timer lag, wake-up latency and gaps that
-/// arrived in one read; and whether its lag made the window Client-bound (the reasons go into
-/// the cell's notes).
+/// The client's own cost over the window: its CPU and timer lag, and its lag by
+/// `analysis::client_lag` (the one definition `bench` and `selftest` use): read lag, tokens
+/// per read, dispatch lag, the bound on each figure and the verdict, whose reasons say why the
+/// window is Client-bound. Returns whether it is.
 fn note_client_cost(
     cell: &mut DecodeCell,
     w: &Window,
@@ -1349,92 +1370,35 @@ fn note_client_cost(
     clock: &Clock,
 ) -> bool {
     let window_s = clock.delta_ns(w.open, w.close) as f64 / 1e9;
-    if let (Some(a), Some(b)) = w.cpu {
-        if window_s > 0.0 {
-            cell.client_cpu_percent = Some((b - a) / window_s * 100.0);
-        }
-    }
+    let cpu = match w.cpu {
+        (Some(a), Some(b)) => client_lag::Cpu::over(b - a, window_s),
+        _ => None,
+    };
+    cell.client_cpu_percent = cpu.map(|c| c.percent_of_one_core);
     cell.timer_lag_ms_p99 = stats::percentile(&w.lags, 99.0);
     cell.timer_lag_ms_max = w.lags.iter().copied().reduce(f64::max);
-    cell.client_wakeup_us_p99 = wakeup_p99_us(finished.iter().map(|f| &f.tl), w.open, w.close);
-    cell.client_gaps_in_one_read_percent =
-        gaps_in_one_read_percent(finished.iter().map(|f| &f.tl), w.open, w.close);
-    let mut lag = crate::analysis::client_lag::LagSamples::default();
+    let mut lag = client_lag::LagSamples::default();
     for f in finished {
         lag.add(&f.tl, clock, w.open..w.close);
     }
-    // The cell prints the median time between tokens (no p99), and its TTFT runs from the
-    // request's send: the runner's lateness and the connection are not in it, so only the
-    // stamps' reasons apply.
-    let why = crate::analysis::client_lag::stamp_reasons(
-        &lag.summary(None),
-        crate::analysis::client_lag::Printed::Median,
-    );
-    cell.notes
-        .extend(why.iter().map(|r| format!("Client-bound: {r}.")));
-    !why.is_empty()
+    let lag = lag.summary(cpu);
+    let why = cell_verdict(&lag);
+    let bound = !why.is_empty();
+    cell.client_lag = Some(ClientLagFigures::new(&lag, why));
+    bound
+}
+
+/// The verdict on a cell's window: the cell prints the median time between tokens (no p99),
+/// and its TTFT runs from the request's send, so the runner's lateness and the connection are
+/// not in it: only the stamps' reasons apply.
+fn cell_verdict(lag: &client_lag::ClientLag) -> Vec<String> {
+    client_lag::stamp_reasons(lag, client_lag::Printed::Median)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn gaps_in_one_read_are_counted_inside_the_window_only() {
-        let mut tl = Timeline::new(0, 8, false);
-        // Token events at 10, 20, 20, 30, 30 and 90 (an empty event at 30 does not count):
-        // inside [10, 60) the gaps are 10→20, 20→20, 20→30, 30→30, two of four in one read.
-        for (t, tokens) in [
-            (10, 1),
-            (20, 1),
-            (20, 1),
-            (30, 0),
-            (30, 1),
-            (30, 1),
-            (90, 1),
-        ] {
-            tl.events.push(EventRecord {
-                t,
-                tokens,
-                wakeup_ns: 0,
-                channel: Channel::Content,
-            });
-        }
-        assert_eq!(
-            gaps_in_one_read_percent([&tl].into_iter(), 10, 60),
-            Some(50.0)
-        );
-        // The gap to the event at 90 counts once the window reaches it.
-        assert_eq!(
-            gaps_in_one_read_percent([&tl].into_iter(), 10, 100),
-            Some(40.0)
-        );
-        assert_eq!(gaps_in_one_read_percent([&tl].into_iter(), 40, 60), None);
-    }
-
-    #[test]
-    fn wakeup_p99_counts_kernel_stamped_token_events_inside_the_window() {
-        let mut tl = Timeline::new(0, 8, false);
-        // (stamp, tokens, wake-up ns): outside the window, an empty event, a client-clock
-        // read (0), and two inside.
-        for (t, tokens, w) in [
-            (5, 1, 9_000_000),
-            (20, 0, 8_000_000),
-            (30, 1, 0),
-            (40, 1, 1_000),
-            (50, 1, 3_000),
-        ] {
-            tl.events.push(EventRecord {
-                t,
-                tokens,
-                wakeup_ns: w,
-                channel: Channel::Content,
-            });
-        }
-        let p99 = wakeup_p99_us([&tl].into_iter(), 10, 100).unwrap();
-        assert!((p99 - 2.98).abs() < 1e-9, "{p99}");
-        assert_eq!(wakeup_p99_us([&tl].into_iter(), 60, 100), None);
-    }
     use crate::matrix::status::CellStatus;
 
     const MS: u64 = 1_000_000;
@@ -1496,6 +1460,110 @@ mod tests {
         assert!(!g.observe(50 * MS, false));
         assert!(g.observe(1100 * MS, true));
         assert!(g.observe(1200 * MS, false), "an open gate stays open");
+    }
+
+    /// A request sent at `sent` ms whose reads are (stamp ms, wake-up µs, tokens per event).
+    fn stamped(clock: &Clock, sent: u64, reads: &[(u64, u32, &[u32])]) -> Finished {
+        let at = |ms: u64| clock.add_ns(0, ms * MS);
+        let mut t = Timeline::new(at(sent), 8, false);
+        t.send_start = Some(at(sent));
+        t.write_done = Some(at(sent));
+        for &(ms, us, events) in reads {
+            for &tokens in events {
+                t.events.push(EventRecord {
+                    t: at(ms),
+                    tokens,
+                    wakeup_ns: us * 1_000,
+                    channel: Channel::Content,
+                });
+            }
+        }
+        Finished {
+            stream: 0,
+            tl: t,
+            request_id: None,
+            looped: None,
+        }
+    }
+
+    #[test]
+    fn the_live_read_lag_is_each_finished_requests_reads_taken_once() {
+        let (clock, _h) = Clock::mock();
+        let c = Counters::default();
+        // Reads woken 20 us and 40 us late, and one on the client's own clock (no lag known).
+        let f = stamped(
+            &clock,
+            0,
+            &[(5, 20, &[1]), (15, 40, &[1, 1]), (25, 0, &[1])],
+        );
+        c.note_reads(&f.tl);
+        let g = stamped(&clock, 0, &[(30, 10, &[1])]);
+        c.note_reads(&g.tl);
+        assert_eq!(c.take_reads(), (3, 70_000, 40_000));
+        assert_eq!(c.take_reads(), (0, 0, 0), "taken afresh each second");
+    }
+
+    #[test]
+    fn the_cells_client_lag_is_the_analysis_over_its_window_and_its_verdict() {
+        let (clock, _h) = Clock::mock();
+        let w = |open: u64, close: u64| Window {
+            opened: true,
+            open: clock.add_ns(0, open * MS),
+            close: clock.add_ns(0, close * MS),
+            cpu: (Some(1.0), Some(1.5)),
+            ..Window::default()
+        };
+        // One token per read, 10 ms apart, woken 20 us late: every gap read apart. The read
+        // at 5 ms lies before the window (100 ms long, opening at 10 ms).
+        let apart = stamped(
+            &clock,
+            0,
+            &[
+                (5, 20, &[1]),
+                (15, 20, &[1]),
+                (25, 20, &[1]),
+                (35, 20, &[1]),
+            ],
+        );
+        let mut cell = DecodeCell::empty(1024, "1K", 1, CellStatus::Pending);
+        assert!(!note_client_cost(&mut cell, &w(10, 110), &[apart], &clock));
+        let lag = cell.client_lag.clone().expect("figures");
+        assert!(!lag.client_bound && lag.client_bound_reasons.is_empty());
+        // Reads at 15, 25 and 35 ms inside; gaps 15→25 and 25→35.
+        assert_eq!((lag.reads, lag.gaps), (3, 2));
+        assert_eq!(lag.read_lag_us.unwrap().max, 20.0);
+        assert_eq!(lag.gaps_apart_percent, Some(100.0));
+        let p50 = lag.bounds_ms.itl_p50.unwrap();
+        assert_eq!(p50.value, 10.0);
+        assert!((p50.bound - 0.02).abs() < 1e-12, "{p50:?}");
+        // 0.5 s of CPU over the 0.1 s window: five cores' worth, as CPU share and as before.
+        assert!((cell.client_cpu_percent.unwrap() - 500.0).abs() < 1e-9);
+        let cores = lag.cores.unwrap() as f64;
+        assert!((lag.client_cpu_percent_of_cores.unwrap() - 500.0 / cores).abs() < 1e-9);
+
+        // Three tokens in each read 10 ms apart: two of every three gaps sit inside a read and
+        // measure 0, known only to the 10 ms since the previous read (15 ms for the first): the
+        // median is Client-bound, and so is the TTFT, whose first token may have come at once.
+        let merged = stamped(
+            &clock,
+            0,
+            &[
+                (15, 20, &[1, 1, 1]),
+                (25, 20, &[1, 1, 1]),
+                (35, 20, &[1, 1, 1]),
+            ],
+        );
+        let mut cell = DecodeCell::empty(1024, "1K", 1, CellStatus::Pending);
+        assert!(note_client_cost(&mut cell, &w(10, 110), &[merged], &clock));
+        let lag = cell.client_lag.expect("figures");
+        assert!(lag.client_bound);
+        let why = &lag.client_bound_reasons;
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].starts_with("the gap p50 of 0.000 ms"), "{why:?}");
+        assert!(why[1].starts_with("the TTFT p50 of 15.000 ms"), "{why:?}");
+        assert_eq!(lag.tokens_per_read_mean, Some(3.0));
+        // The reasons are the figures', not a note's.
+        assert!(cell.notes.is_empty(), "{:?}", cell.notes);
     }
 
     fn tl(clock: &Clock, start_ms: u64, token_ms: &[u64]) -> Timeline {

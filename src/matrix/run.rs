@@ -895,14 +895,17 @@ fn prefill_line(row: &PrefillRow) -> String {
     }
 }
 
-/// The console words for a finished cell: status, figures, and the first error and note.
+/// The console words for a finished cell: status, figures, and the first error and note (or,
+/// without a note, why it is Client-bound).
 fn cell_line(cell: &DecodeCell) -> String {
     let mut s = cell.status.label().to_string();
     if let Some(t) = cell.output_tok_per_s {
         s.push_str(&format!(" {t:.1} tok/s"));
     }
     s = with_first_error(&s, &cell.error_messages);
-    if let Some(n) = cell.notes.first() {
+    let why = cell.client_lag.iter().flat_map(|l| &l.client_bound_reasons);
+    let client_bound = why.map(|r| format!("Client-bound: {r}"));
+    if let Some(n) = cell.notes.iter().cloned().chain(client_bound).next() {
         s.push_str(&format!(" ({n})"));
     }
     s
@@ -942,6 +945,17 @@ mod tests {
         let mut valid = DecodeCell::empty(512, "512", 1, CellStatus::Valid);
         valid.output_tok_per_s = Some(95.66);
         assert_eq!(cell_line(&valid), "Valid 95.7 tok/s");
+        let mut bound = valid.clone();
+        bound.status = CellStatus::ClientBound;
+        let lag = crate::analysis::client_lag::LagSamples::default().summary(None);
+        bound.client_lag = Some(crate::report::client_lag::ClientLagFigures::new(
+            &lag,
+            vec!["the gap p50 of 0.000 ms is known only to ±1.000 ms".into()],
+        ));
+        assert_eq!(
+            cell_line(&bound),
+            "Client-bound 95.7 tok/s (Client-bound: the gap p50 of 0.000 ms is known only to ±1.000 ms)"
+        );
         let mut row = PrefillRow {
             context: 512,
             context_label: "512".into(),

@@ -2,12 +2,16 @@
 //! row, RFC 4180 quoting. Raw numbers with units in the column names, empty for missing: this
 //! file is for spreadsheets and scripts, not for reading, so nothing is rounded. `interrupted`
 //! is `true` on a decode cell whose window was cut short (the JSON's `interrupted`: its figures
-//! cover the shortened window of `measured_s` seconds), `false` on every other row.
+//! cover the shortened window of `measured_s` seconds), `false` on every other row. The
+//! `client_lag_*` columns are a decode cell's `client_lag` object of the JSON, each named by its
+//! path there (`client_lag_bounds_ms_itl_p50_bound` is `client_lag.bounds_ms.itl_p50.bound`; the
+//! reasons joined by `; `), empty where the cell has none.
 
+use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 25] = [
+pub const COLUMNS: [&str; 61] = [
     "phase",
     "context",
     "context_label",
@@ -33,6 +37,42 @@ pub const COLUMNS: [&str; 25] = [
     "client_cpu_percent",
     "timer_lag_ms_max",
     "interrupted",
+    "client_lag_client_bound",
+    "client_lag_client_bound_reasons",
+    "client_lag_reads",
+    "client_lag_read_lag_us_p50",
+    "client_lag_read_lag_us_p99",
+    "client_lag_read_lag_us_max",
+    "client_lag_tokens_per_read_mean",
+    "client_lag_tokens_per_read_max",
+    "client_lag_reads_with_several_tokens_percent",
+    "client_lag_dispatch_lag_ms_p50",
+    "client_lag_dispatch_lag_ms_p99",
+    "client_lag_dispatch_lag_ms_max",
+    "client_lag_dispatch_late_ms_p99",
+    "client_lag_dispatch_connect_ms_p99",
+    "client_lag_dispatch_write_ms_p99",
+    "client_lag_gaps",
+    "client_lag_gaps_apart_percent",
+    "client_lag_gaps_merged_percent",
+    "client_lag_gaps_unbounded_percent",
+    "client_lag_bounds_ms_itl_p50_value",
+    "client_lag_bounds_ms_itl_p50_bound",
+    "client_lag_bounds_ms_itl_p99_value",
+    "client_lag_bounds_ms_itl_p99_bound",
+    "client_lag_bounds_ms_itl_mean_value",
+    "client_lag_bounds_ms_itl_mean_bound",
+    "client_lag_bounds_ms_ttft_p50_value",
+    "client_lag_bounds_ms_ttft_p50_bound",
+    "client_lag_bounds_ms_ttft_p99_value",
+    "client_lag_bounds_ms_ttft_p99_bound",
+    "client_lag_bounds_ms_tpot_p50_value",
+    "client_lag_bounds_ms_tpot_p50_bound",
+    "client_lag_bounds_ms_tpot_p99_value",
+    "client_lag_bounds_ms_tpot_p99_bound",
+    "client_lag_throughput_bound_percent",
+    "client_lag_client_cpu_percent_of_cores",
+    "client_lag_cores",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -96,7 +136,7 @@ fn prefill_row(p: &PrefillRow) -> Vec<String> {
 }
 
 fn decode_row(c: &DecodeCell) -> Vec<String> {
-    vec![
+    let mut row = vec![
         "decode".into(),
         c.context.to_string(),
         c.context_label.clone(),
@@ -131,7 +171,56 @@ fn decode_row(c: &DecodeCell) -> Vec<String> {
         num(c.client_cpu_percent),
         num(c.timer_lag_ms_max),
         c.interrupted.to_string(),
-    ]
+    ];
+    row.extend(client_lag_fields(c.client_lag.as_ref()));
+    row
+}
+
+/// The `client_lag_*` columns, in [`COLUMNS`]' order (all empty without figures).
+fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
+    let Some(l) = lag else {
+        return vec![String::new(); COLUMNS.len() - 25];
+    };
+    let spread = |s: Option<LagSpread>| {
+        [
+            num(s.map(|s| s.p50)),
+            num(s.map(|s| s.p99)),
+            num(s.map(|s| s.max)),
+        ]
+    };
+    let mut out = vec![
+        l.client_bound.to_string(),
+        l.client_bound_reasons.join("; "),
+        l.reads.to_string(),
+    ];
+    out.extend(spread(l.read_lag_us));
+    out.extend([
+        num(l.tokens_per_read_mean),
+        num(l.tokens_per_read_max),
+        num(l.reads_with_several_tokens_percent),
+    ]);
+    out.extend(spread(l.dispatch_lag_ms));
+    out.extend([
+        num(l.dispatch_late_ms_p99),
+        num(l.dispatch_connect_ms_p99),
+        num(l.dispatch_write_ms_p99),
+        l.gaps.to_string(),
+        num(l.gaps_apart_percent),
+        num(l.gaps_merged_percent),
+        num(l.gaps_unbounded_percent),
+    ]);
+    let b = &l.bounds_ms;
+    for f in [
+        b.itl_p50, b.itl_p99, b.itl_mean, b.ttft_p50, b.ttft_p99, b.tpot_p50, b.tpot_p99,
+    ] {
+        out.extend([num(f.map(|f: BoundedMs| f.value)), num(f.map(|f| f.bound))]);
+    }
+    out.extend([
+        num(l.throughput_bound_percent),
+        num(l.client_cpu_percent_of_cores),
+        num(l.cores),
+    ]);
+    out
 }
 
 /// Write the header row and one row per measurement, prefill first.

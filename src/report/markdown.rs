@@ -548,6 +548,9 @@ fn notes(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         for n in &c.notes {
             lines.push(format!("{at}: {}", cell_text(n)));
         }
+        for r in c.client_lag.iter().flat_map(|l| &l.client_bound_reasons) {
+            lines.push(format!("{at}: Client-bound: {}.", cell_text(r)));
+        }
         if let Some(why) = &c.token_count_check {
             // One reason is usually the engine's, shared by every cell: said once.
             match checks.iter_mut().find(|(w, _)| w == why) {

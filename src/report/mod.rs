@@ -1,6 +1,6 @@
 //! Report model (the only `Serialize` types) and one writer per format.
 //!
-//! `model` holds what a matrix run measured; `markdown`, `json` and `csv` each write it in one
+//! `model` holds what a matrix run measured (`client_lag`, the client's lag of a cell); `markdown`, `json` and `csv` each write it in one
 //! function; `svg` draws the decode grid and the prefill rows; `html` writes the self-contained
 //! `report.html` (and `compare.html` for `compare`, which sets two runs side by side); `files` writes them all into a results folder atomically; `console` renders the
 //! end-of-run summary; `header` is what every HTML page says a run measured; `site` writes the
@@ -12,6 +12,7 @@
 //! and `timeline` — so the matrix, `bench serve` and the CLI fill its plain data and call its
 //! writers, never the other way round (checked by `report_depends_on_nothing_above_it`).
 
+pub mod client_lag;
 pub mod compare;
 pub mod console;
 pub mod csv;

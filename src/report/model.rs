@@ -6,6 +6,7 @@
 //! names, so their home modules stay free of serde. The model does no I/O and computes no
 //! statistics: the measuring code fills it, the writers read it.
 
+use crate::report::client_lag::ClientLagFigures;
 use crate::report::status::{CapacityReason, CellStatus, KvSource, ServerLimits};
 use crate::timeline::{Channel, ErrorKind, FinishReason, TokenCountSource};
 use serde::{Deserialize, Serialize};
@@ -399,15 +400,12 @@ pub struct DecodeCell {
     /// How late the client's timers fired during the window (a saturated client shows here).
     pub timer_lag_ms_p99: Option<f64>,
     pub timer_lag_ms_max: Option<f64>,
-    /// How late the client woke up to its kernel-stamped reads of token events inside the
-    /// window, p99 in µs (kept out of every stamp; `None` when no read had a kernel stamp).
+    /// The client's own lag over the window, the bound it puts on each figure and the
+    /// Client-bound verdict with its reasons (`analysis::client_lag`, the same figures `bench
+    /// serve` writes under `llmspeed.client_lag`); `None` in files from before it was recorded
+    /// and for a cell that measured no window.
     #[serde(default)]
-    pub client_wakeup_us_p99: Option<f64>,
-    /// Percent of the gaps between token events inside the window whose two events came in
-    /// one read (so the gap measured 0): the client fell behind, or the server wrote them
-    /// together. `None` without any gap.
-    #[serde(default)]
-    pub client_gaps_in_one_read_percent: Option<f64>,
+    pub client_lag: Option<ClientLagFigures>,
     pub requests: Vec<RequestSummary>,
     /// GPU readings during the cell, every GPU at each sample (empty without a GPU tool).
     #[serde(default)]
@@ -459,8 +457,7 @@ impl DecodeCell {
             client_cpu_percent: None,
             timer_lag_ms_p99: None,
             timer_lag_ms_max: None,
-            client_wakeup_us_p99: None,
-            client_gaps_in_one_read_percent: None,
+            client_lag: None,
             requests: Vec::new(),
             gpu_samples: Vec::new(),
             server_samples: Vec::new(),

@@ -98,8 +98,8 @@ pub enum CellStatus {
     /// The server kept requests waiting during the window: it never ran C at once.
     Queued,
     /// The client's own lag made the figures untrustworthy at the precision they are printed
-    /// (`analysis::client_lag::verdict`; the reasons are in the cell's notes). Figures kept and
-    /// marked.
+    /// (`analysis::client_lag::verdict`; the reasons are the cell's
+    /// `client_lag.client_bound_reasons`). Figures kept and marked.
     ClientBound,
     /// Not run: context + max_tokens does not fit `max_model_len`.
     Skipped,

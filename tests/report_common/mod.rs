@@ -131,6 +131,7 @@ pub fn report() -> MatrixReport {
             cell.client_cpu_percent = Some(1.5);
             cell.timer_lag_ms_p99 = Some(0.2);
             cell.timer_lag_ms_max = Some(0.9);
+            cell.client_lag = Some(client_lag(tbt));
             cell.requests = (0..c as u32)
                 .map(|s| RequestSummary {
                     stream: s,
@@ -279,5 +280,48 @@ pub fn add_machine_and_gaps(r: &mut MatrixReport) {
             p90_ms: 11.9,
             p99_ms: 26.0,
         });
+    }
+}
+
+/// The client's lag of a cell that kept up, its gaps of `gap_ms` read apart: every figure set.
+pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
+    use client_lag::{BoundedMs, ClientLagFigures, FigureBounds, LagSpread};
+    let b = |value: f64, bound: f64| Some(BoundedMs { value, bound });
+    ClientLagFigures {
+        client_bound: false,
+        client_bound_reasons: Vec::new(),
+        reads: 3_000,
+        read_lag_us: Some(LagSpread {
+            p50: 12.5,
+            p99: 48.0,
+            max: 310.0,
+        }),
+        tokens_per_read_mean: Some(1.0),
+        tokens_per_read_max: Some(2.0),
+        reads_with_several_tokens_percent: Some(0.1),
+        dispatch_lag_ms: Some(LagSpread {
+            p50: 0.05,
+            p99: 0.2,
+            max: 0.4,
+        }),
+        dispatch_late_ms_p99: Some(0.01),
+        dispatch_connect_ms_p99: Some(0.15),
+        dispatch_write_ms_p99: Some(0.03),
+        gaps: 2_997,
+        gaps_apart_percent: Some(99.9),
+        gaps_merged_percent: Some(0.1),
+        gaps_unbounded_percent: Some(0.0),
+        bounds_ms: FigureBounds {
+            itl_p50: b(gap_ms, 0.02),
+            itl_p99: b(gap_ms * 1.5, 0.02),
+            itl_mean: b(gap_ms, 0.021),
+            ttft_p50: b(45.0, 0.02),
+            ttft_p99: b(60.0, 0.02),
+            tpot_p50: b(gap_ms, 0.0004),
+            tpot_p99: b(gap_ms * 1.2, 0.0004),
+        },
+        throughput_bound_percent: Some(0.0),
+        client_cpu_percent_of_cores: Some(0.75),
+        cores: Some(2),
     }
 }

@@ -1,7 +1,8 @@
 //! `report.html`: one self-contained page for a matrix run — header and settings, the decode
 //! heat map beside total and per-request tok/s curves, prefill against context, every measured
-//! cell's details on demand (`<details>`), the client's overhead flagged, the methodology and
-//! the status legend.
+//! cell's details on demand (`<details>`), the client's overhead and lag (the Client-bound
+//! verdict with its reasons and the bound on each figure, as `analysis::client_lag` decided
+//! them), the methodology and the status legend.
 //!
 //! The page is laid out by a minijinja template (`report.html` beside this file, HTML
 //! auto-escaped) filled with a view built here from the report model; charts are inline SVG
@@ -14,6 +15,7 @@ pub mod bench;
 pub mod charts;
 pub mod sweep;
 
+use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::format::{group_digits, ms, one_decimal, opt, rate, seconds, MISSING};
 use crate::report::header::{duration_text, RunHeader};
 use crate::report::markdown::row_labels;
@@ -28,52 +30,119 @@ const COMPARE_TEMPLATE: &str = include_str!("compare.html");
 const HEADER_TEMPLATE: &str = include_str!("header.html");
 const STYLE: &str = include_str!("style.css");
 
-/// The client may have limited a cell's result when its process used this much CPU (percent of
-/// one core): a saturated client stamps reads late and restarts streams late.
-pub const CLIENT_CPU_LIMIT_PERCENT: f64 = 80.0;
-/// ... or when its 10 ms timers fired this late at the 99th percentile.
-pub const TIMER_LAG_LIMIT_MS: f64 = 5.0;
-/// ... or when its token count differs from the server's by more than this share.
+/// A cell's token count is flagged when the client's differs from the server's by more than
+/// this share (a counting disagreement, not the client's lag: that is the Client-bound verdict).
 pub const TOKEN_DIFF_LIMIT: f64 = 0.01;
-/// ... or when more than this percent of token gaps came in one read (measured as 0).
-pub const GAPS_IN_ONE_READ_LIMIT_PERCENT: f64 = 1.0;
 
-/// Why the client may have limited this cell's figures, one phrase per reason (empty: no sign).
-pub fn client_limits(c: &DecodeCell) -> Vec<String> {
-    let mut why = Vec::new();
-    if let Some(cpu) = c
-        .client_cpu_percent
-        .filter(|v| *v > CLIENT_CPU_LIMIT_PERCENT)
-    {
-        why.push(format!(
-            "client CPU {}% of one core (over {CLIENT_CPU_LIMIT_PERCENT:.0}%)",
-            one_decimal(cpu)
-        ));
+/// The flag on a cell whose client and server counted tokens differently by over
+/// [`TOKEN_DIFF_LIMIT`]; `None` when they agree or there is no server count.
+pub fn token_count_flag(c: &DecodeCell) -> Option<String> {
+    let (diff, server) = (c.token_count_diff?, c.server_output_tokens?);
+    (server > 0 && (diff.unsigned_abs() as f64) > TOKEN_DIFF_LIMIT * server as f64).then(|| {
+        format!(
+            "client counted {diff:+} tokens against the server's {} (over {:.0}%)",
+            group_digits(server),
+            TOKEN_DIFF_LIMIT * 100.0
+        )
+    })
+}
+
+/// A lag or bound in ms to the µs: `0.020 ms`, `12.345 ms` (grouped from 100 ms up).
+fn fine_ms(x: f64) -> String {
+    if x.is_finite() && x < 100.0 {
+        format!("{x:.3} ms")
+    } else {
+        ms(x)
     }
-    if let Some(lag) = c.timer_lag_ms_p99.filter(|v| *v > TIMER_LAG_LIMIT_MS) {
-        why.push(format!(
-            "client timers late by {} at p99 (over {TIMER_LAG_LIMIT_MS:.0} ms)",
-            ms(lag)
-        ));
+}
+
+/// A figure with its bound: `9.900 ± 0.020 ms`.
+fn bounded(b: Option<BoundedMs>) -> String {
+    opt(b, |b| format!("{:.3} ± {}", b.value, fine_ms(b.bound)))
+}
+
+/// The verdict on the client's lag in words, from the cell's figures (`client_lag`): what
+/// `analysis::client_lag` decided, never decided here.
+fn lag_verdict(l: &ClientLagFigures) -> &'static str {
+    if l.client_bound {
+        "Client-bound: its figures are not trustworthy at the precision printed"
+    } else if l.gaps > 0 && l.bounds_ms.itl_p50.is_none() {
+        "no bound: the reads carry the client's own clock (TLS, --no-kernel-stamps, not Linux)"
+    } else {
+        "kept up: each printed figure is known within its bound's share"
     }
-    if let Some(p) = c
-        .client_gaps_in_one_read_percent
-        .filter(|v| *v > GAPS_IN_ONE_READ_LIMIT_PERCENT)
-    {
-        why.push(format!(
-            "{}% of token gaps came in one read, measured as 0 (over {GAPS_IN_ONE_READ_LIMIT_PERCENT:.0}%)",
-            one_decimal(p)
-        ));
-    }
-    if let (Some(diff), Some(server)) = (c.token_count_diff, c.server_output_tokens) {
-        if server > 0 && (diff.unsigned_abs() as f64) > TOKEN_DIFF_LIMIT * server as f64 {
-            why.push(format!(
-                "client counted {diff:+} tokens against the server's {}",
-                group_digits(server)
-            ));
-        }
-    }
-    why
+}
+
+/// The cell's client-lag table: the verdict, the lag figures and the bound on each figure.
+fn lag_rows(l: &ClientLagFigures) -> Vec<(&'static str, String)> {
+    let us = |v: f64| format!("{} µs", one_decimal(v));
+    let pct = |v: f64| format!("{}%", one_decimal(v));
+    let spread = |s: Option<LagSpread>, f: &dyn Fn(f64) -> String| {
+        opt(s, |s| format!("{} / {} / {}", f(s.p50), f(s.p99), f(s.max)))
+    };
+    let b = &l.bounds_ms;
+    vec![
+        ("Verdict", lag_verdict(l).to_string()),
+        ("Read lag p50 / p99 / max", spread(l.read_lag_us, &us)),
+        (
+            "Tokens per read, mean / max",
+            format!(
+                "{} / {}",
+                opt(l.tokens_per_read_mean, |v| format!("{v:.2}")),
+                opt(l.tokens_per_read_max, |v| format!("{v:.0}"))
+            ),
+        ),
+        (
+            "Reads with several tokens",
+            opt(l.reads_with_several_tokens_percent, pct),
+        ),
+        (
+            "Dispatch lag p50 / p99 / max",
+            spread(l.dispatch_lag_ms, &fine_ms),
+        ),
+        (
+            "Late / connection / write, p99",
+            format!(
+                "{} / {} / {}",
+                opt(l.dispatch_late_ms_p99, fine_ms),
+                opt(l.dispatch_connect_ms_p99, fine_ms),
+                opt(l.dispatch_write_ms_p99, fine_ms)
+            ),
+        ),
+        (
+            "Client CPU",
+            opt(l.client_cpu_percent_of_cores, |v| {
+                format!("{} of {} core(s)", pct(v), l.cores.unwrap_or(0))
+            }),
+        ),
+        (
+            "Gaps read apart / merged / unbounded",
+            format!(
+                "{} / {} / {} of {}",
+                opt(l.gaps_apart_percent, pct),
+                opt(l.gaps_merged_percent, pct),
+                opt(l.gaps_unbounded_percent, pct),
+                group_digits(l.gaps)
+            ),
+        ),
+        ("Gap p50 (bound)", bounded(b.itl_p50)),
+        ("Gap p99 (bound)", bounded(b.itl_p99)),
+        ("Gap mean (bound)", bounded(b.itl_mean)),
+        (
+            "TTFT p50 from the intended start (bound)",
+            bounded(b.ttft_p50),
+        ),
+        (
+            "TTFT p99 from the intended start (bound)",
+            bounded(b.ttft_p99),
+        ),
+        ("Time per token p50 (bound)", bounded(b.tpot_p50)),
+        ("Time per token p99 (bound)", bounded(b.tpot_p99)),
+        (
+            "Total tok/s (bound)",
+            opt(l.throughput_bound_percent, |v| format!("± {}", pct(v))),
+        ),
+    ]
 }
 
 fn environment() -> Environment<'static> {
@@ -411,16 +480,6 @@ fn cell_view(c: &DecodeCell) -> Value {
             ),
         ),
         (
-            "Client wake-up p99",
-            opt(c.client_wakeup_us_p99, |v| format!("{} µs", one_decimal(v))),
-        ),
-        (
-            "Gaps in one read",
-            opt(c.client_gaps_in_one_read_percent, |v| {
-                format!("{}%", one_decimal(v))
-            }),
-        ),
-        (
             "Token count source",
             opt(c.token_count_source, |s| s.as_str().to_string()),
         ),
@@ -442,7 +501,10 @@ fn cell_view(c: &DecodeCell) -> Value {
         figures => figures,
         overhead => overhead,
         token_count_check => c.token_count_check,
-        limits => client_limits(c),
+        count_flag => token_count_flag(c),
+        client_lag => c.client_lag.as_ref().map(lag_rows),
+        client_bound => c.client_lag.as_ref().is_some_and(|l| l.client_bound),
+        client_bound_reasons => c.client_lag.as_ref().map(|l| l.client_bound_reasons.clone()).unwrap_or_default(),
         notes => c.notes,
         errors => errors,
         loop_excerpt => c.loop_info.as_ref().map(|l| l.excerpt.clone()),
@@ -482,7 +544,7 @@ pub(crate) fn legend() -> Vec<(&'static str, &'static str, &'static str)> {
         (
             "client_bound",
             "Client-bound",
-            "the client's own lag made the figures untrustworthy (reasons in the notes); figures kept and marked",
+            "the client's own lag made the figures untrustworthy (the reasons and the bounds are in the cell's details); figures kept and marked",
         ),
         (
             "failed",
@@ -516,10 +578,10 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         .filter(|c| c.status.was_run() && !matches!(c.status, CellStatus::Pending))
         .map(cell_view)
         .collect();
-    let limited = r
+    let client_bound = r
         .decode
         .iter()
-        .filter(|c| !client_limits(c).is_empty())
+        .filter(|c| c.client_lag.as_ref().is_some_and(|l| l.client_bound))
         .count();
     let prefill_rows: Vec<Value> = r
         .prefill
@@ -549,7 +611,7 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         prefill_rows => prefill_rows,
         has_prefill => !r.prefill.is_empty(),
         cells => cells,
-        limited_cells => limited,
+        client_bound_cells => client_bound,
         methodology => r.methodology,
         legend => legend(),
     };
