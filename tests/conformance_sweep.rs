@@ -79,7 +79,12 @@ fn vllm_bench_sweep_serve_runs_llmspeed_as_its_server_and_its_bench() {
         .args(["--after-bench-cmd", "true"])
         .args(["--bench-params", params.to_str().unwrap()])
         .args(["--num-runs", "2", "--server-ready-timeout", "60"])
-        .args(["--output-dir", dir.to_str().unwrap(), "--experiment-name", "e"])
+        .args([
+            "--output-dir",
+            dir.to_str().unwrap(),
+            "--experiment-name",
+            "e",
+        ])
         .env("HF_HUB_OFFLINE", "1")
         .env("VLLM_NO_USAGE_STATS", "1")
         .env("PYTHONWARNINGS", "ignore")
@@ -123,7 +128,10 @@ fn vllm_bench_sweep_serve_runs_llmspeed_as_its_server_and_its_bench() {
             assert_eq!(v["run_number"], run, "{}", file.display());
             // The bench parameter reached our command line and our result.
             let mc = v["max_concurrency"].as_u64().expect("max_concurrency");
-            assert_eq!(v["max_concurrency"], summary[run as usize]["max_concurrency"]);
+            assert_eq!(
+                v["max_concurrency"],
+                summary[run as usize]["max_concurrency"]
+            );
             seen.push(mc);
         }
     }

@@ -6,10 +6,11 @@
 //! the Client-bound verdict are [`client_lag`] (in [`ours`]) and [`client_lag_lines`]. Pure,
 //! but for the count of Client-bound runs `--fail-on-client-bound` reads ([`client_bound_runs`]).
 
-use crate::analysis::client_lag::{self, Bounded, ClientLag, GapKind, Spread};
+use crate::analysis::client_lag::{self, ClientLag};
 use crate::analysis::stats::Summary;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::run::Measured;
+use crate::report::client_lag::ClientLagFigures;
 use crate::timeline::{StampFallback, StampSource, Timeline};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -24,17 +25,6 @@ pub fn client_bound_runs() -> usize {
     CLIENT_BOUND_RUNS.load(Ordering::Relaxed)
 }
 
-fn spread_json(s: Option<Spread>) -> Value {
-    s.map_or(
-        Value::Null,
-        |s| json!({"p50": s.p50, "p99": s.p99, "max": s.max}),
-    )
-}
-
-fn bounded_json(b: Option<Bounded>) -> Value {
-    b.map_or(Value::Null, |b| json!({"value": b.value, "bound": b.bound}))
-}
-
 /// The `client_lag` object: the client's read lag, tokens per read, dispatch lag, CPU, the
 /// gaps by how well they are known, the bound on each figure (ms: `value` ± `bound`) and the
 /// verdict with its reasons (`analysis::client_lag`). Counts a Client-bound run once.
@@ -43,35 +33,8 @@ pub fn client_lag(lag: &ClientLag) -> Value {
     if !reasons.is_empty() {
         CLIENT_BOUND_RUNS.fetch_add(1, Ordering::Relaxed);
     }
-    json!({
-        "client_bound": !reasons.is_empty(),
-        "client_bound_reasons": reasons,
-        "reads": lag.reads,
-        "read_lag_us": spread_json(lag.read_lag_us),
-        "tokens_per_read_mean": lag.tokens_per_read_mean,
-        "tokens_per_read_max": lag.tokens_per_read_max,
-        "reads_with_several_tokens_percent": lag.reads_with_several_tokens_percent,
-        "dispatch_lag_ms": spread_json(lag.dispatch_lag_ms),
-        "dispatch_late_ms_p99": lag.dispatch_late_ms_p99,
-        "dispatch_connect_ms_p99": lag.dispatch_connect_ms_p99,
-        "dispatch_write_ms_p99": lag.dispatch_write_ms_p99,
-        "gaps": lag.gaps,
-        "gaps_apart_percent": lag.gap_percent(GapKind::Apart),
-        "gaps_merged_percent": lag.gap_percent(GapKind::Merged),
-        "gaps_unbounded_percent": lag.gap_percent(GapKind::Unbounded),
-        "bounds_ms": {
-            "itl_p50": bounded_json(lag.itl_ms_p50),
-            "itl_p99": bounded_json(lag.itl_ms_p99),
-            "itl_mean": bounded_json(lag.itl_ms_mean),
-            "ttft_p50": bounded_json(lag.ttft_ms_p50),
-            "ttft_p99": bounded_json(lag.ttft_ms_p99),
-            "tpot_p50": bounded_json(lag.tpot_ms_p50),
-            "tpot_p99": bounded_json(lag.tpot_ms_p99),
-        },
-        "throughput_bound_percent": lag.throughput_bound_percent,
-        "client_cpu_percent_of_cores": lag.cpu.map(|c| c.percent_of_cores()),
-        "cores": lag.cpu.map(|c| c.cores),
-    })
+    // The one shape a matrix cell's `client_lag` has too.
+    serde_json::to_value(ClientLagFigures::new(lag, reasons)).unwrap_or(Value::Null)
 }
 
 /// The console block of `client_lag` (in `extras`): one line of the client's lag and the
