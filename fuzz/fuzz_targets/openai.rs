@@ -1,5 +1,6 @@
 #![no_main]
-//! The OpenAI event decoder must never panic, and any text it hands out must unescape.
+//! The OpenAI event decoder must never panic, any text it hands out must unescape, and any
+//! server metric it accepts is a finite number.
 
 use libfuzzer_sys::fuzz_target;
 use llmspeed::proto::openai::{decode, StreamItem};
@@ -15,6 +16,14 @@ fuzz_target!(|data: &[u8]| {
             }
             if let Some(f) = c.finish_reason {
                 let _ = FinishReason::parse(f);
+            }
+            if let Some(m) = c.metrics {
+                for v in [m.queue_ms, m.ttft_ms, m.generation_ms, m.mean_itl_ms]
+                    .into_iter()
+                    .flatten()
+                {
+                    assert!(v.is_finite(), "an accepted metric is a finite number");
+                }
             }
         }
         Ok(StreamItem::Error(e)) => {

@@ -329,6 +329,9 @@ impl StreamDecoder {
             }
             tl.usage = Some(u);
         }
+        if c.metrics.is_some() {
+            tl.server_timing = c.metrics;
+        }
         if c.choices == 0 {
             return Ok(Flow::Continue);
         }

@@ -1,6 +1,7 @@
 //! Decodes one SSE `data` payload of an OpenAI-compatible stream (vLLM, SGLang, TGI, llama.cpp,
 //! Ollama) into the few facts the timeline needs: output text per channel, tool calls, finish
-//! reason, token counts (`usage`, `token_ids`, llama.cpp `timings`), `[DONE]` and error events.
+//! reason, token counts (`usage`, `token_ids`, llama.cpp `timings`), the server's own timing of
+//! the request (vLLM's `metrics`, on the final usage chunk), `[DONE]` and error events.
 //!
 //! It runs once per event on the read loop, so it must never allocate, build a JSON tree or
 //! deserialise whole chunks: it walks the bytes once with [`super::json::Scanner`], reads the
@@ -12,7 +13,7 @@
 //! Servers never repeat a key; if one does, the later value wins for scalar fields.
 
 use super::json::{self, JsonError, Kind, Scanner, Str};
-use crate::timeline::Usage;
+use crate::timeline::{ServerTiming, Usage};
 use std::fmt;
 
 /// What one `data` payload meant.
@@ -101,6 +102,10 @@ pub struct ChunkInfo<'a> {
     pub usage: Option<Usage>,
     /// llama.cpp `timings`.
     pub timings: Option<Timings>,
+    /// vLLM's `metrics` (`--enable-per-request-metrics`; the final usage chunk only) when it is
+    /// an object; read leniently, as vLLM's benchmark client does: a value that is not an
+    /// object, or a field that is not a number, is absent rather than an error.
+    pub metrics: Option<ServerTiming>,
 }
 
 /// An error event: `{"error":{"message","type","param","code"}}`, the older
@@ -186,6 +191,7 @@ pub fn decode(data: &[u8]) -> Result<StreamItem<'_>, OpenAiError> {
             b"choices" => choices(&mut sc, &mut chunk)?,
             b"usage" => chunk.usage = usage(&mut sc)?,
             b"timings" => chunk.timings = timings(&mut sc)?,
+            b"metrics" => chunk.metrics = metrics(&mut sc)?,
             b"error" => match sc.peek()? {
                 Kind::Object => error_obj = Some(error_object(&mut sc)?),
                 Kind::String => error_str = Some(sc.string()?.into()),
@@ -462,6 +468,42 @@ pub(super) fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
         }
     }
     Ok(Some(t))
+}
+
+/// vLLM's per-request `metrics` object; anything but an object is `None` (vLLM's client ignores
+/// it too), and so is a field that is not a number.
+fn metrics(sc: &mut Scanner<'_>) -> Res<Option<ServerTiming>> {
+    if sc.peek()? != Kind::Object {
+        sc.skip()?;
+        return Ok(None);
+    }
+    sc.enter_object()?;
+    let mut m = ServerTiming::default();
+    let mut kb = [0u8; 32];
+    let mut first = true;
+    while let Some(key) = sc.next_key(&mut first)? {
+        let slot = match key.key(&mut kb) {
+            b"queue_time_ms" => &mut m.queue_ms,
+            b"time_to_first_token_ms" => &mut m.ttft_ms,
+            b"generation_time_ms" => &mut m.generation_ms,
+            b"mean_itl_ms" => &mut m.mean_itl_ms,
+            _ => {
+                sc.skip()?;
+                continue;
+            }
+        };
+        *slot = lenient_f64(sc)?;
+    }
+    Ok(Some(m))
+}
+
+/// A number, or `None` for any other value.
+fn lenient_f64(sc: &mut Scanner<'_>) -> Res<Option<f64>> {
+    if sc.peek()? == Kind::Number {
+        return Ok(Some(sc.f64()?));
+    }
+    sc.skip()?;
+    Ok(None)
 }
 
 /// `{"message","type","param","code"}`.
