@@ -1,7 +1,7 @@
 //! The OpenAI event decoder must not touch the heap: it runs once per event on the read loop.
 //! A counting global allocator shows it, in its own test binary so no other test is affected.
 
-use llmspeed::proto::openai::{decode, StreamItem};
+use llmspeed::proto::openai::{decode, server_timing, StreamItem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -62,7 +62,8 @@ fn decoding_events_does_not_allocate() {
         for e in EVENTS {
             match decode(e.as_bytes()) {
                 Ok(StreamItem::Chunk(c)) => {
-                    seen += c.choices as u64 + c.metrics.map_or(0, |m| m.queue_ms.is_some() as u64)
+                    let timing = c.metrics.and_then(|raw| server_timing(raw).ok());
+                    seen += c.choices as u64 + timing.map_or(0, |m| m.queue_ms.is_some() as u64)
                 }
                 Ok(_) => seen += 1,
                 Err(_) => seen += 2,

@@ -911,7 +911,7 @@ impl EngineTimes {
     }
 
     /// The same object for a whole answer.
-    fn to_json(&self) -> Value {
+    fn to_json(self) -> Value {
         let m: serde_json::Map<String, Value> = self
             .fields()
             .into_iter()

@@ -329,8 +329,11 @@ impl StreamDecoder {
             }
             tl.usage = Some(u);
         }
-        if c.metrics.is_some() {
-            tl.server_timing = c.metrics;
+        if let Some(raw) = c.metrics {
+            // The final usage chunk only: read off the per-token path.
+            let t = openai::server_timing(raw)
+                .map_err(|e| protocol(format!("bad metrics in stream event: {e}")))?;
+            tl.server_timing = Some(t);
         }
         if c.choices == 0 {
             return Ok(Flow::Continue);

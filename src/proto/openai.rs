@@ -102,10 +102,11 @@ pub struct ChunkInfo<'a> {
     pub usage: Option<Usage>,
     /// llama.cpp `timings`.
     pub timings: Option<Timings>,
-    /// vLLM's `metrics` (`--enable-per-request-metrics`; the final usage chunk only) when it is
-    /// an object; read leniently, as vLLM's benchmark client does: a value that is not an
-    /// object, or a field that is not a number, is absent rather than an error.
-    pub metrics: Option<ServerTiming>,
+    /// vLLM's `metrics` object (`--enable-per-request-metrics`; the final usage chunk only), as
+    /// raw JSON: skipped like any other value on the per-token path and read by
+    /// [`server_timing`] only where it is present. A value that is not an object is `None`, as
+    /// vLLM's benchmark client ignores it.
+    pub metrics: Option<&'a [u8]>,
 }
 
 /// An error event: `{"error":{"message","type","param","code"}}`, the older
@@ -191,7 +192,7 @@ pub fn decode(data: &[u8]) -> Result<StreamItem<'_>, OpenAiError> {
             b"choices" => choices(&mut sc, &mut chunk)?,
             b"usage" => chunk.usage = usage(&mut sc)?,
             b"timings" => chunk.timings = timings(&mut sc)?,
-            b"metrics" => chunk.metrics = metrics(&mut sc)?,
+            b"metrics" => chunk.metrics = raw_object(&mut sc, data)?,
             b"error" => match sc.peek()? {
                 Kind::Object => error_obj = Some(error_object(&mut sc)?),
                 Kind::String => error_str = Some(sc.string()?.into()),
@@ -470,12 +471,24 @@ pub(super) fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
     Ok(Some(t))
 }
 
-/// vLLM's per-request `metrics` object; anything but an object is `None` (vLLM's client ignores
-/// it too), and so is a field that is not a number.
-fn metrics(sc: &mut Scanner<'_>) -> Res<Option<ServerTiming>> {
+/// The bytes of the object at the scanner (of `data`), skipped; `None` for any other value.
+fn raw_object<'a>(sc: &mut Scanner<'a>, data: &'a [u8]) -> Res<Option<&'a [u8]>> {
     if sc.peek()? != Kind::Object {
         sc.skip()?;
         return Ok(None);
+    }
+    let start = sc.pos();
+    sc.skip()?;
+    Ok(data.get(start..sc.pos()))
+}
+
+/// Reads vLLM's per-request `metrics` object (the raw bytes of [`ChunkInfo::metrics`]) as
+/// vLLM 0.33's benchmark client does: a field that is not a number (null, a string, a bool) is
+/// absent, never an error; only malformed JSON or a value that is not an object is an error.
+pub fn server_timing(raw: &[u8]) -> Result<ServerTiming, OpenAiError> {
+    let mut sc = Scanner::new(raw)?;
+    if sc.peek()? != Kind::Object {
+        return Err(wrong("metrics", "an object"));
     }
     sc.enter_object()?;
     let mut m = ServerTiming::default();
@@ -492,9 +505,10 @@ fn metrics(sc: &mut Scanner<'_>) -> Res<Option<ServerTiming>> {
                 continue;
             }
         };
-        *slot = lenient_f64(sc)?;
+        *slot = lenient_f64(&mut sc)?;
     }
-    Ok(Some(m))
+    sc.finish()?;
+    Ok(m)
 }
 
 /// A number, or `None` for any other value.
