@@ -1,15 +1,18 @@
 //! Run conformance: each command line of [`RUNS`] is run by the reference tool (vLLM 0.33.0's
 //! `vllm bench serve`, SGLang 0.5.23's `python -m sglang.bench_serving`) and by the drop-in
 //! against the same simulated server, and what each produced is compared: the exit code, the
-//! result file's keys and their order (ours carries one more, `llmspeed`, last), the console
-//! block's lines and their order, completed and failed counts and the token totals.
+//! result file's keys and their order (ours carries one more, `llmspeed`, last) and each shared
+//! value's JSON type, the console block's lines and their order, completed and failed counts and
+//! the token totals. Besides, vLLM 0.33's own sweep driver (`vllm bench sweep serve`) runs
+//! `llmspeed mock` and `llmspeed bench serve` once.
 //!
 //! Needs the references (`scripts/references.sh`; `.ci/run` exports their Pythons) and the tiny
 //! Hugging Face tokenizer of `scripts/vllm-server.sh` (`LLMSPEED_VLLM_MODEL`), which both tools
 //! load: NOT RUN without them, a failure under `CI=true`.
 //!
 //! To add a case, add a row to [`RUNS`] (a server other than the fast mock goes into [`SERVED`],
-//! a file the row reads into [`FILES`]); a difference we keep on purpose goes into
+//! a file the row reads into [`FILES`], keys the row is there to exercise into [`REQUIRED`]); a
+//! difference we keep on purpose goes into
 //! [`DELIBERATE`] with its reason. `LLMSPEED_CONFORMANCE_ROWS=TEXT` runs only the rows whose
 //! name contains TEXT (each reference run imports torch: seconds apiece).
 
