@@ -68,6 +68,21 @@ pub struct Usage {
     pub cached_tokens: Option<u64>,
 }
 
+/// The server's own timing of one request, in milliseconds, as vLLM sends it when started with
+/// `--enable-per-request-metrics` (the `metrics` object of the final usage chunk). Each field is
+/// `None` where the server left it out or sent something other than a number.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServerTiming {
+    /// Engine arrival -> first scheduled (`queue_time_ms`).
+    pub queue_ms: Option<f64>,
+    /// First scheduled -> first output token (`time_to_first_token_ms`).
+    pub ttft_ms: Option<f64>,
+    /// First -> last output token (`generation_time_ms`).
+    pub generation_ms: Option<f64>,
+    /// `generation_time_ms / (output tokens - 1)` (`mean_itl_ms`).
+    pub mean_itl_ms: Option<f64>,
+}
+
 /// Why a stream ended, as the server said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum FinishReason {
@@ -367,6 +382,8 @@ pub struct Timeline {
     pub content_text: Option<String>,
     pub reasoning_text: Option<String>,
     pub usage: Option<Usage>,
+    /// The server's own timing of the request, when it sent one ([`ServerTiming`]).
+    pub server_timing: Option<ServerTiming>,
     pub finish_reason: Option<FinishReason>,
     /// The raw finish reason when it was not one we know.
     pub finish_reason_raw: Option<String>,
@@ -409,6 +426,7 @@ impl Timeline {
             content_text: keep_text.then(|| String::with_capacity(expected_events * 6)),
             reasoning_text: None,
             usage: None,
+            server_timing: None,
             finish_reason: None,
             finish_reason_raw: None,
             done: false,

@@ -59,18 +59,14 @@ fn name(p: &Path) -> &str {
     p.file_name().unwrap().to_str().unwrap()
 }
 
-/// vLLM's single-run keys (tests/data/bench_serve_keys.txt), with vllm-bench's `steady_state`
-/// before `llmspeed` when `closed_loop`.
-fn want_keys(closed_loop: bool) -> Vec<String> {
-    let mut keys: Vec<String> = include_str!("data/bench_serve_keys.txt")
+/// vLLM's single-run keys (tests/data/bench_serve_keys.txt): a closed loop's steady state is
+/// under `llmspeed` (vLLM 0.33 writes none), so every run has exactly these.
+fn want_keys() -> Vec<String> {
+    include_str!("data/bench_serve_keys.txt")
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| l.split(' ').next().unwrap().to_string())
-        .collect();
-    if closed_loop {
-        keys.insert(keys.len() - 1, "steady_state".into());
-    }
-    keys
+        .collect()
 }
 
 /// Keys in file order (serde_json's `preserve_order` is off, so read them by hand).
@@ -134,7 +130,7 @@ async fn concurrency_sweep_writes_one_result_per_point_and_a_summary() {
     let s = read(summary);
     assert_eq!(s["values"], serde_json::json!([1, 4]));
     for (i, (file, n, prompts)) in [(c1, 1, 3), (c4, 4, 12)].into_iter().enumerate() {
-        assert_eq!(keys_in_order(file), want_keys(true), "{file:?}");
+        assert_eq!(keys_in_order(file), want_keys(), "{file:?}");
         let v = read(file);
         assert_eq!(
             (v["max_concurrency"].as_u64(), v["completed"].as_u64()),
@@ -199,7 +195,7 @@ async fn rate_sweep_points_keep_vllms_keys_exactly() {
     assert!(page.contains(">inf</text>"), "{page}");
     for f in &files[..2] {
         // No --max-concurrency: exactly vLLM's keys, no steady_state.
-        assert_eq!(keys_in_order(f), want_keys(false), "{f:?}");
+        assert_eq!(keys_in_order(f), want_keys(), "{f:?}");
         assert_eq!(read(f)["completed"], 6);
     }
     assert_eq!(read(&files[0])["request_rate"], 50.0);
@@ -322,11 +318,12 @@ async fn steady_state_window_matches_the_requests_and_the_engine() {
     m.stop().await;
     assert_eq!(out.metrics.completed, 16);
     let pairs = out.pairs(true);
-    let ss = &pairs
-        .iter()
-        .find(|(k, _)| k == "steady_state")
-        .expect("key")
-        .1;
+    assert!(
+        pairs.iter().all(|(k, _)| k != "steady_state"),
+        "not vLLM's key"
+    );
+    let ours = &pairs.last().expect("llmspeed").1;
+    let ss = &ours["steady_state"];
     let w = &ss["window"];
     assert_eq!(
         (
@@ -376,11 +373,9 @@ async fn steady_state_window_matches_the_requests_and_the_engine() {
         "{rt} req/s, E2EL {e2el_s} s"
     );
     assert!(ss["output_throughput"].as_f64().unwrap() > 0.0);
-    // --no-steady-state: no key at all.
-    assert!(out_off
-        .pairs(false)
-        .iter()
-        .all(|(k, _)| k != "steady_state"));
+    // --no-steady-state: no steady state at all.
+    assert!(out_off.extras.get("steady_state").is_none());
+    assert!(out_off.steady_state.is_none());
     let mut console = Vec::new();
     run::report(&cfg, &out, &mut console).unwrap();
     assert!(String::from_utf8(console)

@@ -1,15 +1,19 @@
 //! Run conformance: each command line of [`RUNS`] is run by the reference tool (vLLM 0.33.0's
 //! `vllm bench serve`, SGLang 0.5.23's `python -m sglang.bench_serving`) and by the drop-in
 //! against the same simulated server, and what each produced is compared: the exit code, the
-//! result file's keys and their order (ours carries one more, `llmspeed`, last), the console
-//! block's lines and their order, completed and failed counts and the token totals.
+//! result file's keys and their order (ours carries one more, `llmspeed`, last) and each shared
+//! value's JSON type, the console block's lines and their order, completed and failed counts and
+//! the token totals. vLLM 0.33's own sweep driver running llmspeed is `tests/conformance_sweep.rs`.
 //!
 //! Needs the references (`scripts/references.sh`; `.ci/run` exports their Pythons) and the tiny
 //! Hugging Face tokenizer of `scripts/vllm-server.sh` (`LLMSPEED_VLLM_MODEL`), which both tools
 //! load: NOT RUN without them, a failure under `CI=true`.
 //!
-//! To add a case, add a row to [`RUNS`]; a difference we keep on purpose goes into
-//! [`DELIBERATE`] with its reason.
+//! To add a case, add a row to [`RUNS`] (a server other than the fast mock goes into [`SERVED`],
+//! a file the row reads into [`FILES`], keys the row is there to exercise into [`REQUIRED`]); a
+//! difference we keep on purpose goes into
+//! [`DELIBERATE`] with its reason. `LLMSPEED_CONFORMANCE_ROWS=TEXT` runs only the rows whose
+//! name contains TEXT (each reference run imports torch: seconds apiece).
 
 #[path = "conformance/reference.rs"]
 mod reference;
@@ -129,6 +133,149 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "random on completions from a server sending its per-request metrics",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "5",
+            "--save-detailed",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "a linear ramp-up",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "10",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--ramp-up-strategy",
+            "linear",
+            "--ramp-up-start-rps",
+            "20",
+            "--ramp-up-end-rps",
+            "60",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "a closed loop (steady state is ours, under llmspeed)",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--max-concurrency",
+            "2",
+            "--percentile-metrics",
+            "ttft,tpot,client_queue_time",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "goodput",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--goodput",
+            "ttft:2000",
+            "e2el:5000",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "a rate with burstiness and a seed",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            "4",
+            "--request-rate",
+            "40",
+            "--burstiness",
+            "2.5",
+            "--seed",
+            "11",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "timed_trace replayed on its own timestamps",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "timed_trace",
+            "--dataset-path",
+            "{dir}/trace.jsonl",
+            "--num-prompts",
+            "4",
+            "--timed-trace-sec-multiplier",
+            "0.001",
+            "--self-timed",
+            "--save-detailed",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "custom prompts from a JSONL file",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "{dir}/custom.jsonl",
+            "--num-prompts",
+            "3",
+            "--custom-output-len",
+            "4",
+            "--skip-chat-template",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "sharegpt from a small file",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt.json",
+            "--num-prompts",
+            "3",
+            "--sharegpt-output-len",
+            "4",
+        ],
+        input: Input::Equal,
+    },
+    Run {
         name: "random-ids on SGLang's OpenAI completions",
         tool: Tool::Sglang,
         args: &[
@@ -169,6 +316,63 @@ const RUNS: &[Run] = &[
         ],
         input: Input::PlusOneSpecialPerRequest,
     },
+];
+
+/// A change to the fast profile's settings.
+type Tweak = fn(&mut llmspeed::mock::MockConfig);
+
+/// The simulated server of the rows that need more than the fast profile, by row name.
+const SERVED: &[(&str, Tweak)] = &[(
+    "random on completions from a server sending its per-request metrics",
+    per_request_metrics,
+)];
+
+/// Keys the reference must write on a row (so the row exercises what it is there for), by row
+/// name; both tools must then write them.
+const REQUIRED: &[(&str, &[&str])] = &[
+    (
+        "random on completions from a server sending its per-request metrics",
+        &["server_queue_times", "server_ttfts"],
+    ),
+    (
+        "a linear ramp-up",
+        &["ramp_up_strategy", "rps_change_events"],
+    ),
+    (
+        "a closed loop (steady state is ours, under llmspeed)",
+        &["mean_client_queue_time_ms"],
+    ),
+];
+
+/// vLLM's `--enable-per-request-metrics`.
+fn per_request_metrics(c: &mut llmspeed::mock::MockConfig) {
+    c.per_request_metrics = true;
+}
+
+/// Files the rows read, written into each run's folder (`{dir}` in a row's arguments):
+/// a Mooncake-style trace (timestamps in ms), vLLM's custom JSONL and a ShareGPT file.
+const FILES: &[(&str, &str)] = &[
+    (
+        "trace.jsonl",
+        "{\"timestamp\": 0, \"input_length\": 32, \"output_length\": 4, \"hash_ids\": [1, 2]}\n\
+         {\"timestamp\": 50, \"input_length\": 48, \"output_length\": 3, \"hash_ids\": [1, 2, 3]}\n\
+         {\"timestamp\": 120, \"input_length\": 16, \"output_length\": 5, \"hash_ids\": [4]}\n\
+         {\"timestamp\": 200, \"input_length\": 32, \"output_length\": 2, \"hash_ids\": [1, 5]}\n",
+    ),
+    (
+        "custom.jsonl",
+        "{\"prompt\": \"The quick brown fox jumps over the lazy dog.\"}\n\
+         {\"prompt\": \"Write one line about the sea at night.\"}\n\
+         {\"prompt\": \"Name three colours that are also fruits.\"}\n",
+    ),
+    (
+        "sharegpt.json",
+        r#"[
+  {"id": "a", "conversations": [{"from": "human", "value": "Tell me about the moon and its phases."}, {"from": "gpt", "value": "The moon goes from new to full and back in about a month."}]},
+  {"id": "b", "conversations": [{"from": "human", "value": "What is a prime number?"}, {"from": "gpt", "value": "A whole number above one whose only divisors are one and itself."}]},
+  {"id": "c", "conversations": [{"from": "human", "value": "Give me a short greeting for a letter."}, {"from": "gpt", "value": "Dear friend, I hope this finds you well."}]}
+]"#,
+    ),
 ];
 
 /// Differences kept on purpose: (tool, what, reason). `what` is a result key ours lacks or
@@ -310,9 +514,14 @@ fn env() -> Option<Env> {
 
 /// Runs one row with both tools against one mock; returns (reference, ours).
 fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
-    let mock = MockThread::start(llmspeed::mock::MockConfig::profile(
-        llmspeed::mock::Profile::Fast,
-    ));
+    let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    for (_, tweak) in SERVED.iter().filter(|(name, _)| *name == row.name) {
+        tweak(&mut cfg);
+    }
+    for (name, text) in FILES {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let mock = MockThread::start(cfg);
     let (tool, sub, ext) = match row.tool {
         Tool::Vllm => (reference::VLLM, "serve", "json"),
         Tool::Sglang => (reference::SGLANG, "sglang", "jsonl"),
@@ -337,10 +546,12 @@ fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
             Tool::Sglang => vec!["--output-file".into(), dir.join(file).display().to_string()],
         };
         a.extend(out);
-        a.extend(row.args.iter().map(|s| s.to_string()));
+        let d = dir.display().to_string();
+        a.extend(row.args.iter().map(|s| s.replace("{dir}", &d)));
         a
     };
     let (rf, of) = (format!("ref.{ext}"), format!("ours.{ext}"));
+    // vLLM's custom dataset reads its JSONL with pandas (in its reference folder).
     let r = tool
         .command(python)
         .args(args(&rf))
@@ -390,6 +601,32 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
             "result keys differ:\n  reference: {theirs:?}\n  llmspeed:  {ours:?}"
         ));
     }
+    for (_, keys) in REQUIRED.iter().filter(|(name, _)| *name == row.name) {
+        for k in *keys {
+            if rv.get(k).is_none_or(Value::is_null) || ov.get(k).is_none_or(Value::is_null) {
+                differ(format!(
+                    "{k}: reference {:?}, llmspeed {:?} (the row needs both)",
+                    rv.get(k),
+                    ov.get(k)
+                ));
+            }
+        }
+    }
+    // Each shared key's value has the reference's JSON type (an int stays an int).
+    let mut types = Vec::new();
+    for k in r.keys.iter().filter(|k| !deliberate(row.tool, k)) {
+        if let (Some(a), Some(b)) = (rv.get(k), ov.get(k)) {
+            if json_type(a) != json_type(b) {
+                types.push(format!("{k}: {} vs {}", json_type(a), json_type(b)));
+            }
+        }
+    }
+    if !types.is_empty() {
+        differ(format!(
+            "value types differ (reference vs llmspeed): {}",
+            types.join(", ")
+        ));
+    }
     if o.keys.last().map(String::as_str) != Some("llmspeed") {
         differ("llmspeed's own figures are not the last key, `llmspeed`".into());
     }
@@ -405,6 +642,38 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
             "total_input_tokens: reference {ri}, llmspeed {oi} (expected {:?})",
             row.input
         ));
+    }
+    // The ramp's whole rates: the same ones in the same order (their moments are each run's).
+    let rates = |v: &Value| -> Option<Vec<Value>> {
+        Some(
+            v.get("rps_change_events")?
+                .as_array()?
+                .iter()
+                .map(|e| e["rps"].clone())
+                .collect(),
+        )
+    };
+    if rates(rv) != rates(ov) {
+        differ(format!(
+            "rps_change_events' rates: reference {:?}, llmspeed {:?}",
+            rates(rv),
+            rates(ov)
+        ));
+    }
+    // The server's per-request lists: one number per request on both sides.
+    for k in ["server_queue_times", "server_ttfts"] {
+        let shape = |v: &Value| {
+            v.get(k)
+                .and_then(Value::as_array)
+                .map(|a| (a.len(), a.iter().all(Value::is_number)))
+        };
+        if shape(rv) != shape(ov) {
+            differ(format!(
+                "{k} (length, all numbers): reference {:?}, llmspeed {:?}",
+                shape(rv),
+                shape(ov)
+            ));
+        }
     }
     for k in ["completed", "failed", "total_output_tokens"] {
         if rv.get(k) != ov.get(k) {
@@ -457,6 +726,25 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
     out
 }
 
+/// A value's JSON type, a list's by its first element (an empty one is any list).
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(a) if a.is_empty() => "list",
+        Value::Array(a) => match json_type(&a[0]) {
+            "int" => "list[int]",
+            "float" => "list[float]",
+            "str" => "list[str]",
+            _ => "list",
+        },
+        Value::Object(_) => "object",
+    }
+}
+
 fn tail(s: &str) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
@@ -469,8 +757,12 @@ fn conform(tool: Tool) {
     };
     let Some(python) = t.python() else { return };
     let Some(env) = env() else { return };
+    let only = std::env::var("LLMSPEED_CONFORMANCE_ROWS").unwrap_or_default();
     let mut problems = Vec::new();
-    for row in RUNS.iter().filter(|r| r.tool == tool) {
+    for row in RUNS
+        .iter()
+        .filter(|r| r.tool == tool && r.name.contains(only.as_str()))
+    {
         let dir = tempfile::tempdir().unwrap();
         let (r, o) = run_both(row, &env, &python, dir.path());
         problems.extend(compare(row, &r, &o));

@@ -140,4 +140,14 @@ fn vllm_bench_sweep_serve_runs_llmspeed_as_its_server_and_its_bench() {
     // The sweep's table over all runs (pandas): a header and one row per run.
     let csv = std::fs::read_to_string(experiment.join("summary.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    let header = csv.lines().next().unwrap_or("");
+    for col in [
+        "completed",
+        "request_throughput",
+        "mean_ttft_ms",
+        "max_concurrency",
+        "run_number",
+    ] {
+        assert!(header.split(',').any(|h| h == col), "{col} not in {header}");
+    }
 }

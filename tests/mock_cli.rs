@@ -122,6 +122,15 @@ fn sigterm_flushes_and_closes_the_trace() {
         );
         let arrival = v["arrival_ns"].as_u64().expect(line);
         assert!(arrival <= due && due <= t, "{line}");
+        // The engine takes the request in after it arrived and schedules it before its tokens.
+        let (queued, scheduled) = (
+            v["queued_ns"].as_u64().expect(line),
+            v["scheduled_ns"].as_u64().expect(line),
+        );
+        assert!(
+            arrival <= queued && queued <= scheduled && scheduled <= due,
+            "{line}"
+        );
         tokens[i][index as usize] = true;
     }
     for (i, t) in tokens.iter().enumerate() {

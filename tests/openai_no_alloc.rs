@@ -1,7 +1,7 @@
 //! The OpenAI event decoder must not touch the heap: it runs once per event on the read loop.
 //! A counting global allocator shows it, in its own test binary so no other test is affected.
 
-use llmspeed::proto::openai::{decode, StreamItem};
+use llmspeed::proto::openai::{decode, server_timing, StreamItem};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -39,13 +39,15 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const EVENTS: [&str; 6] = [
+const EVENTS: [&str; 7] = [
     r#"{"id":"cmpl-8f2c","object":"text_completion","created":1764470000,"model":"m","choices":[{"index":0,"text":" caf\u00e9","logprobs":null,"finish_reason":null,"stop_reason":null,"token_ids":[1,2]}],"usage":{"prompt_tokens":8000,"total_tokens":8003,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":16}}}"#,
     r#"{"id":"chatcmpl-0c6a","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"hm","tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":"stop"}],"timings":{"prompt_n":27,"prompt_ms":35.2,"predicted_n":64,"predicted_ms":910.5,"cache_n":0}}"#,
     r#"{"error":{"message":"bad","type":"BadRequestError","param":null,"code":"400"}}"#,
     r#"{"x":[[[[[[[[[[{"y":"z"}]]]]]]]]]]}"#,
     "[DONE]",
     r#"{"choices":[{"text":"truncated"#,
+    // vLLM's final usage chunk with the server's per-request metrics.
+    r#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4},"metrics":{"time_to_first_token_ms":12.5,"generation_time_ms":30.0,"queue_time_ms":0.25,"mean_itl_ms":10.0,"tokens_per_second":94.1}}"#,
 ];
 
 #[test]
@@ -59,7 +61,10 @@ fn decoding_events_does_not_allocate() {
     for _ in 0..1000 {
         for e in EVENTS {
             match decode(e.as_bytes()) {
-                Ok(StreamItem::Chunk(c)) => seen += c.choices as u64,
+                Ok(StreamItem::Chunk(c)) => {
+                    let timing = c.metrics.and_then(|raw| server_timing(raw).ok());
+                    seen += c.choices as u64 + timing.map_or(0, |m| m.queue_ms.is_some() as u64)
+                }
                 Ok(_) => seen += 1,
                 Err(_) => seen += 2,
             }
@@ -67,8 +72,9 @@ fn decoding_events_does_not_allocate() {
     }
     let after = allocs();
     assert_eq!(after - before, 0, "decode allocated");
-    // Per round: two chunks with one choice, an error, a chunk with none, [DONE], a failure.
-    assert_eq!(seen, 1000 * 6);
+    // Per round: two chunks with one choice, an error, a chunk with none, [DONE], a failure,
+    // and the usage chunk whose metrics were read.
+    assert_eq!(seen, 1000 * 7);
 }
 
 /// The `data` payloads of a recorded native stream (single-line events, comments skipped).

@@ -143,6 +143,8 @@ fn rec(id: &str, index: u32, t_ns: u64, arrival_ns: u64) -> TraceRec {
         due_ns: t_ns - 100_000,
         arrival_ns,
         arrival_raw: 0,
+        queued_ns: 0,
+        scheduled_ns: 0,
         t_raw: 0,
         t_before_raw: 0,
     }

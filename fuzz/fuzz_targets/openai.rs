@@ -1,8 +1,9 @@
 #![no_main]
-//! The OpenAI event decoder must never panic, and any text it hands out must unescape.
+//! The OpenAI event decoder must never panic, any text it hands out must unescape, and a
+//! `metrics` object it accepts reads (`server_timing`) into finite numbers.
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::proto::openai::{decode, StreamItem};
+use llmspeed::proto::openai::{decode, server_timing, StreamItem};
 use llmspeed::timeline::FinishReason;
 
 fuzz_target!(|data: &[u8]| {
@@ -15,6 +16,15 @@ fuzz_target!(|data: &[u8]| {
             }
             if let Some(f) = c.finish_reason {
                 let _ = FinishReason::parse(f);
+            }
+            if let Some(raw) = c.metrics {
+                let m = server_timing(raw).expect("an accepted metrics object reads");
+                for v in [m.queue_ms, m.ttft_ms, m.generation_ms, m.mean_itl_ms]
+                    .into_iter()
+                    .flatten()
+                {
+                    assert!(v.is_finite(), "an accepted metric is a finite number");
+                }
             }
         }
         Ok(StreamItem::Error(e)) => {

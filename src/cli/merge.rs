@@ -70,6 +70,7 @@ pub fn run(a: MergeArgs) -> CliResult {
         &m.info,
         &m.metrics,
         a.save_detailed.then_some(&m.detailed),
+        &[],
         m.extras,
     );
     result::save(&path, &pairs, false)

@@ -84,6 +84,11 @@ pub struct MockArgs {
     /// llama.cpp's server does while it loads.
     #[arg(long, default_value_t = 0)]
     pub loading_requests: u64,
+    /// Put the server's own timing of each request (queue time, time to first token from
+    /// scheduling, generation time, mean ITL: `metrics`) on the final usage chunk, as vLLM
+    /// started with this flag does. The values are the engine's own times, also in --trace.
+    #[arg(long)]
+    pub enable_per_request_metrics: bool,
 }
 
 impl MockArgs {
@@ -127,6 +132,7 @@ impl MockArgs {
         c.lora_modules = self.lora_modules.clone();
         c.uuid_request_ids = self.uuid_request_ids;
         c.loading_requests = self.loading_requests;
+        c.per_request_metrics = self.enable_per_request_metrics;
         c.validate().map_err(CliError::usage)?;
         Ok(c)
     }

@@ -76,6 +76,10 @@ pub struct MockConfig {
     /// The first this-many requests to any endpoint but `/v1/models` and `/health` answer
     /// `503 Loading model`, as llama.cpp's server does while it loads its model.
     pub loading_requests: u64,
+    /// vLLM's `--enable-per-request-metrics`: the server's own timing of each request
+    /// (`metrics`) on the final usage chunk of a stream with usage, and on a whole answer, for
+    /// a single choice; made of the engine's queued, scheduled, first- and last-token times.
+    pub per_request_metrics: bool,
 }
 
 impl MockConfig {
@@ -191,6 +195,7 @@ impl MockConfig {
             model_calls: None,
             uuid_request_ids: false,
             loading_requests: 0,
+            per_request_metrics: false,
         }
     }
 

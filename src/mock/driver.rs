@@ -175,6 +175,11 @@ impl EngineThread {
         match cmd {
             Cmd::Submit { seqs, tx } => {
                 let now = self.now_ns();
+                // Steps that ended while this command waited run first (their tokens go out at
+                // the next `step`): the request is scheduled no earlier than it arrived, so its
+                // queue time and first token (vLLM's per-request metrics, the trace) are never
+                // before its arrival.
+                self.engine.advance(now, &mut self.out);
                 let tags: Vec<u64> = seqs.iter().map(|s| s.tag).collect();
                 for s in seqs {
                     let tag = s.tag;

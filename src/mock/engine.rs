@@ -119,6 +119,10 @@ pub struct Emission {
     /// Prompt tokens served from the prefix cache (same on every emission of a sequence).
     pub cached_tokens: u32,
     pub finish: Option<Finish>,
+    /// Engine time (ns) the sequence was queued (`add`) and first scheduled (the start of the
+    /// step that admitted it): vLLM's `queued_ts` and `scheduled_ts`, the same on every emission.
+    pub queued_ns: u64,
+    pub scheduled_ns: u64,
 }
 
 /// Why a request cannot be accepted at all.
@@ -209,6 +213,8 @@ struct Seq {
     gen: TextGen,
     /// When the request arrived (`add`'s `now`).
     arrived: u64,
+    /// The start of the step that admitted it (nothing is preempted, so it is admitted once).
+    scheduled: u64,
 }
 
 impl Seq {
@@ -400,7 +406,8 @@ impl Engine {
         self.step_end
     }
 
-    /// Queue a request at time `now`.
+    /// Queue a request at time `now`. The caller has advanced to `now` first (a step that ended
+    /// before it would otherwise admit the request before it arrived).
     pub fn add(&mut self, now: u64, s: NewSeq) -> Result<(), AdmitError> {
         let bs = self.p.block_size as u64;
         let max_tokens = s.max_tokens.max(1);
@@ -433,6 +440,7 @@ impl Engine {
             gen: TextGen::new(s.seed, s.loop_after),
             prompt: s.prompt,
             arrived: now,
+            scheduled: now,
         };
         self.seqs.insert(s.tag, seq);
         self.waiting.push_back(s.tag);
@@ -503,6 +511,7 @@ impl Engine {
             self.stats.prefix_cache_hits_total += seq.cached as u64;
             self.stats.admitted_total += 1;
             self.stats.queue_time_ns_total += now.saturating_sub(seq.arrived);
+            seq.scheduled = now;
             self.running.push(tag);
         }
     }
@@ -598,6 +607,8 @@ impl Engine {
             due_ns: end,
             cached_tokens: seq.cached,
             finish: done.then_some(seq.finish),
+            queued_ns: seq.arrived,
+            scheduled_ns: seq.scheduled,
         });
         self.stats.generation_tokens_total += 1;
         if done {
@@ -786,6 +797,13 @@ mod tests {
                     .unwrap()
         );
         assert_eq!(admitted_at(1), first_token_ns(&out, 0));
+        // Every emission carries its sequence's queued and scheduled times (vLLM's per-request
+        // metrics are made of them): the same admission times, read off the tokens.
+        for x in &out {
+            let queued = if x.tag == 0 { 0 } else { arrival };
+            let scheduled = if x.tag == 0 { 0 } else { admitted_at(x.tag) };
+            assert_eq!((x.queued_ns, x.scheduled_ns), (queued, scheduled), "{x:?}");
+        }
     }
 
     #[test]

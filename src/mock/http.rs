@@ -692,6 +692,7 @@ fn sse_response(app: &Arc<App>, ctl: &Arc<ConnCtl>, s: Stream) -> Response<MockB
         line: String::with_capacity(512),
         output: Output::default(),
         cached_tokens: 0,
+        times: EngineTimes::default(),
     };
     let mut r = Response::new(MockBody::Sse(Box::new(body)));
     r.headers_mut().insert(
@@ -741,6 +742,7 @@ async fn collect_full(
     let mut toks: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut fin: Vec<Option<&'static str>> = vec![None; n];
     let mut cached = 0u64;
+    let mut times = EngineTimes::default();
     let mut left = n;
     while left > 0 {
         let Some(e) = rx.recv().await else {
@@ -753,6 +755,9 @@ async fn collect_full(
         let c = (e.tag - guard.base) as usize;
         if e.index == 0 {
             cached += e.cached_tokens as u64;
+        }
+        if c == 0 {
+            times.note(&e);
         }
         toks[c].push(e.token);
         if let Some(f) = e.finish {
@@ -801,12 +806,13 @@ async fn collect_full(
     } else {
         "text_completion"
     };
-    json_response(
-        StatusCode::OK,
-        &json!({"id": meta.id, "object": object, "created": meta.created, "model": meta.model, "choices": choices,
-            "usage": {"prompt_tokens": meta.prompt_tokens, "completion_tokens": completion, "total_tokens": meta.prompt_tokens + completion,
-                "prompt_tokens_details": {"cached_tokens": cached}}}),
-    )
+    let mut answer = json!({"id": meta.id, "object": object, "created": meta.created, "model": meta.model, "choices": choices,
+        "usage": {"prompt_tokens": meta.prompt_tokens, "completion_tokens": completion, "total_tokens": meta.prompt_tokens + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}});
+    if app.cfg.per_request_metrics && n == 1 {
+        answer["metrics"] = times.to_json();
+    }
+    json_response(StatusCode::OK, &answer)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -820,7 +826,99 @@ enum State {
 /// One queued chunk; token chunks carry what the trace needs.
 struct Pending {
     bytes: Bytes,
-    token: Option<(u32, u32, u64)>,
+    token: Option<TokenFacts>,
+}
+
+/// What the trace records of a token chunk.
+#[derive(Clone, Copy)]
+struct TokenFacts {
+    choice: u32,
+    index: u32,
+    due_ns: u64,
+    queued_ns: u64,
+    scheduled_ns: u64,
+}
+
+impl TokenFacts {
+    fn of(choice: u32, e: &Emission) -> Self {
+        TokenFacts {
+            choice,
+            index: e.index,
+            due_ns: e.due_ns,
+            queued_ns: e.queued_ns,
+            scheduled_ns: e.scheduled_ns,
+        }
+    }
+}
+
+/// The engine's times of a request's first choice, for vLLM's per-request `metrics`.
+#[derive(Clone, Copy, Default)]
+struct EngineTimes {
+    queued_ns: u64,
+    scheduled_ns: u64,
+    first_ns: u64,
+    last_ns: u64,
+    tokens: u64,
+}
+
+impl EngineTimes {
+    fn note(&mut self, e: &Emission) {
+        if self.tokens == 0 {
+            self.queued_ns = e.queued_ns;
+            self.scheduled_ns = e.scheduled_ns;
+            self.first_ns = e.due_ns;
+        }
+        self.last_ns = e.due_ns;
+        self.tokens += 1;
+    }
+
+    /// vLLM's `build_per_request_timing_metrics` over the same four times, in pydantic's field
+    /// order: milliseconds; `mean_itl_ms` only past one token, `tokens_per_second` only over a
+    /// positive time (vLLM leaves out what is None).
+    fn fields(&self) -> [(&'static str, Option<f64>); 5] {
+        let ms = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e6;
+        let generation = ms(self.first_ns, self.last_ns);
+        let inference = ms(self.scheduled_ns, self.last_ns);
+        [
+            (
+                "time_to_first_token_ms",
+                Some(ms(self.scheduled_ns, self.first_ns)),
+            ),
+            ("generation_time_ms", Some(generation)),
+            ("queue_time_ms", Some(ms(self.queued_ns, self.scheduled_ns))),
+            (
+                "mean_itl_ms",
+                (self.tokens > 1).then(|| generation / (self.tokens - 1) as f64),
+            ),
+            (
+                "tokens_per_second",
+                (inference > 0.0).then(|| self.tokens as f64 / inference * 1000.0),
+            ),
+        ]
+    }
+
+    /// `,"metrics":{...}` for a stream's final usage chunk.
+    fn write_into(&self, out: &mut String) {
+        out.push_str(",\"metrics\":{");
+        let mut sep = "";
+        for (k, v) in self.fields() {
+            if let Some(v) = v {
+                let _ = write!(out, "{sep}\"{k}\":{v:?}");
+                sep = ",";
+            }
+        }
+        out.push('}');
+    }
+
+    /// The same object for a whole answer.
+    fn to_json(self) -> Value {
+        let m: serde_json::Map<String, Value> = self
+            .fields()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), json!(v?))))
+            .collect();
+        Value::Object(m)
+    }
 }
 
 /// The streaming body: emissions in, one SSE event per chunk out.
@@ -847,6 +945,8 @@ pub struct SseBody {
     /// The output so far (SGLang's cumulative events, TGI's `generated_text`; one choice).
     output: Output,
     cached_tokens: u64,
+    /// The first choice's engine times (vLLM's per-request `metrics`).
+    times: EngineTimes,
 }
 
 fn escape_into(out: &mut String, s: &str) {
@@ -893,7 +993,7 @@ impl SseBody {
         self.line.push_str("\",\"choices\":[");
     }
 
-    fn push_line(&mut self, token: Option<(u32, u32, u64)>) {
+    fn push_line(&mut self, token: Option<TokenFacts>) {
         self.line.push_str("}\n\n");
         self.pending.push_back(Pending {
             bytes: Bytes::copy_from_slice(self.line.as_bytes()),
@@ -927,7 +1027,7 @@ impl SseBody {
             native::tgi_event(&mut line, self.completion_tokens, &self.output, &facts);
         }
         self.line = line;
-        self.push_line(Some((0, e.index, e.due_ns)));
+        self.push_line(Some(TokenFacts::of(0, &e)));
         if e.finish.is_some() {
             self.finished += 1;
             self.finish_stream();
@@ -953,6 +1053,9 @@ impl SseBody {
             self.push_line(None);
         }
         self.completion_tokens += 1;
+        if choice == 0 {
+            self.times.note(&e);
+        }
         let app = self.app.clone();
         let piece = String::from_utf8_lossy(app.tok.piece(e.token).unwrap_or(b""));
         self.head_into();
@@ -982,7 +1085,7 @@ impl SseBody {
         if self.meta.continuous {
             self.usage_into();
         }
-        self.push_line(Some((choice, e.index, e.due_ns)));
+        self.push_line(Some(TokenFacts::of(choice, &e)));
         if e.finish.is_some() {
             self.finished += 1;
             if self.finished == self.guard.choices {
@@ -996,6 +1099,11 @@ impl SseBody {
             self.head_into();
             self.line.push(']');
             self.usage_into();
+            // vLLM: on the final usage chunk only, and not for several choices.
+            if self.app.cfg.per_request_metrics && self.guard.choices == 1 {
+                let times = self.times;
+                times.write_into(&mut self.line);
+            }
             self.push_line(None);
         }
         // TGI's stream simply ends after the event that carries `generated_text`.
@@ -1105,7 +1213,14 @@ impl SseBody {
                 }
             }
             if let Some(p) = self.pending.pop_front() {
-                if let Some((choice, index, due_ns)) = p.token {
+                if let Some(TokenFacts {
+                    choice,
+                    index,
+                    due_ns,
+                    queued_ns,
+                    scheduled_ns,
+                }) = p.token
+                {
                     if let Some(Fault::TruncateAfter(k)) = self.fault {
                         if self.sent_tokens >= k {
                             if !self.truncate_flushed {
@@ -1135,6 +1250,8 @@ impl SseBody {
                             t_before_raw: 0,
                             arrival_ns: self.arrival.0,
                             arrival_raw: self.arrival.1,
+                            queued_ns,
+                            scheduled_ns,
                         });
                     }
                 }

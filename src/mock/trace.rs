@@ -2,8 +2,8 @@
 //! Bodies hand a small record to a channel; a dedicated thread formats and writes, so a traced
 //! stream costs one channel send per token and an untraced one costs nothing.
 //!
-//! Line shape: `{"request_id":"…","choice":0,"index":5,"t_ns":123,"due_ns":120,"arrival_ns":80}`
-//! where `t_ns`
+//! Line shape: `{"request_id":"…","choice":0,"index":5,"t_ns":123,"due_ns":120,"arrival_ns":80,
+//! "queued_ns":85,"scheduled_ns":90}` where `t_ns`
 //! is when the write syscall carrying the chunk returned (stamped by the connection's writer,
 //! see [`WriteStamper`]) and `due_ns` is when the engine made the token, both in ns since the
 //! server started. A chunk split over two writes is stamped at the first.
@@ -12,6 +12,11 @@
 //! the request returned (stamped by the connection's reader), in the same base: the request's
 //! TTFT as the server saw it is `t_ns` of index 0 minus `arrival_ns`. It is a field of every
 //! line rather than a line of its own so that readers of token lines need no filtering.
+//!
+//! `queued_ns` and `scheduled_ns`, the same on every line of a choice, are when the engine took
+//! the sequence in and when it first scheduled it (vLLM's `queued_ts` and `scheduled_ts`): the
+//! per-request `metrics` the mock sends with `--enable-per-request-metrics` are made of them and
+//! the `due_ns` of the choice's first and last tokens.
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -33,6 +38,9 @@ pub struct TraceRec {
     pub arrival_ns: u64,
     /// `arrival_ns` as a raw clock stamp (not written to the file).
     pub arrival_raw: u64,
+    /// Engine time the sequence was queued and first scheduled (see the module docs).
+    pub queued_ns: u64,
+    pub scheduled_ns: u64,
     /// `t_ns` as a raw [`crate::clock::Clock`] stamp (not written to the file): lets an
     /// in-process reader put server writes and client reads on one timeline.
     pub t_raw: u64,
@@ -65,8 +73,15 @@ impl TraceSink {
                 for r in rx {
                     writeln!(
                         w,
-                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{},\"arrival_ns\":{}}}",
-                        r.request_id_json, r.choice, r.index, r.t_ns, r.due_ns, r.arrival_ns
+                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{},\"arrival_ns\":{},\"queued_ns\":{},\"scheduled_ns\":{}}}",
+                        r.request_id_json,
+                        r.choice,
+                        r.index,
+                        r.t_ns,
+                        r.due_ns,
+                        r.arrival_ns,
+                        r.queued_ns,
+                        r.scheduled_ns
                     )?;
                 }
                 w.flush()

@@ -365,6 +365,12 @@ impl StreamDecoder {
             }
             tl.usage = Some(u);
         }
+        if let Some(raw) = c.metrics {
+            // The final usage chunk only: read off the per-token path.
+            let t = openai::server_timing(raw)
+                .map_err(|e| protocol(format!("bad metrics in stream event: {e}")))?;
+            tl.server_timing = Some(t);
+        }
         if c.choices == 0 {
             return Ok(Flow::Continue);
         }

@@ -1,6 +1,7 @@
 //! Decodes one SSE `data` payload of an OpenAI-compatible stream (vLLM, SGLang, TGI, llama.cpp,
 //! Ollama) into the few facts the timeline needs: output text per channel, tool calls, finish
-//! reason, token counts (`usage`, `token_ids`, llama.cpp `timings`), `[DONE]` and error events.
+//! reason, token counts (`usage`, `token_ids`, llama.cpp `timings`), the server's own timing of
+//! the request (vLLM's `metrics`, on the final usage chunk), `[DONE]` and error events.
 //!
 //! It runs once per event on the read loop, so it must never allocate, build a JSON tree or
 //! deserialise whole chunks: it walks the bytes once with [`super::json::Scanner`], reads the
@@ -12,7 +13,7 @@
 //! Servers never repeat a key; if one does, the later value wins for scalar fields.
 
 use super::json::{self, JsonError, Kind, Scanner, Str};
-use crate::timeline::Usage;
+use crate::timeline::{ServerTiming, Usage};
 use std::fmt;
 
 /// What one `data` payload meant.
@@ -101,6 +102,11 @@ pub struct ChunkInfo<'a> {
     pub usage: Option<Usage>,
     /// llama.cpp `timings`.
     pub timings: Option<Timings>,
+    /// vLLM's `metrics` object (`--enable-per-request-metrics`; the final usage chunk only), as
+    /// raw JSON: skipped like any other value on the per-token path and read by
+    /// [`server_timing`] only where it is present. A value that is not an object is `None`, as
+    /// vLLM's benchmark client ignores it.
+    pub metrics: Option<&'a [u8]>,
 }
 
 /// An error event: `{"error":{"message","type","param","code"}}`, the older
@@ -186,6 +192,7 @@ pub fn decode(data: &[u8]) -> Result<StreamItem<'_>, OpenAiError> {
             b"choices" => choices(&mut sc, &mut chunk)?,
             b"usage" => chunk.usage = usage(&mut sc)?,
             b"timings" => chunk.timings = timings(&mut sc)?,
+            b"metrics" => chunk.metrics = raw_object(&mut sc, data)?,
             b"error" => match sc.peek()? {
                 Kind::Object => error_obj = Some(error_object(&mut sc)?),
                 Kind::String => error_str = Some(sc.string()?.into()),
@@ -462,6 +469,55 @@ pub(super) fn timings(sc: &mut Scanner<'_>) -> Res<Option<Timings>> {
         }
     }
     Ok(Some(t))
+}
+
+/// The bytes of the object at the scanner (of `data`), skipped; `None` for any other value.
+fn raw_object<'a>(sc: &mut Scanner<'a>, data: &'a [u8]) -> Res<Option<&'a [u8]>> {
+    if sc.peek()? != Kind::Object {
+        sc.skip()?;
+        return Ok(None);
+    }
+    let start = sc.pos();
+    sc.skip()?;
+    Ok(data.get(start..sc.pos()))
+}
+
+/// Reads vLLM's per-request `metrics` object (the raw bytes of [`ChunkInfo::metrics`]) as
+/// vLLM 0.33's benchmark client does: a field that is not a number (null, a string, a bool) is
+/// absent, never an error; only malformed JSON or a value that is not an object is an error.
+pub fn server_timing(raw: &[u8]) -> Result<ServerTiming, OpenAiError> {
+    let mut sc = Scanner::new(raw)?;
+    if sc.peek()? != Kind::Object {
+        return Err(wrong("metrics", "an object"));
+    }
+    sc.enter_object()?;
+    let mut m = ServerTiming::default();
+    let mut kb = [0u8; 32];
+    let mut first = true;
+    while let Some(key) = sc.next_key(&mut first)? {
+        let slot = match key.key(&mut kb) {
+            b"queue_time_ms" => &mut m.queue_ms,
+            b"time_to_first_token_ms" => &mut m.ttft_ms,
+            b"generation_time_ms" => &mut m.generation_ms,
+            b"mean_itl_ms" => &mut m.mean_itl_ms,
+            _ => {
+                sc.skip()?;
+                continue;
+            }
+        };
+        *slot = lenient_f64(&mut sc)?;
+    }
+    sc.finish()?;
+    Ok(m)
+}
+
+/// A number, or `None` for any other value.
+fn lenient_f64(sc: &mut Scanner<'_>) -> Res<Option<f64>> {
+    if sc.peek()? == Kind::Number {
+        return Ok(Some(sc.f64()?));
+    }
+    sc.skip()?;
+    Ok(None)
 }
 
 /// `{"message","type","param","code"}`.

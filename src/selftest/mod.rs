@@ -1400,6 +1400,8 @@ mod tests {
             // The request reached the server 800 ns after the send stamp (1_000) below.
             arrival_ns: 1_800,
             arrival_raw: 1_800,
+            queued_ns: 0,
+            scheduled_ns: 0,
         }
     }
 

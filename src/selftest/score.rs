@@ -173,6 +173,8 @@ mod tests {
             due_ns: t_ns,
             arrival_ns,
             arrival_raw: 0,
+            queued_ns: 0,
+            scheduled_ns: 0,
             t_raw: 0,
             t_before_raw: 0,
         }

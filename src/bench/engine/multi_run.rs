@@ -118,7 +118,7 @@ pub fn spread(runs: &[Vec<(String, f64)>]) -> Vec<Spread> {
 
 /// The figures of one run's result JSON that are compared across runs: every top-level number
 /// of vLLM's result (throughputs, the selected latency statistics, counts, duration) and the
-/// steady-state throughputs and latencies as `steady_state.KEY`. Within-run standard
+/// steady-state throughputs and latencies (`llmspeed.steady_state`) as `steady_state.KEY`. Within-run standard
 /// deviations (`std_*`) are left out: the spread of a spread flags noise, not instability.
 pub fn figures(result: &[(String, Value)]) -> Vec<(String, f64)> {
     let mut out = Vec::new();
@@ -126,7 +126,10 @@ pub fn figures(result: &[(String, Value)]) -> Vec<(String, f64)> {
         match (k.as_str(), v) {
             ("num_prompts" | "burstiness" | "max_concurrency" | "request_rate" | "rtfx", _) => {}
             (k, _) if k.starts_with("std_") => {}
-            ("steady_state", Value::Object(m)) => {
+            ("llmspeed", Value::Object(x)) => {
+                let Some(Value::Object(m)) = x.get("steady_state") else {
+                    continue;
+                };
                 for (sk, sv) in m.iter().filter(|(sk, _)| !sk.starts_with("std_")) {
                     if let Some(x) = sv.as_f64() {
                         out.push((format!("steady_state.{sk}"), x));
@@ -299,8 +302,8 @@ mod tests {
             ("request_goodput".to_string(), Value::Null),
             ("latencies".to_string(), json!([1.0])),
             (
-                "steady_state".to_string(),
-                json!({"window": {}, "output_throughput": 7.0, "std_itl_ms": 1.0}),
+                "llmspeed".to_string(),
+                json!({"steady_state": {"window": {}, "output_throughput": 7.0, "std_itl_ms": 1.0}}),
             ),
         ];
         assert_eq!(

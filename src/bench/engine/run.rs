@@ -62,6 +62,9 @@ pub struct Measured {
     pub stop_reason: Option<&'static str>,
     /// Scheduled send time -> the moment the dispatcher woke up, per dispatched request.
     pub timer_lag_ns: Vec<u64>,
+    /// Each dispatched request's number and the moment it was dispatched (ns since
+    /// [`Measured::base_raw`]), in dispatch order: cut and failed requests included.
+    pub dispatched_ns: Vec<(usize, u64)>,
     /// The clock's raw stamp of the run's start, the base of every record's times.
     pub base_raw: u64,
     /// Start -> the last request's end (and the probe in flight's).
@@ -183,6 +186,7 @@ pub async fn run(
         requests: finished,
         samples,
         timer_lag_ns: sent.timer_lag_ns,
+        dispatched_ns: sent.dispatched_ns,
         base_raw: sent.base_raw,
         duration_ns: clock.delta_ns(sent.base_raw, end_raw),
         start_unix_ns: sent.start_unix_ns,
@@ -533,6 +537,7 @@ struct Sent {
     done: Vec<Option<Done>>,
     dispatched: usize,
     timer_lag_ns: Vec<u64>,
+    dispatched_ns: Vec<(usize, u64)>,
     base_raw: u64,
     start_unix_ns: u64,
     wall0: Instant,
@@ -555,6 +560,7 @@ async fn dispatch(
     let clock = client.clock().clone();
     let slots = plan.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(order.chosen.len());
+    let mut dispatched_ns = Vec::with_capacity(order.chosen.len());
     let mut set: JoinSet<Done> = JoinSet::new();
     if let Some(at) = plan.start_at_unix_ns {
         wait_for_wall_clock(at, log).await;
@@ -588,7 +594,9 @@ async fn dispatch(
             );
             break;
         }
-        timer_lag_ns.push(clock.delta_ns(scheduled, clock.raw()));
+        let now = clock.raw();
+        timer_lag_ns.push(clock.delta_ns(scheduled, now));
+        dispatched_ns.push((i, clock.delta_ns(base_raw, now)));
         set.spawn(one_request(
             client.clone(),
             slots.clone(),
@@ -610,6 +618,7 @@ async fn dispatch(
         done,
         dispatched,
         timer_lag_ns,
+        dispatched_ns,
         base_raw,
         start_unix_ns,
         wall0,

@@ -4,7 +4,8 @@
 //! definitions ([`metrics`]), result JSON and console summary ([`result`], [`run`]); the session of
 //! sweep points and repeated runs ([`session`], [`sweep`]); `--shard`'s saved block and
 //! `llmspeed merge` ([`shard`], [`merge`]); `--multi-turn`'s result ([`multiturn`]); the
-//! optional keys of probes and speculative decoding ([`probe`], [`spec_decode`]); the HTML pages
+//! optional keys of probes and speculative decoding ([`probe`], [`spec_decode`]), the server's
+//! per-request timing ([`server_timing`]) and the ramp-up's rate changes ([`ramp`]); the HTML pages
 //! ([`timeline_html`], [`sweep_html`]).
 
 pub mod args;
@@ -15,8 +16,10 @@ pub mod metrics;
 pub mod multiturn;
 pub mod plan;
 pub mod probe;
+pub mod ramp;
 pub mod result;
 pub mod run;
+pub mod server_timing;
 pub mod session;
 pub mod shard;
 pub mod spec_decode;

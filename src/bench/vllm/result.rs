@@ -4,8 +4,9 @@
 //! Owns the shape of what `bench serve` prints and saves. It must never measure or compute
 //! metrics (that is `bench::vllm::metrics`) and never reorder vLLM's keys: the JSON is written from
 //! an ordered list of pairs, so no map type can sort them. Our own figures go under one last
-//! key, `llmspeed`, so existing consumers see exactly vLLM's object plus one key (closed-loop
-//! runs also carry vllm-bench's `steady_state`, added by `bench::vllm::run` just before it).
+//! key, `llmspeed`, so existing consumers see exactly vLLM's object plus one key. The keys vLLM
+//! adds only for features in use (the server's per-request lists, probes, the ramp's rate
+//! changes, speculative decoding) come in after `rtfx`, where vLLM puts them.
 
 use crate::bench::vllm::metrics::{metric_values, percentile_label, BenchMetrics, MetricKind};
 use crate::workload::schedule::{Ramp, RampStrategy};
@@ -55,7 +56,8 @@ pub fn format_date(t: SystemTime) -> String {
 }
 
 /// vLLM's default result file name:
-/// `{label or backend}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json`.
+/// `{label or backend}-{rate}qps[-concurrency{N}]-{model basename}-{date}.json`, with a ramp
+/// `{label or backend}-ramp-up-{strategy}-{start}qps-{end}qps[-concurrency{N}]-…`.
 pub fn default_filename(info: &RunInfo) -> String {
     let label = info.label.as_deref().unwrap_or(&info.backend);
     let conc = info
@@ -63,11 +65,32 @@ pub fn default_filename(info: &RunInfo) -> String {
         .map(|n| format!("-concurrency{n}"))
         .unwrap_or_default();
     let base = info.model_id.rsplit('/').next().unwrap_or(&info.model_id);
-    format!(
-        "{label}-{}qps{conc}-{base}-{}.json",
-        py_float(info.request_rate),
-        info.date
-    )
+    let rate = match info.ramp {
+        Some(r) => format!(
+            "ramp-up-{}-{}qps-{}qps",
+            ramp_name(r.strategy),
+            py_number(r.start_rps),
+            py_number(r.end_rps)
+        ),
+        None => format!("{}qps", py_float(info.request_rate)),
+    };
+    format!("{label}-{rate}{conc}-{base}-{}.json", info.date)
+}
+
+/// A whole number as a JSON integer (as Python writes an int), else as a float.
+fn whole(x: f64) -> Value {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        json!(x as i64)
+    } else {
+        num(x)
+    }
+}
+
+fn ramp_name(s: RampStrategy) -> &'static str {
+    match s {
+        RampStrategy::Linear => "linear",
+        RampStrategy::Exponential => "exponential",
+    }
 }
 
 fn num(x: f64) -> Value {
@@ -76,10 +99,13 @@ fn num(x: f64) -> Value {
 }
 
 /// The result object as ordered pairs: vLLM's keys in vLLM's order, then `llmspeed`.
+/// `optional` are vLLM's keys for features in use, already in vLLM's order: they follow `rtfx`,
+/// before the latency statistics.
 pub fn result_pairs(
     info: &RunInfo,
     m: &BenchMetrics,
     detailed: Option<&Detailed>,
+    optional: &[(String, Value)],
     extras: Value,
 ) -> Vec<(String, Value)> {
     let mut out: Vec<(String, Value)> = Vec::with_capacity(64);
@@ -105,13 +131,10 @@ pub fn result_pairs(
     put("burstiness", num(info.burstiness));
     put("max_concurrency", json!(info.max_concurrency));
     if let Some(r) = info.ramp {
-        let s = match r.strategy {
-            RampStrategy::Linear => "linear",
-            RampStrategy::Exponential => "exponential",
-        };
-        put("ramp_up_strategy", json!(s));
-        put("ramp_up_start_rps", num(r.start_rps));
-        put("ramp_up_end_rps", num(r.end_rps));
+        put("ramp_up_strategy", json!(ramp_name(r.strategy)));
+        // vLLM's ramp rates are integers (argparse `type=int`).
+        put("ramp_up_start_rps", whole(r.start_rps));
+        put("ramp_up_end_rps", whole(r.end_rps));
     }
     put("duration", num(m.duration_s));
     put("completed", json!(m.completed));
@@ -147,6 +170,9 @@ pub fn result_pairs(
     );
     // Real-time factor is for audio; text runs report 0.0 as vLLM does.
     put("rtfx", json!(0.0));
+    for (k, v) in optional {
+        put(k, v.clone());
+    }
     for (k, v) in metric_values(m, &info.selected) {
         out.push((k, num(v)));
     }
@@ -209,11 +235,7 @@ pub fn write_lead_in(w: &mut impl Write, info: &RunInfo, self_timed: bool) -> io
     }
     match info.ramp {
         Some(r) => {
-            let s = match r.strategy {
-                RampStrategy::Linear => "linear",
-                RampStrategy::Exponential => "exponential",
-            };
-            writeln!(w, "Traffic ramp-up strategy: {s}.")?;
+            writeln!(w, "Traffic ramp-up strategy: {}.", ramp_name(r.strategy))?;
             writeln!(
                 w,
                 "Will increase RPS from {} to {} RPS over the duration of the benchmark.",
@@ -364,6 +386,15 @@ mod tests {
             default_filename(&i),
             "run-10.0qps-concurrency8-My-Model-20261130-051500.json"
         );
+        i.ramp = Some(Ramp {
+            strategy: RampStrategy::Linear,
+            start_rps: 20.0,
+            end_rps: 60.0,
+        });
+        assert_eq!(
+            default_filename(&i),
+            "run-ramp-up-linear-20qps-60qps-concurrency8-My-Model-20261130-051500.json"
+        );
         assert_eq!(py_float(0.5), "0.5");
     }
 
@@ -392,7 +423,8 @@ mod tests {
 
     #[test]
     fn json_keeps_order_and_appends_lines() {
-        let pairs = result_pairs(&info(), &metrics(), None, json!({"x": 1}));
+        let optional = [("rps_change_events".to_string(), json!([]))];
+        let pairs = result_pairs(&info(), &metrics(), None, &optional, json!({"x": 1}));
         let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(
             &keys[..9],
@@ -409,6 +441,9 @@ mod tests {
             ]
         );
         assert_eq!(*keys.last().unwrap(), "llmspeed");
+        // vLLM's optional keys follow rtfx, before the latency statistics.
+        let at = keys.iter().position(|k| *k == "rtfx").unwrap();
+        assert_eq!(keys[at + 1..at + 3], ["rps_change_events", "mean_ttft_ms"]);
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sub/r.json");
         save(&p, &pairs, true).unwrap();

@@ -1,6 +1,6 @@
 //! `bench serve`'s run: the engine's measured run turned into vLLM's result — its metrics,
-//! per-request lists, optional keys and steady state, our own figures under `llmspeed` — then
-//! vLLM's console summary and result file.
+//! per-request lists and optional keys, our own figures (the steady state among them) under
+//! `llmspeed` — then vLLM's console summary and result file.
 //!
 //! Owns the mapping out, as named steps (`output`). It must never send a request (that is
 //! `bench::engine::run`), compute vLLM's metrics itself (that is `bench::vllm::metrics`) or lay
@@ -18,8 +18,9 @@ use crate::bench::engine::RunError;
 use crate::bench::vllm::args::ServeConfig;
 use crate::bench::vllm::metrics::{compute, BenchMetrics, MetricsConfig};
 use crate::bench::vllm::result::{self, Detailed, RunInfo};
+use crate::bench::vllm::server_timing::{self, ServerLists};
 use crate::bench::vllm::shard::{RunInfoData, ShardBlock};
-use crate::bench::vllm::{plan, probe, spec_decode, timeline_html};
+use crate::bench::vllm::{plan, probe, ramp, spec_decode, timeline_html};
 use crate::clock::Clock;
 use crate::net::Cancel;
 use crate::progress::Progress;
@@ -36,37 +37,35 @@ pub struct RunOutput {
     pub info: RunInfo,
     pub metrics: BenchMetrics,
     pub detailed: Detailed,
-    /// The `llmspeed` key of the result JSON.
+    /// The `llmspeed` key of the result JSON (`steady_state` is in it).
     pub extras: Value,
-    /// `None` outside a closed loop or with `--no-steady-state` (no `steady_state` key);
-    /// `Some(None)` when the slots never got busy enough (`"steady_state": null`).
+    /// `None` outside a closed loop or with `--no-steady-state` (no `llmspeed.steady_state`);
+    /// `Some(None)` when the slots never got busy enough (`null`).
     pub steady_state: Option<Option<SteadyState>>,
-    /// Keys vLLM adds only for features in use: `--probe-request-rate`'s `probe_*` and the
-    /// server's `spec_decode_*` figures. Empty otherwise.
+    /// The server's per-request lists (`server_queue_times`, `server_ttfts`) when it sent its
+    /// own timing; vLLM writes them only with `--save-detailed`.
+    pub server_lists: Vec<(String, Value)>,
+    /// Keys vLLM adds only for features in use, in its order: `--probe-request-rate`'s
+    /// `probe_*`, the ramp's `rps_change_events`, the server's `spec_decode_*` figures. Empty
+    /// otherwise.
     pub vllm_extra: Vec<(String, Value)>,
 }
 
 impl RunOutput {
     /// The result JSON as ordered pairs (`--save-detailed` decides the per-request lists).
     pub fn pairs(&self, detailed: bool) -> Vec<(String, Value)> {
-        let mut pairs = result::result_pairs(
+        let mut optional = Vec::new();
+        if detailed {
+            optional.extend(self.server_lists.iter().cloned());
+        }
+        optional.extend(self.vllm_extra.iter().cloned());
+        result::result_pairs(
             &self.info,
             &self.metrics,
             detailed.then_some(&self.detailed),
+            &optional,
             self.extras.clone(),
-        );
-        // vllm-bench's top-level key, just before ours (`llmspeed` stays last). Only closed-loop
-        // runs carry it, so every other run keeps exactly vLLM's keys.
-        // vLLM's own optional keys, after its standard ones (its order: probes, then
-        // speculative decoding).
-        for kv in &self.vllm_extra {
-            pairs.insert(pairs.len() - 1, kv.clone());
-        }
-        if let Some(ss) = &self.steady_state {
-            let v = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
-            pairs.insert(pairs.len() - 1, ("steady_state".into(), v));
-        }
-        pairs
+        )
     }
 }
 
@@ -102,7 +101,7 @@ fn output(
     mut m: Measured,
     log: &mut (dyn Write + Send),
 ) -> RunOutput {
-    let vllm_extra = optional_keys(&m);
+    let vllm_extra = optional_keys(cfg, &m);
     let refusal = m
         .refusal
         .as_ref()
@@ -122,6 +121,11 @@ fn output(
     );
     let steady_state = steady_state_of(cfg, &lists.records, metrics.duration_s);
     let mut extras = extras(cfg, ours, &metrics, &lists);
+    // vLLM 0.33 has no steady state: ours goes under our own key.
+    if let Some(ss) = &steady_state {
+        extras["steady_state"] = ss.as_ref().map_or(Value::Null, SteadyState::to_json);
+    }
+    let server_lists = lists.server.keys();
     if let Some(line) = figures::stop_line(&m) {
         let _ = writeln!(log, "{line}");
     }
@@ -146,13 +150,24 @@ fn output(
         detailed: lists.detailed,
         extras,
         steady_state,
+        server_lists,
         vllm_extra,
     }
 }
 
-/// The keys vLLM adds only for features in use, in its order: probes, then speculative decoding.
-fn optional_keys(m: &Measured) -> Vec<(String, Value)> {
+/// The keys vLLM adds only for features in use, in its order: probes, the ramp's rate changes,
+/// speculative decoding.
+fn optional_keys(cfg: &ServeConfig, m: &Measured) -> Vec<(String, Value)> {
     let mut keys = probe::stats(&m.probes).unwrap_or_default();
+    let changes = ramp::rps_changes(
+        &cfg.schedule,
+        m.samples.len(),
+        m.start_unix_ns,
+        &m.dispatched_ns,
+    );
+    if !changes.is_empty() {
+        keys.push(("rps_change_events".into(), ramp::to_json(&changes)));
+    }
     let before = m.metrics_before.as_deref().and_then(spec_decode::parse);
     let after = m.metrics_after.as_deref().and_then(spec_decode::parse);
     if let (Some(b), Some(a)) = (before, after) {
@@ -171,6 +186,8 @@ struct Lists {
     dataset_input_lens: Vec<u64>,
     /// The first message of each failure kind.
     first_failures: BTreeMap<FailureKind, Value>,
+    /// The server's own queue time and TTFT of each request, where it sent them.
+    server: ServerLists,
 }
 
 impl Lists {
@@ -183,6 +200,7 @@ impl Lists {
             detailed: Detailed::default(),
             dataset_input_lens: Vec::with_capacity(n),
             first_failures: BTreeMap::new(),
+            server: ServerLists::default(),
         };
         for f in std::mem::take(&mut m.requests) {
             let rec = f.record;
@@ -219,6 +237,7 @@ impl Lists {
                     }
                 }
             });
+            l.server.push(f.timeline.server_timing);
             d.generated_texts
                 .push(f.timeline.content_text.unwrap_or_default());
             l.records.push(rec);
@@ -245,6 +264,19 @@ fn extras(cfg: &ServeConfig, ours: Value, metrics: &BenchMetrics, lists: &Lists)
     x["max_concurrent_requests_exact"] = json!(metrics.max_concurrent_requests);
     if cfg.save_detailed {
         x["dataset_input_lens"] = json!(lists.dataset_input_lens);
+    }
+    let ttfts: Vec<Option<f64>> = lists
+        .records
+        .iter()
+        .map(|r| {
+            r.is_success()
+                .then(|| r.ttft_ns())
+                .flatten()
+                .map(|t| t as f64 / 1e9)
+        })
+        .collect();
+    if let Some(split) = server_timing::split_json(&server_timing::splits(&ttfts, &lists.server)) {
+        x["ttft_split_ms"] = split;
     }
     x
 }
@@ -400,6 +432,9 @@ pub fn report(
         writeln!(w, "{line}").map_err(io)?;
     }
     for line in figures::client_lag_lines(x) {
+        writeln!(w, "{line}").map_err(io)?;
+    }
+    if let Some(line) = server_timing::split_line(x) {
         writeln!(w, "{line}").map_err(io)?;
     }
     let path = result_path(cfg, &out.info);

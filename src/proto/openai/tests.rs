@@ -18,8 +18,11 @@ struct Chunk {
     token_ids: Option<u32>,
     usage: Option<Usage>,
     timings: Option<Timings>,
+    metrics: Option<ServerTiming>,
 }
 
+// Test values, compared and dropped: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 enum Owned {
     Done,
@@ -57,6 +60,9 @@ fn own(item: StreamItem<'_>) -> Owned {
             token_ids: c.token_ids,
             usage: c.usage,
             timings: c.timings,
+            metrics: c
+                .metrics
+                .map(|raw| server_timing(raw).expect("an accepted metrics object reads")),
         }),
         StreamItem::Error(e) => Owned::Error {
             message: unescaped(e.message),
@@ -180,6 +186,20 @@ fn naive(data: &[u8]) -> Result<Owned, ()> {
         }),
         Some(_) => return Err(()),
     };
+    // vLLM's client reads `metrics` only when it is an object, and a field only when it is a
+    // number.
+    c.metrics = match obj.get("metrics") {
+        Some(Value::Object(m)) => {
+            let num = |k: &str| m.get(k).and_then(Value::as_f64);
+            Some(ServerTiming {
+                queue_ms: num("queue_time_ms"),
+                ttft_ms: num("time_to_first_token_ms"),
+                generation_ms: num("generation_time_ms"),
+                mean_itl_ms: num("mean_itl_ms"),
+            })
+        }
+        _ => None,
+    };
     match obj.get("error") {
         Some(Value::Object(e)) => {
             return Ok(Owned::Error {
@@ -210,6 +230,7 @@ fn naive(data: &[u8]) -> Result<Owned, ()> {
 // ---- table-driven cases ----
 
 /// What a case should decode to; errors are matched by class.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 enum Want {
     Is(Owned),
@@ -380,6 +401,56 @@ fn vllm_chat() {
             usage: usage(20, 7, None),
             ..one()
         }),
+    );
+}
+
+#[test]
+fn vllm_per_request_metrics() {
+    // `--enable-per-request-metrics`: the final usage chunk carries the server's own timing
+    // (pydantic drops the fields that are None, e.g. `mean_itl_ms` for one output token).
+    check(
+        r#"{"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"total_tokens":9,"completion_tokens":4},"metrics":{"time_to_first_token_ms":12.5,"generation_time_ms":30.0,"queue_time_ms":0.25,"mean_itl_ms":10.0,"tokens_per_second":94.1,"speculative_decoding":{"num_drafts":3}}}"#,
+        is(Chunk {
+            usage: usage(5, 4, None),
+            metrics: Some(ServerTiming {
+                queue_ms: Some(0.25),
+                ttft_ms: Some(12.5),
+                generation_ms: Some(30.0),
+                mean_itl_ms: Some(10.0),
+            }),
+            ..Chunk::default()
+        }),
+    );
+    check(
+        r#"{"choices":[],"metrics":{"queue_time_ms":0,"time_to_first_token_ms":1250}}"#,
+        is(Chunk {
+            metrics: Some(ServerTiming {
+                queue_ms: Some(0.0),
+                ttft_ms: Some(1250.0),
+                ..ServerTiming::default()
+            }),
+            ..Chunk::default()
+        }),
+    );
+    // What vLLM's client tolerates, we do too: no metrics, never an error.
+    for lenient in [
+        r#"{"choices":[],"metrics":null}"#,
+        r#"{"choices":[],"metrics":"invalid"}"#,
+        r#"{"choices":[],"metrics":[1,2]}"#,
+    ] {
+        check(lenient, is(Chunk::default()));
+    }
+    check(
+        r#"{"choices":[],"metrics":{"queue_time_ms":null,"time_to_first_token_ms":"3","mean_itl_ms":true}}"#,
+        is(Chunk {
+            metrics: Some(ServerTiming::default()),
+            ..Chunk::default()
+        }),
+    );
+    // Malformed JSON inside it is still malformed.
+    check(
+        r#"{"choices":[],"metrics":{"queue_time_ms":1e999}}"#,
+        Want::JsonError,
     );
 }
 
@@ -931,6 +1002,42 @@ fn gen_timings(rng: &mut StdRng) -> String {
     object(rng, f)
 }
 
+fn gen_metrics(rng: &mut StdRng) -> String {
+    match rng.gen_range(0..6) {
+        0 => return "null".into(),
+        1 => return "\"invalid\"".into(),
+        2 => return junk(rng, 2),
+        _ => {}
+    }
+    let mut f = Vec::new();
+    for key in [
+        "time_to_first_token_ms",
+        "generation_time_ms",
+        "queue_time_ms",
+        "mean_itl_ms",
+        "tokens_per_second",
+    ] {
+        match rng.gen_range(0..6) {
+            0 => {}
+            1 => f.push((key.to_string(), "null".into())),
+            2 => f.push((key.to_string(), junk(rng, 1))),
+            3 => f.push((key.to_string(), rng.gen_range(0..100_000u32).to_string())),
+            _ => f.push((
+                key.to_string(),
+                format!(
+                    "{}.{:03}",
+                    rng.gen_range(0..100_000u32),
+                    rng.gen_range(0..1000u32)
+                ),
+            )),
+        }
+    }
+    if rng.gen_bool(0.2) {
+        f.push(("speculative_decoding".into(), junk(rng, 2)));
+    }
+    object(rng, f)
+}
+
 fn gen_event(rng: &mut StdRng) -> String {
     let mut f: Vec<(String, String)> = Vec::new();
     match rng.gen_range(0..20) {
@@ -991,6 +1098,9 @@ fn gen_event(rng: &mut StdRng) -> String {
     }
     if rng.gen_bool(0.2) {
         f.push(("timings".into(), gen_timings(rng)));
+    }
+    if rng.gen_bool(0.2) {
+        f.push(("metrics".into(), gen_metrics(rng)));
     }
     for i in 0..rng.gen_range(0..3) {
         f.push((format!("x_unknown_{i}"), junk(rng, 4)));
