@@ -25,7 +25,7 @@
 
 use crate::analysis::stats;
 use crate::clock::Clock;
-use crate::timeline::Timeline;
+use crate::timeline::{StampSource, Timeline};
 use std::ops::Range;
 
 /// What a stamp that is the data's arrival is known to: the kernel stamp's move onto the TSC
@@ -65,8 +65,15 @@ pub struct Arrival {
 /// waiting together keep the newest one's stamp), so neither its last event nor the next
 /// read's are known better than its own first data. A read on the client's own clock is
 /// stamped when it returned, after data it did not take may have come: no bound from it.
+///
+/// Under `--packet-stamps` (every read of the timeline took its events' times from the packet
+/// ring: [`StampSource::Packet`]) each event's stamp is the arrival of the segment that carried
+/// it, whatever else the read held: events stamped alike came in one segment, together. Every
+/// event is then known to the stamp's resolution. A timeline where the ring missed a read is
+/// `Mixed` and gets the rule above for all of its reads.
 pub fn arrivals(tl: &Timeline, clock: &Clock) -> Vec<Arrival> {
     let mut out = Vec::with_capacity(tl.events.len());
+    let own_segments = tl.stamp_source() == StampSource::Packet;
     // The response cannot have arrived before the request left.
     let mut since = tl.send_start.unwrap_or(tl.intended_start);
     for r in tl.reads() {
@@ -77,7 +84,7 @@ pub fn arrivals(tl: &Timeline, clock: &Clock) -> Vec<Arrival> {
             if e.tokens == 0 {
                 continue;
             }
-            let newest = i + 1 == r.end && !full;
+            let newest = own_segments || (i + 1 == r.end && !full);
             out.push(Arrival {
                 t: r.t,
                 tokens: e.tokens,
@@ -520,6 +527,42 @@ mod tests {
             }
         }
         tl
+    }
+
+    #[test]
+    fn packet_stamps_know_every_event_even_in_one_read_or_one_segment() {
+        let (clock, _h) = Clock::mock();
+        // Two events in one segment (one stamp), then a read whose two events came in two
+        // segments, then a read that filled its buffer.
+        let reads: &[(u64, u32, &[u32])] = &[
+            (1_000_000, 5_000, &[1, 1]),
+            (2_000_000, 9_000, &[1]),
+            (2_500_000, 4_000, &[1]),
+            (3_000_000, 5_000, &[1]),
+        ];
+        let mut kernel = timeline(reads);
+        kernel.full_reads.push(5);
+        let arr = arrivals(&kernel, &clock);
+        // Socket stamps: the first event of the shared stamp and the full read's are uncertain.
+        assert_eq!(arr[0].early_ns, Some(1_000_000 - 1_000));
+        assert_eq!(arr[4].early_ns, Some(500_000));
+        let mut packet = timeline(reads);
+        packet.full_reads.push(5);
+        packet.note_packet_read(true, None, 0, |_| 5_000);
+        assert_eq!(packet.stamp_source(), StampSource::Packet);
+        let arr = arrivals(&packet, &clock);
+        assert!(arr.iter().all(|a| a.early_ns == Some(0)), "{arr:?}");
+        let mut s = LagSamples::default();
+        s.add(&packet, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        assert_eq!((lag.gaps, lag.gaps_apart, lag.gaps_merged), (4, 4, 0));
+        // One read the ring missed: the whole timeline is Mixed, and the socket rule holds.
+        packet.note_packet_read(false, None, packet.events.len(), |_| 0);
+        assert!(matches!(packet.stamp_source(), StampSource::Mixed(_)));
+        assert_eq!(
+            arrivals(&packet, &clock)[0].early_ns,
+            Some(1_000_000 - 1_000)
+        );
     }
 
     #[test]
