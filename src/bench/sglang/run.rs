@@ -8,7 +8,7 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{console, record, shard};
+use super::{cache, console, goodput, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
@@ -72,6 +72,9 @@ pub async fn run(
     progress: &mut (dyn Progress + Send),
 ) -> Result<Outcome, RunError> {
     let plan = hub_sharegpt(&cfg.plan)?;
+    if cfg.cache_report && !cache::reads_counts(&cfg.backend) {
+        let _ = writeln!(log, "{}", cache::WARNING);
+    }
     let measured = engine::run(&plan, clock.clone(), cancel, log, progress).await?;
     let client = client_for(&cfg.plan, clock.clone())?;
     let (accept_length, info_s) = accept_length_call(cfg, &client).await;
@@ -95,6 +98,18 @@ pub async fn run(
     )
     .await;
     let m = metrics::compute(&outputs, &retok, duration_s);
+    let goodput = cfg
+        .goodput
+        .as_ref()
+        .map(|slos| goodput::compute(&outputs, slos, duration_s));
+    let cache = cfg
+        .cache_report
+        .then(|| cache_report(cfg, &measured, &outputs));
+    let extra = record::Extra {
+        accept_length,
+        goodput: goodput.as_ref(),
+        cache: cache.as_ref(),
+    };
     let rate = (!cfg.rate_is_trace).then_some(cfg.request_rate);
     console::write(
         out,
@@ -104,6 +119,8 @@ pub async fn run(
             max_concurrency: cfg.max_concurrency,
             duration_s,
             accept_length,
+            goodput: extra.goodput,
+            cache: extra.cache,
         },
         &m,
     )
@@ -128,16 +145,7 @@ pub async fn run(
             accept_length,
         );
     }
-    let (path, figures) = save(
-        cfg,
-        info,
-        duration_s,
-        &m,
-        accept_length,
-        &outputs,
-        &texts,
-        ours,
-    )?;
+    let (path, figures) = save(cfg, info, duration_s, &m, &extra, &outputs, &texts, ours)?;
     Ok(Outcome {
         outputs,
         metrics: m,
@@ -157,6 +165,33 @@ async fn accept_length_call(cfg: &SglangConfig, client: &Client) -> (Option<f64>
     let t0 = Instant::now();
     let a = accept_length(server_info(client).await.as_ref());
     (a, t0.elapsed().as_secs_f64())
+}
+
+/// `--cache-report`'s figures: each request's prompt length (the server's `prompt_tokens` when
+/// it reported one, as SGLang takes it) and its last `meta_info.cached_tokens` (0 for a backend
+/// whose stream SGLang does not read counts from).
+fn cache_report(cfg: &SglangConfig, m: &Measured, outputs: &[RequestOutput]) -> cache::CacheReport {
+    let reads = cache::reads_counts(&cfg.backend);
+    let requests: Vec<cache::Request> = m
+        .requests
+        .iter()
+        .zip(outputs)
+        .map(|(f, o)| {
+            let usage = f.timeline.usage;
+            cache::Request {
+                success: o.success,
+                prompt_len: usage
+                    .map(|u| u.prompt_tokens)
+                    .filter(|&p| p > 0)
+                    .unwrap_or(o.prompt_len),
+                cached: usage
+                    .and_then(|u| u.cached_tokens)
+                    .filter(|_| reads)
+                    .unwrap_or(0),
+            }
+        })
+        .collect();
+    cache::compute(&requests)
 }
 
 /// Every request that ran, read as SGLang's reader for the backend reads it.
@@ -392,7 +427,7 @@ fn save(
     info: Option<Value>,
     duration_s: f64,
     m: &metrics::Metrics,
-    accept_length: Option<f64>,
+    extra: &record::Extra<'_>,
     outputs: &[RequestOutput],
     texts: &[String],
     llmspeed: Value,
@@ -404,7 +439,7 @@ fn save(
         info,
         duration_s,
         m,
-        accept_length,
+        extra,
         details,
         llmspeed,
     );
