@@ -72,7 +72,7 @@ pub struct SglangArgs {
     pub random_input_len: u32,
     #[arg(long, default_value_t = 1024)]
     pub random_output_len: u32,
-    /// Lengths are drawn from [max(L*r, 1), L] (outputs from [L*r, L]): SGLang's meaning, not
+    /// Input and output lengths are drawn from [max(int(L*r), 1), L]: SGLang's meaning, not
     /// vLLM's.
     #[arg(long, default_value_t = 0.0)]
     pub random_range_ratio: f64,

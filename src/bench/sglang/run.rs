@@ -85,7 +85,7 @@ pub async fn run(
     let texts: Vec<String> = measured
         .requests
         .iter()
-        .map(|f| f.timeline.content_text.clone().unwrap_or_default())
+        .map(|f| generated_text(cfg.reader, &f.timeline))
         .collect();
     let counter = counter(cfg, &measured).await?;
     let retok = retokenize(
@@ -211,6 +211,17 @@ fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutpu
             metrics::read(cfg.reader, &input)
         })
         .collect()
+}
+
+/// SGLang's `generated_text`: the chat reader adds each chunk's reasoning (`reasoning_content`,
+/// else `reasoning`) before its content, so a reasoning model's thoughts are counted again with
+/// its answer; the other readers keep the text alone.
+fn generated_text(reader: metrics::Reader, t: &Timeline) -> String {
+    let content = t.content_text.as_deref().unwrap_or_default();
+    match (reader, t.reasoning_text.as_deref()) {
+        (metrics::Reader::Chat, Some(r)) => format!("{r}{content}"),
+        _ => content.to_string(),
+    }
 }
 
 /// `GET /server_info` as JSON (SGLang 0.5.23 keeps `/get_server_info` only as a deprecated
@@ -451,6 +462,18 @@ fn save(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chat_reader_keeps_reasoning_before_the_answer() {
+        let mut t = Timeline::new(0, 0, true);
+        t.content_text = Some("answer".into());
+        t.reasoning_text = Some("think. ".into());
+        assert_eq!(generated_text(metrics::Reader::Chat, &t), "think. answer");
+        assert_eq!(generated_text(metrics::Reader::Completions, &t), "answer");
+        assert_eq!(generated_text(metrics::Reader::Native, &t), "answer");
+        t.reasoning_text = None;
+        assert_eq!(generated_text(metrics::Reader::Chat, &t), "answer");
+    }
 
     #[test]
     fn accept_length_is_read_where_sglang_reads_it() {
