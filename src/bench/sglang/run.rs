@@ -267,8 +267,10 @@ fn hub_sharegpt(plan: &Plan) -> Result<Cow<'_, Plan>, RunError> {
 }
 
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
+/// (A `--tokenizer` that cannot be used was already noted when the engine loaded the prompts.)
 async fn counter(cfg: &SglangConfig, m: &Measured) -> Result<Counter, RunError> {
-    if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref())? {
+    let noted = &mut std::io::sink();
+    if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref(), "", noted)? {
         return Ok(Counter::Local(Box::new(t)));
     }
     Ok(m.tokenize.map_or(Counter::None, Counter::Server))
