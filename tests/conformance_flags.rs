@@ -36,6 +36,8 @@ type Outcome = Result<Result<(), String>, String>;
 struct DropIn {
     tool: Tool,
     command: &'static str,
+    /// The words after `llmspeed` that name the command.
+    words: &'static [&'static str],
     refused: &'static [Refusal],
     defaults_differ: &'static [(&'static str, &'static str)],
     /// Parses (clap) and validates a command line.
@@ -60,6 +62,7 @@ fn sglang_run(argv: &[String]) -> Outcome {
 const VLLM: DropIn = DropIn {
     tool: reference::VLLM,
     command: "bench serve",
+    words: &["bench", "serve"],
     refused: llmspeed::bench::vllm::flags::REFUSED,
     defaults_differ: llmspeed::bench::vllm::flags::DEFAULTS_DIFFER,
     run: serve_run,
@@ -70,6 +73,7 @@ const VLLM: DropIn = DropIn {
 const SGLANG: DropIn = DropIn {
     tool: reference::SGLANG,
     command: "bench sglang",
+    words: &["bench", "sglang"],
     refused: llmspeed::bench::sglang::flags::REFUSED,
     defaults_differ: llmspeed::bench::sglang::flags::DEFAULTS_DIFFER,
     run: sglang_run,
@@ -116,6 +120,7 @@ fn sample(flag: &Value, name: &str, refused: &[Refusal]) -> Option<String> {
         ("--random-range-ratio", "0.1"),
         ("--request-rate", "1"),
         ("--tokenizer-mode", "slow"),
+        ("--random-mm-bucket-config", "{(256, 256, 1): 1.0}"),
         // Refused away from the reference's default only: a value that is not the default.
         ("--random-batch-size", "2"),
         ("--mooncake-num-rounds", "2"),
@@ -349,6 +354,93 @@ fn conform(d: &DropIn) {
         d.tool.version,
         problems.join("\n")
     );
+    // Where the reference is installed: its parser's verdict on each underscore spelling.
+    if let Some(python) = d.tool.python() {
+        let n = underscores(d, &flags, &python);
+        eprintln!(
+            "{} {}: {n} underscore spellings accepted",
+            d.tool.name, d.tool.version
+        );
+        // vLLM takes them all, SGLang none: the check cannot pass by accident.
+        if d.tool.name == "vllm" {
+            assert!(n > 50, "vLLM accepted only {n}");
+        } else {
+            assert_eq!(n, 0);
+        }
+    }
+}
+
+/// The command line as `llmspeed` parses it (its argv passes included): parsed or not.
+fn llmspeed_parses(d: &DropIn, argv: &[String]) -> Result<(), String> {
+    let given = ["llmspeed"]
+        .iter()
+        .chain(d.words)
+        .map(|w| w.to_string())
+        .chain(argv.iter().cloned())
+        .map(std::ffi::OsString::from)
+        .collect();
+    llmspeed::cli::try_parse(given)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Each multi-word flag written with underscores (`--random_input_len 5`, and
+/// `--random_input_len=5` for a value flag): accepted by llmspeed exactly where the reference's
+/// own parser accepts it (vLLM's `FlexibleArgumentParser` rewrites underscores; SGLang's
+/// `argparse` parser refuses them). Returns the spellings the reference accepted.
+fn underscores(d: &DropIn, flags: &[Value], python: &std::path::Path) -> usize {
+    let mut probes: Vec<Vec<String>> = Vec::new();
+    for f in flags {
+        let Some(name) = f["flags"][0].as_str().filter(|n| n[2..].contains('-')) else {
+            continue;
+        };
+        let under = format!("--{}", name[2..].replace('-', "_"));
+        match sample(f, name, d.refused) {
+            Some(v) => {
+                probes.push(vec![under.clone(), v.clone()]);
+                probes.push(vec![format!("{under}={v}")]);
+            }
+            None => probes.push(vec![under]),
+        }
+    }
+    let answers = d.tool.probe(python, &probes);
+    let mut problems = Vec::new();
+    let mut accepted = 0;
+    for (argv, a) in probes.iter().zip(&answers) {
+        let theirs = a.get("ok").is_some();
+        let ours = llmspeed_parses(d, argv);
+        accepted += theirs as usize;
+        if theirs != ours.is_ok() {
+            problems.push(format!(
+                "{argv:?}: {} {} {}, llmspeed {}",
+                d.tool.name,
+                d.tool.version,
+                if theirs { "parses it" } else { "refuses it" },
+                match &ours {
+                    Ok(()) => "parses it".to_string(),
+                    Err(e) => format!("refuses it: {}", e.lines().next().unwrap_or("")),
+                }
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "underscore spellings differ from {} {}:\n{}",
+        d.tool.name,
+        d.tool.version,
+        problems.join("\n")
+    );
+    accepted
+}
+
+#[test]
+fn underscore_spellings_where_no_reference_is_installed() {
+    // The two ways round, by hand; `conform` asks the installed references about every flag.
+    let arg = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert!(llmspeed_parses(&VLLM, &arg(&["--random_input_len", "5"])).is_ok());
+    assert!(llmspeed_parses(&VLLM, &arg(&["--num_prompts=5"])).is_ok());
+    assert!(llmspeed_parses(&SGLANG, &arg(&["--random_input_len", "5"])).is_err());
+    assert!(llmspeed_parses(&SGLANG, &arg(&["--random-input-len", "5"])).is_ok());
 }
 
 #[test]

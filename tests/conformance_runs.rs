@@ -316,6 +316,99 @@ const RUNS: &[Run] = &[
         ],
         input: Input::PlusOneSpecialPerRequest,
     },
+    Run {
+        name: "goodput on SGLang's native backend",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "random-ids",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "8",
+            "--random-range-ratio",
+            "1.0",
+            // Every request meets the first two on the fast mock; none meets the last.
+            "--goodput",
+            "ttft:60000",
+            "e2el:60000",
+            "tpot:0.001",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "a rate and a seed on SGLang's native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "random-ids",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "6",
+            "--random-range-ratio",
+            "1.0",
+            "--request-rate",
+            "40",
+            "--seed",
+            "7",
+        ],
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "sharegpt from a file on SGLang's completions",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            // Every usable conversation, so both send the same five (each shuffles its own way).
+            "--num-prompts",
+            "5",
+            "--sharegpt-output-len",
+            "6",
+        ],
+        // Both count each prompt with the tokenizer, special tokens included.
+        input: Input::Equal,
+    },
+    Run {
+        name: "generated-shared-prefix with the cache report on SGLang's native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "2",
+            "--gsp-prompts-per-group",
+            "3",
+            "--gsp-system-prompt-len",
+            "64",
+            "--gsp-question-len",
+            "8",
+            "--gsp-output-len",
+            "4",
+            "--max-concurrency",
+            "1",
+            // Token-id prompts on both sides: SGLang's text ones (random ids decoded, joined
+            // with "\n\n" and counted again) come out about 15% longer than drawn.
+            "--tokenize-prompt",
+            "--cache-report",
+        ],
+        input: Input::Equal,
+    },
 ];
 
 /// A change to the fast profile's settings.
@@ -350,7 +443,9 @@ fn per_request_metrics(c: &mut llmspeed::mock::MockConfig) {
 }
 
 /// Files the rows read, written into each run's folder (`{dir}` in a row's arguments):
-/// a Mooncake-style trace (timestamps in ms), vLLM's custom JSONL and a ShareGPT file.
+/// a Mooncake-style trace (timestamps in ms), vLLM's custom JSONL, a ShareGPT file, and
+/// SGLang's ShareGPT file of five two-turn conversations and one single-turn one, which both
+/// tools skip.
 const FILES: &[(&str, &str)] = &[
     (
         "trace.jsonl",
@@ -373,11 +468,38 @@ const FILES: &[(&str, &str)] = &[
   {"id": "c", "conversations": [{"from": "human", "value": "Give me a short greeting for a letter."}, {"from": "gpt", "value": "Dear friend, I hope this finds you well."}]}
 ]"#,
     ),
+    (
+        "sharegpt-sglang.json",
+        r#"[
+{"id": "a", "conversations": [{"from": "human", "value": "Tell me about the sea and the ships that sail on it every day."}, {"from": "gpt", "value": "The sea is wide and deep, and many ships sail on it."}]},
+{"id": "b", "conversations": [{"from": "human", "value": "Name three colours you can see in a rainbow after the rain."}, {"from": "gpt", "value": "Red, orange and yellow are three of the colours in a rainbow."}]},
+{"id": "c", "conversations": [{"from": "human", "value": "only one turn here"}]},
+{"id": "d", "conversations": [{"from": "human", "value": "Why do cats like to sleep in warm and sunny places at noon?"}, {"from": "gpt", "value": "Cats keep warm that way and save their energy for the night."}]},
+{"id": "e", "conversations": [{"from": "human", "value": "Write one short sentence about a quiet morning in the hills."}, {"from": "gpt", "value": "Mist lay on the hills while the village slept below."}]},
+{"id": "f", "conversations": [{"from": "human", "value": "What is the best way to learn to ride a bicycle as an adult?"}, {"from": "gpt", "value": "Start on a gentle grassy slope and keep your eyes ahead."}]}
+]"#,
+    ),
 ];
 
 /// Differences kept on purpose: (tool, what, reason). `what` is a result key ours lacks or
-/// adds, or a console label.
-const DELIBERATE: &[(Tool, &str, &str)] = &[];
+/// adds, or a console label, which the comparison then skips; or a behaviour the rows allow
+/// through their [`Input`] rule, listed here with its reason (docs/bench-sglang.md repeats it).
+const DELIBERATE: &[(Tool, &str, &str)] = &[
+    (
+        Tool::Sglang,
+        "random prompts are token ids of the drawn length",
+        "SGLang sends decoded text shortened by the tokenizer's special tokens and records the \
+         shortened length; token ids reach the server as sent (exact on every server, no \
+         specials added), so llmspeed sends and records the drawn length: \
+         Input::PlusOneSpecialPerRequest",
+    ),
+    (
+        Tool::Sglang,
+        "--dataset-name random draws synthetic ids, not ShareGPT text",
+        "SGLang's random cuts ShareGPT conversations to length, which needs the ShareGPT file; \
+         llmspeed's needs nothing, and the rows use random-ids, which both build alike",
+    ),
+];
 
 fn deliberate(tool: Tool, what: &str) -> bool {
     DELIBERATE.iter().any(|(t, w, _)| *t == tool && *w == what)
@@ -552,8 +674,12 @@ fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
     };
     let (rf, of) = (format!("ref.{ext}"), format!("ours.{ext}"));
     // vLLM's custom dataset reads its JSONL with pandas (in its reference folder).
-    let r = tool
-        .command(python)
+    let mut reference = tool.command(python);
+    if row.tool == Tool::Sglang {
+        // SGLang keeps generated datasets under ~/.cache/sglang: the row's folder, not the user's.
+        reference.env("HOME", dir);
+    }
+    let r = reference
         .args(args(&rf))
         .output()
         .expect("run the reference");
@@ -682,6 +808,42 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
                 rv.get(k),
                 ov.get(k)
             ));
+        }
+    }
+    // --goodput: the same SLOs read, and the same requests meeting each (SLOs far from the
+    // mock's latencies, so the verdicts cannot depend on which tool ran).
+    for k in [
+        "goodput_slos_ms",
+        "slo_attainment",
+        "slo_attainment_by_metric",
+    ] {
+        if rv.get(k) != ov.get(k) {
+            differ(format!(
+                "{k}: reference {:?}, llmspeed {:?}",
+                rv.get(k),
+                ov.get(k)
+            ));
+        }
+    }
+    // --cache-report: the same keys, and cached tokens seen by both or by neither; where both
+    // sent the same prompt lengths, the same figures (the mock caches whole 16-token blocks of
+    // a repeated prefix, whatever the prompts' ids and order).
+    if let (Some(rc), oc) = (rv.get("cache_report"), ov.get("cache_report")) {
+        if matches!(row.input, Input::Equal) && Some(rc) != oc {
+            differ(format!("cache_report: reference {rc}, llmspeed {oc:?}"));
+        }
+        let keys = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_object)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        let cached = |v: Option<&Value>| {
+            v.and_then(|c| c["total_cached_tokens"].as_u64())
+                .unwrap_or(0)
+                > 0
+        };
+        if keys(Some(rc)) != keys(oc) || cached(Some(rc)) != cached(oc) {
+            differ(format!("cache_report: reference {rc}, llmspeed {oc:?}"));
         }
     }
     // The console block: the same labels in the same order, the same counts.

@@ -344,3 +344,70 @@ fn bench_sglang_fetches_sharegpt_when_no_path_is_given() {
     }
     drop(mock);
 }
+
+/// `--tokenizer org/name` that the hub does not have: the run goes on counting with the server,
+/// and says so — which file, from where, where to put it by hand, and what counts instead —
+/// for `bench sglang` and `bench serve` alike (one engine step loads the tokenizer).
+#[cfg(feature = "hf-tokenizer")]
+#[test]
+fn a_hub_tokenizer_that_cannot_be_fetched_is_named_with_what_counts_instead() {
+    let hub = fake_hub();
+    let mock = mock_server::TracedMock::start(500.0);
+    let base = format!("http://{}", mock.addr);
+    let cache = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let url = format!("{}/org/missing/resolve/main/tokenizer.json", hub.url);
+    for (sub, out) in [
+        (
+            "sglang",
+            ["--output-file", "s.jsonl", "--disable-tqdm"].as_slice(),
+        ),
+        (
+            "serve",
+            ["--save-result", "--result-filename", "v.json"].as_slice(),
+        ),
+    ] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"));
+        cmd.current_dir(out_dir.path())
+            .args([
+                "bench",
+                sub,
+                "--base-url",
+                &base,
+                "--tokenizer",
+                "org/missing",
+            ])
+            .args(["--dataset-name", "random", "--num-prompts", "2"])
+            .args(["--random-input-len", "8", "--random-output-len", "4"])
+            .args(out)
+            .env("HF_HUB_CACHE", cache.path())
+            .env("HF_ENDPOINT", &hub.url)
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_HUB_OFFLINE")
+            .env_remove("OPENAI_API_KEY");
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "bench {sub}: {err}");
+        for want in [
+            "note: --tokenizer org/missing is not used: cannot download tokenizer.json of org/missing",
+            url.as_str(),
+            "404",
+            "snapshots/manual/tokenizer.json",
+            "counting with the server's /tokenize (else its usage counts) instead",
+        ] {
+            assert!(err.contains(want), "bench {sub}: {want:?} not in {err}");
+        }
+        assert_eq!(
+            err.matches("note: --tokenizer org/missing").count(),
+            1,
+            "bench {sub} says it once: {err}"
+        );
+    }
+    // bench sglang then counted the generated texts with the server, and its record says so.
+    let record = std::fs::read_to_string(out_dir.path().join("s.jsonl")).unwrap();
+    assert!(
+        record.contains("\"retokenized_with\":\"server_tokenize\""),
+        "{record}"
+    );
+    drop(mock);
+}

@@ -1,7 +1,8 @@
 //! The text parsers added around the measurements never panic, whatever they are given: the
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
 //! the machine panel, `--start-at`, a shard result file read by `llmspeed merge`, a Mooncake-style
-//! trace (`--dataset-name timed_trace`) and a ShareGPT file read as multi-turn conversations.
+//! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations and
+//! `bench sglang --goodput`'s SLOs.
 //!
 //! Input layout: byte 0 picks the parser; the rest is the text (lossy UTF-8).
 #![no_main]
@@ -9,6 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use llmspeed::bench::engine::conversation;
 use llmspeed::bench::engine::shard::parse_start_at;
+use llmspeed::bench::sglang::goodput;
 use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
@@ -54,6 +56,18 @@ fuzz_target!(|data: &[u8]| {
         }
         5 => {
             let _ = conversation::sharegpt(&text, 4, None, Some(3), 1, "c");
+        }
+        7 => {
+            // Whitespace-separated KEY:VALUE words, as the shell hands them to --goodput: what
+            // parses names a known metric once, with a finite number of ms above 0.
+            let words: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+            if let Ok(slos) = goodput::parse(&words) {
+                assert!(slos.len() <= goodput::METRICS.len());
+                for (name, v) in &slos {
+                    assert!(goodput::METRICS.contains(name) && v.is_finite() && *v > 0.0);
+                    assert!(!goodput::py_g(*v).is_empty());
+                }
+            }
         }
         _ => {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {

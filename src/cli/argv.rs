@@ -6,7 +6,13 @@
 //! `-30s`, `-.5`) is joined into `--flag=VALUE`, which clap always reads as the flag's value:
 //! the flag's parser then refuses it with an error that names the flag and says what it
 //! accepts. Which flags take values is read from the command itself, so every value flag of
-//! every command is covered. Pure: argv in, argv out.
+//! every command is covered.
+//!
+//! `bench serve` also takes vLLM's spellings with underscores (`--random_input_len 5`,
+//! `--random_input_len=5`): `vllm bench serve`'s `FlexibleArgumentParser` turns the underscores
+//! of every `--` token's name into hyphens before parsing ([`vllm_spellings`]). SGLang's parser
+//! is a plain `argparse` one that refuses them, so `bench sglang` does too. Pure: argv in, argv
+//! out.
 
 use clap::Command;
 use std::any::TypeId;
@@ -59,6 +65,41 @@ pub fn join_hyphen_values(cmd: &Command, argv: Vec<OsString>) -> Vec<OsString> {
         }
     }
     out
+}
+
+/// `argv` with vLLM's `FlexibleArgumentParser` rewrite when the command is `bench serve`: in
+/// each later token that starts with `--` (values too, as vLLM does), the underscores of the
+/// name — the part before the first `=`, up to its first `.` — become hyphens.
+pub fn vllm_spellings(argv: Vec<OsString>) -> Vec<OsString> {
+    let word = |i: usize| argv.get(i).and_then(|t| t.to_str());
+    if (word(1), word(2)) != (Some("bench"), Some("serve")) {
+        return argv;
+    }
+    argv.into_iter()
+        .enumerate()
+        .map(|(i, tok)| if i < 3 { tok } else { hyphenate(tok) })
+        .collect()
+}
+
+/// One token as vLLM rewrites it (`--a_b.c_d=e_f` -> `--a-b.c_d=e_f`).
+fn hyphenate(tok: OsString) -> OsString {
+    let Some(rest) = tok.to_str().and_then(|s| s.strip_prefix("--")) else {
+        return tok;
+    };
+    if !rest.contains('_') {
+        return tok;
+    }
+    let (key, value) = match rest.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (rest, None),
+    };
+    let end = key.find('.').unwrap_or(key.len());
+    let mut out = format!("--{}{}", key[..end].replace('_', "-"), &key[end..]);
+    if let Some(v) = value {
+        out.push('=');
+        out.push_str(v);
+    }
+    out.into()
 }
 
 /// clap's refusal of a negative value, with what an unsigned whole-number flag takes added as a
@@ -199,6 +240,74 @@ mod tests {
         let joined = join_hyphen_values(&cmd, argv.clone());
         let err = Cli::try_parse_from(joined).expect_err("refused");
         explain(&cmd, &argv, err).to_string()
+    }
+
+    fn spelled(args: &[&str]) -> Vec<String> {
+        let argv = std::iter::once("llmspeed")
+            .chain(args.iter().copied())
+            .map(OsString::from)
+            .collect();
+        vllm_spellings(argv)
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .skip(1)
+            .collect()
+    }
+
+    #[test]
+    fn bench_serve_takes_vllms_underscores_and_bench_sglang_does_not() {
+        assert_eq!(
+            spelled(&[
+                "bench",
+                "serve",
+                "--random_input_len",
+                "5",
+                "--num_prompts=3"
+            ]),
+            [
+                "bench",
+                "serve",
+                "--random-input-len",
+                "5",
+                "--num-prompts=3"
+            ]
+        );
+        // Only the name: a value after `=` and anything from the first `.` on stay as written;
+        // a token that does not start with `--` is left alone.
+        assert_eq!(
+            spelled(&[
+                "bench",
+                "serve",
+                "--model=my_model",
+                "--a_b.c_d",
+                "my_value",
+                "-x_y"
+            ]),
+            [
+                "bench",
+                "serve",
+                "--model=my_model",
+                "--a-b.c_d",
+                "my_value",
+                "-x_y"
+            ]
+        );
+        for other in [
+            ["bench", "sglang", "--random_input_len", "5"],
+            ["matrix", "--mock", "--max_tokens", "5"],
+        ] {
+            assert_eq!(spelled(&other), other);
+        }
+        let parsed = |args: &[&str]| {
+            let argv: Vec<OsString> = std::iter::once("llmspeed")
+                .chain(args.iter().copied())
+                .map(OsString::from)
+                .collect();
+            Cli::try_parse_from(vllm_spellings(argv)).map(|_| ())
+        };
+        assert!(parsed(&["bench", "serve", "--random_input_len", "5"]).is_ok());
+        assert!(parsed(&["bench", "sglang", "--random_input_len", "5"]).is_err());
+        assert!(parsed(&["bench", "sglang", "--random-input-len", "5"]).is_ok());
     }
 
     #[test]

@@ -105,6 +105,8 @@ fn merge_sglang(a: &MergeArgs, shards: &[sglang_merge::ShardRecord]) -> CliResul
             max_concurrency: args.max_concurrency,
             duration_s: m.duration_s,
             accept_length: m.first.block.accept_length,
+            goodput: None,
+            cache: None,
         },
         &m.metrics,
     )
@@ -119,7 +121,10 @@ fn merge_sglang(a: &MergeArgs, shards: &[sglang_merge::ShardRecord]) -> CliResul
         Some(m.first.server_info.clone()),
         m.duration_s,
         &m.metrics,
-        m.first.block.accept_length,
+        &record::Extra {
+            accept_length: m.first.block.accept_length,
+            ..record::Extra::default()
+        },
         None,
         m.extras.clone(),
     );

@@ -88,13 +88,20 @@ pub enum Command {
     Man(completions::ManArgs),
 }
 
-/// The process's command line, parsed as `main` does: a flag's value that starts with a hyphen
-/// reaches the flag's own parser (see [`argv`]). Exits with clap's message on a bad one.
+/// The process's command line, parsed as `main` does (see [`try_parse`]). Exits with clap's
+/// message on a bad one.
 pub fn parse_env() -> Cli {
+    try_parse(std::env::args_os().collect()).unwrap_or_else(|e| e.exit())
+}
+
+/// A command line (program name first) parsed as `main` parses it: `bench serve` takes vLLM's
+/// underscore spellings, and a flag's value that starts with a hyphen reaches the flag's own
+/// parser (see [`argv`]).
+pub fn try_parse(given: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     let cmd = Cli::command();
-    let given: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let given = argv::vllm_spellings(given);
     let joined = argv::join_hyphen_values(&cmd, given.clone());
-    Cli::try_parse_from(joined).unwrap_or_else(|e| argv::explain(&cmd, &given, e).exit())
+    Cli::try_parse_from(joined).map_err(|e| argv::explain(&cmd, &given, e))
 }
 
 /// Run a parsed command line.

@@ -105,6 +105,36 @@ impl Tool {
         v.as_array().expect("a JSON list of flags").clone()
     }
 
+    /// Asks the installed reference's own parser about each command line (its arguments after
+    /// the tool's own words): `{"ok": {dest: value}}` when it parses, `{"error": message}` when
+    /// its parser refuses it. Nothing runs beyond the parse (`argparse_probe.py`).
+    pub fn probe(&self, python: &Path, probes: &[Vec<String>]) -> Vec<Value> {
+        let file = tempfile::NamedTempFile::new().expect("a temporary file");
+        std::fs::write(file.path(), serde_json::to_string(probes).unwrap()).unwrap();
+        let mut c = Command::new(python);
+        c.arg(dir().join("argparse_probe.py"))
+            .arg(file.path())
+            .arg(self.module);
+        c.args(self.args.iter().filter(|a| **a != "--"));
+        offline(&mut c);
+        let out = c.output().expect("run the reference's Python");
+        assert!(
+            out.status.success(),
+            "{} through argparse_probe.py failed:\n{}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "argparse_probe.py printed no JSON list ({e}):\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        assert_eq!(v.len(), probes.len(), "one answer per probe");
+        v
+    }
+
     /// The reference's flags: read live when it is installed (and then checked against the
     /// kept copy, which `LLMSPEED_CONFORMANCE_UPDATE=1` rewrites), else the kept copy.
     pub fn flags(&self) -> Vec<Value> {

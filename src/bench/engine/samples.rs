@@ -121,12 +121,24 @@ async fn detokenize(
 }
 
 /// The `--tokenizer` to count with locally: a path (which must load), or a model id found in the
-/// local Hugging Face cache. `None` when there is none to use: no flag, a build without the
-/// `hf-tokenizer` feature, or a hub id not in the cache (the Python tools' flag names a hub id,
-/// so that is the common case, and the server counts).
-pub fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, RunError> {
+/// local Hugging Face cache or downloaded from the hub. `None` when there is none to use: no
+/// flag, a build without the `hf-tokenizer` feature, or a spec that names no file here and
+/// could not be fetched (the Python tools' flag names a hub id, so that is common). A spec that
+/// is given but not used is never passed over silently: a `note:` line on `log` says why (for
+/// a hub id, which file, from where and where to put it by hand) and what counts instead,
+/// `fallback` (the caller's words, e.g. "the server's /tokenize").
+pub fn local_tokenizer(
+    spec: Option<&str>,
+    fallback: &str,
+    log: &mut (dyn Write + Send),
+) -> Result<Option<LocalTokenizer>, RunError> {
     let Some(spec) = spec else { return Ok(None) };
     if !LocalTokenizer::AVAILABLE {
+        let _ = writeln!(
+            log,
+            "note: --tokenizer {spec} is not used: {}; counting with {fallback} instead",
+            crate::workload::tokenizer::TokenizerError::NotBuilt
+        );
         return Ok(None);
     }
     match crate::workload::tokenizer::resolve(spec) {
@@ -134,8 +146,21 @@ pub fn local_tokenizer(spec: Option<&str>) -> Result<Option<LocalTokenizer>, Run
             .map(Some)
             .map_err(|e| RunError::Setup(e.to_string())),
         Err(e) if std::path::Path::new(spec).exists() => Err(RunError::Setup(e.to_string())),
-        Err(_) => Ok(None),
+        Err(e) => {
+            let _ = writeln!(
+                log,
+                "note: {}; counting with {fallback} instead",
+                fallback_reason(spec, &e.to_string())
+            );
+            Ok(None)
+        }
     }
+}
+
+/// Why `spec` is not used, from its resolution error (which starts `--tokenizer: `).
+fn fallback_reason(spec: &str, err: &str) -> String {
+    let why = err.strip_prefix("--tokenizer: ").unwrap_or(err);
+    format!("--tokenizer {spec} is not used: {why}")
 }
 
 /// The dataset as it will be sent, and what the server showed while it was loaded.
@@ -187,7 +212,11 @@ pub async fn load_samples(
         plan.dataset.kind,
         DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::TimedTrace
     );
-    let local = local_tokenizer(plan.tokenizer.as_deref())?;
+    let local = local_tokenizer(
+        plan.tokenizer.as_deref(),
+        "the server's /tokenize (else its usage counts)",
+        log,
+    )?;
     let dialect = info.tokenize.map(|t| t.dialect);
     if let (None, Some(e)) = (dialect, &info.tokenize_error) {
         let _ = writeln!(log, "note: the server's /tokenize failed: {e}");

@@ -9,6 +9,7 @@
 use super::body::{BodyFlags, SglangBodies};
 use super::flags::{refuse, refuse_choice, RefusedFlags};
 use super::metrics::Reader;
+use super::{cache, goodput};
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
@@ -76,7 +77,7 @@ pub struct SglangArgs {
     pub random_input_len: u32,
     #[arg(long, default_value_t = 1024)]
     pub random_output_len: u32,
-    /// Lengths are drawn from [max(L*r, 1), L] (outputs from [L*r, L]): SGLang's meaning, not
+    /// Input and output lengths are drawn from [max(int(L*r), 1), L]: SGLang's meaning, not
     /// vLLM's.
     #[arg(long, default_value_t = 0.0)]
     pub random_range_ratio: f64,
@@ -140,8 +141,9 @@ pub struct SglangArgs {
     pub flush_cache: bool,
     #[arg(long, default_value_t = 1)]
     pub warmup_requests: usize,
-    /// Send token ids (`input_ids`) instead of text (backend sglang, random datasets; llmspeed's
-    /// random prompts are token ids wherever the server takes them, with or without it).
+    /// Send token ids (`input_ids`) instead of text (backend sglang; not with sharegpt, as in
+    /// SGLang; llmspeed's synthetic prompts are token ids wherever the server takes them, with
+    /// or without it).
     #[arg(long)]
     pub tokenize_prompt: bool,
     #[arg(long, default_value_t = 64)]
@@ -179,6 +181,14 @@ pub struct SglangArgs {
     /// A tag recorded in the JSONL record.
     #[arg(long)]
     pub tag: Option<String>,
+    /// SLOs for goodput, KEY:VALUE in milliseconds with KEY ttft, tpot or e2el (e.g. ttft:500
+    /// tpot:50): a request counts toward goodput when it succeeded and met every one.
+    #[arg(long, num_args = 1.., value_name = "KEY:VALUE")]
+    pub goodput: Option<Vec<String>>,
+    /// Cache hit statistics from each request's cached-token count (native backends; see
+    /// docs/bench-sglang.md).
+    #[arg(long)]
+    pub cache_report: bool,
 
     // ---- llmspeed's extras, named as in `bench serve` ----
     /// Run once per --max-concurrency value, e.g. 1,8,64: one record per point, in order.
@@ -237,6 +247,10 @@ pub struct SglangConfig {
     pub sweep: Option<Sweep>,
     /// `--num-runs`, at least 1.
     pub num_runs: usize,
+    /// `--goodput`'s SLOs, parsed.
+    pub goodput: Option<goodput::Slos>,
+    /// `--cache-report`.
+    pub cache_report: bool,
 }
 
 impl SglangConfig {
@@ -285,6 +299,7 @@ impl SglangArgs {
         let headers = self.headers()?;
         let (dataset, num_prompts) = self.dataset()?;
         let sweep = self.sweep()?;
+        let goodput = self.reports()?;
         let mut plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
         plan.headers = headers;
         Ok(SglangConfig {
@@ -306,7 +321,25 @@ impl SglangArgs {
             rate_is_trace: self.use_trace_timestamps,
             sweep,
             num_runs: self.num_runs,
+            goodput,
+            cache_report: self.cache_report,
         })
+    }
+
+    /// `--goodput` as SGLang parses it, and `--cache-report`'s backend; neither with `--shard`
+    /// (the merge recomputes the metrics from the shards' blocks, which carry neither).
+    fn reports(&self) -> Result<Option<goodput::Slos>, String> {
+        if self.cache_report {
+            cache::check_backend(&self.backend)?;
+        }
+        if self.many.shard.is_some() && (self.goodput.is_some() || self.cache_report) {
+            return Err(
+                "--shard: --goodput and --cache-report are figures of the whole run, \
+                        which llmspeed merge does not compute; run the shards without them"
+                    .into(),
+            );
+        }
+        self.goodput.as_deref().map(goodput::parse).transpose()
     }
 
     /// The sweep and `--num-runs`, checked as `bench serve` checks them.
@@ -333,9 +366,12 @@ impl SglangArgs {
         if self.tokenize_prompt && self.backend != "sglang" {
             return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
         }
-        if self.tokenize_prompt && !self.dataset_name.starts_with("random") {
+        // SGLang 0.5.23's sharegpt (and custom) loaders assert it away; random-*,
+        // generated-shared-prefix (token-id prompts) and mooncake take it.
+        if self.tokenize_prompt && self.dataset_name == "sharegpt" {
             return Err(
-                "--tokenize-prompt only works with the random datasets (as in SGLang)".into(),
+                "--tokenize-prompt does not work with --dataset-name sharegpt (as in SGLang)"
+                    .into(),
             );
         }
         Ok(())
@@ -673,6 +709,87 @@ mod tests {
             let e = parse(&extra).unwrap_err();
             assert!(e.starts_with(flag), "{flag}: {e}");
         }
+    }
+
+    #[test]
+    fn tokenize_prompt_takes_sglangs_datasets() {
+        let with = |d: &str| {
+            let mut a = vec!["--tokenize-prompt", "--dataset-name", d];
+            if d == "mooncake" {
+                a.extend(["--dataset-path", "t.jsonl"]);
+            }
+            parse(&a).map(|_| ())
+        };
+        for ok in [
+            "random",
+            "random-ids",
+            "generated-shared-prefix",
+            "mooncake",
+        ] {
+            assert_eq!(with(ok), Ok(()), "{ok}");
+        }
+        assert!(with("sharegpt").unwrap_err().contains("sharegpt"));
+        let e = parse(&[
+            "--tokenize-prompt",
+            "--backend",
+            "vllm",
+            "--dataset-name",
+            "random",
+        ]);
+        assert!(e.unwrap_err().contains("--backend sglang"));
+    }
+
+    #[test]
+    fn goodput_and_cache_report_are_accepted_with_sglangs_rules() {
+        let c = parse(&[
+            "--dataset-name",
+            "random",
+            "--goodput",
+            "ttft:500",
+            "tpot:50",
+        ])
+        .unwrap();
+        assert_eq!(c.goodput, Some(vec![("ttft", 500.0), ("tpot", 50.0)]));
+        assert!(!c.cache_report);
+        let e = parse(&["--dataset-name", "random", "--goodput", "itl:5"]).unwrap_err();
+        assert!(e.contains("KEY in ttft, tpot, e2el"), "{e}");
+        let c = parse(&["--dataset-name", "random", "--cache-report"]).unwrap();
+        assert!(c.cache_report && c.goodput.is_none());
+        // SGLang warns and reports zeros for a non-SGLang backend; the oai ones are refused
+        // until the sglext extension is read.
+        assert!(parse(&[
+            "--backend",
+            "vllm",
+            "--dataset-name",
+            "random",
+            "--cache-report"
+        ])
+        .is_ok());
+        let e = parse(&[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "random",
+            "--cache-report",
+        ])
+        .unwrap_err();
+        assert!(
+            e.starts_with("--cache-report with --backend sglang-oai"),
+            "{e}"
+        );
+        let e = parse(&[
+            "--dataset-name",
+            "random",
+            "--goodput",
+            "ttft:1",
+            "--shard",
+            "0/2",
+        ])
+        .unwrap_err();
+        assert!(
+            e.starts_with("--shard: --goodput and --cache-report"),
+            "{e}"
+        );
     }
 
     #[test]

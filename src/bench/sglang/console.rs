@@ -5,6 +5,8 @@
 //!
 //! Owns the text only; never computes a figure.
 
+use super::cache::CacheReport;
+use super::goodput::{py_g, Goodput};
 use super::metrics::Metrics;
 use std::io::{self, Write};
 
@@ -18,6 +20,10 @@ pub struct Header<'a> {
     pub duration_s: f64,
     /// The server's speculative-decoding accept length, shown when non-zero.
     pub accept_length: Option<f64>,
+    /// `--goodput`'s figures: their section follows the accept length.
+    pub goodput: Option<&'a Goodput>,
+    /// `--cache-report`'s figures: their section follows the ITL section.
+    pub cache: Option<&'a CacheReport>,
 }
 
 pub use crate::bench::engine::session::py_float;
@@ -85,6 +91,9 @@ pub fn write(w: &mut (impl Write + ?Sized), h: &Header<'_>, m: &Metrics) -> io::
     if let Some(a) = h.accept_length.filter(|&a| a != 0.0) {
         rowf(w, "Accept length:", a)?;
     }
+    if let Some(g) = h.goodput {
+        write_goodput(w, g)?;
+    }
     for (header, name, s) in [
         ("End-to-End Latency", "E2E Latency", &m.e2e_latency_ms),
         ("Time to First Token", "TTFT", &m.ttft_ms),
@@ -103,7 +112,44 @@ pub fn write(w: &mut (impl Write + ?Sized), h: &Header<'_>, m: &Metrics) -> io::
         rowf(w, &format!("P99 {name} (ms):"), s.p99)?;
     }
     rowf(w, "Max ITL (ms):", m.itl_ms.max)?;
+    if let Some(c) = h.cache {
+        write_cache(w, c)?;
+    }
     writeln!(w, "{}", "=".repeat(50))
+}
+
+/// SGLang's `print_goodput`: the SLOs as `name:{slo:g}`, then the figures in percent.
+fn write_goodput(w: &mut (impl Write + ?Sized), g: &Goodput) -> io::Result<()> {
+    writeln!(w, "{:-^50}", "Goodput")?;
+    let slos: Vec<String> = g
+        .slos
+        .iter()
+        .map(|(name, slo)| format!("{name}:{}", py_g(*slo)))
+        .collect();
+    row(w, "SLOs (ms):", slos.join(" "))?;
+    rowf(w, "Request goodput (req/s):", g.request_goodput)?;
+    rowf(w, "SLO attainment (%):", g.slo_attainment * 100.0)?;
+    for (name, a) in &g.by_metric {
+        rowf(
+            w,
+            &format!("{} SLO attainment (%):", name.to_uppercase()),
+            a * 100.0,
+        )?;
+    }
+    Ok(())
+}
+
+/// SGLang's "Cache Hit Details" section (without a per-tier breakdown, which is not read).
+fn write_cache(w: &mut (impl Write + ?Sized), c: &CacheReport) -> io::Result<()> {
+    writeln!(w, "{:-^50}", "Cache Hit Details")?;
+    row(w, "Total prompt tokens:", c.total_prompt_tokens)?;
+    row(w, "Total cached tokens:", c.total_cached_tokens)?;
+    writeln!(w, "{:<40} {}%", "Cache hit rate:", f1(c.hit_rate_pct))
+}
+
+/// Python's `f"{x:.1f}"` of a finite number.
+fn f1(x: f64) -> String {
+    format!("{x:.1}")
 }
 
 #[cfg(test)]
@@ -127,6 +173,8 @@ mod tests {
             max_concurrency: None,
             duration_s: 2.0,
             accept_length: None,
+            goodput: None,
+            cache: None,
         };
         let mut out = Vec::new();
         write(&mut out, &h, &m).unwrap();
@@ -164,6 +212,73 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with("P95 TPOT (ms):")));
         assert!(lines.iter().any(|l| l.starts_with("P90 ITL (ms):")));
         assert_eq!(lines.len(), 2 + 16 + 6 + 6 + 6 + 7 + 1);
+    }
+
+    #[test]
+    fn goodput_and_cache_sections_are_sglangs() {
+        let g = Goodput {
+            slos: vec![("ttft", 500.0), ("e2el", 1.5e6)],
+            request_goodput: 2.5,
+            slo_attainment: 0.75,
+            by_metric: vec![("ttft", 1.0), ("e2el", 0.75)],
+        };
+        let c = CacheReport {
+            total_prompt_tokens: 160,
+            total_cached_tokens: 30,
+            hit_rate_pct: 18.75,
+            per_request: vec![],
+        };
+        let h = Header {
+            backend: "sglang",
+            request_rate: Some(f64::INFINITY),
+            max_concurrency: None,
+            duration_s: 2.0,
+            accept_length: Some(2.0),
+            goodput: Some(&g),
+            cache: Some(&c),
+        };
+        let mut out = Vec::new();
+        write(&mut out, &h, &Metrics::default()).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = |l: &str| {
+            lines
+                .iter()
+                .position(|x| *x == l)
+                .unwrap_or_else(|| panic!("{l:?} in {text}"))
+        };
+        // SGLang: the goodput section right after the accept length, before the latencies.
+        let goodput = at("---------------------Goodput----------------------");
+        assert_eq!(
+            goodput,
+            at(&format!("{:<40} {:<10}", "Accept length:", "2.00")) + 1
+        );
+        assert_eq!(
+            &lines[goodput + 1..goodput + 6],
+            [
+                "SLOs (ms):                               ttft:500 e2el:1.5e+06",
+                "Request goodput (req/s):                 2.50      ",
+                "SLO attainment (%):                      75.00     ",
+                "TTFT SLO attainment (%):                 100.00    ",
+                "E2EL SLO attainment (%):                 75.00     ",
+            ]
+        );
+        assert_eq!(
+            lines[goodput + 6],
+            "----------------End-to-End Latency----------------"
+        );
+        // The cache section after Max ITL, before the closing line; its rate is not padded.
+        let cache = at("----------------Cache Hit Details-----------------");
+        assert!(lines[cache - 1].starts_with("Max ITL (ms):"));
+        assert_eq!(
+            &lines[cache + 1..],
+            [
+                "Total prompt tokens:                     160       ",
+                "Total cached tokens:                     30        ",
+                "Cache hit rate:                          18.8%",
+                "==================================================",
+            ]
+        );
     }
 
     #[test]

@@ -59,10 +59,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: "prompts are sent as the dataset wrote them",
     },
     Refusal {
-        flag: "--cache-report",
-        reason: "llmspeed does not yet collect the server's per-request cached-token counts",
-    },
-    Refusal {
         flag: "--fake-prefill",
         reason: "it bootstraps a disaggregated decode server, which llmspeed does not speak to",
     },
@@ -74,11 +70,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--rust-worker-threads",
         reason: "bench sglang sizes its runtime itself (one thread per core)",
-    },
-    Refusal {
-        flag: "--goodput",
-        reason: "SGLang's SLO goodput is not computed by bench sglang yet (bench serve \
-                 --goodput computes vLLM's)",
     },
     Refusal {
         flag: "--dataset-offset",
@@ -262,15 +253,11 @@ pub struct RefusedFlags {
     #[arg(long, hide = true, default_value = "")]
     pub prompt_suffix: String,
     #[arg(long, hide = true)]
-    pub cache_report: bool,
-    #[arg(long, hide = true)]
     pub fake_prefill: bool,
     #[arg(long, hide = true)]
     pub flush_cache_timeout: Option<String>,
     #[arg(long, hide = true)]
     pub rust_worker_threads: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub goodput: Vec<String>,
     #[arg(long, hide = true, default_value_t = 0, allow_negative_numbers = true)]
     pub dataset_offset: i64,
     #[arg(long, hide = true)]
@@ -299,7 +286,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 22] {
+    fn given(&self) -> [(&'static str, bool); 20] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -323,11 +310,9 @@ impl RefusedFlags {
             ("--plot-throughput", self.plot_throughput),
             ("--print-requests", self.print_requests),
             ("--prompt-suffix", !self.prompt_suffix.is_empty()),
-            ("--cache-report", self.cache_report),
             ("--fake-prefill", self.fake_prefill),
             ("--flush-cache-timeout", self.flush_cache_timeout.is_some()),
             ("--rust-worker-threads", self.rust_worker_threads.is_some()),
-            ("--goodput", !self.goodput.is_empty()),
             ("--dataset-offset", self.dataset_offset != 0),
             ("--agentic-max-turns", self.agentic_max_turns.is_some()),
             (

@@ -4,12 +4,15 @@
 //! engine's per-request timelines ([`metrics`]), and its console block and JSONL record come out
 //! ([`console`], [`record`]). Requests are built by [`body`] and sent by [`run`]; sweeps and
 //! repeated runs are the engine's session loop around it ([`session`]); `--shard K/N` saves
-//! [`shard`]'s block, from which [`merge`] recomputes the whole run.
+//! [`shard`]'s block, from which [`merge`] recomputes the whole run. `--goodput` and
+//! `--cache-report` add SGLang's [`goodput`] and [`cache`] figures.
 
 pub mod args;
 pub mod body;
+pub mod cache;
 pub mod console;
 pub mod flags;
+pub mod goodput;
 pub mod merge;
 pub mod metrics;
 pub mod record;

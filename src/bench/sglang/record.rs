@@ -6,6 +6,8 @@
 //!
 //! Owns the record's shape and its file name; never computes a figure.
 
+use super::cache::{self, CacheReport};
+use super::goodput::Goodput;
 use super::metrics::{Metrics, RequestOutput};
 use serde_json::Value;
 use std::io::{self, Write};
@@ -15,6 +17,8 @@ use std::io::{self, Write};
 pub enum Field {
     Json(Value),
     Float(f64),
+    /// An object whose keys keep their order (Python's `dict`; a `serde_json` map sorts them).
+    Object(Vec<(&'static str, Field)>),
 }
 
 impl From<Value> for Field {
@@ -45,16 +49,28 @@ pub struct RunArgs<'a> {
     pub num_prompts: usize,
 }
 
+/// The figures the record carries besides the metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Extra<'a> {
+    /// The server's accept length (`null` when absent).
+    pub accept_length: Option<f64>,
+    /// `--goodput`: its keys follow `max_concurrent_requests`.
+    pub goodput: Option<&'a Goodput>,
+    /// `--cache-report`: `cache_report` after them, and two lists with `--output-details`.
+    pub cache: Option<&'a CacheReport>,
+}
+
 /// The record's pairs. `details`: the per-request outputs and texts for `--output-details`.
 pub fn pairs(
     a: &RunArgs<'_>,
     server_info: Option<Value>,
     duration_s: f64,
     m: &Metrics,
-    accept_length: Option<f64>,
+    extra: &Extra<'_>,
     details: Option<(&[RequestOutput], &[String])>,
     llmspeed: Value,
 ) -> Vec<(&'static str, Field)> {
+    let accept_length = extra.accept_length;
     use serde_json::json;
     let f = |x: f64| Field::Float(x);
     let j = |v: Value| Field::Json(v);
@@ -121,6 +137,12 @@ pub fn pairs(
             j(json!(m.max_concurrent_requests)),
         ),
     ];
+    if let Some(g) = extra.goodput {
+        out.extend(goodput_pairs(g));
+    }
+    if let Some(c) = extra.cache {
+        out.push(("cache_report", cache_object(c)));
+    }
     if let Some((outputs, texts)) = details {
         let lens = super::metrics::output_lens(outputs);
         out.push((
@@ -144,9 +166,52 @@ pub fn pairs(
             "errors",
             j(json!(outputs.iter().map(|o| &o.error).collect::<Vec<_>>())),
         ));
+        if let Some(c) = extra.cache {
+            out.push(("cached_tokens", j(json!(c.per_request))));
+            let none: Vec<Value> = vec![Value::Null; c.per_request.len()];
+            out.push(("cached_tokens_details", j(json!(none))));
+        }
     }
     out.push(("llmspeed", j(llmspeed)));
     out
+}
+
+/// `msgspec.structs.asdict(GoodputMetrics)`: four keys, the SLOs and attainments as objects in
+/// the SLOs' order.
+fn goodput_pairs(g: &Goodput) -> Vec<(&'static str, Field)> {
+    let object = |kv: &[(&'static str, f64)]| {
+        Field::Object(kv.iter().map(|&(k, v)| (k, Field::Float(v))).collect())
+    };
+    vec![
+        ("goodput_slos_ms", object(&g.slos)),
+        ("request_goodput", Field::Float(g.request_goodput)),
+        ("slo_attainment", Field::Float(g.slo_attainment)),
+        ("slo_attainment_by_metric", object(&g.by_metric)),
+    ]
+}
+
+/// SGLang's `cache_report` object, in its key order; the per-tier keys are `null` (no
+/// breakdown is read).
+fn cache_object(c: &CacheReport) -> Field {
+    let null = || Field::Json(Value::Null);
+    Field::Object(vec![
+        (
+            "total_prompt_tokens",
+            Field::Json(c.total_prompt_tokens.into()),
+        ),
+        (
+            "total_cached_tokens",
+            Field::Json(c.total_cached_tokens.into()),
+        ),
+        (
+            "cache_hit_rate_pct",
+            Field::Float(cache::round2(c.hit_rate_pct)),
+        ),
+        ("device_cached_tokens", null()),
+        ("host_cached_tokens", null()),
+        ("storage_cached_tokens", null()),
+        ("storage_backend", null()),
+    ])
 }
 
 /// The record's keys that repeat the run's settings rather than measure it.
@@ -174,7 +239,7 @@ pub fn figures(pairs: &[(&'static str, Field)]) -> Vec<(String, f64)> {
             let x = match v {
                 Field::Float(x) => Some(*x),
                 Field::Json(Value::Number(n)) => n.as_f64(),
-                Field::Json(_) => None,
+                Field::Json(_) | Field::Object(_) => None,
             };
             x.filter(|x| x.is_finite()).map(|x| (k.to_string(), x))
         })
@@ -193,6 +258,11 @@ fn write_float(w: &mut impl Write, x: f64) -> io::Result<()> {
 
 /// One record, one line (with its newline), as `json.dumps(...) + "\n"`.
 pub fn write_line(w: &mut impl Write, pairs: &[(&'static str, Field)]) -> io::Result<()> {
+    write_object(w, pairs)?;
+    w.write_all(b"\n")
+}
+
+fn write_object(w: &mut impl Write, pairs: &[(&'static str, Field)]) -> io::Result<()> {
     w.write_all(b"{")?;
     for (i, (k, v)) in pairs.iter().enumerate() {
         if i > 0 {
@@ -203,9 +273,10 @@ pub fn write_line(w: &mut impl Write, pairs: &[(&'static str, Field)]) -> io::Re
         match v {
             Field::Json(v) => serde_json::to_writer(&mut *w, v)?,
             Field::Float(x) => write_float(w, *x)?,
+            Field::Object(o) => write_object(w, o)?,
         }
     }
-    w.write_all(b"}\n")
+    w.write_all(b"}")
 }
 
 /// Appends the record to `path` (created when missing), as SGLang's `open(name, "a")`.
@@ -317,7 +388,7 @@ mod tests {
             None,
             1.0,
             &Metrics::default(),
-            None,
+            &Extra::default(),
             Some((&[], &[])),
             json!({}),
         );
@@ -355,6 +426,75 @@ mod tests {
     }
 
     #[test]
+    fn goodput_and_cache_report_keys_follow_sglangs_update_order() {
+        let g = Goodput {
+            slos: vec![("tpot", 50.0), ("ttft", 500.0)],
+            request_goodput: 1.5,
+            slo_attainment: 0.75,
+            by_metric: vec![("tpot", 1.0), ("ttft", 0.75)],
+        };
+        let c = CacheReport {
+            total_prompt_tokens: 160,
+            total_cached_tokens: 30,
+            hit_rate_pct: 100.0 / 3.0,
+            per_request: vec![30, 0],
+        };
+        let extra = Extra {
+            accept_length: None,
+            goodput: Some(&g),
+            cache: Some(&c),
+        };
+        let outputs = [RequestOutput::default(), RequestOutput::default()];
+        let texts = [String::new(), String::new()];
+        let p = pairs(
+            &args(),
+            None,
+            1.0,
+            &Metrics::default(),
+            &extra,
+            Some((&outputs, &texts)),
+            json!({}),
+        );
+        let keys: Vec<&str> = p.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            &keys[48..],
+            [
+                "max_concurrent_requests",
+                "goodput_slos_ms",
+                "request_goodput",
+                "slo_attainment",
+                "slo_attainment_by_metric",
+                "cache_report",
+                "input_lens",
+                "output_lens",
+                "ttfts",
+                "itls",
+                "generated_texts",
+                "errors",
+                "cached_tokens",
+                "cached_tokens_details",
+                "llmspeed"
+            ]
+        );
+        let mut out = Vec::new();
+        write_line(&mut out, &p).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        // Python's dicts keep the SLOs' order (tpot before ttft), with its spacing.
+        for want in [
+            "\"goodput_slos_ms\": {\"tpot\": 50.0, \"ttft\": 500.0}, \"request_goodput\": 1.5, \"slo_attainment\": 0.75, \"slo_attainment_by_metric\": {\"tpot\": 1.0, \"ttft\": 0.75}",
+            "\"cache_report\": {\"total_prompt_tokens\": 160, \"total_cached_tokens\": 30, \"cache_hit_rate_pct\": 33.33, \"device_cached_tokens\": null, \"host_cached_tokens\": null, \"storage_cached_tokens\": null, \"storage_backend\": null}",
+            "\"cached_tokens\": [30,0], \"cached_tokens_details\": [null,null]",
+        ] {
+            assert!(line.contains(want), "{want}\nin {line}");
+        }
+        let f = figures(&p);
+        assert!(f.contains(&("request_goodput".to_string(), 1.5)));
+        assert!(!f
+            .iter()
+            .any(|(k, _)| k == "cache_report" || k == "goodput_slos_ms"));
+    }
+
+    #[test]
     fn figures_are_the_measured_numbers_only() {
         let m = Metrics {
             completed: 5,
@@ -366,7 +506,7 @@ mod tests {
             Some(json!({"x": 1})),
             2.0,
             &m,
-            None,
+            &Extra::default(),
             Some((&[], &[])),
             json!({"n": 1}),
         );

@@ -8,7 +8,7 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{console, record, shard};
+use super::{cache, console, goodput, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
@@ -72,6 +72,9 @@ pub async fn run(
     progress: &mut (dyn Progress + Send),
 ) -> Result<Outcome, RunError> {
     let plan = hub_sharegpt(&cfg.plan)?;
+    if cfg.cache_report && !cache::reads_counts(&cfg.backend) {
+        let _ = writeln!(log, "{}", cache::WARNING);
+    }
     let measured = engine::run(&plan, clock.clone(), cancel, log, progress).await?;
     let client = client_for(&cfg.plan, clock.clone())?;
     let (accept_length, info_s) = accept_length_call(cfg, &client).await;
@@ -82,7 +85,7 @@ pub async fn run(
     let texts: Vec<String> = measured
         .requests
         .iter()
-        .map(|f| f.timeline.content_text.clone().unwrap_or_default())
+        .map(|f| generated_text(cfg.reader, &f.timeline))
         .collect();
     let counter = counter(cfg, &measured).await?;
     let retok = retokenize(
@@ -95,6 +98,18 @@ pub async fn run(
     )
     .await;
     let m = metrics::compute(&outputs, &retok, duration_s);
+    let goodput = cfg
+        .goodput
+        .as_ref()
+        .map(|slos| goodput::compute(&outputs, slos, duration_s));
+    let cache = cfg
+        .cache_report
+        .then(|| cache_report(cfg, &measured, &outputs));
+    let extra = record::Extra {
+        accept_length,
+        goodput: goodput.as_ref(),
+        cache: cache.as_ref(),
+    };
     let rate = (!cfg.rate_is_trace).then_some(cfg.request_rate);
     console::write(
         out,
@@ -104,6 +119,8 @@ pub async fn run(
             max_concurrency: cfg.max_concurrency,
             duration_s,
             accept_length,
+            goodput: extra.goodput,
+            cache: extra.cache,
         },
         &m,
     )
@@ -128,16 +145,7 @@ pub async fn run(
             accept_length,
         );
     }
-    let (path, figures) = save(
-        cfg,
-        info,
-        duration_s,
-        &m,
-        accept_length,
-        &outputs,
-        &texts,
-        ours,
-    )?;
+    let (path, figures) = save(cfg, info, duration_s, &m, &extra, &outputs, &texts, ours)?;
     Ok(Outcome {
         outputs,
         metrics: m,
@@ -159,6 +167,33 @@ async fn accept_length_call(cfg: &SglangConfig, client: &Client) -> (Option<f64>
     (a, t0.elapsed().as_secs_f64())
 }
 
+/// `--cache-report`'s figures: each request's prompt length (the server's `prompt_tokens` when
+/// it reported one, as SGLang takes it) and its last `meta_info.cached_tokens` (0 for a backend
+/// whose stream SGLang does not read counts from).
+fn cache_report(cfg: &SglangConfig, m: &Measured, outputs: &[RequestOutput]) -> cache::CacheReport {
+    let reads = cache::reads_counts(&cfg.backend);
+    let requests: Vec<cache::Request> = m
+        .requests
+        .iter()
+        .zip(outputs)
+        .map(|(f, o)| {
+            let usage = f.timeline.usage;
+            cache::Request {
+                success: o.success,
+                prompt_len: usage
+                    .map(|u| u.prompt_tokens)
+                    .filter(|&p| p > 0)
+                    .unwrap_or(o.prompt_len),
+                cached: usage
+                    .and_then(|u| u.cached_tokens)
+                    .filter(|_| reads)
+                    .unwrap_or(0),
+            }
+        })
+        .collect();
+    cache::compute(&requests)
+}
+
 /// Every request that ran, read as SGLang's reader for the backend reads it.
 fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutput> {
     m.requests
@@ -176,6 +211,17 @@ fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutpu
             metrics::read(cfg.reader, &input)
         })
         .collect()
+}
+
+/// SGLang's `generated_text`: the chat reader adds each chunk's reasoning (`reasoning_content`,
+/// else `reasoning`) before its content, so a reasoning model's thoughts are counted again with
+/// its answer; the other readers keep the text alone.
+fn generated_text(reader: metrics::Reader, t: &Timeline) -> String {
+    let content = t.content_text.as_deref().unwrap_or_default();
+    match (reader, t.reasoning_text.as_deref()) {
+        (metrics::Reader::Chat, Some(r)) => format!("{r}{content}"),
+        _ => content.to_string(),
+    }
 }
 
 /// `GET /server_info` as JSON (SGLang 0.5.23 keeps `/get_server_info` only as a deprecated
@@ -221,8 +267,10 @@ fn hub_sharegpt(plan: &Plan) -> Result<Cow<'_, Plan>, RunError> {
 }
 
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.
+/// (A `--tokenizer` that cannot be used was already noted when the engine loaded the prompts.)
 async fn counter(cfg: &SglangConfig, m: &Measured) -> Result<Counter, RunError> {
-    if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref())? {
+    let noted = &mut std::io::sink();
+    if let Some(t) = local_tokenizer(cfg.plan.tokenizer.as_deref(), "", noted)? {
         return Ok(Counter::Local(Box::new(t)));
     }
     Ok(m.tokenize.map_or(Counter::None, Counter::Server))
@@ -392,7 +440,7 @@ fn save(
     info: Option<Value>,
     duration_s: f64,
     m: &metrics::Metrics,
-    accept_length: Option<f64>,
+    extra: &record::Extra<'_>,
     outputs: &[RequestOutput],
     texts: &[String],
     llmspeed: Value,
@@ -404,7 +452,7 @@ fn save(
         info,
         duration_s,
         m,
-        accept_length,
+        extra,
         details,
         llmspeed,
     );
@@ -416,6 +464,18 @@ fn save(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_chat_reader_keeps_reasoning_before_the_answer() {
+        let mut t = Timeline::new(0, 0, true);
+        t.content_text = Some("answer".into());
+        t.reasoning_text = Some("think. ".into());
+        assert_eq!(generated_text(metrics::Reader::Chat, &t), "think. answer");
+        assert_eq!(generated_text(metrics::Reader::Completions, &t), "answer");
+        assert_eq!(generated_text(metrics::Reader::Native, &t), "answer");
+        t.reasoning_text = None;
+        assert_eq!(generated_text(metrics::Reader::Chat, &t), "answer");
+    }
 
     #[test]
     fn accept_length_is_read_where_sglang_reads_it() {

@@ -309,7 +309,11 @@ impl DryRunStats {
 /// else estimated as bytes / 4 (the server's `/tokenize` is not asked), and it says which.
 fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunError> {
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
-    let local = local_tokenizer(cfg.tokenizer.as_deref())?;
+    let local = local_tokenizer(
+        cfg.tokenizer.as_deref(),
+        "an estimate (bytes / 4)",
+        &mut std::io::stderr(),
+    )?;
     let mut seen = Vec::new();
     for p in sweep::points(cfg) {
         // Points differ in the dataset only through --sweep-num-prompts-factor.

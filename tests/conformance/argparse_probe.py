@@ -1,0 +1,81 @@
+"""Asks a reference tool's own argument parser whether it accepts each of several command lines.
+
+Usage: python argparse_probe.py PROBES_JSON MODULE ARG...
+PROBES_JSON is a file holding a JSON list of argument lists. For each, runs MODULE as
+`python -m MODULE ARG... <probe>` would, but stops as soon as the tool's outermost
+`parse_args` returns (nothing is sent anywhere) or its parser reports an error. Prints one JSON
+list, one entry per probe, in order: {"ok": {dest: value, ...}} with the parsed namespace (values
+as JSON, strings for what JSON cannot hold), or {"error": "the parser's message"}.
+
+The tool is imported once (its heavy imports stay loaded); each probe runs its module again.
+"""
+
+import argparse
+import json
+import math
+import runpy
+import sys
+
+
+class Parsed(Exception):
+    pass
+
+
+class Refused(Exception):
+    pass
+
+
+def as_json(value):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return [as_json(v) for v in value]
+    return str(value)
+
+
+def main():
+    probes_path, module, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    with open(probes_path) as f:
+        probes = json.load(f)
+    original = argparse.ArgumentParser.parse_args
+    depth = [0]
+
+    def parse_args(self, args=None, namespace=None):
+        # Subclasses (vLLM's FlexibleArgumentParser) rewrite the arguments, then call this.
+        depth[0] += 1
+        try:
+            ns = original(self, args, namespace)
+        finally:
+            depth[0] -= 1
+        if depth[0] == 0:
+            raise Parsed(ns)
+        return ns
+
+    def error(self, message):
+        raise Refused(message)
+
+    argparse.ArgumentParser.parse_args = parse_args
+    argparse.ArgumentParser.error = error
+    # Whatever the tool prints goes to stderr, so stdout holds the JSON alone.
+    sys.stdout = sys.stderr
+    answers = []
+    for probe in probes:
+        sys.argv = [module] + rest + probe
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            answers.append({"error": "the tool ran without parsing its arguments"})
+        except Parsed as p:
+            answers.append({"ok": {k: as_json(v) for k, v in vars(p.args[0]).items()}})
+        except Refused as r:
+            answers.append({"error": str(r.args[0])})
+        except SystemExit as e:
+            answers.append({"error": f"exit {e.code}"})
+    json.dump(answers, sys.__stdout__)
+    sys.__stdout__.write("\n")
+    sys.__stdout__.flush()
+
+
+if __name__ == "__main__":
+    main()
