@@ -471,6 +471,14 @@ pub fn dispatch_reasons(lag: &ClientLag) -> Vec<String> {
     why
 }
 
+/// A bound wider than the stamps themselves know a figure to ([`STAMP_RESOLUTION_NS`], the
+/// bound of a gap read apart). A figure known that well is not the client's doing, however
+/// small it is: a server that writes several tokens at once has gaps of 0 ms, which no bound
+/// is 10% of. (1 ps of slack for the float sums the bounds are.)
+fn beyond_stamps(b: &Bounded) -> bool {
+    b.bound > STAMP_RESOLUTION_NS as f64 / 1e6 + 1e-9
+}
+
 /// The stamps are too loose for the figures: the bound on a printed gap percentile over
 /// [`GAP_BOUND_SHARE`] of it, or the bound on the TTFT p50 over [`TTFT_BOUND_SHARE`] of it.
 pub fn stamp_reasons(lag: &ClientLag, printed: Printed) -> Vec<String> {
@@ -479,7 +487,7 @@ pub fn stamp_reasons(lag: &ClientLag, printed: Printed) -> Vec<String> {
         .then_some(lag.itl_ms_p99)
         .flatten();
     for (name, b) in [("p50", lag.itl_ms_p50), ("p99", p99)] {
-        if let Some(b) = b.filter(|b| b.bound > GAP_BOUND_SHARE * b.value) {
+        if let Some(b) = b.filter(|b| b.bound > GAP_BOUND_SHARE * b.value && beyond_stamps(b)) {
             why.push(format!(
                 "the gap {name} of {:.3} ms is known only to ±{:.3} ms (over {:.0}%): {:.0}% of gaps had an end read together with other tokens",
                 b.value,
@@ -491,7 +499,7 @@ pub fn stamp_reasons(lag: &ClientLag, printed: Printed) -> Vec<String> {
     }
     if let Some(t) = lag
         .ttft_ms_p50
-        .filter(|t| t.bound > TTFT_BOUND_SHARE * t.value)
+        .filter(|t| t.bound > TTFT_BOUND_SHARE * t.value && beyond_stamps(t))
     {
         why.push(format!(
             "the TTFT p50 of {:.3} ms is known only to ±{:.3} ms (over {:.0}%)",
@@ -563,6 +571,32 @@ mod tests {
             arrivals(&packet, &clock)[0].early_ns,
             Some(1_000_000 - 1_000)
         );
+    }
+
+    #[test]
+    fn gaps_of_zero_known_to_the_stamps_resolution_are_not_the_clients_doing() {
+        let (clock, _h) = Clock::mock();
+        // The server wrote three tokens in one segment, then one more 1 ms later: gaps 0, 0
+        // and 1 ms, each known to the stamps' resolution (packet stamps).
+        let mut tl = timeline(&[(1_000_000, 5_000, &[1, 1, 1]), (2_000_000, 5_000, &[1])]);
+        tl.note_packet_read(true, None, 0, |_| 5_000);
+        let mut s = LagSamples::default();
+        s.add(&tl, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        let p50 = lag.itl_ms_p50.unwrap();
+        assert_eq!(p50.value, 0.0);
+        assert!((p50.bound - RES as f64 / 1e6).abs() < 1e-12, "{p50:?}");
+        assert!(
+            verdict(&lag, Printed::MedianAndP99).is_empty(),
+            "{:?}",
+            verdict(&lag, Printed::MedianAndP99)
+        );
+        // The same gaps read with socket stamps: the first two tokens' arrivals are known only
+        // to the read's spread, which is the client's doing.
+        let tl = timeline(&[(1_000_000, 5_000, &[1, 1, 1]), (2_000_000, 5_000, &[1])]);
+        let mut s = LagSamples::default();
+        s.add(&tl, &clock, 0..u64::MAX);
+        assert!(!verdict(&s.summary(None), Printed::MedianAndP99).is_empty());
     }
 
     #[test]
