@@ -185,10 +185,13 @@ pub fn expand(root: &Command, argv: Vec<OsString>) -> Result<Vec<OsString>, clap
         return Ok(argv);
     };
     let ours = d.ours(root);
-    let reference = d.reference(root);
     let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
-    let reference: Vec<&str> = reference.iter().map(String::as_str).collect();
     let extras = d.all_extras();
+    let reference: Vec<&str> = ours
+        .iter()
+        .copied()
+        .filter(|n| !extras.contains(n))
+        .collect();
     let mut out = argv;
     for tok in out.iter_mut().skip(start) {
         let Some(s) = tok.to_str() else {
