@@ -163,7 +163,7 @@ impl DropIn {
 
 /// The drop-in named by `argv` (`llmspeed bench [FLAGS] serve|sglang ...`), and the index of
 /// its first own word.
-fn drop_in(argv: &[OsString]) -> Option<(&'static DropIn, usize)> {
+pub fn drop_in(argv: &[OsString]) -> Option<(&'static DropIn, usize)> {
     if argv.get(1).and_then(|t| t.to_str()) != Some("bench") {
         return None;
     }
