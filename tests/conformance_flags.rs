@@ -45,6 +45,8 @@ struct DropIn {
     cmd: fn() -> clap::Command,
     /// Flags whose refusal shows only in a context (the dataset that reads them).
     context: &'static [(&'static str, &'static [&'static str])],
+    /// How `llmspeed` resolves this command's shortened flags.
+    abbrev: &'static llmspeed::cli::abbrev::DropIn,
 }
 
 fn serve_run(argv: &[String]) -> Outcome {
@@ -68,6 +70,7 @@ const VLLM: DropIn = DropIn {
     run: serve_run,
     cmd: Serve::command,
     context: &[],
+    abbrev: &llmspeed::cli::abbrev::SERVE,
 };
 
 const SGLANG: DropIn = DropIn {
@@ -89,6 +92,7 @@ const SGLANG: DropIn = DropIn {
             &["--dataset-name", "mooncake", "--dataset-path", "t.jsonl"],
         ),
     ],
+    abbrev: &llmspeed::cli::abbrev::SGLANG,
 };
 
 /// A value the reference's parser takes for this flag (`None`: a switch); for a choice, the
@@ -354,9 +358,17 @@ fn conform(d: &DropIn) {
         d.tool.version,
         problems.join("\n")
     );
-    // Where the reference is installed: its parser's verdict on each underscore spelling.
+    let prefixes = Prefixes::of(d, &flags);
+    prefixes.llmspeed_resolves_them(d);
+    // Where the reference is installed: its parser's verdict on each underscore spelling and
+    // each shortened flag, asked in one run of its Python.
     if let Some(python) = d.tool.python() {
-        let n = underscores(d, &flags, &python);
+        let under = underscore_probes(d, &flags);
+        let short = prefixes.probes();
+        let all: Vec<Vec<String>> = under.iter().chain(&short).cloned().collect();
+        let answers = d.tool.probe(&python, &all);
+        let (a_under, a_short) = answers.split_at(under.len());
+        let n = underscores(d, &under, a_under);
         eprintln!(
             "{} {}: {n} underscore spellings accepted",
             d.tool.name, d.tool.version
@@ -367,11 +379,22 @@ fn conform(d: &DropIn) {
         } else {
             assert_eq!(n, 0);
         }
+        let (unique, ambiguous) = prefixes.agree(d, &short, a_short);
+        eprintln!(
+            "{} {}: {unique} shortened flags taken and {ambiguous} ambiguous ones refused by both",
+            d.tool.name, d.tool.version
+        );
     }
 }
 
 /// The command line as `llmspeed` parses it (its argv passes included): parsed or not.
 fn llmspeed_parses(d: &DropIn, argv: &[String]) -> Result<(), String> {
+    llmspeed_parsed(d, argv).map(|_| ())
+}
+
+/// The command line as `llmspeed` parses it: what it parsed to (its `Debug` text), or the
+/// refusal.
+fn llmspeed_parsed(d: &DropIn, argv: &[String]) -> Result<String, String> {
     let given = ["llmspeed"]
         .iter()
         .chain(d.words)
@@ -380,15 +403,267 @@ fn llmspeed_parses(d: &DropIn, argv: &[String]) -> Result<(), String> {
         .map(std::ffi::OsString::from)
         .collect();
     llmspeed::cli::try_parse(given)
-        .map(|_| ())
+        .map(|cli| format!("{cli:?}"))
         .map_err(|e| e.to_string())
 }
 
+/// What a shortened flag must do.
+enum Expect {
+    /// Mean the flag written in full: this command line.
+    Same(Vec<String>),
+    /// Be refused as ambiguous between these flags.
+    Ambiguous(Vec<String>),
+    /// Be refused: it starts only this llmspeed extra (the reference has no such flag).
+    Extra(String),
+}
+
+/// Shortened flags, worked out from the reference's own flags (its parser's, `--help` added,
+/// as `argparse` adds it): for every flag its shortest prefix that starts no other flag (when
+/// shorter than the flag), and its longest prefix that starts two or more (a flag's own name
+/// excepted: `--tokenizer` is a flag, not a prefix of `--tokenizer-mode`); for every llmspeed
+/// extra its shortest prefix that starts no reference flag.
+struct Prefixes {
+    cases: Vec<(Vec<String>, Expect)>,
+}
+
+impl Prefixes {
+    fn of(d: &DropIn, flags: &[Value]) -> Self {
+        let named: Vec<(&str, &Value)> = flags
+            .iter()
+            .flat_map(|f| {
+                f["flags"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|n| n.starts_with("--"))
+                    .map(move |n| (n, f))
+            })
+            .collect();
+        let mut names: Vec<&str> = named.iter().map(|(n, _)| *n).collect();
+        names.push("--help");
+        // llmspeed resolves prefixes among exactly the reference's flags.
+        let root = llmspeed::cli::Cli::command();
+        let mut ours = d.abbrev.reference(&root);
+        ours.sort();
+        let mut theirs: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        theirs.sort();
+        assert_eq!(
+            ours, theirs,
+            "llmspeed {}'s flags less its extras (src/cli/abbrev.rs) are not {} {}'s",
+            d.command, d.tool.name, d.tool.version
+        );
+        let all_ours = d.abbrev.ours(&root);
+        let starts = |p: &str| -> Vec<String> {
+            names
+                .iter()
+                .filter(|n| n.starts_with(p))
+                .map(|n| n.to_string())
+                .collect()
+        };
+        let mut cases = Vec::new();
+        for (name, f) in &named {
+            let value = sample(f, name, d.refused);
+            let with = |flag: &str| -> Vec<String> {
+                std::iter::once(flag.to_string())
+                    .chain(value.clone())
+                    .collect()
+            };
+            if let Some(p) = (3..name.len())
+                .map(|k| &name[..k])
+                .find(|p| starts(p).len() == 1)
+            {
+                cases.push((with(p), Expect::Same(with(name))));
+                if let Some(v) = &value {
+                    cases.push((vec![format!("{p}={v}")], Expect::Same(with(name))));
+                }
+            }
+            if let Some(p) = (3..name.len())
+                .rev()
+                .map(|k| &name[..k])
+                .find(|p| starts(p).len() >= 2 && !names.contains(p))
+            {
+                let mut cands = starts(p);
+                cands.sort();
+                cases.push((vec![p.to_string()], Expect::Ambiguous(cands)));
+            }
+        }
+        for extra in d.abbrev.all_extras() {
+            assert!(
+                all_ours.iter().any(|o| o == extra),
+                "{extra} is listed as an extra of llmspeed {} but is none of its flags",
+                d.command
+            );
+            // In full, an extra must not mean another flag to the reference.
+            assert!(
+                starts(extra).len() != 1,
+                "llmspeed {}'s {extra} is a shortened {:?} to {} {}",
+                d.command,
+                starts(extra),
+                d.tool.name,
+                d.tool.version
+            );
+            if let Some(p) = (3..extra.len())
+                .map(|k| &extra[..k])
+                .find(|p| starts(p).is_empty())
+            {
+                cases.push((vec![p.to_string()], Expect::Extra(extra.to_string())));
+            }
+        }
+        Self { cases }
+    }
+
+    /// llmspeed's own verdicts, with no reference: a unique prefix parses to exactly what the
+    /// flag in full parses to; an ambiguous one is refused on one line naming each candidate;
+    /// a prefix of an extra only is refused naming the extra.
+    fn llmspeed_resolves_them(&self, d: &DropIn) {
+        let mut problems = Vec::new();
+        for (argv, expect) in &self.cases {
+            let ours = llmspeed_parsed(d, argv);
+            match expect {
+                Expect::Same(full) => {
+                    if ours != llmspeed_parsed(d, full) {
+                        problems.push(format!("{argv:?} is not {full:?}: {ours:?}"));
+                    }
+                }
+                Expect::Ambiguous(cands) => match &ours {
+                    Err(e) if candidates_ours(e).as_ref() == Some(cands) => {}
+                    other => problems.push(format!(
+                        "{argv:?}: refused as ambiguous between {cands:?}? {other:?}"
+                    )),
+                },
+                Expect::Extra(extra) => match &ours {
+                    Err(e)
+                        if e.contains(&format!("write {extra}"))
+                            || e.contains(&format!(" or {extra}")) => {}
+                    other => problems.push(format!("{argv:?}: refused naming {extra}? {other:?}")),
+                },
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "llmspeed {}'s shortened flags:\n{}",
+            d.command,
+            problems.join("\n")
+        );
+    }
+
+    /// Each command line the reference's parser is asked about (the flags in full too).
+    fn probes(&self) -> Vec<Vec<String>> {
+        let mut out: Vec<Vec<String>> = Vec::new();
+        for (argv, expect) in &self.cases {
+            let full = match expect {
+                Expect::Same(full) => Some(full),
+                _ => None,
+            };
+            for p in std::iter::once(argv).chain(full) {
+                if !out.contains(p) {
+                    out.push(p.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// The reference's verdicts equal llmspeed's: a unique prefix parses to the namespace of
+    /// the flag in full (the reference resolved it to that flag) where llmspeed parses it; an
+    /// ambiguous one is refused by both, naming the same flags; a prefix of an extra only is
+    /// refused by both. Returns how many prefixes were taken and how many refused as ambiguous.
+    fn agree(&self, d: &DropIn, probes: &[Vec<String>], answers: &[Value]) -> (usize, usize) {
+        let theirs = |argv: &Vec<String>| -> &Value {
+            &answers[probes.iter().position(|p| p == argv).expect("asked")]
+        };
+        let (mut problems, mut unique, mut ambiguous) = (Vec::new(), 0, 0);
+        let who = format!("{} {}", d.tool.name, d.tool.version);
+        for (argv, expect) in &self.cases {
+            let t = theirs(argv);
+            let ours = llmspeed_parses(d, argv);
+            if t.get("ok").is_some() != ours.is_ok() {
+                problems.push(format!("{argv:?}: {who} says {t}, llmspeed {ours:?}"));
+                continue;
+            }
+            match expect {
+                Expect::Same(full) => {
+                    let f = theirs(full);
+                    if !same_namespace(&t["ok"], &f["ok"]) || t.get("ok").is_none() {
+                        problems.push(format!(
+                            "{argv:?}: {who} does not read it as {full:?}: {t} / {f}"
+                        ));
+                    } else {
+                        unique += 1;
+                    }
+                }
+                Expect::Ambiguous(cands) => {
+                    let msg = t["error"].as_str().unwrap_or("");
+                    match candidates_argparse(msg) {
+                        Some(c) if &c == cands => ambiguous += 1,
+                        _ => problems.push(format!(
+                            "{argv:?}: {who} does not refuse it as ambiguous between \
+                             {cands:?}: {t}"
+                        )),
+                    }
+                }
+                Expect::Extra(_) => {}
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "shortened flags differ from {who}:\n{}",
+            problems.join("\n")
+        );
+        (unique, ambiguous)
+    }
+}
+
+/// Two parsed namespaces alike, save vLLM's `--request-id-prefix` default, drawn at random
+/// each time the parser is built (`bench-<8 hex digits>-`).
+fn same_namespace(a: &Value, b: &Value) -> bool {
+    let random = |v: &Value| {
+        v.as_str().is_some_and(|s| {
+            s.len() == 15
+                && s.starts_with("bench-")
+                && s[6..14].bytes().all(|c| c.is_ascii_hexdigit())
+        })
+    };
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, v)| b.get(k).is_some_and(|w| v == w || (random(v) && random(w))))
+        }
+        _ => false,
+    }
+}
+
+/// The flags named by argparse's refusal of an ambiguous prefix
+/// (`ambiguous option: --num could match --num-prompts, --num-warmups`), sorted.
+fn candidates_argparse(msg: &str) -> Option<Vec<String>> {
+    let list = msg
+        .strip_prefix("ambiguous option: ")?
+        .split_once(" could match ")?
+        .1;
+    let mut c: Vec<String> = list.split(", ").map(str::to_string).collect();
+    c.sort();
+    Some(c)
+}
+
+/// The flags named by llmspeed's refusal of an ambiguous prefix, sorted; `None` unless the
+/// refusal is that one, on one line.
+fn candidates_ours(msg: &str) -> Option<Vec<String>> {
+    let line = msg.trim_end();
+    if line.lines().count() != 1 || line.contains("unexpected argument") {
+        return None;
+    }
+    let list = line.split_once(" is ambiguous: it could be ")?.1;
+    let list = list.split_once(" (")?.0;
+    let mut c: Vec<String> = list.split(", ").map(str::to_string).collect();
+    c.sort();
+    Some(c)
+}
+
 /// Each multi-word flag written with underscores (`--random_input_len 5`, and
-/// `--random_input_len=5` for a value flag): accepted by llmspeed exactly where the reference's
-/// own parser accepts it (vLLM's `FlexibleArgumentParser` rewrites underscores; SGLang's
-/// `argparse` parser refuses them). Returns the spellings the reference accepted.
-fn underscores(d: &DropIn, flags: &[Value], python: &std::path::Path) -> usize {
+/// `--random_input_len=5` for a value flag).
+fn underscore_probes(d: &DropIn, flags: &[Value]) -> Vec<Vec<String>> {
     let mut probes: Vec<Vec<String>> = Vec::new();
     for f in flags {
         let Some(name) = f["flags"][0].as_str().filter(|n| n[2..].contains('-')) else {
@@ -403,10 +678,16 @@ fn underscores(d: &DropIn, flags: &[Value], python: &std::path::Path) -> usize {
             None => probes.push(vec![under]),
         }
     }
-    let answers = d.tool.probe(python, &probes);
+    probes
+}
+
+/// The underscore spellings: accepted by llmspeed exactly where the reference's own parser
+/// accepts them (vLLM's `FlexibleArgumentParser` rewrites underscores; SGLang's `argparse`
+/// parser refuses them). Returns the spellings the reference accepted.
+fn underscores(d: &DropIn, probes: &[Vec<String>], answers: &[Value]) -> usize {
     let mut problems = Vec::new();
     let mut accepted = 0;
-    for (argv, a) in probes.iter().zip(&answers) {
+    for (argv, a) in probes.iter().zip(answers) {
         let theirs = a.get("ok").is_some();
         let ours = llmspeed_parses(d, argv);
         accepted += theirs as usize;

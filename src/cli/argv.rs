@@ -67,17 +67,18 @@ pub fn join_hyphen_values(cmd: &Command, argv: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
-/// `argv` with vLLM's `FlexibleArgumentParser` rewrite when the command is `bench serve`: in
-/// each later token that starts with `--` (values too, as vLLM does), the underscores of the
-/// name — the part before the first `=`, up to its first `.` — become hyphens.
+/// `argv` with vLLM's `FlexibleArgumentParser` rewrite when the command is `bench serve`
+/// (`bench`'s own flags may come first): in each token after `serve` that starts with `--`
+/// (values too, as vLLM does), the underscores of the name — the part before the first `=`, up
+/// to its first `.` — become hyphens.
 pub fn vllm_spellings(argv: Vec<OsString>) -> Vec<OsString> {
-    let word = |i: usize| argv.get(i).and_then(|t| t.to_str());
-    if (word(1), word(2)) != (Some("bench"), Some("serve")) {
-        return argv;
-    }
+    let start = match super::abbrev::drop_in(&argv) {
+        Some((d, start)) if d.command == super::abbrev::SERVE.command => start,
+        _ => return argv,
+    };
     argv.into_iter()
         .enumerate()
-        .map(|(i, tok)| if i < 3 { tok } else { hyphenate(tok) })
+        .map(|(i, tok)| if i < start { tok } else { hyphenate(tok) })
         .collect()
 }
 
@@ -290,6 +291,21 @@ mod tests {
                 "--a-b.c_d",
                 "my_value",
                 "-x_y"
+            ]
+        );
+        // `bench`'s own flags may come before `serve`.
+        assert_eq!(
+            spelled(&[
+                "bench",
+                "--fail-on-client-bound",
+                "serve",
+                "--num_prompts=3"
+            ]),
+            [
+                "bench",
+                "--fail-on-client-bound",
+                "serve",
+                "--num-prompts=3"
             ]
         );
         for other in [

@@ -1,6 +1,7 @@
 //! Command line: clap arguments -> validated config, one file per command. Each command builds
 //! the runtime it needs (the simulated server and the client may want separate ones).
 
+pub mod abbrev;
 pub mod argv;
 pub mod bench;
 pub mod completions;
@@ -95,11 +96,13 @@ pub fn parse_env() -> Cli {
 }
 
 /// A command line (program name first) parsed as `main` parses it: `bench serve` takes vLLM's
-/// underscore spellings, and a flag's value that starts with a hyphen reaches the flag's own
-/// parser (see [`argv`]).
+/// underscore spellings, `bench serve` and `bench sglang` take a flag shortened as their
+/// reference takes it (see [`abbrev`]), and a flag's value that starts with a hyphen reaches the
+/// flag's own parser (see [`argv`]).
 pub fn try_parse(given: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
     let cmd = Cli::command();
     let given = argv::vllm_spellings(given);
+    let given = abbrev::expand(&cmd, given)?;
     let joined = argv::join_hyphen_values(&cmd, given.clone());
     Cli::try_parse_from(joined).map_err(|e| argv::explain(&cmd, &given, e))
 }

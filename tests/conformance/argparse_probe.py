@@ -7,7 +7,11 @@ PROBES_JSON is a file holding a JSON list of argument lists. For each, runs MODU
 list, one entry per probe, in order: {"ok": {dest: value, ...}} with the parsed namespace (values
 as JSON, strings for what JSON cannot hold), or {"error": "the parser's message"}.
 
-The tool is imported once (its heavy imports stay loaded); each probe runs its module again.
+The tool is imported and its module run once, with the first probe: that builds its parsers as
+`python -m MODULE ARG...` builds them. Every later probe is asked of the same outermost parser
+(`parse_args(ARG... + probe)`, the words the tool would read from sys.argv), so no probe pays
+for building them again (vLLM's CLI builds every subcommand's parser: some 60 ms a probe). The
+parsers depend on sys.argv only through ARG..., the same for every probe.
 """
 
 import argparse
@@ -42,6 +46,10 @@ def main():
     original = argparse.ArgumentParser.parse_args
     depth = [0]
 
+    # The tool's outermost parser: the one whose `parse_args` the tool called, as seen by the
+    # first call of the original (after a subclass's own `parse_args` rewrote the words).
+    outer = []
+
     def parse_args(self, args=None, namespace=None):
         # Subclasses (vLLM's FlexibleArgumentParser) rewrite the arguments, then call this.
         depth[0] += 1
@@ -53,10 +61,15 @@ def main():
             raise Parsed(ns)
         return ns
 
+    def first_parse(self, args=None, namespace=None):
+        if not outer:
+            outer.append(self)
+        return parse_args(self, args, namespace)
+
     def error(self, message):
         raise Refused(message)
 
-    argparse.ArgumentParser.parse_args = parse_args
+    argparse.ArgumentParser.parse_args = first_parse
     argparse.ArgumentParser.error = error
     # Whatever the tool prints goes to stderr, so stdout holds the JSON alone.
     sys.stdout = sys.stderr
@@ -64,7 +77,12 @@ def main():
     for probe in probes:
         sys.argv = [module] + rest + probe
         try:
-            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            if outer:
+                # A subclass's `parse_args` (vLLM's rewrite) runs first, as when the tool
+                # calls it.
+                type(outer[0]).parse_args(outer[0], rest + probe)
+            else:
+                runpy.run_module(module, run_name="__main__", alter_sys=True)
             answers.append({"error": "the tool ran without parsing its arguments"})
         except Parsed as p:
             answers.append({"ok": {k: as_json(v) for k, v in vars(p.args[0]).items()}})

@@ -4,7 +4,8 @@
 //! Owns the one dispatch loop (generic over the schedule's offsets: `inf`, gamma arrivals,
 //! ramps and a trace's own timestamps are all just offsets), the concurrency slots, warm-ups,
 //! probes beside the run, and the client-side measurements the Python tools lack (send lag,
-//! timer lag, client CPU time). It must never parse server bytes (that is `net`/`proto`),
+//! timer lag, client CPU time, and the client's headroom for the live display once a second
+//! while requests finish). It must never parse server bytes (that is `net`/`proto`),
 //! compute a tool's metrics, or format results (those are the front ends'). Nothing here runs
 //! per token: each request is one spawned task around `Client::stream`.
 
@@ -608,11 +609,22 @@ async fn dispatch(
     }
     let dispatched = set.len();
     let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
-    while let Some(r) = set.join_next().await {
-        let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
-        let i = d.index;
-        done[i] = Some(d);
-        progress.event(&Event::StepDone { estimate_s: 0.0 });
+    let mut room = Room::start();
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + HEADROOM_EVERY, HEADROOM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            r = set.join_next() => {
+                let Some(r) = r else { break };
+                let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
+                room.note_reads(&d.timeline);
+                let i = d.index;
+                done[i] = Some(d);
+                progress.event(&Event::StepDone { estimate_s: 0.0 });
+            }
+            _ = tick.tick() => progress.event(&Event::Headroom(room.take())),
+        }
     }
     Ok(Sent {
         done,
@@ -624,6 +636,60 @@ async fn dispatch(
         wall0,
         cpu0,
     })
+}
+
+/// How often the live display hears the client's headroom while requests finish.
+const HEADROOM_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The client's headroom since the last report: the read lags of the requests that finished
+/// (summed once per request, when it ends: never per token; the read lag of
+/// `analysis::client_lag`, as the matrix's live display sums it) and the client's CPU time.
+struct Room {
+    reads: u64,
+    sum_ns: u64,
+    max_ns: u64,
+    cpu_s: Option<f64>,
+    at: Instant,
+    cores: u64,
+}
+
+impl Room {
+    fn start() -> Room {
+        Room {
+            reads: 0,
+            sum_ns: 0,
+            max_ns: 0,
+            cpu_s: crate::sys::client_cpu().map(CpuTime::total_s),
+            at: Instant::now(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u64),
+        }
+    }
+
+    fn note_reads(&mut self, tl: &Timeline) {
+        for lag in tl.reads().filter_map(|r| r.lag_ns) {
+            self.reads += 1;
+            self.sum_ns += u64::from(lag);
+            self.max_ns = self.max_ns.max(u64::from(lag));
+        }
+    }
+
+    /// The headroom since the last call, starting afresh.
+    fn take(&mut self) -> crate::progress::Headroom {
+        let cpu = crate::sys::client_cpu().map(CpuTime::total_s);
+        let now = Instant::now();
+        let used = cpu.zip(self.cpu_s).map(|(b, a)| b - a);
+        let h = crate::progress::Headroom::of(
+            self.reads,
+            self.sum_ns,
+            self.max_ns,
+            used,
+            now.duration_since(self.at).as_secs_f64(),
+            self.cores,
+        );
+        (self.reads, self.sum_ns, self.max_ns) = (0, 0, 0);
+        (self.cpu_s, self.at) = (cpu, now);
+        h
+    }
 }
 
 /// One request's task: its slot, then its stream.
@@ -750,6 +816,120 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::progress::Headroom;
+
+    /// The events a run sends, in order: the phase they came in, and each headroom.
+    #[derive(Default)]
+    struct Seen {
+        phase: Option<Phase>,
+        finished: usize,
+        headroom: Vec<(Option<Phase>, usize, Headroom)>,
+    }
+
+    impl Progress for Seen {
+        fn event(&mut self, e: &Event<'_>) {
+            match e {
+                Event::Phase { phase, .. } => self.phase = Some(*phase),
+                Event::StepDone { .. } => self.finished += 1,
+                Event::Headroom(h) => self.headroom.push((self.phase, self.finished, *h)),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_live_display_hears_the_clients_headroom_while_requests_finish() {
+        // Six requests, two at a time, each 200 tokens 2.5 ms apart: three waves of about
+        // 0.5 s (more on a busy machine, never less), so a once-a-second report falls between
+        // the first wave's end and the run's.
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: crate::bench::vllm::args::ServeArgs,
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (seen, wall_s) = rt.block_on(async {
+            let mut mock = crate::mock::MockConfig::profile(crate::mock::Profile::Fast);
+            mock.engine.decode.base_us = 2500.0;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(crate::mock::serve(listener, mock, async move {
+                let _ = rx.await;
+            }));
+            let cfg = Wrap::parse_from([
+                "x",
+                "--base-url",
+                &url,
+                "--num-prompts",
+                "6",
+                "--max-concurrency",
+                "2",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "200",
+                "--ignore-eos",
+            ])
+            .a
+            .validate()
+            .expect("valid flags");
+            let mut seen = Seen::default();
+            let t0 = Instant::now();
+            crate::bench::vllm::run::run_shown(
+                &cfg,
+                Clock::new(),
+                &Cancel::new(),
+                &mut Vec::new(),
+                &mut seen,
+            )
+            .await
+            .expect("run");
+            let wall_s = t0.elapsed().as_secs_f64();
+            let _ = stop.send(());
+            let _ = server.await;
+            (seen, wall_s)
+        });
+        assert_eq!(seen.finished, 6);
+        assert!(!seen.headroom.is_empty(), "no headroom in {wall_s:.2} s");
+        // At most once a second, and only in the requests phase.
+        assert!(
+            seen.headroom.len() as f64 <= wall_s + 1.0,
+            "{} reports in {wall_s:.2} s",
+            seen.headroom.len()
+        );
+        for (phase, _, h) in &seen.headroom {
+            assert_eq!(*phase, Some(Phase::Requests));
+            if let (Some(mean), Some(max)) = (h.read_lag_us_mean, h.read_lag_us_max) {
+                assert!(0.0 <= mean && mean <= max, "{h:?}");
+            }
+            if let Some(c) = h.cpu_percent_of_cores {
+                assert!((0.0..=100.0 * 1.05).contains(&c), "{h:?}");
+            }
+        }
+        // The read lags are those of requests that finished before the report (on Linux every
+        // read carries the kernel's stamp): a report after the first wave carries them, and
+        // none before any request finished does.
+        for (_, finished, h) in &seen.headroom {
+            if *finished == 0 {
+                assert_eq!(h.read_lag_us_mean, None, "{h:?}");
+            }
+        }
+        if cfg!(target_os = "linux") {
+            assert!(
+                seen.headroom
+                    .iter()
+                    .any(|(_, f, h)| *f > 0 && h.read_lag_us_mean.is_some()),
+                "{:?}",
+                seen.headroom
+            );
+        }
+    }
 
     #[test]
     fn a_stop_leaves_requests_unsent_or_cut_and_nothing_else_changes() {
