@@ -459,3 +459,125 @@ pub fn report(
         .map_err(|e| RunError::Save(path.display().to_string(), e))?;
     Ok(Some(path))
 }
+
+#[cfg(test)]
+mod tests {
+    // The engine's join loop sends the headroom; it is tested through this front end, since
+    // the engine names none (`bench::tests::engine_imports_no_front_end`).
+    use super::*;
+    use crate::progress::{Event, Headroom, Phase};
+    use std::time::Instant;
+
+    /// The events a run sends, in order: the phase they came in, and each headroom.
+    #[derive(Default)]
+    struct Seen {
+        phase: Option<Phase>,
+        finished: usize,
+        headroom: Vec<(Option<Phase>, usize, Headroom)>,
+    }
+
+    impl Progress for Seen {
+        fn event(&mut self, e: &Event<'_>) {
+            match e {
+                Event::Phase { phase, .. } => self.phase = Some(*phase),
+                Event::StepDone { .. } => self.finished += 1,
+                Event::Headroom(h) => self.headroom.push((self.phase, self.finished, *h)),
+                _ => {}
+            }
+        }
+    }
+
+    #[test]
+    fn the_live_display_hears_the_clients_headroom_while_requests_finish() {
+        // Six requests, two at a time, each 200 tokens 2.5 ms apart: three waves of about
+        // 0.5 s (more on a busy machine, never less), so a once-a-second report falls between
+        // the first wave's end and the run's.
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            a: crate::bench::vllm::args::ServeArgs,
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (seen, wall_s) = rt.block_on(async {
+            let mut mock = crate::mock::MockConfig::profile(crate::mock::Profile::Fast);
+            mock.engine.decode.base_us = 2500.0;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}", listener.local_addr().unwrap());
+            let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+            let server = tokio::spawn(crate::mock::serve(listener, mock, async move {
+                let _ = rx.await;
+            }));
+            let cfg = Wrap::parse_from([
+                "x",
+                "--base-url",
+                &url,
+                "--num-prompts",
+                "6",
+                "--max-concurrency",
+                "2",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "200",
+                "--ignore-eos",
+            ])
+            .a
+            .validate()
+            .expect("valid flags");
+            let mut seen = Seen::default();
+            let t0 = Instant::now();
+            run_shown(
+                &cfg,
+                Clock::new(),
+                &Cancel::new(),
+                &mut Vec::new(),
+                &mut seen,
+            )
+            .await
+            .expect("run");
+            let wall_s = t0.elapsed().as_secs_f64();
+            let _ = stop.send(());
+            let _ = server.await;
+            (seen, wall_s)
+        });
+        assert_eq!(seen.finished, 6);
+        assert!(!seen.headroom.is_empty(), "no headroom in {wall_s:.2} s");
+        // At most once a second, and only in the requests phase.
+        assert!(
+            seen.headroom.len() as f64 <= wall_s + 1.0,
+            "{} reports in {wall_s:.2} s",
+            seen.headroom.len()
+        );
+        for (phase, _, h) in &seen.headroom {
+            assert_eq!(*phase, Some(Phase::Requests));
+            if let (Some(mean), Some(max)) = (h.read_lag_us_mean, h.read_lag_us_max) {
+                assert!(0.0 <= mean && mean <= max, "{h:?}");
+            }
+            if let Some(c) = h.cpu_percent_of_cores {
+                assert!((0.0..=100.0 * 1.05).contains(&c), "{h:?}");
+            }
+        }
+        // The read lags are those of requests that finished before the report (on Linux every
+        // read carries the kernel's stamp): a report after the first wave carries them, and
+        // none before any request finished does.
+        for (_, finished, h) in &seen.headroom {
+            if *finished == 0 {
+                assert_eq!(h.read_lag_us_mean, None, "{h:?}");
+            }
+        }
+        if cfg!(target_os = "linux") {
+            assert!(
+                seen.headroom
+                    .iter()
+                    .any(|(_, f, h)| *f > 0 && h.read_lag_us_mean.is_some()),
+                "{:?}",
+                seen.headroom
+            );
+        }
+    }
+}
