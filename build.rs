@@ -10,7 +10,13 @@ fn main() {
     let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let version = std::env::var("CARGO_PKG_VERSION").expect("set by cargo");
     let target = std::env::var("TARGET").expect("set by cargo");
-    let commit = git_commit(&dir).unwrap_or_else(|| "release".to_string());
+    let commit = git_commit(&dir).unwrap_or_else(|| {
+        // In a checkout whose git call failed (a commit or merge in progress at that moment),
+        // watch its HEAD so the next build asks again instead of keeping "release".
+        watch(&dir.join(".git"));
+        watch(&dir.join(".git/HEAD"));
+        "release".to_string()
+    });
     println!("cargo:rustc-env=LLMSPEED_VERSION={version} ({commit} {target})");
     println!("cargo:rerun-if-changed=build.rs");
 }
