@@ -622,19 +622,9 @@ struct Env {
 }
 
 fn env() -> Option<Env> {
-    let tokenizer = match std::env::var_os("LLMSPEED_VLLM_MODEL") {
-        Some(m) if Path::new(&m).join("tokenizer.json").exists() => PathBuf::from(m),
-        _ => {
-            let msg = "LLMSPEED_VLLM_MODEL (the tiny model of scripts/vllm-server.sh, whose \
-                       tokenizer both tools load) is not set";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{msg}");
-            }
-            eprintln!("NOT RUN: {msg}");
-            return None;
-        }
-    };
-    Some(Env { tokenizer })
+    Some(Env {
+        tokenizer: reference::tiny_tokenizer()?,
+    })
 }
 
 /// Runs one row with both tools against one mock; returns (reference, ours).

@@ -14,22 +14,8 @@
 mod reference;
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-
-fn tokenizer() -> Option<PathBuf> {
-    match std::env::var_os("LLMSPEED_VLLM_MODEL") {
-        Some(m) if Path::new(&m).join("tokenizer.json").exists() => Some(PathBuf::from(m)),
-        _ => {
-            let msg = "LLMSPEED_VLLM_MODEL (the tiny model of scripts/vllm-server.sh) is not set";
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("{msg}");
-            }
-            eprintln!("NOT RUN: {msg}");
-            None
-        }
-    }
-}
 
 /// A port the OS hands out for 127.0.0.1 (bound on port 0, then let go). The sweep polls the
 /// `--host` and `--port` written in its serve command, so the mock's port must be in it.
@@ -49,7 +35,7 @@ fn vllm_bench_sweep_serve_runs_llmspeed_as_its_server_and_its_bench() {
     let Some(python) = reference::VLLM.python() else {
         return;
     };
-    let Some(tokenizer) = tokenizer() else {
+    let Some(tokenizer) = reference::tiny_tokenizer() else {
         return;
     };
     let llmspeed = env!("CARGO_BIN_EXE_llmspeed");

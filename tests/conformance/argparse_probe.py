@@ -16,9 +16,12 @@ parsers depend on sys.argv only through ARG..., the same for every probe.
 
 import argparse
 import json
-import math
 import runpy
 import sys
+
+# The same JSON form of a parsed value as the flag dump (this script's folder is first on the
+# path when Python runs it).
+from argparse_dump import as_json
 
 
 class Parsed(Exception):
@@ -27,16 +30,6 @@ class Parsed(Exception):
 
 class Refused(Exception):
     pass
-
-
-def as_json(value):
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, (list, tuple)):
-        return [as_json(v) for v in value]
-    return str(value)
 
 
 def main():

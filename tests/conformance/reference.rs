@@ -40,6 +40,23 @@ pub const SGLANG: Tool = Tool {
     args: &["--"],
 };
 
+/// The tiny model of `scripts/vllm-server.sh` (`LLMSPEED_VLLM_MODEL`), whose Hugging Face
+/// tokenizer both tools load; `None` (NOT RUN) when it is not set, a failure under `CI=true`.
+pub fn tiny_tokenizer() -> Option<PathBuf> {
+    match std::env::var_os("LLMSPEED_VLLM_MODEL") {
+        Some(m) if Path::new(&m).join("tokenizer.json").exists() => Some(PathBuf::from(m)),
+        _ => {
+            let msg = "LLMSPEED_VLLM_MODEL (the tiny model of scripts/vllm-server.sh, whose \
+                       tokenizer both tools load) is not set";
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            eprintln!("NOT RUN: {msg}");
+            None
+        }
+    }
+}
+
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }
