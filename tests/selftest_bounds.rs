@@ -75,6 +75,16 @@ fn check_bounds_hold(name: &str, r: &Report) {
         r.gap_bound_us_p99.is_some() && r.client_bound.is_some(),
         "{name}"
     );
+    // The truth's point (the writes' returns) lies inside its span, so each gap's distance to
+    // the span is at most its distance to the point, and so are their percentiles.
+    let beyond = r
+        .gap_error_beyond_truth_us_p99
+        .unwrap_or_else(|| panic!("{name}: no error beyond the truth's span: {r:?}"));
+    assert!(
+        beyond <= r.gap_error_us_p99 && r.gap_error_beyond_truth_us_p50 <= Some(beyond),
+        "{name}: beyond the span {beyond} us p99, from the writes' returns {} us: {r:?}",
+        r.gap_error_us_p99
+    );
 }
 
 #[test]

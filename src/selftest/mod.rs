@@ -223,6 +223,12 @@ pub struct Report {
     /// the write ran; the server thread may have been held up on either side of it): a gap
     /// is covered when its bound meets that span. Its width's p99, µs.
     pub truth_span_us_p99: Option<f64>,
+    /// How far each scored gap's measurement lies outside the span the truth is known to
+    /// (0 inside it): the client's own error, with the server's uncertainty about its own
+    /// writes taken out; p50 and p99, µs. `gap_error_us` measures from the writes' returns,
+    /// so it holds that uncertainty too. `None` for an external client.
+    pub gap_error_beyond_truth_us_p50: Option<f64>,
+    pub gap_error_beyond_truth_us_p99: Option<f64>,
     /// Tokens per read that completed token events.
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
@@ -667,6 +673,8 @@ impl Report {
             gap_bound_coverage_percent: None,
             ttft_bound_coverage_percent: None,
             truth_span_us_p99: None,
+            gap_error_beyond_truth_us_p50: None,
+            gap_error_beyond_truth_us_p99: None,
             tokens_per_read_mean: None,
             tokens_per_read_max: None,
             dispatch_lag_ms_p50: None,
@@ -705,6 +713,8 @@ struct OwnStamps {
     gaps_merged: u64,
     /// How wide the truth itself is per scored gap (the writes' own durations), µs.
     truth_span_us: Vec<f64>,
+    /// Per scored gap, how far the measurement lies outside the truth's span, µs.
+    beyond_truth_us: Vec<f64>,
     /// Streams whose first token has a bound, and those whose true arrival lay inside it.
     ttft_bounded: u64,
     ttft_covered: u64,
@@ -761,6 +771,8 @@ impl OwnStamps {
         r.gap_bound_us_p99 = stats::percentile(&self.gap_bound_us, 99.0);
         r.gap_bound_coverage_percent = share(self.gaps_covered, scored);
         r.truth_span_us_p99 = stats::percentile(&self.truth_span_us, 99.0);
+        r.gap_error_beyond_truth_us_p50 = stats::percentile(&self.beyond_truth_us, 50.0);
+        r.gap_error_beyond_truth_us_p99 = stats::percentile(&self.beyond_truth_us, 99.0);
         r.ttft_bound_coverage_percent = share(self.ttft_covered, self.ttft_bounded);
         r.tokens_per_read_mean = lag.tokens_per_read_mean;
         r.tokens_per_read_max = lag.tokens_per_read_max;
@@ -809,6 +821,8 @@ impl OwnStamps {
     fn score_gap(&mut self, measured_ns: i64, true_ns: i64, span: (i64, i64), gap: Option<Gap>) {
         self.measured_gap_ms.push(measured_ns as f64 / 1e6);
         self.true_gap_ms.push(true_ns as f64 / 1e6);
+        self.beyond_truth_us
+            .push(beyond_span_ns(measured_ns, span) as f64 / 1e3);
         let Some(g) = gap else { return };
         let Some(bound) = g.bound_ns() else { return };
         self.gap_bound_us.push(bound as f64 / 1e3);
@@ -842,6 +856,17 @@ impl OwnStamps {
         );
         self.ttft_bounded += 1;
         self.ttft_covered += u64::from(to >= -(early as i64) - res && from <= res);
+    }
+}
+
+/// How far `measured` lies outside `[lo, hi]` (0 inside it), ns.
+fn beyond_span_ns(measured: i64, (lo, hi): (i64, i64)) -> u64 {
+    if measured < lo {
+        lo.abs_diff(measured)
+    } else if measured > hi {
+        measured.abs_diff(hi)
+    } else {
+        0
     }
 }
 
@@ -1339,10 +1364,12 @@ fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> 
     };
     writeln!(
         w,
-        "  gap bound         {} us p50, {bound:.1} us p99 stated; true error {:.1} us p99 (the truth known to {} us p99); {}% of gaps inside ({}% read apart, {}% with an end read together with others)",
+        "  gap bound         {} us p50, {bound:.1} us p99 stated; true error {:.1} us p99 (the truth known to {} us p99; {} us p50, {} us p99 beyond it); {}% of gaps inside ({}% read apart, {}% with an end read together with others)",
         opt_fixed(r.gap_bound_us_p50, 1),
         r.gap_error_us_p99,
         opt_fixed(r.truth_span_us_p99, 1),
+        opt_fixed(r.gap_error_beyond_truth_us_p50, 1),
+        opt_fixed(r.gap_error_beyond_truth_us_p99, 1),
         opt_fixed(r.gap_bound_coverage_percent, 2),
         opt_fixed(r.gaps_apart_percent, 1),
         opt_fixed(r.gaps_merged_percent, 1),
@@ -1384,6 +1411,17 @@ fn thread_cpu_ns_pair() -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn error_beyond_the_truths_span_is_zero_inside_and_the_distance_outside() {
+        // Writes of 1.000–1.012 ms apart (each write took 6 µs): a measured gap of 1.005 ms
+        // lies inside; 1.020 ms is 8 µs beyond; 0.990 ms is 10 µs short.
+        let span = (1_000_000, 1_012_000);
+        assert_eq!(super::beyond_span_ns(1_005_000, span), 0);
+        assert_eq!(super::beyond_span_ns(1_012_000, span), 0);
+        assert_eq!(super::beyond_span_ns(1_020_000, span), 8_000);
+        assert_eq!(super::beyond_span_ns(990_000, span), 10_000);
+    }
+
     use super::*;
     use crate::timeline::{Channel, EventRecord};
     use std::sync::Arc as StdArc;
