@@ -573,6 +573,11 @@ async fn dispatch(
     let base_instant = tokio::time::Instant::now();
     let mut prebuilt = std::mem::take(&mut order.prebuilt).into_iter();
     let mut ids = Vec::new();
+    let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
+    let mut room = Room::start();
+    let mut tick =
+        tokio::time::interval_at(tokio::time::Instant::now() + HEADROOM_EVERY, HEADROOM_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     for (sent, &i) in order.chosen.iter().enumerate() {
         let req = match prebuilt.next() {
             Some(r) => r,
@@ -581,10 +586,21 @@ async fn dispatch(
         let off = order.offsets[i];
         let scheduled = clock.add_ns(base_raw, off);
         if off > 0 {
-            // A stop must not wait for the next send time (minutes apart at a low rate).
-            tokio::select! {
-                _ = wait_until(&clock, base_instant, off, scheduled) => {}
-                _ = cancel.cancelled() => {}
+            // A stop must not wait for the next send time (minutes apart at a low rate), and
+            // meanwhile the requests that end are taken in and the live display hears the
+            // client's headroom; the send time comes first when both are ready.
+            let wait = wait_until(&clock, base_instant, off, scheduled);
+            tokio::pin!(wait);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut wait => break,
+                    _ = cancel.cancelled() => break,
+                    Some(r) = set.join_next(), if !set.is_empty() => {
+                        take_in(r, &mut room, &mut done, progress)?;
+                    }
+                    _ = tick.tick() => progress.event(&Event::Headroom(room.take())),
+                }
             }
         }
         if cancel.is_cancelled() {
@@ -607,21 +623,12 @@ async fn dispatch(
             scheduled,
         ));
     }
-    let dispatched = set.len();
-    let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
-    let mut room = Room::start();
-    let mut tick =
-        tokio::time::interval_at(tokio::time::Instant::now() + HEADROOM_EVERY, HEADROOM_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let dispatched = dispatched_ns.len();
     loop {
         tokio::select! {
             r = set.join_next() => {
                 let Some(r) = r else { break };
-                let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
-                room.note_reads(&d.timeline);
-                let i = d.index;
-                done[i] = Some(d);
-                progress.event(&Event::StepDone { estimate_s: 0.0 });
+                take_in(r, &mut room, &mut done, progress)?;
             }
             _ = tick.tick() => progress.event(&Event::Headroom(room.take())),
         }
@@ -636,6 +643,21 @@ async fn dispatch(
         wall0,
         cpu0,
     })
+}
+
+/// A request that ended: its reads counted into the headroom, its result kept at its index.
+fn take_in(
+    r: Result<Done, tokio::task::JoinError>,
+    room: &mut Room,
+    done: &mut [Option<Done>],
+    progress: &mut (dyn Progress + Send),
+) -> Result<(), RunError> {
+    let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
+    room.note_reads(&d.timeline);
+    let i = d.index;
+    done[i] = Some(d);
+    progress.event(&Event::StepDone { estimate_s: 0.0 });
+    Ok(())
 }
 
 /// How often the live display hears the client's headroom while requests finish.

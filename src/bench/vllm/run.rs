@@ -487,11 +487,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_live_display_hears_the_clients_headroom_while_requests_finish() {
-        // Six requests, two at a time, each 200 tokens 2.5 ms apart: three waves of about
-        // 0.5 s (more on a busy machine, never less), so a once-a-second report falls between
-        // the first wave's end and the run's.
+    /// Runs `bench serve` with `args` against the fast mock (its decode step `decode_us`),
+    /// recording the events; and the run's wall time, s.
+    fn run_seen(decode_us: f64, args: &[&str]) -> (Seen, f64) {
         use clap::Parser;
         #[derive(Parser)]
         struct Wrap {
@@ -503,32 +501,18 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let (seen, wall_s) = rt.block_on(async {
+        rt.block_on(async {
             let mut mock = crate::mock::MockConfig::profile(crate::mock::Profile::Fast);
-            mock.engine.decode.base_us = 2500.0;
+            mock.engine.decode.base_us = decode_us;
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let url = format!("http://{}", listener.local_addr().unwrap());
             let (stop, rx) = tokio::sync::oneshot::channel::<()>();
             let server = tokio::spawn(crate::mock::serve(listener, mock, async move {
                 let _ = rx.await;
             }));
-            let cfg = Wrap::parse_from([
-                "x",
-                "--base-url",
-                &url,
-                "--num-prompts",
-                "6",
-                "--max-concurrency",
-                "2",
-                "--random-input-len",
-                "16",
-                "--random-output-len",
-                "200",
-                "--ignore-eos",
-            ])
-            .a
-            .validate()
-            .expect("valid flags");
+            let mut argv = vec!["x", "--base-url", &url];
+            argv.extend_from_slice(args);
+            let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
             let mut seen = Seen::default();
             let t0 = Instant::now();
             run_shown(
@@ -544,7 +528,28 @@ mod tests {
             let _ = stop.send(());
             let _ = server.await;
             (seen, wall_s)
-        });
+        })
+    }
+
+    #[test]
+    fn the_live_display_hears_the_clients_headroom_while_requests_finish() {
+        // Six requests, two at a time, each 200 tokens 2.5 ms apart: three waves of about
+        // 0.5 s (more on a busy machine, never less), so a once-a-second report falls between
+        // the first wave's end and the run's.
+        let (seen, wall_s) = run_seen(
+            2500.0,
+            &[
+                "--num-prompts",
+                "6",
+                "--max-concurrency",
+                "2",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "200",
+                "--ignore-eos",
+            ],
+        );
         assert_eq!(seen.finished, 6);
         assert!(!seen.headroom.is_empty(), "no headroom in {wall_s:.2} s");
         // At most once a second, and only in the requests phase.
@@ -577,6 +582,48 @@ mod tests {
                     .any(|(_, f, h)| *f > 0 && h.read_lag_us_mean.is_some()),
                 "{:?}",
                 seen.headroom
+            );
+        }
+    }
+
+    #[test]
+    fn a_rate_limited_run_reports_headroom_while_it_still_dispatches() {
+        // Twelve short requests at 4 per second, evenly spaced (burstiness 1000): the last is
+        // sent about 2.75 s after the first, each ends within milliseconds of its send. The
+        // headroom must come while the dispatcher waits for the next send time (before, it
+        // came only from the join loop after the last send, by when every request had ended).
+        let (seen, wall_s) = run_seen(
+            1000.0,
+            &[
+                "--num-prompts",
+                "12",
+                "--request-rate",
+                "4",
+                "--burstiness",
+                "1000",
+                "--random-input-len",
+                "16",
+                "--random-output-len",
+                "4",
+                "--ignore-eos",
+            ],
+        );
+        assert_eq!(seen.finished, 12);
+        let during: Vec<_> = seen.headroom.iter().filter(|(_, f, _)| *f < 12).collect();
+        assert!(
+            !during.is_empty(),
+            "no headroom before the last request ended in {wall_s:.2} s: {:?}",
+            seen.headroom
+        );
+        for (phase, _, _) in &seen.headroom {
+            assert_eq!(*phase, Some(Phase::Requests));
+        }
+        if cfg!(target_os = "linux") {
+            assert!(
+                during
+                    .iter()
+                    .any(|(_, f, h)| *f > 0 && h.read_lag_us_mean.is_some()),
+                "{during:?}"
             );
         }
     }
