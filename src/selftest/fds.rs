@@ -50,6 +50,8 @@ pub fn refusal(streams: usize, per_stream: u64, what: &str, hard: u64) -> String
 /// Raise this process's soft `RLIMIT_NOFILE` to what `streams` need, or refuse (see
 /// [`refusal`]). Where the limit cannot be read the run goes ahead (its connects then fail
 /// visibly, stream by stream).
+// `rlim_t` is `u64` on Linux and macOS but `i64` on some BSDs: the casts are not idle there.
+#[allow(clippy::unnecessary_cast)]
 pub fn ensure(streams: usize, per_stream: u64, what: &str) -> Result<(), String> {
     let need = need(streams, per_stream);
     let mut lim = libc::rlimit {
