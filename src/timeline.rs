@@ -483,17 +483,25 @@ impl Timeline {
 
     /// Records one read under `--packet-stamps`: `all_from_ring` when every event it completed
     /// took its segment's arrival from the packet ring; otherwise the read counts by its own
-    /// stamp (`read_fallback` as in [`Timeline::note_read`]) and says the ring missed. Each new
-    /// event's wake-up latency is `wakeup_of(its stamp)`: how long before the read returned
-    /// its segment arrived.
+    /// stamp `read_t` (`read_fallback` as in [`Timeline::note_read`]), says the ring missed,
+    /// and every event it completed takes that stamp: a read the ring saw only in part is a
+    /// socket-stamped read, one stamp for all its events, so that the bounds read it as one
+    /// (`analysis::client_lag::arrivals` groups a read's events by their stamp; an event that
+    /// kept the read's stamp among others with their segments' would pass for the read's
+    /// newest data alone). Each new event's wake-up latency is `wakeup_of(its stamp)`: how
+    /// long before the read returned its data arrived.
     #[inline]
     pub fn note_packet_read(
         &mut self,
         all_from_ring: bool,
+        read_t: u64,
         read_fallback: Option<StampFallback>,
         first_event: usize,
         wakeup_of: impl Fn(u64) -> u32,
     ) {
+        let Some(new) = self.events.get_mut(first_event..) else {
+            return;
+        };
         if all_from_ring {
             self.stamps.packet_reads = self.stamps.packet_reads.saturating_add(1);
         } else {
@@ -502,10 +510,9 @@ impl Timeline {
                 Some(_) => self.stamps.client_reads = self.stamps.client_reads.saturating_add(1),
             }
             self.stamps.fallback = Some(StampFallback::NotInRing);
+            new.iter_mut().for_each(|e| e.t = read_t);
         }
-        if let Some(new) = self.events.get_mut(first_event..) {
-            new.iter_mut().for_each(|e| e.wakeup_ns = wakeup_of(e.t));
-        }
+        new.iter_mut().for_each(|e| e.wakeup_ns = wakeup_of(e.t));
     }
 
     /// The read just noted filled the read buffer (see [`Timeline::full_reads`]). Allocates
@@ -795,13 +802,17 @@ mod tests {
         let mut t = Timeline::new(0, 4, false);
         // One read at 100 brought two events whose segments arrived at 60 and 80.
         t.events.extend([ev(60), ev(80)]);
-        t.note_packet_read(true, None, 0, |s| (100 - s) as u32);
+        t.note_packet_read(true, 100, None, 0, |s| (100 - s) as u32);
         assert_eq!(t.stamp_source(), StampSource::Packet);
         assert_eq!(t.stamp_source().label(), "packet");
         assert_eq!((t.events[0].wakeup_ns, t.events[1].wakeup_ns), (40, 20));
-        // A read whose last event the ring missed counts by its own (kernel) stamp.
-        t.events.push(ev(200));
-        t.note_packet_read(false, None, 2, |_| 0);
+        // A read at 300 whose first event came from the ring (250) and whose last the ring
+        // missed (it kept the read's stamp) counts by its own (kernel) stamp, and so does
+        // each of its events: one stamp, as a socket-stamped read has.
+        t.events.extend([ev(250), ev(300)]);
+        t.note_packet_read(false, 300, None, 2, |s| (310 - s) as u32);
+        assert_eq!((t.events[2].t, t.events[3].t), (300, 300));
+        assert_eq!((t.events[2].wakeup_ns, t.events[3].wakeup_ns), (10, 10));
         assert_eq!(t.stamps.packet_reads, 1);
         assert_eq!(t.stamps.kernel_reads, 1);
         assert_eq!(
@@ -809,8 +820,9 @@ mod tests {
             StampSource::Mixed(StampFallback::NotInRing)
         );
         assert_eq!(t.events[0].wakeup_ns, 40, "earlier events untouched");
+        assert_eq!((t.events[0].t, t.events[1].t), (60, 80));
         let mut missed = Timeline::new(0, 1, false);
-        missed.note_packet_read(false, Some(StampFallback::Tls), 0, |_| 0);
+        missed.note_packet_read(false, 5, Some(StampFallback::Tls), 0, |_| 0);
         assert_eq!(
             missed.stamp_source(),
             StampSource::ClientClock(StampFallback::NotInRing)

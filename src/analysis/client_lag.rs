@@ -556,7 +556,7 @@ mod tests {
         assert_eq!(arr[4].early_ns, Some(500_000));
         let mut packet = timeline(reads);
         packet.full_reads.push(5);
-        packet.note_packet_read(true, None, 0, |_| 5_000);
+        packet.note_packet_read(true, 0, None, 0, |_| 5_000);
         assert_eq!(packet.stamp_source(), StampSource::Packet);
         let arr = arrivals(&packet, &clock);
         assert!(arr.iter().all(|a| a.early_ns == Some(0)), "{arr:?}");
@@ -565,7 +565,7 @@ mod tests {
         let lag = s.summary(None);
         assert_eq!((lag.gaps, lag.gaps_apart, lag.gaps_merged), (4, 4, 0));
         // One read the ring missed: the whole timeline is Mixed, and the socket rule holds.
-        packet.note_packet_read(false, None, packet.events.len(), |_| 0);
+        packet.note_packet_read(false, 0, None, packet.events.len(), |_| 0);
         assert!(matches!(packet.stamp_source(), StampSource::Mixed(_)));
         assert_eq!(
             arrivals(&packet, &clock)[0].early_ns,
@@ -574,12 +574,54 @@ mod tests {
     }
 
     #[test]
+    fn a_read_the_ring_saw_in_part_is_bounded_as_one_socket_stamped_read() {
+        let (clock, _h) = Clock::mock();
+        // Sent at 1 us. One read, kernel-stamped 1 ms (its newest data), returned 5 us later,
+        // completed three events whose data truly arrived at 0.8, 0.9 and 1.0 ms: the ring
+        // missed the first (it keeps the read's stamp) and holds the other two.
+        let mut tl = timeline(&[
+            (1_000_000, 0, &[1]),
+            (900_000, 0, &[1]),
+            (1_000_000, 0, &[1]),
+        ]);
+        let (read_t, returned) = (1_000_000, 1_005_000);
+        tl.note_packet_read(false, read_t, None, 0, |t| (returned - t) as u32);
+        // The read counts by its own stamp (beside packet-stamped reads, `mixed`).
+        assert_eq!(tl.stamp_source(), StampSource::Kernel);
+        let arr = arrivals(&tl, &clock);
+        // One read, one stamp: its last event is its newest data; the earlier two came after
+        // the send, by the read's stamp: [1 us, 1 ms].
+        let bounds: Vec<(u64, u64)> = arr
+            .iter()
+            .map(|a| (a.t - a.early_ns.unwrap(), a.t))
+            .collect();
+        assert_eq!(
+            bounds,
+            vec![
+                (1_000, 1_000_000),
+                (1_000, 1_000_000),
+                (1_000_000, 1_000_000)
+            ]
+        );
+        // Every true arrival inside its bound (before, the first event stood alone at the
+        // read's stamp as its own newest data: [1 ms, 1 ms], 0.2 ms off its truth).
+        for (&(lo, hi), truth) in bounds.iter().zip([800_000, 900_000, 1_000_000]) {
+            assert!(lo <= truth && truth <= hi, "{truth} outside [{lo}, {hi}]");
+        }
+        // The first gap measures 0 and is 0.1 ms in truth: inside its bound.
+        let g = Gap::between(&arr[0], &arr[1], &clock);
+        assert_eq!((g.measured_ns, g.kind), (0, GapKind::Merged));
+        assert!(g.covers(100_000, 100_000), "{g:?}");
+        assert!(tl.events.iter().all(|e| e.wakeup_ns == 5_000));
+    }
+
+    #[test]
     fn gaps_of_zero_known_to_the_stamps_resolution_are_not_the_clients_doing() {
         let (clock, _h) = Clock::mock();
         // The server wrote three tokens in one segment, then one more 1 ms later: gaps 0, 0
         // and 1 ms, each known to the stamps' resolution (packet stamps).
         let mut tl = timeline(&[(1_000_000, 5_000, &[1, 1, 1]), (2_000_000, 5_000, &[1])]);
-        tl.note_packet_read(true, None, 0, |_| 5_000);
+        tl.note_packet_read(true, 0, None, 0, |_| 5_000);
         let mut s = LagSamples::default();
         s.add(&tl, &clock, 0..u64::MAX);
         let lag = s.summary(None);

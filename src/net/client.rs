@@ -524,7 +524,7 @@ impl Client {
                 Some(mut at) => {
                     let fed = dec.feed_at(&mut buf, &mut at, tl, observer);
                     let all = at.all_hit();
-                    tl.note_packet_read(all, stamp.fallback, first_new, |e| at.wakeup_ns(e));
+                    tl.note_packet_read(all, t, stamp.fallback, first_new, |e| at.wakeup_ns(e));
                     fed
                 }
             };

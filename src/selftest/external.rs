@@ -413,7 +413,8 @@ pub fn run_stoppable(
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     check_placeholders(&ext.command).map_err(SelftestError::Shape)?;
-    super::raise_fd_limit(shape.streams as u64 + 256);
+    // The server's end of each stream; the command's ends are in its own process.
+    super::fds::ensure(shape.streams, 1, "the server's end").map_err(SelftestError::Limit)?;
     let work = Work::create()
         .map_err(|e| SelftestError::External(format!("cannot create the work folder: {e}")))?;
     match run_in(shape, ext, pin, &work, stop) {

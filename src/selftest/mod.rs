@@ -6,7 +6,7 @@
 //! (TTFT error, gap error, coalesced gaps, server write lag, client CPU per token, peak
 //! memory). `external` runs any vLLM-compatible benchmark command instead of our client and
 //! `score` scores its `--save-detailed` result (pure); `pin` places the server and the client
-//! on given CPUs.
+//! on given CPUs; `fds` makes room for every stream's descriptors, or refuses the run.
 //!
 //! Architecture invariants:
 //! - The server never shares the client's executor: it runs on its own current-thread runtime
@@ -21,6 +21,7 @@
 
 pub mod cpu_window;
 pub mod external;
+pub mod fds;
 pub mod pin;
 pub mod score;
 
@@ -97,6 +98,9 @@ pub enum SelftestError {
     Usage(String),
     #[error("external client: {0}")]
     External(String),
+    /// The process may not open the descriptors the run needs (see [`fds`]).
+    #[error("{0}")]
+    Limit(String),
 }
 
 /// What a report's client CPU figures cover.
@@ -308,8 +312,12 @@ fn run_client(
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     // The server's and the client's end of each stream, and its packet socket when tapped.
-    let per_stream = if shape.packet_stamps { 3 } else { 2 };
-    raise_fd_limit(shape.streams as u64 * per_stream + 256);
+    let (per_stream, what) = if shape.packet_stamps {
+        (3, "the server's end, the client's and its packet socket")
+    } else {
+        (2, "the server's end and the client's")
+    };
+    fds::ensure(shape.streams, per_stream, what).map_err(SelftestError::Limit)?;
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
@@ -1153,21 +1161,6 @@ impl ServerThread {
             Err(_) => Err(SelftestError::Server("the server thread panicked".into())),
         }
     }
-}
-
-/// Every stream needs two descriptors in this process (client and server side).
-fn raise_fd_limit(want: u64) {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: valid pointer to an rlimit.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 || lim.rlim_cur >= want {
-        return;
-    }
-    lim.rlim_cur = want.min(lim.rlim_max);
-    // SAFETY: as above; failure leaves the old limit, and connects then fail visibly.
-    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
 }
 
 /// The human table. A figure the client cannot be scored on prints as `n/a`.
