@@ -331,8 +331,19 @@ pub fn sharegpt(
 ) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
+    sharegpt_text(cfg, &path.display().to_string(), &text, count)
+}
+
+/// [`sharegpt`] on a file's text, `name` naming it in errors (the parser the fuzz target
+/// drives).
+pub fn sharegpt_text(
+    cfg: &DatasetConfig,
+    name: &str,
+    text: &str,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
     let fmt = |msg: String| DatasetError::Format {
-        path: path.display().to_string(),
+        path: name.to_string(),
         msg,
     };
     let list: Vec<serde_json::Value> = match cfg.conversations {
@@ -341,7 +352,7 @@ pub fn sharegpt(
             .lines()
             .filter_map(|l| serde_json::from_str(l.trim()).ok())
             .collect(),
-        _ => match serde_json::from_str(&text) {
+        _ => match serde_json::from_str(text) {
             Ok(serde_json::Value::Array(list)) => list,
             Ok(_) => return Err(fmt("expected a JSON list of conversations".into())),
             Err(e) => return Err(fmt(format!("not valid JSON: {e}"))),
