@@ -444,8 +444,8 @@ fn refused_flags_name_themselves() {
         ("--backend trt", vec!["--backend", "trt"]),
         ("--dataset-name image", vec!["--dataset-name", "image"]),
         (
-            "--sharegpt-context-len",
-            vec!["--dataset-path", "x.json", "--sharegpt-context-len", "9"],
+            "--dataset-name agentic-trace",
+            vec!["--dataset-name", "agentic-trace", "--dataset-offset", "9"],
         ),
         (
             "--mooncake-num-rounds",
@@ -978,4 +978,102 @@ fn shards_merge_into_one_record_of_the_whole_run() {
     assert_eq!(idx.iter().filter(|&&i| i % 2 == 1).count(), 4);
     idx.sort_unstable();
     assert_eq!(idx, (0..8).collect::<Vec<u64>>());
+}
+
+/// SGLang's custom conversations, filtered by `--sharegpt-context-len` and given a
+/// `--dataset-offset` (which only SGLang's agentic-trace reads), through `--num-runs 2` and
+/// through two shards merged: every run sends the same three conversations. Worked by hand
+/// with the mock's tokenizer (one token per word): prompt + reply of 10, 12, 40 and 8 tokens
+/// pass a context of 30 but the third; a single turn and a line that is not JSON are skipped;
+/// 10 prompts asked, 3 sent (no oversampling), 5 + 6 + 4 tokens in and as many out.
+#[test]
+fn custom_conversations_with_a_context_length_repeat_and_merge() {
+    let mock = start_mock();
+    let url = format!("http://{}", mock.addr);
+    let dir = tempdir();
+    let words = |n: usize| vec!["word"; n].join(" ");
+    let conv = |p: usize, r: usize| {
+        serde_json::json!({"conversations": [
+            {"role": "user", "content": words(p)},
+            {"role": "assistant", "content": words(r)},
+        ]})
+        .to_string()
+    };
+    let data = dir.join("conv.jsonl");
+    let lines = [
+        conv(5, 5),
+        conv(6, 6),
+        "not json".to_string(),
+        conv(20, 20),
+        serde_json::json!({"conversation": [{"value": "only one turn"}]}).to_string(),
+        conv(4, 4),
+    ];
+    std::fs::write(&data, lines.join("\n")).unwrap();
+    let run = |file: &std::path::Path, extra: &[&str]| {
+        let mut args = vec![
+            "--base-url",
+            url.as_str(),
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            data.to_str().unwrap(),
+            "--num-prompts",
+            "10",
+            "--sharegpt-context-len",
+            "30",
+            "--dataset-offset",
+            "7",
+            "--output-file",
+            file.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        session(&args)
+    };
+    let sent_the_three = |r: &Value| {
+        assert_eq!(r["dataset_name"], "custom", "{r}");
+        assert_eq!(r["completed"], 3, "{r}");
+        assert_eq!(r["total_input_tokens"], 15, "{r}");
+        assert_eq!(r["total_output_tokens"], 15, "{r}");
+    };
+    let repeat = dir.join("repeat.jsonl");
+    let (_, files) = run(&repeat, &["--num-runs", "2"]);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let recs = records(&repeat);
+    assert_eq!(recs.len(), 2);
+    recs.iter().for_each(sent_the_three);
+
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start_at = (now + 8).to_string();
+    let shard_files: Vec<std::path::PathBuf> = (0..2)
+        .map(|k| dir.join(format!("custom-{k}.jsonl")))
+        .collect();
+    std::thread::scope(|s| {
+        for (k, f) in shard_files.iter().enumerate() {
+            let (run, start_at) = (&run, &start_at);
+            s.spawn(move || {
+                let shard = format!("{k}/2");
+                run(f, &["--shard", &shard, "--start-at", start_at])
+            });
+        }
+    });
+    let merged = dir.join("merged-custom.jsonl");
+    let mut argv = vec!["merge"];
+    argv.extend(shard_files.iter().map(|f| f.to_str().unwrap()));
+    argv.extend(["--result-filename", merged.to_str().unwrap()]);
+    let out = llmspeed(&argv);
+    let _ = mock.finish();
+    assert!(out.status.success(), "{out:?}");
+    let shards: Vec<Value> = shard_files.iter().map(|f| records(f).remove(0)).collect();
+    assert_eq!(
+        (
+            shards[0]["completed"].as_u64(),
+            shards[1]["completed"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    let m = records(&merged).remove(0);
+    sent_the_three(&m);
 }

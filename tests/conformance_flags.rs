@@ -82,7 +82,6 @@ const SGLANG: DropIn = DropIn {
     run: sglang_run,
     cmd: Sglang::command,
     context: &[
-        ("--sharegpt-context-len", &["--dataset-path", "d.json"]),
         (
             "--gsp-range-ratio",
             &["--dataset-name", "generated-shared-prefix"],
@@ -130,6 +129,7 @@ fn sample(flag: &Value, name: &str, refused: &[Refusal]) -> Option<String> {
         ("--mooncake-num-rounds", "2"),
         ("--gsp-num-turns", "2"),
         ("--gsp-range-ratio", "0.5"),
+        // Accepted whatever its value (SGLang reads it only for agentic-trace): not 0.
         ("--dataset-offset", "3"),
     ];
     if let Some((_, v)) = special.iter().find(|(f, _)| *f == name) {

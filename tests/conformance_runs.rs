@@ -412,6 +412,61 @@ const RUNS: &[Run] = &[
         ],
         input: Input::Equal,
     },
+    Run {
+        name: "sharegpt with a context length and more prompts asked than pass, on SGLang's completions",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            // Prompt + reply (the tiny tokenizer, BOS included) are 40, 50, 43, 37 and 45
+            // tokens: three pass 44, and both send those three (SGLang never oversamples).
+            "--num-prompts",
+            "10",
+            "--sharegpt-context-len",
+            "44",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "a dataset offset, which SGLang reads only for agentic-trace, on SGLang's native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            "--num-prompts",
+            "5",
+            "--sharegpt-output-len",
+            "6",
+            "--dataset-offset",
+            "3",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "SGLang's custom conversations on its chat backend",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "{dir}/custom-sglang.jsonl",
+            // Four usable lines of six: both send the four.
+            "--num-prompts",
+            "10",
+        ],
+        // Both count each prompt with the tokenizer on the client, whatever the chat template.
+        input: Input::Equal,
+    },
 ];
 
 /// A change to the fast profile's settings.
@@ -481,6 +536,17 @@ const FILES: &[(&str, &str)] = &[
 {"id": "e", "conversations": [{"from": "human", "value": "Write one short sentence about a quiet morning in the hills."}, {"from": "gpt", "value": "Mist lay on the hills while the village slept below."}]},
 {"id": "f", "conversations": [{"from": "human", "value": "What is the best way to learn to ride a bicycle as an adult?"}, {"from": "gpt", "value": "Start on a gentle grassy slope and keep your eyes ahead."}]}
 ]"#,
+    ), // SGLang's custom JSONL: four two-turn conversations (`content` or `value`, `conversations`
+    // or `conversation`), a single-turn one and a line that is not JSON, which both skip.
+    (
+        "custom-sglang.jsonl",
+        r#"{"conversations": [{"role": "user", "content": "Tell me about the sea and the ships that sail on it every day."}, {"role": "assistant", "content": "The sea is wide and deep, and many ships sail on it."}]}
+{"conversations": [{"role": "user", "content": "Name three colours you can see in a rainbow after the rain."}, {"role": "assistant", "content": "Red, orange and yellow are three of the colours in a rainbow."}]}
+this line is not JSON and is skipped
+{"conversation": [{"from": "human", "value": "Why do cats like to sleep in warm and sunny places at noon?"}, {"from": "gpt", "value": "Cats keep warm that way and save their energy for the night."}]}
+{"conversations": [{"role": "user", "content": "only one turn here"}]}
+{"conversations": [{"role": "user", "content": "Write one short sentence about a quiet morning in the hills."}, {"role": "assistant", "content": "Mist lay on the hills while the village slept below."}]}
+"#,
     ),
 ];
 

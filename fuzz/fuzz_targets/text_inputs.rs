@@ -1,8 +1,8 @@
 //! The text parsers added around the measurements never panic, whatever they are given: the
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
 //! the machine panel, `--start-at`, a shard result file read by `llmspeed merge`, a Mooncake-style
-//! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations and
-//! `bench sglang --goodput`'s SLOs.
+//! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations, a
+//! ShareGPT or custom file read by SGLang's rules and `bench sglang --goodput`'s SLOs.
 //!
 //! Input layout: byte 0 picks the parser; the rest is the text (lossy UTF-8).
 #![no_main]
@@ -15,7 +15,7 @@ use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
-use llmspeed::workload::datasets::IdRange;
+use llmspeed::workload::datasets::{self, Conversations, DatasetConfig, IdRange};
 use llmspeed::workload::trace::{self, TraceConfig};
 
 fuzz_target!(|data: &[u8]| {
@@ -56,6 +56,26 @@ fuzz_target!(|data: &[u8]| {
         }
         5 => {
             let _ = conversation::sharegpt(&text, 4, None, Some(3), 1, "c");
+            // SGLang's sharegpt (one JSON list) and custom (JSON lines) rules, counted in words:
+            // what loads is at most the prompts asked, each within the context length.
+            for lines in [false, true] {
+                let cfg = DatasetConfig {
+                    num_prompts: 4,
+                    conversations: Conversations::Sglang {
+                        lines,
+                        context_len: Some(64),
+                    },
+                    ..DatasetConfig::default()
+                };
+                let mut words =
+                    |s: &str| -> Result<u64, String> { Ok(s.split_whitespace().count() as u64) };
+                if let Ok(samples) = datasets::sharegpt_text(&cfg, "fuzz", &text, &mut words) {
+                    assert!(samples.len() <= 4);
+                    assert!(samples
+                        .iter()
+                        .all(|x| x.prompt_len + x.output_len as u64 <= 64));
+                }
+            }
         }
         7 => {
             // Whitespace-separated KEY:VALUE words, as the shell hands them to --goodput: what

@@ -66,11 +66,17 @@ pub fn run(a: MergeArgs) -> CliResult {
     let path = a
         .result_filename
         .unwrap_or_else(|| PathBuf::from(format!("merged-{}", result::default_filename(&m.info))));
+    // As a single run writes them: the server's lists with the per-request lists only.
+    let mut optional = Vec::new();
+    if a.save_detailed {
+        optional.extend(m.server_lists.iter().cloned());
+    }
+    optional.extend(m.vllm_extra.iter().cloned());
     let pairs = result::result_pairs(
         &m.info,
         &m.metrics,
         a.save_detailed.then_some(&m.detailed),
-        &[],
+        &optional,
         m.extras,
     );
     result::save(&path, &pairs, false)

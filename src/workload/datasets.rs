@@ -103,6 +103,27 @@ pub struct DatasetConfig {
     /// Repeat samples drawn at random until there are `num_prompts` (vLLM's `--no-oversample`
     /// turns it off: a short file sends what it has).
     pub oversample: bool,
+    /// Whose rules `sharegpt` reads its file and filters its conversations by.
+    pub conversations: Conversations,
+}
+
+/// Whose rules the `sharegpt` dataset follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conversations {
+    /// vLLM's: a JSON list; the first human turn and the turn after it; prompt and output at
+    /// least 4 tokens (the output check skipped with a fixed output length), prompt at most
+    /// 1024, both together at most 2048; a short file oversampled (unless `oversample` is off).
+    Vllm,
+    /// SGLang 0.5.23's `sharegpt` and `custom`: turns 0 and 1 of each entry's `conversations`
+    /// (or `conversation`) list, whatever their roles; prompt and output at least 2 tokens;
+    /// with `context_len` (`--sharegpt-context-len`, 0 is none), prompt + output at most it;
+    /// a short file sends what passed, never oversampled.
+    Sglang {
+        /// `custom`: JSON lines, a line that is not JSON skipped, a turn's text under `content`
+        /// or `value` (missing: empty). Else `sharegpt`: one JSON list, the text under `value`.
+        lines: bool,
+        context_len: Option<u32>,
+    },
 }
 
 impl Default for DatasetConfig {
@@ -130,6 +151,7 @@ impl Default for DatasetConfig {
             trace: Default::default(),
             shuffle: true,
             oversample: true,
+            conversations: Conversations::Vllm,
         }
     }
 }
@@ -300,39 +322,46 @@ fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError
     count(text).map_err(DatasetError::Count)
 }
 
-/// The `sharegpt` dataset: a JSON list of `{"conversations": [{"from", "value"}, ...]}`. The
-/// prompt is the first human turn, the output length the next turn's token count (or
-/// `--sharegpt-output-len`). vLLM's filters apply: prompt and output at least 4 tokens (the
-/// output check is skipped with a fixed output length), prompt at most 1024, sum at most 2048.
+/// The `sharegpt` dataset: a prompt and its reply from each conversation, counted, filtered
+/// and shuffled by [`DatasetConfig::conversations`]' rules. The output length is the reply's
+/// token count, or `--sharegpt-output-len`.
 pub fn sharegpt(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
+    sharegpt_text(cfg, &path.display().to_string(), &text, count)
+}
+
+/// [`sharegpt`] on a file's text, `name` naming it in errors (the parser the fuzz target
+/// drives).
+pub fn sharegpt_text(
+    cfg: &DatasetConfig,
+    name: &str,
+    text: &str,
+    count: &mut TokenCounter<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
     let fmt = |msg: String| DatasetError::Format {
-        path: path.display().to_string(),
+        path: name.to_string(),
         msg,
     };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| fmt(format!("not valid JSON: {e}")))?;
-    let list = v
-        .as_array()
-        .ok_or_else(|| fmt("expected a JSON list of conversations".into()))?;
-    let mut pairs: Vec<(&str, &str)> = Vec::new();
-    for entry in list {
-        let Some(conv) = entry.get("conversations").and_then(|c| c.as_array()) else {
-            continue;
-        };
-        let Some(h) = conv.iter().position(|t| turn(t).0 == "human") else {
-            continue;
-        };
-        if let (Some(p), Some(next)) = (turn(&conv[h]).1, conv.get(h + 1)) {
-            if let Some(reply) = turn(next).1 {
-                pairs.push((p, reply));
-            }
-        }
-    }
+    let list: Vec<serde_json::Value> = match cfg.conversations {
+        // SGLang's custom file: JSON lines, a line that does not parse skipped.
+        Conversations::Sglang { lines: true, .. } => text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l.trim()).ok())
+            .collect(),
+        _ => match serde_json::from_str(text) {
+            Ok(serde_json::Value::Array(list)) => list,
+            Ok(_) => return Err(fmt("expected a JSON list of conversations".into())),
+            Err(e) => return Err(fmt(format!("not valid JSON: {e}"))),
+        },
+    };
+    let mut pairs = match cfg.conversations {
+        Conversations::Vllm => vllm_pairs(&list),
+        Conversations::Sglang { lines, .. } => sglang_pairs(&list, lines).map_err(fmt)?,
+    };
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     if cfg.shuffle {
         pairs.shuffle(&mut rng);
@@ -347,24 +376,106 @@ pub fn sharegpt(
             Some(n) => n as u64,
             None => counted(count, reply)?,
         };
-        let min_ok = prompt_len >= 4 && (cfg.sharegpt_output_len.is_some() || output_len >= 4);
         // Counts come from the server's `/tokenize`: a huge one must be filtered, not overflow.
-        if !min_ok || prompt_len > 1024 || prompt_len.saturating_add(output_len) > 2048 {
+        let total = prompt_len.saturating_add(output_len);
+        let keep = match cfg.conversations {
+            Conversations::Vllm => {
+                prompt_len >= 4
+                    && (cfg.sharegpt_output_len.is_some() || output_len >= 4)
+                    && prompt_len <= 1024
+                    && total <= 2048
+            }
+            Conversations::Sglang { context_len, .. } => {
+                prompt_len >= 2
+                    && output_len >= 2
+                    && context_len.is_none_or(|c| c == 0 || total <= c as u64)
+            }
+        };
+        if !keep {
             continue;
         }
         out.push(Sample {
             prompt: PromptSource::Text(prompt.to_string()),
             prompt_len,
-            output_len: output_len as u32,
+            output_len: output_len.min(u32::MAX as u64) as u32,
         });
     }
     if out.is_empty() {
-        return Err(fmt(
-            "no usable conversation (a human turn followed by a reply, within vLLM's length limits)".into(),
-        ));
+        let rules = match cfg.conversations {
+            Conversations::Vllm => "a human turn followed by a reply, within vLLM's length limits",
+            Conversations::Sglang { .. } => {
+                "two turns, each at least 2 tokens, within --sharegpt-context-len"
+            }
+        };
+        return Err(fmt(format!("no usable conversation ({rules})")));
     }
-    fill_to(&mut out, cfg, &mut rng);
+    match cfg.conversations {
+        Conversations::Vllm => fill_to(&mut out, cfg, &mut rng),
+        Conversations::Sglang { .. } => out.truncate(cfg.num_prompts),
+    }
     Ok(out)
+}
+
+/// vLLM's pairs: each conversation's first human turn and the turn after it.
+fn vllm_pairs(list: &[serde_json::Value]) -> Vec<(&str, &str)> {
+    let mut pairs = Vec::new();
+    for entry in list {
+        let Some(conv) = entry.get("conversations").and_then(|c| c.as_array()) else {
+            continue;
+        };
+        let Some(h) = conv.iter().position(|t| turn(t).0 == "human") else {
+            continue;
+        };
+        if let (Some(p), Some(next)) = (turn(&conv[h]).1, conv.get(h + 1)) {
+            if let Some(reply) = turn(next).1 {
+                pairs.push((p, reply));
+            }
+        }
+    }
+    pairs
+}
+
+/// SGLang's pairs: turns 0 and 1 of each entry with two or more. A sharegpt turn without a
+/// string `value` is an error (SGLang stops on it too); a custom turn's text is its `content`,
+/// else its `value`, else empty.
+fn sglang_pairs(list: &[serde_json::Value], lines: bool) -> Result<Vec<(&str, &str)>, String> {
+    let mut pairs = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let conv = entry
+            .get("conversations")
+            .or_else(|| entry.get("conversation"))
+            .and_then(|c| c.as_array());
+        let Some([first, second, ..]) = conv.map(Vec::as_slice) else {
+            continue;
+        };
+        match (sglang_text(first, lines), sglang_text(second, lines)) {
+            (Some(p), Some(r)) => pairs.push((p, r)),
+            _ => {
+                return Err(format!(
+                    "conversation {} has a turn without a text (a string under {})",
+                    i + 1,
+                    if lines {
+                        "\"content\" or \"value\""
+                    } else {
+                        "\"value\""
+                    }
+                ))
+            }
+        }
+    }
+    Ok(pairs)
+}
+
+/// A turn's text by SGLang's rule (see [`sglang_pairs`]); `None`: not a string.
+fn sglang_text(t: &serde_json::Value, lines: bool) -> Option<&str> {
+    let v = match lines {
+        true => t.get("content").or_else(|| t.get("value")),
+        false => t.get("value"),
+    };
+    match v {
+        None if lines => Some(""),
+        v => v.and_then(|v| v.as_str()),
+    }
 }
 
 fn turn(t: &serde_json::Value) -> (&str, Option<&str>) {
@@ -976,6 +1087,105 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("--dataset-path"));
+    }
+
+    /// SGLang's rules, worked by hand with the word counter: prompt and output at least 2,
+    /// prompt + output at most the context length, turns 0 and 1 whatever their roles.
+    #[test]
+    fn sglang_sharegpt_filters_by_context_length_and_never_oversamples() {
+        let f = file(
+            r#"[
+            {"conversations": [{"from": "system", "value": "be nice to me"},
+                               {"from": "human", "value": "one two three"}]},
+            {"conversation": [{"from": "human", "value": "a b c d e"}, {"from": "gpt", "value": "x y z"}]},
+            {"conversations": [{"from": "human", "value": "short"}, {"from": "gpt", "value": "p q"}]},
+            {"conversations": [{"from": "human", "value": "k l"}, {"from": "gpt", "value": "m n"}]},
+            {"conversations": [{"from": "human", "value": "lonely turn"}]}
+        ]"#,
+        );
+        let lens = |context_len: Option<u32>, fixed: Option<u32>| -> Vec<(u64, u32)> {
+            let cfg = DatasetConfig {
+                kind: DatasetKind::ShareGpt,
+                path: Some(f.path().into()),
+                num_prompts: 10,
+                sharegpt_output_len: fixed,
+                conversations: Conversations::Sglang {
+                    lines: false,
+                    context_len,
+                },
+                ..Default::default()
+            };
+            let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
+                .unwrap()
+                .iter()
+                .map(|x| (x.prompt_len, x.output_len))
+                .collect();
+            s.sort();
+            s
+        };
+        // (4, 3) is turn 0 (system) and turn 1; "short" is 1 token and dropped; (5, 3) comes
+        // from the `conversation` key. Three pass, and three are sent although 10 were asked.
+        assert_eq!(lens(None, None), [(2, 2), (4, 3), (5, 3)]);
+        assert_eq!(lens(Some(0), None), [(2, 2), (4, 3), (5, 3)]);
+        // prompt + output > 7 is dropped; exactly 7 is kept.
+        assert_eq!(lens(Some(7), None), [(2, 2), (4, 3)]);
+        // With a fixed output length the sum uses it.
+        assert_eq!(lens(Some(8), Some(4)), [(2, 4), (4, 4)]);
+        // Nothing passes: an error naming SGLang's rules, not an empty run.
+        let none = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(f.path().into()),
+            sharegpt_output_len: Some(4),
+            conversations: Conversations::Sglang {
+                lines: false,
+                context_len: Some(5),
+            },
+            ..Default::default()
+        };
+        let e = load(&none, &mut words).unwrap_err().to_string();
+        assert!(e.contains("--sharegpt-context-len"), "{e}");
+    }
+
+    #[test]
+    fn sglang_custom_reads_json_lines_with_content_or_value() {
+        let f = file(concat!(
+            "{\"conversations\": [{\"role\": \"user\", \"content\": \"a b c\"}, {\"role\": \"assistant\", \"content\": \"d e\"}]}\n",
+            "not json at all\n",
+            "\n",
+            "{\"conversation\": [{\"value\": \"f g h i\"}, {\"value\": \"j k l\"}]}\n",
+            "{\"conversations\": [{\"content\": \"m n\"}, {\"other\": 1}]}\n",
+            "{\"conversations\": [{\"content\": \"only one\"}]}\n",
+        ));
+        let cfg = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(f.path().into()),
+            num_prompts: 10,
+            conversations: Conversations::Sglang {
+                lines: true,
+                context_len: None,
+            },
+            ..Default::default()
+        };
+        let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
+            .unwrap()
+            .iter()
+            .map(|x| (x.prompt_len, x.output_len))
+            .collect();
+        s.sort();
+        // The bad line is skipped; a turn with neither key is empty text (0 words: dropped).
+        assert_eq!(s, [(3, 2), (4, 3)]);
+        // The same file read as SGLang's sharegpt is not one JSON list.
+        let as_list = DatasetConfig {
+            conversations: Conversations::Sglang {
+                lines: false,
+                context_len: None,
+            },
+            ..cfg
+        };
+        assert!(load(&as_list, &mut words)
+            .unwrap_err()
+            .to_string()
+            .contains("not valid JSON"));
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::engine::session::{self, Sweep};
 use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
-use crate::workload::datasets::{DatasetConfig, DatasetKind};
+use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
 use serde_json::{Map, Value};
@@ -53,11 +53,15 @@ pub struct SglangArgs {
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
-    /// sharegpt, random, random-ids, generated-shared-prefix or mooncake.
+    /// sharegpt, custom, random, random-ids, generated-shared-prefix or mooncake.
     #[arg(long, default_value = "sharegpt")]
     pub dataset_name: String,
     #[arg(long, default_value = "")]
     pub dataset_path: String,
+    /// Rotates SGLang's agentic-trace conversations, a dataset llmspeed does not build; every
+    /// other dataset ignores it, in SGLang as here.
+    #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+    pub dataset_offset: i64,
     /// Model name [default: the first of GET /v1/models].
     #[arg(long)]
     pub model: Option<String>,
@@ -71,6 +75,8 @@ pub struct SglangArgs {
     pub num_prompts: usize,
     #[arg(long)]
     pub sharegpt_output_len: Option<u32>,
+    /// sharegpt and custom: a conversation whose prompt and output together exceed it is
+    /// dropped (0: no limit).
     #[arg(long)]
     pub sharegpt_context_len: Option<u32>,
     #[arg(long, default_value_t = 1024)]
@@ -366,13 +372,13 @@ impl SglangArgs {
         if self.tokenize_prompt && self.backend != "sglang" {
             return Err("--tokenize-prompt only works with --backend sglang (as in SGLang)".into());
         }
-        // SGLang 0.5.23's sharegpt (and custom) loaders assert it away; random-*,
+        // SGLang 0.5.23's sharegpt and custom loaders assert it away; random-*,
         // generated-shared-prefix (token-id prompts) and mooncake take it.
-        if self.tokenize_prompt && self.dataset_name == "sharegpt" {
-            return Err(
-                "--tokenize-prompt does not work with --dataset-name sharegpt (as in SGLang)"
-                    .into(),
-            );
+        if self.tokenize_prompt && matches!(self.dataset_name.as_str(), "sharegpt" | "custom") {
+            return Err(format!(
+                "--tokenize-prompt does not work with --dataset-name {} (as in SGLang)",
+                self.dataset_name
+            ));
         }
         Ok(())
     }
@@ -542,12 +548,20 @@ impl SglangArgs {
             ..DatasetConfig::default()
         };
         match self.dataset_name.as_str() {
-            "sharegpt" => {
-                // No path: SGLang's ShareGPT file, fetched at run time (`run::hub_sharegpt`).
-                d.path = path;
-                if self.sharegpt_context_len.is_some() {
-                    return Err(refuse("--sharegpt-context-len"));
-                }
+            name @ ("sharegpt" | "custom") => {
+                let lines = name == "custom";
+                d.path = match (lines, path) {
+                    (true, None) => {
+                        return Err(
+                            "--dataset-name custom needs --dataset-path (a JSONL file of \
+                                    conversations, as SGLang reads it)"
+                                .into(),
+                        )
+                    }
+                    // No sharegpt path: SGLang's ShareGPT file, fetched at run time
+                    // (`run::hub_sharegpt`).
+                    (_, path) => path,
+                };
                 if self.sharegpt_output_len.is_some_and(|n| n < 4) {
                     return Err(
                         "--sharegpt-output-len must be at least 4 (SGLang: output_len too small)"
@@ -556,6 +570,10 @@ impl SglangArgs {
                 }
                 d.kind = DatasetKind::ShareGpt;
                 d.sharegpt_output_len = self.sharegpt_output_len;
+                d.conversations = Conversations::Sglang {
+                    lines,
+                    context_len: self.sharegpt_context_len,
+                };
             }
             "random" | "random-ids" => {
                 d.kind = DatasetKind::Random;
@@ -601,7 +619,7 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, random, random-ids, generated-shared-prefix, mooncake)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, random, random-ids, generated-shared-prefix, mooncake)"
                 ));
             }
         }
@@ -857,6 +875,44 @@ mod tests {
             "1",
         ];
         assert!(parse(&trace).unwrap_err().contains("mooncake"));
+    }
+
+    #[test]
+    fn sharegpt_and_custom_follow_sglangs_rules() {
+        let c = parse(&["--dataset-path", "d.json", "--sharegpt-context-len", "300"]).unwrap();
+        assert_eq!(c.plan.dataset.kind, DatasetKind::ShareGpt);
+        assert_eq!(
+            c.plan.dataset.conversations,
+            Conversations::Sglang {
+                lines: false,
+                context_len: Some(300)
+            }
+        );
+        let c = parse(&["--dataset-name", "custom", "--dataset-path", "c.jsonl"]).unwrap();
+        assert_eq!(
+            c.plan.dataset.conversations,
+            Conversations::Sglang {
+                lines: true,
+                context_len: None
+            }
+        );
+        assert_eq!(c.dataset_name, "custom");
+        let e = parse(&["--dataset-name", "custom"]).unwrap_err();
+        assert!(e.contains("needs --dataset-path"), "{e}");
+        let e = parse(&[
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "c.jsonl",
+            "--tokenize-prompt",
+        ])
+        .unwrap_err();
+        assert!(e.contains("--dataset-name custom"), "{e}");
+        // Any offset: SGLang reads it only for agentic-trace, which is refused on its own.
+        for off in ["0", "7", "-3"] {
+            let c = parse(&["--dataset-name", "random", "--dataset-offset", off]).unwrap();
+            assert_eq!(c.plan.dataset.kind, DatasetKind::Random);
+        }
     }
 
     #[test]

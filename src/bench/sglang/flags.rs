@@ -15,7 +15,8 @@ const PROFILER: &str = "it drives SGLang's torch profiler on the server; profile
                         with its own tools while llmspeed runs";
 
 const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic dataset (datasets: \
-                          sharegpt, random, random-ids, generated-shared-prefix, mooncake)";
+                          sharegpt, custom, random, random-ids, generated-shared-prefix, \
+                          mooncake)";
 
 const MOONCAKE_WORKLOAD: &str = "llmspeed downloads no trace: the trace file comes from \
                                  --dataset-path (SGLang's default workload, conversation)";
@@ -72,10 +73,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: "bench sglang sizes its runtime itself (one thread per core)",
     },
     Refusal {
-        flag: "--dataset-offset",
-        reason: "it rotates the agentic-trace dataset, which llmspeed does not build; only 0",
-    },
-    Refusal {
         flag: "--agentic-max-turns",
         reason: NO_DATASET,
     },
@@ -94,10 +91,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--image-*",
         reason: NO_DATASET,
-    },
-    Refusal {
-        flag: "--sharegpt-context-len",
-        reason: "the sharegpt loader has no context filter yet",
     },
     Refusal {
         flag: "--gsp-range-ratio",
@@ -166,11 +159,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--dataset-name agentic-trace",
         reason: NO_DATASET,
-    },
-    Refusal {
-        flag: "--dataset-name custom",
-        reason: "SGLang's custom conversation files are not read yet (bench serve \
-                 --dataset-name custom reads one prompt per line)",
     },
     Refusal {
         flag: "--dataset-name openai",
@@ -258,8 +246,6 @@ pub struct RefusedFlags {
     pub flush_cache_timeout: Option<String>,
     #[arg(long, hide = true)]
     pub rust_worker_threads: Option<String>,
-    #[arg(long, hide = true, default_value_t = 0, allow_negative_numbers = true)]
-    pub dataset_offset: i64,
     #[arg(long, hide = true)]
     pub agentic_max_turns: Option<String>,
     #[arg(long, hide = true)]
@@ -286,7 +272,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 20] {
+    fn given(&self) -> [(&'static str, bool); 19] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -313,7 +299,6 @@ impl RefusedFlags {
             ("--fake-prefill", self.fake_prefill),
             ("--flush-cache-timeout", self.flush_cache_timeout.is_some()),
             ("--rust-worker-threads", self.rust_worker_threads.is_some()),
-            ("--dataset-offset", self.dataset_offset != 0),
             ("--agentic-max-turns", self.agentic_max_turns.is_some()),
             (
                 "--speed-bench-category",
@@ -374,12 +359,12 @@ mod tests {
     #[test]
     fn defaults_refuse_nothing() {
         assert_eq!(T::parse_from(["x"]).r.check(), Ok(()));
-        let e = T::parse_from(["x", "--dataset-offset", "3"])
+        let e = T::parse_from(["x", "--gsp-num-turns", "3"])
             .r
             .check()
             .unwrap_err();
         assert!(
-            e.starts_with("--dataset-offset is not supported by llmspeed bench sglang: "),
+            e.starts_with("--gsp-num-turns is not supported by llmspeed bench sglang: "),
             "{e}"
         );
     }

@@ -1037,6 +1037,7 @@ impl ServeArgs {
             },
             shuffle: !self.disable_shuffle,
             oversample: !self.no_oversample,
+            conversations: crate::workload::datasets::Conversations::Vllm,
         })
     }
 

@@ -20,8 +20,11 @@
 use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::shard::{self, Window};
 use crate::bench::vllm::metrics::{compute, BenchMetrics, MetricsConfig};
+use crate::bench::vllm::ramp;
 use crate::bench::vllm::result::{Detailed, RunInfo};
+use crate::bench::vllm::server_timing::{self, ServerLists};
 use crate::bench::vllm::shard::ShardBlock;
+use crate::workload::schedule::ScheduleConfig;
 use serde_json::{json, Value};
 
 pub use crate::bench::engine::shard::{START_AT_TOLERANCE_NS, UNSYNCED_SPREAD_NS};
@@ -36,6 +39,9 @@ pub struct ShardResult {
     /// strings when the file lacks them).
     pub texts: Vec<String>,
     pub errors: Vec<String>,
+    /// The shard's own `llmspeed.client_lag` (its client's read loop: a figure of that
+    /// machine, which no merge can pool), `null` when absent.
+    pub client_lag: Value,
 }
 
 impl ShardResult {
@@ -61,6 +67,10 @@ impl ShardResult {
             name: name.to_string(),
             texts: strings("generated_texts"),
             errors: strings("errors"),
+            client_lag: v["llmspeed"]
+                .get("client_lag")
+                .cloned()
+                .unwrap_or(Value::Null),
             block,
         })
     }
@@ -75,6 +85,12 @@ pub struct Merged {
     /// The `llmspeed` key: where each shard ran, and the warnings.
     pub extras: Value,
     pub warnings: Vec<String>,
+    /// vLLM 0.33's `server_queue_times` and `server_ttfts`, the shards' lists in request
+    /// order, when any shard's server sent its timing (written with `--save-detailed`, as vLLM
+    /// writes them).
+    pub server_lists: Vec<(String, Value)>,
+    /// `rps_change_events` of a ramped run, from the shards' dispatches on the common base.
+    pub vllm_extra: Vec<(String, Value)>,
 }
 
 /// Merges shard results. Errors when they are not the shards of one split (different N, seed,
@@ -98,15 +114,79 @@ pub fn merge(shards: &[ShardResult], date: String) -> Result<Merged, String> {
         },
     );
     let detailed = detailed(&all);
+    let server = server_lists(&all);
     let warnings = shard::clock_warnings(&windows);
-    let extras = extras(&windows, f, (base, end), &metrics, &warnings);
+    let mut extras = extras(&windows, f, (base, end), &metrics, &warnings);
+    let ttfts: Vec<Option<f64>> = all
+        .iter()
+        .map(|(_, r, ..)| r.is_success().then(|| r.ttft_ns()).flatten())
+        .map(|t| t.map(|t| t as f64 / 1e9))
+        .collect();
+    if let Some(split) = server_timing::split_json(&server_timing::splits(&ttfts, &server)) {
+        extras["ttft_split_ms"] = split;
+    }
+    extras["client_lag_by_shard"] = client_lag_by_shard(shards);
+    let vllm_extra = rps_change_events(shards, f, base);
     Ok(Merged {
         info: f.info.run_info(date),
         metrics,
         detailed,
         extras,
         warnings,
+        server_lists: server.keys(),
+        vllm_extra,
     })
+}
+
+/// The merged run's server lists, one entry per request in request order (`None` where a
+/// shard's server sent no figure).
+fn server_lists(all: &[Pooled<'_>]) -> ServerLists {
+    let mut lists = ServerLists::default();
+    for (.., (q, t)) in all {
+        lists.queue_s.push(*q);
+        lists.ttft_s.push(*t);
+    }
+    lists
+}
+
+/// Each shard's own client lag, by shard: a machine's read loop is not pooled.
+fn client_lag_by_shard(shards: &[ShardResult]) -> Value {
+    let mut order: Vec<&ShardResult> = shards.iter().collect();
+    order.sort_by_key(|s| s.block.ran.shard.index);
+    Value::Array(
+        order
+            .iter()
+            .map(|s| json!({"shard": s.block.ran.shard.to_string(), "client_lag": s.client_lag}))
+            .collect(),
+    )
+}
+
+/// vLLM's `rps_change_events` of the whole ramped run: the shards' dispatches moved onto the
+/// common base and read in time order, by the very function a single run uses. Empty without
+/// a ramp.
+fn rps_change_events(shards: &[ShardResult], f: &ShardBlock, base: u64) -> Vec<(String, Value)> {
+    let Some(ramp_cfg) = f.info.ramp else {
+        return Vec::new();
+    };
+    let mut dispatched: Vec<(usize, u64)> = shards
+        .iter()
+        .flat_map(|s| {
+            let off = s.block.ran.start_unix_ns - base;
+            s.block
+                .dispatched_ns
+                .iter()
+                .map(move |(i, t)| (*i, t + off))
+        })
+        .collect();
+    dispatched.sort_by_key(|&(i, t)| (t, i));
+    let schedule = ScheduleConfig {
+        rate: f.info.request_rate,
+        burstiness: f.info.burstiness,
+        ramp: Some(ramp_cfg),
+        seed: f.seed,
+    };
+    let changes = ramp::rps_changes(&schedule, f.info.num_prompts, base, &dispatched);
+    vec![("rps_change_events".into(), ramp::to_json(&changes))]
 }
 
 /// The shards are one split's: the same run's identity.
@@ -148,8 +228,14 @@ fn windows(shards: &[ShardResult]) -> Vec<Window<'_>> {
 }
 
 /// One request of the merged run: its index in the whole run, its record on the common base,
-/// its text and its error.
-type Pooled<'a> = (usize, RequestRecord, &'a str, &'a str);
+/// its text, its error, and the server's queue time and TTFT (seconds).
+type Pooled<'a> = (
+    usize,
+    RequestRecord,
+    &'a str,
+    &'a str,
+    (Option<f64>, Option<f64>),
+);
 
 /// Every shard's requests on the common `base`, in request order so the per-request lists read
 /// as one process's would.
@@ -169,6 +255,10 @@ fn pooled(shards: &[ShardResult], base: u64) -> Result<Vec<Pooled<'_>>, String> 
                 shifted(r, off),
                 s.texts.get(j).map_or("", String::as_str),
                 s.errors.get(j).map_or("", String::as_str),
+                (
+                    s.block.server.queue_s.get(j).copied().flatten(),
+                    s.block.server.ttft_s.get(j).copied().flatten(),
+                ),
             ));
         }
     }
@@ -182,7 +272,7 @@ fn pooled(shards: &[ShardResult], base: u64) -> Result<Vec<Pooled<'_>>, String> 
 /// vLLM's per-request lists of the merged run.
 fn detailed(all: &[Pooled<'_>]) -> Detailed {
     let mut detailed = Detailed::default();
-    for (_, r, text, error) in all {
+    for (_, r, text, error, _) in all {
         detailed.input_lens.push(r.input_tokens);
         detailed
             .output_lens
@@ -286,7 +376,10 @@ mod tests {
                 seed: 0,
                 info: info(),
                 requests: reqs,
+                server: ServerLists::default(),
+                dispatched_ns: Vec::new(),
             },
+            client_lag: Value::Null,
         }
     }
 

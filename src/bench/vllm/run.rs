@@ -141,6 +141,14 @@ fn output(
             seed: cfg.dataset.seed,
             info: RunInfoData::new(&info, &cfg.percentiles, cfg.goodput),
             requests: lists.indices.into_iter().zip(lists.records).collect(),
+            server: match server_lists.is_empty() {
+                true => ServerLists::default(),
+                false => lists.server,
+            },
+            dispatched_ns: match cfg.schedule.ramp {
+                Some(_) => m.dispatched_ns.clone(),
+                None => Vec::new(),
+            },
         };
         extras["shard"] = block.to_json();
     }

@@ -9,6 +9,7 @@ use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::shard::Ran;
 use crate::bench::vllm::metrics::{GoodputSlo, MetricKind};
 use crate::bench::vllm::result::RunInfo;
+use crate::bench::vllm::server_timing::ServerLists;
 use crate::timeline::ErrorKind;
 use crate::workload::schedule::{Ramp, RampStrategy};
 use serde_json::{json, Value};
@@ -26,6 +27,12 @@ pub struct ShardBlock {
     pub info: RunInfoData,
     /// `(index in the whole run, record)`, in dispatch order.
     pub requests: Vec<(usize, RequestRecord)>,
+    /// The server's own queue time and TTFT of each request, in `requests`' order (vLLM 0.33's
+    /// `server_queue_times` and `server_ttfts`); both lists empty when the server sent none.
+    pub server: ServerLists,
+    /// With a ramp: `(request number, ns after this shard's start)` of each dispatch, in
+    /// dispatch order, from which the merge recomputes `rps_change_events`; empty otherwise.
+    pub dispatched_ns: Vec<(usize, u64)>,
 }
 
 /// The parts of [`RunInfo`] and the metrics configuration a merged result repeats.
@@ -222,6 +229,13 @@ impl ShardBlock {
             },
             "requests": self.requests.iter().map(|(ix, r)| record_json(*ix, r)).collect::<Vec<_>>(),
         });
+        if !self.server.keys().is_empty() {
+            block["server_queue_s"] = json!(self.server.queue_s);
+            block["server_ttft_s"] = json!(self.server.ttft_s);
+        }
+        if !self.dispatched_ns.is_empty() {
+            block["dispatched_ns"] = json!(self.dispatched_ns);
+        }
         self.ran.write(&mut block);
         block
     }
@@ -297,6 +311,18 @@ impl ShardBlock {
             .iter()
             .map(record_from)
             .collect::<Result<Vec<_>, _>>()?;
+        let server = ServerLists {
+            queue_s: seconds_of(v, "server_queue_s", requests.len())?,
+            ttft_s: seconds_of(v, "server_ttft_s", requests.len())?,
+        };
+        let dispatched_ns = match v.get("dispatched_ns") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(d) => serde_json::from_value(d.clone()).map_err(|e| {
+                err(format!(
+                    "\"dispatched_ns\" is not a list of [index, ns]: {e}"
+                ))
+            })?,
+        };
         Ok(ShardBlock {
             ran,
             seed: u64_of(v, "seed")?,
@@ -319,8 +345,26 @@ impl ShardBlock {
                 goodput,
             },
             requests,
+            server,
+            dispatched_ns,
         })
     }
+}
+
+/// A per-request list of seconds or nulls, one per request; absent: empty (no figures).
+fn seconds_of(v: &Value, key: &str, n: usize) -> Result<Vec<Option<f64>>, BlockError> {
+    let list: Vec<Option<f64>> = match v.get(key) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(x) => serde_json::from_value(x.clone())
+            .map_err(|e| err(format!("{key:?} is not a list of numbers or nulls: {e}")))?,
+    };
+    if list.len() != n {
+        return Err(err(format!(
+            "{key:?} has {} entries for {n} requests",
+            list.len()
+        )));
+    }
+    Ok(list)
 }
 
 #[cfg(test)]
@@ -382,6 +426,11 @@ mod tests {
                     },
                 ),
             ],
+            server: ServerLists {
+                queue_s: vec![Some(0.25), None],
+                ttft_s: vec![Some(1.5), None],
+            },
+            dispatched_ns: vec![(1, 4), (3, u64::MAX)],
         }
     }
 
@@ -405,6 +454,15 @@ mod tests {
         assert!(ShardBlock::from_json(&v).is_err());
         let mut v = block().to_json();
         v["requests"][0]["chunk_ns"] = json!([-1]);
+        assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["server_ttft_s"] = json!([0.5]);
+        assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["server_queue_s"] = json!(["x", null]);
+        assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["dispatched_ns"] = json!([[1]]);
         assert!(ShardBlock::from_json(&v).is_err());
         assert!(ShardBlock::from_json(&json!(null)).is_err());
     }
