@@ -249,9 +249,11 @@ pub struct BenchMetrics {
     pub e2el_ms: Summary,
     pub client_queue_time_ms: Summary,
     pub e2el_including_client_queue_ms: Summary,
-    /// E2EL of each successful request in seconds (vLLM's `latencies`).
+    /// E2EL of each request in request order, in seconds, 0 for a failed one (vLLM's
+    /// `latencies`: one entry per request, a failed request's latency left at its default).
     pub latencies_s: Vec<f64>,
-    /// Client queue time of each successful request in seconds.
+    /// Client queue time of each request in request order, failed ones included, in seconds
+    /// (vLLM's `queue_times`).
     pub queue_times_s: Vec<f64>,
 }
 
@@ -276,11 +278,15 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
     let (mut total_input, mut total_output) = (0u64, 0u64);
     let (mut ttfts, mut tpots, mut itls, mut e2els) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    // Per successful request (the summaries), and per request (vLLM's lists).
     let mut queue_times_s = Vec::new();
+    let (mut latencies_all, mut queue_times_all) = (Vec::new(), Vec::new());
     let mut good = 0usize;
     for r in records {
+        queue_times_all.push(r.queue_ns as f64 / NS_PER_S);
         if let Some(f) = r.failure() {
             *failures.entry(f).or_insert(0) += 1;
+            latencies_all.push(0.0);
             continue;
         }
         completed += 1;
@@ -290,6 +296,7 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
         // Both exist for a successful request (it has at least one counted event).
         ttfts.push(r.ttft_ns().unwrap_or(0) as f64 / NS_PER_S);
         e2els.push(r.e2el_ns().unwrap_or(0) as f64 / NS_PER_S);
+        latencies_all.push(r.e2el_ns().unwrap_or(0) as f64 / NS_PER_S);
         if let Some(tpot) = r.tpot_ns() {
             tpots.push(tpot / NS_PER_S);
         }
@@ -334,8 +341,8 @@ pub fn compute(records: &[RequestRecord], duration_ns: u64, cfg: &MetricsConfig)
             .zip(&queue_times_s)
             .map(|(e, q)| e + q)
             .collect::<Vec<f64>>()),
-        latencies_s: e2els,
-        queue_times_s,
+        latencies_s: latencies_all,
+        queue_times_s: queue_times_all,
     }
 }
 
@@ -582,6 +589,7 @@ mod tests {
     fn failed_requests_are_counted_not_summarised() {
         let mut bad = ok(0, &[10_000], 50);
         bad.error = Some(ErrorKind::HttpStatus);
+        bad.queue_ns = 3 * MS;
         let mut bad2 = ok(0, &[], 0);
         bad2.error = Some(ErrorKind::HttpStatus);
         let mut timeout = ok(0, &[], 0);
@@ -599,7 +607,12 @@ mod tests {
         assert_eq!((m.total_input_tokens, m.total_output_tokens), (100, 2));
         assert_close(m.ttft_ms.mean, 100.0);
         assert_close(m.e2el_ms.median, 200.0);
-        assert_eq!(m.latencies_s, vec![0.2]);
+        // vLLM's lists hold every request in order, a failed one's latency 0.
+        assert_eq!(m.latencies_s, vec![0.0, 0.0, 0.0, 0.0, 0.2]);
+        assert_eq!(m.queue_times_s, vec![0.003, 0.0, 0.0, 0.0, 0.0]);
+        // The queue-time summary is over the successful request only, as vLLM's.
+        assert_eq!(m.client_queue_time_ms.count, 1);
+        assert_close(m.client_queue_time_ms.mean, 0.0);
         // 1 completed request in 4 s.
         assert_close(m.request_throughput, 0.25);
     }
