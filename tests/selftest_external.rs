@@ -295,6 +295,16 @@ fn an_in_process_pinned_run_reports_its_cpus() {
     assert_eq!(r.server_cpus, Some(vec![s]));
     assert_eq!(r.client_cpus, Some(vec![c]));
     assert_eq!(r.client, "llmspeed (in-process)");
+    // Per-stream spans are scored for our own client too: the server's TPOT is its 5 ms gap
+    // (a late write moves a stream's last write, not the pace), and our TPOT, from kernel
+    // stamps of the first and last token, is within a tenth of that.
+    assert!(
+        r.server_tpot_ms_mean > 4.0 && r.server_tpot_ms_mean < 10.0,
+        "{r:?}"
+    );
+    assert!(r.server_e2el_ms_mean > r.server_ttft_ms_mean, "{r:?}");
+    assert!(r.tpot_error_us_p50.abs() < 500.0, "{r:?}");
+    assert_eq!(r.matched_by, "request_id");
     // The caller's thread got its own mask back.
     assert_eq!(allowed_cpus().unwrap(), allowed);
 }

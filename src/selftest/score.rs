@@ -264,7 +264,7 @@ impl ServerSpan {
 
 /// TPOT as both references compute it: (E2EL − TTFT) / (n − 1), ns; `None` under two tokens.
 pub fn tpot_ns(ttft_ns: i64, e2el_ns: i64, tokens: u64) -> Option<f64> {
-    (tokens >= 2).then(|| (e2el_ns - ttft_ns) as f64 / (tokens - 1) as f64)
+    (tokens >= 2).then(|| e2el_ns.saturating_sub(ttft_ns) as f64 / (tokens - 1) as f64)
 }
 
 impl Spans {
@@ -272,7 +272,7 @@ impl Spans {
     pub fn add(&mut self, client: ClientSpan, server: ServerSpan) {
         self.server_e2el_ms.push(server.e2el_ns as f64 / 1e6);
         self.e2el_error_ms
-            .push((client.e2el_ns - server.e2el_ns) as f64 / 1e6);
+            .push(client.e2el_ns.saturating_sub(server.e2el_ns) as f64 / 1e6);
         let c = tpot_ns(client.ttft_ns, client.e2el_ns, client.tokens);
         let s = tpot_ns(server.ttft_ns, server.e2el_ns, server.tokens);
         if let (Some(c), Some(s)) = (c, s) {
@@ -304,7 +304,7 @@ pub fn score(
             let server_ttft = *first as i64 - truth.arrival_ns as i64;
             s.server_ttft_ms.push(server_ttft as f64 / 1e6);
             s.ttft_arrival_error_ms
-                .push((secs_to_ns(c.ttft_s) - server_ttft) as f64 / 1e6);
+                .push(secs_to_ns(c.ttft_s).saturating_sub(server_ttft) as f64 / 1e6);
         }
         let writes = match truth.complete_writes() {
             Some(w) if w.len() == c.itls_s.len() + 1 => w,
@@ -326,7 +326,7 @@ pub fn score(
             let measured = secs_to_ns(*itl);
             let truth = pair[1] as i64 - pair[0] as i64;
             s.gap_error_us
-                .push((measured - truth).unsigned_abs() as f64 / 1e3);
+                .push(measured.saturating_sub(truth).unsigned_abs() as f64 / 1e3);
             if is_coalesced(measured, truth, nominal_gap_ns) {
                 s.coalesced_gaps += 1;
             }
@@ -496,6 +496,25 @@ mod tests {
         assert_eq!(s.spans.server_e2el_ms, [3.7, 2.0]);
         assert_eq!(tpot_ns(0, 10, 1), None);
         assert_eq!(tpot_ns(2, 10, 5), Some(2.0));
+    }
+
+    /// Times no real client reports (a hand-edited or corrupt result) saturate: a score, never
+    /// an overflow.
+    #[test]
+    fn absurd_client_times_saturate() {
+        let trace = [rec("p0", 0, 10, 5), rec("p0", 1, 20, 5)];
+        let clients = [ClientRecord {
+            ttft_s: -1e300,
+            itls_s: vec![1e300],
+            output_len: 2,
+            error: String::new(),
+            latency_s: Some(1e300),
+        }];
+        let s = score(&index_trace(&trace), "p", &clients, 10);
+        assert_eq!(s.tokens_matched, 2);
+        assert_eq!(s.ttft_arrival_error_ms, [i64::MIN as f64 / 1e6]);
+        assert_eq!(s.spans.e2el_error_ms, [(i64::MAX - 15) as f64 / 1e6]);
+        assert_eq!(s.spans.tpot_error_us.len(), 1);
     }
 
     fn id_rec(id: &str, index: u32, t_ns: u64, arrival_ns: u64) -> TraceRec {
