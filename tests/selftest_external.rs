@@ -193,6 +193,19 @@ fn scores_equal_the_hand_worked_values() {
     assert_eq!(r.server_write_lag_us_max, 100.0);
     assert_eq!(r.delivery_us_p50, None);
     assert_eq!(r.ttft_error_ms_mean, None);
+    assert_eq!(r.matched_by, "request_id");
+    // Spans (no latencies in the result: E2EL = TTFT + ITLs). Request 0: server E2EL 4 − 1 =
+    // 3 ms, TPOT (3 − 1) / 2 = 1 ms; client E2EL 1.4 + 1.25 + 0.05 = 2.7 ms (−0.3), TPOT
+    // (2.7 − 1.4) / 2 = 0.65 ms (−350 us). Request 1: server E2EL 7 ms, TPOT 1 ms; client
+    // E2EL 5.1 + 1 + 1.5 = 7.6 ms (+0.6), TPOT (7.6 − 5.1) / 2 = 1.25 ms (+250 us).
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(near(r.tpot_error_us_mean, -50.0), "{r:?}");
+    assert!(near(r.tpot_error_us_p50, -50.0), "{r:?}");
+    assert!(near(r.tpot_error_us_max, 250.0), "{r:?}");
+    assert!(near(r.e2el_error_ms_mean, 0.15), "{r:?}");
+    assert!(near(r.e2el_error_ms_max, 0.6), "{r:?}");
+    assert!(near(r.server_tpot_ms_mean, 1.0), "{r:?}");
+    assert!(near(r.server_e2el_ms_mean, 5.0), "{r:?}");
 
     let e = score_result(
         &Shape {
@@ -282,6 +295,16 @@ fn an_in_process_pinned_run_reports_its_cpus() {
     assert_eq!(r.server_cpus, Some(vec![s]));
     assert_eq!(r.client_cpus, Some(vec![c]));
     assert_eq!(r.client, "llmspeed (in-process)");
+    // Per-stream spans are scored for our own client too: the server's TPOT is its 5 ms gap
+    // (a late write moves a stream's last write, not the pace), and our TPOT, from kernel
+    // stamps of the first and last token, is within a tenth of that.
+    assert!(
+        r.server_tpot_ms_mean > 4.0 && r.server_tpot_ms_mean < 10.0,
+        "{r:?}"
+    );
+    assert!(r.server_e2el_ms_mean > r.server_ttft_ms_mean, "{r:?}");
+    assert!(r.tpot_error_us_p50.abs() < 500.0, "{r:?}");
+    assert_eq!(r.matched_by, "request_id");
     // The caller's thread got its own mask back.
     assert_eq!(allowed_cpus().unwrap(), allowed);
 }
@@ -341,4 +364,59 @@ fn cli_external_json_is_one_object() {
     assert_eq!(v["client"], cmd.as_str());
     assert!(v["delivery_us_p99"].is_null());
     assert!(v["server_cpus"].is_null());
+}
+
+/// A client that sends no ids (SGLang's): the server names the requests itself, and request
+/// `i` of the result is the `i`-th to arrive. Worked by hand, nominal gap 1 ms: cmpl-b arrives
+/// at 0 and is written at 1, 2, 3 ms; cmpl-a arrives at 4 ms (after cmpl-b's last write) and
+/// is written at 5, 7, 9 ms. The result, SGLang's JSON lines (the last line is the run's, with
+/// Python's bare NaN), reports request 0 with 1 ms ITLs and request 1 with 2 ms ITLs: matched
+/// by arrival, every gap error is 0 (by name, cmpl-a first, each would be 1000 us); TTFT
+/// errors 1.1 − 1 and 1.2 − 1 ms.
+#[test]
+fn a_client_without_ids_is_matched_by_arrival_order() {
+    let ms = 1_000_000;
+    let trace = [
+        rec("cmpl-a", 0, 5 * ms, 4 * ms),
+        rec("cmpl-a", 1, 7 * ms, 4 * ms),
+        rec("cmpl-a", 2, 9 * ms, 4 * ms),
+        rec("cmpl-b", 0, ms, 0),
+        rec("cmpl-b", 1, 2 * ms, 0),
+        rec("cmpl-b", 2, 3 * ms, 0),
+    ];
+    let jsonl = concat!(
+        r#"{"ttfts": [1.0], "itls": [[]], "output_lens": [1], "errors": [""]}"#,
+        "\n",
+        r#"{"std_e2e_latency_ms": NaN, "ttfts": [0.0011, 0.0012], "#,
+        r#""itls": [[0.001, 0.001], [0.002, 0.002]], "output_lens": [3, 3], "#,
+        r#""errors": ["", ""], "generated_texts": ["a", "b"]}"#,
+        "\n"
+    );
+    let shape = Shape {
+        streams: 2,
+        gap: Duration::from_millis(1),
+        tokens: 3,
+        ..small()
+    };
+    let r = score_result(&shape, &trace, jsonl, PREFIX).unwrap();
+    assert_eq!(r.matched_by, "arrival_order");
+    assert_eq!(r.tokens_matched, 6);
+    assert_eq!(r.requests_itl_mismatch, 0);
+    assert_eq!(r.gap_error_us_max, 0.0, "{r:?}");
+    assert!((r.ttft_arrival_error_ms_max - 0.2).abs() < 1e-9, "{r:?}");
+    assert!((r.ttft_arrival_error_ms_mean - 0.15).abs() < 1e-9, "{r:?}");
+    // E2EL: request 0 1.1 + 2 = 3.1 ms against 3; request 1 1.2 + 4 = 5.2 ms against 5.
+    assert!((r.e2el_error_ms_mean - 0.15).abs() < 1e-9, "{r:?}");
+    assert!((r.server_e2el_ms_mean - 4.0).abs() < 1e-9, "{r:?}");
+
+    // cmpl-a arriving while cmpl-b streams: which entry is which is a guess, so an error.
+    let mut overlapping = trace.clone();
+    for r in overlapping
+        .iter_mut()
+        .filter(|r| &*r.request_id_json == "\"cmpl-a\"")
+    {
+        r.arrival_ns = 2 * ms;
+    }
+    let e = score_result(&shape, &overlapping, jsonl, PREFIX).unwrap_err();
+    assert!(e.contains("one request at a time"), "{e}");
 }

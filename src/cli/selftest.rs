@@ -32,7 +32,10 @@ pub struct SelftestArgs {
     /// Score another benchmark client instead of our own: a command run with `sh -c` after
     /// replacing {url}, {model}, {dataset} (vLLM `custom` JSONL, one prompt per stream),
     /// {result_dir}, {prefix} (request-id prefix), {streams} and {tokens}. It must save
-    /// vLLM's detailed result JSON (--save-result --save-detailed) into {result_dir}.
+    /// vLLM's detailed result JSON (--save-result --save-detailed) into {result_dir}, or
+    /// SGLang's (--output-file {result_dir}/r.jsonl --output-details; a client sending no
+    /// request ids is matched by arrival order: run it with --max-concurrency 1
+    /// --warmup-requests 0).
     #[arg(long, value_name = "CMD")]
     pub external: Option<String>,
     /// Pin the server and the client to CPUs: SERVER_CPUS:CLIENT_CPUS, e.g. 0:1 or 0-1:2,3

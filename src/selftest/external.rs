@@ -18,7 +18,12 @@
 //! The contract with the command, which vLLM's `bench serve`, vllm-bench and `llmspeed bench
 //! serve` all keep: request `i` of the dataset carries `x-request-id: {prefix}{i}` (the mock
 //! keys its trace by that header), and entry `i` of the result's `ttfts`/`itls`/`output_lens`/
-//! `errors` arrays is request `i`.
+//! `errors` arrays (and `latencies`, when it holds them) is request `i`. A client that sends
+//! no such ids (SGLang's `bench_serving` and `llmspeed bench sglang`, run with
+//! `--max-concurrency 1 --warmup-requests 0`) is matched by arrival order instead
+//! ([`super::score::key_by_arrival`], which checks that it sent one request at a time). Its
+//! result may be SGLang's `--output-file` (`*.jsonl`, one JSON object per line, the last one
+//! read; saved with `--output-details`).
 
 use super::cpu_window;
 use super::pin::{CpuList, Mask, Pin};
@@ -150,13 +155,50 @@ pub fn dataset_jsonl(streams: usize, tokens: u32) -> String {
     s
 }
 
-/// The per-request arrays of a vLLM result saved with `--save-detailed`.
+/// Python's `json.dumps` writes a float that is not finite as a bare `NaN`, `Infinity` or
+/// `-Infinity`, which is not JSON: each such word outside a string becomes `null`.
+fn python_floats_as_null(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if !in_string {
+            if let Some(word) = ["-Infinity", "Infinity", "NaN"]
+                .into_iter()
+                .find(|w| rest.starts_with(w))
+            {
+                out.push_str("null");
+                rest = &rest[word.len()..];
+                continue;
+            }
+        }
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if in_string => escaped = true,
+            '"' => in_string = !in_string,
+            _ => {}
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// The per-request arrays of a result saved with vLLM's `--save-detailed` or SGLang's
+/// `--output-details`: one JSON object, or SGLang's JSON lines (the last line is this run's).
 pub fn parse_detailed(text: &str) -> Result<Vec<ClientRecord>, String> {
-    let v: Value =
-        serde_json::from_str(text).map_err(|e| format!("the result is not valid JSON: {e}"))?;
+    let text = text.trim();
+    let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    let v: Value = serde_json::from_str(text)
+        .or_else(|_| serde_json::from_str(last))
+        .or_else(|_| serde_json::from_str(&python_floats_as_null(last)))
+        .map_err(|e| format!("the result is not valid JSON: {e}"))?;
     let array = |k: &str| -> Result<&Vec<Value>, String> {
         v.get(k).and_then(Value::as_array).ok_or_else(|| {
-            format!("the result has no {k:?} array: was the client run with --save-detailed?")
+            format!(
+                "the result has no {k:?} array: was the client run with --save-detailed \
+                 (SGLang: --output-details)?"
+            )
         })
     };
     let (ttfts, itls, lens, errors) = (
@@ -165,6 +207,12 @@ pub fn parse_detailed(text: &str) -> Result<Vec<ClientRecord>, String> {
         array("output_lens")?,
         array("errors")?,
     );
+    // vLLM's per-request latencies, used only when there is one per request (a list of the
+    // successful requests' alone cannot be placed).
+    let latencies = v
+        .get("latencies")
+        .and_then(Value::as_array)
+        .filter(|l| l.len() == ttfts.len());
     let n = ttfts.len();
     if itls.len() != n || lens.len() != n || errors.len() != n {
         return Err(format!(
@@ -195,7 +243,12 @@ pub fn parse_detailed(text: &str) -> Result<Vec<ClientRecord>, String> {
                 .map(|x| secs(x, "an itl", i))
                 .collect::<Result<_, _>>()?,
         };
+        let latency_s = match latencies.map(|l| &l[i]) {
+            None | Some(Value::Null) => None,
+            Some(l) => Some(secs(l, "the latency", i)?),
+        };
         out.push(ClientRecord {
+            latency_s,
             ttft_s: secs(&ttfts[i], "the ttft", i)?,
             itls_s: list,
             output_len: match &lens[i] {
@@ -214,13 +267,13 @@ pub fn parse_detailed(text: &str) -> Result<Vec<ClientRecord>, String> {
     Ok(out)
 }
 
-/// The one `*.json` the client wrote into its result folder.
+/// The one `*.json` (or SGLang's `*.jsonl`) the client wrote into its result folder.
 pub fn find_result(dir: &Path) -> Result<PathBuf, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter(|p| p.extension().is_some_and(|x| x == "json" || x == "jsonl"))
         .collect();
     match found.len() {
         1 => Ok(found.remove(0)),
@@ -533,6 +586,10 @@ fn score_stopped(shape: &Shape, trace: &[TraceRec], dir: &Path, signal: &'static
         .and_then(|p| std::fs::read_to_string(p).ok())
         .and_then(|text| parse_detailed(&text).ok())
         .unwrap_or_default();
+    // A client without ids: its requests by arrival order when that is sound, else as traced.
+    let (matching, keyed) = super::score::key_by_arrival(trace, PREFIX, written.len())
+        .unwrap_or((super::score::Matching::RequestId, None));
+    let trace = keyed.as_deref().unwrap_or(trace);
     let n = shape.streams;
     let cut = ClientRecord {
         error: format!("cancelled by {signal}"),
@@ -570,6 +627,7 @@ fn score_stopped(shape: &Shape, trace: &[TraceRec], dir: &Path, signal: &'static
         ));
     }
     report.interrupted = Some(signal);
+    report.matched_by = matching.as_str();
     report
 }
 
@@ -781,6 +839,48 @@ mod tests {
     }
 
     #[test]
+    fn latencies_are_read_when_there_is_one_per_request() {
+        let r = parse_detailed(
+            r#"{"ttfts": [0.5, 0.0], "itls": [[0.1], []], "output_lens": [2, 0],
+                "errors": ["", "x"], "latencies": [0.75, 0.0]}"#,
+        )
+        .unwrap();
+        assert_eq!((r[0].latency_s, r[1].latency_s), (Some(0.75), Some(0.0)));
+        assert_eq!(r[0].e2el_s(), 0.75);
+        // Only the successful requests' latencies: not placed, E2EL is TTFT + ITLs.
+        let r = parse_detailed(
+            r#"{"ttfts": [0.5, 0.0], "itls": [[0.25], []], "output_lens": [2, 0],
+                "errors": ["", "x"], "latencies": [0.75]}"#,
+        )
+        .unwrap();
+        assert_eq!(r[0].latency_s, None);
+        assert_eq!(r[0].e2el_s(), 0.75);
+    }
+
+    /// SGLang appends one JSON line per run to its `--output-file`, written by Python's
+    /// `json.dumps`, which spells a float that is not finite as a bare word.
+    #[test]
+    fn sglang_json_lines_are_read_from_the_last_line() {
+        let text = concat!(
+            r#"{"ttfts": [9.0], "itls": [[]], "output_lens": [1], "errors": [""]}"#,
+            "\n",
+            r#"{"std_ttft_ms": NaN, "x": -Infinity, "y": [Infinity], "note": "NaN stays", "#,
+            r#""ttfts": [0.5], "itls": [[0.1, 0.2]], "output_lens": [3], "errors": [""], "#,
+            r#""generated_texts": ["a \"NaN\" b"]}"#,
+            "\n"
+        );
+        let r = parse_detailed(text).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].ttft_s, 0.5);
+        assert_eq!(r[0].itls_s, [0.1, 0.2]);
+        assert_eq!(r[0].latency_s, None);
+        assert_eq!(
+            python_floats_as_null(r#"{"a": NaN, "b": "NaN \" Infinity", "c": [-Infinity]}"#),
+            r#"{"a": null, "b": "NaN \" Infinity", "c": [null]}"#
+        );
+    }
+
+    #[test]
     fn incomplete_results_are_refused_with_a_reason() {
         let e = parse_detailed(r#"{"ttfts": [0.5]}"#).unwrap_err();
         assert!(
@@ -810,6 +910,10 @@ mod tests {
         assert_eq!(find_result(&dir).unwrap(), dir.join("a.json"));
         std::fs::write(dir.join("b.json"), "{}").unwrap();
         assert!(find_result(&dir).unwrap_err().contains("2 *.json"));
+        std::fs::remove_file(dir.join("a.json")).unwrap();
+        std::fs::remove_file(dir.join("b.json")).unwrap();
+        std::fs::write(dir.join("r.jsonl"), "{}").unwrap();
+        assert_eq!(find_result(&dir).unwrap(), dir.join("r.jsonl"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -165,6 +165,25 @@ pub struct Report {
     pub ttft_arrival_error_ms_p50: f64,
     pub ttft_arrival_error_ms_p99: f64,
     pub ttft_arrival_error_ms_max: f64,
+    /// Per request scored token by token: client TPOT minus the server's, TPOT being
+    /// (E2EL - TTFT) / (tokens - 1) on each side (the server's: last write - first write over
+    /// tokens - 1), µs; and client E2EL (send to last token; an external client's own latency
+    /// when its result holds one, else its TTFT plus its ITLs) minus the server's (last write
+    /// - arrival), ms. Signed, like the TTFT error against arrival.
+    pub tpot_error_us_mean: f64,
+    pub tpot_error_us_p50: f64,
+    pub tpot_error_us_p99: f64,
+    pub tpot_error_us_max: f64,
+    pub e2el_error_ms_mean: f64,
+    pub e2el_error_ms_p50: f64,
+    pub e2el_error_ms_p99: f64,
+    pub e2el_error_ms_max: f64,
+    /// The server's own TPOT and E2EL, means over the same requests, ms.
+    pub server_tpot_ms_mean: f64,
+    pub server_e2el_ms_mean: f64,
+    /// How the client's requests were matched to the trace: `request_id` (`x-request-id`),
+    /// or `arrival_order` for a client that sends none (see docs/selftest.md).
+    pub matched_by: &'static str,
     /// |client gap - server gap| over consecutive tokens of a stream.
     pub gap_error_us_mean: f64,
     pub gap_error_us_p50: f64,
@@ -624,6 +643,10 @@ impl Report {
             Fig::of(&server_write_lag_us(trace)),
             Fig::of(&s.ttft_arrival_error_ms),
         );
+        let (tpot, e2el) = (
+            Fig::of(&s.spans.tpot_error_us),
+            Fig::of(&s.spans.e2el_error_ms),
+        );
         Report {
             tool_version: crate::VERSION,
             streams: shape.streams,
@@ -651,6 +674,17 @@ impl Report {
             ttft_arrival_error_ms_p50: arrival.p50,
             ttft_arrival_error_ms_p99: arrival.p99,
             ttft_arrival_error_ms_max: arrival.max,
+            tpot_error_us_mean: tpot.mean,
+            tpot_error_us_p50: tpot.p50,
+            tpot_error_us_p99: tpot.p99,
+            tpot_error_us_max: tpot.max,
+            e2el_error_ms_mean: e2el.mean,
+            e2el_error_ms_p50: e2el.p50,
+            e2el_error_ms_p99: e2el.p99,
+            e2el_error_ms_max: e2el.max,
+            server_tpot_ms_mean: Fig::of(&s.spans.server_tpot_ms).mean,
+            server_e2el_ms_mean: Fig::of(&s.spans.server_e2el_ms).mean,
+            matched_by: score::Matching::RequestId.as_str(),
             gap_error_us_mean: gap.mean,
             gap_error_us_p50: gap.p50,
             gap_error_us_p99: gap.p99,
@@ -981,6 +1015,46 @@ fn match_stream(
         }
         prev = Some((c, s_raw));
     }
+    if let Some(spans) = stream_spans(clock, tl.send_start, client, server.arrival_raw, writes) {
+        scores.spans.add(spans.0, spans.1);
+    }
+}
+
+/// A stream's TTFT and E2EL on both sides, when every token the server wrote has a client
+/// stamp and the client counted no other: the client's from its send, the server's from the
+/// request's arrival (one raw clock, so both are plain differences).
+fn stream_spans(
+    clock: &Clock,
+    send: Option<u64>,
+    client: &ClientTokens,
+    arrival_raw: u64,
+    writes: &[Option<u64>],
+) -> Option<(score::ClientSpan, score::ServerSpan)> {
+    let send = send?;
+    if writes.is_empty() || client.counted != writes.len() {
+        return None;
+    }
+    let (c_first, c_last) = (
+        client.stamps.first()?.as_ref()?,
+        client.stamps.last()?.as_ref()?,
+    );
+    let (s_first, s_last) = (writes.first()?.as_ref()?, writes.last()?.as_ref()?);
+    if client.stamps.iter().chain(writes).any(Option::is_none) {
+        return None;
+    }
+    let tokens = writes.len() as u64;
+    Some((
+        score::ClientSpan {
+            ttft_ns: clock.signed_delta_ns(send, *c_first),
+            e2el_ns: clock.signed_delta_ns(send, *c_last),
+            tokens,
+        },
+        score::ServerSpan {
+            ttft_ns: clock.signed_delta_ns(arrival_raw, *s_first),
+            e2el_ns: clock.signed_delta_ns(arrival_raw, *s_last),
+            tokens,
+        },
+    ))
 }
 
 /// Failed streams by kind, and the first one's message.
@@ -1026,7 +1100,10 @@ pub fn score_result(
             shape.streams
         ));
     }
-    Ok(analyse_external(shape, trace, &clients, prefix))
+    let (matching, keyed) = score::key_by_arrival(trace, prefix, shape.streams)?;
+    let mut report = analyse_external(shape, keyed.as_deref().unwrap_or(trace), &clients, prefix);
+    report.matched_by = matching.as_str();
+    Ok(report)
 }
 
 /// The report for an external client's result (`clients[i]` is request `{prefix}{i}`):
@@ -1178,6 +1255,13 @@ pub fn write_table(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<(
         opt_fixed(r.true_ttft_ms_mean, 2),
         r.server_ttft_ms_mean
     )?;
+    writeln!(
+        w,
+        "  server spans      TPOT {:.3} ms, E2EL {:.2} ms mean (last write - arrival); requests matched by {}",
+        r.server_tpot_ms_mean,
+        r.server_e2el_ms_mean,
+        r.matched_by.replace('_', " ")
+    )?;
     write_client_cost(w, r)?;
     write_bounds(w, r)?;
     if let Some(e) = &r.first_error {
@@ -1255,6 +1339,24 @@ fn write_error_rows(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<
         r.ttft_arrival_error_ms_p50,
         r.ttft_arrival_error_ms_p99,
         r.ttft_arrival_error_ms_max
+    )?;
+    writeln!(
+        w,
+        "  {:<17} {:>10.1} {:>10.1} {:>10.1} {:>10.1}",
+        "TPOT error us",
+        r.tpot_error_us_mean,
+        r.tpot_error_us_p50,
+        r.tpot_error_us_p99,
+        r.tpot_error_us_max
+    )?;
+    writeln!(
+        w,
+        "  {:<17} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+        "E2EL error ms",
+        r.e2el_error_ms_mean,
+        r.e2el_error_ms_p50,
+        r.e2el_error_ms_p99,
+        r.e2el_error_ms_max
     )?;
     writeln!(
         w,

@@ -96,6 +96,24 @@ impl Tool {
         c
     }
 
+    /// [`Tool::command`] as one shell line (for `selftest --external`, which runs its command
+    /// with `sh -c`): `env` with the same settings, then the reference. `python` must need no
+    /// quoting (the installed launchers' paths do not).
+    pub fn shell_line(&self, python: &Path) -> String {
+        let mut words: Vec<String> = vec!["env".into()];
+        words.extend(OFFLINE.iter().map(|(k, v)| format!("{k}={v}")));
+        words.push(python.display().to_string());
+        words.push("-m".into());
+        words.push(self.module.into());
+        words.extend(
+            self.args
+                .iter()
+                .filter(|a| **a != "--")
+                .map(|a| a.to_string()),
+        );
+        words.join(" ")
+    }
+
     /// The flags, read from the installed reference's parser.
     pub fn dump_flags(&self, python: &Path) -> Vec<Value> {
         let mut c = Command::new(python);
@@ -221,12 +239,16 @@ fn diff(kept: &[Value], live: &[Value]) -> String {
 }
 
 /// No hub, no telemetry, no colour: the reference runs offline against local servers.
+const OFFLINE: [(&str, &str); 7] = [
+    ("HF_HUB_OFFLINE", "1"),
+    ("TRANSFORMERS_OFFLINE", "1"),
+    ("HF_DATASETS_OFFLINE", "1"),
+    ("VLLM_NO_USAGE_STATS", "1"),
+    ("DO_NOT_TRACK", "1"),
+    ("NO_COLOR", "1"),
+    ("PYTHONWARNINGS", "ignore"),
+];
+
 fn offline(c: &mut Command) {
-    c.env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .env("HF_DATASETS_OFFLINE", "1")
-        .env("VLLM_NO_USAGE_STATS", "1")
-        .env("DO_NOT_TRACK", "1")
-        .env("NO_COLOR", "1")
-        .env("PYTHONWARNINGS", "ignore");
+    c.envs(OFFLINE);
 }
