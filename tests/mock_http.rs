@@ -680,7 +680,14 @@ async fn request_log_holds_each_request_as_received() {
         "sampling_params": {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": true}});
     let refused = json!({"model": "no-such-model", "prompt": "x", "max_tokens": 2});
     // (method, path, request id, body, status the server answers)
-    let sent: [(&str, &str, Option<&str>, Option<Value>, u16); 5] = [
+    type Sent = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<Value>,
+        u16,
+    );
+    let sent: [Sent; 5] = [
         (
             "POST",
             "/v1/completions",

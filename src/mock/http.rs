@@ -271,7 +271,7 @@ async fn post(
         .map(|v| v.to_str().map(str::parse::<Fault>));
     let body = match parse_json(req.body()) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     let flavor = match path {
         "/tokenize" => return tokenize(app, &body),
@@ -323,10 +323,10 @@ async fn read_body(body: Incoming) -> Result<Bytes, String> {
         .to_bytes())
 }
 
-fn parse_json(body: &Result<Bytes, String>) -> Result<Value, Response<MockBody>> {
-    let body = body.as_ref().map_err(|e| bad_request(e))?;
-    serde_json::from_slice(body)
-        .map_err(|e| bad_request(&format!("request body is not valid JSON: {e}")))
+/// The body as JSON, or why not (the 400's message).
+fn parse_json(body: &Result<Bytes, String>) -> Result<Value, String> {
+    let body = body.as_ref().map_err(String::clone)?;
+    serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))
 }
 
 fn models(app: &App) -> Value {
