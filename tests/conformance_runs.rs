@@ -1,9 +1,12 @@
 //! Run conformance: each command line of [`RUNS`] is run by the reference tool (vLLM 0.33.0's
 //! `vllm bench serve`, SGLang 0.5.23's `python -m sglang.bench_serving`) and by the drop-in
-//! against the same simulated server, and what each produced is compared: the exit code, the
-//! result file's keys and their order (ours carries one more, `llmspeed`, last) and each shared
-//! value's JSON type, the console block's lines and their order, completed and failed counts and
-//! the token totals. vLLM 0.33's own sweep driver running llmspeed is `tests/conformance_sweep.rs`.
+//! against the same simulated server (a fresh one per tool), and what each produced is compared:
+//! the exit code, the result file's keys and their order (ours carries one more, `llmspeed`,
+//! last) and each shared value's JSON type, the console block's lines and their order, completed
+//! and failed counts and the token totals; and what each sent, from the server's request log:
+//! the same kinds of calls, and the generation requests' bodies field by field under the rules
+//! of `tests/conformance/bodies.rs`. vLLM 0.33's own sweep driver running llmspeed is
+//! `tests/conformance_sweep.rs`.
 //!
 //! Needs the references (`scripts/references.sh`; `.ci/run` exports their Pythons) and the tiny
 //! Hugging Face tokenizer of `scripts/vllm-server.sh` (`LLMSPEED_VLLM_MODEL`), which both tools
@@ -11,10 +14,14 @@
 //!
 //! To add a case, add a row to [`RUNS`] (a server other than the fast mock goes into [`SERVED`],
 //! a file the row reads into [`FILES`], keys the row is there to exercise into [`REQUIRED`]); a
-//! difference we keep on purpose goes into
-//! [`DELIBERATE`] with its reason. `LLMSPEED_CONFORMANCE_ROWS=TEXT` runs only the rows whose
-//! name contains TEXT (each reference run imports torch: seconds apiece).
+//! difference we keep on purpose (a result key, a console label, or a request difference by the
+//! key `bodies::compare` names it with) goes into [`DELIBERATE`] with its reason. `LLMSPEED_CONFORMANCE_ROWS=TEXT` runs only the rows whose
+//! name contains TEXT (each reference run imports torch: seconds apiece);
+//! `LLMSPEED_CONFORMANCE_KEEP=1` keeps each row's folder (both results and the server's
+//! request logs, `ref-requests.jsonl` and `ours-requests.jsonl`) and prints where.
 
+#[path = "conformance/bodies.rs"]
+mod bodies;
 #[path = "conformance/reference.rs"]
 mod reference;
 mod support;
@@ -551,9 +558,78 @@ this line is not JSON and is skipped
 ];
 
 /// Differences kept on purpose: (tool, what, reason). `what` is a result key ours lacks or
-/// adds, or a console label, which the comparison then skips; or a behaviour the rows allow
-/// through their [`Input`] rule, listed here with its reason (docs/bench-sglang.md repeats it).
+/// adds, or a console label, which the comparison then skips; or a difference in what the
+/// server received, by the key `bodies::compare` gives it (docs/migrate-vllm.md and
+/// docs/migrate-sglang.md list them); or a behaviour the rows allow through their [`Input`]
+/// rule, listed here with its reason (docs/bench-sglang.md repeats it).
 const DELIBERATE: &[(Tool, &str, &str)] = &[
+    (
+        Tool::Vllm,
+        "prompt: `prompt` text sent as `prompt` token ids",
+        "random and prefix_repetition prompts go as token ids of the drawn length, which reach \
+         the server as sent on every server (no special tokens added, no re-tokenization); \
+         vLLM decodes its ids to text and aligns it with the server's tokenizer: \
+         Input::PlusOneSpecialPerRequest",
+    ),
+    (
+        Tool::Vllm,
+        "POST /detokenize: only the reference calls it",
+        "vLLM aligns its random and prefix_repetition text prompts with the server's tokenizer \
+         (/tokenize, /detokenize); token-id prompts need no alignment",
+    ),
+    (
+        Tool::Vllm,
+        "GET /version: only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (
+        Tool::Vllm,
+        "POST /tokenize: only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (
+        Tool::Vllm,
+        "POST /v1/completions (not streamed, before the run): only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (Tool::Vllm, "x-request-id", UUID_REQUEST_IDS),
+    (
+        Tool::Sglang,
+        "prompt: `prompt` text sent as `prompt` token ids",
+        "random prompts are token ids of the drawn length (below)",
+    ),
+    (
+        Tool::Sglang,
+        "prompt: `text` text sent as `input_ids` token ids",
+        "random prompts are token ids of the drawn length (below)",
+    ),
+    (
+        Tool::Sglang,
+        "POST /detokenize: only llmspeed calls it",
+        "the chat backends get random-ids prompts as text: the drawn ids through the server's \
+         /detokenize (SGLang decodes them with its local tokenizer)",
+    ),
+    (
+        Tool::Sglang,
+        "GET /version: only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (
+        Tool::Sglang,
+        "GET /metrics: only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (
+        Tool::Sglang,
+        "POST /tokenize: only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (
+        Tool::Sglang,
+        "POST /v1/completions (not streamed, before the run): only llmspeed calls it",
+        SERVER_PROBE,
+    ),
+    (Tool::Sglang, "x-request-id", UUID_REQUEST_IDS),
     (
         Tool::Sglang,
         "random prompts are token ids of the drawn length",
@@ -570,6 +646,18 @@ const DELIBERATE: &[(Tool, &str, &str)] = &[
     ),
 ];
 
+/// Why llmspeed makes calls before the run that the references do not.
+const SERVER_PROBE: &str = "llmspeed identifies the server before the run (its engine, \
+    version, limits and tokenizer endpoint: /v1/models, /version, /metrics, a /tokenize of one \
+    sentence, and one non-streamed 1-token completion of 8 token ids that proves the server \
+    takes ids): its `llmspeed` result key and its token-id prompts rest on it";
+
+/// Why llmspeed's requests carry their own `x-request-id`.
+const UUID_REQUEST_IDS: &str = "without --request-id-prefix every request carries a UUID \
+    (the run's tag and the request's index encoded), which servers that check the header as a \
+    UUID (llama-cpp-python's) accept too: vLLM sends `bench-xxxxxxxx-{i}` (none on \
+    prefix_repetition), SGLang none";
+
 fn deliberate(tool: Tool, what: &str) -> bool {
     DELIBERATE.iter().any(|(t, w, _)| *t == tool && *w == what)
 }
@@ -582,9 +670,11 @@ struct Ran {
     result: Option<Value>,
     /// The result's keys in file order.
     keys: Vec<String>,
+    /// What the server received, in order of arrival.
+    requests: Vec<bodies::Logged>,
 }
 
-fn ran(out: Output, file: &Path) -> Ran {
+fn ran(out: Output, file: &Path, requests: &Path) -> Ran {
     let text = std::fs::read_to_string(file).unwrap_or_default();
     // vLLM writes one JSON object; SGLang appends one JSON line.
     let line = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
@@ -595,6 +685,7 @@ fn ran(out: Output, file: &Path) -> Ran {
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         keys: keys_in_order(line),
         result,
+        requests: bodies::read(requests),
     }
 }
 
@@ -702,13 +793,18 @@ fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
     for (name, text) in FILES {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let mock = MockThread::start(cfg);
+    // One server per tool (the same settings), each logging the requests it receives.
+    let served = |log: &str| {
+        let mut c = cfg.clone();
+        c.request_log = Some(dir.join(log));
+        MockThread::start(c)
+    };
     let (tool, sub, ext) = match row.tool {
         Tool::Vllm => (reference::VLLM, "serve", "json"),
         Tool::Sglang => (reference::SGLANG, "sglang", "jsonl"),
     };
     // The same command line for both, but for the file each one writes.
-    let args = |file: &str| -> Vec<String> {
+    let args = |mock: &MockThread, file: &str| -> Vec<String> {
         let mut a: Vec<String> = vec![
             "--base-url".into(),
             mock.url(),
@@ -738,17 +834,23 @@ fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
         // SGLang keeps generated datasets under ~/.cache/sglang: the row's folder, not the user's.
         reference.env("HOME", dir);
     }
+    let mock = served("ref-requests.jsonl");
     let r = reference
-        .args(args(&rf))
+        .args(args(&mock, &rf))
         .output()
         .expect("run the reference");
+    mock.stop();
+    let mock = served("ours-requests.jsonl");
     let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
         .args(["bench", sub])
-        .args(args(&of))
+        .args(args(&mock, &of))
         .output()
         .expect("run llmspeed");
     mock.stop();
-    (ran(r, &dir.join(rf)), ran(o, &dir.join(of)))
+    (
+        ran(r, &dir.join(rf), &dir.join("ref-requests.jsonl")),
+        ran(o, &dir.join(of), &dir.join("ours-requests.jsonl")),
+    )
 }
 
 /// Every difference between the two runs of `row` that is not [`DELIBERATE`], one line each.
@@ -944,8 +1046,32 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
             traffic_lines(&o.stdout)
         ));
     }
+    // What the server received: the same kinds of calls, the same generation request bodies.
+    let measured = |v: &Value| {
+        ["completed", "failed"]
+            .iter()
+            .map(|k| v[*k].as_u64().unwrap_or(0) as usize)
+            .sum()
+    };
+    let file_prompts = row
+        .args
+        .windows(2)
+        .any(|w| w[0] == "--dataset-name" && FILE_PROMPTS.contains(&w[1]));
+    for (key, what) in bodies::compare(
+        &bodies::sort(&r.requests, measured(rv)),
+        &bodies::sort(&o.requests, measured(ov)),
+        file_prompts,
+    ) {
+        if !deliberate(row.tool, &key) {
+            differ(format!("request bodies: {what}"));
+        }
+    }
     out
 }
+
+/// The datasets whose prompts are texts read from the row's file, which both tools send as
+/// they are; every other one draws its own.
+const FILE_PROMPTS: &[&str] = &["custom", "sharegpt"];
 
 /// A value's JSON type, a list's by its first element (an empty one is any list).
 fn json_type(v: &Value) -> &'static str {
@@ -979,6 +1105,7 @@ fn conform(tool: Tool) {
     let Some(python) = t.python() else { return };
     let Some(env) = env() else { return };
     let only = std::env::var("LLMSPEED_CONFORMANCE_ROWS").unwrap_or_default();
+    let keep = std::env::var_os("LLMSPEED_CONFORMANCE_KEEP").is_some();
     let mut problems = Vec::new();
     for row in RUNS
         .iter()
@@ -987,6 +1114,9 @@ fn conform(tool: Tool) {
         let dir = tempfile::tempdir().unwrap();
         let (r, o) = run_both(row, &env, &python, dir.path());
         problems.extend(compare(row, &r, &o));
+        if keep {
+            eprintln!("{}: kept in {}", row.name, dir.keep().display());
+        }
     }
     assert!(
         problems.is_empty(),

@@ -662,3 +662,96 @@ async fn responses_name_the_requested_lora_adapter() {
     }
     srv.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_log_holds_each_request_as_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, trace) = (
+        dir.path().join("requests.jsonl"),
+        dir.path().join("t.jsonl"),
+    );
+    let mut cfg = test_config();
+    cfg.request_log = Some(log.clone());
+    cfg.trace = Some(trace.clone());
+    let srv = Server::start(cfg).await;
+    let chat = json!({"model": "mock-model", "messages": [{"role": "user", "content": "hi there"}],
+        "max_completion_tokens": 3, "temperature": 0.0, "top_p": 1.0, "stream": false});
+    let native = json!({"input_ids": [5, 6, 7, 8], "stream": true,
+        "sampling_params": {"max_new_tokens": 4, "temperature": 0.0, "ignore_eos": true}});
+    let refused = json!({"model": "no-such-model", "prompt": "x", "max_tokens": 2});
+    // (method, path, request id, body, status the server answers)
+    type Sent = (
+        &'static str,
+        &'static str,
+        Option<&'static str>,
+        Option<Value>,
+        u16,
+    );
+    let sent: [Sent; 5] = [
+        (
+            "POST",
+            "/v1/completions",
+            Some("req-a"),
+            Some(stream_body(" the", 5)),
+            200,
+        ),
+        (
+            "POST",
+            "/v1/chat/completions",
+            Some("req-chat"),
+            Some(chat),
+            200,
+        ),
+        ("POST", "/generate", None, Some(native), 200),
+        (
+            "POST",
+            "/v1/completions",
+            Some("req-404"),
+            Some(refused),
+            404,
+        ),
+        ("GET", "/v1/models", None, None, 200),
+    ];
+    for (method, path, id, body, status) in &sent {
+        let headers: Vec<(&str, &str)> = id.iter().map(|id| ("x-request-id", *id)).collect();
+        let r = request(srv.addr, method, path, body.as_ref(), &headers).await;
+        assert_eq!(r.status, *status, "{method} {path}");
+    }
+    srv.stop().await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), sent.len(), "{text}");
+    for (line, (method, path, id, body, status)) in lines.iter().zip(&sent) {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(
+            (&v["method"], &v["path"], &v["request_id"], &v["status"]),
+            (&json!(method), &json!(path), &json!(id), &json!(status)),
+            "{line}"
+        );
+        assert_eq!(v["body"], body.clone().unwrap_or(Value::Null), "{line}");
+        // The bytes as sent, key order included.
+        if let Some(b) = body {
+            assert!(line.ends_with(&format!("\"body\":{b}}}")), "{line}");
+        }
+    }
+    // Arrival in the trace's base: the streamed request's is the trace's own.
+    let traced: Value = serde_json::from_str(
+        std::fs::read_to_string(&trace)
+            .unwrap()
+            .lines()
+            .find(|l| l.contains("\"req-a\""))
+            .expect("req-a in the trace"),
+    )
+    .unwrap();
+    let logged: Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(logged["arrival_ns"], traced["arrival_ns"]);
+    let arrivals: Vec<u64> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["arrival_ns"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(arrivals.windows(2).all(|w| w[0] < w[1]), "{arrivals:?}");
+}

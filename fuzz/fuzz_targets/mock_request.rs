@@ -1,11 +1,13 @@
 //! The mock server's request parsing (OpenAI, SGLang and TGI bodies): any body never panics, and what it accepts respects
-//! `max_model_len`; the tokenizer round-trips any text; fault specs parse or fail cleanly.
+//! `max_model_len`; the tokenizer round-trips any text; fault specs parse or fail cleanly; the
+//! request log writes any body as one line of JSON holding it (as JSON when it is JSON).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use llmspeed::mock::faults::FaultRule;
 use llmspeed::mock::http::parse_request;
 use llmspeed::mock::native::Flavor;
+use llmspeed::mock::reqlog::{line, RequestRec};
 use llmspeed::mock::tokenizer::Tokenizer;
 use std::sync::OnceLock;
 
@@ -17,7 +19,18 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(tok.decode(&tok.encode(text)).as_deref(), Ok(text));
         let _ = text.parse::<FaultRule>();
     }
+    let logged = line(&RequestRec {
+        arrival_ns: 1,
+        method: "POST".into(),
+        path: "/v1/completions".into(),
+        request_id: std::str::from_utf8(data).ok().map(str::to_owned),
+        status: 200,
+        body: bytes::Bytes::copy_from_slice(data),
+    });
+    assert!(!logged.contains('\n'), "{logged}");
+    let logged: serde_json::Value = serde_json::from_str(&logged).expect("a JSON line");
     if let Ok(body) = serde_json::from_slice::<serde_json::Value>(data) {
+        assert_eq!(logged["body"], body);
         for flavor in [
             Flavor::Completions,
             Flavor::Chat,

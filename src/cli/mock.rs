@@ -69,6 +69,10 @@ pub struct MockArgs {
     /// Write one JSON line per token write (ground truth) to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Write one JSON line per request received (method, path, x-request-id, the answer's
+    /// status, the body as sent, arrival time in the trace's base) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<PathBuf>,
     /// Expose fake speculative-decoding counters (vLLM's `vllm:spec_decode_*_total`): one
     /// draft per generated token, one acceptance rate per draft position, e.g. 0.8,0.5.
     #[arg(long, value_delimiter = ',', value_name = "RATE,RATE,...")]
@@ -119,6 +123,7 @@ impl MockArgs {
         c.loop_fraction = self.loop_fraction;
         c.faults = self.faults.clone();
         c.trace = self.trace.clone();
+        c.request_log = self.request_log.clone();
         if self
             .spec_decode_acceptance
             .iter()
@@ -217,6 +222,8 @@ mod tests {
             "drip@0.25",
             "--fault",
             "reset-after=3",
+            "--request-log",
+            "requests.jsonl",
         ])
         .unwrap();
         assert_eq!(
@@ -239,6 +246,7 @@ mod tests {
         assert_eq!((c.loop_after, c.loop_fraction), (Some(64), 0.5));
         assert_eq!(c.faults.len(), 2);
         assert_eq!(c.faults[1].fault, Fault::ResetAfter(3));
+        assert_eq!(c.request_log, Some("requests.jsonl".into()));
         let s = config(&[
             "--spec-decode-acceptance",
             "0.8,0.5",

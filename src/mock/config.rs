@@ -45,6 +45,8 @@ pub struct MockConfig {
     /// Faults drawn per request (a request header `x-mock-fault` overrides them).
     pub faults: Vec<FaultRule>,
     pub trace: Option<PathBuf>,
+    /// Log every request as received to this file (see [`super::reqlog`]), one JSON line each.
+    pub request_log: Option<PathBuf>,
     /// An in-process trace sink (see [`super::trace::TraceSink::memory`]); used instead of
     /// `trace` when set.
     pub trace_sink: Option<super::trace::TraceSink>,
@@ -185,6 +187,7 @@ impl MockConfig {
             loop_fraction: 1.0,
             faults: Vec::new(),
             trace: None,
+            request_log: None,
             trace_sink: None,
             admission_delay: std::time::Duration::ZERO,
             metrics_delay: std::time::Duration::ZERO,
@@ -205,7 +208,7 @@ impl MockConfig {
         format!(
             "model {} | max_model_len {} | KV {} tokens in blocks of {} ({} blocks, max concurrency {:.2} at full length) | max_num_seqs {} | batch budget {} tokens\n\
              prefill {:.0} tok/s / (1 + ctx/{:.0}) | decode step {:.0} us + {:.1} us/seq + {:.2} us/Ktok total + {:.2} us/Ktok longest | time scale {}\n\
-             loop after {:?} tokens (fraction {}) | {} fault rule(s) | trace {}",
+             loop after {:?} tokens (fraction {}) | {} fault rule(s) | trace {} | request log {}",
             self.model,
             self.max_model_len,
             e.num_blocks() as u64 * e.block_size as u64,
@@ -225,6 +228,10 @@ impl MockConfig {
             self.loop_fraction,
             self.faults.len(),
             self.trace
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "off".into()),
+            self.request_log
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "off".into()),

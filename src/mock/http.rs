@@ -7,6 +7,7 @@
 use super::engine::{AdmitError, Emission, NewSeq};
 use super::faults::{self, ConnCtl, Fault};
 use super::native::{self, EventFacts, Flavor, Output};
+use super::reqlog::RequestRec;
 use super::request::GenRequest;
 use super::text::mix64;
 use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
@@ -111,37 +112,73 @@ const ROUTES: &[&str] = &[
     "/flush_cache",
 ];
 
-/// Answer one request: the request id checked and echoed, a loading server's 503, the route.
+/// A request with its whole body read (or why it could not be).
+type Received = Request<Result<Bytes, String>>;
+
+/// Answer one request: the body read, the request id checked and echoed, a loading server's
+/// 503, the route; then the request logged with its answer's status (when the log is on).
 pub async fn handle(
     app: Arc<App>,
     ctl: Arc<ConnCtl>,
     req: Request<Incoming>,
 ) -> Response<MockBody> {
     ctl.clear();
+    let (parts, body) = req.into_parts();
+    let req = Request::from_parts(parts, read_body(body).await);
+    let arrival_ns = app.request_log.as_ref().map(|_| arrival_ns(&app, &ctl));
     let request_id = req
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    if app.cfg.uuid_request_ids && request_id.as_deref().is_some_and(|id| !python_uuid(id)) {
-        return respond(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
+    let mut resp = answer(&app, &ctl, &req, request_id.clone()).await;
+    if let (Some(log), Some(arrival_ns)) = (&app.request_log, arrival_ns) {
+        log.record(RequestRec {
+            arrival_ns,
+            method: req.method().to_string(),
+            path: req.uri().path().to_owned(),
+            request_id: request_id.clone(),
+            status: resp.status().as_u16(),
+            body: req.body().clone().unwrap_or_default(),
+        });
     }
-    let path = req.uri().path().to_owned();
-    if still_loading(&app, &path) {
-        return error_response(StatusCode::SERVICE_UNAVAILABLE, "Loading model", None);
-    }
-    let mut resp = route(&app, &ctl, req, &path, request_id.clone()).await;
     if let Some(id) = request_id.and_then(|id| header::HeaderValue::from_str(&id).ok()) {
         resp.headers_mut().insert("x-request-id", id);
     }
     resp
 }
 
+/// When the request being handled was complete, in ns since the server started (the trace's
+/// base): its last read when reads are stamped (the trace is on), else now.
+fn arrival_ns(app: &App, ctl: &ConnCtl) -> u64 {
+    match &ctl.stamper {
+        Some(s) => s.arrival().0,
+        None => app.driver.now_ns(),
+    }
+}
+
+/// A refused request id, a loading server's 503, or the route's answer.
+async fn answer(
+    app: &Arc<App>,
+    ctl: &Arc<ConnCtl>,
+    req: &Received,
+    request_id: Option<String>,
+) -> Response<MockBody> {
+    if app.cfg.uuid_request_ids && request_id.as_deref().is_some_and(|id| !python_uuid(id)) {
+        return respond(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
+    }
+    let path = req.uri().path();
+    if still_loading(app, path) {
+        return error_response(StatusCode::SERVICE_UNAVAILABLE, "Loading model", None);
+    }
+    route(app, ctl, req, path, request_id).await
+}
+
 /// The endpoint `path` names, by method; 405 for a known path and the wrong method, else 404.
 async fn route(
     app: &Arc<App>,
     ctl: &Arc<ConnCtl>,
-    req: Request<Incoming>,
+    req: &Received,
     path: &str,
     request_id: Option<String>,
 ) -> Response<MockBody> {
@@ -224,7 +261,7 @@ async fn flush_cache(app: &App) -> Response<MockBody> {
 async fn post(
     app: &Arc<App>,
     ctl: &Arc<ConnCtl>,
-    req: Request<Incoming>,
+    req: &Received,
     path: &str,
     request_id: Option<String>,
 ) -> Response<MockBody> {
@@ -232,9 +269,9 @@ async fn post(
         .headers()
         .get("x-mock-fault")
         .map(|v| v.to_str().map(str::parse::<Fault>));
-    let body = match read_json(req).await {
+    let body = match parse_json(req.body()) {
         Ok(v) => v,
-        Err(r) => return r,
+        Err(e) => return bad_request(&e),
     };
     let flavor = match path {
         "/tokenize" => return tokenize(app, &body),
@@ -277,14 +314,19 @@ fn python_uuid(s: &str) -> bool {
     digits.clone().count() == 32 && digits.into_iter().all(|b| b.is_ascii_hexdigit())
 }
 
-async fn read_json(req: Request<Incoming>) -> Result<Value, Response<MockBody>> {
-    let body = http_body_util::Limited::new(req.into_body(), MAX_BODY)
+/// The whole body, at most [`MAX_BODY`] bytes.
+async fn read_body(body: Incoming) -> Result<Bytes, String> {
+    Ok(http_body_util::Limited::new(body, MAX_BODY)
         .collect()
         .await
-        .map_err(|e| bad_request(&format!("cannot read the request body: {e}")))?
-        .to_bytes();
-    serde_json::from_slice(&body)
-        .map_err(|e| bad_request(&format!("request body is not valid JSON: {e}")))
+        .map_err(|e| format!("cannot read the request body: {e}"))?
+        .to_bytes())
+}
+
+/// The body as JSON, or why not (the 400's message).
+fn parse_json(body: &Result<Bytes, String>) -> Result<Value, String> {
+    let body = body.as_ref().map_err(String::clone)?;
+    serde_json::from_slice(body).map_err(|e| format!("request body is not valid JSON: {e}"))
 }
 
 fn models(app: &App) -> Value {

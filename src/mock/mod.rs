@@ -6,7 +6,7 @@
 //! token is due), `driver` (runs the engine on its own thread in real time), `http` (hyper 1
 //! service and the SSE body), `native` (SGLang's `/generate` and TGI's `/generate_stream`:
 //! request parsing and event lines), `faults` (injected failures and the connection wrapper that
-//! makes byte-level ones possible), `trace` (ground-truth write times), `metrics`, `config`.
+//! makes byte-level ones possible), `trace` (ground-truth write times), `reqlog` (each request as received), `metrics`, `config`.
 //!
 //! Architecture invariant: its HTTP side is hyper's and it shares no code with the client in
 //! `net`/`proto`, so that each side checks the other. The engine never sees a clock or socket.
@@ -18,6 +18,7 @@ pub mod faults;
 pub mod http;
 pub mod metrics;
 pub mod native;
+pub mod reqlog;
 pub mod request;
 pub mod text;
 pub mod tokenizer;
@@ -31,6 +32,7 @@ use faults::{ConnCtl, FaultIo};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use reqlog::RequestLog;
 use std::future::Future;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicU64;
@@ -50,6 +52,8 @@ pub struct App {
     pub tok: Tokenizer,
     pub driver: Driver,
     pub trace: Option<TraceSink>,
+    /// Where each request is logged as received (`MockConfig::request_log`).
+    pub request_log: Option<RequestLog>,
     /// Completion requests seen (drives fault draws and loop selection).
     pub requests: AtomicU64,
     /// Next engine sequence tag.
@@ -77,6 +81,13 @@ pub async fn serve(
         }
         (None, None) => (None, None),
     };
+    let (request_log, request_log_thread) = match &config.request_log {
+        Some(p) => {
+            let (l, h) = RequestLog::create(p)?;
+            (Some(l), Some(h))
+        }
+        None => (None, None),
+    };
     let app = Arc::new(App {
         driver: Driver::start_with_hook(
             config.engine.clone(),
@@ -85,6 +96,7 @@ pub async fn serve(
         )?,
         tok: Tokenizer::new(),
         trace,
+        request_log,
         requests: AtomicU64::new(0),
         tags: AtomicU64::new(0),
         loading_answered: AtomicU64::new(0),
@@ -144,12 +156,17 @@ pub async fn serve(
     let _ = tokio::time::timeout(DRAIN, async { while conns.join_next().await.is_some() {} }).await;
     conns.abort_all();
     while conns.join_next().await.is_some() {}
-    // Last reference: stops the engine thread and closes the trace channel.
+    // Last reference: stops the engine thread and closes the trace and request log channels.
     drop(app);
-    if let Some(h) = trace_thread {
+    for (what, h) in [("trace", trace_thread), ("request log", request_log_thread)] {
+        let Some(h) = h else { continue };
         match tokio::task::spawn_blocking(move || h.join()).await {
             Ok(Ok(r)) => r?,
-            _ => return Err(std::io::Error::other("the trace writer thread panicked")),
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "the {what} writer thread panicked"
+                )))
+            }
         }
     }
     Ok(())

@@ -1235,8 +1235,10 @@ impl ServeArgs {
             request_rate: self.request_rate.0,
             max_concurrency: self.max_concurrency,
             num_warmups: self.num_warmups,
-            // vLLM forces ignore_eos for the random dataset so outputs have their set length.
-            ignore_eos: self.ignore_eos || kind == DatasetKind::Random,
+            // vLLM forces ignore_eos for the random dataset and a timed_trace, so outputs have
+            // their set length.
+            ignore_eos: self.ignore_eos
+                || matches!(kind, DatasetKind::Random | DatasetKind::TimedTrace),
             extra,
             continuous_usage: self.continuous_usage,
             metrics,
@@ -1327,6 +1329,13 @@ mod tests {
         );
         assert_eq!(c.percentiles, vec![99.0]);
         assert!(c.ignore_eos, "random forces ignore_eos");
+        let with = |name: &str| {
+            parse(&["--dataset-name", name, "--dataset-path", "f.jsonl"])
+                .unwrap()
+                .ignore_eos
+        };
+        assert!(with("timed_trace"), "a timed_trace forces ignore_eos");
+        assert!(!with("sharegpt"), "sharegpt leaves it to --ignore-eos");
         assert!(
             !c.extra.contains_key("temperature"),
             "vLLM 0.33 sends no temperature unless asked"
