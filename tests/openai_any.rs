@@ -92,7 +92,14 @@ fn assert_valid_with_our_ids(r: &MatrixReport) {
     assert!(!r.decode.is_empty());
     for cell in &r.decode {
         let what = format!("{} x {}", cell.context, cell.concurrency);
-        assert_eq!(cell.status, CellStatus::Valid, "{what}: {:?}", cell.status);
+        // Measured, whether or not the client kept up: on a loaded machine the debug-built
+        // client may fall behind the mock, which Client-bound says (its rule is tested in
+        // `analysis::client_lag` and tests/selftest_bounds.rs); the ids are what this checks.
+        assert!(
+            matches!(cell.status, CellStatus::Valid | CellStatus::ClientBound),
+            "{what}: {:?}",
+            cell.status
+        );
         assert!(!cell.requests.is_empty(), "{what}");
         for q in &cell.requests {
             let id = q.request_id.as_deref().expect("every request has an id");
