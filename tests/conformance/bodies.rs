@@ -176,11 +176,34 @@ pub fn compare(theirs: &Sorted, ours: &Sorted, file_prompts: bool) -> Vec<Differ
                 ),
             ));
         }
-        // Which sample a warm-up takes is each tool's own draw: its text is not compared.
-        let texts = file_prompts && group == "measured";
-        out.extend(compare_bodies(group, t, o, texts));
+        // Which sample a warm-up takes is each tool's own draw: its text is not compared, nor,
+        // on a file's prompts, the value of a field drawn with the sample (the measured
+        // requests' output lengths, which differ from one request to the next): both tools
+        // must still send it.
+        let warmup = group == "warm-up";
+        let texts = file_prompts && !warmup;
+        let drawn = if file_prompts && warmup {
+            per_sample(&theirs.measured)
+        } else {
+            BTreeSet::new()
+        };
+        out.extend(compare_bodies(group, t, o, texts, &drawn));
     }
     out
+}
+
+/// The fields whose value differs between the measured requests (drawn with each sample).
+fn per_sample(measured: &[&Logged]) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in measured {
+        for (k, v) in fields(&r.body) {
+            seen.entry(k).or_default().insert(v.to_string());
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, values)| values.len() > 1)
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The bodies of one group of requests, field by field.
@@ -189,6 +212,7 @@ fn compare_bodies(
     theirs: &[&Logged],
     ours: &[&Logged],
     file_prompts: bool,
+    drawn: &BTreeSet<String>,
 ) -> Vec<Difference> {
     let mut out = Vec::new();
     let (t, o): (Vec<_>, Vec<_>) = (
@@ -227,9 +251,10 @@ fn compare_bodies(
     let names: BTreeSet<&String> = t.iter().chain(&o).flat_map(|f| f.keys()).collect();
     for name in names {
         let values = |g: &[BTreeMap<String, Value>]| {
-            multiset(g.iter().map(|f| {
-                f.get(name)
-                    .map_or_else(|| "(absent)".to_string(), Value::to_string)
+            multiset(g.iter().map(|f| match f.get(name) {
+                None => "(absent)".to_string(),
+                Some(_) if drawn.contains(name) => "(present)".to_string(),
+                Some(v) => v.to_string(),
             }))
         };
         let (tv, ov) = (values(&t), values(&o));
@@ -533,5 +558,35 @@ mod tests {
         );
         assert!(compare(&sort(&t, 1), &sort(&o, 1), false).is_empty());
         assert_eq!(compare(&sort(&t, 1), &sort(&o, 1), true)[0].0, "prompt");
+        // On a file's prompts a warm-up's output length is its sample's: each tool's warm-up
+        // may take another sample, so a field the measured requests draw per sample is held to
+        // being sent, a fixed one to its value.
+        let file = |warm_max: u64, warm_temp: f64| {
+            vec![
+                logged(
+                    "/v1/completions",
+                    json!({"prompt": "w", "max_tokens": warm_max, "temperature": warm_temp, "stream": true}),
+                    None,
+                ),
+                logged(
+                    "/v1/completions",
+                    json!({"prompt": "p", "max_tokens": 20, "temperature": 0.0, "stream": true}),
+                    None,
+                ),
+                logged(
+                    "/v1/completions",
+                    json!({"prompt": "q", "max_tokens": 18, "temperature": 0.0, "stream": true}),
+                    None,
+                ),
+            ]
+        };
+        let (t, o) = (file(20, 0.0), file(18, 0.0));
+        assert!(compare(&sort(&t, 2), &sort(&o, 2), true).is_empty());
+        assert_eq!(
+            compare(&sort(&t, 2), &sort(&o, 2), false)[0].0,
+            "body field max_tokens"
+        );
+        let d = compare(&sort(&t, 2), &sort(&file(18, 1.0), 2), true);
+        assert_eq!(d[0].0, "body field temperature", "{d:?}");
     }
 }
