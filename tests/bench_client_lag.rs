@@ -55,6 +55,8 @@ fn check(lag: &Value, out: &std::process::Output) {
     );
     assert!(lag["gaps"].as_u64().unwrap() > 0, "{lag}");
     if cfg!(target_os = "linux") {
+        // What stamped the reads is said beside the figures.
+        assert_eq!(lag["stamp_source"], "kernel", "{lag}");
         assert!(lag["read_lag_us"]["p50"].as_f64().unwrap() > 0.0, "{lag}");
         let b = &lag["bounds_ms"]["itl_p50"];
         assert!(b["bound"].as_f64().unwrap() > 0.0, "{lag}");
@@ -152,4 +154,43 @@ fn bench_sglang_writes_the_client_lag_and_fails_exactly_when_client_bound() {
         stdout.find("llmspeed: client lag").unwrap() > theirs,
         "{stdout}"
     );
+}
+
+#[test]
+fn the_client_lag_says_which_clock_stamped_the_reads() {
+    // With the client's own clock no bound can be stated, and the figures say why.
+    let mock = start();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = llmspeed(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &mock.url(),
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--no-kernel-stamps",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]);
+    mock.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a result");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    let lag = &v["llmspeed"]["client_lag"];
+    assert_eq!(lag["stamp_source"], "client_clock (disabled)", "{lag}");
+    assert_eq!(lag["bounds_ms"]["itl_p50"]["bound"], Value::Null, "{lag}");
 }

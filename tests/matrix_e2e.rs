@@ -877,6 +877,14 @@ fn decode_figures_agree_with_the_simulated_engine() {
         c.duration = Duration::from_millis(1500);
     });
     assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    // The cell says which clock stamped the reads its figures come from.
+    let lag = cell.client_lag.as_ref().expect("the cell's client lag");
+    let want = if cfg!(target_os = "linux") {
+        "kernel"
+    } else {
+        "client_clock (unsupported)"
+    };
+    assert_eq!(lag.stamp_source.as_deref(), Some(want), "{lag:?}");
     let gap = 4.002;
     // 10%: the engine's thread steps in real time and this machine is shared, so a late step
     // is a true longer gap; a figure mixing in ramp-up or drain would be off by far more.

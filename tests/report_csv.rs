@@ -96,6 +96,7 @@ fn a_cells_client_lag_fills_its_columns_and_a_cell_without_leaves_them_empty() {
     assert_eq!(valid[col("client_lag_bounds_ms_itl_p50_bound")], "0.02");
     assert_eq!(valid[col("client_lag_bounds_ms_tpot_p99_bound")], "0.0004");
     assert_eq!(valid[col("client_lag_cores")], "2");
+    assert_eq!(valid[col("client_lag_stamp_source")], "kernel");
     // Every column of the JSON object has its own column, and nothing else is prefixed so.
     let lag = serde_json::to_value(report_common::client_lag(1.0)).unwrap();
     let mut paths = Vec::new();

@@ -210,6 +210,8 @@ pub struct LagSamples {
     /// side, perhaps), and tokens without a bound.
     edge_tokens: u64,
     unbounded_tokens: u64,
+    /// Which clock stamped the reads counted, over every request that had one.
+    source: Option<StampSource>,
 }
 
 impl LagSamples {
@@ -223,6 +225,10 @@ impl LagSamples {
     }
 
     fn add_reads(&mut self, tl: &Timeline, window: &Range<u64>) {
+        if tl.reads().any(|r| window.contains(&r.t)) {
+            let s = tl.stamp_source();
+            self.source = Some(self.source.map_or(s, |a| a.combine(s)));
+        }
         for r in tl.reads().filter(|r| window.contains(&r.t)) {
             if let Some(lag) = r.lag_ns {
                 self.read_lag_us.push(f64::from(lag) / 1e3);
@@ -332,6 +338,7 @@ impl LagSamples {
             throughput_bound_percent: (self.unbounded_tokens == 0 && self.tokens > 0)
                 .then(|| 100.0 * self.edge_tokens as f64 / self.tokens as f64),
             cpu,
+            stamp_source: self.source,
         }
     }
 }
@@ -423,6 +430,8 @@ pub struct ClientLag {
     /// side of the window's edges. `None` when some token has no bound.
     pub throughput_bound_percent: Option<f64>,
     pub cpu: Option<Cpu>,
+    /// Which clock stamped the reads (`None`: no read was counted).
+    pub stamp_source: Option<StampSource>,
 }
 
 impl ClientLag {

@@ -89,6 +89,12 @@ pub struct ClientLagFigures {
     /// The client's CPU over the measurement: share of the cores it may run on, and how many.
     pub client_cpu_percent_of_cores: Option<f64>,
     pub cores: Option<u64>,
+    /// Which clock stamped the reads these figures come from: `kernel` (receive stamps),
+    /// `packet` (each segment's arrival, `--packet-stamps`), `client_clock (REASON)` or
+    /// `mixed (REASON)` (`timeline::StampSource::label`); `null` without a read (and in files
+    /// written before it was recorded).
+    #[serde(default)]
+    pub stamp_source: Option<String>,
 }
 
 impl ClientLagFigures {
@@ -124,6 +130,7 @@ impl ClientLagFigures {
             throughput_bound_percent: lag.throughput_bound_percent,
             client_cpu_percent_of_cores: lag.cpu.map(|c| c.percent_of_cores()),
             cores: lag.cpu.map(|c| c.cores as u64),
+            stamp_source: lag.stamp_source.map(|s| s.label()),
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 61] = [
+pub const COLUMNS: [&str; 62] = [
     "phase",
     "context",
     "context_label",
@@ -73,6 +73,7 @@ pub const COLUMNS: [&str; 61] = [
     "client_lag_throughput_bound_percent",
     "client_lag_client_cpu_percent_of_cores",
     "client_lag_cores",
+    "client_lag_stamp_source",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -220,6 +221,7 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
         num(l.client_cpu_percent_of_cores),
         num(l.cores),
     ]);
+    out.push(l.stamp_source.clone().unwrap_or_default());
     out
 }
 

@@ -323,5 +323,6 @@ pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
         throughput_bound_percent: Some(0.0),
         client_cpu_percent_of_cores: Some(0.75),
         cores: Some(2),
+        stamp_source: Some("kernel".into()),
     }
 }
