@@ -214,7 +214,7 @@ const RUNS: &[Run] = &[
         input: Input::PlusOneSpecialPerRequest,
     },
     Run {
-        name: "a rate with burstiness and a seed",
+        name: "a rate with burstiness, a seed and warm-ups",
         tool: Tool::Vllm,
         args: &[
             "--dataset-name",
@@ -231,6 +231,9 @@ const RUNS: &[Run] = &[
             "2.5",
             "--seed",
             "11",
+            // vLLM's warm-ups (0 by default): the same count, sent before the measured ones.
+            "--num-warmups",
+            "2",
         ],
         input: Input::PlusOneSpecialPerRequest,
     },

@@ -10,7 +10,8 @@ mod real_server;
 mod server;
 
 use real_server::{
-    bench_result, bench_serve, cell, check_bench_counts, llmspeed, stream_summary, text,
+    assert_client_kept_up, bench_result, bench_serve, cell, check_bench_counts, llmspeed,
+    stream_summary, text,
 };
 use serde_json::Value;
 use server::LlamaServer;
@@ -145,21 +146,14 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
     };
     let dir = tempfile::tempdir().unwrap();
     let before = s.metric("llamacpp:tokens_predicted_total").unwrap_or(0.0);
-    let (o, r) = matrix(&s, dir.path(), "256,1k", "1,2,4,8", &[]);
+    // Packet stamps (CI runs as root): the client shares this machine's 2 cores with
+    // llama-server, and every token still has its own arrival time.
+    let (o, r) = matrix(&s, dir.path(), "256,1k", "1,2,4,8", &["--packet-stamps"]);
     assert!(o.status.success(), "{}", text(&o));
     for ctx in [256, 1024] {
         for c in [1, 2, 4] {
             let cell = cell(&r, ctx, c);
-            // Measured: a client sharing this machine's cores with llama-server may be marked
-            // Client-bound (its figures kept, the reason in its notes).
-            assert!(
-                matches!(
-                    cell["status"]["kind"].as_str(),
-                    Some("valid" | "client_bound")
-                ),
-                "{ctx} x {c}: {cell}\n{}",
-                text(&o)
-            );
+            assert_client_kept_up(cell, &format!("{ctx} x {c}"), &o);
             let tps = cell["output_tok_per_s"].as_f64().unwrap();
             assert!(tps > 0.0, "{cell}");
             assert_eq!(
