@@ -134,6 +134,10 @@ pub struct EventRecord {
     /// kernel receiving the data and the read returning; 0 when unknown (the read kept the
     /// client's own stamp, see [`Timeline::stamp_source`]). Set after the observer saw it.
     pub wakeup_ns: u32,
+    /// On the first event a read completed: the bytes the socket held when that read took its
+    /// data (those it read and those it left, `TCP_CM_INQ`: `net::stamp::tcp_inq`). 0 on its
+    /// other events, and when the kernel did not say (client stamps, TLS, not Linux).
+    pub socket_bytes: u32,
     pub channel: Channel,
 }
 
@@ -391,9 +395,10 @@ pub struct Timeline {
     pub done: bool,
     /// How the reads that brought data were stamped (see [`Timeline::stamp_source`]).
     pub stamps: StampCounts,
-    /// Reads that filled the read buffer and completed events, by the end of their events
-    /// (`events.len()` after them), in order: such a read may have left data waiting in the
-    /// socket. Pre-sized, never grown on the per-token path: past its capacity
+    /// Reads that completed events and left data waiting in the socket, by the end of their
+    /// events (`events.len()` after them), in order: the kernel's count of the bytes left
+    /// (`TCP_CM_INQ`) where it gave one, else a read that filled the read buffer (it may have
+    /// left some). Pre-sized, never grown on the per-token path: past its capacity
     /// `full_reads_overflowed` says some went unrecorded.
     pub full_reads: Vec<u32>,
     pub full_reads_overflowed: bool,
@@ -515,7 +520,16 @@ impl Timeline {
         new.iter_mut().for_each(|e| e.wakeup_ns = wakeup_of(e.t));
     }
 
-    /// The read just noted filled the read buffer (see [`Timeline::full_reads`]). Allocates
+    /// The bytes the socket held when the read that completed the events from `first_event`
+    /// on took them (see [`EventRecord::socket_bytes`]); nothing when it completed none.
+    #[inline]
+    pub fn note_socket_bytes(&mut self, first_event: usize, bytes: u32) {
+        if let Some(e) = self.events.get_mut(first_event) {
+            e.socket_bytes = bytes;
+        }
+    }
+
+    /// The read just noted left data waiting (see [`Timeline::full_reads`]). Allocates
     /// nothing: past the capacity reserved up front it only sets the overflow flag.
     #[inline]
     pub fn note_full_read(&mut self) {
@@ -530,8 +544,9 @@ impl Timeline {
         }
     }
 
-    /// Whether the read whose events end at `end` may have left data waiting (it filled the
-    /// buffer, or the record of such reads overflowed).
+    /// Whether the read whose events end at `end` may have left data waiting (the kernel said
+    /// so, or it filled the buffer where the kernel did not say; or the record of such reads
+    /// overflowed).
     pub fn read_was_full(&self, end: usize) -> bool {
         self.full_reads_overflowed || self.full_reads.binary_search(&(end as u32)).is_ok()
     }
@@ -662,6 +677,7 @@ mod tests {
                 t,
                 tokens,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: if tokens > 0 {
                     Channel::Content
                 } else {
@@ -694,6 +710,7 @@ mod tests {
                 t,
                 tokens,
                 wakeup_ns: w,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }
@@ -735,6 +752,7 @@ mod tests {
                 t: i,
                 tokens: 2,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }
@@ -761,6 +779,7 @@ mod tests {
             t: 10,
             tokens: 1,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel: Channel::Content,
         });
         t.note_read(None, 700, 0);
@@ -797,6 +816,7 @@ mod tests {
             t,
             tokens: 1,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel: Channel::Content,
         };
         let mut t = Timeline::new(0, 4, false);

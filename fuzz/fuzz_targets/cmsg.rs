@@ -1,9 +1,10 @@
 #![no_main]
-//! The `SCM_TIMESTAMPING` control-buffer parser never panics, whatever the bytes, and agrees
-//! with a naive twin that first splits the buffer into whole messages, then looks for ours.
+//! The control-buffer parsers (`SCM_TIMESTAMPING`'s stamp, `TCP_CM_INQ`'s bytes left) never
+//! panic, whatever the bytes, and agree with naive twins that first split the buffer into whole
+//! messages, then look for theirs.
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::net::stamp::rx_software_stamp_ns;
+use llmspeed::net::stamp::{rx_software_stamp_ns, tcp_inq};
 
 /// `(level, type, payload)` of each whole message, walking as `CMSG_NXTHDR` does; stops at
 /// the first header that does not fit.
@@ -38,6 +39,14 @@ fn naive(b: &[u8]) -> Option<u64> {
     (sec as u128 * 1_000_000_000 + nsec as u128).try_into().ok()
 }
 
+fn naive_inq(b: &[u8]) -> Option<u32> {
+    // SOL_TCP / TCP_CM_INQ on Linux.
+    let (_, _, p) = messages(b).into_iter().find(|m| m.0 == 6 && m.1 == 36)?;
+    let v = i32::from_ne_bytes(p.get(..4)?.try_into().unwrap());
+    (v >= 0).then_some(v as u32)
+}
+
 fuzz_target!(|data: &[u8]| {
     assert_eq!(rx_software_stamp_ns(data), naive(data));
+    assert_eq!(tcp_inq(data), naive_inq(data));
 });

@@ -192,6 +192,10 @@ pub struct LagSamples {
     read_lag_us: Vec<f64>,
     tokens_per_read: Vec<f64>,
     reads_several: u64,
+    /// Reads (that completed token events) which left data waiting in the socket.
+    reads_left: u64,
+    /// Per read the kernel counted it for: the bytes the socket held when the read took them.
+    socket_bytes: Vec<f64>,
     dispatch_ms: Vec<f64>,
     late_ms: Vec<f64>,
     connect_ms: Vec<f64>,
@@ -236,6 +240,11 @@ impl LagSamples {
             if r.tokens > 0 {
                 self.tokens_per_read.push(f64::from(r.tokens));
                 self.reads_several += u64::from(r.tokens > 1);
+                self.reads_left += u64::from(tl.read_was_full(r.end));
+            }
+            let held = tl.events[r.first].socket_bytes;
+            if held > 0 {
+                self.socket_bytes.push(f64::from(held));
             }
         }
     }
@@ -320,6 +329,8 @@ impl LagSamples {
             tokens_per_read_mean: stats::mean(&self.tokens_per_read),
             tokens_per_read_max: self.tokens_per_read.iter().copied().reduce(f64::max),
             reads_with_several_tokens_percent: share(self.reads_several, reads),
+            reads_left_data_percent: share(self.reads_left, reads),
+            socket_bytes: Spread::of(&self.socket_bytes),
             dispatch_lag_ms: Spread::of(&self.dispatch_ms),
             dispatch_late_ms_p99: stats::percentile(&self.late_ms, 99.0),
             dispatch_connect_ms_p99: stats::percentile(&self.connect_ms, 99.0),
@@ -406,6 +417,12 @@ pub struct ClientLag {
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
     pub reads_with_several_tokens_percent: Option<f64>,
+    /// Reads that left data waiting in the socket (the kernel's count, `TCP_CM_INQ`, where it
+    /// gave one; else a read that filled the buffer): the client was behind the data.
+    pub reads_left_data_percent: Option<f64>,
+    /// The bytes the socket held when each read took its data (what it read and what it left),
+    /// over the reads the kernel counted them for; `None` without such reads.
+    pub socket_bytes: Option<Spread>,
     /// Intended start → request written, and its parts' p99.
     pub dispatch_lag_ms: Option<Spread>,
     pub dispatch_late_ms_p99: Option<f64>,
@@ -539,6 +556,7 @@ mod tests {
                     t,
                     tokens,
                     wakeup_ns: lag,
+                    socket_bytes: 0,
                     channel: Channel::Content,
                 });
             }
@@ -820,6 +838,56 @@ mod tests {
         );
     }
 
+    /// Hand-worked: four reads. The first took everything (the kernel said nothing); the
+    /// kernel said the second found 300 bytes and left some; the third filled its buffer where
+    /// the kernel did not say; the fourth found 120 bytes and left none. Half the reads left
+    /// data; the bytes held are the two counts.
+    #[test]
+    fn reads_that_left_data_and_the_bytes_the_socket_held() {
+        let (clock, _h) = Clock::mock();
+        let mut tl = timeline(&[
+            (1_000_000, 10_000, &[1]),
+            (2_000_000, 10_000, &[1, 1]),
+            (3_000_000, 10_000, &[1]),
+            (4_000_000, 10_000, &[1]),
+        ]);
+        tl.note_socket_bytes(1, 300);
+        tl.full_reads.push(3);
+        tl.full_reads.push(4);
+        tl.note_socket_bytes(4, 120);
+        let mut s = LagSamples::default();
+        s.add(&tl, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        assert_eq!(lag.reads, 4);
+        assert_eq!(lag.reads_left_data_percent, Some(50.0));
+        // numpy's linear percentiles of [120, 300].
+        let held = lag.socket_bytes.unwrap();
+        assert_eq!((held.p50, held.max), (210.0, 300.0));
+        assert!((held.p99 - 298.2).abs() < 1e-9, "{held:?}");
+        // The reads that left data keep the next reads' data as old as theirs (since 1 ms);
+        // the last read took everything, so its one event is its newest data.
+        let early: Vec<Option<u64>> = arrivals(&tl, &clock).iter().map(|a| a.early_ns).collect();
+        assert_eq!(
+            early,
+            vec![
+                Some(0),
+                Some(1_000_000),
+                Some(1_000_000),
+                Some(2_000_000),
+                Some(0)
+            ]
+        );
+        // Nothing counted: no figure.
+        let none = timeline(&[(1_000_000, 10_000, &[1])]);
+        let mut s = LagSamples::default();
+        s.add(&none, &clock, 0..u64::MAX);
+        let lag = s.summary(None);
+        assert_eq!(
+            (lag.reads_left_data_percent, lag.socket_bytes),
+            (Some(0.0), None)
+        );
+    }
+
     #[test]
     fn a_read_that_filled_its_buffer_keeps_the_next_reads_data_as_old_as_its_own() {
         let (clock, _h) = Clock::mock();
@@ -853,6 +921,7 @@ mod tests {
                 t: i as u64,
                 tokens: 1,
                 wakeup_ns: 1,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
             small.note_full_read();

@@ -182,6 +182,7 @@ mod watch_tests {
             t: 0,
             tokens: 1,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel: Channel::Content,
         };
         for _ in 0..times {
@@ -1474,6 +1475,7 @@ mod tests {
                     t: at(ms),
                     tokens,
                     wakeup_ns: us * 1_000,
+                    socket_bytes: 0,
                     channel: Channel::Content,
                 });
             }
@@ -1575,6 +1577,7 @@ mod tests {
                 t: at(ms),
                 tokens: 1,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }
@@ -1701,6 +1704,7 @@ mod tests {
                 t: at(ns),
                 tokens,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             })
         };

@@ -528,9 +528,18 @@ impl Client {
                     fed
                 }
             };
-            if matches!(read, Ok(n) if n == want) && tl.events.len() > first_new {
-                // Data may be waiting behind it: its successor's stamp may be of data that
-                // came in before this read returned (`analysis::client_lag`).
+            let n = *read.as_ref().unwrap_or(&0);
+            if let Some(left) = stamp.left {
+                tl.note_socket_bytes(
+                    first_new,
+                    u32::try_from(n).unwrap_or(u32::MAX).saturating_add(left),
+                );
+            }
+            // Data waiting behind it: its successor's stamp may be of data that came in before
+            // this read returned (`analysis::client_lag`). The kernel says so where it can;
+            // elsewhere a read that filled the buffer may have left some.
+            let left_data = stamp.left.map_or(n == want, |left| left > 0);
+            if left_data && tl.events.len() > first_new {
                 tl.note_full_read();
             }
             match fed? {

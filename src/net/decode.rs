@@ -400,6 +400,7 @@ impl StreamDecoder {
             t,
             tokens: tokens.min(u32::MAX as u64) as u32,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel,
         };
         tl.events.push(rec);
@@ -476,6 +477,7 @@ impl StreamDecoder {
             t,
             tokens: ev.tokens.min(u32::MAX as u64) as u32,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel: if has_output {
                 Channel::Content
             } else {

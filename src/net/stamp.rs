@@ -24,12 +24,24 @@ const LEVEL: i32 = 1;
 #[cfg(not(target_os = "linux"))]
 const TYPE: i32 = 37;
 
+/// `SOL_TCP` and `TCP_CM_INQ` (Linux's values everywhere, as above).
+#[cfg(target_os = "linux")]
+const TCP_LEVEL: i32 = libc::SOL_TCP;
+#[cfg(target_os = "linux")]
+const TCP_INQ_TYPE: i32 = libc::TCP_CM_INQ;
+#[cfg(not(target_os = "linux"))]
+const TCP_LEVEL: i32 = 6;
+#[cfg(not(target_os = "linux"))]
+const TCP_INQ_TYPE: i32 = 36;
+
 /// `struct cmsghdr` on a 64-bit target: `size_t cmsg_len; int cmsg_level; int cmsg_type;`.
 const HDR: usize = 16;
 /// `struct scm_timestamping { struct timespec ts[3]; }` with 64-bit `time_t` and `long`.
 const SCM_TIMESTAMPING_LEN: usize = 48;
-/// Bytes of control buffer one `SCM_TIMESTAMPING` message needs (`CMSG_SPACE(48)`).
-pub const CONTROL_LEN: usize = HDR + SCM_TIMESTAMPING_LEN;
+/// Bytes of control buffer a read's two messages need: `SCM_TIMESTAMPING` (`CMSG_SPACE(48)`)
+/// and `TCP_CM_INQ`, an `int` (`CMSG_SPACE(4)`). The kernel writes them in that order; one
+/// that does not fit is dropped (`MSG_CTRUNC`), never the first for the second.
+pub const CONTROL_LEN: usize = HDR + SCM_TIMESTAMPING_LEN + HDR + 8;
 
 /// Longest wake-up latency taken as real: the most a `u32` of nanoseconds holds (4.29 s). A
 /// larger one means the realtime clock was stepped between the two readings (NTP), not that
@@ -40,27 +52,43 @@ pub const MAX_WAKEUP_NS: u64 = u32::MAX as u64;
 /// of the first `SCM_TIMESTAMPING` message in `control`, the bytes `recvmsg` filled
 /// (`msg_controllen` of them). `None` when there is none, it is cut short, or `ts[0]` is zero
 /// or not a valid time (the kernel leaves it zero when it took no software stamp).
+pub fn rx_software_stamp_ns(control: &[u8]) -> Option<u64> {
+    let p = message(control, LEVEL, TYPE)?;
+    if p.len() < 16 {
+        return None;
+    }
+    let sec = i64::from_ne_bytes(word(&p[0..8])?);
+    let nsec = i64::from_ne_bytes(word(&p[8..16])?);
+    timespec_ns(sec, nsec)
+}
+
+/// The bytes left in the socket's receive queue after the read (`TCP_CM_INQ`, sent with every
+/// read once `TCP_INQ` is set on the socket: Linux 4.18 on). `None` when `control` holds no
+/// such message, it is cut short, or its value is negative. The kernel also says 1 when
+/// nothing is left but the peer's FIN: an upper bound on the data left, never below it.
+pub fn tcp_inq(control: &[u8]) -> Option<u32> {
+    let p = message(control, TCP_LEVEL, TCP_INQ_TYPE)?;
+    let v = i32::from_ne_bytes(p.get(0..4)?.try_into().ok()?);
+    u32::try_from(v).ok()
+}
+
+/// The payload of the first message of `level` and `ty` in `control`.
 ///
 /// Walks the messages as `CMSG_NXTHDR` does: each header's length, rounded up to 8, leads to
 /// the next; a length shorter than a header or past the end stops the walk.
-pub fn rx_software_stamp_ns(control: &[u8]) -> Option<u64> {
+fn message(control: &[u8], level: i32, ty: i32) -> Option<&[u8]> {
     let mut at = 0usize;
     while control.len().saturating_sub(at) >= HDR {
         let hdr = &control[at..at + HDR];
         let len = u64::from_ne_bytes(word(&hdr[0..8])?);
-        let level = i32::from_ne_bytes(hdr[8..12].try_into().ok()?);
-        let ty = i32::from_ne_bytes(hdr[12..16].try_into().ok()?);
+        let l = i32::from_ne_bytes(hdr[8..12].try_into().ok()?);
+        let t = i32::from_ne_bytes(hdr[12..16].try_into().ok()?);
         let len = usize::try_from(len).ok()?;
         if len < HDR || len > control.len() - at {
             return None;
         }
-        if level == LEVEL && ty == TYPE {
-            if len < HDR + 16 {
-                return None;
-            }
-            let sec = i64::from_ne_bytes(word(&control[at + HDR..at + HDR + 8])?);
-            let nsec = i64::from_ne_bytes(word(&control[at + HDR + 8..at + HDR + 16])?);
-            return timespec_ns(sec, nsec);
+        if l == level && t == ty {
+            return Some(&control[at + HDR..at + len]);
         }
         // CMSG_ALIGN: the next header starts at an 8-byte boundary.
         at = at.checked_add(len.checked_add(7)? & !7)?;
@@ -102,6 +130,8 @@ pub struct ReadStamp {
     pub wakeup_ns: u32,
     /// `None` when `t` is the kernel's stamp, else why it is the client's own.
     pub fallback: Option<Fallback>,
+    /// Bytes the read left in the socket ([`tcp_inq`]); `None` when the kernel did not say.
+    pub left: Option<u32>,
 }
 
 impl ReadStamp {
@@ -111,6 +141,7 @@ impl ReadStamp {
             t,
             wakeup_ns: 0,
             fallback: Some(why),
+            left: None,
         }
     }
 
@@ -125,6 +156,7 @@ impl ReadStamp {
                 t: clock.sub_ns(tsc, w as u64),
                 wakeup_ns: w,
                 fallback: None,
+                left: None,
             },
             None => Self::client(tsc, Fallback::Implausible),
         }
@@ -163,8 +195,40 @@ mod tests {
     #[test]
     fn reads_the_software_stamp() {
         let buf = stamping([T, (0, 0), (0, 0)]);
+        assert_eq!(buf.len() + HDR + 8, CONTROL_LEN);
+        assert_eq!(rx_software_stamp_ns(&buf), Some(T_NS));
+        assert_eq!(tcp_inq(&buf), None);
+    }
+
+    /// The two messages as the kernel writes them with `SO_TIMESTAMPING` and `TCP_INQ` on:
+    /// the stamp, then the bytes left (an `int`, padded to 8).
+    #[test]
+    fn reads_the_stamp_and_the_bytes_left_from_one_buffer() {
+        let mut buf = stamping([T, (0, 0), (0, 0)]);
+        buf.extend(cmsg(TCP_LEVEL, TCP_INQ_TYPE, &4_096i32.to_ne_bytes()));
         assert_eq!(buf.len(), CONTROL_LEN);
         assert_eq!(rx_software_stamp_ns(&buf), Some(T_NS));
+        assert_eq!(tcp_inq(&buf), Some(4_096));
+        // Alone, first, or cut: found where whole, never read past the end.
+        let inq = cmsg(TCP_LEVEL, TCP_INQ_TYPE, &0i32.to_ne_bytes());
+        assert_eq!(tcp_inq(&inq), Some(0));
+        assert_eq!(rx_software_stamp_ns(&inq), None);
+        // Its header says 20 bytes (16 + an int): whole from 84 bytes on, padding or not.
+        for cut in 64..buf.len() {
+            let want = (cut >= 64 + HDR + 4).then_some(4_096);
+            assert_eq!(tcp_inq(&buf[..cut]), want, "cut at {cut}");
+        }
+        // Negative (never sent, but not a count) and too short.
+        assert_eq!(
+            tcp_inq(&cmsg(TCP_LEVEL, TCP_INQ_TYPE, &(-1i32).to_ne_bytes())),
+            None
+        );
+        assert_eq!(tcp_inq(&cmsg(TCP_LEVEL, TCP_INQ_TYPE, &[1, 0])), None);
+        // Another level's message of the same type is not it.
+        assert_eq!(
+            tcp_inq(&cmsg(LEVEL, TCP_INQ_TYPE, &5i32.to_ne_bytes())),
+            None
+        );
     }
 
     #[test]

@@ -70,6 +70,13 @@ pub struct ClientLagFigures {
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
     pub reads_with_several_tokens_percent: Option<f64>,
+    /// Reads that left data waiting in the socket, and the bytes the socket held when each read
+    /// took its data (p50, p99, max; `null` where the kernel did not count them: client
+    /// stamps, TLS, not Linux, and files written before they were recorded).
+    #[serde(default)]
+    pub reads_left_data_percent: Option<f64>,
+    #[serde(default)]
+    pub socket_bytes_at_read: Option<LagSpread>,
     /// Intended start → request written, and its three parts' p99.
     pub dispatch_lag_ms: Option<LagSpread>,
     pub dispatch_late_ms_p99: Option<f64>,
@@ -110,6 +117,8 @@ impl ClientLagFigures {
             tokens_per_read_mean: lag.tokens_per_read_mean,
             tokens_per_read_max: lag.tokens_per_read_max,
             reads_with_several_tokens_percent: lag.reads_with_several_tokens_percent,
+            reads_left_data_percent: lag.reads_left_data_percent,
+            socket_bytes_at_read: lag.socket_bytes.map(LagSpread::from),
             dispatch_lag_ms: lag.dispatch_lag_ms.map(LagSpread::from),
             dispatch_late_ms_p99: lag.dispatch_late_ms_p99,
             dispatch_connect_ms_p99: lag.dispatch_connect_ms_p99,
@@ -159,6 +168,7 @@ mod tests {
                 t,
                 tokens: 1,
                 wakeup_ns: w,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }

@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 62] = [
+pub const COLUMNS: [&str; 66] = [
     "phase",
     "context",
     "context_label",
@@ -74,6 +74,10 @@ pub const COLUMNS: [&str; 62] = [
     "client_lag_client_cpu_percent_of_cores",
     "client_lag_cores",
     "client_lag_stamp_source",
+    "client_lag_reads_left_data_percent",
+    "client_lag_socket_bytes_at_read_p50",
+    "client_lag_socket_bytes_at_read_p99",
+    "client_lag_socket_bytes_at_read_max",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -222,6 +226,8 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
         num(l.cores),
     ]);
     out.push(l.stamp_source.clone().unwrap_or_default());
+    out.push(num(l.reads_left_data_percent));
+    out.extend(spread(l.socket_bytes_at_read));
     out
 }
 

@@ -255,6 +255,10 @@ pub struct Report {
     /// Tokens per read that completed token events.
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
+    /// Reads that left data waiting in the socket, percent; the bytes the socket held when a
+    /// read took its data, p99 (`analysis::client_lag`; `null` where the kernel did not say).
+    pub reads_left_data_percent: Option<f64>,
+    pub socket_bytes_at_read_p99: Option<f64>,
     /// Intended start → request written, ms.
     pub dispatch_lag_ms_p50: Option<f64>,
     pub dispatch_lag_ms_p99: Option<f64>,
@@ -719,6 +723,8 @@ impl Report {
             gap_error_beyond_truth_us_p99: None,
             tokens_per_read_mean: None,
             tokens_per_read_max: None,
+            reads_left_data_percent: None,
+            socket_bytes_at_read_p99: None,
             dispatch_lag_ms_p50: None,
             dispatch_lag_ms_p99: None,
             client_bound: None,
@@ -818,6 +824,8 @@ impl OwnStamps {
         r.ttft_bound_coverage_percent = share(self.ttft_covered, self.ttft_bounded);
         r.tokens_per_read_mean = lag.tokens_per_read_mean;
         r.tokens_per_read_max = lag.tokens_per_read_max;
+        r.reads_left_data_percent = lag.reads_left_data_percent;
+        r.socket_bytes_at_read_p99 = lag.socket_bytes.map(|s| s.p99);
         r.dispatch_lag_ms_p50 = lag.dispatch_lag_ms.map(|d| d.p50);
         r.dispatch_lag_ms_p99 = lag.dispatch_lag_ms.map(|d| d.p99);
         // Held to what `bench serve` prints: the gap p50 and p99.
@@ -1471,9 +1479,11 @@ fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> 
     )?;
     writeln!(
         w,
-        "  reads             {} tokens per read mean, {} max; dispatch lag {} ms p50, {} ms p99; TTFT bound held for {}% of streams",
+        "  reads             {} tokens per read mean, {} max; {}% left data in the socket (held {} bytes p99); dispatch lag {} ms p50, {} ms p99; TTFT bound held for {}% of streams",
         opt_fixed(r.tokens_per_read_mean, 2),
         opt_fixed(r.tokens_per_read_max, 0),
+        opt_fixed(r.reads_left_data_percent, 1),
+        opt_fixed(r.socket_bytes_at_read_p99, 0),
         opt_fixed(r.dispatch_lag_ms_p50, 3),
         opt_fixed(r.dispatch_lag_ms_p99, 3),
         opt_fixed(r.ttft_bound_coverage_percent, 1),
@@ -1566,6 +1576,7 @@ mod tests {
                 t,
                 tokens: n,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
             tl.note_read(None, 1_000 * (i as u32 + 1), i);
@@ -1613,6 +1624,7 @@ mod tests {
                 t,
                 tokens: n,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }
@@ -1636,6 +1648,7 @@ mod tests {
             t: 5,
             tokens: 1,
             wakeup_ns: 0,
+            socket_bytes: 0,
             channel: Channel::Content,
         });
         let mut bad = Timeline::new(0, 2, false);

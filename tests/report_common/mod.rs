@@ -299,6 +299,12 @@ pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
         tokens_per_read_mean: Some(1.0),
         tokens_per_read_max: Some(2.0),
         reads_with_several_tokens_percent: Some(0.1),
+        reads_left_data_percent: Some(0.2),
+        socket_bytes_at_read: Some(LagSpread {
+            p50: 180.0,
+            p99: 360.0,
+            max: 1_440.0,
+        }),
         dispatch_lag_ms: Some(LagSpread {
             p50: 0.05,
             p99: 0.2,

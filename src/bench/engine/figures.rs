@@ -58,10 +58,12 @@ pub fn client_lag_lines(extras: &Value) -> Vec<String> {
     };
     let mut lines = vec![
         format!(
-            "llmspeed: client lag: read lag {} us p50, {} us p99, {} tokens per read; dispatch lag {} ms p50, {} ms p99; client CPU {}% of {} core(s)",
+            "llmspeed: client lag: read lag {} us p50, {} us p99, {} tokens per read, {}% of reads left data in the socket (held {} bytes p99); dispatch lag {} ms p50, {} ms p99; client CPU {}% of {} core(s)",
             f(&x["read_lag_us"]["p50"], 0),
             f(&x["read_lag_us"]["p99"], 0),
             f(&x["tokens_per_read_mean"], 2),
+            f(&x["reads_left_data_percent"], 1),
+            f(&x["socket_bytes_at_read"]["p99"], 0),
             f(&x["dispatch_lag_ms"]["p50"], 3),
             f(&x["dispatch_lag_ms"]["p99"], 3),
             f(&x["client_cpu_percent_of_cores"], 0),
@@ -266,6 +268,7 @@ mod tests {
                 t: i as u64,
                 tokens: 1,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
             kernel.note_read(None, w, i);
@@ -291,6 +294,7 @@ mod tests {
                 t,
                 tokens: 1,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: Channel::Content,
             });
         }

@@ -454,6 +454,7 @@ mod tests {
                 t: at,
                 tokens: 1,
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel: ch,
             });
         }

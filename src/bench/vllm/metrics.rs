@@ -483,6 +483,7 @@ mod tests {
                 t: at,
                 tokens: u32::from(channel != Channel::Empty),
                 wakeup_ns: 0,
+                socket_bytes: 0,
                 channel,
             });
         }

@@ -97,6 +97,14 @@ fn lag_rows(l: &ClientLagFigures) -> Vec<(&'static str, String)> {
             opt(l.reads_with_several_tokens_percent, pct),
         ),
         (
+            "Reads that left data in the socket",
+            opt(l.reads_left_data_percent, pct),
+        ),
+        (
+            "Bytes in the socket at a read, p50 / p99 / max",
+            spread(l.socket_bytes_at_read, &|v| format!("{v:.0} B")),
+        ),
+        (
             "Dispatch lag p50 / p99 / max",
             spread(l.dispatch_lag_ms, &fine_ms),
         ),
