@@ -531,6 +531,10 @@ impl SglangArgs {
                 must_succeed: true,
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
                 settle: Duration::from_secs(1),
+                // SGLang's warm-up takes the first row's prompt with the run's
+                // --extra-request-body only (an openai row's own fields are merged in the
+                // measured requests alone).
+                without_request_fields: true,
             },
             shard: self.many.shard,
             start_at_unix_ns: self.many.start_at_unix_ns,
@@ -748,6 +752,18 @@ mod tests {
         assert!(wrap(&custom).is_none());
         // SGLang's random prompts never pass through the template.
         assert!(wrap(&["--dataset-name", "random-ids", "--apply-chat-template"]).is_none());
+        // openai rows are counted through it, whatever --apply-chat-template says; its
+        // warm-up sends the first row without the row's own fields, as SGLang's does.
+        let c = parse(&["--dataset-name", "openai", "--dataset-path", "o.jsonl"]).unwrap();
+        assert_eq!(c.plan.dataset.kind, DatasetKind::ChatRequests);
+        assert!(c
+            .plan
+            .dataset
+            .chat_template
+            .is_some_and(|w| w.required && !w.strip_bos));
+        assert!(c.plan.warmup.without_request_fields);
+        let e = parse(&["--dataset-name", "openai"]).unwrap_err();
+        assert!(e.contains("needs --dataset-path"), "{e}");
     }
 
     #[test]
