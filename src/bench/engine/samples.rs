@@ -159,11 +159,7 @@ pub fn local_tokenizer(
 
 /// What the model's chat template does while the dataset loads, as functions for
 /// `datasets::load`: `wrap` each prompt (by `DatasetConfig::chat_template`'s rule), or measure
-/// each row of a dataset of chat requests (`chat_len`). Both `None` when the rule asks for none,
-/// or (a rule that does not require it) when there is no local tokenizer to take the template
-/// from, said in a `note:` on `log`. A tokenizer without a chat template, a template that does
-/// not compile, or a required rule without a tokenizer stops the run, naming the file and the
-/// rule's hint (the references stop there too).
+/// each row of a dataset of chat requests (`chat_len`).
 #[derive(Default)]
 pub struct ChatFns {
     pub wrap: Option<Box<WrapFn>>,
@@ -176,6 +172,10 @@ pub type WrapFn = dyn FnMut(&str) -> Result<String, String> + Send;
 pub type WrapLen = dyn FnMut(&str) -> Result<u64, String> + Send;
 
 /// The [`ChatFns`] of `dataset`, from the tokenizer `spec` named (`local`, loaded from it).
+/// Both `None` when the rule asks for none, or (a rule that does not require it) when there is
+/// no local tokenizer to take the template from, said in a `note:` on `log`. A tokenizer without
+/// a chat template, a template that does not compile, or a required rule without a tokenizer
+/// stops the run, naming the file and the rule's hint (the references stop there too).
 pub fn chat_fns(
     dataset: &datasets::DatasetConfig,
     spec: Option<&str>,
@@ -186,7 +186,7 @@ pub fn chat_fns(
         return Ok(ChatFns::default());
     };
     let (Some(spec), Some(local)) = (spec, local) else {
-        let why = "the prompts go through the model's chat template on the client, which needs a local tokenizer folder holding it (--tokenizer)";
+        let why = "the prompts go through the model's chat template on the client, which needs a local tokenizer folder holding it";
         if rule.required {
             return Err(RunError::Setup(format!("{why}; {}", rule.hint)));
         }
@@ -550,6 +550,35 @@ fn next_len(round: usize, sent: u64, n: u64, target: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_tokenizer_a_required_template_stops_and_another_is_noted() {
+        let rule = |required| crate::workload::chat_template::Wrap {
+            strip_bos: false,
+            kwargs: None,
+            required,
+            hint: "HINT".into(),
+        };
+        let mut d = datasets::DatasetConfig {
+            chat_template: Some(rule(true)),
+            ..Default::default()
+        };
+        let mut log = Vec::new();
+        let e = chat_fns(&d, None, None, &mut log).err().expect("stops");
+        assert!(e.to_string().contains("HINT"), "{e}");
+        d.chat_template = Some(rule(false));
+        let f = chat_fns(&d, None, None, &mut log).unwrap();
+        assert!(f.wrap.is_none() && f.chat_len.is_none());
+        let log = String::from_utf8(log).unwrap();
+        assert!(
+            log.starts_with("note: the prompts are sent as written"),
+            "{log}"
+        );
+        assert!(log.trim_end().ends_with("HINT"), "{log}");
+        d.chat_template = None;
+        let f = chat_fns(&d, None, None, &mut Vec::new()).unwrap();
+        assert!(f.wrap.is_none() && f.chat_len.is_none());
+    }
 
     #[test]
     fn fitting_cuts_the_first_round_to_the_target_and_later_ones_by_their_excess() {
