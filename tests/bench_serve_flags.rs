@@ -191,8 +191,73 @@ fn every_vllm_flag_parses() {
         (&["--disable-shuffle", "--no-oversample"], |c| {
             !c.dataset.shuffle && !c.dataset.oversample
         }),
-        (&["--skip-chat-template"], |_| true),
-        (&["--custom-skip-chat-template"], |_| true),
+        (
+            &["--dataset-name", "custom", "--dataset-path", "x.jsonl"],
+            |c| {
+                c.dataset
+                    .chat_template
+                    .as_ref()
+                    .is_some_and(|w| !w.strip_bos && !w.required && w.kwargs.is_none())
+            },
+        ),
+        (
+            &[
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x.jsonl",
+                "--skip-chat-template",
+            ],
+            |c| c.dataset.chat_template.is_none(),
+        ),
+        (
+            &[
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x.jsonl",
+                "--custom-skip-chat-template",
+            ],
+            |c| c.dataset.chat_template.is_none(),
+        ),
+        (
+            &[
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x.jsonl",
+                "--skip-tokenizer-init",
+            ],
+            |c| c.dataset.chat_template.is_none(),
+        ),
+        (
+            &[
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                "x.jsonl",
+                "--chat-template-kwargs",
+                r#"{"enable_thinking": false}"#,
+            ],
+            |c| {
+                c.dataset
+                    .chat_template
+                    .as_ref()
+                    .is_some_and(|w| w.kwargs.is_some())
+            },
+        ),
+        // vLLM renders a template for custom only.
+        (
+            &[
+                "--dataset-name",
+                "sharegpt",
+                "--dataset-path",
+                "x.json",
+                "--chat-template-kwargs",
+                "{}",
+            ],
+            |c| c.dataset.chat_template.is_none(),
+        ),
         (&["--tokenizer", "org/m", "--skip-tokenizer-init"], |c| {
             c.tokenizer.is_none()
         }),
@@ -316,7 +381,6 @@ fn unsupported_flags_are_refused_clearly() {
         &["--hf-split", "train"],
         &["--backend", "openai-embeddings"],
         &["--tokenizer-mode", "slow"],
-        &["--chat-template-kwargs", "{}"],
     ];
     for argv in table {
         let a = args(argv).unwrap_or_else(|e| panic!("{argv:?} must parse: {e}"));

@@ -440,7 +440,6 @@ fn refused_flags_name_themselves() {
     for (flag, args) in [
         ("--disable-stream", vec!["--disable-stream"]),
         ("--profile", vec!["--profile"]),
-        ("--apply-chat-template", vec!["--apply-chat-template"]),
         ("--backend trt", vec!["--backend", "trt"]),
         ("--dataset-name image", vec!["--dataset-name", "image"]),
         (

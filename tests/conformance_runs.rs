@@ -286,6 +286,45 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "custom prompts wrapped in the tokenizer's chat template",
+        tool: Tool::Vllm,
+        args: &[
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "{dir}/custom.jsonl",
+            "--num-prompts",
+            "3",
+            "--custom-output-len",
+            "4",
+            // No --skip-chat-template: both wrap each prompt in the tiny tokenizer's
+            // chat_template.jinja and count the wrapped text, special tokens included.
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "custom prompts wrapped in the chat template on chat, with template kwargs",
+        tool: Tool::Vllm,
+        args: &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "{dir}/custom.jsonl",
+            "--num-prompts",
+            "3",
+            "--custom-output-len",
+            "4",
+            // A variable the tiny template does not read: accepted, changing nothing.
+            "--chat-template-kwargs",
+            "{\"enable_thinking\": false}",
+        ],
+        input: Input::Equal,
+    },
+    Run {
         name: "random-ids on SGLang's OpenAI completions",
         tool: Tool::Sglang,
         args: &[
@@ -477,6 +516,58 @@ const RUNS: &[Run] = &[
         // Both count each prompt with the tokenizer on the client, whatever the chat template.
         input: Input::Equal,
     },
+    Run {
+        name: "sharegpt with --apply-chat-template on SGLang's completions",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            "--num-prompts",
+            "5",
+            "--sharegpt-output-len",
+            "6",
+            // Each prompt wrapped in the tiny tokenizer's template, its BOS taken out.
+            "--apply-chat-template",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "SGLang's custom conversations with --apply-chat-template on its chat backend",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "custom",
+            "--dataset-path",
+            "{dir}/custom-sglang.jsonl",
+            "--num-prompts",
+            "10",
+            "--apply-chat-template",
+        ],
+        input: Input::Equal,
+    },
+    Run {
+        name: "SGLang's openai chat requests on its chat backend",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "openai",
+            "--dataset-path",
+            "{dir}/openai-sglang.jsonl",
+            "--num-prompts",
+            "10",
+        ],
+        // Both count each request's messages through the tiny tokenizer's chat template, and
+        // its tools as Python's json.dumps writes them.
+        input: Input::Equal,
+    },
 ];
 
 /// A change to the fast profile's settings.
@@ -556,6 +647,18 @@ this line is not JSON and is skipped
 {"conversation": [{"from": "human", "value": "Why do cats like to sleep in warm and sunny places at noon?"}, {"from": "gpt", "value": "Cats keep warm that way and save their energy for the night."}]}
 {"conversations": [{"role": "user", "content": "only one turn here"}]}
 {"conversations": [{"role": "user", "content": "Write one short sentence about a quiet morning in the hills."}, {"role": "assistant", "content": "Mist lay on the hills while the village slept below."}]}
+"#,
+    ),
+    // SGLang's openai JSONL: three chat requests (their own fields sent with them, `model` and
+    // `max_completion_tokens` not), a line that is not JSON and one without messages, which
+    // both skip.
+    (
+        "openai-sglang.jsonl",
+        r#"{"messages": [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "Tell me about the sea and the ships that sail on it."}], "max_tokens": 6, "temperature": 0.5}
+{"messages": [{"role": "user", "content": "Name three colours of a rainbow."}], "max_tokens": 5, "model": "someone-else", "max_completion_tokens": 99, "top_p": 0.9}
+this line is not JSON and is skipped
+{"messages": [], "max_tokens": 4}
+{"messages": [{"role": "user", "content": "What is the weather in Paris, é?"}], "max_tokens": 7, "tools": [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]}
 "#,
     ),
 ];
@@ -1074,7 +1177,7 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
 
 /// The datasets whose prompts are texts read from the row's file, which both tools send as
 /// they are; every other one draws its own.
-const FILE_PROMPTS: &[&str] = &["custom", "sharegpt"];
+const FILE_PROMPTS: &[&str] = &["custom", "sharegpt", "openai"];
 
 /// A value's JSON type, a list's by its first element (an empty one is any list).
 fn json_type(v: &Value) -> &'static str {

@@ -29,6 +29,10 @@ const TOKENIZER: &str = r#"{"version":"1.0","truncation":null,"padding":null,
 "special_tokens":{"[BOS]":{"id":"[BOS]","ids":[1],"tokens":["[BOS]"]}}},
 "decoder":null,"model":{"type":"WordLevel","vocab":{"[UNK]":0,"[BOS]":1,"the":2,"cat":3},"unk_token":"[UNK]"}}"#;
 
+/// The tokenizer's settings with a chat template; the repository has no `chat_template.jinja`
+/// nor `special_tokens_map.json` (the hub answers 404).
+const TOKENIZER_CONFIG: &str = r#"{"bos_token": "[BOS]", "chat_template": "{{ bos_token }}{% for m in messages %}<{{ m.role }}> {{ m.content }}{% endfor %}{% if add_generation_prompt %} <assistant>{% endif %}"}"#;
+
 const SHAREGPT_BODY: &str = r#"[
 {"id":"a","conversations":[{"from":"human","value":"Tell me about the sea and the ships on it."},{"from":"gpt","value":"The sea is wide and the ships sail on it every day of the year."}]},
 {"id":"b","conversations":[{"from":"human","value":"Name three colours you can see in a rainbow."},{"from":"gpt","value":"Red, orange and yellow are three of the colours in a rainbow."}]},
@@ -96,13 +100,23 @@ fn read_request(conn: &mut TcpStream) -> Option<Seen> {
 
 fn answer(cdn: &str, path: &str) -> String {
     let redirect = |name: &str| {
+        // Each file of a repository is its own blob.
+        let etag = match name {
+            "tok" | "sharegpt" => ETAG.to_string(),
+            other => format!("{ETAG}-{other}"),
+        };
         format!(
             "HTTP/1.1 302 Found\r\nLocation: {cdn}/cdn/{name}?sig=s1\r\nX-Repo-Commit: {COMMIT}\r\n\
-             X-Linked-Etag: \"{ETAG}\"\r\nETag: W/\"small\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+             X-Linked-Etag: \"{etag}\"\r\nETag: W/\"small\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
         )
     };
     match path {
         "/org/tok/resolve/main/tokenizer.json" => redirect("tok"),
+        "/org/tok/resolve/main/tokenizer_config.json" => redirect("config"),
+        "/cdn/config?sig=s1" => format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{TOKENIZER_CONFIG}",
+            TOKENIZER_CONFIG.len()
+        ),
         p if p == format!("/datasets/{}/resolve/main/{}", SHAREGPT.repo, SHAREGPT.file) => {
             redirect("sharegpt")
         }
@@ -272,6 +286,44 @@ fn a_downloaded_tokenizer_counts_as_the_same_file_read_locally() {
         assert_eq!(n, read.count(text).unwrap(), "{text:?}");
         assert_eq!(n, text.split_whitespace().count() as u64 + 1, "{text:?}");
     }
+    // Its chat template: tokenizer_config.json fetched beside it into the same snapshot; the
+    // two files the repository lacks asked for and taken as absent.
+    let t = llmspeed::workload::tokenizer::chat_template("org/tok", fetched.path())
+        .unwrap()
+        .expect("the config's template");
+    let wrapped = llmspeed::workload::chat_template::Message::user("the cat");
+    assert_eq!(
+        t.render(&[wrapped], true, None).unwrap(),
+        "[BOS]<user> the cat <assistant>"
+    );
+    assert!(
+        t.origin().ends_with("tokenizer_config.json"),
+        "{}",
+        t.origin()
+    );
+    let asked: Vec<String> = hub
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.path.clone())
+        .collect();
+    for f in [
+        "chat_template.jinja",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    ] {
+        let p = format!("/org/tok/resolve/main/{f}");
+        assert!(asked.contains(&p), "{p} not asked: {asked:?}");
+    }
+    assert!(fetched
+        .path()
+        .with_file_name("tokenizer_config.json")
+        .is_file());
+    // A second look finds the cached config and asks the hub nothing more.
+    let before = hub.seen.lock().unwrap().len();
+    llmspeed::workload::tokenizer::chat_template("org/tok", fetched.path()).unwrap();
+    assert_eq!(hub.seen.lock().unwrap().len(), before);
 }
 
 /// `llmspeed bench sglang --dataset-name sharegpt` without `--dataset-path`, as SGLang runs it:

@@ -320,6 +320,48 @@ mod end_to_end {
         a: llmspeed::bench::vllm::args::ServeArgs,
     }
 
+    /// `bench serve` on the custom `data` file with the tokenizer folder `tok` and `extra`
+    /// flags, in-process against the simulated server.
+    fn bench_custom(
+        tok: &Path,
+        data: &Path,
+        extra: &[&str],
+    ) -> Result<llmspeed::bench::vllm::run::RunOutput, String> {
+        with_mock(async |url: String| {
+            let mut argv = vec![
+                "x",
+                "--base-url",
+                &url,
+                "--ready-check-timeout-sec",
+                "10",
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                data.to_str().unwrap(),
+                "--num-prompts",
+                "3",
+                "--tokenizer",
+                tok.to_str().unwrap(),
+                "--save-detailed",
+            ];
+            argv.extend_from_slice(extra);
+            let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+            let mut log = Vec::new();
+            llmspeed::bench::vllm::run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+
+    fn dataset_lens(out: &llmspeed::bench::vllm::run::RunOutput) -> Vec<u64> {
+        out.extras["dataset_input_lens"]
+            .as_array()
+            .expect("dataset_input_lens")
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    }
+
     #[test]
     fn bench_serve_counts_dataset_texts_with_the_local_tokenizer() {
         let dir = tempfile::tempdir().unwrap();
@@ -334,45 +376,34 @@ mod end_to_end {
             .map(|p| format!("{{\"prompt\": \"{p}\", \"output_tokens\": 4}}\n"))
             .collect();
         let data = write(dir.path(), "data.jsonl", &jsonl);
-        let out = with_mock(async |url: String| {
-            let argv = [
-                "x",
-                "--base-url",
-                &url,
-                "--ready-check-timeout-sec",
-                "10",
-                "--dataset-name",
-                "custom",
-                "--dataset-path",
-                data.to_str().unwrap(),
-                "--num-prompts",
-                "3",
-                "--tokenizer",
-                tok.parent().unwrap().to_str().unwrap(),
-                "--save-detailed",
-            ];
-            let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
-            let mut log = Vec::new();
-            llmspeed::bench::vllm::run::run(&cfg, Clock::new(), &Cancel::new(), &mut log)
-                .await
-                .unwrap()
-        });
+        // vLLM's default wraps each custom prompt in the chat template: a tokenizer without
+        // one stops the run before any request, naming the way out.
+        let e = bench_custom(tok.parent().unwrap(), &data, &[]).unwrap_err();
+        assert!(e.contains("has no chat template"), "{e}");
+        assert!(e.contains("--skip-chat-template"), "{e}");
+        let out = bench_custom(tok.parent().unwrap(), &data, &["--skip-chat-template"]).unwrap();
         assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
         // The dataset's lengths are the local tokenizer's counts; the reported input lengths are
         // the server's own (`usage.prompt_tokens`, as vLLM reports them), here the simulated
         // server's tokenizer, which counts these words differently.
         let expected: Vec<u64> = prompts.iter().map(|p| naive_word_level(p)).collect();
-        let dataset: Vec<u64> = out.extras["dataset_input_lens"]
-            .as_array()
-            .expect("dataset_input_lens")
-            .iter()
-            .map(|v| v.as_u64().unwrap())
-            .collect();
-        assert_eq!(dataset, expected);
+        assert_eq!(dataset_lens(&out), expected);
         assert_eq!(out.extras["input_lens_from_server_usage"], 3);
         assert_eq!(
             out.metrics.total_input_tokens,
             out.detailed.input_lens.iter().sum::<u64>()
         );
+        // With a template beside the tokenizer, each prompt is wrapped before it is counted:
+        // "<u> PROMPT <a>" is the prompt's words, two unknown words and the BOS.
+        let templated = write(dir.path(), "tpl/tokenizer.json", WORD_LEVEL);
+        write(
+            dir.path(),
+            "tpl/chat_template.jinja",
+            "<{{ messages[0]['role'][0] }}> {{ messages[0]['content'] }}{% if add_generation_prompt %} <a>{% endif %}",
+        );
+        let out = bench_custom(templated.parent().unwrap(), &data, &[]).unwrap();
+        let wrapped: Vec<u64> = prompts.iter().map(|p| naive_word_level(p) + 2).collect();
+        assert_eq!(dataset_lens(&out), wrapped);
+        assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
     }
 }

@@ -69,7 +69,7 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let mut words =
                     |s: &str| -> Result<u64, String> { Ok(s.split_whitespace().count() as u64) };
-                if let Ok(samples) = datasets::sharegpt_text(&cfg, "fuzz", &text, &mut words) {
+                if let Ok(samples) = datasets::sharegpt_text(&cfg, "fuzz", &text, &mut words, None) {
                     assert!(samples.len() <= 4);
                     assert!(samples
                         .iter()

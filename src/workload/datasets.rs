@@ -32,6 +32,8 @@ pub enum DatasetKind {
     PrefixRepetition,
     /// vLLM's `timed_trace`: a Mooncake-style JSONL trace.
     TimedTrace,
+    /// SGLang's `openai`: JSON lines of whole chat requests.
+    ChatRequests,
 }
 
 impl DatasetKind {
@@ -43,6 +45,7 @@ impl DatasetKind {
             DatasetKind::Custom => "custom",
             DatasetKind::PrefixRepetition => "prefix_repetition",
             DatasetKind::TimedTrace => "timed_trace",
+            DatasetKind::ChatRequests => "openai",
         }
     }
 
@@ -105,6 +108,9 @@ pub struct DatasetConfig {
     pub oversample: bool,
     /// Whose rules `sharegpt` reads its file and filters its conversations by.
     pub conversations: Conversations,
+    /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
+    /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
+    pub chat_template: Option<crate::workload::chat_template::Wrap>,
 }
 
 /// Whose rules the `sharegpt` dataset follows.
@@ -152,6 +158,7 @@ impl Default for DatasetConfig {
             shuffle: true,
             oversample: true,
             conversations: Conversations::Vllm,
+            chat_template: None,
         }
     }
 }
@@ -159,19 +166,38 @@ impl Default for DatasetConfig {
 /// Counts the tokens of a text (the server's `/tokenize`, or an estimate).
 pub type TokenCounter<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
 
+/// Turns a dataset's prompt into the text sent (the model's chat template around it, by
+/// [`DatasetConfig::chat_template`]'s rule).
+pub type PromptWrap<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
+
+/// The input length of one chat request (a JSON object with `messages`), by the tool's rule
+/// (SGLang's `openai` dataset: the messages through the chat template, and the tools).
+pub type ChatLen<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
+
 /// Builds the samples. `count` measures texts (sharegpt, sonnet, custom); token-id datasets
-/// never call it.
+/// never call it. `wrap`, where given, turns each prompt of the datasets that render a chat
+/// template (custom; SGLang's sharegpt and custom) into the text sent, before it is counted.
+/// `chat_len` measures the rows of a dataset of whole chat requests, which needs it.
 pub fn load(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
+    wrap: Option<&mut PromptWrap<'_>>,
+    chat_len: Option<&mut ChatLen<'_>>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let samples = match cfg.kind {
         DatasetKind::Random => random(cfg),
         DatasetKind::PrefixRepetition => prefix_repetition(cfg),
-        DatasetKind::ShareGpt => sharegpt(cfg, count),
+        DatasetKind::ShareGpt => sharegpt(cfg, count, wrap),
         DatasetKind::Sonnet => sonnet(cfg, count),
-        DatasetKind::Custom => custom(cfg, count),
+        DatasetKind::Custom => custom(cfg, count, wrap),
         DatasetKind::TimedTrace => timed_trace(cfg),
+        DatasetKind::ChatRequests => match chat_len {
+            Some(len) => chat_requests(cfg, len),
+            None => Err(DatasetError::Invalid(
+                "a dataset of chat requests needs the model's chat template to count its rows"
+                    .into(),
+            )),
+        },
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -322,25 +348,41 @@ fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError
     count(text).map_err(DatasetError::Count)
 }
 
+/// `prompt` through `wrap` when there is one, else as it is.
+fn wrapped<'p>(
+    wrap: &mut Option<&mut PromptWrap<'_>>,
+    prompt: &'p str,
+) -> Result<std::borrow::Cow<'p, str>, DatasetError> {
+    match wrap {
+        Some(w) => w(prompt)
+            .map(std::borrow::Cow::Owned)
+            .map_err(DatasetError::Invalid),
+        None => Ok(std::borrow::Cow::Borrowed(prompt)),
+    }
+}
+
 /// The `sharegpt` dataset: a prompt and its reply from each conversation, counted, filtered
 /// and shuffled by [`DatasetConfig::conversations`]' rules. The output length is the reply's
 /// token count, or `--sharegpt-output-len`.
 pub fn sharegpt(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
+    wrap: Option<&mut PromptWrap<'_>>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
-    sharegpt_text(cfg, &path.display().to_string(), &text, count)
+    sharegpt_text(cfg, &path.display().to_string(), &text, count, wrap)
 }
 
 /// [`sharegpt`] on a file's text, `name` naming it in errors (the parser the fuzz target
-/// drives).
+/// drives). `wrap` turns each prompt into the text sent before it is counted (SGLang's
+/// `--apply-chat-template`).
 pub fn sharegpt_text(
     cfg: &DatasetConfig,
     name: &str,
     text: &str,
     count: &mut TokenCounter<'_>,
+    mut wrap: Option<&mut PromptWrap<'_>>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let fmt = |msg: String| DatasetError::Format {
         path: name.to_string(),
@@ -371,7 +413,8 @@ pub fn sharegpt_text(
         if out.len() >= cfg.num_prompts {
             break;
         }
-        let prompt_len = counted(count, prompt)?;
+        let prompt = wrapped(&mut wrap, prompt)?;
+        let prompt_len = counted(count, &prompt)?;
         let output_len = match cfg.sharegpt_output_len {
             Some(n) => n as u64,
             None => counted(count, reply)?,
@@ -395,7 +438,7 @@ pub fn sharegpt_text(
             continue;
         }
         out.push(Sample {
-            prompt: PromptSource::Text(prompt.to_string()),
+            prompt: PromptSource::Text(prompt.into_owned()),
             prompt_len,
             output_len: output_len.min(u32::MAX as u64) as u32,
         });
@@ -580,6 +623,7 @@ pub fn sonnet(
 pub fn custom(
     cfg: &DatasetConfig,
     count: &mut TokenCounter<'_>,
+    mut wrap: Option<&mut PromptWrap<'_>>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
@@ -626,6 +670,7 @@ pub fn custom(
     rows.truncate(cfg.num_prompts);
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for (prompt, output_len) in rows {
+        let prompt = wrapped(&mut wrap, &prompt)?.into_owned();
         let prompt_len = counted(count, &prompt)?;
         out.push(Sample {
             prompt: PromptSource::Text(prompt),
@@ -634,6 +679,85 @@ pub fn custom(
         });
     }
     fill_to(&mut out, cfg, &mut rng);
+    Ok(out)
+}
+
+/// The fields of a chat request row that are not sent with it: the messages go as the request's
+/// own, `max_tokens` becomes its output length, and the model is the run's (SGLang's
+/// `EXCLUDED_FIELDS`).
+const CHAT_REQUEST_OWN: [&str; 4] = ["messages", "max_tokens", "max_completion_tokens", "model"];
+
+/// SGLang 0.5.23's `openai` dataset: JSON lines, each a chat request. Lines are read in file
+/// order (never shuffled) until `num_prompts` have parsed (`--num-prompts` 0: all); a line that
+/// is not JSON is skipped and not counted. A row whose `messages` is missing or empty is skipped
+/// after that; one that is not an object, or whose `messages` is not a list, is an error (SGLang
+/// stops on it too). The output length is `--sharegpt-output-len` when above 0, else the row's
+/// `max_tokens`, else 256; the input length is `chat_len` of the row; every other field (save
+/// `max_completion_tokens` and `model`) is sent with the row.
+pub fn chat_requests(
+    cfg: &DatasetConfig,
+    chat_len: &mut ChatLen<'_>,
+) -> Result<Vec<Sample>, DatasetError> {
+    let path = need_path(cfg)?;
+    let text = read(path)?;
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if cfg.num_prompts > 0 && rows.len() >= cfg.num_prompts {
+            break;
+        }
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
+            rows.push((i + 1, line, v));
+        }
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for (n, line, row) in rows {
+        let fmt = |msg: &str| DatasetError::Format {
+            path: format!("{}:{n}", path.display()),
+            msg: msg.to_string(),
+        };
+        let serde_json::Value::Object(mut row) = row else {
+            return Err(fmt("a row must be a JSON object (a chat request)"));
+        };
+        let messages = match row.remove("messages") {
+            None | Some(serde_json::Value::Null) => continue,
+            Some(serde_json::Value::Array(m)) if m.is_empty() => continue,
+            Some(m @ serde_json::Value::Array(_)) => m,
+            Some(_) => return Err(fmt("\"messages\" must be a list of messages")),
+        };
+        let output_len = match (
+            cfg.sharegpt_output_len.filter(|&n| n > 0),
+            row.get("max_tokens"),
+        ) {
+            (Some(n), _) => n,
+            (None, None) => 256,
+            (None, Some(m)) => m
+                .as_u64()
+                .and_then(|m| u32::try_from(m).ok())
+                .ok_or_else(|| fmt("\"max_tokens\" must be a non-negative integer"))?,
+        };
+        let prompt_len = chat_len(line).map_err(|e| fmt(&e))?;
+        for k in CHAT_REQUEST_OWN {
+            row.remove(k);
+        }
+        out.push(Sample {
+            prompt: PromptSource::Chat {
+                messages: Arc::new(messages),
+                extra: Arc::new(row),
+            },
+            prompt_len,
+            output_len,
+        });
+    }
+    if out.is_empty() {
+        return Err(DatasetError::Format {
+            path: path.display().to_string(),
+            msg: "no chat request with messages".into(),
+        });
+    }
     Ok(out)
 }
 
@@ -678,7 +802,7 @@ pub fn to_text(
                     None => suffix,
                 }
             }
-            PromptSource::Text(_) => continue,
+            PromptSource::Text(_) | PromptSource::Chat { .. } => continue,
         };
         // The whole text once more: a prefix and a suffix counted apart can differ from the
         // two together (BOS, merges at the seam).
@@ -865,7 +989,7 @@ mod tests {
                 ids: r,
                 ..Default::default()
             };
-            let samples = load(&cfg, &mut words).unwrap();
+            let samples = load(&cfg, &mut words, None, None).unwrap();
             let mut ids = Vec::new();
             for s in &samples {
                 ids.clear();
@@ -935,7 +1059,7 @@ mod tests {
             prefix_repetition_num_prefixes: 3,
             ..Default::default()
         };
-        let mut samples = load(&cfg, &mut words).unwrap();
+        let mut samples = load(&cfg, &mut words, None, None).unwrap();
         let mut count = counted_words;
         to_text(&mut samples, 5, Some(&mut count)).unwrap();
         let mut firsts = std::collections::HashMap::new();
@@ -960,7 +1084,7 @@ mod tests {
             random_input_len: 130,
             ..Default::default()
         };
-        let mut samples = load(&cfg, &mut words).unwrap();
+        let mut samples = load(&cfg, &mut words, None, None).unwrap();
         to_text(&mut samples, 1, None).unwrap();
         for s in &samples {
             let PromptSource::Text(t) = &s.prompt else {
@@ -1066,7 +1190,7 @@ mod tests {
             num_prompts: 3,
             ..Default::default()
         };
-        let s = load(&cfg, &mut words).unwrap();
+        let s = load(&cfg, &mut words, None, None).unwrap();
         // Only the first conversation passes the 4-token minimum; it is oversampled to 3.
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(
@@ -1078,12 +1202,12 @@ mod tests {
             sharegpt_output_len: Some(9),
             ..cfg.clone()
         };
-        assert!(load(&fixed, &mut words)
+        assert!(load(&fixed, &mut words, None, None)
             .unwrap()
             .iter()
             .all(|x| x.output_len == 9));
         let none = DatasetConfig { path: None, ..cfg };
-        assert!(load(&none, &mut words)
+        assert!(load(&none, &mut words, None, None)
             .unwrap_err()
             .to_string()
             .contains("--dataset-path"));
@@ -1115,7 +1239,7 @@ mod tests {
                 },
                 ..Default::default()
             };
-            let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
+            let mut s: Vec<(u64, u32)> = load(&cfg, &mut words, None, None)
                 .unwrap()
                 .iter()
                 .map(|x| (x.prompt_len, x.output_len))
@@ -1142,8 +1266,103 @@ mod tests {
             },
             ..Default::default()
         };
-        let e = load(&none, &mut words).unwrap_err().to_string();
+        let e = load(&none, &mut words, None, None).unwrap_err().to_string();
         assert!(e.contains("--sharegpt-context-len"), "{e}");
+    }
+
+    #[test]
+    fn chat_requests_read_as_sglang_reads_its_openai_file() {
+        let f = file(concat!(
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"a b\"}], \"max_tokens\": 7, \"temperature\": 0.5, \"model\": \"x\", \"max_completion_tokens\": 9}\n",
+            "not json\n",
+            "\n",
+            "{\"messages\": []}\n",
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"c\"}], \"tools\": [1]}\n",
+            "{\"messages\": [{\"role\": \"user\", \"content\": \"past the cap\"}]}\n",
+        ));
+        let cfg = DatasetConfig {
+            kind: DatasetKind::ChatRequests,
+            path: Some(f.path().into()),
+            num_prompts: 3,
+            ..Default::default()
+        };
+        // The row's length: its byte count, to see which rows were measured.
+        let mut len = |row: &str| -> Result<u64, String> { Ok(row.len() as u64) };
+        let s = load(&cfg, &mut words, None, Some(&mut len)).unwrap();
+        // Three parsed lines (the one that is not JSON does not count), the empty one dropped.
+        assert_eq!(s.len(), 2);
+        let PromptSource::Chat { messages, extra } = &s[0].prompt else {
+            panic!("{:?}", s[0].prompt)
+        };
+        assert_eq!(
+            messages.as_ref(),
+            &serde_json::json!([{"role": "user", "content": "a b"}])
+        );
+        assert_eq!(
+            extra.as_ref(),
+            serde_json::json!({"temperature": 0.5}).as_object().unwrap()
+        );
+        assert_eq!((s[0].output_len, s[1].output_len), (7, 256));
+        assert!(s[0].prompt_len > 50 && s[1].prompt_len > 20);
+        // --sharegpt-output-len wins over max_tokens; --num-prompts 0 reads every line.
+        let all = DatasetConfig {
+            num_prompts: 0,
+            sharegpt_output_len: Some(4),
+            ..cfg.clone()
+        };
+        let s = load(&all, &mut words, None, Some(&mut len)).unwrap();
+        assert_eq!(s.len(), 3);
+        assert!(s.iter().all(|x| x.output_len == 4));
+        // Without the template's measure the dataset cannot be built.
+        assert!(load(&cfg, &mut words, None, None).is_err());
+        let bad = file("{\"messages\": \"hi\"}\n");
+        let e = load(
+            &DatasetConfig {
+                path: Some(bad.path().into()),
+                ..cfg
+            },
+            &mut words,
+            None,
+            Some(&mut len),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains(":1:") && e.contains("list of messages"), "{e}");
+    }
+
+    #[test]
+    fn the_wrap_runs_before_counting_and_its_text_is_sent() {
+        // Wrapping adds two words around each prompt: the count is the wrapped text's.
+        let mut wrap = |p: &str| -> Result<String, String> { Ok(format!("<u> {p} <a>")) };
+        let f = file("{\"prompt\": \"a b c\"}\n");
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Custom,
+            path: Some(f.path().into()),
+            num_prompts: 1,
+            ..Default::default()
+        };
+        let s = load(&cfg, &mut words, Some(&mut wrap), None).unwrap();
+        assert_eq!(s[0].prompt_len, 5);
+        assert!(matches!(&s[0].prompt, PromptSource::Text(t) if t == "<u> a b c <a>"));
+        let g = file("[{\"conversations\": [{\"value\": \"d e\"}, {\"value\": \"f g h\"}]}]");
+        let sg = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(g.path().into()),
+            num_prompts: 1,
+            conversations: Conversations::Sglang {
+                lines: false,
+                context_len: Some(7),
+            },
+            ..Default::default()
+        };
+        // The reply is not wrapped; the context limit sees the wrapped prompt (4 + 3 = 7).
+        let s = load(&sg, &mut words, Some(&mut wrap), None).unwrap();
+        assert_eq!((s[0].prompt_len, s[0].output_len), (4, 3));
+        let mut failing = |_: &str| -> Result<String, String> { Err("the template raised".into()) };
+        let e = load(&cfg, &mut words, Some(&mut failing), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the template raised"), "{e}");
     }
 
     #[test]
@@ -1166,7 +1385,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
+        let mut s: Vec<(u64, u32)> = load(&cfg, &mut words, None, None)
             .unwrap()
             .iter()
             .map(|x| (x.prompt_len, x.output_len))
@@ -1182,7 +1401,7 @@ mod tests {
             },
             ..cfg
         };
-        assert!(load(&as_list, &mut words)
+        assert!(load(&as_list, &mut words, None, None)
             .unwrap_err()
             .to_string()
             .contains("not valid JSON"));
@@ -1201,7 +1420,7 @@ mod tests {
             ..Default::default()
         };
         let lens = |cfg: &DatasetConfig| -> Vec<u64> {
-            load(cfg, &mut words)
+            load(cfg, &mut words, None, None)
                 .unwrap()
                 .iter()
                 .map(|s| s.prompt_len)
@@ -1234,7 +1453,7 @@ mod tests {
             ..Default::default()
         };
         // The flag (256 by default) sets every row's length, output_tokens or not (vLLM).
-        let mut s = load(&cfg, &mut words).unwrap();
+        let mut s = load(&cfg, &mut words, None, None).unwrap();
         s.sort_by_key(|x| x.prompt_len);
         assert_eq!((s[0].prompt_len, s[0].output_len), (2, 256));
         assert_eq!((s[1].prompt_len, s[1].output_len), (3, 256));
@@ -1243,7 +1462,9 @@ mod tests {
             custom_output_len: None,
             ..cfg.clone()
         };
-        let err = load(&from_rows, &mut words).unwrap_err().to_string();
+        let err = load(&from_rows, &mut words, None, None)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains(":3:") && err.contains("output_tokens"),
             "{err}"
@@ -1256,6 +1477,8 @@ mod tests {
                 ..from_rows
             },
             &mut words,
+            None,
+            None,
         )
         .unwrap();
         assert_eq!((s[0].prompt_len, s[0].output_len), (3, 7));
@@ -1266,6 +1489,8 @@ mod tests {
                 ..cfg
             },
             &mut words,
+            None,
+            None,
         )
         .unwrap_err()
         .to_string();
@@ -1286,7 +1511,7 @@ mod tests {
             sonnet_prefix_len: 40,
             ..Default::default()
         };
-        let s = load(&cfg, &mut words).unwrap();
+        let s = load(&cfg, &mut words, None, None).unwrap();
         assert_eq!(s.len(), 5);
         for x in &s {
             let PromptSource::Text(t) = &x.prompt else {
@@ -1320,7 +1545,7 @@ mod tests {
                 sonnet_prefix_len: 5,
                 ..Default::default()
             };
-            if let Ok(s) = load(&cfg, &mut words) {
+            if let Ok(s) = load(&cfg, &mut words, None, None) {
                 proptest::prop_assert_eq!(s.len(), 3);
             }
         }
@@ -1354,7 +1579,7 @@ mod tests {
         // A `/tokenize` answer of u64::MAX for the reply: prompt + output must not wrap below
         // 2048 (which would keep the sample with a truncated output length).
         let mut bogus = |s: &str| Ok(if s == "REPLY" { u64::MAX } else { 5 });
-        let err = load(&cfg, &mut bogus).unwrap_err().to_string();
+        let err = load(&cfg, &mut bogus, None, None).unwrap_err().to_string();
         assert!(err.contains("no usable conversation"), "{err}");
     }
 
@@ -1370,11 +1595,13 @@ mod tests {
             ..Default::default()
         };
         // Before: the average clamped to 1e-9 asked for ~1e11 lines per prompt (OOM).
-        let err = load(&cfg, &mut |_: &str| Ok(0)).unwrap_err().to_string();
+        let err = load(&cfg, &mut |_: &str| Ok(0), None, None)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("0 tokens for every line"), "{err}");
         // A counter that counts the lines but says 0 for whole prompts stays bounded.
         let mut lines_only = |s: &str| Ok(u64::from(s.lines().count() == 1));
-        let s = load(&cfg, &mut lines_only).unwrap();
+        let s = load(&cfg, &mut lines_only, None, None).unwrap();
         assert_eq!(s.len(), 2);
         assert!(s.iter().all(|x| match &x.prompt {
             PromptSource::Text(t) => t.lines().count() <= 100 + SONNET_BASE.lines().count(),
@@ -1391,7 +1618,7 @@ mod tests {
             prefix_repetition_num_prefixes: 4,
             ..Default::default()
         };
-        let err = load(&cfg, &mut words).unwrap_err().to_string();
+        let err = load(&cfg, &mut words, None, None).unwrap_err().to_string();
         assert!(
             err.contains("must be at least --prefix-repetition-num-prefixes"),
             "{err}"
@@ -1401,7 +1628,7 @@ mod tests {
             num_prompts: 0,
             ..Default::default()
         };
-        let err = load(&none, &mut words).unwrap_err().to_string();
+        let err = load(&none, &mut words, None, None).unwrap_err().to_string();
         assert!(err.contains("produced no prompts"), "{err}");
     }
 }

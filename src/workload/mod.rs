@@ -1,5 +1,6 @@
 //! What to send and when: synthetic prompts of exact token counts, datasets, schedules.
 
+pub mod chat_template;
 pub mod datasets;
 pub mod hub;
 pub mod prompt_cache;

@@ -51,6 +51,12 @@ pub enum PromptSource {
         len: u32,
         ids: IdRange,
     },
+    /// A whole chat request (SGLang's `openai` dataset): its `messages` list, sent as it is,
+    /// and the row's other fields (`tools`, `temperature` ...), sent with it over the run's own.
+    Chat {
+        messages: Arc<serde_json::Value>,
+        extra: Arc<serde_json::Map<String, serde_json::Value>>,
+    },
     /// A trace's prompt (`timed_trace`): `len` token ids, block `k` built from `hash_ids[k]`
     /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]).
     Blocks {
@@ -77,7 +83,7 @@ impl Sample {
     /// was a token-id prompt.
     pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
         match &self.prompt {
-            PromptSource::Text(_) => false,
+            PromptSource::Text(_) | PromptSource::Chat { .. } => false,
             PromptSource::Synthetic {
                 prefix,
                 start,

@@ -10,15 +10,17 @@
 //! the `hf-tokenizer` feature, on in the default build; built without it
 //! (`--no-default-features`) the same API exists and [`LocalTokenizer::load`] says how to rebuild.
 //!
-//! Chat prompts are not counted here: their count depends on the model's Jinja chat template
-//! (`tokenizer_config.json`), which this module does not apply. Chat prompt lengths come from the
-//! server (`/tokenize` with `messages`, or `usage.prompt_tokens`); [`LocalTokenizer::count_prompt`]
-//! answers [`TokenizerError::ChatTemplate`] for them.
+//! Also finds the tokenizer's chat template files beside its `tokenizer.json` ([`chat_template`];
+//! `workload::chat_template` renders them), which the drop-ins use to wrap dataset prompts as the
+//! reference tools do. Chat requests are still not counted here: the server renders their
+//! template and counts them (`/tokenize` with `messages`, or `usage.prompt_tokens`);
+//! [`LocalTokenizer::count_prompt`] answers [`TokenizerError::ChatTemplate`] for them.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use super::chat_template::ChatTemplate;
 use super::prose::Prompt;
 
 /// The file a directory or a cache snapshot must contain.
@@ -53,6 +55,8 @@ pub enum TokenizerError {
     Hub(#[from] Box<super::hub::HubError>),
     #[error("tokenizer {path}: chat prompts need the model's chat template, which is not applied locally; count chat prompts with the server")]
     ChatTemplate { path: PathBuf },
+    #[error("--tokenizer: {0}")]
+    Template(#[from] super::chat_template::ChatTemplateError),
 }
 
 /// Where the local Hugging Face hub cache is, and which setting said so (for error messages).
@@ -168,6 +172,68 @@ pub fn resolve(spec: &str) -> Result<PathBuf, TokenizerError> {
         )?),
         (r, _) => r,
     }
+}
+
+/// The chat template of the tokenizer `spec` names, whose `tokenizer.json` resolved to
+/// `tokenizer_json`: the template files beside it (`workload::chat_template`). For a hub id whose
+/// cached snapshot lacks `tokenizer_config.json`, the hub's `tokenizer_config.json`,
+/// `chat_template.jinja` and `special_tokens_map.json` are fetched as `tokenizer.json` was (one the
+/// repository does not have, or that is not cached with `HF_HUB_OFFLINE`, is absent; named templates under `additional_chat_templates/` are
+/// read from local folders only: finding them needs the hub's file listing). `None`: the
+/// tokenizer has no chat template.
+pub fn chat_template(
+    spec: &str,
+    tokenizer_json: &Path,
+) -> Result<Option<ChatTemplate>, TokenizerError> {
+    use super::chat_template::{CONFIG_FILE, SPECIAL_TOKENS_FILE, TEMPLATE_FILE};
+    let dir = tokenizer_json.parent().unwrap_or(Path::new("."));
+    let from_hub = !Path::new(spec).exists() && looks_like_model_id(spec);
+    if !from_hub || dir.join(CONFIG_FILE).is_file() || dir.join(TEMPLATE_FILE).is_file() {
+        return Ok(ChatTemplate::load_dir(dir)?);
+    }
+    let cache = HubCache::from_env().ok_or(TokenizerError::NoCacheDir)?;
+    let settings = super::hub::HubSettings::from_env();
+    let mut texts: Vec<Option<String>> = Vec::new();
+    for name in [TEMPLATE_FILE, CONFIG_FILE, SPECIAL_TOKENS_FILE] {
+        let file = super::hub::HubFile {
+            file: name,
+            ..tokenizer_file(spec)
+        };
+        let path = match super::hub::get(&cache.dir, &file, &settings) {
+            Ok(p) => p,
+            Err(e) if is_not_found(&e) => {
+                texts.push(None);
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
+        texts.push(Some(std::fs::read_to_string(&path).map_err(|e| {
+            TokenizerError::Load {
+                path: path.clone(),
+                message: e.to_string(),
+            }
+        })?));
+    }
+    let files = super::chat_template::TemplateFiles {
+        jinja: texts[0].as_deref(),
+        named: Vec::new(),
+        config: texts[1].as_deref(),
+        special_tokens_map: texts[2].as_deref(),
+    };
+    Ok(ChatTemplate::parse(&dir.display().to_string(), &files)?)
+}
+
+/// The hub answered that the repository has no such file, or offline the cache lacks it (as
+/// `transformers` takes an optional file missing from the cache when offline).
+fn is_not_found(e: &super::hub::HubError) -> bool {
+    matches!(
+        e,
+        super::hub::HubError::Offline { .. }
+            | super::hub::HubError::Download {
+                cause: crate::net::fetch::FetchError::Status { status: 404, .. },
+                ..
+            }
+    )
 }
 
 /// `name` or `org/name` with the characters the hub allows; anything path-like (absolute,

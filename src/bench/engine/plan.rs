@@ -40,6 +40,9 @@ pub struct Warmup {
     pub then_post: Option<String>,
     /// A pause after the warm-ups (and the post), before the run starts.
     pub settle: Duration,
+    /// A chat request's own fields (`PromptSource::Chat`'s `extra`) stay out of the warm-ups:
+    /// they send its messages with the run's fields only.
+    pub without_request_fields: bool,
 }
 
 /// One benchmark run, as the engine runs it.

@@ -294,6 +294,11 @@ async fn warm_up(
             if let Some(m) = rules.max_output {
                 s.output_len = s.output_len.min(m);
             }
+            if let (true, PromptSource::Chat { extra, .. }) =
+                (rules.without_request_fields, &mut s.prompt)
+            {
+                *extra = Arc::default();
+            }
             let req = requests.make(&s, None, &mut ids)?;
             let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
             set.spawn(async move {

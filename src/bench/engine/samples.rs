@@ -157,6 +157,78 @@ pub fn local_tokenizer(
     }
 }
 
+/// What the model's chat template does while the dataset loads, as functions for
+/// `datasets::load`: `wrap` each prompt (by `DatasetConfig::chat_template`'s rule), or measure
+/// each row of a dataset of chat requests (`chat_len`).
+#[derive(Default)]
+pub struct ChatFns {
+    pub wrap: Option<Box<WrapFn>>,
+    pub chat_len: Option<Box<WrapLen>>,
+}
+
+/// A prompt wrapped in the chat template.
+pub type WrapFn = dyn FnMut(&str) -> Result<String, String> + Send;
+/// A chat request row's input length.
+pub type WrapLen = dyn FnMut(&str) -> Result<u64, String> + Send;
+
+/// The [`ChatFns`] of `dataset`, from the tokenizer `spec` named (`local`, loaded from it).
+/// Both `None` when the rule asks for none, or (a rule that does not require it) when there is
+/// no local tokenizer to take the template from, said in a `note:` on `log`. A tokenizer without
+/// a chat template, a template that does not compile, or a required rule without a tokenizer
+/// stops the run, naming the file and the rule's hint (the references stop there too).
+pub fn chat_fns(
+    dataset: &datasets::DatasetConfig,
+    spec: Option<&str>,
+    local: Option<&LocalTokenizer>,
+    log: &mut (dyn Write + Send),
+) -> Result<ChatFns, RunError> {
+    let Some(rule) = &dataset.chat_template else {
+        return Ok(ChatFns::default());
+    };
+    let (Some(spec), Some(local)) = (spec, local) else {
+        let why = "the prompts go through the model's chat template on the client, which needs a local tokenizer folder holding it";
+        if rule.required {
+            return Err(RunError::Setup(format!("{why}; {}", rule.hint)));
+        }
+        let _ = writeln!(
+            log,
+            "note: the prompts are sent as written, without the model's chat template: {why}; {}",
+            rule.hint
+        );
+        return Ok(ChatFns::default());
+    };
+    let template = crate::workload::tokenizer::chat_template(spec, local.path())
+        .map_err(|e| RunError::Setup(format!("{e}; {}", rule.hint)))?
+        .ok_or_else(|| {
+            RunError::Setup(format!(
+                "the tokenizer {} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json); {}",
+                local.path().display(),
+                rule.hint
+            ))
+        })?;
+    let _ = writeln!(log, "rendering the chat template of {}", template.origin());
+    if dataset.kind == datasets::DatasetKind::ChatRequests {
+        // Its own copy of the tokenizer: the run's counter owns the other.
+        let tok =
+            LocalTokenizer::load_file(local.path()).map_err(|e| RunError::Setup(e.to_string()))?;
+        let mut count =
+            move |t: &str, special: bool| tok.count_with(t, special).map_err(|e| e.to_string());
+        return Ok(ChatFns {
+            wrap: None,
+            chat_len: Some(Box::new(move |row: &str| {
+                template.chat_request_len(row, &mut count)
+            })),
+        });
+    }
+    let rule = rule.clone();
+    Ok(ChatFns {
+        wrap: Some(Box::new(move |prompt: &str| {
+            template.wrap_user(&rule, prompt).map_err(|e| e.to_string())
+        })),
+        chat_len: None,
+    })
+}
+
 /// Why `spec` is not used, from its resolution error (which starts `--tokenizer: `).
 fn fallback_reason(spec: &str, err: &str) -> String {
     let why = err.strip_prefix("--tokenizer: ").unwrap_or(err);
@@ -217,6 +289,12 @@ pub async fn load_samples(
         "the server's /tokenize (else its usage counts)",
         log,
     )?;
+    let template = chat_fns(
+        &plan.dataset,
+        plan.tokenizer.as_deref(),
+        local.as_ref(),
+        log,
+    )?;
     let dialect = info.tokenize.map(|t| t.dialect);
     if let (None, Some(e)) = (dialect, &info.tokenize_error) {
         let _ = writeln!(log, "note: the server's /tokenize failed: {e}");
@@ -241,7 +319,7 @@ pub async fn load_samples(
             "loading the dataset, its prompts counted through the server's /tokenize"
         );
     }
-    let loading = load(dcfg, how, count_with);
+    let loading = load(dcfg, how, count_with, template);
     let (mut samples, count_with) = unless_stopped(cancel, "loading the dataset", loading).await?;
     if !ids_dataset {
         return Ok(Loaded::new(samples, how, PromptKind::DatasetText, dialect));
@@ -332,13 +410,22 @@ async fn load<F>(
     dcfg: datasets::DatasetConfig,
     how: TokenCounting,
     count_with: F,
+    mut chat: ChatFns,
 ) -> Result<(Vec<Sample>, F), RunError>
 where
     F: Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static,
 {
     tokio::task::spawn_blocking(move || {
         let mut count = |t: &str| count_with(how, t);
-        datasets::load(&dcfg, &mut count).map(|s| (s, count_with))
+        let wrap = chat
+            .wrap
+            .as_deref_mut()
+            .map(|w| w as &mut datasets::PromptWrap<'_>);
+        let len = chat
+            .chat_len
+            .as_deref_mut()
+            .map(|w| w as &mut datasets::ChatLen<'_>);
+        datasets::load(&dcfg, &mut count, wrap, len).map(|s| (s, count_with))
     })
     .await
     .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
@@ -463,6 +550,35 @@ fn next_len(round: usize, sent: u64, n: u64, target: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_a_tokenizer_a_required_template_stops_and_another_is_noted() {
+        let rule = |required| crate::workload::chat_template::Wrap {
+            strip_bos: false,
+            kwargs: None,
+            required,
+            hint: "HINT".into(),
+        };
+        let mut d = datasets::DatasetConfig {
+            chat_template: Some(rule(true)),
+            ..Default::default()
+        };
+        let mut log = Vec::new();
+        let e = chat_fns(&d, None, None, &mut log).err().expect("stops");
+        assert!(e.to_string().contains("HINT"), "{e}");
+        d.chat_template = Some(rule(false));
+        let f = chat_fns(&d, None, None, &mut log).unwrap();
+        assert!(f.wrap.is_none() && f.chat_len.is_none());
+        let log = String::from_utf8(log).unwrap();
+        assert!(
+            log.starts_with("note: the prompts are sent as written"),
+            "{log}"
+        );
+        assert!(log.trim_end().ends_with("HINT"), "{log}");
+        d.chat_template = None;
+        let f = chat_fns(&d, None, None, &mut Vec::new()).unwrap();
+        assert!(f.wrap.is_none() && f.chat_len.is_none());
+    }
 
     #[test]
     fn fitting_cuts_the_first_round_to_the_target_and_later_ones_by_their_excess() {

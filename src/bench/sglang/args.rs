@@ -16,6 +16,7 @@ use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::engine::session::{self, Sweep};
 use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
+use crate::workload::chat_template::Wrap;
 use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
@@ -53,7 +54,7 @@ pub struct SglangArgs {
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
-    /// sharegpt, custom, random, random-ids, generated-shared-prefix or mooncake.
+    /// sharegpt, custom, openai, random, random-ids, generated-shared-prefix or mooncake.
     #[arg(long, default_value = "sharegpt")]
     pub dataset_name: String,
     #[arg(long, default_value = "")]
@@ -71,6 +72,11 @@ pub struct SglangArgs {
     /// without one the server's /tokenize counts.
     #[arg(long)]
     pub tokenizer: Option<String>,
+    /// sharegpt and custom: wrap each prompt in the tokenizer's chat template (one user
+    /// message and the generation prompt, every BOS token taken out) before it is counted and
+    /// sent, as SGLang does. Needs --tokenizer (a folder with the template).
+    #[arg(long)]
+    pub apply_chat_template: bool,
     #[arg(long, default_value_t = 1000)]
     pub num_prompts: usize,
     #[arg(long)]
@@ -525,6 +531,10 @@ impl SglangArgs {
                 must_succeed: true,
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
                 settle: Duration::from_secs(1),
+                // SGLang's warm-up takes the first row's prompt with the run's
+                // --extra-request-body only (an openai row's own fields are merged in the
+                // measured requests alone).
+                without_request_fields: true,
             },
             shard: self.many.shard,
             start_at_unix_ns: self.many.start_at_unix_ns,
@@ -569,11 +579,37 @@ impl SglangArgs {
                     );
                 }
                 d.kind = DatasetKind::ShareGpt;
+                d.chat_template = self.apply_chat_template.then(|| Wrap {
+                    strip_bos: true,
+                    kwargs: None,
+                    required: true,
+                    hint: "--apply-chat-template renders it on the client as SGLang does: give \
+                           --tokenizer a folder (or hub id) holding the model's chat template, or \
+                           leave the flag out"
+                        .into(),
+                });
                 d.sharegpt_output_len = self.sharegpt_output_len;
                 d.conversations = Conversations::Sglang {
                     lines,
                     context_len: self.sharegpt_context_len,
                 };
+            }
+            "openai" => {
+                d.path = Some(path.ok_or_else(|| {
+                    "--dataset-name openai needs --dataset-path (a JSONL file of chat requests)"
+                        .to_string()
+                })?);
+                d.kind = DatasetKind::ChatRequests;
+                d.sharegpt_output_len = self.sharegpt_output_len;
+                d.chat_template = Some(Wrap {
+                    strip_bos: false,
+                    kwargs: None,
+                    required: true,
+                    hint: "--dataset-name openai counts each request's messages through the \
+                           model's chat template on the client, as SGLang does: give --tokenizer \
+                           a folder (or hub id) holding it"
+                        .into(),
+                });
             }
             "random" | "random-ids" => {
                 d.kind = DatasetKind::Random;
@@ -619,7 +655,7 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, random, random-ids, generated-shared-prefix, mooncake)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake)"
                 ));
             }
         }
@@ -706,10 +742,34 @@ mod tests {
     }
 
     #[test]
+    fn apply_chat_template_wraps_sharegpt_and_custom_only() {
+        let wrap = |extra: &[&str]| parse(extra).unwrap().plan.dataset.chat_template;
+        let w = wrap(&["--dataset-path", "s.json", "--apply-chat-template"]).unwrap();
+        assert!(w.strip_bos && w.required && w.kwargs.is_none());
+        assert!(w.hint.contains("--tokenizer"));
+        let custom = ["--dataset-name", "custom", "--dataset-path", "c.jsonl"];
+        assert!(wrap(&[&custom[..], &["--apply-chat-template"]].concat()).is_some());
+        assert!(wrap(&custom).is_none());
+        // SGLang's random prompts never pass through the template.
+        assert!(wrap(&["--dataset-name", "random-ids", "--apply-chat-template"]).is_none());
+        // openai rows are counted through it, whatever --apply-chat-template says; its
+        // warm-up sends the first row without the row's own fields, as SGLang's does.
+        let c = parse(&["--dataset-name", "openai", "--dataset-path", "o.jsonl"]).unwrap();
+        assert_eq!(c.plan.dataset.kind, DatasetKind::ChatRequests);
+        assert!(c
+            .plan
+            .dataset
+            .chat_template
+            .is_some_and(|w| w.required && !w.strip_bos));
+        assert!(c.plan.warmup.without_request_fields);
+        let e = parse(&["--dataset-name", "openai"]).unwrap_err();
+        assert!(e.contains("needs --dataset-path"), "{e}");
+    }
+
+    #[test]
     fn refused_flags_name_themselves() {
         for (flag, extra) in [
             ("--disable-stream", vec!["--disable-stream"]),
-            ("--apply-chat-template", vec!["--apply-chat-template"]),
             ("--profile", vec!["--profile"]),
             ("--backend trt", vec!["--backend", "trt"]),
             ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),

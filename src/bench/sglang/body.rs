@@ -125,10 +125,12 @@ pub fn body(
         }
         Reader::Chat => {
             m.insert("model".into(), json!(model));
-            m.insert(
-                "messages".into(),
-                json!([{"role": "user", "content": prompt}]),
-            );
+            // A chat request's own messages go as they are; a prompt is one user message.
+            let messages = match &s.prompt {
+                PromptSource::Chat { .. } => prompt,
+                _ => json!([{"role": "user", "content": prompt}]),
+            };
+            m.insert("messages".into(), messages);
             m.insert("temperature".into(), json!(0.0));
             m.insert("max_completion_tokens".into(), json!(s.output_len));
             m.insert("stream".into(), json!(true));
@@ -137,6 +139,12 @@ pub fn body(
     }
     for (k, v) in &flags.extra {
         m.insert(k.clone(), v.clone());
+    }
+    // A chat request's own fields over the run's (SGLang merges them so).
+    if let PromptSource::Chat { extra, .. } = &s.prompt {
+        for (k, v) in extra.iter() {
+            m.insert(k.clone(), v.clone());
+        }
     }
     // SGLang's OpenAI readers name the adapter twice (vLLM's and SGLang's conventions), after
     // the extra body.
@@ -147,11 +155,13 @@ pub fn body(
     serde_json::to_vec(&Value::Object(m)).map_err(|e| format!("cannot encode request: {e}"))
 }
 
-/// The prompt as sent: text, or token ids where the dataset made ids and the endpoint takes
-/// them (the native endpoint's `input_ids`, the completions `prompt`).
+/// The prompt as sent: text, a chat request's messages, or token ids where the dataset made ids
+/// and the endpoint takes them (the native endpoint's `input_ids`, the completions `prompt`).
 fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
     match &s.prompt {
         PromptSource::Text(t) => Ok(json!(t)),
+        // SGLang sends the message list in the prompt's place whatever the backend.
+        PromptSource::Chat { messages, .. } => Ok(messages.as_ref().clone()),
         PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
             if reader == Reader::Chat {
                 return Err("token-id prompts cannot go to a chat endpoint".into());
@@ -177,6 +187,34 @@ mod tests {
 
     fn parse(b: Vec<u8>) -> Value {
         serde_json::from_slice(&b).unwrap()
+    }
+
+    #[test]
+    fn a_chat_request_sends_its_messages_and_its_fields_over_the_runs() {
+        let mut f = BodyFlags::default();
+        f.extra.insert("top_p".into(), json!(0.5));
+        f.extra.insert("seed".into(), json!(1));
+        let extra = json!({"top_p": 0.9, "tools": [{"type": "function"}], "temperature": 0.3});
+        let s = Sample {
+            prompt: PromptSource::Chat {
+                messages: std::sync::Arc::new(
+                    json!([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]),
+                ),
+                extra: std::sync::Arc::new(extra.as_object().unwrap().clone()),
+            },
+            prompt_len: 5,
+            output_len: 7,
+        };
+        let v = parse(body(Reader::Chat, "m", &s, None, &f).unwrap());
+        assert_eq!(
+            v,
+            json!({"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}],
+                "temperature": 0.3, "max_completion_tokens": 7, "stream": true, "ignore_eos": false,
+                "top_p": 0.9, "seed": 1, "tools": [{"type": "function"}]})
+        );
+        // The completions backend puts the list in the prompt's place, as SGLang does.
+        let v = parse(body(Reader::Completions, "m", &s, None, &f).unwrap());
+        assert_eq!(v["prompt"][1]["content"], "u");
     }
 
     #[test]

@@ -15,7 +15,7 @@ const PROFILER: &str = "it drives SGLang's torch profiler on the server; profile
                         with its own tools while llmspeed runs";
 
 const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic dataset (datasets: \
-                          sharegpt, custom, random, random-ids, generated-shared-prefix, \
+                          sharegpt, custom, openai, random, random-ids, generated-shared-prefix, \
                           mooncake)";
 
 const MOONCAKE_WORKLOAD: &str = "llmspeed downloads no trace: the trace file comes from \
@@ -29,11 +29,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--disable-stream",
         reason: "llmspeed times streamed tokens (TTFT and ITL need a stream)",
-    },
-    Refusal {
-        flag: "--apply-chat-template",
-        reason: "llmspeed renders no chat template on the client; use a -chat backend to have \
-                 the server render it",
     },
     Refusal {
         flag: "--profile",
@@ -161,10 +156,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--dataset-name openai",
-        reason: NO_DATASET,
-    },
-    Refusal {
         flag: "--dataset-name mmmu",
         reason: NO_DATASET,
     },
@@ -208,8 +199,6 @@ pub fn refuse_choice(flag: &str, value: &str) -> Result<(), String> {
 pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub disable_stream: bool,
-    #[arg(long, hide = true)]
-    pub apply_chat_template: bool,
     #[arg(long, hide = true)]
     pub profile: bool,
     #[arg(long, hide = true, num_args = 1..)]
@@ -272,7 +261,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 19] {
+    fn given(&self) -> [(&'static str, bool); 18] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -289,7 +278,6 @@ impl RefusedFlags {
             || self.image_content.is_some();
         [
             ("--disable-stream", self.disable_stream),
-            ("--apply-chat-template", self.apply_chat_template),
             ("--profile", self.profile),
             ("--profile-*", profiler),
             ("--pd-separated", self.pd_separated),

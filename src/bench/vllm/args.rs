@@ -253,14 +253,19 @@ pub struct ServeArgs {
     /// up to --num-prompts.
     #[arg(long, help_heading = "Dataset options")]
     pub no_oversample: bool,
-    /// Send custom prompts as written (llmspeed never renders a chat template on the client,
-    /// so this is its only behaviour; vLLM renders one without this flag).
+    /// Send custom prompts as written. Without it each custom prompt is wrapped in the
+    /// tokenizer's chat template (one user message and the generation prompt) before it is
+    /// counted and sent, as vLLM does; that needs --tokenizer (a folder with the template).
     #[arg(
         long,
         alias = "custom-skip-chat-template",
         help_heading = "Dataset options"
     )]
     pub skip_chat_template: bool,
+    /// A JSON object of extra variables for the chat template custom prompts are wrapped in
+    /// (e.g. '{"enable_thinking": false}').
+    #[arg(long, value_name = "JSON", help_heading = "Dataset options")]
+    pub chat_template_kwargs: Option<String>,
 
     #[arg(long, default_value_t = 1024, help_heading = "Random dataset options")]
     pub random_input_len: u32,
@@ -804,6 +809,34 @@ impl ServeArgs {
         Ok(())
     }
 
+    /// vLLM's rule for the chat template: custom prompts are wrapped in it unless
+    /// `--skip-chat-template`, or `--skip-tokenizer-init` (vLLM then has no tokenizer to render
+    /// with); `--chat-template-kwargs` must be a JSON object (vLLM passes it as `**kwargs`).
+    fn chat_template(
+        &self,
+        kind: DatasetKind,
+    ) -> Result<Option<crate::workload::chat_template::Wrap>, String> {
+        let kwargs = match &self.chat_template_kwargs {
+            Some(t) => Some(
+                crate::workload::chat_template::parse_kwargs("--chat-template-kwargs", t)
+                    .map_err(|e| e.to_string())?,
+            ),
+            None => None,
+        };
+        if kind != DatasetKind::Custom || self.skip_chat_template || self.skip_tokenizer_init {
+            return Ok(None);
+        }
+        Ok(Some(crate::workload::chat_template::Wrap {
+            strip_bos: false,
+            kwargs,
+            required: false,
+            hint: "vLLM wraps custom prompts so unless --skip-chat-template: give --tokenizer a \
+                   folder holding the model's chat template, or --skip-chat-template to send \
+                   them as written"
+                .into(),
+        }))
+    }
+
     /// `--tokenizer`, unless `--skip-tokenizer-init` says to load none.
     fn local_tokenizer(&self) -> Option<&str> {
         self.tokenizer
@@ -1038,6 +1071,7 @@ impl ServeArgs {
             shuffle: !self.disable_shuffle,
             oversample: !self.no_oversample,
             conversations: crate::workload::datasets::Conversations::Vllm,
+            chat_template: self.chat_template(kind)?,
         })
     }
 

@@ -63,6 +63,7 @@ impl BodyBuilder {
         let text = match &s.prompt {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
+            PromptSource::Chat { .. } => return Err(CHAT_REQUESTS.into()),
         };
         // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
         // no more: a server must see the same request from either tool.
@@ -118,6 +119,9 @@ impl BodyBuilder {
     }
 }
 
+/// vLLM's datasets make no whole chat requests (only SGLang's `openai` does).
+const CHAT_REQUESTS: &str = "a dataset of whole chat requests is SGLang's (bench sglang)";
+
 impl BodyBuilder {
     /// The body of a native endpoint. TGI's is vLLM's `async_request_tgi` payload plus
     /// `details` (the last event's finish reason and token count; it does not change what is
@@ -128,6 +132,7 @@ impl BodyBuilder {
         use crate::net::Dialect;
         let prompt = match &s.prompt {
             PromptSource::Text(t) => json!(t),
+            PromptSource::Chat { .. } => return Err(CHAT_REQUESTS.into()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
                 ids.clear();
                 s.write_ids(ids);

@@ -34,12 +34,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: "llmspeed draws no matplotlib figure; --dry-run prints the dataset's lengths",
     },
     Refusal {
-        flag: "--chat-template-kwargs",
-        reason: "llmspeed renders no chat template on the client; with --backend openai-chat \
-                 the server renders it: pass them as --extra-body \
-                 '{\"chat_template_kwargs\": {...}}'",
-    },
-    Refusal {
         flag: "--tokenizer-mode",
         reason: "only auto: a local tokenizer is a tokenizer.json (the Rust tokenizers crate); \
                  mistral_common and custom tokenizer modes are Python-only",
@@ -250,8 +244,6 @@ pub struct RefusedFlags {
     pub no_stream: bool,
     #[arg(long, hide = true)]
     pub plot_dataset_stats: bool,
-    #[arg(long, hide = true, value_name = "JSON")]
-    pub chat_template_kwargs: Option<String>,
     #[arg(long, hide = true)]
     pub enable_multimodal_chat: bool,
     #[arg(long, hide = true)]
@@ -301,15 +293,11 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 26] {
+    fn given(&self) -> [(&'static str, bool); 25] {
         [
             ("--profile", self.profile),
             ("--no-stream", self.no_stream),
             ("--plot-dataset-stats", self.plot_dataset_stats),
-            (
-                "--chat-template-kwargs",
-                self.chat_template_kwargs.is_some(),
-            ),
             ("--enable-multimodal-chat", self.enable_multimodal_chat),
             (
                 "--custom-ensure-client-side-data",
