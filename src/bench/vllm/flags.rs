@@ -166,11 +166,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--backend openai-responses",
-        reason: "llmspeed does not read the Responses API's event stream yet; the same \
-                 model answers the same prompt with --backend openai-chat",
-    },
-    Refusal {
         flag: "--backend openai-audio",
         reason: "speech-to-text sends audio; llmspeed measures text generation",
     },
