@@ -11,8 +11,10 @@
 //!   "in_progress"`, `usage: null`) as soon as the request is accepted;
 //! - with the first token, `response.output_item.added` (an assistant message, `msg_…`) and
 //!   `response.content_part.added` (an empty `output_text` part);
-//! - one `response.output_text.delta` per token (vLLM sends one per decoding step that produced
-//!   text: one per token without speculative decoding);
+//! - one `response.output_text.delta` per token (vLLM sends one per output it hands its API
+//!   loop, which merges tokens when that loop falls behind: the recording in
+//!   `tests/data/responses/` has six tokens in four deltas; `tests/responses_mock.rs` holds this
+//!   stream to that recording's shape);
 //! - after the last token `response.output_text.done`, `response.content_part.done` and
 //!   `response.output_item.done`, each repeating the whole text, then `response.completed`: the
 //!   response with `status` `completed`, or `incomplete` with `incomplete_details.reason:

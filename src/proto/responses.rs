@@ -6,7 +6,9 @@
 //! `event: <type>\ndata: <json>\n\n`, the JSON carrying the same `type`, with no `[DONE]`:
 //! `response.created`, `response.in_progress`, then per output item `response.output_item.added`
 //! and `response.content_part.added`, one `response.output_text.delta` (or
-//! `response.reasoning_text.delta`) per decoding step that produced text, then
+//! `response.reasoning_text.delta`) per decoding step that produced text (several tokens in one
+//! when the server's output loop falls behind: `tests/data/responses/` holds a recording with
+//! six tokens in four deltas), then
 //! `response.output_text.done`, `response.content_part.done`, `response.output_item.done`, and
 //! last `response.completed` whose `response` holds `status` (`incomplete` when the output hit
 //! `max_output_tokens`) and `usage` (`input_tokens`, `output_tokens`, `total_tokens`,

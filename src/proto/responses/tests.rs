@@ -129,6 +129,49 @@ fn the_same_events_whatever_byte_the_stream_is_split_at() {
     assert_eq!(framed(&bytes), want);
 }
 
+/// A stream recorded from vLLM 0.32's CPU server (`vllm serve` of the tiny model of
+/// `scripts/vllm-server.sh`, `{"input": "Why is the sky blue?", "max_output_tokens": 6,
+/// "stream": true, "store": false, "ignore_eos": true, "temperature": 0}`): six tokens came in
+/// four deltas (the server's output loop merged three), the usage says six.
+const RECORDED: &[u8] =
+    include_bytes!("../../../tests/data/responses/vllm_0.32_responses_length.sse");
+
+#[test]
+fn a_recorded_vllm_stream_is_its_deltas_and_its_usage_at_any_split() {
+    let whole = framed(&[RECORDED]);
+    let mut text = String::new();
+    let mut deltas = 0;
+    let mut ends = Vec::new();
+    for ev in &whole {
+        match ev {
+            Ok(Owned::Output(t)) => {
+                deltas += 1;
+                text.push_str(t);
+            }
+            Ok(Owned::End { usage, incomplete }) => ends.push((*usage, *incomplete)),
+            Ok(Owned::Nothing) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(whole.len(), 12, "twelve events");
+    assert_eq!(deltas, 4);
+    assert_eq!(text, " canal explain canal explain canal explain");
+    let usage = Usage {
+        prompt_tokens: 17,
+        completion_tokens: 6,
+        total_tokens: 23,
+        cached_tokens: Some(0),
+    };
+    assert_eq!(ends, [(Some(usage), true)]);
+    for i in (0..=RECORDED.len()).step_by(3) {
+        assert_eq!(
+            framed(&[&RECORDED[..i], &RECORDED[i..]]),
+            whole,
+            "split at {i}"
+        );
+    }
+}
+
 #[test]
 fn a_reasoning_delta_is_a_token_of_its_own_kind() {
     assert_eq!(
