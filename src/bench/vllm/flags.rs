@@ -215,8 +215,8 @@ pub const REFUSED: &[Refusal] = &[
 pub const DEFAULTS_DIFFER: &[(&str, &str)] = &[
     (
         "--endpoint",
-        "vLLM's default is /v1/completions whatever the backend (openai-chat then needs \
-         --endpoint); llmspeed takes the backend's own endpoint",
+        "vLLM's default is /v1/completions whatever the backend (openai-chat and \
+         openai-responses then need --endpoint); llmspeed takes the backend's own endpoint",
     ),
     (
         "--percentile-metrics",
