@@ -168,6 +168,27 @@ fn native_stream(dialect: Dialect, n: u64) -> Vec<u8> {
                     "data:{{\"index\":{i},\"token\":{{\"id\":{i},\"text\":\"{piece}\",\"logprob\":-0.1,\"special\":false}},\"generated_text\":{gen},\"details\":{det}}}\n\n"
                 )
             }
+            // vLLM's Responses stream: `event:` lines, `type` last, a reasoning delta now and
+            // then, the `.done` events and `response.completed` (a big object) after the last.
+            Dialect::Responses => {
+                let ty = if i % 9 == 0 {
+                    "response.reasoning_text.delta"
+                } else {
+                    "response.output_text.delta"
+                };
+                let mut ev = format!(
+                    "event: {ty}\ndata: {{\"content_index\":0,\"delta\":\"{piece}\",\"item_id\":\"msg_1\",\"logprobs\":[],\"output_index\":0,\"sequence_number\":{i},\"type\":\"{ty}\"}}\n\n"
+                );
+                if i == n {
+                    ev.push_str("event: response.output_text.done\ndata: {\"text\":\"all\",\"type\":\"response.output_text.done\"}\n\n");
+                    ev.push_str(&format!(
+                        "event: response.completed\ndata: {{\"response\":{{\"id\":\"resp_1\",\"output\":[{{\"type\":\"message\",\"content\":[{{\"text\":\"all\"}}]}}],\"status\":\"incomplete\",\"usage\":{{\"input_tokens\":9,\"input_tokens_details\":{{\"cached_tokens\":0}},\"output_tokens\":{n},\"total_tokens\":{}}}}},\"sequence_number\":{},\"type\":\"response.completed\"}}\n\n",
+                        n + 9,
+                        n + 2
+                    ));
+                }
+                ev
+            }
             _ => format!(
                 "data: {{\"index\":0,\"content\":\"{piece}\",\"tokens\":[{i}],\"stop\":{},\"id_slot\":0,\"tokens_predicted\":{i},\"tokens_evaluated\":9,\"stop_type\":\"limit\"}}\n\n",
                 i == n
@@ -184,7 +205,7 @@ fn native_stream(dialect: Dialect, n: u64) -> Vec<u8> {
 
 #[test]
 fn native_decode_paths_do_not_allocate_per_event() {
-    for dialect in [Dialect::Tgi, Dialect::LlamaCpp] {
+    for dialect in [Dialect::Tgi, Dialect::LlamaCpp, Dialect::Responses] {
         let (steady, events) =
             steady_decode_allocs(&native_stream(dialect, 5000), dialect, 5000, 50);
         assert!(

@@ -325,6 +325,31 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "random on the Responses API",
+        tool: Tool::Vllm,
+        args: &[
+            "--backend",
+            "openai-responses",
+            "--endpoint",
+            "/v1/responses",
+            "--dataset-name",
+            "random",
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "6",
+            "--max-concurrency",
+            "4",
+            "--temperature",
+            "0",
+        ],
+        // Text prompts on both sides, as on chat: the server's chat template and
+        // re-tokenization lengthen them differently.
+        input: Input::WithinPercent(10.0),
+    },
+    Run {
         name: "random-ids on SGLang's OpenAI completions",
         tool: Tool::Sglang,
         args: &[

@@ -423,6 +423,9 @@ fn bench_serve_custom_dataset_on_both_endpoints() {
     for (backend, endpoint, sent) in [
         ("openai", "/v1/completions", Sent::Text),
         ("openai-chat", "/v1/chat/completions", Sent::Chat),
+        // vLLM's own Responses server: the same chat template around the text, the lengths
+        // from `response.completed`'s usage.
+        ("openai-responses", "/v1/responses", Sent::Chat),
     ] {
         let out = tempfile::tempdir().unwrap();
         let (o, r, delta) = bench(

@@ -1,4 +1,4 @@
-//! The mock server's request parsing (OpenAI, SGLang and TGI bodies): any body never panics, and what it accepts respects
+//! The mock server's request parsing (OpenAI completions, chat and Responses, SGLang and TGI bodies): any body never panics, and what it accepts respects
 //! `max_model_len`; the tokenizer round-trips any text; fault specs parse or fail cleanly; the
 //! request log writes any body as one line of JSON holding it (as JSON when it is JSON).
 #![no_main]
@@ -36,6 +36,7 @@ fuzz_target!(|data: &[u8]| {
             Flavor::Chat,
             Flavor::Sglang,
             Flavor::Tgi,
+            Flavor::Responses,
         ] {
             if let Ok(g) = parse_request(tok, 4096, &body, flavor) {
                 for p in &g.prompts {

@@ -129,6 +129,8 @@ pub enum Api {
     Tgi,
     #[value(name = "llama.cpp")]
     LlamaCpp,
+    /// The OpenAI Responses API, `/v1/responses`.
+    Responses,
 }
 
 impl Api {
@@ -138,6 +140,7 @@ impl Api {
             Api::Sglang => Dialect::Sglang,
             Api::Tgi => Dialect::Tgi,
             Api::LlamaCpp => Dialect::LlamaCpp,
+            Api::Responses => Dialect::Responses,
         }
     }
 }
@@ -163,8 +166,9 @@ pub struct StreamArgs {
     /// Use /v1/chat/completions instead of /v1/completions.
     #[arg(long)]
     pub chat: bool,
-    /// The streaming API to speak: OpenAI's, or an engine's native one (SGLang `/generate`,
-    /// TGI `/generate_stream`, llama.cpp `/completion`).
+    /// The streaming API to speak: OpenAI's, its Responses API (`/v1/responses`), or an
+    /// engine's native one (SGLang `/generate`, TGI `/generate_stream`, llama.cpp
+    /// `/completion`).
     #[arg(long, value_enum, default_value_t = Api::Openai)]
     pub api: Api,
     #[arg(long, value_name = "N", default_value_t = 128)]
@@ -187,10 +191,14 @@ pub fn run(args: StreamArgs) -> CliResult {
     let cfg = args.conn.client_config()?;
     let prompt = match (&args.prompt, args.prompt_tokens) {
         (Some(p), _) => Prompt::Text(p.clone()),
-        (None, Some(n)) if args.chat || args.api == Api::Tgi => {
+        (None, Some(n)) if args.chat || args.api.dialect().text_only() => {
+            let with = if args.chat {
+                "--chat".to_string()
+            } else {
+                format!("--api {}", args.api.dialect().as_str())
+            };
             eprintln!(
-                "llmspeed: note: --prompt-tokens with {} sends {n} words; the prompt's token count is approximate",
-                if args.chat { "--chat" } else { "--api tgi" }
+                "llmspeed: note: --prompt-tokens with {with} sends {n} words; the prompt's token count is approximate"
             );
             Prompt::Text(synthetic_words(n))
         }
@@ -199,7 +207,7 @@ pub fn run(args: StreamArgs) -> CliResult {
     };
     if args.chat && args.api != Api::Openai {
         return Err(CliError::usage(
-            "--chat picks OpenAI's chat endpoint; the native APIs (--api) have none",
+            "--chat picks OpenAI's chat endpoint; the other APIs (--api) have none",
         ));
     }
     let mut gen = Generation::new(args.model.clone(), prompt);

@@ -1,6 +1,7 @@
 //! The HTTP face of the mock: hyper 1 service, routing, vLLM-shaped JSON (and SGLang's and TGI's
-//! native endpoints, shaped by [`super::native`]), and the SSE body that turns engine emissions
-//! into one chunk per event (uvicorn-style). Byte-level faults are
+//! native endpoints, shaped by [`super::native`], and the Responses API's, by
+//! [`super::responses`]), and the SSE body that turns engine emissions into one chunk per event
+//! (uvicorn-style). Byte-level faults are
 //! delegated to [`super::faults::FaultIo`]; this module only decides when they fire.
 //! It must never use the client's HTTP code (`crate::net`, `crate::proto`).
 
@@ -9,6 +10,7 @@ use super::faults::{self, ConnCtl, Fault};
 use super::native::{self, EventFacts, Flavor, Output};
 use super::reqlog::RequestRec;
 use super::request::GenRequest;
+use super::responses;
 use super::text::mix64;
 use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
 use super::trace::TraceRec;
@@ -105,6 +107,7 @@ const ROUTES: &[&str] = &[
     "/detokenize",
     "/v1/completions",
     "/v1/chat/completions",
+    "/v1/responses",
     "/generate",
     "/generate_stream",
     "/get_server_info",
@@ -198,6 +201,7 @@ async fn route(
             | "/detokenize"
             | "/v1/completions"
             | "/v1/chat/completions"
+            | "/v1/responses"
             | "/generate"
             | "/generate_stream",
         ) => post(app, ctl, req, path, request_id).await,
@@ -277,6 +281,7 @@ async fn post(
         "/tokenize" => return tokenize(app, &body),
         "/detokenize" => return detokenize(app, &body),
         "/v1/chat/completions" => Flavor::Chat,
+        "/v1/responses" => Flavor::Responses,
         "/generate" => Flavor::Sglang,
         "/generate_stream" => Flavor::Tgi,
         _ => Flavor::Completions,
@@ -552,6 +557,7 @@ pub fn parse_request(
         Flavor::Chat => parse_generate(tok, max_model_len, body, true),
         Flavor::Sglang => native::parse_sglang(tok, max_model_len, body),
         Flavor::Tgi => native::parse_tgi(tok, max_model_len, body),
+        Flavor::Responses => responses::parse_responses(tok, max_model_len, body),
     }
 }
 
@@ -609,6 +615,7 @@ async fn generate(
         continuous: g.continuous,
         return_token_ids: g.return_token_ids,
         prompt_tokens,
+        max_tokens: g.max_tokens,
     };
     let guard = AbortGuard {
         app: app.clone(),
@@ -687,6 +694,10 @@ fn response_id(flavor: Flavor, n: u64, base: u64) -> String {
         Flavor::Chat => "chatcmpl",
         Flavor::Completions => "cmpl",
         Flavor::Sglang | Flavor::Tgi => "gen",
+        // vLLM's `resp_<uuid>`.
+        Flavor::Responses => {
+            return format!("resp_{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base))
+        }
     };
     format!("{prefix}-{:016x}{:016x}", mix64(n ^ 0xC0FFEE), mix64(base))
 }
@@ -735,8 +746,21 @@ fn sse_response(app: &Arc<App>, ctl: &Arc<ConnCtl>, s: Stream) -> Response<MockB
         output: Output::default(),
         cached_tokens: 0,
         times: EngineTimes::default(),
+        responses: None,
     };
-    let mut r = Response::new(MockBody::Sse(Box::new(body)));
+    let mut body = Box::new(body);
+    if body.meta.flavor == Flavor::Responses {
+        // vLLM writes these two as soon as the request is accepted, before any token.
+        let mut w = responses::Writer::new(body.meta.responses_facts(app), body.meta.item_id());
+        for line in w.start() {
+            body.pending.push_back(Pending {
+                bytes: Bytes::from(line),
+                token: None,
+            });
+        }
+        body.responses = Some(Box::new(w));
+    }
+    let mut r = Response::new(MockBody::Sse(body));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("text/event-stream; charset=utf-8"),
@@ -772,6 +796,26 @@ struct Meta {
     continuous: bool,
     return_token_ids: bool,
     prompt_tokens: u64,
+    /// The request's output limit (`None`: up to the context).
+    max_tokens: Option<u32>,
+}
+
+impl Meta {
+    /// What every Responses event names.
+    fn responses_facts(&self, app: &App) -> responses::Facts {
+        responses::Facts {
+            id: self.id.clone(),
+            model: self.model.clone(),
+            created: self.created,
+            max_output_tokens: self.max_tokens.unwrap_or(app.cfg.max_model_len),
+            prompt_tokens: self.prompt_tokens,
+        }
+    }
+
+    /// The Responses message item's `msg_…` id, after the response's.
+    fn item_id(&self) -> String {
+        self.id.replacen("resp_", "msg_", 1)
+    }
 }
 
 async fn collect_full(
@@ -808,6 +852,16 @@ async fn collect_full(
         }
     }
     let completion: u64 = toks.iter().map(|t| t.len() as u64).sum();
+    if meta.flavor == Flavor::Responses {
+        let text = app.tok.decode(&toks[0]).unwrap_or_default();
+        let done = responses::Done {
+            output_tokens: completion,
+            cached_tokens: cached,
+            incomplete: fin[0] == Some("length"),
+        };
+        let answer = responses::full(&meta.responses_facts(app), &meta.item_id(), &text, &done);
+        return json_response(StatusCode::OK, &answer);
+    }
     if meta.flavor == Flavor::Sglang {
         let text = app.tok.decode(&toks[0]).unwrap_or_default();
         let finish = if fin[0] == Some("length") {
@@ -989,6 +1043,8 @@ pub struct SseBody {
     cached_tokens: u64,
     /// The first choice's engine times (vLLM's per-request `metrics`).
     times: EngineTimes,
+    /// The Responses API's event writer (that flavor only).
+    responses: Option<Box<responses::Writer>>,
 }
 
 fn escape_into(out: &mut String, s: &str) {
@@ -1076,10 +1132,53 @@ impl SseBody {
         }
     }
 
+    /// The Responses events for one emission (one choice): the message item opened before
+    /// the first token, one delta per token, the `.done` events and `response.completed` after
+    /// the last.
+    fn on_responses_emission(&mut self, e: Emission) {
+        self.completion_tokens += 1;
+        if e.index == 0 {
+            self.cached_tokens = e.cached_tokens as u64;
+        }
+        let app = self.app.clone();
+        let piece = String::from_utf8_lossy(app.tok.piece(e.token).unwrap_or(b""));
+        let Some(w) = self.responses.as_mut() else {
+            return;
+        };
+        for line in w.open() {
+            self.pending.push_back(Pending {
+                bytes: Bytes::from(line),
+                token: None,
+            });
+        }
+        self.pending.push_back(Pending {
+            bytes: Bytes::from(w.delta(&piece)),
+            token: Some(TokenFacts::of(0, &e)),
+        });
+        if let Some(f) = e.finish {
+            let done = responses::Done {
+                output_tokens: self.completion_tokens,
+                cached_tokens: self.cached_tokens,
+                incomplete: f.as_str() == "length",
+            };
+            for line in w.finish(&done) {
+                self.pending.push_back(Pending {
+                    bytes: Bytes::from(line),
+                    token: None,
+                });
+            }
+            self.finished += 1;
+            self.state = State::Ended;
+        }
+    }
+
     /// The chunk(s) for one emission.
     fn on_emission(&mut self, e: Emission) {
         if matches!(self.meta.flavor, Flavor::Sglang | Flavor::Tgi) {
             return self.on_native_emission(e);
+        }
+        if self.meta.flavor == Flavor::Responses {
+            return self.on_responses_emission(e);
         }
         let choice = (e.tag - self.guard.base) as u32;
         if self.meta.chat && !self.role_sent[choice as usize] {
@@ -1203,6 +1302,11 @@ impl SseBody {
                         "data: {}\n\ndata: [DONE]\n\n",
                         json!({"error": {"message": msg, "type": "invalid_request_error", "code": 500, "retryable": false}})
                     ),
+                    Flavor::Responses => self
+                        .responses
+                        .as_mut()
+                        .map(|w| w.error(msg))
+                        .unwrap_or_default(),
                     Flavor::Completions | Flavor::Chat => format!(
                         "data: {}\n\ndata: [DONE]\n\n",
                         json!({"error": {"message": msg, "type": "InternalServerError", "param": null, "code": 500}})
@@ -1310,11 +1414,13 @@ impl SseBody {
                 }
                 Poll::Ready(None) => {
                     // The engine stopped (server shutting down): end the stream as vLLM does
-                    // when aborted, with [DONE] and no usage.
-                    self.pending.push_back(Pending {
-                        bytes: Bytes::from_static(b"data: [DONE]\n\n"),
-                        token: None,
-                    });
+                    // when aborted, with [DONE] and no usage (the Responses stream just ends).
+                    if self.meta.flavor != Flavor::Responses {
+                        self.pending.push_back(Pending {
+                            bytes: Bytes::from_static(b"data: [DONE]\n\n"),
+                            token: None,
+                        });
+                    }
                     self.state = State::Ended;
                 }
                 Poll::Pending => return Poll::Pending,

@@ -5,7 +5,8 @@
 //! Layout: `tokenizer`/`text` (what tokens are), `engine` (pure state machine: who runs, when a
 //! token is due), `driver` (runs the engine on its own thread in real time), `http` (hyper 1
 //! service and the SSE body), `native` (SGLang's `/generate` and TGI's `/generate_stream`:
-//! request parsing and event lines), `faults` (injected failures and the connection wrapper that
+//! request parsing and event lines), `responses` (the OpenAI Responses API's request and
+//! typed events), `faults` (injected failures and the connection wrapper that
 //! makes byte-level ones possible), `trace` (ground-truth write times), `reqlog` (each request as received), `metrics`, `config`.
 //!
 //! Architecture invariant: its HTTP side is hyper's and it shares no code with the client in
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod native;
 pub mod reqlog;
 pub mod request;
+pub mod responses;
 pub mod text;
 pub mod tokenizer;
 pub mod trace;

@@ -26,6 +26,8 @@ pub enum Flavor {
     Sglang,
     /// TGI `/generate_stream`.
     Tgi,
+    /// The OpenAI Responses API, `/v1/responses` ([`super::responses`]).
+    Responses,
 }
 
 fn u32_field(obj: Option<&Value>, key: &str) -> Result<Option<u32>, String> {

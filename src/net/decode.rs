@@ -288,6 +288,11 @@ impl StreamDecoder {
                     "the stream ended after {} events without [DONE] or a finish_reason",
                     tl.events.len()
                 )
+            } else if self.dialect == Dialect::Responses {
+                format!(
+                    "the responses stream ended after {} token events without its terminal event (response.completed)",
+                    tl.events.len()
+                )
             } else {
                 format!(
                     "the {} stream ended after {} events without its last event",
@@ -453,6 +458,20 @@ impl StreamDecoder {
                 return Ok(Flow::Continue);
             }
             Ok(NativeItem::Ignore) => return Ok(Flow::Continue),
+            Ok(NativeItem::End {
+                usage,
+                finish_reason,
+            }) => {
+                // The end is no token: it moves neither the first nor the last token.
+                tl.last_message = Some(t);
+                if usage.is_some() {
+                    tl.usage = usage;
+                }
+                set_finish_reason(tl, finish_reason);
+                tl.done = true;
+                tl.end = Some(t);
+                return Ok(Flow::Continue);
+            }
             Ok(NativeItem::Error(e)) => return Err(stream_error(&e, data, t, tl)),
             Err(e) => {
                 return Err(protocol(format!(
@@ -478,10 +497,10 @@ impl StreamDecoder {
             tokens: ev.tokens.min(u32::MAX as u64) as u32,
             wakeup_ns: 0,
             socket_bytes: 0,
-            channel: if has_output {
-                Channel::Content
-            } else {
-                Channel::Empty
+            channel: match (has_output, ev.reasoning) {
+                (false, _) => Channel::Empty,
+                (true, false) => Channel::Content,
+                (true, true) => Channel::Reasoning,
             },
         };
         tl.events.push(rec);
@@ -489,6 +508,13 @@ impl StreamDecoder {
             set_finish_reason(tl, reason);
         }
         if let (true, Some(out)) = (has_output, tl.content_text.as_mut()) {
+            let out = if ev.reasoning {
+                let cap = tl.events.capacity() * 6;
+                tl.reasoning_text
+                    .get_or_insert_with(|| String::with_capacity(cap))
+            } else {
+                out
+            };
             ev.text
                 .unescape_into(out)
                 .map_err(|e| protocol(format!("bad text escape in stream event: {e}")))?;
@@ -651,6 +677,151 @@ mod tests {
         }
         let r = d.eof(1_000_000, &mut tl);
         (tl, r)
+    }
+
+    /// [`run`] for a stream of `dialect`.
+    fn run_dialect(
+        dialect: Dialect,
+        input: &[u8],
+        step: usize,
+    ) -> (Timeline, Result<Progress, RequestError>) {
+        let mut tl = Timeline::new(0, 64, true);
+        let mut d = StreamDecoder::with_dialect(1 << 20, dialect);
+        let mut buf = BytesMut::new();
+        for (i, piece) in input.chunks(step).enumerate() {
+            buf.extend_from_slice(piece);
+            let r = d.feed(&mut buf, i as u64 + 1, &mut tl, &mut NoopObserver);
+            if r != Ok(Progress::NeedMore) {
+                return (tl, r);
+            }
+        }
+        let r = d.eof(1_000_000, &mut tl);
+        (tl, r)
+    }
+
+    /// A Responses body: `(type, json)` events with their `event:` lines.
+    fn responses_body(events: &[(&str, &str)]) -> Vec<u8> {
+        let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+        for (ty, data) in events {
+            let ev = format!("event: {ty}\ndata: {data}\n\n");
+            out.extend_from_slice(format!("{:x}\r\n{ev}\r\n", ev.len()).as_bytes());
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    const RESPONSES: &[(&str, &str)] = &[
+        (
+            "response.created",
+            r#"{"response":{"status":"in_progress","usage":null},"sequence_number":0,"type":"response.created"}"#,
+        ),
+        (
+            "response.in_progress",
+            r#"{"response":{"status":"in_progress","usage":null},"sequence_number":1,"type":"response.in_progress"}"#,
+        ),
+        (
+            "response.output_item.added",
+            r#"{"item":{"type":"reasoning"},"output_index":0,"sequence_number":2,"type":"response.output_item.added"}"#,
+        ),
+        (
+            "response.reasoning_text.delta",
+            r#"{"delta":"think","sequence_number":3,"type":"response.reasoning_text.delta"}"#,
+        ),
+        (
+            "response.output_text.delta",
+            r#"{"delta":"Hel","sequence_number":4,"type":"response.output_text.delta"}"#,
+        ),
+        (
+            "response.output_text.delta",
+            r#"{"delta":"lo","sequence_number":5,"type":"response.output_text.delta"}"#,
+        ),
+        (
+            "response.output_text.done",
+            r#"{"text":"Hello","sequence_number":6,"type":"response.output_text.done"}"#,
+        ),
+        (
+            "response.completed",
+            r#"{"response":{"status":"completed","usage":{"input_tokens":5,"input_tokens_details":{"cached_tokens":2},"output_tokens":3,"total_tokens":8}},"sequence_number":7,"type":"response.completed"}"#,
+        ),
+    ];
+
+    #[test]
+    fn responses_stream_records_its_token_deltas_only_any_split() {
+        let input = responses_body(RESPONSES);
+        for step in 1..=input.len() {
+            let (tl, r) = run_dialect(Dialect::Responses, &input, step);
+            assert_eq!(r, Ok(Progress::Finished { reusable: true }), "step {step}");
+            let channels: Vec<(u32, Channel)> =
+                tl.events.iter().map(|e| (e.tokens, e.channel)).collect();
+            assert_eq!(
+                channels,
+                [
+                    (1, Channel::Reasoning),
+                    (1, Channel::Content),
+                    (1, Channel::Content)
+                ],
+                "step {step}"
+            );
+            assert_eq!(tl.token_count_source, TokenCountSource::Chunks);
+            assert_eq!(tl.finish_reason, Some(FinishReason::Stop));
+            let u = tl.usage.expect("usage");
+            assert_eq!(
+                (
+                    u.prompt_tokens,
+                    u.completion_tokens,
+                    u.total_tokens,
+                    u.cached_tokens
+                ),
+                (5, 3, 8, Some(2))
+            );
+            assert!(tl.done);
+            assert_eq!(tl.content_text.as_deref(), Some("Hello"));
+            assert_eq!(tl.reasoning_text.as_deref(), Some("think"));
+            // The end is the terminal event's read; the last token is the last delta's.
+            let last_token = tl.events.last().unwrap().t;
+            assert!(tl.end.unwrap() >= last_token, "step {step}");
+            if step == 1 {
+                assert!(tl.end.unwrap() > last_token);
+            }
+        }
+    }
+
+    #[test]
+    fn responses_stream_ends_only_at_its_terminal_event() {
+        // Cut before response.completed: a protocol error that says so.
+        let input = responses_body(&RESPONSES[..7]);
+        let (tl, r) = run_dialect(Dialect::Responses, &input, input.len());
+        let e = r.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Protocol);
+        assert!(e.message.contains("terminal event"), "{}", e.message);
+        assert_eq!(tl.events.len(), 3);
+        // `incomplete` is finish reason length; a terminal event without tokens ends cleanly
+        // with no event (the engine's rule then calls it no output).
+        let input = responses_body(&[
+            RESPONSES[0],
+            (
+                "response.completed",
+                r#"{"response":{"status":"incomplete","usage":{"input_tokens":5,"output_tokens":0}},"type":"response.completed"}"#,
+            ),
+        ]);
+        let (tl, r) = run_dialect(Dialect::Responses, &input, 3);
+        assert_eq!(r, Ok(Progress::Finished { reusable: true }));
+        assert!(tl.events.is_empty());
+        assert_eq!(tl.finish_reason, Some(FinishReason::Length));
+        // An error event fails the request with the server's message.
+        let input = responses_body(&[
+            RESPONSES[0],
+            RESPONSES[4],
+            (
+                "error",
+                r#"{"type":"error","code":"500","message":"engine died","param":null}"#,
+            ),
+        ]);
+        let (tl, r) = run_dialect(Dialect::Responses, &input, 5);
+        let e = r.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::ServerError);
+        assert!(e.message.contains("engine died"), "{}", e.message);
+        assert_eq!(tl.events.len(), 1);
     }
 
     const VLLM: &[&str] = &[

@@ -1,5 +1,6 @@
-//! Request bodies for the OpenAI-compatible streaming endpoints and the engines' native ones
-//! (SGLang `/generate`, TGI `/generate_stream`, llama.cpp `/completion`), and synthetic prompts.
+//! Request bodies for the OpenAI-compatible streaming endpoints (completions, chat, Responses)
+//! and the engines' native ones (SGLang `/generate`, TGI `/generate_stream`, llama.cpp
+//! `/completion`), and synthetic prompts.
 //!
 //! Built once per request, before the clock starts: this is the only place JSON is written.
 
@@ -68,6 +69,7 @@ impl Generation {
             Dialect::Sglang => self.sglang_body(),
             Dialect::Tgi => self.tgi_body()?,
             Dialect::LlamaCpp => self.llamacpp_body(),
+            Dialect::Responses => self.responses_body()?,
         };
         serde_json::to_vec(&Value::Object(m)).map_err(|e| format!("cannot encode request: {e}"))
     }
@@ -143,6 +145,26 @@ impl Generation {
         }
         m.insert("stream".into(), json!(true));
         self.with_extra(m)
+    }
+
+    /// The Responses API (`/v1/responses`): `input` text, `max_output_tokens`, `stream`, and
+    /// `store: false` (a server that stores responses would keep every one of a long run).
+    fn responses_body(&self) -> Result<Map<String, Value>, String> {
+        let Prompt::Text(t) = &self.prompt else {
+            return Err("the Responses API takes text prompts only, not token ids".into());
+        };
+        let mut m = Map::new();
+        m.insert("model".into(), json!(self.model));
+        m.insert("input".into(), json!(t));
+        if let Some(n) = self.max_tokens {
+            m.insert("max_output_tokens".into(), json!(n));
+        }
+        m.insert("stream".into(), json!(true));
+        m.insert("store".into(), json!(false));
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), json!(true));
+        }
+        Ok(self.with_extra(m))
     }
 
     fn openai_body(&self) -> Result<Map<String, Value>, String> {

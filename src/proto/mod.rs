@@ -1,6 +1,6 @@
 //! sans-IO protocol layer: HTTP/1.1 request encoding and response heads, chunked bodies, SSE
-//! framing, OpenAI stream chunks, the engines' native streams (SGLang, TGI, llama.cpp),
-//! Prometheus text.
+//! framing, OpenAI stream chunks, the Responses API's events, the engines' native streams
+//! (SGLang, TGI, llama.cpp), Prometheus text.
 //!
 //! Architecture invariant: nothing here touches tokio, a clock or a socket. Every parser takes
 //! bytes and returns `Result<Option<T>, E>`, where `Ok(None)` means "need more bytes"; parsers
@@ -13,4 +13,5 @@ pub mod json;
 pub mod native;
 pub mod openai;
 pub mod prometheus;
+pub mod responses;
 pub mod sse;

@@ -36,6 +36,8 @@ pub const FIELDS: &[(&str, Rule)] = &[
     ("prompt", Rule::Prompt),
     // OpenAI chat.
     ("messages", Rule::Prompt),
+    // The OpenAI Responses API.
+    ("input", Rule::Prompt),
     // SGLang's native /generate.
     ("text", Rule::Prompt),
     ("input_ids", Rule::Prompt),
@@ -47,6 +49,7 @@ pub const FIELDS: &[(&str, Rule)] = &[
 pub const GENERATE: &[&str] = &[
     "/v1/completions",
     "/v1/chat/completions",
+    "/v1/responses",
     "/generate",
     "/generate_stream",
 ];

@@ -9,7 +9,7 @@
 
 use crate::bench::engine::error::{unless_stopped, RunError};
 use crate::bench::engine::plan::Plan;
-use crate::net::{Cancel, Client, Dialect};
+use crate::net::{Cancel, Client};
 use crate::server::probe::token_id_range;
 use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::workload::datasets::{self, PromptSource, Sample};
@@ -309,8 +309,8 @@ pub async fn load_samples(
         dcfg.ids = r;
     }
     let count_with = counter_fn(client, model, local, cancel);
-    // TGI's /generate_stream takes text only, as the chat endpoint does.
-    let chat = plan.chat || plan.dialect == Dialect::Tgi;
+    // TGI's /generate_stream and the Responses API take text only, as the chat endpoint does.
+    let chat = plan.chat || plan.dialect.text_only();
     let ids_ok = !chat && info.token_ids == Some(true);
     let how = counter.unwrap_or(TokenCounting::Estimate);
     if let (false, TokenCounting::Server(_)) = (ids_dataset, how) {
@@ -360,7 +360,7 @@ pub async fn load_samples(
         }
     }
     let why = if chat {
-        "the chat endpoint takes no token ids"
+        "the endpoint takes no token ids"
     } else {
         "the server did not accept token ids from the range probed"
     };

@@ -30,12 +30,14 @@ pub enum Backend {
     Vllm,
     OpenAi,
     OpenAiChat,
+    /// vLLM 0.33's `openai-responses`: the Responses API, `/v1/responses`.
+    OpenAiResponses,
     Tgi,
     Sglang,
     LlamaCpp,
 }
 
-const SUPPORTED: &str = "vllm, openai, openai-chat, tgi, sglang, llama.cpp";
+const SUPPORTED: &str = "vllm, openai, openai-chat, openai-responses, tgi, sglang, llama.cpp";
 
 impl Backend {
     pub fn parse(s: &str) -> Result<Backend, String> {
@@ -43,6 +45,7 @@ impl Backend {
             "vllm" => Ok(Backend::Vllm),
             "openai" => Ok(Backend::OpenAi),
             "openai-chat" => Ok(Backend::OpenAiChat),
+            "openai-responses" => Ok(Backend::OpenAiResponses),
             "tgi" => Ok(Backend::Tgi),
             "sglang" => Ok(Backend::Sglang),
             "llama.cpp" => Ok(Backend::LlamaCpp),
@@ -58,6 +61,7 @@ impl Backend {
             Backend::Vllm => "vllm",
             Backend::OpenAi => "openai",
             Backend::OpenAiChat => "openai-chat",
+            Backend::OpenAiResponses => "openai-responses",
             Backend::Tgi => "tgi",
             Backend::Sglang => "sglang",
             Backend::LlamaCpp => "llama.cpp",
@@ -74,7 +78,9 @@ impl Backend {
             Backend::Tgi => Some(Dialect::Tgi),
             Backend::Sglang => Some(Dialect::Sglang),
             Backend::LlamaCpp => Some(Dialect::LlamaCpp),
-            Backend::Vllm | Backend::OpenAi | Backend::OpenAiChat => None,
+            Backend::Vllm | Backend::OpenAi | Backend::OpenAiChat | Backend::OpenAiResponses => {
+                None
+            }
         }
     }
 
@@ -83,6 +89,9 @@ impl Backend {
     pub fn default_endpoint(self) -> &'static str {
         if let Some(p) = self.native().and_then(Dialect::native_path) {
             return p;
+        }
+        if self == Backend::OpenAiResponses {
+            return "/v1/responses";
         }
         if self.is_chat() {
             "/v1/chat/completions"
@@ -93,8 +102,12 @@ impl Backend {
 
     /// The stream dialect for `endpoint`: a native backend speaks its engine's native API on
     /// that engine's path and OpenAI completions on any other (vLLM's old `sglang` and
-    /// `llama.cpp`); the OpenAI backends always speak OpenAI.
+    /// `llama.cpp`); `openai-responses` speaks the Responses API, the other OpenAI backends
+    /// OpenAI completions or chat.
     pub fn dialect(self, endpoint: &str) -> Dialect {
+        if self == Backend::OpenAiResponses {
+            return Dialect::Responses;
+        }
         match self.native() {
             Some(d) if d.native_path().is_some_and(|p| endpoint.ends_with(p)) => d,
             _ => Dialect::OpenAi,
@@ -145,7 +158,8 @@ pub enum LatencyFrom {
 #[command(about = "Drop-in for `vllm bench serve`: same flags, same result JSON")]
 pub struct ServeArgs {
     // ---- general (vLLM's ungrouped flags) ----
-    /// API flavour: vllm and openai use /v1/completions, openai-chat /v1/chat/completions.
+    /// API flavour: vllm and openai use /v1/completions, openai-chat /v1/chat/completions,
+    /// openai-responses /v1/responses.
     #[arg(long, default_value = "openai", help_heading = "Server")]
     pub backend: String,
     /// Server base URL (overrides --host/--port), e.g. http://localhost:8000.
@@ -155,7 +169,8 @@ pub struct ServeArgs {
     pub host: String,
     #[arg(long, default_value_t = 8000, help_heading = "Server")]
     pub port: u16,
-    /// API path [default: /v1/completions, /v1/chat/completions for openai-chat].
+    /// API path [default: /v1/completions, /v1/chat/completions for openai-chat, /v1/responses
+    /// for openai-responses].
     #[arg(long, help_heading = "Server")]
     pub endpoint: Option<String>,
     /// Extra request headers, KEY=VALUE (also 'Key: value'); several may follow one flag.
@@ -730,6 +745,13 @@ impl ServeArgs {
                     .into(),
             );
         }
+        if self.continuous_usage && backend == Backend::OpenAiResponses {
+            return Err(
+                "--continuous-usage asks for usage on every completions or chat chunk \
+                 (stream_options); the Responses API has no such option"
+                    .into(),
+            );
+        }
         let kind = DatasetKind::parse(&self.dataset_name)?;
         let base_url = self.target_url();
         let endpoint = self.endpoint_for(backend)?;
@@ -886,6 +908,13 @@ impl ServeArgs {
                 "--backend tgi speaks TGI's /generate_stream (vLLM's tgi backend asserted the same), not --endpoint {endpoint}"
             ));
         }
+        // vLLM's request function checks the same suffix.
+        if (backend == Backend::OpenAiResponses) != endpoint.ends_with("responses") {
+            return Err(format!(
+                "--backend {} does not match --endpoint {endpoint} (openai-responses goes with /v1/responses)",
+                backend.as_str()
+            ));
+        }
         if backend.is_chat() != endpoint.ends_with("/chat/completions") {
             return Err(format!(
                 "--backend {} does not match --endpoint {endpoint} (openai-chat goes with /v1/chat/completions, vllm and openai with /v1/completions)",
@@ -1004,8 +1033,10 @@ impl ServeArgs {
         if let Some(k) = self.top_k {
             extra.insert("top_k".into(), k.into());
         }
-        // vLLM's completions body carries `logprobs` (null unless given); its chat body none.
-        if let (Some(n), false) = (self.logprobs, backend.is_chat()) {
+        // vLLM's completions body carries `logprobs` (null unless given); its chat and Responses
+        // bodies none.
+        let no_logprobs = backend.is_chat() || backend == Backend::OpenAiResponses;
+        if let (Some(n), false) = (self.logprobs, no_logprobs) {
             extra.insert("logprobs".into(), n.into());
         }
         if let Some(body) = &self.extra_body {
@@ -1383,6 +1414,49 @@ mod tests {
         assert_eq!(c.endpoint, "/v1/chat/completions");
         let e = parse(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err();
         assert!(e.contains("does not match"), "{e}");
+    }
+
+    /// vLLM 0.33's `openai-responses`: `/v1/responses` (vLLM checks the suffix), the Responses
+    /// dialect, no `logprobs` in its body, no per-event usage to ask for.
+    #[test]
+    fn openai_responses_speaks_the_responses_api() {
+        let c = parse(&["--backend", "openai-responses"]).unwrap();
+        assert_eq!(c.endpoint, "/v1/responses");
+        assert_eq!(c.backend.dialect(&c.endpoint), Dialect::Responses);
+        assert!(!c.backend.is_chat());
+        let c = parse(&[
+            "--backend",
+            "openai-responses",
+            "--endpoint",
+            "/proxy/v1/responses",
+        ])
+        .unwrap();
+        assert_eq!(c.backend.dialect(&c.endpoint), Dialect::Responses);
+        for wrong in [
+            [
+                "--backend",
+                "openai-responses",
+                "--endpoint",
+                "/v1/completions",
+            ],
+            [
+                "--backend",
+                "openai-responses",
+                "--endpoint",
+                "/v1/chat/completions",
+            ],
+            ["--backend", "openai", "--endpoint", "/v1/responses"],
+        ] {
+            let e = parse(&wrong).unwrap_err();
+            assert!(e.contains("does not match"), "{wrong:?}: {e}");
+        }
+        let c = parse(&["--backend", "openai-responses", "--logprobs", "2"]).unwrap();
+        assert!(!c.extra.contains_key("logprobs"));
+        let c = parse(&["--backend", "openai", "--logprobs", "2"]).unwrap();
+        assert_eq!(c.extra["logprobs"], 2);
+        let e = parse(&["--backend", "openai-responses", "--continuous-usage"]).unwrap_err();
+        assert!(e.contains("Responses API"), "{e}");
+        assert_eq!(Backend::OpenAiResponses.as_str(), "openai-responses");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The request bodies `vllm bench serve` sends: its OpenAI completions and chat payloads and
-//! its TGI payload, field for field, and the native bodies of SGLang and llama.cpp for its old
+//! The request bodies `vllm bench serve` sends: its OpenAI completions, chat and Responses
+//! payloads and its TGI payload, field for field, and the native bodies of SGLang and llama.cpp for its old
 //! backend names. The engine asks for them through [`Bodies`].
 
 use crate::bench::engine::plan::Bodies;
@@ -55,6 +55,9 @@ impl BodyBuilder {
 
     /// [`BodyBuilder::body`] naming `model` (a LoRA adapter) instead of the builder's.
     pub fn body_as(&self, s: &Sample, ids: &mut Vec<u32>, model: &str) -> Result<Vec<u8>, String> {
+        if self.dialect == crate::net::Dialect::Responses {
+            return self.responses_body(s, model);
+        }
         if self.dialect != crate::net::Dialect::OpenAi {
             return self.native_body(s, ids);
         }
@@ -123,6 +126,28 @@ impl BodyBuilder {
 const CHAT_REQUESTS: &str = "a dataset of whole chat requests is SGLang's (bench sglang)";
 
 impl BodyBuilder {
+    /// vLLM 0.33's `async_request_openai_responses` payload, field for field: `model`, the
+    /// prompt text as `input`, `max_output_tokens`, `stream`, `store: false`, then `ignore_eos`
+    /// and the sampling fields and `--extra-body` (merged last, so they win).
+    fn responses_body(&self, s: &Sample, model: &str) -> Result<Vec<u8>, String> {
+        let PromptSource::Text(t) = &s.prompt else {
+            return Err("the Responses API takes text prompts only, not token ids".into());
+        };
+        let mut m = Map::new();
+        m.insert("model".into(), json!(model));
+        m.insert("input".into(), json!(t));
+        m.insert("max_output_tokens".into(), json!(s.output_len));
+        m.insert("stream".into(), json!(true));
+        m.insert("store".into(), json!(false));
+        if self.ignore_eos {
+            m.insert("ignore_eos".into(), json!(true));
+        }
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        serde_json::to_vec(&Value::Object(m)).map_err(|e| e.to_string())
+    }
+
     /// The body of a native endpoint. TGI's is vLLM's `async_request_tgi` payload plus
     /// `details` (the last event's finish reason and token count; it does not change what is
     /// generated); like vLLM's, it leaves the sampling flags and `--extra-body` out. SGLang's
@@ -174,7 +199,7 @@ impl BodyBuilder {
                 m.insert("stream".into(), json!(true));
                 Value::Object(m)
             }
-            Dialect::LlamaCpp | Dialect::OpenAi => {
+            Dialect::LlamaCpp | Dialect::OpenAi | Dialect::Responses => {
                 let mut m = Map::new();
                 m.insert("prompt".into(), prompt);
                 m.insert("n_predict".into(), json!(s.output_len));
@@ -260,6 +285,34 @@ mod tests {
             body(&b)["stream_options"],
             json!({"include_usage": true, "continuous_usage_stats": true})
         );
+    }
+
+    /// `openai-responses`: vLLM 0.33's `async_request_openai_responses` payload; a token-id
+    /// prompt has no field there.
+    #[test]
+    fn responses_body_is_vllms_payload() {
+        let s = Sample {
+            prompt: PromptSource::Text("hi".into()),
+            prompt_len: 1,
+            output_len: 5,
+        };
+        let mut b = builder(false);
+        b.dialect = crate::net::Dialect::Responses;
+        let body: Value =
+            serde_json::from_slice(&b.body_as(&s, &mut Vec::new(), "lora-a").unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "lora-a", "input": "hi", "max_output_tokens": 5, "stream": true,
+                   "store": false, "ignore_eos": true, "temperature": 0.0})
+        );
+        let ids = random(&DatasetConfig {
+            num_prompts: 1,
+            random_input_len: 8,
+            ..Default::default()
+        })
+        .unwrap();
+        let e = b.body(&ids[0], &mut Vec::new()).unwrap_err();
+        assert!(e.contains("text prompts only"), "{e}");
     }
 
     /// The native backends' bodies: TGI's is vLLM's `async_request_tgi` payload plus

@@ -160,11 +160,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--backend openai-responses",
-        reason: "llmspeed does not read the Responses API's event stream yet; the same \
-                 model answers the same prompt with --backend openai-chat",
-    },
-    Refusal {
         flag: "--backend openai-audio",
         reason: "speech-to-text sends audio; llmspeed measures text generation",
     },
@@ -214,8 +209,8 @@ pub const REFUSED: &[Refusal] = &[
 pub const DEFAULTS_DIFFER: &[(&str, &str)] = &[
     (
         "--endpoint",
-        "vLLM's default is /v1/completions whatever the backend (openai-chat then needs \
-         --endpoint); llmspeed takes the backend's own endpoint",
+        "vLLM's default is /v1/completions whatever the backend (openai-chat and \
+         openai-responses then need --endpoint); llmspeed takes the backend's own endpoint",
     ),
     (
         "--percentile-metrics",

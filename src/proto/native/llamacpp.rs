@@ -103,6 +103,7 @@ impl Decoder {
             usage,
             timings,
             last: stop,
+            reasoning: false,
         }))
     }
 }

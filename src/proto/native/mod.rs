@@ -1,5 +1,6 @@
 //! The engines' native streaming APIs, beside the OpenAI one: SGLang `/generate`, TGI
-//! `/generate_stream` and llama.cpp's `/completion`. Each is a small per-stream decoder that
+//! `/generate_stream` and llama.cpp's `/completion`; and the OpenAI Responses API, whose typed
+//! events ([`super::responses`]) come through the same [`NativeItem`]s. Each is a small per-stream decoder that
 //! turns one SSE `data` payload into a [`NativeItem`]: the facts the timeline keeps (new output
 //! text, tokens added, finish reason, usage), whatever shape the engine sends them in.
 //!
@@ -16,6 +17,7 @@ pub mod tgi;
 
 use super::json::{Kind, Scanner};
 use super::openai::{self, OpenAiError, ServerError, Text, Timings};
+use super::responses::{DeltaKind, ResponsesEvent};
 use crate::timeline::{TokenCountSource, Usage};
 
 /// The streaming API a request speaks: which decoder reads its events.
@@ -30,6 +32,9 @@ pub enum Dialect {
     Tgi,
     /// llama.cpp's native `/completion`: `content` deltas, `stop: true` on the last event.
     LlamaCpp,
+    /// The OpenAI Responses API, `/v1/responses`: typed events, one delta per token,
+    /// `response.completed` with the usage last, no `[DONE]` ([`super::responses`]).
+    Responses,
 }
 
 impl Dialect {
@@ -39,17 +44,25 @@ impl Dialect {
             Dialect::Sglang => "sglang",
             Dialect::Tgi => "tgi",
             Dialect::LlamaCpp => "llama.cpp",
+            Dialect::Responses => "responses",
         }
     }
 
-    /// The engine's own path for a streaming generation (`None` for OpenAI: two endpoints).
+    /// The dialect's one path for a streaming generation (`None` for OpenAI: two endpoints).
     pub fn native_path(self) -> Option<&'static str> {
         match self {
             Dialect::OpenAi => None,
             Dialect::Sglang => Some("/generate"),
             Dialect::Tgi => Some("/generate_stream"),
             Dialect::LlamaCpp => Some("/completion"),
+            Dialect::Responses => Some("/v1/responses"),
         }
+    }
+
+    /// Whether the endpoint takes text only (no token-id prompts): TGI's `inputs`, the
+    /// Responses API's `input`.
+    pub fn text_only(self) -> bool {
+        matches!(self, Dialect::Tgi | Dialect::Responses)
     }
 }
 
@@ -72,6 +85,8 @@ pub struct NativeEvent<'a> {
     /// The engine's last event of the stream (TGI: `generated_text` set; llama.cpp:
     /// `stop: true`). SGLang ends with `[DONE]` instead.
     pub last: bool,
+    /// `text` is the model's reasoning, not its answer (a Responses `reasoning_text` delta).
+    pub reasoning: bool,
 }
 
 /// What one native `data` payload meant.
@@ -85,6 +100,12 @@ pub enum NativeItem<'a> {
     Error(ServerError<'a>),
     /// An event that is not generation (llama.cpp's prompt-progress events): not recorded.
     Ignore,
+    /// The end of the stream in an event that is no token (the Responses API's
+    /// `response.completed`): its usage and finish reason, no record.
+    End {
+        usage: Option<Usage>,
+        finish_reason: &'static [u8],
+    },
 }
 
 /// The stateful decoder of one stream, any dialect but OpenAI's.
@@ -93,6 +114,7 @@ pub enum NativeDecoder {
     Sglang(sglang::Decoder),
     Tgi(tgi::Decoder),
     LlamaCpp(llamacpp::Decoder),
+    Responses,
 }
 
 impl NativeDecoder {
@@ -103,6 +125,7 @@ impl NativeDecoder {
             Dialect::Sglang => Some(NativeDecoder::Sglang(sglang::Decoder::default())),
             Dialect::Tgi => Some(NativeDecoder::Tgi(tgi::Decoder)),
             Dialect::LlamaCpp => Some(NativeDecoder::LlamaCpp(llamacpp::Decoder::default())),
+            Dialect::Responses => Some(NativeDecoder::Responses),
         }
     }
 
@@ -113,8 +136,35 @@ impl NativeDecoder {
             NativeDecoder::Sglang(d) => d.decode(data),
             NativeDecoder::Tgi(d) => d.decode(data),
             NativeDecoder::LlamaCpp(d) => d.decode(data),
+            NativeDecoder::Responses => responses_item(data),
         }
     }
+}
+
+/// A Responses event in the timeline's terms: each delta one token (the protocol's unit, as
+/// vLLM's client counts them), the terminal event the end with the usage (`incomplete` is the
+/// Responses form of finish reason `length`), anything else nothing.
+#[inline]
+fn responses_item(data: &[u8]) -> Result<NativeItem<'_>, OpenAiError> {
+    Ok(match super::responses::decode(data)? {
+        None => NativeItem::Ignore,
+        Some(ResponsesEvent::Delta { kind, text }) => NativeItem::Event(NativeEvent {
+            text,
+            tokens: 1,
+            source: TokenCountSource::Chunks,
+            reasoning: kind == DeltaKind::ReasoningText,
+            ..NativeEvent::default()
+        }),
+        Some(ResponsesEvent::Terminal(t)) => NativeItem::End {
+            usage: t.usage,
+            finish_reason: if t.incomplete {
+                &b"length"[..]
+            } else {
+                &b"stop"[..]
+            },
+        },
+        Some(ResponsesEvent::Error(e)) => NativeItem::Error(e),
+    })
 }
 
 /// Opens the payload's top-level object; anything else is an error that names what is wrong.

@@ -133,6 +133,7 @@ impl Decoder {
             usage,
             timings: None,
             last: false,
+            reasoning: false,
         }
     }
 }

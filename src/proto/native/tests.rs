@@ -33,6 +33,7 @@ fn run(d: Dialect, body: &[u8]) -> Vec<Decoded> {
                 }
                 NativeItem::Done => (String::new(), 0, Some(NativeItemKind::Done)),
                 NativeItem::Ignore => (String::new(), 0, Some(NativeItemKind::Ignore)),
+                NativeItem::End { .. } => (String::new(), 0, Some(NativeItemKind::End)),
                 NativeItem::Error(e) => {
                     let mut m = String::new();
                     e.message.unescape_into(&mut m).unwrap();
@@ -47,6 +48,7 @@ fn run(d: Dialect, body: &[u8]) -> Vec<Decoded> {
 enum NativeItemKind {
     Done,
     Ignore,
+    End,
     Error,
 }
 

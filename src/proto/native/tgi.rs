@@ -72,6 +72,7 @@ impl Decoder {
             usage,
             timings: None,
             last,
+            reasoning: false,
         }))
     }
 }
