@@ -589,13 +589,35 @@ fn sglang_oai_and_bench_serve_agree_on_one_server() {
     let sg_itls: Vec<f64> = s.outputs.iter().flat_map(|o| o.itl_s.clone()).collect();
     let vl_itls: Vec<f64> = v.detailed.itls.iter().flatten().copied().collect();
     assert_eq!(vl_itls.len(), sg_itls.len() + textless);
-    let sg_ttft = median(s.outputs.iter().map(|o| o.ttft_s * 1e3).collect());
-    let vl_ttft = median(v.detailed.ttfts.iter().map(|t| t * 1e3).collect());
+    // TTFT: what each tool measured beyond the server's own TTFT of the same request (its
+    // first token's write after the request arrived, from the trace). The server's part
+    // differs between the two runs by up to a decode step (where each arrival fell in the
+    // engine's step), which once made the raw medians differ by 4.5 ms on a loaded machine
+    // (4.15 vs 8.67 ms in CI); what the client adds on top is the definition under test.
+    let server_ttft_ms = |id: &str| {
+        let w = &trace[id];
+        (w[0].t_ns as f64 - w[0].arrival_ns as f64) / 1e6
+    };
+    let sg_added = median(
+        s.outputs
+            .iter()
+            .zip(&s.measured.requests)
+            .map(|(o, f)| o.ttft_s * 1e3 - server_ttft_ms(&sg.plan.request_ids.request(f.index)))
+            .collect(),
+    );
+    let vl_added = median(
+        v.detailed
+            .ttfts
+            .iter()
+            .enumerate()
+            .map(|(i, t)| t * 1e3 - server_ttft_ms(&format!("serve-{i}")))
+            .collect(),
+    );
     let sg_itl = median(sg_itls.iter().map(|g| g * 1e3).collect());
     let vl_itl = median(vl_itls.iter().map(|g| g * 1e3).collect());
     assert!(
-        (sg_ttft - vl_ttft).abs() < 1.5,
-        "median TTFT {sg_ttft} vs {vl_ttft} ms"
+        (sg_added - vl_added).abs() < 1.5,
+        "median TTFT beyond the server's own: {sg_added} vs {vl_added} ms"
     );
     assert!(
         (sg_itl - vl_itl).abs() < 0.5,
