@@ -665,28 +665,30 @@ mod tests {
         step: usize,
         keep_text: bool,
     ) -> (Timeline, Result<Progress, RequestError>) {
-        let mut tl = Timeline::new(0, 64, keep_text);
-        let mut d = StreamDecoder::new(1 << 20);
-        let mut buf = BytesMut::new();
-        for (i, piece) in input.chunks(step).enumerate() {
-            buf.extend_from_slice(piece);
-            let r = d.feed(&mut buf, i as u64 + 1, &mut tl, &mut NoopObserver);
-            if r != Ok(Progress::NeedMore) {
-                return (tl, r);
-            }
-        }
-        let r = d.eof(1_000_000, &mut tl);
-        (tl, r)
+        run_decoder(StreamDecoder::new(1 << 20), input, step, keep_text)
     }
 
-    /// [`run`] for a stream of `dialect`.
+    /// [`run`] for a stream of `dialect`, keeping the text.
     fn run_dialect(
         dialect: Dialect,
         input: &[u8],
         step: usize,
     ) -> (Timeline, Result<Progress, RequestError>) {
-        let mut tl = Timeline::new(0, 64, true);
-        let mut d = StreamDecoder::with_dialect(1 << 20, dialect);
+        run_decoder(
+            StreamDecoder::with_dialect(1 << 20, dialect),
+            input,
+            step,
+            true,
+        )
+    }
+
+    fn run_decoder(
+        mut d: StreamDecoder,
+        input: &[u8],
+        step: usize,
+        keep_text: bool,
+    ) -> (Timeline, Result<Progress, RequestError>) {
+        let mut tl = Timeline::new(0, 64, keep_text);
         let mut buf = BytesMut::new();
         for (i, piece) in input.chunks(step).enumerate() {
             buf.extend_from_slice(piece);

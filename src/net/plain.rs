@@ -215,36 +215,35 @@ mod linux {
     }
 
     fn enable_rx_stamps(fd: std::os::fd::RawFd) -> io::Result<()> {
-        let flags: libc::c_uint =
-            libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
-        // SAFETY: a valid fd and a pointer to a c_uint of the size passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPING,
-                (&flags as *const libc::c_uint).cast(),
-                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        let flags = libc::SOF_TIMESTAMPING_RX_SOFTWARE | libc::SOF_TIMESTAMPING_SOFTWARE;
+        set_int_option(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            flags as libc::c_int,
+        )
     }
 
     /// `TCP_INQ`: every `recvmsg` with a control buffer also says how many bytes it left in
     /// the receive queue (`net::stamp::tcp_inq`), at no extra call.
     fn enable_inq(fd: std::os::fd::RawFd) -> io::Result<()> {
-        let on: libc::c_int = 1;
+        set_int_option(fd, libc::SOL_TCP, libc::TCP_INQ, 1)
+    }
+
+    /// `setsockopt` of one `int` (the kernel reads `SO_TIMESTAMPING`'s flags as one too).
+    fn set_int_option(
+        fd: std::os::fd::RawFd,
+        level: libc::c_int,
+        name: libc::c_int,
+        value: libc::c_int,
+    ) -> io::Result<()> {
         // SAFETY: a valid fd and a pointer to a c_int of the size passed.
         let rc = unsafe {
             libc::setsockopt(
                 fd,
-                libc::SOL_TCP,
-                libc::TCP_INQ,
-                (&on as *const libc::c_int).cast(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
                 std::mem::size_of::<libc::c_int>() as libc::socklen_t,
             )
         };
