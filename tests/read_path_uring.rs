@@ -123,6 +123,8 @@ fn without_stamps(tl: &Timeline) -> String {
     for e in &mut t.events {
         e.t = 0;
         e.wakeup_ns = 0;
+        // The socket's backlog comes with the kernel's stamp (TCP_CM_INQ), as the wake-up does.
+        e.socket_bytes = 0;
     }
     // Which clock stamped the reads, and how many reads there were, are stamps too: the
     // tokio path's reads are kernel-stamped, the bench reader's are not.

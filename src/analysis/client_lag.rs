@@ -192,7 +192,7 @@ pub struct LagSamples {
     read_lag_us: Vec<f64>,
     tokens_per_read: Vec<f64>,
     reads_several: u64,
-    /// Reads (that completed token events) which left data waiting in the socket.
+    /// Reads (that completed token events) which filled the read buffer.
     reads_left: u64,
     /// Per read the kernel counted it for: the bytes the socket held when the read took them.
     socket_bytes: Vec<f64>,
@@ -417,8 +417,8 @@ pub struct ClientLag {
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
     pub reads_with_several_tokens_percent: Option<f64>,
-    /// Reads that left data waiting in the socket (the kernel's count, `TCP_CM_INQ`, where it
-    /// gave one; else a read that filled the buffer): the client was behind the data.
+    /// Reads that filled the read buffer, so may have left data waiting in the socket (the
+    /// rule the bounds use; the kernel's own count is in `socket_bytes`).
     pub reads_left_data_percent: Option<f64>,
     /// The bytes the socket held when each read took its data (what it read and what it left),
     /// over the reads the kernel counted them for; `None` without such reads.

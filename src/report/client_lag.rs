@@ -70,8 +70,8 @@ pub struct ClientLagFigures {
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
     pub reads_with_several_tokens_percent: Option<f64>,
-    /// Reads that left data waiting in the socket, and the bytes the socket held when each read
-    /// took its data (p50, p99, max; `null` where the kernel did not count them: client
+    /// Reads that filled the read buffer (data may have been left waiting), and the bytes the
+    /// socket held when each read took its data (the kernel's count) (p50, p99, max; `null` where the kernel did not count them: client
     /// stamps, TLS, not Linux, and files written before they were recorded).
     #[serde(default)]
     pub reads_left_data_percent: Option<f64>,
