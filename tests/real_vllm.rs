@@ -244,8 +244,11 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
                 Some(ours - server),
                 "{cell}"
             );
+            // Within 1%, plus one token per stream: a token stamped near an edge of the
+            // window may fall on the other side of the server's counter readings (packet
+            // stamps put tokens earlier than a read's stamp; 1K x 2 once read 182 against 180).
             assert!(
-                (ours - server).abs() * 100 <= ours,
+                (ours - server).abs() * 100 <= ours + 100 * c as i64,
                 "{ctx} x {c}: ours {ours}, vLLM {server}"
             );
         }
