@@ -876,7 +876,13 @@ fn decode_figures_agree_with_the_simulated_engine() {
         c.concurrency = 2;
         c.duration = Duration::from_millis(1500);
     });
-    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    assert_eq!(
+        cell.status,
+        CellStatus::Valid,
+        "{:?} {:?}",
+        cell.notes,
+        cell.client_lag.as_ref().map(|l| &l.client_bound_reasons)
+    );
     // The cell says which clock stamped the reads its figures come from.
     let lag = cell.client_lag.as_ref().expect("the cell's client lag");
     let want = if cfg!(target_os = "linux") {
