@@ -585,7 +585,15 @@ fn one_cell(
     names: Option<MetricNames>,
     tweak: impl FnOnce(&mut CellConfig),
 ) -> DecodeCell {
-    one_cell_beside(mock, names, None, tweak)
+    one_cell_beside(mock, names, None, Stamps::Socket, tweak)
+}
+
+/// Which stamps the cell's reads take: the socket's receive stamps (the default), or
+/// `--packet-stamps` where packet sockets open here (see [`MockServer::packet_client`]).
+#[derive(Clone, Copy, PartialEq)]
+enum Stamps {
+    Socket,
+    PacketWherePossible,
 }
 
 /// As [`one_cell`], with another user's request of `background` output tokens running on the
@@ -594,12 +602,17 @@ fn one_cell_beside(
     mock: MockConfig,
     names: Option<MetricNames>,
     background: Option<u32>,
+    stamps: Stamps,
     tweak: impl FnOnce(&mut CellConfig),
 ) -> DecodeCell {
     let rt = mock_server::runtime();
     rt.block_on(async move {
         let server = MockServer::start(mock).await;
-        let client = server.client();
+        let client = match stamps {
+            Stamps::PacketWherePossible => server.packet_client(),
+            Stamps::Socket => None,
+        }
+        .unwrap_or_else(|| server.client());
         let mut g = Generation::new(
             "mock-model",
             Prompt::Text("Write a long story about a lighthouse keeper. ".repeat(20)),
@@ -740,7 +753,7 @@ fn a_server_that_does_not_drain_in_time_is_recorded_on_the_cell() {
     let mut mock = mock_config(None);
     mock.engine.decode.base_us = 2000.0;
     mock.engine.kv_tokens = 16_384;
-    let cell = one_cell_beside(mock, vllm_names(), Some(2500), |c| {
+    let cell = one_cell_beside(mock, vllm_names(), Some(2500), Stamps::Socket, |c| {
         c.concurrency = 2;
         c.drain_timeout = Duration::from_millis(500);
     });
@@ -870,27 +883,45 @@ fn a_prompt_that_cannot_be_built_fails_its_rows_with_the_message() {
 fn decode_figures_agree_with_the_simulated_engine() {
     // A 4 ms decode step (+1 µs per running sequence) and near-free prefill: every stream's
     // true gap is 4.002 ms at C = 2, 250 tok/s per stream, 500 tok/s in total.
+    //
+    // The cell reads with packet stamps where they open (always under CI=true): this binary's
+    // tests run side by side on 2 cores, and with socket stamps a loaded run read a quarter of
+    // its gaps merged and was, rightly, Client-bound ("the gap p50 of 3.860 ms is known only
+    // to ±0.519 ms", CI on a fresh machine). Packet stamps know each token however late the
+    // client reads, so no stamp bound may mark the cell; a client loaded enough to write its
+    // requests late is the one verdict they cannot prevent, accepted with its reason.
     let mut mock = mock_config(None);
     mock.engine.decode.base_us = 4000.0;
-    let cell = one_cell(mock, vllm_names(), |c| {
+    let cell = one_cell_beside(mock, vllm_names(), None, Stamps::PacketWherePossible, |c| {
         c.concurrency = 2;
         c.duration = Duration::from_millis(1500);
     });
-    assert_eq!(
-        cell.status,
-        CellStatus::Valid,
-        "{:?} {:?}",
-        cell.notes,
-        cell.client_lag.as_ref().map(|l| &l.client_bound_reasons)
-    );
     // The cell says which clock stamped the reads its figures come from.
     let lag = cell.client_lag.as_ref().expect("the cell's client lag");
-    let want = if cfg!(target_os = "linux") {
+    let packet = lag.stamp_source.as_deref() == Some("packet");
+    let want = if packet {
+        "packet"
+    } else if cfg!(target_os = "linux") {
         "kernel"
     } else {
         "client_clock (unsupported)"
     };
     assert_eq!(lag.stamp_source.as_deref(), Some(want), "{lag:?}");
+    let reasons = &lag.client_bound_reasons;
+    match &cell.status {
+        CellStatus::Valid => assert!(reasons.is_empty(), "{reasons:?}"),
+        CellStatus::ClientBound if packet => {
+            assert!(
+                !reasons.is_empty()
+                    && reasons
+                        .iter()
+                        .all(|r| r.starts_with("requests were written")),
+                "a stamp bound marked a packet-stamped cell: {reasons:?}"
+            );
+            eprintln!("Client-bound by dispatch lag alone: {reasons:?}");
+        }
+        other => panic!("{other:?} {:?} {reasons:?}", cell.notes),
+    }
     let gap = 4.002;
     // 10%: the engine's thread steps in real time and this machine is shared, so a late step
     // is a true longer gap; a figure mixing in ramp-up or drain would be off by far more.
@@ -938,7 +969,13 @@ fn the_servers_token_counter_brackets_the_window_when_metrics_answer_late() {
         c.duration = Duration::from_millis(1500);
         c.sample_period = Duration::from_secs(1);
     });
-    assert_eq!(cell.status, CellStatus::Valid, "{:?}", cell.notes);
+    // Its subject is the counter: a loaded client's Client-bound verdict does not concern it.
+    assert_eq!(
+        measured_as_valid(&cell.status),
+        CellStatus::Valid,
+        "{:?}",
+        cell.notes
+    );
     let diff = cell.token_count_diff.unwrap();
     let out = cell.output_tokens.unwrap();
     assert!(out > 400, "{out} tokens");

@@ -42,6 +42,33 @@ impl MockServer {
         .expect("a client")
     }
 
+    /// Our client with `--packet-stamps` (a packet ring per connection), or `None` where packet
+    /// sockets cannot open here (no CAP_NET_RAW, not Linux). Under `CI=true` (root, Linux) they
+    /// must open: the test fails rather than fall back.
+    pub fn packet_client(&self) -> Option<llmspeed::net::Client> {
+        let target = llmspeed::net::Target::parse(&self.url()).expect("the mock's URL");
+        let mut cfg = llmspeed::net::ClientConfig::new(target);
+        cfg.packet_stamps = true;
+        let client =
+            llmspeed::net::Client::new(cfg, llmspeed::clock::Clock::new()).expect("a client");
+        match client.packet_stamps() {
+            Ok(_) => Some(client),
+            Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+                panic!(
+                    "CI=true: packet stamps must open here (CI runs as root): {}",
+                    why.note()
+                )
+            }
+            Err(why) => {
+                eprintln!(
+                    "packet stamps unavailable, socket stamps instead: {}",
+                    why.note()
+                );
+                None
+            }
+        }
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
