@@ -90,7 +90,16 @@ fn pipes_and_no_progress_get_plain_lines() {
     assert!(!err.contains('\x1b') && !err.contains('\r'), "{err:?}");
     assert!(err.contains("[matrix] 3 steps to run\n"), "{err}");
     assert!(err.contains("[matrix] 3 of 3 steps done"), "{err}");
-    assert!(err.contains("[matrix] cell 1K x 2: Valid"), "{err}");
+    // The cell's verdict, one plain line: Valid, or Client-bound with its reason when the
+    // binary's other test loads the 2 cores beside it (CI on a fresh machine: 67% of the
+    // C = 2 cell's gaps read merged). The verdict is the cell's; the line is this test's subject.
+    assert!(
+        err.lines().any(|l| {
+            l.starts_with("[matrix] cell 1K x 2: Valid ")
+                || l.starts_with("[matrix] cell 1K x 2: Client-bound ")
+        }),
+        "{err}"
+    );
 
     if has_script() {
         // A terminal, but --no-progress: plain lines all the same.
