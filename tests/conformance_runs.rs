@@ -64,6 +64,10 @@ enum Input {
     /// aligned with /tokenize, llmspeed's ids through /detokenize), which the server's chat
     /// template and re-tokenization lengthen differently.
     WithinPercent(f64),
+    /// Ours is exactly this total and the reference's is its own: SGLang 0.5.23's mooncake
+    /// replay builds each prompt as chat text from the `hash_ids` alone (a block is the id and
+    /// 128 words), whatever the trace's `input_length`; llmspeed sends the trace's lengths.
+    OursExactly(f64),
 }
 
 /// The command lines. Each one runs in a few seconds on the fast mock profile.
@@ -487,6 +491,33 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "generated-shared-prefix with Zipf groups on SGLang's native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "3",
+            "--gsp-prompts-per-group",
+            "4",
+            "--gsp-system-prompt-len",
+            "32",
+            "--gsp-question-len",
+            "8",
+            "--gsp-output-len",
+            "4",
+            "--gsp-group-distribution",
+            "zipf",
+            "--gsp-zipf-alpha",
+            "1.2",
+            "--tokenize-prompt",
+        ],
+        // Exact lengths: every prompt is 32 + 8 tokens whichever group it drew.
+        input: Input::Equal,
+    },
+    Run {
         name: "sharegpt with a context length and more prompts asked than pass, on SGLang's completions",
         tool: Tool::Sglang,
         args: &[
@@ -592,6 +623,25 @@ const RUNS: &[Run] = &[
         // Both count each request's messages through the tiny tokenizer's chat template, and
         // its tools as Python's json.dumps writes them.
         input: Input::Equal,
+    },
+    Run {
+        name: "SGLang's mooncake trace replayed on its timestamps on native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "mooncake",
+            "--dataset-path",
+            "{dir}/trace.jsonl",
+            "--num-prompts",
+            "4",
+            "--mooncake-slowdown-factor",
+            "0.5",
+            "--use-trace-timestamps",
+        ],
+        // The trace's input lengths: 32 + 48 + 16 + 32.
+        input: Input::OursExactly(128.0),
     },
 ];
 
@@ -768,6 +818,14 @@ const DELIBERATE: &[(Tool, &str, &str)] = &[
          shortened length; token ids reach the server as sent (exact on every server, no \
          specials added), so llmspeed sends and records the drawn length: \
          Input::PlusOneSpecialPerRequest",
+    ),
+    (
+        Tool::Sglang,
+        "mooncake prompts have the trace's input lengths",
+        "SGLang 0.5.23's replay writes each prompt as chat text from the hash_ids alone (each \
+         block the id and 128 words, 512 in its warm-up), whatever the trace's input_length; \
+         llmspeed sends token ids of the trace's length whose blocks are shared as the hash_ids \
+         say (vLLM's timed_trace): Input::OursExactly",
     ),
     (
         Tool::Sglang,
@@ -1054,6 +1112,7 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
         Input::Equal => ri == oi,
         Input::PlusOneSpecialPerRequest => oi == ri + ov["completed"].as_f64().unwrap_or(f64::NAN),
         Input::WithinPercent(p) => (oi - ri).abs() <= ri * p / 100.0,
+        Input::OursExactly(n) => oi == n,
     };
     if !input_ok {
         differ(format!(

@@ -5,6 +5,9 @@
 //! to the hub only, and a 404 or a refused connection names the file, the URL and where to put
 //! the file by hand. With `hf-tokenizer`, `--tokenizer org/name` resolved through the download
 //! counts exactly as the same `tokenizer.json` read from a local path.
+//!
+//! The same stand-in serves the Mooncake traces SGLang's `mooncake` dataset downloads from
+//! GitHub (`LLMSPEED_MOONCAKE_BASE_URL` points `bench sglang` at it).
 
 #[path = "support/mock.rs"]
 mod mock_server;
@@ -38,6 +41,12 @@ const SHAREGPT_BODY: &str = r#"[
 {"id":"b","conversations":[{"from":"human","value":"Name three colours you can see in a rainbow."},{"from":"gpt","value":"Red, orange and yellow are three of the colours in a rainbow."}]},
 {"id":"c","conversations":[{"from":"human","value":"only one turn here"}]}
 ]"#;
+
+/// Three requests of a Mooncake trace (milliseconds; blocks of 512 tokens).
+const MOONCAKE_BODY: &str = r#"{"timestamp": 0, "input_length": 600, "output_length": 6, "hash_ids": [0, 1]}
+{"timestamp": 20, "input_length": 300, "output_length": 4, "hash_ids": [0]}
+{"timestamp": 40, "input_length": 700, "output_length": 5, "hash_ids": [0, 2]}
+"#;
 
 /// One request the stand-in saw: its target and its `Authorization` header.
 #[derive(Clone, Debug)]
@@ -129,6 +138,10 @@ fn answer(cdn: &str, path: &str) -> String {
                 b.len()
             )
         }
+        "/mooncake/traces/toolagent_trace.jsonl" => format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{MOONCAKE_BODY}",
+            MOONCAKE_BODY.len()
+        ),
         "/cdn/sharegpt?sig=s1" => format!(
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{SHAREGPT_BODY}",
             SHAREGPT_BODY.len()
@@ -394,6 +407,86 @@ fn bench_sglang_fetches_sharegpt_when_no_path_is_given() {
     ] {
         assert!(err.contains(want), "{want:?} not in {err}");
     }
+    drop(mock);
+}
+
+/// SGLang's `--dataset-name mooncake` with a trace file that is not there: SGLang downloads the
+/// workload's trace from GitHub to that path (`/tmp/<workload>_trace.jsonl` without a path, as
+/// the unit tests check), and so does `bench sglang`; the next run reads the file with no
+/// server; a download that fails names the URL and where to put the file, and leaves nothing.
+#[test]
+fn bench_sglang_fetches_a_missing_mooncake_trace_once() {
+    let hub = fake_hub();
+    let mock = mock_server::TracedMock::start(500.0);
+    let base = format!("http://{}", mock.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("toolagent.jsonl");
+    let record = dir.path().join("runs.jsonl");
+    let run = |mirror: &str, trace: &Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+            .args(["bench", "sglang", "--base-url", &base])
+            .args([
+                "--dataset-name",
+                "mooncake",
+                "--mooncake-workload",
+                "toolagent",
+            ])
+            .args(["--num-prompts", "3", "--disable-tqdm", "--output-details"])
+            .arg("--dataset-path")
+            .arg(trace)
+            .arg("--output-file")
+            .arg(&record)
+            .env("LLMSPEED_MOONCAKE_BASE_URL", mirror)
+            .env_remove("OPENAI_API_KEY")
+            .output()
+            .unwrap()
+    };
+    let out = run(&format!("{}/mooncake", hub.url), &trace);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("/mooncake/traces/toolagent_trace.jsonl"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&trace).unwrap(), MOONCAKE_BODY);
+    let input_lens = |line: usize| -> Vec<u64> {
+        let text = std::fs::read_to_string(&record).unwrap();
+        let l = text.lines().nth(line).unwrap();
+        let at = l.find("\"input_lens\": [").unwrap() + "\"input_lens\": [".len();
+        let list = &l[at..at + l[at..].find(']').unwrap()];
+        list.split(',').map(|n| n.trim().parse().unwrap()).collect()
+    };
+    // The trace's lengths, in its order: the downloaded file is the one read.
+    assert_eq!(input_lens(0), [600, 300, 700]);
+    let fetched = hub.seen.lock().unwrap().len();
+    assert_eq!(fetched, 1);
+    // Cached: no server needed.
+    let out = run(&refused_url(), &trace);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(input_lens(1), [600, 300, 700]);
+    assert_eq!(hub.seen.lock().unwrap().len(), fetched);
+    // Nothing there and no network: the URL, the path, and nothing left behind.
+    let missing = dir.path().join("again.jsonl");
+    let url = refused_url();
+    let out = run(&url, &missing);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        format!("{url}/traces/toolagent_trace.jsonl"),
+        format!("put it at {}", missing.display()),
+        "--dataset-path".to_string(),
+    ] {
+        assert!(err.contains(&want), "{want:?} not in {err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left.len(), 2, "{left:?}");
     drop(mock);
 }
 

@@ -11,6 +11,7 @@
 //! of 8K tokens never need 3 GB of ids at once.
 
 use crate::workload::trace;
+use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -108,9 +109,25 @@ pub struct DatasetConfig {
     pub oversample: bool,
     /// Whose rules `sharegpt` reads its file and filters its conversations by.
     pub conversations: Conversations,
+    /// SGLang's `generated-shared-prefix` with drawn lengths or a Zipf group distribution
+    /// (`None`: `prefix_repetition`'s exact lengths and equal groups).
+    pub prefix_groups: Option<PrefixGroups>,
     /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
     /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
+}
+
+/// How SGLang 0.5.23's `generated-shared-prefix` departs from exact lengths and equal groups.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PrefixGroups {
+    /// `--gsp-range-ratio` r: each group's prefix length, and each prompt's suffix and output
+    /// length, drawn from `[max(int(L*r), 1), L]` (0 stays 0), as SGLang draws them.
+    pub range_ratio: f64,
+    /// `--gsp-group-distribution zipf --gsp-zipf-alpha a`: each prompt's group drawn with
+    /// probability proportional to `1 / rank^a` (rank 1 is group 0, the hottest), from a
+    /// generator of its own so the prompts are those of the uniform draw; `None`: uniform,
+    /// every group its `num_prompts / groups` prompts.
+    pub zipf_alpha: Option<f64>,
 }
 
 /// Whose rules the `sharegpt` dataset follows.
@@ -158,6 +175,7 @@ impl Default for DatasetConfig {
             shuffle: true,
             oversample: true,
             conversations: Conversations::Vllm,
+            prefix_groups: None,
             chat_template: None,
         }
     }
@@ -281,6 +299,9 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
             "--prefix-repetition-num-prefixes must be at least 1".into(),
         ));
     }
+    if let Some(g) = cfg.prefix_groups {
+        return prefix_groups(cfg, g);
+    }
     if cfg.num_prompts < n_pre {
         // vLLM's rule too: fewer prompts than prefixes would leave every prefix empty.
         return Err(DatasetError::Invalid(format!(
@@ -313,6 +334,70 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
     }
     fill_to(&mut out, cfg, &mut rng);
     Ok(out)
+}
+
+/// SGLang's `generated-shared-prefix` with drawn lengths or Zipf groups: `groups` prefixes of
+/// drawn lengths; `num_prompts` slots (groups x prompts per group), each with its own drawn
+/// suffix and output length, taking the prefix of its group (the slot's own under uniform, a
+/// Zipf draw otherwise); shuffled unless ordered. Never oversampled (SGLang builds exactly
+/// that many).
+fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, DatasetError> {
+    let groups = cfg.prefix_repetition_num_prefixes as usize;
+    let per = cfg.num_prompts / groups;
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let prefixes: Vec<Arc<[u32]>> = (0..groups)
+        .map(|_| {
+            let n = ratio_len(&mut rng, cfg.prefix_repetition_prefix_len, g.range_ratio);
+            random_ids(&mut rng, n as usize, cfg.ids).into()
+        })
+        .collect();
+    let assignment: Vec<usize> = match g.zipf_alpha {
+        None => (0..groups * per).map(|slot| slot / per.max(1)).collect(),
+        Some(alpha) => {
+            let weights = zipf_weights(groups, alpha);
+            let pick = WeightedIndex::new(&weights)
+                .map_err(|e| DatasetError::Invalid(format!("--gsp-zipf-alpha {alpha}: {e}")))?;
+            // A generator of its own: the prompts stay those of the uniform draw.
+            let mut z = StdRng::seed_from_u64(cfg.seed ^ 0x5a1f_5a1f_5a1f_5a1f);
+            (0..groups * per).map(|_| pick.sample(&mut z)).collect()
+        }
+    };
+    let mut out = Vec::with_capacity(assignment.len());
+    for group in assignment {
+        let prefix = prefixes[group].clone();
+        let len = ratio_len(&mut rng, cfg.prefix_repetition_suffix_len, g.range_ratio);
+        let output_len = ratio_len(&mut rng, cfg.prefix_repetition_output_len, g.range_ratio);
+        out.push(Sample {
+            prompt_len: prefix.len() as u64 + len as u64,
+            prompt: PromptSource::Synthetic {
+                prefix,
+                start: rng.gen_range(0..cfg.ids.span),
+                len,
+                ids: cfg.ids,
+            },
+            output_len,
+        });
+    }
+    if cfg.shuffle {
+        out.shuffle(&mut rng);
+    }
+    Ok(out)
+}
+
+/// A length drawn from `[max(int(l*r), 1), l]`, 0 when `l` is 0 (SGLang's `compute_random_lens`).
+fn ratio_len(rng: &mut StdRng, l: u32, r: f64) -> u32 {
+    if l == 0 {
+        return 0;
+    }
+    let lo = ((l as f64 * r) as u32).clamp(1, l);
+    rng.gen_range(lo..=l)
+}
+
+/// Zipf weights by rank: `1 / rank^alpha` for ranks 1..=n.
+fn zipf_weights(n: usize, alpha: f64) -> Vec<f64> {
+    (1..=n)
+        .map(|rank| 1.0 / (rank as f64).powf(alpha))
+        .collect()
 }
 
 /// vLLM oversamples a short dataset by drawing extra samples at random (unless
@@ -1164,6 +1249,100 @@ mod tests {
             prefixes.insert(ids[..16].to_vec());
         }
         assert_eq!(prefixes.len(), 4);
+    }
+
+    /// SGLang's generated-shared-prefix: each sample's prefix (its group's) and suffix length.
+    fn groups_of(s: &[Sample]) -> Vec<(Arc<[u32]>, u32)> {
+        s.iter()
+            .map(|x| match &x.prompt {
+                PromptSource::Synthetic { prefix, len, .. } => (prefix.clone(), *len),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn gsp(ratio: f64, zipf: Option<f64>, groups: u32, per: usize) -> DatasetConfig {
+        DatasetConfig {
+            kind: DatasetKind::PrefixRepetition,
+            num_prompts: groups as usize * per,
+            seed: 42,
+            prefix_repetition_prefix_len: 40,
+            prefix_repetition_suffix_len: 10,
+            prefix_repetition_num_prefixes: groups,
+            prefix_repetition_output_len: 20,
+            prefix_groups: Some(PrefixGroups {
+                range_ratio: ratio,
+                zipf_alpha: zipf,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn shared_prefix_lengths_come_from_sglangs_range() {
+        // r = 0.5: prefixes in [20, 40] per group, suffixes in [5, 10] and outputs in [10, 20]
+        // per prompt; uniform groups keep 25 prompts each.
+        let s = prefix_repetition(&gsp(0.5, None, 4, 25)).unwrap();
+        assert_eq!(s.len(), 100);
+        let g = groups_of(&s);
+        let mut per_group: Vec<(Arc<[u32]>, usize)> = Vec::new();
+        for (prefix, len) in &g {
+            assert!((20..=40).contains(&prefix.len()), "{}", prefix.len());
+            assert!((5..=10).contains(len), "{len}");
+            match per_group.iter_mut().find(|(p, _)| Arc::ptr_eq(p, prefix)) {
+                Some((_, n)) => *n += 1,
+                None => per_group.push((prefix.clone(), 1)),
+            }
+        }
+        assert_eq!(per_group.len(), 4);
+        assert!(per_group.iter().all(|(_, n)| *n == 25), "{per_group:?}");
+        assert!(s.iter().all(|x| (10..=20).contains(&x.output_len)));
+        for (x, (prefix, len)) in s.iter().zip(&g) {
+            assert_eq!(x.prompt_len, prefix.len() as u64 + *len as u64);
+        }
+        // Drawn, not fixed: several lengths of each kind occur.
+        let lens: std::collections::BTreeSet<u32> = g.iter().map(|(_, l)| *l).collect();
+        assert!(lens.len() >= 3, "{lens:?}");
+        // Ratio 0 draws from [1, L]; a length of 0 stays 0.
+        let mut z = gsp(0.0, None, 2, 50);
+        z.prefix_repetition_output_len = 0;
+        let s = prefix_repetition(&z).unwrap();
+        assert!(s.iter().all(|x| x.output_len == 0));
+        assert!(groups_of(&s).iter().all(|(_, l)| (1..=10).contains(l)));
+    }
+
+    #[test]
+    fn zipf_groups_take_their_rank_share_of_the_same_prompts() {
+        // alpha 1.5 over 4 groups: p(rank k) = k^-1.5 / (1 + 0.35355 + 0.19245 + 0.125) =
+        // 0.5984, 0.2116, 0.1152, 0.0748. 4000 prompts: each share within 0.03 (4 sigma of
+        // the hottest group's binomial spread), the hottest group first.
+        let s = prefix_repetition(&gsp(1.0, Some(1.5), 4, 1000)).unwrap();
+        let uniform = prefix_repetition(&gsp(1.0, None, 4, 1000)).unwrap();
+        let (g, u) = (groups_of(&s), groups_of(&uniform));
+        // The group prompts are the uniform draw's: the same four prefixes.
+        let mut zipf_prefixes: Vec<Vec<u32>> = g.iter().map(|(p, _)| p.to_vec()).collect();
+        let mut uniform_prefixes: Vec<Vec<u32>> = u.iter().map(|(p, _)| p.to_vec()).collect();
+        for v in [&mut zipf_prefixes, &mut uniform_prefixes] {
+            v.sort();
+            v.dedup();
+        }
+        assert_eq!(zipf_prefixes, uniform_prefixes);
+        let want = [0.5984, 0.2116, 0.1152, 0.0748];
+        let ordered = prefix_repetition(&DatasetConfig {
+            shuffle: false,
+            ..gsp(1.0, None, 4, 1)
+        })
+        .unwrap();
+        for (rank, prefix) in groups_of(&ordered).iter().map(|(p, _)| p).enumerate() {
+            let n = g.iter().filter(|(p, _)| **p == **prefix).count();
+            let share = n as f64 / 4000.0;
+            assert!(
+                (share - want[rank]).abs() < 0.03,
+                "rank {}: {share} (want {})",
+                rank + 1,
+                want[rank]
+            );
+        }
     }
 
     fn file(content: &str) -> tempfile::NamedTempFile {

@@ -9,6 +9,7 @@
 use super::body::{BodyFlags, SglangBodies};
 use super::flags::{refuse, refuse_choice, RefusedFlags};
 use super::metrics::Reader;
+use super::mooncake::{self, TraceFile};
 use super::{cache, goodput};
 use crate::bench::engine::lora::LoraAssignment;
 use crate::bench::engine::plan::{Plan, Warmup};
@@ -17,7 +18,7 @@ use crate::bench::engine::session::{self, Sweep};
 use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
 use crate::workload::chat_template::Wrap;
-use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind};
+use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind, PrefixGroups};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
 use serde_json::{Map, Value};
@@ -176,9 +177,13 @@ pub struct SglangArgs {
     /// Keep the generated-shared-prefix requests in build order (no shuffle).
     #[arg(long)]
     pub gsp_ordered: bool,
-    /// uniform (zipf is refused).
+    /// uniform (every group its prompts) or zipf (each prompt's group drawn by rank; needs
+    /// --gsp-zipf-alpha).
     #[arg(long, default_value = "uniform")]
     pub gsp_group_distribution: String,
+    /// The Zipf exponent of --gsp-group-distribution zipf (finite, above 0).
+    #[arg(long)]
+    pub gsp_zipf_alpha: Option<f64>,
     /// Replay speed of a mooncake trace (2.0: twice as slow).
     #[arg(long, default_value_t = 1.0)]
     pub mooncake_slowdown_factor: f64,
@@ -263,6 +268,8 @@ pub struct SglangConfig {
     pub goodput: Option<goodput::Slos>,
     /// `--cache-report`.
     pub cache_report: bool,
+    /// `--dataset-name mooncake`: the trace, downloaded before the run when it is not there.
+    pub mooncake_trace: Option<TraceFile>,
 }
 
 impl SglangConfig {
@@ -335,7 +342,18 @@ impl SglangArgs {
             num_runs: self.num_runs,
             goodput,
             cache_report: self.cache_report,
+            mooncake_trace: self.mooncake_trace()?,
         })
+    }
+
+    /// `--dataset-name mooncake`'s trace file and where it is fetched from when missing.
+    fn mooncake_trace(&self) -> Result<Option<TraceFile>, String> {
+        if self.dataset_name != "mooncake" {
+            return Ok(None);
+        }
+        let path = (!self.dataset_path.is_empty()).then(|| self.dataset_path.clone().into());
+        let base = mooncake::base_from_env();
+        TraceFile::for_workload(&self.mooncake_workload, path, base.as_deref()).map(Some)
     }
 
     /// `--goodput` as SGLang parses it, and `--cache-report`'s backend; neither with `--shard`
@@ -622,9 +640,7 @@ impl SglangArgs {
                 ));
             }
             "generated-shared-prefix" => {
-                if self.gsp_range_ratio != 1.0 {
-                    return Err(refuse("--gsp-range-ratio"));
-                }
+                let groups = self.gsp_groups()?;
                 d.kind = DatasetKind::PrefixRepetition;
                 d.num_prompts = self.gsp_num_groups as usize * self.gsp_prompts_per_group;
                 d.prefix_repetition_num_prefixes = self.gsp_num_groups;
@@ -632,12 +648,12 @@ impl SglangArgs {
                 d.prefix_repetition_suffix_len = self.gsp_question_len;
                 d.prefix_repetition_output_len = self.gsp_output_len;
                 d.shuffle = !self.gsp_ordered;
+                d.prefix_groups = groups;
             }
             "mooncake" => {
-                d.path = Some(path.ok_or_else(|| {
-                    "--dataset-name mooncake needs --dataset-path (a local Mooncake trace; llmspeed downloads nothing)"
-                        .to_string()
-                })?);
+                // SGLang's file: --dataset-path, else /tmp/<workload>_trace.jsonl, fetched at
+                // run time when missing (`run::mooncake_trace`).
+                d.path = self.mooncake_trace()?.map(|t| t.path);
                 if self.mooncake_num_rounds != 1 {
                     return Err(refuse("--mooncake-num-rounds"));
                 }
@@ -663,14 +679,56 @@ impl SglangArgs {
         Ok((d, n))
     }
 
+    /// `--gsp-range-ratio` and the group distribution, checked as SGLang checks them; `None`
+    /// for exact lengths and equal groups (the `prefix_repetition` draw).
+    fn gsp_groups(&self) -> Result<Option<PrefixGroups>, String> {
+        let r = self.gsp_range_ratio;
+        if r.is_nan() || r > 1.0 {
+            // SGLang's draw fails on it (numpy: low >= high).
+            return Err(format!(
+                "--gsp-range-ratio must be at most 1 (lengths come from [max(L*r, 1), L]), got {r}"
+            ));
+        }
+        let zipf_alpha = match (self.gsp_group_distribution.as_str(), self.gsp_zipf_alpha) {
+            ("uniform", None) => None,
+            ("uniform", Some(_)) => {
+                return Err(
+                    "--gsp-zipf-alpha is only meaningful with --gsp-group-distribution \
+                            zipf (as in SGLang)"
+                        .into(),
+                )
+            }
+            ("zipf", Some(a)) if a.is_finite() && a > 0.0 => Some(a),
+            ("zipf", Some(a)) => {
+                return Err(format!(
+                    "--gsp-zipf-alpha must be a finite number above 0, got {a}"
+                ))
+            }
+            ("zipf", None) => {
+                return Err(
+                    "--gsp-group-distribution zipf needs --gsp-zipf-alpha (a finite \
+                            number above 0, as in SGLang)"
+                        .into(),
+                )
+            }
+            (d, _) => {
+                return Err(format!(
+                    "unknown --gsp-group-distribution {d:?} (uniform, zipf)"
+                ))
+            }
+        };
+        Ok((r != 1.0 || zipf_alpha.is_some()).then_some(PrefixGroups {
+            range_ratio: r,
+            zipf_alpha,
+        }))
+    }
+
     /// Every SGLang flag we cannot honour, named.
     fn refuse_unsupported(&self) -> Result<(), String> {
         self.refused.check()?;
-        refuse_choice("--gsp-group-distribution", &self.gsp_group_distribution)?;
         if self.use_trace_timestamps && self.dataset_name != "mooncake" {
             return Err(refuse("--use-trace-timestamps"));
         }
-        refuse_choice("--mooncake-workload", &self.mooncake_workload)?;
         if self.warmup_requests > 0 && self.num_prompts == 0 {
             return Err("--num-prompts 0: the warm-up needs a first request".into());
         }
@@ -773,15 +831,7 @@ mod tests {
             ("--profile", vec!["--profile"]),
             ("--backend trt", vec!["--backend", "trt"]),
             ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
-            (
-                "--gsp-range-ratio",
-                vec![
-                    "--dataset-name",
-                    "generated-shared-prefix",
-                    "--gsp-range-ratio",
-                    "0.5",
-                ],
-            ),
+            ("--gsp-num-turns", vec!["--gsp-num-turns", "2"]),
             ("--prompt-suffix", vec!["--prompt-suffix", "x"]),
         ] {
             let e = parse(&extra).unwrap_err();
@@ -938,6 +988,35 @@ mod tests {
     }
 
     #[test]
+    fn mooncake_reads_sglangs_file_for_each_workload() {
+        // No --dataset-path: SGLang's /tmp/<workload>_trace.jsonl, fetched when missing.
+        let c = parse(&["--dataset-name", "mooncake"]).unwrap();
+        let t = c.mooncake_trace.as_ref().unwrap();
+        assert_eq!(c.plan.dataset.path.as_ref(), Some(&t.path));
+        assert_eq!(
+            t.path,
+            std::path::PathBuf::from("/tmp/conversation_trace.jsonl")
+        );
+        assert!(t.url.ends_with("/traces/conversation_trace.jsonl"), "{t:?}");
+        for w in ["mooncake", "synthetic", "toolagent"] {
+            let c = parse(&["--dataset-name", "mooncake", "--mooncake-workload", w]).unwrap();
+            let t = c.mooncake_trace.unwrap();
+            assert_eq!(t.path.to_str().unwrap(), format!("/tmp/{w}_trace.jsonl"));
+            assert!(t.url.ends_with(&format!("{w}_trace.jsonl")), "{t:?}");
+        }
+        // A path given is read, and fetched to when missing (as SGLang does).
+        let c = parse(&["--dataset-name", "mooncake", "--dataset-path", "t.jsonl"]).unwrap();
+        assert_eq!(c.mooncake_trace.unwrap().path.to_str(), Some("t.jsonl"));
+        let e = parse(&["--dataset-name", "mooncake", "--mooncake-workload", "x"]);
+        assert!(e.unwrap_err().contains("toolagent"));
+        // Other datasets fetch no trace.
+        assert!(parse(&["--dataset-name", "random"])
+            .unwrap()
+            .mooncake_trace
+            .is_none());
+    }
+
+    #[test]
     fn sharegpt_and_custom_follow_sglangs_rules() {
         let c = parse(&["--dataset-path", "d.json", "--sharegpt-context-len", "300"]).unwrap();
         assert_eq!(c.plan.dataset.kind, DatasetKind::ShareGpt);
@@ -1004,5 +1083,50 @@ mod tests {
             ),
             (3, 50, 10, 7)
         );
+        // Exact lengths and equal groups: prefix_repetition's own draw.
+        assert_eq!(d.prefix_groups, None);
+    }
+
+    #[test]
+    fn gsp_ratio_and_zipf_follow_sglangs_rules() {
+        let gsp = |extra: &[&str]| {
+            parse(&[&["--dataset-name", "generated-shared-prefix"][..], extra].concat())
+                .map(|c| c.plan.dataset.prefix_groups)
+        };
+        assert_eq!(
+            gsp(&["--gsp-range-ratio", "0.5"]),
+            Ok(Some(PrefixGroups {
+                range_ratio: 0.5,
+                zipf_alpha: None
+            }))
+        );
+        assert_eq!(
+            gsp(&[
+                "--gsp-group-distribution",
+                "zipf",
+                "--gsp-zipf-alpha",
+                "1.2"
+            ]),
+            Ok(Some(PrefixGroups {
+                range_ratio: 1.0,
+                zipf_alpha: Some(1.2)
+            }))
+        );
+        for (extra, want) in [
+            (&["--gsp-range-ratio", "1.5"][..], "at most 1"),
+            (
+                &["--gsp-group-distribution", "zipf"][..],
+                "needs --gsp-zipf-alpha",
+            ),
+            (&["--gsp-zipf-alpha", "1.2"][..], "only meaningful"),
+            (
+                &["--gsp-group-distribution", "zipf", "--gsp-zipf-alpha", "0"][..],
+                "above 0",
+            ),
+            (&["--gsp-group-distribution", "pareto"][..], "uniform, zipf"),
+        ] {
+            let e = gsp(extra).unwrap_err();
+            assert!(e.contains(want), "{extra:?}: {e}");
+        }
     }
 }

@@ -18,9 +18,6 @@ const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic data
                           sharegpt, custom, openai, random, random-ids, generated-shared-prefix, \
                           mooncake)";
 
-const MOONCAKE_WORKLOAD: &str = "llmspeed downloads no trace: the trace file comes from \
-                                 --dataset-path (SGLang's default workload, conversation)";
-
 const POOLING: &str = "embeddings return no tokens to time; llmspeed measures generation";
 
 /// Each reference flag (or `--flag value` for a refused choice) llmspeed refuses, and why.
@@ -88,20 +85,8 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--gsp-range-ratio",
-        reason: "only 1.0 (exact lengths, SGLang's default) is supported",
-    },
-    Refusal {
         flag: "--gsp-num-turns",
         reason: "only 1: generated-shared-prefix conversations are not built",
-    },
-    Refusal {
-        flag: "--gsp-group-distribution zipf",
-        reason: "prefix groups get equal shares (uniform)",
-    },
-    Refusal {
-        flag: "--gsp-zipf-alpha",
-        reason: "prefix groups get equal shares (uniform)",
     },
     Refusal {
         flag: "--gsp-send-routing-key",
@@ -110,18 +95,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--mooncake-num-rounds",
         reason: "multi-round mooncake sessions are not replayed; only 1",
-    },
-    Refusal {
-        flag: "--mooncake-workload mooncake",
-        reason: MOONCAKE_WORKLOAD,
-    },
-    Refusal {
-        flag: "--mooncake-workload synthetic",
-        reason: MOONCAKE_WORKLOAD,
-    },
-    Refusal {
-        flag: "--mooncake-workload toolagent",
-        reason: MOONCAKE_WORKLOAD,
     },
     Refusal {
         flag: "--use-trace-timestamps",
@@ -254,14 +227,12 @@ pub struct RefusedFlags {
     #[arg(long, hide = true, default_value_t = 1)]
     pub gsp_num_turns: i64,
     #[arg(long, hide = true)]
-    pub gsp_zipf_alpha: Option<String>,
-    #[arg(long, hide = true)]
     pub gsp_send_routing_key: bool,
 }
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 18] {
+    fn given(&self) -> [(&'static str, bool); 17] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -299,7 +270,6 @@ impl RefusedFlags {
             ("--random-image-count", self.random_image_count),
             ("--image-*", image),
             ("--gsp-num-turns", self.gsp_num_turns != 1),
-            ("--gsp-zipf-alpha", self.gsp_zipf_alpha.is_some()),
             ("--gsp-send-routing-key", self.gsp_send_routing_key),
         ]
     }

@@ -15,6 +15,7 @@ pub mod flags;
 pub mod goodput;
 pub mod merge;
 pub mod metrics;
+pub mod mooncake;
 pub mod record;
 pub mod run;
 pub mod session;

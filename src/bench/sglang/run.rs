@@ -8,7 +8,7 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{cache, console, goodput, record, shard};
+use super::{cache, console, goodput, mooncake, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
@@ -71,6 +71,7 @@ pub async fn run(
     out: &mut (dyn Write + Send),
     progress: &mut (dyn Progress + Send),
 ) -> Result<Outcome, RunError> {
+    mooncake_trace(cfg, log)?;
     let plan = hub_sharegpt(&cfg.plan)?;
     if cfg.cache_report && !cache::reads_counts(&cfg.backend) {
         let _ = writeln!(log, "{}", cache::WARNING);
@@ -264,6 +265,24 @@ fn hub_sharegpt(plan: &Plan) -> Result<Cow<'_, Plan>, RunError> {
     let mut plan = plan.clone();
     plan.dataset.path = Some(path);
     Ok(Cow::Owned(plan))
+}
+
+/// SGLang's `--dataset-name mooncake` trace, downloaded to where it is read when it is not
+/// there (SGLang's `/tmp/<workload>_trace.jsonl`, or the `--dataset-path` given).
+fn mooncake_trace(cfg: &SglangConfig, log: &mut (dyn Write + Send)) -> Result<(), RunError> {
+    let Some(t) = &cfg.mooncake_trace else {
+        return Ok(());
+    };
+    if !t.path.exists() {
+        let _ = writeln!(
+            log,
+            "llmspeed: downloading {} to {}",
+            t.url,
+            t.path.display()
+        );
+    }
+    mooncake::ensure(t).map_err(RunError::Setup)?;
+    Ok(())
 }
 
 /// The counter for generated texts: `--tokenizer`, else the server's verified `/tokenize`.

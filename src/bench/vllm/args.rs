@@ -1102,6 +1102,7 @@ impl ServeArgs {
             shuffle: !self.disable_shuffle,
             oversample: !self.no_oversample,
             conversations: crate::workload::datasets::Conversations::Vllm,
+            prefix_groups: None,
             chat_template: self.chat_template(kind)?,
         })
     }
