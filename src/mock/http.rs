@@ -12,7 +12,7 @@ use super::reqlog::RequestRec;
 use super::request::GenRequest;
 use super::responses;
 use super::text::mix64;
-use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
+use super::tokenizer::{apply_chat_template, content_text, ChatMessage, Tokenizer};
 use super::trace::TraceRec;
 use super::App;
 use bytes::Bytes;
@@ -357,7 +357,6 @@ fn chat_prompt(body: &Value) -> Result<String, String> {
         .get("messages")
         .and_then(Value::as_array)
         .ok_or("`messages` must be an array")?;
-    let mut parts = Vec::with_capacity(msgs.len());
     let mut joined = Vec::with_capacity(msgs.len());
     for m in msgs {
         let role = m
@@ -365,23 +364,17 @@ fn chat_prompt(body: &Value) -> Result<String, String> {
             .and_then(Value::as_str)
             .ok_or("every message needs a string `role`")?;
         let content = match m.get("content") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .filter_map(|i| i.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
             None | Some(Value::Null) => String::new(),
-            Some(_) => return Err("message `content` must be a string or a list of parts".into()),
+            Some(c) => {
+                content_text(c).ok_or("message `content` must be a string or a list of parts")?
+            }
         };
-        joined.push((role.to_owned(), content));
+        joined.push((role, content));
     }
-    for (r, c) in &joined {
-        parts.push(ChatMessage {
-            role: r,
-            content: c,
-        });
-    }
+    let parts: Vec<ChatMessage<'_>> = joined
+        .iter()
+        .map(|(role, content)| ChatMessage { role, content })
+        .collect();
     let add = body
         .get("add_generation_prompt")
         .and_then(Value::as_bool)

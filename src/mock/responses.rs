@@ -29,7 +29,7 @@
 //! It must never use the client's code (`crate::net`, `crate::proto`).
 
 use super::request::GenRequest;
-use super::tokenizer::{apply_chat_template, ChatMessage, Tokenizer};
+use super::tokenizer::{apply_chat_template, content_text, ChatMessage, Tokenizer};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
@@ -49,20 +49,10 @@ fn prompt_text(body: &Value) -> Result<String, String> {
                     .get("role")
                     .and_then(Value::as_str)
                     .ok_or("every `input` item needs a string `role`")?;
-                let content = match item.get("content") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Array(parts)) => parts
-                        .iter()
-                        .filter_map(|p| p.get("text").and_then(Value::as_str))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    _ => {
-                        return Err(
-                            "an `input` item's `content` must be a string or a list of parts"
-                                .into(),
-                        )
-                    }
-                };
+                let content = item
+                    .get("content")
+                    .and_then(content_text)
+                    .ok_or("an `input` item's `content` must be a string or a list of parts")?;
                 msgs.push((role.to_owned(), content));
             }
         }

@@ -234,6 +234,24 @@ pub struct ChatMessage<'a> {
     pub content: &'a str,
 }
 
+/// The text of a message's `content` as the chat template reads it: a string as it is, a list
+/// of content parts as their `text` joined by newlines (parts without text skipped); `None` for
+/// any other JSON (the caller decides what a missing content means).
+pub fn content_text(content: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        _ => None,
+    }
+}
+
 /// The fixed chat template: `role: content` paragraphs, then `assistant:` as the generation
 /// prompt. Chat completions and `/tokenize` with `messages` both use it, so their counts agree.
 pub fn apply_chat_template(messages: &[ChatMessage<'_>], add_generation_prompt: bool) -> String {
