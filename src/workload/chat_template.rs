@@ -480,7 +480,9 @@ fn generation_as_if(source: &str) -> String {
     while let Some(at) = rest.find("{%") {
         out.push_str(&rest[..at]);
         let tag = &rest[at..];
-        let Some(end) = tag.find("%}") else {
+        // The tag closes at the first `%}` after its `{%` (in `{%}` the `%` opens it and cannot
+        // close it too: found by the fuzzer, a slice [2..1] that panicked).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             out.push_str(tag);
             return out;
         };
@@ -933,6 +935,14 @@ mod tests {
             generation_as_if("a{%+ generation %}b{% endgeneration -%}c{% if x %}"),
             "a{%+ if true %}b{% endif -%}c{% if x %}"
         );
+        // `{%}` opens a tag that the next `%}` closes, as Jinja's lexer reads it (before: a
+        // panic slicing [2..1]); such text is passed on for minijinja to judge.
+        assert_eq!(
+            generation_as_if("x{%}}y{% generation %}z{% generation %}"),
+            "x{%}}y{% generation %}z{% if true %}"
+        );
+        assert_eq!(generation_as_if("x{%}"), "x{%}");
+        assert_eq!(generation_as_if("{%"), "{%");
     }
 
     #[test]
