@@ -110,11 +110,16 @@ fn run_against_mock(
         .build()
         .unwrap();
     let report = rt.block_on(async {
-        let client = Client::new(
-            ClientConfig::new(Target::parse(&url).unwrap()),
-            Clock::new(),
-        )
-        .unwrap();
+        // Packet stamps where they open (always under CI=true): each token's arrival however
+        // late the client reads, so a loaded machine (the binary's tests side by side on 2
+        // cores) cannot mark a cell for merged reads; socket stamps elsewhere.
+        let client = mock_server::packet_client_for(&url).unwrap_or_else(|| {
+            Client::new(
+                ClientConfig::new(Target::parse(&url).unwrap()),
+                Clock::new(),
+            )
+            .unwrap()
+        });
         let mut cfg = matrix_config(out, &url);
         tweak(&mut cfg);
         run_async(&client, &cfg, false, &Cancel::new()).await
@@ -161,6 +166,21 @@ fn chat_usage_prompts_and_early_ends_agree_with_the_trace_too() {
     assert_truth(&r, &trace, false);
 }
 
+/// A cell whose figures stand: Valid, or Client-bound with packet stamps for late writes alone
+/// (the one thing packet stamps cannot vouch for; its figures are still each token's arrival).
+fn measured(cell: &llmspeed::report::DecodeCell) -> bool {
+    match cell.status {
+        CellStatus::Valid => true,
+        CellStatus::ClientBound => cell.client_lag.as_ref().is_some_and(|l| {
+            l.stamp_source.as_deref() == Some("packet")
+                && l.client_bound_reasons
+                    .iter()
+                    .all(|r| r.starts_with("requests were written"))
+        }),
+        _ => false,
+    }
+}
+
 /// The figures of every Valid cell of `r` against the server's trace. `full_length`: every
 /// request runs to `MAX_TOKENS` (`ignore_eos`), so the trace shows where each one ended.
 fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
@@ -176,7 +196,7 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
     let mut valid = 0;
     for cell in &r.decode {
         let what = format!("{} x {}", cell.context, cell.concurrency);
-        if cell.status != CellStatus::Valid {
+        if !measured(cell) {
             continue;
         }
         valid += 1;
@@ -427,7 +447,7 @@ fn assert_truth(r: &MatrixReport, trace: &[TraceRec], full_length: bool) {
     assert_eq!(
         valid,
         r.decode.len(),
-        "every cell is Valid: {:#?}",
+        "every cell is Valid (or, packet-stamped, Client-bound for late writes alone): {:#?}",
         r.decode
     );
 

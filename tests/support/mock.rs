@@ -11,6 +11,32 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// Our client for `url` with `--packet-stamps` (a packet ring per connection), or `None` where
+/// packet sockets cannot open here (no CAP_NET_RAW, not Linux). Under `CI=true` (root, Linux)
+/// they must open: the test fails rather than fall back.
+pub fn packet_client_for(url: &str) -> Option<llmspeed::net::Client> {
+    let target = llmspeed::net::Target::parse(url).expect("the mock's URL");
+    let mut cfg = llmspeed::net::ClientConfig::new(target);
+    cfg.packet_stamps = true;
+    let client = llmspeed::net::Client::new(cfg, llmspeed::clock::Clock::new()).expect("a client");
+    match client.packet_stamps() {
+        Ok(_) => Some(client),
+        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "CI=true: packet stamps must open here (CI runs as root): {}",
+                why.note()
+            )
+        }
+        Err(why) => {
+            eprintln!(
+                "packet stamps unavailable, socket stamps instead: {}",
+                why.note()
+            );
+            None
+        }
+    }
+}
+
 pub struct MockServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -42,31 +68,9 @@ impl MockServer {
         .expect("a client")
     }
 
-    /// Our client with `--packet-stamps` (a packet ring per connection), or `None` where packet
-    /// sockets cannot open here (no CAP_NET_RAW, not Linux). Under `CI=true` (root, Linux) they
-    /// must open: the test fails rather than fall back.
+    /// Our client with `--packet-stamps` for this server ([`packet_client_for`]).
     pub fn packet_client(&self) -> Option<llmspeed::net::Client> {
-        let target = llmspeed::net::Target::parse(&self.url()).expect("the mock's URL");
-        let mut cfg = llmspeed::net::ClientConfig::new(target);
-        cfg.packet_stamps = true;
-        let client =
-            llmspeed::net::Client::new(cfg, llmspeed::clock::Clock::new()).expect("a client");
-        match client.packet_stamps() {
-            Ok(_) => Some(client),
-            Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
-                panic!(
-                    "CI=true: packet stamps must open here (CI runs as root): {}",
-                    why.note()
-                )
-            }
-            Err(why) => {
-                eprintln!(
-                    "packet stamps unavailable, socket stamps instead: {}",
-                    why.note()
-                );
-                None
-            }
-        }
+        packet_client_for(&self.url())
     }
 
     /// `http://127.0.0.1:PORT`.
