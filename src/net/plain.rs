@@ -64,9 +64,11 @@ mod linux {
             } else if enable_rx_stamps(std.as_raw_fd()).is_err() {
                 Some(Fallback::EnableFailed)
             } else {
-                // TCP_INQ (the bytes each read leaves, `stamp::tcp_inq`) is not asked for: with
-                // it on, matrix_e2e's simulated C = 2 cell read 25% of its gaps merged and was
-                // marked Client-bound in 2 runs of 2, and 0 of 2 without (not yet explained).
+                // TCP_INQ (the bytes each read leaves, `stamp::tcp_inq`) is not asked for yet:
+                // with it on, matrix_e2e's simulated C = 2 cell read 25% of its gaps merged in 2
+                // runs of 2, and 0 of 2 without; but CI then showed the same with it off, on a
+                // loaded machine, and the kernel changes nothing in the read for it (one more
+                // cmsg). Back on after a quiet A/B shows no difference.
                 None
             };
             // SAFETY: the `TcpStream` owns its descriptor, and this `AsyncFd` owns the stream
