@@ -25,8 +25,10 @@ build_venv() {
   if ! ls "$wheels"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
     log "building llama-cpp-python $VERSION from source (about 10 minutes on 2 cores)"
     # GGML_NATIVE=OFF: native builds crashed on load on these CPUs (as for llama-server).
+    # LLAVA_BUILD=OFF: no multimodal library (mtmd); the package imports it only for image
+    # chat formats, which the tests never use.
     # The wheel is kept in the cache: a rebuilt virtualenv does not compile again.
-    CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
       "$VENV/bin/pip" wheel -q --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
       "llama-cpp-python==$VERSION" >&2
     mkdir -p "$wheels" && mv "$wheels.tmp"/llama_cpp_python-*.whl "$wheels/" && rm -rf "$wheels.tmp"
