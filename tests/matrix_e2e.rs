@@ -7,6 +7,7 @@
 #[path = "support/mock.rs"]
 mod mock_server;
 
+use llmspeed::analysis::client_lag::late_writes_alone;
 use llmspeed::analysis::repetition::RepetitionConfig;
 use llmspeed::cli::matrix::run_async;
 use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
@@ -912,10 +913,7 @@ fn decode_figures_agree_with_the_simulated_engine() {
         CellStatus::Valid => assert!(reasons.is_empty(), "{reasons:?}"),
         CellStatus::ClientBound if packet => {
             assert!(
-                !reasons.is_empty()
-                    && reasons
-                        .iter()
-                        .all(|r| r.starts_with("requests were written")),
+                late_writes_alone(reasons),
                 "a stamp bound marked a packet-stamped cell: {reasons:?}"
             );
             eprintln!("Client-bound by dispatch lag alone: {reasons:?}");

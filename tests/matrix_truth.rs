@@ -17,6 +17,7 @@
 #[path = "support/mock.rs"]
 mod mock_server;
 
+use llmspeed::analysis::client_lag::late_writes_alone;
 use llmspeed::analysis::repetition::RepetitionConfig;
 use llmspeed::cli::matrix::run_async;
 use llmspeed::clock::Clock;
@@ -173,9 +174,7 @@ fn measured(cell: &llmspeed::report::DecodeCell) -> bool {
         CellStatus::Valid => true,
         CellStatus::ClientBound => cell.client_lag.as_ref().is_some_and(|l| {
             l.stamp_source.as_deref() == Some("packet")
-                && l.client_bound_reasons
-                    .iter()
-                    .all(|r| r.starts_with("requests were written"))
+                && late_writes_alone(&l.client_bound_reasons)
         }),
         _ => false,
     }

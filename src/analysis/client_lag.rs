@@ -480,6 +480,19 @@ pub fn verdict(lag: &ClientLag, printed: Printed) -> Vec<String> {
     why
 }
 
+/// How every reason [`dispatch_reasons`] gives begins.
+const DISPATCH_REASON: &str = "requests were written ";
+
+/// Whether a verdict's reasons say the requests were written late and nothing else: the one
+/// thing per-segment (packet) stamps cannot vouch for, since each token's arrival is still
+/// known. `false` for no reasons.
+pub fn late_writes_alone<S: AsRef<str>>(reasons: &[S]) -> bool {
+    !reasons.is_empty()
+        && reasons
+            .iter()
+            .all(|r| r.as_ref().starts_with(DISPATCH_REASON))
+}
+
 /// The requests left late: the median dispatch lag over [`DISPATCH_SHARE`] of the median
 /// TTFT. Both are the client's own clock readings, exact: no bound needed.
 pub fn dispatch_reasons(lag: &ClientLag) -> Vec<String> {
@@ -487,7 +500,7 @@ pub fn dispatch_reasons(lag: &ClientLag) -> Vec<String> {
     if let (Some(d), Some(t)) = (lag.dispatch_lag_ms, lag.ttft_ms_p50) {
         if d.p50 > DISPATCH_SHARE * t.value {
             why.push(format!(
-                "requests were written {:.3} ms after their intended start at p50, over {:.0}% of the TTFT p50 of {:.3} ms",
+                "{DISPATCH_REASON}{:.3} ms after their intended start at p50, over {:.0}% of the TTFT p50 of {:.3} ms",
                 d.p50,
                 DISPATCH_SHARE * 100.0,
                 t.value
@@ -962,6 +975,10 @@ mod tests {
         let why = verdict(&lag, Printed::MedianAndP99);
         assert_eq!(why.len(), 1, "{why:?}");
         assert!(why[0].starts_with("the gap p99"), "{why:?}");
+        assert!(
+            !late_writes_alone(&why),
+            "a stamp bound is not a late write"
+        );
         assert!(verdict(&lag, Printed::Median).is_empty());
     }
 
@@ -979,6 +996,15 @@ mod tests {
             why[0].starts_with("requests were written 2.000 ms after"),
             "{why:?}"
         );
+        assert!(late_writes_alone(&why));
+        // With a stamp reason beside it, or with no reason at all, it is not late writes alone.
+        let mut both = why.clone();
+        both.insert(
+            0,
+            "the gap p50 of 1.000 ms is known only to ±0.500 ms".to_string(),
+        );
+        assert!(!late_writes_alone(&both));
+        assert!(!late_writes_alone::<String>(&[]));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! HTTP client of their own (not llmspeed's) to ask the server for its own counts.
 #![allow(dead_code)]
 
+use llmspeed::analysis::client_lag::late_writes_alone;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -428,10 +429,7 @@ pub fn assert_client_kept_up(cell: &Value, name: &str, o: &Output) {
         Some("valid") => assert!(reasons.is_empty(), "{name}: {lag}"),
         Some("client_bound") => {
             assert!(
-                !reasons.is_empty()
-                    && reasons
-                        .iter()
-                        .all(|r| r.starts_with("requests were written")),
+                late_writes_alone(&reasons),
                 "{name}: a stamp bound marked a packet-stamped cell: {reasons:?}\n{cell}"
             );
             eprintln!("{name}: Client-bound by dispatch lag: {reasons:?}");

@@ -11,7 +11,7 @@
 //! never leaves a truncated trace where the next run would read it.
 
 use std::fs;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::net::fetch;
@@ -72,13 +72,19 @@ pub fn base_from_env() -> Option<String> {
         .filter(|v| !v.trim().is_empty())
 }
 
-/// Makes sure the trace is at `t.path`: nothing to do when a file is there; else downloads it.
-/// Returns whether it downloaded. The error names the URL, why, and where to put the file by
-/// hand.
-pub fn ensure(t: &TraceFile) -> Result<bool, String> {
+/// Makes sure the trace is at `t.path`: nothing to do when a file is there; else says so on
+/// `log` and downloads it. Returns whether it downloaded. The error names the URL, why, and
+/// where to put the file by hand.
+pub fn ensure(t: &TraceFile, log: &mut dyn Write) -> Result<bool, String> {
     if t.path.exists() {
         return Ok(false);
     }
+    let _ = writeln!(
+        log,
+        "llmspeed: downloading {} to {}",
+        t.url,
+        t.path.display()
+    );
     download(t).map_err(|cause| {
         format!(
             "--dataset-name mooncake: {} is not there and could not be downloaded: {cause}; \

@@ -273,15 +273,7 @@ fn mooncake_trace(cfg: &SglangConfig, log: &mut (dyn Write + Send)) -> Result<()
     let Some(t) = &cfg.mooncake_trace else {
         return Ok(());
     };
-    if !t.path.exists() {
-        let _ = writeln!(
-            log,
-            "llmspeed: downloading {} to {}",
-            t.url,
-            t.path.display()
-        );
-    }
-    mooncake::ensure(t).map_err(RunError::Setup)?;
+    mooncake::ensure(t, log).map_err(RunError::Setup)?;
     Ok(())
 }
 
