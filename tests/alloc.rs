@@ -305,6 +305,7 @@ fn idle_open_stream_costs_at_most_64_kib() {
         cfg.max_idle = 0;
         let client = Client::new(cfg, Clock::new()).unwrap();
         let req = StreamRequest {
+            header: None,
             path: "/v1/completions".into(),
             body: bytes::Bytes::from(vec![b' '; 600]),
             // Room for 1024 output tokens, as a real decode request reserves.
@@ -377,6 +378,7 @@ fn whole_read_path_does_not_allocate_per_token() {
         cfg.max_idle = 0;
         let client = Client::new(cfg, Clock::new()).unwrap();
         let req = StreamRequest {
+            header: None,
             path: "/v1/completions".into(),
             body: bytes::Bytes::from_static(b"{}"),
             dialect: Dialect::OpenAi,
@@ -443,6 +445,7 @@ fn packet_stamped_read_path_does_not_allocate_per_token() {
             return;
         }
         let req = StreamRequest {
+            header: None,
             path: "/v1/completions".into(),
             body: bytes::Bytes::from_static(b"{}"),
             dialect: Dialect::OpenAi,

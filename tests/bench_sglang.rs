@@ -447,13 +447,11 @@ fn refused_flags_name_themselves() {
             vec!["--dataset-name", "agentic-trace", "--dataset-offset", "9"],
         ),
         (
-            "--mooncake-num-rounds",
+            "--gsp-num-turns",
             vec![
                 "--dataset-name",
-                "mooncake",
-                "--dataset-path",
-                "t.jsonl",
-                "--mooncake-num-rounds",
+                "generated-shared-prefix",
+                "--gsp-num-turns",
                 "3",
             ],
         ),
@@ -1097,4 +1095,104 @@ fn custom_conversations_with_a_context_length_repeat_and_merge() {
     );
     let m = records(&merged).remove(0);
     sent_the_three(&m);
+}
+
+/// `--gsp-send-routing-key`, against the simulated server's request log: every measured request
+/// names its shared-prefix group in `X-SMG-Routing-Key` as `{run}_{start}_{group}` (one run's
+/// tag on all), the requests naming one group share its prefix and no two groups do, each
+/// group has its prompts, and the warm-up carries none. Without the flag, no request does.
+#[test]
+fn routing_keys_name_each_requests_shared_prefix_group() {
+    let rt = runtime();
+    let dir = tempdir();
+    let run = |send: bool| -> Vec<Value> {
+        let log = dir.join(format!("requests-{send}.jsonl"));
+        let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+        mc.request_log = Some(log.clone());
+        let server = mock_server::MockThread::start(mc);
+        let url = server.url();
+        let out = dir.join(format!("gsp-{send}.jsonl"));
+        let mut args = vec![
+            "--base-url",
+            &url,
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "3",
+            "--gsp-prompts-per-group",
+            "4",
+            "--gsp-system-prompt-len",
+            "24",
+            "--gsp-question-len",
+            "6",
+            "--gsp-output-len",
+            "2",
+            "--tokenize-prompt",
+            "--output-file",
+            out.to_str().unwrap(),
+        ];
+        if send {
+            args.push("--gsp-send-routing-key");
+        }
+        let cfg = sglang_config(&args).unwrap();
+        rt.block_on(run::run(
+            &cfg,
+            Clock::new(),
+            &Cancel::new(),
+            &mut Vec::new(),
+            &mut Vec::new(),
+            &mut |_: &str| {},
+        ))
+        .expect("run");
+        server.stop();
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["path"] == "/generate")
+            .collect()
+    };
+    let plain = run(false);
+    assert_eq!(plain.len(), 1 + 12, "a warm-up and 12 measured requests");
+    assert!(plain.iter().all(|v| v.get("routing_key").is_none()));
+
+    let sent = run(true);
+    assert_eq!(sent.len(), 1 + 12);
+    // The warm-up comes first and, as in SGLang, names no group.
+    assert!(sent[0].get("routing_key").is_none(), "{}", sent[0]);
+    let mut tags = std::collections::BTreeSet::new();
+    let mut by_group: std::collections::BTreeMap<u32, Vec<Vec<u64>>> = Default::default();
+    for v in &sent[1..] {
+        let key = v["routing_key"].as_str().unwrap_or_else(|| panic!("{v}"));
+        let (tag, group) = key.rsplit_once('_').unwrap();
+        let (run_id, start) = tag.split_once('_').unwrap();
+        assert!(
+            run_id.len() == 8 && run_id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{key}"
+        );
+        assert!(
+            start.len() == 14 && start.bytes().all(|b| b.is_ascii_digit()),
+            "{key}"
+        );
+        tags.insert(tag.to_string());
+        let ids: Vec<u64> = v["body"]["input_ids"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        by_group
+            .entry(group.parse().unwrap())
+            .or_default()
+            .push(ids[..24].to_vec());
+    }
+    assert_eq!(tags.len(), 1, "one run, one tag: {tags:?}");
+    assert_eq!(by_group.keys().copied().collect::<Vec<_>>(), [0, 1, 2]);
+    let mut prefixes = std::collections::BTreeSet::new();
+    for (g, p) in &by_group {
+        assert_eq!(p.len(), 4, "group {g}: its 4 prompts");
+        assert!(p.iter().all(|x| x == &p[0]), "group {g}: one prefix");
+        prefixes.insert(p[0].clone());
+    }
+    assert_eq!(prefixes.len(), 3, "three groups, three prefixes");
 }

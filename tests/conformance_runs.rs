@@ -487,6 +487,8 @@ const RUNS: &[Run] = &[
             // with "\n\n" and counted again) come out about 15% longer than drawn.
             "--tokenize-prompt",
             "--cache-report",
+            // Each measured request names its group: 3 requests each of groups 0 and 1.
+            "--gsp-send-routing-key",
         ],
         input: Input::Equal,
     },
@@ -625,7 +627,7 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
-        name: "SGLang's mooncake trace replayed on its timestamps on native /generate",
+        name: "SGLang's mooncake trace replayed on its timestamps in two rounds a session, on native /generate",
         tool: Tool::Sglang,
         args: &[
             "--backend",
@@ -639,9 +641,12 @@ const RUNS: &[Run] = &[
             "--mooncake-slowdown-factor",
             "0.5",
             "--use-trace-timestamps",
+            "--mooncake-num-rounds",
+            "2",
         ],
-        // The trace's input lengths: 32 + 48 + 16 + 32.
-        input: Input::OursExactly(128.0),
+        // 8 requests: each row's first round has the trace's input length (32 + 48 + 16 +
+        // 32), its second twice that and the row's output length between (68 + 99 + 37 + 66).
+        input: Input::OursExactly(398.0),
     },
 ];
 
@@ -825,7 +830,9 @@ const DELIBERATE: &[(Tool, &str, &str)] = &[
         "SGLang 0.5.23's replay writes each prompt as chat text from the hash_ids alone (each \
          block the id and 128 words, 512 in its warm-up), whatever the trace's input_length; \
          llmspeed sends token ids of the trace's length whose blocks are shared as the hash_ids \
-         say (vLLM's timed_trace): Input::OursExactly",
+         say (vLLM's timed_trace), and round r of a session r such prompts with a placeholder \
+         answer of the output length between each two (SGLang: r turns of its chat text, \
+         \"story\" answers): Input::OursExactly",
     ),
     (
         Tool::Sglang,

@@ -85,6 +85,7 @@ fn run(kernel_stamps: bool) -> (Timeline, (Duration, Duration)) {
         cfg.max_idle = 0;
         let client = Client::new(cfg, clock).expect("client");
         let req = StreamRequest {
+            header: None,
             path: "/v1/completions".into(),
             body: bytes::Bytes::from_static(b"{}"),
             dialect: llmspeed::net::Dialect::OpenAi,

@@ -137,6 +137,7 @@ async fn tokio_path(writes: &[Vec<u8>]) -> Timeline {
     let cfg = ClientConfig::new(Target::parse(&format!("{}/v1", server.base_url())).unwrap());
     let client = Client::new(cfg, Clock::new()).unwrap();
     let req = StreamRequest {
+        header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(BODY.as_bytes()),
         dialect: llmspeed::net::Dialect::OpenAi,

@@ -17,6 +17,7 @@ fn config(server: &Server) -> ClientConfig {
 
 fn request() -> StreamRequest {
     StreamRequest {
+        header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(br#"{"model":"m","prompt":"hi","stream":true}"#),
         dialect: llmspeed::net::Dialect::OpenAi,
@@ -111,6 +112,7 @@ async fn request_id_is_sent_per_request_and_replaces_a_configured_one() {
     let client = Client::new(cfg, Clock::new()).unwrap();
     for id in ["bench-0", "bench-1"] {
         let req = StreamRequest {
+            header: None,
             request_id: Some(id.into()),
             ..request()
         };
@@ -134,6 +136,7 @@ async fn request_id_that_would_break_the_head_is_refused_before_sending() {
     let server = Server::start(vec![respond(vllm_writes(2, 3))]).await;
     let client = Client::new(config(&server), Clock::new()).unwrap();
     let req = StreamRequest {
+        header: None,
         request_id: Some("a\r\nX-Evil: 1".into()),
         ..request()
     };

@@ -20,6 +20,7 @@ use support::*;
 
 fn request() -> StreamRequest {
     StreamRequest {
+        header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(br#"{"model":"m","prompt":"hi","stream":true}"#),
         dialect: llmspeed::net::Dialect::OpenAi,

@@ -52,6 +52,7 @@ async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
     tweak(&mut cfg);
     let client = Client::new(cfg, Clock::new()).unwrap();
     let req = StreamRequest {
+        header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(b"{}"),
         dialect: llmspeed::net::Dialect::OpenAi,
@@ -109,6 +110,7 @@ async fn plain_http_server_on_https_url_is_a_tls_error() {
     let cfg = ClientConfig::new(Target::parse(&server.https_url()).unwrap());
     let client = Client::new(cfg, Clock::new()).unwrap();
     let req = StreamRequest {
+        header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(b"{}"),
         dialect: llmspeed::net::Dialect::OpenAi,

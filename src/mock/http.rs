@@ -141,6 +141,11 @@ pub async fn handle(
             method: req.method().to_string(),
             path: req.uri().path().to_owned(),
             request_id: request_id.clone(),
+            routing_key: req
+                .headers()
+                .get("x-smg-routing-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
             status: resp.status().as_u16(),
             body: req.body().clone().unwrap_or_default(),
         });

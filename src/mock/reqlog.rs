@@ -8,7 +8,8 @@
 //! "status":200,"body":{…}}`. `arrival_ns` is when the request was complete (its last read
 //! returned), in ns since the server started: the base of the trace's `arrival_ns`, equal to
 //! it when both are on. `request_id` is the `x-request-id` header, `null` without one.
-//! `status` is the answer's status code (a refused request is logged too). `body` is the body
+//! `status` is the answer's status code (a refused request is logged too). A request that
+//! carried SGLang's `X-SMG-Routing-Key` header has its value as `routing_key`, before `body`. `body` is the body
 //! as received when it is JSON (its keys in the order sent, whitespace aside), `null` when it is
 //! empty; a body that is not JSON is `null` there and written as text in `body_text`
 //! (invalid UTF-8 replaced). Lines are in the order the answers' heads were ready, which is not
@@ -28,6 +29,8 @@ pub struct RequestRec {
     /// The path, without the query.
     pub path: String,
     pub request_id: Option<String>,
+    /// The `X-SMG-Routing-Key` header (SGLang's `--gsp-send-routing-key`), if sent.
+    pub routing_key: Option<String>,
     pub status: u16,
     pub body: Bytes,
 }
@@ -71,13 +74,19 @@ impl RequestLog {
 pub fn line(r: &RequestRec) -> String {
     let text = |s: &str| serde_json::to_string(s).unwrap_or_else(|_| "\"?\"".into());
     let mut out = format!(
-        "{{\"arrival_ns\":{},\"method\":{},\"path\":{},\"request_id\":{},\"status\":{},\"body\":",
+        "{{\"arrival_ns\":{},\"method\":{},\"path\":{},\"request_id\":{},\"status\":{},",
         r.arrival_ns,
         text(&r.method),
         text(&r.path),
         r.request_id.as_deref().map_or("null".into(), text),
         r.status,
     );
+    if let Some(k) = &r.routing_key {
+        out.push_str("\"routing_key\":");
+        out.push_str(&text(k));
+        out.push(',');
+    }
+    out.push_str("\"body\":");
     if r.body.iter().all(u8::is_ascii_whitespace) {
         out.push_str("null");
     } else if serde_json::from_slice::<serde_json::Value>(&r.body).is_ok() {
@@ -104,6 +113,7 @@ mod tests {
             method: "POST".into(),
             path: "/v1/completions".into(),
             request_id: request_id.map(str::to_owned),
+            routing_key: None,
             status: 200,
             body: Bytes::copy_from_slice(body),
         }

@@ -49,6 +49,9 @@ pub struct StreamRequest {
     /// be joined to this request; vLLM's `bench serve` sends `{prefix}{index}`. A value that
     /// would corrupt the request head fails the request before anything is sent.
     pub request_id: Option<String>,
+    /// One more header for this request alone (name, value), after the configured ones; a
+    /// value that would corrupt the request head fails the request before anything is sent.
+    pub header: Option<(&'static str, String)>,
 }
 
 /// A complete non-streaming response.
@@ -262,7 +265,8 @@ impl Client {
         self.full("POST", path, body, request_id).await
     }
 
-    /// The request bytes. `request_id`, when set, replaces any configured `x-request-id`.
+    /// The request bytes. `request_id`, when set, replaces any configured `x-request-id`;
+    /// `extra` comes last.
     fn encode(
         &self,
         method: &str,
@@ -270,9 +274,10 @@ impl Client {
         body: &[u8],
         accept: Option<&str>,
         request_id: Option<&str>,
+        extra: Option<(&str, &str)>,
     ) -> BytesMut {
         let path = self.inner.cfg.target.path(path);
-        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(self.inner.headers.len() + 2);
+        let mut headers: Vec<(&str, &str)> = Vec::with_capacity(self.inner.headers.len() + 3);
         if let Some(a) = accept {
             headers.push(("Accept", a));
         }
@@ -286,6 +291,7 @@ impl Client {
         if let Some(id) = request_id {
             headers.push((REQUEST_ID, id));
         }
+        headers.extend(extra);
         let head = RequestHead {
             method,
             path: &path,
@@ -387,12 +393,21 @@ impl Client {
                 ));
             }
         }
+        if let Some((name, value)) = &req.header {
+            if validate_header(name, value).is_err() {
+                return Err(RequestError::new(
+                    ErrorKind::Protocol,
+                    format!("header {name}: {value:?} is not a valid header line; not sent"),
+                ));
+            }
+        }
         let wbuf = self.encode(
             "POST",
             &req.path,
             &req.body,
             Some("text/event-stream"),
             req.request_id.as_deref(),
+            req.header.as_ref().map(|(n, v)| (*n, v.as_str())),
         );
         let mut retried = false;
         // How long taking a connection took is part of the dispatch lag (`analysis::client_lag`).
@@ -578,7 +593,7 @@ impl Client {
         body: &[u8],
         request_id: Option<&str>,
     ) -> Result<Response, RequestError> {
-        let wbuf = self.encode(method, path, body, None, request_id);
+        let wbuf = self.encode(method, path, body, None, request_id, None);
         let total = self.inner.cfg.timeouts.total;
         let attempt = async {
             let mut retried = false;

@@ -210,6 +210,7 @@ impl Generation {
     /// The ready-to-send request, with room for `max_tokens` events.
     pub fn stream_request(&self, keep_text: Option<bool>) -> Result<StreamRequest, String> {
         Ok(StreamRequest {
+            header: None,
             path: self.path().to_string(),
             body: Bytes::from(self.body()?),
             dialect: self.dialect,

@@ -246,6 +246,7 @@ fn timed_trace(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
         cfg.trace.chunk_hash_size,
         cfg.ids,
         cfg.seed,
+        cfg.trace.rounds,
     ))
 }
 
@@ -271,6 +272,7 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
         // vLLM: (offset + i + arange(len)) % vocab, offset uniform over the vocabulary.
         let start = (rng.gen_range(0..ids.span) + i as u32 % ids.span) % ids.span;
         out.push(Sample {
+            group: None,
             prompt: PromptSource::Synthetic {
                 prefix: prefix.clone(),
                 start,
@@ -313,11 +315,12 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
     let per = cfg.num_prompts / n_pre;
     let mut out = Vec::with_capacity(cfg.num_prompts);
     let suffix = cfg.prefix_repetition_suffix_len;
-    for _ in 0..n_pre {
+    for group in 0..n_pre {
         let prefix: Arc<[u32]> =
             random_ids(&mut rng, cfg.prefix_repetition_prefix_len as usize, cfg.ids).into();
         for _ in 0..per {
             out.push(Sample {
+                group: Some(group as u32),
                 prompt: PromptSource::Synthetic {
                     prefix: prefix.clone(),
                     start: rng.gen_range(0..cfg.ids.span),
@@ -368,6 +371,7 @@ fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, Da
         let len = ratio_len(&mut rng, cfg.prefix_repetition_suffix_len, g.range_ratio);
         let output_len = ratio_len(&mut rng, cfg.prefix_repetition_output_len, g.range_ratio);
         out.push(Sample {
+            group: Some(group as u32),
             prompt_len: prefix.len() as u64 + len as u64,
             prompt: PromptSource::Synthetic {
                 prefix,
@@ -523,6 +527,7 @@ pub fn sharegpt_text(
             continue;
         }
         out.push(Sample {
+            group: None,
             prompt: PromptSource::Text(prompt.into_owned()),
             prompt_len,
             output_len: output_len.min(u32::MAX as u64) as u32,
@@ -679,6 +684,7 @@ pub fn sonnet(
         if len <= cfg.sonnet_input_len as u64 {
             misses = 0;
             out.push(Sample {
+                group: None,
                 prompt: PromptSource::Text(p),
                 prompt_len: len,
                 output_len: cfg.sonnet_output_len,
@@ -758,6 +764,7 @@ pub fn custom(
         let prompt = wrapped(&mut wrap, &prompt)?.into_owned();
         let prompt_len = counted(count, &prompt)?;
         out.push(Sample {
+            group: None,
             prompt: PromptSource::Text(prompt),
             prompt_len,
             output_len,
@@ -829,6 +836,7 @@ pub fn chat_requests(
             row.remove(k);
         }
         out.push(Sample {
+            group: None,
             prompt: PromptSource::Chat {
                 messages: Arc::new(messages),
                 extra: Arc::new(row),
@@ -876,8 +884,13 @@ pub fn to_text(
                 block,
                 len,
                 tail_seed,
+                rounds,
+                answer,
                 ..
-            } => trace_text(hash_ids, *block, *len, *tail_seed, seed, &mut blocks),
+            } => {
+                let one = trace_text(hash_ids, *block, *len, *tail_seed, seed, &mut blocks);
+                rounds_text(&one, *rounds, *answer)
+            }
             PromptSource::Synthetic { prefix, len, .. } => {
                 let sample_seed = seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
                 let prefix = shared_prefix_text(prefix, seed, &mut prefixes, &mut count)?;
@@ -963,6 +976,19 @@ fn shared_prefix_text(
 /// trace's prefix sharing survives as shared leading text (not calibrated block by block: a
 /// Mooncake trace names ~180K blocks; the whole prompt is counted once instead), a partial
 /// block its first words, and what the blocks leave of `len` prose of its own.
+/// A session round's text: `one` `rounds` times, a placeholder answer of about `answer` tokens
+/// ("story" repeated, as SGLang's) between each two.
+fn rounds_text(one: &str, rounds: u32, answer: u32) -> String {
+    let mut text = one.to_string();
+    for _ in 1..rounds {
+        text.push_str("\n\n");
+        text.push_str(&vec!["story"; answer as usize].join(" "));
+        text.push_str("\n\n");
+        text.push_str(one);
+    }
+    text
+}
+
 fn trace_text(
     hash_ids: &[u64],
     block: u32,
@@ -1108,7 +1134,7 @@ mod tests {
             10,
         )
         .unwrap();
-        let mut s = crate::workload::trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 0);
+        let mut s = crate::workload::trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 0, 1);
         let mut count = counted_words;
         to_text(&mut s, 3, Some(&mut count)).unwrap();
         let t: Vec<String> = s

@@ -58,13 +58,17 @@ pub enum PromptSource {
         extra: Arc<serde_json::Map<String, serde_json::Value>>,
     },
     /// A trace's prompt (`timed_trace`): `len` token ids, block `k` built from `hash_ids[k]`
-    /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]).
+    /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]);
+    /// `rounds` times, with `answer` placeholder tokens between each two (a session's round,
+    /// [`crate::workload::trace::TraceConfig::rounds`]; 1 round: the prompt alone).
     Blocks {
         hash_ids: Arc<[u64]>,
         block: u32,
         len: u32,
         tail_seed: u64,
         ids: IdRange,
+        rounds: u32,
+        answer: u32,
     },
 }
 
@@ -76,6 +80,10 @@ pub struct Sample {
     pub prompt_len: u64,
     /// Output tokens to ask for (`max_tokens`).
     pub output_len: u32,
+    /// The shared prefix's group it was built from (`prefix_repetition`, SGLang's
+    /// generated-shared-prefix), `None` for other datasets: SGLang's `--gsp-send-routing-key`
+    /// names it in a header.
+    pub group: Option<u32>,
 }
 
 impl Sample {
@@ -108,8 +116,16 @@ impl Sample {
                 len,
                 tail_seed,
                 ids,
+                rounds,
+                answer,
             } => {
-                write_block_ids(hash_ids, *block, *len, *tail_seed, *ids, out);
+                for round in 0..*rounds {
+                    if round > 0 {
+                        // The placeholder answer: one token repeated (SGLang's "story story …").
+                        out.extend(std::iter::repeat_n(ids.lo, *answer as usize));
+                    }
+                    write_block_ids(hash_ids, *block, *len, *tail_seed, *ids, out);
+                }
                 true
             }
         }

@@ -30,6 +30,11 @@ pub struct TraceConfig {
     pub label_input_length: String,
     pub label_output_length: String,
     pub label_hash_ids: String,
+    /// Requests per row (SGLang's `--mooncake-num-rounds`, at least 1): a row is a session whose
+    /// rounds are all sent at its time, round r (1-based) asking with the row's prompt r times,
+    /// a placeholder answer of the row's output length between each two (SGLang's history of
+    /// user turns and placeholder answers): each round's prompt starts with the one before it.
+    pub rounds: u32,
 }
 
 impl Default for TraceConfig {
@@ -41,6 +46,7 @@ impl Default for TraceConfig {
             label_input_length: "input_length".into(),
             label_output_length: "output_length".into(),
             label_hash_ids: "hash_ids".into(),
+            rounds: 1,
         }
     }
 }
@@ -155,29 +161,46 @@ pub fn parse(text: &str, cfg: &TraceConfig, limit: usize) -> Result<Vec<TraceRow
     Ok(rows)
 }
 
-/// Rows -> samples whose prompts are [`PromptSource::Blocks`].
-pub fn rows_to_samples(rows: &[TraceRow], block: u32, ids: IdRange, seed: u64) -> Vec<Sample> {
+/// Rows -> samples whose prompts are [`PromptSource::Blocks`]: `rounds` per row, in order
+/// (see [`TraceConfig::rounds`]).
+pub fn rows_to_samples(
+    rows: &[TraceRow],
+    block: u32,
+    ids: IdRange,
+    seed: u64,
+    rounds: u32,
+) -> Vec<Sample> {
     rows.iter()
-        .map(|r| Sample {
-            prompt: PromptSource::Blocks {
-                hash_ids: r.hash_ids.clone(),
-                block,
-                len: r.input_len,
-                tail_seed: seed ^ (r.line as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                ids,
-            },
-            prompt_len: r.input_len as u64,
-            output_len: r.output_len,
+        .flat_map(|r| {
+            (1..=rounds).map(move |round| Sample {
+                group: None,
+                prompt: PromptSource::Blocks {
+                    hash_ids: r.hash_ids.clone(),
+                    block,
+                    len: r.input_len,
+                    tail_seed: seed ^ (r.line as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    ids,
+                    rounds: round,
+                    answer: r.output_len,
+                },
+                prompt_len: u64::from(round) * u64::from(r.input_len)
+                    + u64::from(round - 1) * u64::from(r.output_len),
+                output_len: r.output_len,
+            })
         })
         .collect()
 }
 
-/// Send offsets for `--self-timed`, in nanoseconds from the start of the run. As vLLM does, a
-/// row's timestamp is its offset (not relative to the first row), and rows are sent in file
-/// order: a row stamped earlier than the one before it goes as soon as its turn comes.
-pub fn offsets_ns(rows: &[TraceRow]) -> Vec<u64> {
+/// Send offsets for `--self-timed`, in nanoseconds from the start of the run, `rounds` per row
+/// (a session's rounds all go at its time). As vLLM does, a row's timestamp is its offset (not
+/// relative to the first row), and rows are sent in file order: a row stamped earlier than the
+/// one before it goes as soon as its turn comes.
+pub fn offsets_ns(rows: &[TraceRow], rounds: u32) -> Vec<u64> {
     rows.iter()
-        .map(|r| (r.offset_s * 1e9).round().min(u64::MAX as f64) as u64)
+        .flat_map(|r| {
+            let at = (r.offset_s * 1e9).round().min(u64::MAX as f64) as u64;
+            std::iter::repeat_n(at, rounds as usize)
+        })
         .collect()
 }
 
@@ -215,7 +238,7 @@ mod tests {
             [1, 3, 4, 5]
         );
         assert_eq!(
-            offsets_ns(&rows),
+            offsets_ns(&rows, 1),
             [0, 250_000_000, 500_000_000, 1_000_000_000]
         );
         assert_eq!((rows[2].input_len, rows[2].output_len), (36, 4));
@@ -227,7 +250,7 @@ mod tests {
     #[test]
     fn shared_leading_hash_ids_share_exactly_their_leading_tokens() {
         let rows = parse(TRACE, &cfg(), 100).unwrap();
-        let s = rows_to_samples(&rows, 16, IdRange::DEFAULT, 0);
+        let s = rows_to_samples(&rows, 16, IdRange::DEFAULT, 0, 1);
         let p: Vec<Vec<u32>> = s.iter().map(ids_of).collect();
         for (x, r) in p.iter().zip(&rows) {
             assert_eq!(x.len(), r.input_len as usize);
@@ -249,7 +272,7 @@ mod tests {
             10,
         )
         .unwrap();
-        let q: Vec<Vec<u32>> = rows_to_samples(&t, 16, IdRange::DEFAULT, 0)
+        let q: Vec<Vec<u32>> = rows_to_samples(&t, 16, IdRange::DEFAULT, 0, 1)
             .iter()
             .map(ids_of)
             .collect();
@@ -288,7 +311,36 @@ mod tests {
             ..cfg()
         };
         let rows = parse("{\"t\": 2000, \"in\": 3, \"out\": 4, \"h\": [5]}", &c, 10).unwrap();
-        assert_eq!(offsets_ns(&rows), [2_000_000_000]);
+        assert_eq!(offsets_ns(&rows, 1), [2_000_000_000]);
         assert_eq!((rows[0].input_len, rows[0].output_len), (3, 4));
+    }
+
+    #[test]
+    fn rounds_are_sent_together_and_each_extends_the_one_before() {
+        let rows = parse(TRACE, &cfg(), 2).unwrap();
+        assert_eq!(
+            offsets_ns(&rows, 3),
+            [0, 0, 0, 250_000_000, 250_000_000, 250_000_000]
+        );
+        let s = rows_to_samples(&rows, 16, IdRange::DEFAULT, 0, 3);
+        assert_eq!(s.len(), 6);
+        let p: Vec<Vec<u32>> = s.iter().map(ids_of).collect();
+        // Row 1 (40 prompt tokens, 5 output): round r is r prompts and r - 1 answers long.
+        let one = &p[0];
+        assert_eq!(one.len(), 40);
+        for (k, want) in [(1, 40 + 5 + 40), (2, 40 + 5 + 40 + 5 + 40)] {
+            assert_eq!(p[k].len(), want, "round {}", k + 1);
+            assert_eq!(s[k].prompt_len, want as u64);
+            assert_eq!(s[k].output_len, 5);
+            // The round before is its beginning, then an answer, then the prompt again.
+            assert_eq!(p[k][..p[k - 1].len()], p[k - 1][..]);
+            assert_eq!(&p[k][want - 40..], &one[..]);
+            let answer = &p[k][p[k - 1].len()..want - 40];
+            assert_eq!(answer.len(), 5);
+            assert!(answer.iter().all(|&t| t == answer[0]), "{answer:?}");
+        }
+        // One round per row is the row as it was: the first round of each.
+        let single = rows_to_samples(&rows, 16, IdRange::DEFAULT, 0, 1);
+        assert_eq!(single, [s[0].clone(), s[3].clone()]);
     }
 }

@@ -61,6 +61,8 @@ pub struct Logged {
     pub method: String,
     pub path: String,
     pub request_id: Option<String>,
+    /// SGLang's `X-SMG-Routing-Key` header, when sent.
+    pub routing_key: Option<String>,
     pub status: u64,
     pub body: Value,
 }
@@ -76,6 +78,7 @@ pub fn read(file: &Path) -> Vec<Logged> {
             method: v["method"].as_str().unwrap_or("").to_string(),
             path: v["path"].as_str().unwrap_or("").to_string(),
             request_id: v["request_id"].as_str().map(str::to_owned),
+            routing_key: v["routing_key"].as_str().map(str::to_owned),
             status: v["status"].as_u64().unwrap_or(0),
             body: v["body"].clone(),
         })
@@ -177,6 +180,31 @@ pub fn compare(theirs: &Sorted, ours: &Sorted, file_prompts: bool) -> Vec<Differ
                     show(&ids(t)),
                     show(&ids(o))
                 ),
+            ));
+        }
+        // SGLang's routing key: the same form and groups (each group's count of requests), and
+        // one run's tag on all of a tool's requests.
+        let keys = |g: &[&Logged]| multiset(g.iter().map(|r| routing_key_form(&r.routing_key)));
+        if keys(t) != keys(o) {
+            out.push((
+                "routing key".into(),
+                format!(
+                    "{group} requests' X-SMG-Routing-Key: reference {}, llmspeed {}",
+                    show(&keys(t)),
+                    show(&keys(o))
+                ),
+            ));
+        }
+        let tags = |g: &[&Logged]| -> BTreeSet<String> {
+            g.iter()
+                .filter_map(|r| r.routing_key.as_deref()?.rsplit_once('_'))
+                .map(|(tag, _)| tag.to_string())
+                .collect()
+        };
+        if tags(o).len() > 1 {
+            out.push((
+                "routing key".into(),
+                format!("{group} requests' X-SMG-Routing-Key: llmspeed sent the tags of several runs {:?}", tags(o)),
             ));
         }
         // Which sample a warm-up takes is each tool's own draw: its text is not compared, nor,
@@ -410,6 +438,27 @@ fn request_id_form(id: &Option<String>) -> String {
         .join("-")
 }
 
+/// `{8 hex digits}_{YYYYmmddHHMMSS}_{group}` with the run's part shown by its form and the group
+/// kept; anything else as it is.
+fn routing_key_form(key: &Option<String>) -> String {
+    let Some(key) = key else {
+        return "(none)".into();
+    };
+    let parts: Vec<&str> = key.split('_').collect();
+    match parts[..] {
+        [run, time, group]
+            if run.len() == 8
+                && run.bytes().all(|b| b.is_ascii_hexdigit())
+                && time.len() == 14
+                && time.bytes().all(|b| b.is_ascii_digit())
+                && group.parse::<u32>().is_ok() =>
+        {
+            format!("<8 hex>_<YYYYmmddHHMMSS>_{group}")
+        }
+        _ => format!("{key:?}"),
+    }
+}
+
 fn multiset(items: impl Iterator<Item = String>) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for i in items {
@@ -449,9 +498,57 @@ mod tests {
             method: "POST".into(),
             path: path.into(),
             request_id: id.map(str::to_owned),
+            routing_key: None,
             status: 200,
             body,
         }
+    }
+
+    #[test]
+    fn routing_keys_compare_by_form_and_group_and_one_tag_per_run() {
+        let body = json!({"input_ids": [1, 2], "stream": true});
+        let keyed = |k: &str| Logged {
+            routing_key: Some(k.into()),
+            ..logged("/generate", body.clone(), None)
+        };
+        let theirs = [
+            keyed("0a1b2c3d_20261203120000_0"),
+            keyed("0a1b2c3d_20261203120000_1"),
+        ];
+        let diffs = |ours: &[Logged]| {
+            let (t, o) = (sort(&theirs, 2), sort(ours, 2));
+            compare(&t, &o, false)
+                .into_iter()
+                .filter(|(k, _)| k == "routing key")
+                .count()
+        };
+        // Another run's tag and time, the same groups: equal.
+        let same = [
+            keyed("ffee0011_20261203153000_1"),
+            keyed("ffee0011_20261203153000_0"),
+        ];
+        assert_eq!(diffs(&same), 0);
+        // Another group, a missing key, a malformed one, two runs' tags: each differs.
+        let other_group = [
+            keyed("ffee0011_20261203153000_0"),
+            keyed("ffee0011_20261203153000_0"),
+        ];
+        assert_eq!(diffs(&other_group), 1);
+        let missing = [
+            keyed("ffee0011_20261203153000_0"),
+            logged("/generate", body.clone(), None),
+        ];
+        assert_eq!(diffs(&missing), 1);
+        let malformed = [
+            keyed("ffee0011_20261203153000_x"),
+            keyed("ffee0011_20261203153000_1"),
+        ];
+        assert_eq!(diffs(&malformed), 1);
+        let two_tags = [
+            keyed("ffee0011_20261203153000_0"),
+            keyed("ffee0012_20261203153000_1"),
+        ];
+        assert_eq!(diffs(&two_tags), 1);
     }
 
     #[test]

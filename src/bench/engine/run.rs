@@ -222,6 +222,9 @@ fn client_lag_of(
     ))
 }
 
+/// The header SGLang's `--gsp-send-routing-key` names a request's shared-prefix group in.
+const ROUTING_KEY: &str = "X-SMG-Routing-Key";
+
 /// Builds the stream request of a sample.
 struct Requests<'a> {
     plan: &'a Plan,
@@ -261,6 +264,11 @@ impl<'a> Requests<'a> {
             expected_events: s.output_len as usize + 8,
             keep_text: Some(self.plan.keep_text),
             request_id: index.map(|i| self.plan.request_ids.request(i)),
+            // Warm-ups carry no routing key, as in SGLang.
+            header: match (&self.plan.routing_tag, index.and(s.group)) {
+                (Some(tag), Some(g)) => Some((ROUTING_KEY, format!("{tag}_{g}"))),
+                _ => None,
+            },
         })
     }
 }
@@ -397,21 +405,23 @@ impl Order {
     }
 }
 
-/// A trace dataset's own send offsets (the same rows the dataset was built from).
+/// A trace dataset's own send offsets (the same rows the dataset was built from, `n` samples:
+/// each row's rounds).
 fn self_timed_offsets(plan: &Plan, n: usize) -> Result<Vec<u64>, RunError> {
     let path = plan
         .dataset
         .path
         .as_deref()
         .ok_or(datasets::DatasetError::NoPath("timed_trace"))?;
-    let rows = crate::workload::trace::read(path, &plan.dataset.trace, n)?;
-    if rows.len() != n {
+    let rounds = plan.dataset.trace.rounds.max(1);
+    let rows = crate::workload::trace::read(path, &plan.dataset.trace, n / rounds as usize)?;
+    if rows.len() * rounds as usize != n {
         return Err(RunError::Setup(format!(
-            "the trace changed while it was read: {} rows, then {n}",
+            "the trace changed while it was read: {} rows of {rounds} rounds, then {n} requests",
             rows.len()
         )));
     }
-    Ok(crate::workload::trace::offsets_ns(&rows))
+    Ok(crate::workload::trace::offsets_ns(&rows, rounds))
 }
 
 /// Opens the connections the run will hold at once before its start, when the plan asks.
@@ -495,6 +505,7 @@ impl Probes {
         }
         let _ = writeln!(log, "probe request rate: {} req/s", plan.probe_request_rate);
         let hi = Sample {
+            group: None,
             prompt: PromptSource::Text("Hi".into()),
             prompt_len: 1,
             output_len: 1,

@@ -177,6 +177,10 @@ pub struct SglangArgs {
     /// Keep the generated-shared-prefix requests in build order (no shuffle).
     #[arg(long)]
     pub gsp_ordered: bool,
+    /// Send each generated-shared-prefix request's group in an `X-SMG-Routing-Key` header
+    /// (`{8 hex digits of this run}_{its start, YYYYmmddHHMMSS}_{group}`).
+    #[arg(long)]
+    pub gsp_send_routing_key: bool,
     /// uniform (every group its prompts) or zipf (each prompt's group drawn by rank; needs
     /// --gsp-zipf-alpha).
     #[arg(long, default_value = "uniform")]
@@ -280,6 +284,18 @@ impl SglangConfig {
 }
 
 /// The reader that reads what `backend` speaks, and its default port.
+/// SGLang's routing tag of a run: 8 random hex digits and the start's `%Y%m%d%H%M%S` (UTC here,
+/// local time in SGLang), e.g. `3fa85f64_20261203153000`.
+fn routing_tag() -> String {
+    let now =
+        crate::sys::UtcDateTime::from_unix(crate::sys::unix_secs(std::time::SystemTime::now()));
+    format!(
+        "{:08x}_{}",
+        rand::random::<u32>(),
+        now.compact().replace('-', "")
+    )
+}
+
 fn backend_of(b: &str) -> Result<(Reader, u16), String> {
     Ok(match b {
         "sglang" | "sglang-native" => (Reader::Native, 30000),
@@ -558,6 +574,7 @@ impl SglangArgs {
             start_at_unix_ns: self.many.start_at_unix_ns,
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
+            routing_tag: self.gsp_send_routing_key.then(routing_tag),
             // A request starts when it may run (its slot, never before its send time): SGLang's
             // `st`. SGLang's figures are `metrics`' reading of the timelines; the engine's
             // records under these rules serve only the steady-state window.
@@ -654,9 +671,10 @@ impl SglangArgs {
                 // SGLang's file: --dataset-path, else /tmp/<workload>_trace.jsonl, fetched at
                 // run time when missing (`run::mooncake_trace`).
                 d.path = self.mooncake_trace()?.map(|t| t.path);
-                if self.mooncake_num_rounds != 1 {
-                    return Err(refuse("--mooncake-num-rounds"));
+                if self.mooncake_num_rounds == 0 {
+                    return Err("--mooncake-num-rounds must be at least 1".into());
                 }
+                d.trace.rounds = self.mooncake_num_rounds;
                 if self.mooncake_slowdown_factor.is_nan() || self.mooncake_slowdown_factor <= 0.0 {
                     return Err(format!(
                         "--mooncake-slowdown-factor must be above 0, got {}",

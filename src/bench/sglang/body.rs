@@ -179,6 +179,7 @@ mod tests {
 
     fn sample(text: &str, out: u32) -> Sample {
         Sample {
+            group: None,
             prompt: PromptSource::Text(text.into()),
             prompt_len: 3,
             output_len: out,
@@ -196,6 +197,7 @@ mod tests {
         f.extra.insert("seed".into(), json!(1));
         let extra = json!({"top_p": 0.9, "tools": [{"type": "function"}], "temperature": 0.3});
         let s = Sample {
+            group: None,
             prompt: PromptSource::Chat {
                 messages: std::sync::Arc::new(
                     json!([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]),

@@ -89,14 +89,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: "only 1: generated-shared-prefix conversations are not built",
     },
     Refusal {
-        flag: "--gsp-send-routing-key",
-        reason: "requests carry no per-group routing header",
-    },
-    Refusal {
-        flag: "--mooncake-num-rounds",
-        reason: "multi-round mooncake sessions are not replayed; only 1",
-    },
-    Refusal {
         flag: "--use-trace-timestamps",
         reason: "it is only valid for the mooncake dataset",
     },
@@ -226,13 +218,11 @@ pub struct RefusedFlags {
     pub image_content: Option<String>,
     #[arg(long, hide = true, default_value_t = 1)]
     pub gsp_num_turns: i64,
-    #[arg(long, hide = true)]
-    pub gsp_send_routing_key: bool,
 }
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 17] {
+    fn given(&self) -> [(&'static str, bool); 16] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -270,7 +260,6 @@ impl RefusedFlags {
             ("--random-image-count", self.random_image_count),
             ("--image-*", image),
             ("--gsp-num-turns", self.gsp_num_turns != 1),
-            ("--gsp-send-routing-key", self.gsp_send_routing_key),
         ]
     }
 

@@ -1098,6 +1098,7 @@ impl ServeArgs {
                 label_input_length: self.timed_trace_label_input_length.clone(),
                 label_output_length: self.timed_trace_label_output_length.clone(),
                 label_hash_ids: self.timed_trace_label_hash_ids.clone(),
+                rounds: 1,
             },
             shuffle: !self.disable_shuffle,
             oversample: !self.no_oversample,

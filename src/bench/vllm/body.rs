@@ -257,6 +257,7 @@ mod tests {
     #[test]
     fn bodies_are_vllms_payloads_exactly() {
         let s = Sample {
+            group: None,
             prompt: PromptSource::Text("hi".into()),
             prompt_len: 1,
             output_len: 5,
@@ -292,6 +293,7 @@ mod tests {
     #[test]
     fn responses_body_is_vllms_payload() {
         let s = Sample {
+            group: None,
             prompt: PromptSource::Text("hi".into()),
             prompt_len: 1,
             output_len: 5,
@@ -322,6 +324,7 @@ mod tests {
     fn native_backend_bodies() {
         use crate::net::Dialect;
         let s = Sample {
+            group: None,
             prompt: PromptSource::Text("hi".into()),
             prompt_len: 3,
             output_len: 5,
@@ -411,6 +414,7 @@ mod tests {
     #[test]
     fn chat_body_uses_messages_and_max_completion_tokens() {
         let s = Sample {
+            group: None,
             prompt: PromptSource::Text("hi".into()),
             prompt_len: 1,
             output_len: 5,

@@ -224,6 +224,7 @@ impl Talk {
             }
             let body = self.body(&model, c.system.as_deref(), &history, user, *out_len);
             let req = StreamRequest {
+                header: None,
                 path: self.cfg.endpoint.clone(),
                 body: Bytes::from(body.to_string()),
                 dialect: crate::net::Dialect::OpenAi,

@@ -55,6 +55,7 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         start_at_unix_ns: cfg.start_at_unix_ns,
         probe_request_rate: cfg.probe_request_rate,
         progress_step: "bench serve",
+        routing_tag: None,
         latency_origin: match cfg.latency_from {
             LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
             LatencyFrom::Sent => LatencyOrigin::Sent,
@@ -145,6 +146,7 @@ mod tests {
     fn bodies_name_the_model_the_engine_asks_for() {
         let p = plan(&["--model", "m"]);
         let s = Sample {
+            group: None,
             prompt: PromptSource::Text("hello".into()),
             prompt_len: 1,
             output_len: 4,

@@ -362,6 +362,7 @@ mod tests {
     #[test]
     fn dry_run_stats_by_hand() {
         let s = |i: u64, o: u32| Sample {
+            group: None,
             prompt: PromptSource::Text(String::new()),
             prompt_len: i,
             output_len: o,
