@@ -64,11 +64,15 @@ mod linux {
             } else if enable_rx_stamps(std.as_raw_fd()).is_err() {
                 Some(Fallback::EnableFailed)
             } else {
-                // TCP_INQ (the bytes each read leaves, `stamp::tcp_inq`) is not asked for yet:
-                // with it on, matrix_e2e's simulated C = 2 cell read 25% of its gaps merged in 2
-                // runs of 2, and 0 of 2 without; but CI then showed the same with it off, on a
-                // loaded machine, and the kernel changes nothing in the read for it (one more
-                // cmsg). Back on after a quiet A/B shows no difference.
+                // The bytes each read leaves behind come in the same control buffer
+                // (`stamp::tcp_inq`). A kernel before 4.18 refuses it: the reads then say nothing
+                // of what they left. It was off for a while: matrix_e2e's C = 2 cell read 25% of
+                // its gaps merged with it on in 2 runs of 2, but CI showed the same with it off
+                // on a loaded machine, and a quiet A/B (2026-12-03, load 0.4-0.6, `selftest
+                // --pin 0:1`, off and on alternated) found no difference: 2 x 4 ms, 6 pairs, gaps
+                // merged 0-2.2% off, 0-4.8% on; 128 x 1 ms, 3 pairs, 45.7-47.4% off, 11.3-47.5%
+                // on. The kernel adds one cmsg to the read and nothing else.
+                let _ = enable_inq(std.as_raw_fd());
                 None
             };
             // SAFETY: the `TcpStream` owns its descriptor, and this `AsyncFd` owns the stream
@@ -224,6 +228,12 @@ mod linux {
             libc::SO_TIMESTAMPING,
             flags as libc::c_int,
         )
+    }
+
+    /// `TCP_INQ`: every `recvmsg` with a control buffer also says how many bytes it left in
+    /// the receive queue (`net::stamp::tcp_inq`), at no extra call.
+    fn enable_inq(fd: std::os::fd::RawFd) -> io::Result<()> {
+        set_int_option(fd, libc::SOL_TCP, libc::TCP_INQ, 1)
     }
 
     /// `setsockopt` of one `int` (the kernel reads `SO_TIMESTAMPING`'s flags as one too).
