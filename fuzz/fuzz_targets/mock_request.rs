@@ -24,11 +24,15 @@ fuzz_target!(|data: &[u8]| {
         method: "POST".into(),
         path: "/v1/completions".into(),
         request_id: std::str::from_utf8(data).ok().map(str::to_owned),
+        routing_key: std::str::from_utf8(data).ok().map(str::to_owned),
         status: 200,
         body: bytes::Bytes::copy_from_slice(data),
     });
     assert!(!logged.contains('\n'), "{logged}");
     let logged: serde_json::Value = serde_json::from_str(&logged).expect("a JSON line");
+    if let Ok(text) = std::str::from_utf8(data) {
+        assert_eq!(logged["routing_key"], text);
+    }
     if let Ok(body) = serde_json::from_slice::<serde_json::Value>(data) {
         assert_eq!(logged["body"], body);
         for flavor in [

@@ -46,12 +46,14 @@ fuzz_target!(|data: &[u8]| {
             let _ = parse_start_at(&text);
         }
         4 => {
-            // A trace's prompts are built from its rows: rows that parse must build, and every
-            // block id must stay inside the id range.
+            // A trace's prompts are built from its rows: rows that parse must build, a request
+            // and an offset per round of each row.
             if let Ok(rows) = trace::parse(&text, &TraceConfig::default(), 64) {
-                let samples = trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 1);
-                assert_eq!(samples.len(), rows.len());
-                let _ = trace::offsets_ns(&rows);
+                for rounds in [1, 3] {
+                    let samples = trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 1, rounds);
+                    assert_eq!(samples.len(), rows.len() * rounds as usize);
+                    assert_eq!(trace::offsets_ns(&rows, rounds).len(), samples.len());
+                }
             }
         }
         5 => {
