@@ -1195,4 +1195,49 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
         prefixes.insert(p[0].clone());
     }
     assert_eq!(prefixes.len(), 3, "three groups, three prefixes");
+
+    // `--num-runs 2`: each run makes its tag, as each SGLang invocation does.
+    let log = dir.join("requests-two-runs.jsonl");
+    let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    mc.request_log = Some(log.clone());
+    let server = mock_server::MockThread::start(mc);
+    let url = server.url();
+    let out = dir.join("gsp-two-runs.jsonl");
+    session(&[
+        "--base-url",
+        &url,
+        "--dataset-name",
+        "generated-shared-prefix",
+        "--gsp-num-groups",
+        "2",
+        "--gsp-prompts-per-group",
+        "2",
+        "--gsp-system-prompt-len",
+        "16",
+        "--gsp-question-len",
+        "4",
+        "--gsp-output-len",
+        "2",
+        "--tokenize-prompt",
+        "--gsp-send-routing-key",
+        "--num-runs",
+        "2",
+        "--output-file",
+        out.to_str().unwrap(),
+    ]);
+    server.stop();
+    let mut per_tag: std::collections::BTreeMap<String, usize> = Default::default();
+    for l in std::fs::read_to_string(&log).unwrap().lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        if let Some(k) = v["routing_key"].as_str() {
+            *per_tag
+                .entry(k.rsplit_once('_').unwrap().0.to_string())
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(
+        per_tag.values().copied().collect::<Vec<_>>(),
+        [4, 4],
+        "two runs, two tags, each on its run's 4 requests: {per_tag:?}"
+    );
 }

@@ -84,10 +84,10 @@ pub struct Plan {
     pub keep_text: bool,
     /// Request i's `x-request-id`.
     pub request_ids: RequestIds,
-    /// The run's routing tag (SGLang's `--gsp-send-routing-key`): a benchmark request whose
-    /// sample came from shared-prefix group g carries `X-SMG-Routing-Key: {tag}_{g}`, so a
-    /// router sends a group's requests to one worker. `None`: no such header.
-    pub routing_tag: Option<String>,
+    /// SGLang's `--gsp-send-routing-key`: a benchmark request whose sample came from
+    /// shared-prefix group g carries `X-SMG-Routing-Key: {tag}_{g}`, the tag new for each run
+    /// (`engine::run`), so a router sends a group's requests to one worker.
+    pub routing_key: bool,
     /// LoRA adapters benchmark requests name instead of the model (empty: none).
     pub lora_modules: Vec<String>,
     pub lora_assignment: LoraAssignment,

@@ -225,12 +225,26 @@ fn client_lag_of(
 /// The header SGLang's `--gsp-send-routing-key` names a request's shared-prefix group in.
 const ROUTING_KEY: &str = "X-SMG-Routing-Key";
 
+/// A run's routing tag, as SGLang makes one each time it builds the dataset: 8 random hex digits
+/// and the start's `%Y%m%d%H%M%S` (UTC here, local time in SGLang), e.g.
+/// `3fa85f64_20261203153000`.
+fn routing_tag() -> String {
+    let now = crate::sys::UtcDateTime::from_unix(crate::sys::unix_secs(SystemTime::now()));
+    format!(
+        "{:08x}_{}",
+        rand::random::<u32>(),
+        now.compact().replace('-', "")
+    )
+}
+
 /// Builds the stream request of a sample.
 struct Requests<'a> {
     plan: &'a Plan,
     model: &'a str,
     /// Benchmark request i names adapter `lora[i]`; warm-ups and probes keep the model.
     lora: Vec<usize>,
+    /// This run's routing tag ([`Plan::routing_key`]).
+    routing_tag: Option<String>,
 }
 
 impl<'a> Requests<'a> {
@@ -241,7 +255,13 @@ impl<'a> Requests<'a> {
             n,
             plan.dataset.seed,
         );
-        Requests { plan, model, lora }
+        let routing_tag = plan.routing_key.then(routing_tag);
+        Requests {
+            plan,
+            model,
+            lora,
+            routing_tag,
+        }
     }
 
     /// `index` is the sample's position, which names the request; warm-ups are not benchmark
@@ -265,7 +285,7 @@ impl<'a> Requests<'a> {
             keep_text: Some(self.plan.keep_text),
             request_id: index.map(|i| self.plan.request_ids.request(i)),
             // Warm-ups carry no routing key, as in SGLang.
-            header: match (&self.plan.routing_tag, index.and(s.group)) {
+            header: match (&self.routing_tag, index.and(s.group)) {
                 (Some(tag), Some(g)) => Some((ROUTING_KEY, format!("{tag}_{g}"))),
                 _ => None,
             },

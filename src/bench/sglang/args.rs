@@ -284,18 +284,6 @@ impl SglangConfig {
 }
 
 /// The reader that reads what `backend` speaks, and its default port.
-/// SGLang's routing tag of a run: 8 random hex digits and the start's `%Y%m%d%H%M%S` (UTC here,
-/// local time in SGLang), e.g. `3fa85f64_20261203153000`.
-fn routing_tag() -> String {
-    let now =
-        crate::sys::UtcDateTime::from_unix(crate::sys::unix_secs(std::time::SystemTime::now()));
-    format!(
-        "{:08x}_{}",
-        rand::random::<u32>(),
-        now.compact().replace('-', "")
-    )
-}
-
 fn backend_of(b: &str) -> Result<(Reader, u16), String> {
     Ok(match b {
         "sglang" | "sglang-native" => (Reader::Native, 30000),
@@ -574,7 +562,7 @@ impl SglangArgs {
             start_at_unix_ns: self.many.start_at_unix_ns,
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
-            routing_tag: self.gsp_send_routing_key.then(routing_tag),
+            routing_key: self.gsp_send_routing_key,
             // A request starts when it may run (its slot, never before its send time): SGLang's
             // `st`. SGLang's figures are `metrics`' reading of the timelines; the engine's
             // records under these rules serve only the steady-state window.

@@ -55,7 +55,7 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         start_at_unix_ns: cfg.start_at_unix_ns,
         probe_request_rate: cfg.probe_request_rate,
         progress_step: "bench serve",
-        routing_tag: None,
+        routing_key: false,
         latency_origin: match cfg.latency_from {
             LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
             LatencyFrom::Sent => LatencyOrigin::Sent,
