@@ -10,8 +10,8 @@ mod real_server;
 mod server;
 
 use real_server::{
-    assert_client_kept_up, bench_result, bench_serve, cell, check_bench_counts, llmspeed,
-    stream_summary, text,
+    assert_client_kept_up, assert_server_ran, bench_result, bench_serve, cell, check_bench_counts,
+    llmspeed, stream_summary, text,
 };
 use serde_json::Value;
 use server::LlamaServer;
@@ -156,24 +156,7 @@ fn matrix_on_llama_cpp_is_valid_where_it_fits_and_over_capacity_by_slots() {
             assert_client_kept_up(cell, &format!("{ctx} x {c}"), &o);
             let tps = cell["output_tok_per_s"].as_f64().unwrap();
             assert!(tps > 0.0, "{cell}");
-            // The server's own running count, sampled: all c slots busy at some sample, and
-            // the figure their mean. (A sample between two of a stream's requests sees fewer:
-            // CI saw 2, 2, 0 at C = 2, a mean of 1.33, while both streams reconnected.)
-            let running: Vec<f64> = cell["server_samples"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{cell}"))
-                .iter()
-                .map(|s| s["running"].as_f64().unwrap())
-                .collect();
-            assert!(!running.is_empty(), "{cell}");
-            let peak = running.iter().copied().fold(f64::MIN, f64::max);
-            assert_eq!(peak, c as f64, "{ctx} x {c}: running samples {running:?}");
-            let mean = running.iter().sum::<f64>() / running.len() as f64;
-            let avg = cell["avg_active_requests"].as_f64().unwrap();
-            assert!(
-                (avg - mean).abs() < 1e-9,
-                "{ctx} x {c}: avg {avg}, samples' mean {mean}"
-            );
+            assert_server_ran(cell, c, &format!("{ctx} x {c}"));
         }
         // Eight streams on four slots: known before running.
         let c8 = cell(&r, ctx, 8);

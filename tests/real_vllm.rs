@@ -15,8 +15,8 @@ mod server;
 use llmspeed::server::engine::EngineKind;
 use llmspeed::server::sampler::MetricNames;
 use real_server::{
-    assert_client_kept_up, bench_result, bench_serve, cell, check_bench_counts, histogram,
-    llmspeed, metric, stream_summary, text,
+    assert_client_kept_up, assert_server_ran, bench_result, bench_serve, cell, check_bench_counts,
+    histogram, llmspeed, metric, stream_summary, text,
 };
 use serde_json::Value;
 use server::{VllmServer, KV_BLOCKS, MAX_MODEL_LEN, MAX_NUM_SEQS, MODEL};
@@ -219,21 +219,7 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
             // average rounds to c": the cell's streams all ask for the same 256 tokens, so they
             // end together and restart together, and on a busy machine the server's own count
             // sat below c long enough for a true average of 3.0 at c = 4.)
-            let running: Vec<f64> = cell["server_samples"]
-                .as_array()
-                .unwrap_or_else(|| panic!("{cell}"))
-                .iter()
-                .map(|s| s["running"].as_f64().unwrap())
-                .collect();
-            assert!(!running.is_empty() && running.len() < 600, "{cell}");
-            let peak = running.iter().copied().fold(f64::MIN, f64::max);
-            assert_eq!(peak, c as f64, "{ctx} x {c}: running samples {running:?}");
-            let mean = running.iter().sum::<f64>() / running.len() as f64;
-            let avg = cell["avg_active_requests"].as_f64().unwrap();
-            assert!(
-                (avg - mean).abs() < 1e-9,
-                "{ctx} x {c}: avg {avg}, samples' mean {mean}"
-            );
+            assert_server_ran(cell, c, &format!("{ctx} x {c}"));
             // The server's own generation counter over the window, within 1% of ours.
             let ours = cell["output_tokens"].as_i64().unwrap();
             let server = cell["server_output_tokens"]

@@ -416,6 +416,28 @@ pub fn histogram(page: &str, name: &str) -> Vec<(f64, f64)> {
 /// client reads, so no stamp bound may mark the cell. The one thing they cannot vouch for is
 /// the client writing its requests late: a cell marked for that alone is accepted, with its
 /// reason printed.
+/// A C-stream cell as the server counted it: its running count, sampled at 1 Hz or more, peaks
+/// at C, and `avg_active_requests` is the samples' mean. (Not "the mean is C": a sample taken
+/// while the streams were between requests sees fewer, a true reading; CI saw 2, 2, 0 at C = 2
+/// on llama.cpp while both streams reconnected.)
+pub fn assert_server_ran(cell: &Value, c: u64, name: &str) {
+    let running: Vec<f64> = cell["server_samples"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{name}: {cell}"))
+        .iter()
+        .map(|s| s["running"].as_f64().unwrap())
+        .collect();
+    assert!(!running.is_empty() && running.len() < 600, "{name}: {cell}");
+    let peak = running.iter().copied().fold(f64::MIN, f64::max);
+    assert_eq!(peak, c as f64, "{name}: running samples {running:?}");
+    let mean = running.iter().sum::<f64>() / running.len() as f64;
+    let avg = cell["avg_active_requests"].as_f64().unwrap();
+    assert!(
+        (avg - mean).abs() < 1e-9,
+        "{name}: avg {avg}, samples' mean {mean}"
+    );
+}
+
 pub fn assert_client_kept_up(cell: &Value, name: &str, o: &Output) {
     let lag = &cell["client_lag"];
     assert_eq!(lag["stamp_source"], "packet", "{name}: {lag}\n{}", text(o));
