@@ -237,7 +237,7 @@ mod linux {
     }
 
     /// `setsockopt` of one `int` (the kernel reads `SO_TIMESTAMPING`'s flags as one too).
-    pub(super) fn set_int_option(
+    fn set_int_option(
         fd: std::os::fd::RawFd,
         level: libc::c_int,
         name: libc::c_int,
@@ -520,8 +520,8 @@ mod tests {
         counts
     }
 
-    /// `TCP_CM_INQ` against the byte count the server wrote: 48 KiB written at once and read
-    /// 4 KiB at a time after they all arrived; every read says exactly what it left (the server
+    /// `TCP_CM_INQ`, as every plain connection asks for it, against the byte count the server
+    /// wrote: 48 KiB written at once and read 4 KiB at a time after they all arrived; every read says exactly what it left (the server
     /// holds its end open until the client is done, so no FIN counts as a byte).
     #[test]
     fn every_read_says_the_bytes_it_left_in_the_socket() {
@@ -541,9 +541,7 @@ mod tests {
         let _keeper = StampKeeper::new().expect("SO_TIMESTAMPING on a UDP socket");
         let reads = rt.block_on(async move {
             let s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-            // Off by default (see `Plain::new`): asked for here.
-            use std::os::fd::AsRawFd;
-            linux::set_int_option(s.as_raw_fd(), libc::SOL_TCP, libc::TCP_INQ, 1).expect("TCP_INQ");
+            // `Plain::new` asks for TCP_INQ itself: what the client does on every connection.
             let mut p = Plain::new(s, true, None).expect("register");
             let clock = Clock::new();
             // All of it in the receive queue before the first read.
