@@ -112,8 +112,9 @@ async fn request_id_is_sent_per_request_and_replaces_a_configured_one() {
     let client = Client::new(cfg, Clock::new()).unwrap();
     for id in ["bench-0", "bench-1"] {
         let req = StreamRequest {
-            header: None,
             request_id: Some(id.into()),
+            // A request's own header too: sent with it, after the configured ones.
+            header: Some(("X-SMG-Routing-Key", format!("k-{id}"))),
             ..request()
         };
         let start = client.clock().raw();
@@ -128,6 +129,12 @@ async fn request_id_is_sent_per_request_and_replaces_a_configured_one() {
         let lower = req.to_ascii_lowercase();
         assert!(lower.contains(&format!("x-request-id: {id}\r\n")), "{req}");
         assert_eq!(lower.matches("x-request-id:").count(), 1, "{req}");
+        assert!(
+            lower.contains(&format!(
+                "x-request-id: {id}\r\nx-smg-routing-key: k-{id}\r\n"
+            )),
+            "{req}"
+        );
     }
 }
 
@@ -136,7 +143,6 @@ async fn request_id_that_would_break_the_head_is_refused_before_sending() {
     let server = Server::start(vec![respond(vllm_writes(2, 3))]).await;
     let client = Client::new(config(&server), Clock::new()).unwrap();
     let req = StreamRequest {
-        header: None,
         request_id: Some("a\r\nX-Evil: 1".into()),
         ..request()
     };
@@ -147,6 +153,23 @@ async fn request_id_that_would_break_the_head_is_refused_before_sending() {
     let e = tl.outcome.expect_err("must fail");
     assert_eq!(e.kind, ErrorKind::Protocol);
     assert!(e.message.contains("request id"), "{}", e.message);
+    assert!(tl.send_start.is_none(), "nothing was sent");
+    // A request's own header is held to the same rule.
+    let req = StreamRequest {
+        header: Some(("X-SMG-Routing-Key", "a\r\nX-Evil: 1".into())),
+        ..request()
+    };
+    let tl = client
+        .stream(
+            &req,
+            client.clock().raw(),
+            &mut NoopObserver,
+            &Cancel::new(),
+        )
+        .await;
+    let e = tl.outcome.expect_err("must fail");
+    assert_eq!(e.kind, ErrorKind::Protocol);
+    assert!(e.message.contains("X-SMG-Routing-Key"), "{}", e.message);
     assert!(tl.send_start.is_none(), "nothing was sent");
     assert!(server.requests().is_empty());
 }

@@ -32,6 +32,17 @@ pub const PRECONNECT_IN_FLIGHT: usize = 64;
 /// Largest body `get`/`post_json` accept.
 const MAX_FULL_BODY: usize = 64 << 20;
 
+/// `Err` (a protocol failure naming `what` and the value) when `value` cannot be sent as header
+/// `name` without corrupting the request head.
+fn sendable(name: &str, value: &str, what: &str) -> Result<(), RequestError> {
+    validate_header(name, value).map_err(|_| {
+        RequestError::new(
+            ErrorKind::Protocol,
+            format!("{what} {value:?} has bytes not allowed in a header; not sent"),
+        )
+    })
+}
+
 /// One streaming request.
 #[derive(Clone, Debug)]
 pub struct StreamRequest {
@@ -255,12 +266,7 @@ impl Client {
         request_id: Option<&str>,
     ) -> Result<Response, RequestError> {
         if let Some(id) = request_id {
-            if validate_header(REQUEST_ID, id).is_err() {
-                return Err(RequestError::new(
-                    ErrorKind::Protocol,
-                    format!("request id {id:?} has bytes not allowed in a header; not sent"),
-                ));
-            }
+            sendable(REQUEST_ID, id, "request id")?;
         }
         self.full("POST", path, body, request_id).await
     }
@@ -384,22 +390,12 @@ impl Client {
         tl: &mut Timeline,
         observer: &mut O,
     ) -> Result<(), RequestError> {
+        // Checked here, once per request, because the fields are plain data anyone can set.
         if let Some(id) = &req.request_id {
-            // Checked here, once per request, because the field is plain data anyone can set.
-            if validate_header(REQUEST_ID, id).is_err() {
-                return Err(RequestError::new(
-                    ErrorKind::Protocol,
-                    format!("request id {id:?} has bytes not allowed in a header; not sent"),
-                ));
-            }
+            sendable(REQUEST_ID, id, "request id")?;
         }
         if let Some((name, value)) = &req.header {
-            if validate_header(name, value).is_err() {
-                return Err(RequestError::new(
-                    ErrorKind::Protocol,
-                    format!("header {name}: {value:?} is not a valid header line; not sent"),
-                ));
-            }
+            sendable(name, value, name)?;
         }
         let wbuf = self.encode(
             "POST",

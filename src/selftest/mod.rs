@@ -466,7 +466,6 @@ fn stream_requests(shape: &Shape) -> Result<Vec<StreamRequest>, SelftestError> {
         .map_err(SelftestError::Client)?;
     Ok((0..shape.streams)
         .map(|i| StreamRequest {
-            header: None,
             request_id: Some(request_id(i)),
             ..base.clone()
         })
