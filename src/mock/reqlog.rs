@@ -9,10 +9,10 @@
 //! returned), in ns since the server started: the base of the trace's `arrival_ns`, equal to
 //! it when both are on. `request_id` is the `x-request-id` header, `null` without one.
 //! `status` is the answer's status code (a refused request is logged too). A request that
-//! carried SGLang's `X-SMG-Routing-Key` header has its value as `routing_key`, before `body`. `body` is the body
-//! as received when it is JSON (its keys in the order sent, whitespace aside), `null` when it is
-//! empty; a body that is not JSON is `null` there and written as text in `body_text`
-//! (invalid UTF-8 replaced). Lines are in the order the answers' heads were ready, which is not
+//! carried SGLang's `X-SMG-Routing-Key` header has its value as `routing_key`, before `body`.
+//! `body` is the body as received when it is JSON (its keys in the order sent, whitespace
+//! aside), `null` when it is empty; a body that is not JSON is `null` there and written as text
+//! in `body_text` (invalid UTF-8 replaced). Lines are in the order the answers' heads were ready, which is not
 //! always the order of arrival.
 
 use bytes::Bytes;

@@ -979,11 +979,13 @@ fn shared_prefix_text(
 /// A session round's text: `one` `rounds` times, a placeholder answer of about `answer` tokens
 /// ("story" repeated, as SGLang's) between each two.
 fn rounds_text(one: &str, rounds: u32, answer: u32) -> String {
+    if rounds <= 1 {
+        return one.to_string();
+    }
+    let between = format!("\n\n{}\n\n", vec!["story"; answer as usize].join(" "));
     let mut text = one.to_string();
     for _ in 1..rounds {
-        text.push_str("\n\n");
-        text.push_str(&vec!["story"; answer as usize].join(" "));
-        text.push_str("\n\n");
+        text.push_str(&between);
         text.push_str(one);
     }
     text
@@ -1123,6 +1125,27 @@ mod tests {
     }
 
     /// Trace prompts as text (chat endpoint): rows with the same leading hash ids start with
+    /// A session's later round as text: the first round's text, then a placeholder answer of
+    /// the row's output length in words, then the first round's text again.
+    #[test]
+    fn a_trace_rounds_text_repeats_the_first_round_around_a_placeholder_answer() {
+        let rows = crate::workload::trace::parse(
+            "{\"timestamp\": 0, \"input_length\": 20, \"output_length\": 3, \"hash_ids\": [1]}\n",
+            &crate::workload::trace::TraceConfig::default(),
+            10,
+        )
+        .unwrap();
+        let mut s = crate::workload::trace::rows_to_samples(&rows, 16, IdRange::DEFAULT, 0, 2);
+        to_text(&mut s, 3, None).unwrap();
+        let text = |x: &Sample| match &x.prompt {
+            PromptSource::Text(t) => t.clone(),
+            other => panic!("text expected, got {other:?}"),
+        };
+        let one = text(&s[0]);
+        assert!(!one.is_empty() && !one.contains("story"), "{one}");
+        assert_eq!(text(&s[1]), format!("{one}\n\nstory story story\n\n{one}"));
+    }
+
     /// the same text, rows without share none of it, and each is counted once in full.
     #[test]
     fn trace_blocks_become_text_that_keeps_the_shared_prefix() {
