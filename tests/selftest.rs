@@ -1,12 +1,22 @@
 //! `llmspeed selftest` in-process at a small shape: the JSON carries every promised key, every
-//! token is matched to a server trace record, and the error figures are small against the
-//! shape's 2 ms gap. Each bound is checked to be able to fail: the same shape run with a client
-//! that stamps its reads late (`run_with_busy_client`) must cross it. The release-build numbers
-//! are in docs/selftest.md.
+//! token is matched to a server trace record, and what kernel stamps promise holds (gaps read
+//! apart known to the stamp's resolution, the truth inside the stated bounds, a run that was
+//! off called Client-bound), however loaded the machine. A client that stamps its reads late
+//! (`run_with_busy_client`) is caught by the client-clock figures, and with kernel stamps its
+//! lateness is measured instead. The release-build numbers are in docs/selftest.md.
 
-use llmspeed::selftest::{run, run_with_busy_client, write_table, Shape};
+use llmspeed::selftest::{run, run_with_busy_client, write_table, Report, Shape};
 use serde_json::Value;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+/// The tests here that time a run take turns: two beside each other on a 2-core machine
+/// share the cores their clients' figures are about.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn small() -> Shape {
     Shape {
@@ -23,6 +33,7 @@ fn small() -> Shape {
 
 #[test]
 fn preconnect_opens_every_stream_before_the_start() {
+    let _one = one_at_a_time();
     let shape = Shape {
         preconnect: true,
         ..small()
@@ -42,6 +53,7 @@ fn preconnect_opens_every_stream_before_the_start() {
 
 #[test]
 fn small_selftest_matches_every_token_and_reports_sane_errors() {
+    let _one = one_at_a_time();
     let report = run(&small()).expect("selftest runs");
     let json = serde_json::to_value(&report).unwrap();
     let num = |k: &str| -> f64 {
@@ -79,7 +91,9 @@ fn small_selftest_matches_every_token_and_reports_sane_errors() {
         16 * 50,
         "every token matched a trace line"
     );
-    check_stamps_are_prompt(&report).unwrap_or_else(|e| panic!("{e}: {json}"));
+    if cfg!(target_os = "linux") {
+        check_kernel_stamps(&report).unwrap_or_else(|e| panic!("{e}: {json}"));
+    }
     // The client's TTFT against the server's first write: connect and request time only.
     assert!(report.ttft_error_ms_mean.unwrap().abs() < 2.0, "{json}");
     assert!(report.gap_error_us_p50 <= report.gap_error_us_p99);
@@ -97,10 +111,11 @@ fn small_selftest_matches_every_token_and_reports_sane_errors() {
 }
 
 /// What a client that stamps each read when it returns shows against the server's write
-/// times at a 2 ms gap: delivery (read stamp - write stamp) and gap error well under a
-/// quarter of the gap at the median. A client stamping after a delay, or after work that
-/// waits, moves both by that delay.
-fn check_stamps_are_prompt(r: &llmspeed::selftest::Report) -> Result<(), String> {
+/// times at a 2 ms gap, when it keeps up: delivery (read stamp - write stamp) and gap error
+/// well under a quarter of the gap at the median. A client stamping after a delay, or after
+/// work that waits, moves both by that delay; so does a loaded machine that deschedules the
+/// client, which is why only the late client is held to it (below).
+fn check_client_clock_is_prompt(r: &Report) -> Result<(), String> {
     let delivery_p50 = r.delivery_us_p50.ok_or("no delivery figure")?;
     if delivery_p50 >= 500.0 {
         return Err(format!("delivery p50 {delivery_p50} us >= 500 us"));
@@ -108,13 +123,41 @@ fn check_stamps_are_prompt(r: &llmspeed::selftest::Report) -> Result<(), String>
     if r.gap_error_us_p50 >= 500.0 {
         return Err(format!("gap error p50 {} us >= 500 us", r.gap_error_us_p50));
     }
-    // No bound on the minimum: the server stamps after its write returns, and on a shared
-    // machine it can be descheduled in between for milliseconds (reads then look early).
+    Ok(())
+}
+
+/// What kernel receive stamps promise whatever the client's lateness or the machine's load:
+/// a gap whose two ends were each their read's newest data is known to the stamp's resolution
+/// (its error beyond the truth's span, p50, well under 100 us: the stamp is taken inside the
+/// server's write on loopback); the truth lies inside the stated bound for 99% of gaps; and a
+/// run the trace shows was off is called Client-bound (never silently wrong). How many gaps
+/// were read apart is the machine's business, not asserted; that some were is.
+fn check_kernel_stamps(r: &Report) -> Result<(), String> {
+    if r.stamp_source != Some("kernel") {
+        return Err(format!("stamped by {:?}", r.stamp_source));
+    }
+    let apart = r.gap_error_apart_us_p50.ok_or("no gap was read apart")?;
+    if apart >= 100.0 {
+        return Err(format!(
+            "gaps read apart: {apart} us p50 beyond the truth >= 100 us"
+        ));
+    }
+    let cover = r.gap_bound_coverage_percent.ok_or("no gap was bounded")?;
+    if cover < 99.0 {
+        return Err(format!("the bound held for {cover}% of gaps"));
+    }
+    if r.client_limited_in_truth == Some(true) && r.client_bound != Some(true) {
+        return Err(format!(
+            "off in the trace ({:?}) but not called Client-bound",
+            r.client_limited_in_truth_reasons
+        ));
+    }
     Ok(())
 }
 
 #[test]
 fn the_bounds_catch_a_client_that_stamps_late() {
+    let _one = one_at_a_time();
     // With the client's own clock: kernel stamps would take the late wake-ups out (see
     // `kernel_stamps_keep_a_busy_clients_stamps`).
     let shape = Shape {
@@ -126,12 +169,16 @@ fn the_bounds_catch_a_client_that_stamps_late() {
     let good = run(&shape).expect("selftest runs");
     assert_eq!(good.failed_streams, 0, "{:?}", good.first_error);
     // Blocking 0.5 ms after each event: the four chunks of a 2 ms step are read (and stamped)
-    // about 0, 0.5, 1 and 1.5 ms after they arrived; the client still keeps up with the server.
+    // about 0, 0.5, 1 and 1.5 ms after they arrived, on top of whatever the machine adds; the
+    // client still keeps up with the server.
     let late = run_with_busy_client(&shape, Duration::from_micros(500)).expect("selftest runs");
     assert_eq!(late.failed_streams, 0, "{:?}", late.first_error);
-    check_stamps_are_prompt(&good).expect("the real client passes");
+    eprintln!(
+        "client clock: delivery p50 {:?} us (late {:?} us), gap error p50 {:.1} us (late {:.1} us)",
+        good.delivery_us_p50, late.delivery_us_p50, good.gap_error_us_p50, late.gap_error_us_p50
+    );
     assert!(
-        check_stamps_are_prompt(&late).is_err(),
+        check_client_clock_is_prompt(&late).is_err(),
         "a client stamping up to 1.5 ms late passed the bounds: delivery p50 {} us, gap error p50 {} us",
         late.delivery_us_p50.unwrap(),
         late.gap_error_us_p50
@@ -146,12 +193,14 @@ fn the_bounds_catch_a_client_that_stamps_late() {
 
 #[test]
 fn kernel_stamps_keep_a_busy_clients_stamps() {
+    let _one = one_at_a_time();
     // A busy client as above, with kernel receive stamps: three streams, 2 ms of blocking per
     // event, a 10 ms step, so the second and third stream's reads of each step return about 2
     // and 4 ms after their data arrived (with the client's own clock their delivery p50 is
-    // about 2 ms), and the client, busy 6 ms of every 10, keeps up even beside the other tests.
-    // Kernel stamps say when the data arrived, and the lateness is reported as the client's
-    // wake-up latency instead.
+    // about 2 ms). Kernel stamps say when the data arrived, and the lateness is reported as
+    // the client's wake-up latency instead. On a loaded machine the client can fall further
+    // behind and read several tokens at once; those gaps are then known only to the read's
+    // spread, and the run says so (`check_kernel_stamps`).
     let shape = Shape {
         streams: 3,
         gap: Duration::from_millis(10),
@@ -162,16 +211,18 @@ fn kernel_stamps_keep_a_busy_clients_stamps() {
     let late = run_with_busy_client(&shape, busy).expect("selftest runs");
     assert_eq!(late.failed_streams, 0, "{:?}", late.first_error);
     eprintln!(
-        "busy client: delivery p50 {:?} us, gap error p50 {:.1} us, wake-up p50 {:?} p99 {:?} us",
-        late.delivery_us_p50,
+        "busy client: gaps read apart {:?}% ({:?} us p50 beyond the truth), gap error p50 {:.1} us, wake-up p50 {:?} p99 {:?} us, Client-bound {:?}",
+        late.gaps_apart_percent,
+        late.gap_error_apart_us_p50,
         late.gap_error_us_p50,
         late.client_wakeup_us_p50,
-        late.client_wakeup_us_p99
+        late.client_wakeup_us_p99,
+        late.client_bound
     );
     if cfg!(target_os = "linux") {
-        assert_eq!(late.stamp_source, Some("kernel"), "{late:?}");
-        check_stamps_are_prompt(&late).unwrap_or_else(|e| panic!("{e}: {late:?}"));
-        // The second stream's data may land a few us after the first's read began.
+        check_kernel_stamps(&late).unwrap_or_else(|e| panic!("{e}: {late:?}"));
+        // Every step, the third stream's read waits out two blocks: the lateness is measured
+        // (a loaded machine only adds to it).
         let p99 = late.client_wakeup_us_p99.expect("kernel-stamped reads");
         assert!(
             p99 >= 0.9 * busy.as_secs_f64() * 1e6,
