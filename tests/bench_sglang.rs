@@ -1240,4 +1240,66 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
         [4, 4],
         "two runs, two tags, each on its run's 4 requests: {per_tag:?}"
     );
+
+    // Two shards of one run (`--shard K/2`, one `--start-at`, here already passed so neither
+    // waits): one tag over both, so group g keeps one key whichever shard sends its requests.
+    // Without `--start-at` each shard makes its own.
+    let shards = |start_at: Option<&str>| -> Vec<String> {
+        let log = dir.join(format!("requests-shards-{}.jsonl", start_at.is_some()));
+        let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+        mc.request_log = Some(log.clone());
+        let server = mock_server::MockThread::start(mc);
+        let url = server.url();
+        for k in ["0/2", "1/2"] {
+            let out = dir.join(format!("gsp-shard-{}.jsonl", &k[..1]));
+            let mut args = vec![
+                "--base-url",
+                &url,
+                "--dataset-name",
+                "generated-shared-prefix",
+                "--gsp-num-groups",
+                "2",
+                "--gsp-prompts-per-group",
+                "2",
+                "--gsp-system-prompt-len",
+                "16",
+                "--gsp-question-len",
+                "4",
+                "--gsp-output-len",
+                "2",
+                "--tokenize-prompt",
+                "--gsp-send-routing-key",
+                "--shard",
+                k,
+                "--output-file",
+                out.to_str().unwrap(),
+            ];
+            if let Some(at) = start_at {
+                args.extend(["--start-at", at]);
+            }
+            session(&args);
+        }
+        server.stop();
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .filter_map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["routing_key"].as_str().map(str::to_string)
+            })
+            .collect()
+    };
+    let keys = shards(Some("1796311800"));
+    assert_eq!(keys.len(), 4, "each shard sent its 2 of the 4: {keys:?}");
+    let tags: std::collections::BTreeSet<_> =
+        keys.iter().map(|k| k.rsplit_once('_').unwrap().0).collect();
+    assert_eq!(tags.len(), 1, "one run on two shards, one tag: {keys:?}");
+    assert!(
+        tags.iter().all(|t| t.ends_with("_20261203153000")),
+        "the start named is --start-at's: {tags:?}"
+    );
+    let keys = shards(None);
+    let tags: std::collections::BTreeSet<_> =
+        keys.iter().map(|k| k.rsplit_once('_').unwrap().0).collect();
+    assert_eq!(tags.len(), 2, "unsynchronised shards, a tag each: {keys:?}");
 }

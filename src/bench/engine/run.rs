@@ -26,6 +26,8 @@ use crate::sys::CpuTime;
 use crate::timeline::{ErrorKind, Timeline};
 use crate::workload::datasets::{self, PromptSource, Sample};
 use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -146,6 +148,12 @@ pub async fn run(
         );
     }
     let requests = Requests::new(plan, &request_model, samples.len());
+    if plan.routing_key && plan.shard.is_some() && plan.start_at_unix_ns.is_none() {
+        let _ = writeln!(
+            log,
+            "note: without --start-at each shard makes its own routing tag, so a group split across shards carries one key per shard"
+        );
+    }
     let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
     unless_stopped(cancel, "warming up", warm).await?;
     let mut order = Order::new(plan, &samples, &requests, log)?;
@@ -227,14 +235,23 @@ const ROUTING_KEY: &str = "X-SMG-Routing-Key";
 
 /// A run's routing tag, as SGLang makes one each time it builds the dataset: 8 random hex digits
 /// and the start's `%Y%m%d%H%M%S` (UTC here, local time in SGLang), e.g.
-/// `3fa85f64_20261203153000`.
-fn routing_tag() -> String {
-    let now = crate::sys::UtcDateTime::from_unix(crate::sys::unix_secs(SystemTime::now()));
-    format!(
-        "{:08x}_{}",
-        rand::random::<u32>(),
-        now.compact().replace('-', "")
-    )
+/// `3fa85f64_20261203153000`. Shards told one `--start-at` are one run on several machines:
+/// they make the same tag from that instant and the seed, so a group whose requests fall to
+/// several shards still carries one key (`shared_start`: the `--start-at` instant, Unix ns,
+/// and the seed). Any other run makes its own.
+fn routing_tag(shared_start: Option<(u64, u64)>) -> String {
+    let (hex, secs) = match shared_start {
+        Some((at_unix_ns, seed)) => (
+            StdRng::seed_from_u64(at_unix_ns ^ seed).gen::<u32>(),
+            at_unix_ns / 1_000_000_000,
+        ),
+        None => (
+            rand::random::<u32>(),
+            crate::sys::unix_secs(SystemTime::now()),
+        ),
+    };
+    let at = crate::sys::UtcDateTime::from_unix(secs);
+    format!("{hex:08x}_{}", at.compact().replace('-', ""))
 }
 
 /// Builds the stream request of a sample.
@@ -255,7 +272,11 @@ impl<'a> Requests<'a> {
             n,
             plan.dataset.seed,
         );
-        let routing_tag = plan.routing_key.then(routing_tag);
+        let shared_start = plan
+            .shard
+            .and(plan.start_at_unix_ns)
+            .map(|at| (at, plan.dataset.seed));
+        let routing_tag = plan.routing_key.then(|| routing_tag(shared_start));
         Requests {
             plan,
             model,
@@ -905,5 +926,22 @@ mod tests {
             stop_fate(&tl(true, Some(ErrorKind::HttpStatus))),
             StopFate::Ran
         );
+    }
+
+    #[test]
+    fn shards_of_one_start_share_a_routing_tag_and_other_runs_do_not() {
+        // 2026-12-03 15:30:00 UTC.
+        let at = 1_796_311_800_000_000_000;
+        let tag = routing_tag(Some((at, 42)));
+        assert_eq!(tag, routing_tag(Some((at, 42))));
+        let (hex, when) = tag.split_once('_').unwrap();
+        assert!(
+            hex.len() == 8 && hex.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{tag}"
+        );
+        assert_eq!(when, "20261203153000");
+        assert_ne!(tag, routing_tag(Some((at + 1_000_000_000, 42))));
+        assert_ne!(tag, routing_tag(Some((at, 43))));
+        assert_ne!(routing_tag(None), routing_tag(None));
     }
 }
