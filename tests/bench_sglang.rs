@@ -1303,3 +1303,135 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
         keys.iter().map(|k| k.rsplit_once('_').unwrap().0).collect();
     assert_eq!(tags.len(), 2, "unsynchronised shards, a tag each: {keys:?}");
 }
+
+#[test]
+fn multi_turn_rows_send_each_round_with_the_answers_before_it() {
+    // `--gsp-num-turns 3` on the chat backend: 2 groups x 2 prompts, each a row of 3 rounds
+    // sent one after another, round r carrying the row's earlier turns and the answers the
+    // server gave; SGLang's record counts each round as a request and, as SGLang, no dataset
+    // input for conversations.
+    let dir = tempdir();
+    let log = dir.join("requests-turns.jsonl");
+    let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    mc.request_log = Some(log.clone());
+    let server = mock_server::MockThread::start(mc);
+    let url = server.url();
+    let out = dir.join("turns.jsonl");
+    let (console, _) = session(&[
+        "--base-url",
+        &url,
+        "--backend",
+        "sglang-oai-chat",
+        "--dataset-name",
+        "generated-shared-prefix",
+        "--gsp-num-groups",
+        "2",
+        "--gsp-prompts-per-group",
+        "2",
+        "--gsp-system-prompt-len",
+        "16",
+        "--gsp-question-len",
+        "6",
+        "--gsp-output-len",
+        "40",
+        "--gsp-num-turns",
+        "3",
+        "--max-concurrency",
+        "2",
+        "--output-details",
+        "--output-file",
+        out.to_str().unwrap(),
+    ]);
+    server.stop();
+    let rec = records(&out).pop().unwrap();
+    assert_eq!(rec["completed"], 12, "{rec}");
+    assert_eq!(rec["total_input_tokens"], 0, "as SGLang: {rec}");
+    assert!(console.contains("Total input tokens:"), "{console}");
+    let input_lens: Vec<u64> = rec["input_lens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(input_lens.len(), 12);
+    assert_eq!(
+        rec["llmspeed"]["multi_turn_input_tokens"],
+        input_lens.iter().sum::<u64>(),
+        "{rec}"
+    );
+    let answers: std::collections::BTreeSet<String> = rec["generated_texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+
+    let logged: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["path"] == "/v1/chat/completions")
+        .collect();
+    // The warm-up: the first row's 3 rounds at 32 tokens at most, with no request id.
+    let (warm, measured): (Vec<&Value>, Vec<&Value>) =
+        logged.iter().partition(|v| v["request_id"].is_null());
+    assert_eq!((warm.len(), measured.len()), (3, 12), "{logged:?}");
+    assert!(warm
+        .iter()
+        .all(|v| v["body"]["max_completion_tokens"] == 32));
+    // Rows by the conversation their request id names (each round its own id); each row's
+    // rounds in arrival order.
+    let mut rows: std::collections::BTreeMap<u64, Vec<&Value>> = Default::default();
+    for v in &measured {
+        let body = &v["body"];
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": true}),
+            "{body}"
+        );
+        assert_eq!(body["max_completion_tokens"], 40, "{body}");
+        let id =
+            llmspeed::workload::request_id::RequestId::parse(v["request_id"].as_str().unwrap());
+        let Some(llmspeed::workload::request_id::RequestId::Turn {
+            conversation, turn, ..
+        }) = id
+        else {
+            panic!("a turn's id: {v}")
+        };
+        let row = rows.entry(conversation).or_default();
+        assert_eq!(turn as usize, row.len(), "rounds in order: {v}");
+        row.push(v);
+    }
+    assert_eq!(rows.len(), 4, "4 rows");
+    for (row, rounds) in rows {
+        assert_eq!(rounds.len(), 3, "row {row}");
+        let arrivals: Vec<u64> = rounds
+            .iter()
+            .map(|v| v["arrival_ns"].as_u64().unwrap())
+            .collect();
+        assert!(
+            arrivals.is_sorted(),
+            "row {row}'s rounds one after another: {arrivals:?}"
+        );
+        let msgs = |r: usize| rounds[r]["body"]["messages"].as_array().unwrap().clone();
+        for r in 0..3 {
+            let m = msgs(r);
+            assert_eq!(m.len(), 2 * r + 1, "round {r}: {m:?}");
+            for (k, x) in m.iter().enumerate() {
+                let role = if k % 2 == 0 { "user" } else { "assistant" };
+                assert_eq!(x["role"], role, "{m:?}");
+            }
+            if r > 0 {
+                // The earlier round's messages, then the answer the server gave it.
+                let before = msgs(r - 1);
+                assert_eq!(m[..before.len()], before[..], "round {r}");
+                let answer = m[2 * r - 1]["content"].as_str().unwrap();
+                assert!(
+                    !answer.is_empty() && answers.contains(answer),
+                    "round {r}'s history holds an answer the server did not give: {answer:?}"
+                );
+                assert_ne!(m[2 * r]["content"], m[0]["content"]);
+            }
+        }
+    }
+}

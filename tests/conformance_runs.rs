@@ -493,6 +493,33 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "generated-shared-prefix conversations of 3 turns on SGLang's chat backend",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "2",
+            "--gsp-prompts-per-group",
+            "2",
+            "--gsp-system-prompt-len",
+            "32",
+            "--gsp-question-len",
+            "8",
+            "--gsp-output-len",
+            "6",
+            "--gsp-num-turns",
+            "3",
+            "--max-concurrency",
+            "2",
+        ],
+        // Each round is a request (12), its prompt length the server's; SGLang totals the
+        // dataset's input, which it passes none of for conversations: 0 on both sides.
+        input: Input::Equal,
+    },
+    Run {
         name: "generated-shared-prefix with Zipf groups on SGLang's native /generate",
         tool: Tool::Sglang,
         args: &[

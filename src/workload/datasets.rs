@@ -900,7 +900,7 @@ pub fn to_text(
                     None => suffix,
                 }
             }
-            PromptSource::Text(_) | PromptSource::Chat { .. } => continue,
+            PromptSource::Text(_) | PromptSource::Chat { .. } | PromptSource::Turns(_) => continue,
         };
         // The whole text once more: a prefix and a suffix counted apart can differ from the
         // two together (BOS, merges at the seam).

@@ -57,6 +57,10 @@ pub enum PromptSource {
         messages: Arc<serde_json::Value>,
         extra: Arc<serde_json::Map<String, serde_json::Value>>,
     },
+    /// A multi-turn row (SGLang's `--gsp-num-turns`): each turn's user message, sent one
+    /// round after another with the answers between (`bench::engine::rounds`); the first turn
+    /// is what `prompt_len` counts.
+    Turns(Arc<[String]>),
     /// A trace's prompt (`timed_trace`): `len` token ids, block `k` built from `hash_ids[k]`
     /// (`block` tokens each), the rest unique to the request (see [`crate::workload::trace`]);
     /// `rounds` times, with `answer` placeholder tokens between each two (a session's round,
@@ -91,7 +95,7 @@ impl Sample {
     /// was a token-id prompt.
     pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
         match &self.prompt {
-            PromptSource::Text(_) | PromptSource::Chat { .. } => false,
+            PromptSource::Text(_) | PromptSource::Chat { .. } | PromptSource::Turns(_) => false,
             PromptSource::Synthetic {
                 prefix,
                 start,

@@ -53,7 +53,7 @@ pub struct Conversation {
 }
 
 /// Words for about `tokens` tokens of prose (1.3 tokens a word, as elsewhere).
-fn prose(seed: u64, tokens: u32) -> String {
+pub(crate) fn prose(seed: u64, tokens: u32) -> String {
     let words = ((tokens as f64 / 1.3).round() as usize).max(1);
     match PromptBuilder::bare(seed).build(words) {
         Prompt::Text(t) => t,

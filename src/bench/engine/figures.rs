@@ -203,7 +203,8 @@ pub fn ours(plan: &Plan, m: &Measured) -> Value {
         send_lag_ns.push(f.send_lag_ns);
         if f.input_len_from_server {
             input_from_server += 1;
-            if f.input_len != m.samples[f.index].prompt_len {
+            // A row's later rounds carry history the dataset did not count.
+            if f.round == 0 && f.input_len != m.samples[f.index].prompt_len {
                 input_len_differs += 1;
             }
         }

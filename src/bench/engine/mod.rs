@@ -17,6 +17,7 @@
 //!   (the steady-state window of a closed loop), [`multi_run`] (the spread of repeated runs),
 //!   [`lora`] (which adapter each request names), [`conversation`] (multi-turn conversations),
 //!   [`probe`] (probe requests beside a run).
+//! - [`rounds`]: multi-turn rows ([`Plan::turns`]), each row's rounds sent in its slot.
 
 pub mod connect;
 pub mod conversation;
@@ -27,6 +28,7 @@ pub mod multi_run;
 pub mod plan;
 pub mod probe;
 pub mod record;
+pub mod rounds;
 pub mod run;
 pub mod samples;
 pub mod send;

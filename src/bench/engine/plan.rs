@@ -12,6 +12,7 @@ use crate::net::Dialect;
 use crate::workload::datasets::{DatasetConfig, Sample};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
+use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,6 +23,12 @@ use std::time::Duration;
 pub trait Bodies: Send + Sync {
     /// The body asking `model` for sample `s`. `ids` is scratch space for writing token ids.
     fn request_body(&self, s: &Sample, model: &str, ids: &mut Vec<u32>) -> Result<Vec<u8>, String>;
+
+    /// The body of one round of a multi-turn row (`PromptSource::Turns`, [`Plan::turns`]): the
+    /// sample's fields with `messages` as the prompt. A tool that sends no such rows refuses.
+    fn round_body(&self, _s: &Sample, _model: &str, _messages: &Value) -> Result<Vec<u8>, String> {
+        Err("this tool sends no multi-turn rows".into())
+    }
 }
 
 /// How the warm-up requests go. The default: [`Plan::num_warmups`] samples in turn, each at
@@ -88,6 +95,11 @@ pub struct Plan {
     /// shared-prefix group g carries `X-SMG-Routing-Key: {tag}_{g}`, the tag new for each run
     /// (`engine::run`), so a router sends a group's requests to one worker.
     pub routing_key: bool,
+    /// Turns per row (1: a sample is one request). Above 1 every sample becomes a row of that
+    /// many turns (`engine::rounds`), the later ones questions of about [`Plan::turn_len`]
+    /// tokens, sent one after another in the row's slot on a chat endpoint.
+    pub turns: u32,
+    pub turn_len: u32,
     /// LoRA adapters benchmark requests name instead of the model (empty: none).
     pub lora_modules: Vec<String>,
     pub lora_assignment: LoraAssignment,

@@ -15,6 +15,7 @@ use crate::bench::engine::lora;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::probe::{run_probes, ProbeOutcome};
 use crate::bench::engine::record::RequestRecord;
+use crate::bench::engine::rounds::{self, Row};
 use crate::bench::engine::samples::{load_samples, Loaded, PromptKind, TokenCounting};
 use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
 use crate::clock::Clock;
@@ -95,6 +96,8 @@ pub struct Measured {
 pub struct Finished {
     /// Its position in the dataset and the schedule: its request number.
     pub index: usize,
+    /// Its round within its row ([`Plan::turns`]; 0 for a single request).
+    pub round: usize,
     /// Every event as it arrived, with its stamp and tokens (and the text when kept).
     pub timeline: Timeline,
     /// The timeline as a record under the plan's rules, times since [`Measured::base_raw`].
@@ -136,7 +139,7 @@ pub async fn run(
         .clone()
         .unwrap_or_else(|| model.clone());
     let Loaded {
-        samples,
+        mut samples,
         counting,
         prompt_kind,
         tokenize,
@@ -146,6 +149,10 @@ pub async fn run(
             log,
             "note: the server has no /tokenize; prompt lengths are estimated as bytes/4"
         );
+    }
+    if plan.turns > 1 {
+        rounds::make_rows(&mut samples, plan.turns, plan.turn_len, plan.dataset.seed)
+            .map_err(RunError::Setup)?;
     }
     let requests = Requests::new(plan, &request_model, samples.len());
     if plan.routing_key && plan.shard.is_some() && plan.start_at_unix_ns.is_none() {
@@ -181,14 +188,15 @@ pub async fn run(
     let (finished, unsent, cut) = finish(plan, &clock, sent.base_raw, &samples, sent.done);
     let client_cpu = cpu1.since(sent.cpu0);
     let client_lag = client_lag_of(&clock, &finished, client_cpu, wall_s);
+    let turns = plan.turns.max(1) as usize;
     Ok(Measured {
         model,
         request_model,
         counting,
         prompt_kind,
         tokenize,
-        planned: order.chosen.len(),
-        unsent: unsent + order.chosen.len() - sent.dispatched,
+        planned: order.chosen.len() * turns,
+        unsent: unsent + (order.chosen.len() - sent.dispatched) * turns,
         cut,
         stopped: cancel.is_cancelled(),
         stop_reason: cancel.reason(),
@@ -293,23 +301,54 @@ impl<'a> Requests<'a> {
         index: Option<usize>,
         ids: &mut Vec<u32>,
     ) -> Result<StreamRequest, RunError> {
-        let model = match index.and_then(|i| self.lora.get(i)) {
-            Some(&k) => self.plan.lora_modules[k].as_str(),
-            None => self.model,
+        let model = self.model_for(index);
+        // A row's first round: its first turn alone; its answer is the next round's history.
+        let (body, row) = match &s.prompt {
+            PromptSource::Turns(t) => (
+                self.plan
+                    .bodies
+                    .round_body(s, model, &rounds::messages(t, &[])),
+                true,
+            ),
+            _ => (self.plan.bodies.request_body(s, model, ids), false),
         };
-        let body = self.plan.bodies.request_body(s, model, ids);
         Ok(StreamRequest {
             path: self.plan.endpoint.clone(),
             body: Bytes::from(body.map_err(RunError::Setup)?),
             dialect: self.plan.dialect,
             expected_events: s.output_len as usize + 8,
-            keep_text: Some(self.plan.keep_text),
-            request_id: index.map(|i| self.plan.request_ids.request(i)),
+            keep_text: Some(self.plan.keep_text || row),
+            request_id: index.map(|i| match row {
+                true => self.plan.request_ids.turn(i, 0),
+                false => self.plan.request_ids.request(i),
+            }),
             // Warm-ups carry no routing key, as in SGLang.
             header: match (&self.routing_tag, index.and(s.group)) {
                 (Some(tag), Some(g)) => Some((ROUTING_KEY, format!("{tag}_{g}"))),
                 _ => None,
             },
+        })
+    }
+}
+
+impl Requests<'_> {
+    /// The model request `index` names: its adapter, else the run's model.
+    fn model_for(&self, index: Option<usize>) -> &str {
+        match index.and_then(|i| self.lora.get(i)) {
+            Some(&k) => self.plan.lora_modules[k].as_str(),
+            None => self.model,
+        }
+    }
+
+    /// What sends the later rounds of a row whose first request is `first`; `None` for a
+    /// sample that is one request.
+    fn row(&self, s: &Sample, index: Option<usize>, first: &StreamRequest) -> Option<Row> {
+        matches!(s.prompt, PromptSource::Turns(_)).then(|| Row {
+            bodies: self.plan.bodies.clone(),
+            model: self.model_for(index).to_string(),
+            first: first.clone(),
+            ids: index.map(|i| (self.plan.request_ids.clone(), i)),
+            sample: s.clone(),
         })
     }
 }
@@ -349,16 +388,22 @@ async fn warm_up(
                 *extra = Arc::default();
             }
             let req = requests.make(&s, None, &mut ids)?;
+            let row = requests.row(&s, None, &req);
             let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
             set.spawn(async move {
                 let _permit = slots.acquire_owned().await;
                 let start = c.clock().raw();
-                c.stream(&req, start, &mut NoopObserver, &cancel).await
+                let first = c.stream(&req, start, &mut NoopObserver, &cancel).await;
+                let later = match &row {
+                    Some(row) => row.later_rounds(&c, &first, &cancel).await,
+                    None => Vec::new(),
+                };
+                std::iter::once(first).chain(later).collect::<Vec<_>>()
             });
         }
         let (mut ok, mut first_error) = (false, None);
         while let Some(r) = set.join_next().await {
-            if let Ok(t) = r {
+            for t in r.into_iter().flatten() {
                 match &t.outcome {
                     Ok(()) => ok = true,
                     Err(e) => {
@@ -585,8 +630,9 @@ impl Probes {
 struct Done {
     index: usize,
     timeline: Timeline,
+    /// A row's later rounds, in order (empty for a single request).
+    later: Vec<Timeline>,
     queue_ns: u64,
-    send_lag_ns: u64,
 }
 
 /// What the dispatch loop leaves.
@@ -668,6 +714,7 @@ async fn dispatch(
             );
             break;
         }
+        let row = requests.row(&samples[i], Some(i), &req);
         let now = clock.raw();
         timer_lag_ns.push(clock.delta_ns(scheduled, now));
         dispatched_ns.push((i, clock.delta_ns(base_raw, now)));
@@ -675,7 +722,7 @@ async fn dispatch(
             client.clone(),
             slots.clone(),
             cancel.clone(),
-            req,
+            (req, row),
             i,
             scheduled,
         ));
@@ -711,6 +758,9 @@ fn take_in(
 ) -> Result<(), RunError> {
     let d = r.map_err(|e| RunError::Setup(format!("a request task failed: {e}")))?;
     room.note_reads(&d.timeline);
+    for t in &d.later {
+        room.note_reads(t);
+    }
     let i = d.index;
     done[i] = Some(d);
     progress.event(&Event::StepDone { estimate_s: 0.0 });
@@ -771,12 +821,13 @@ impl Room {
     }
 }
 
-/// One request's task: its slot, then its stream.
+/// One request's task: its slot, then its stream (a row's rounds, one after another, in the
+/// one slot).
 async fn one_request(
     c: Client,
     slots: Option<Arc<Semaphore>>,
     cancel: Cancel,
-    req: StreamRequest,
+    (req, row): (StreamRequest, Option<Row>),
     index: usize,
     scheduled: u64,
 ) -> Done {
@@ -794,17 +845,24 @@ async fn one_request(
         (scheduled, 0)
     };
     let timeline = c.stream(&req, intended, &mut NoopObserver, &cancel).await;
-    // Lag behind the request's own start (the slot wait is queue time, not lag).
-    let send_lag_ns = timeline
-        .send_start
-        .map(|t| clock.delta_ns(intended, t))
-        .unwrap_or(0);
+    let later = match &row {
+        Some(row) => row.later_rounds(&c, &timeline, &cancel).await,
+        None => Vec::new(),
+    };
     Done {
         index,
         timeline,
+        later,
         queue_ns,
-        send_lag_ns,
     }
+}
+
+/// A request's start (scheduled, or slot granted) -> its first byte written: its lag behind
+/// its own start (the slot wait is queue time, not lag).
+fn send_lag(clock: &Clock, t: &Timeline) -> u64 {
+    t.send_start
+        .map(|s| clock.delta_ns(t.intended_start, s))
+        .unwrap_or(0)
 }
 
 /// A server that refuses the run's first request with `400` and an empty body says nothing
@@ -863,31 +921,44 @@ fn finish(
     let (mut unsent, mut cut) = (0usize, 0usize);
     for (s, d) in samples.iter().zip(done) {
         let Some(d) = d else { continue };
-        match stop_fate(&d.timeline) {
-            StopFate::Ran => {}
-            StopFate::Unsent => {
-                unsent += 1;
-                continue;
+        // A row's rounds that a stop left unsent: not in `later`.
+        let rounds = match &s.prompt {
+            PromptSource::Turns(t) => t.len(),
+            _ => 1,
+        };
+        unsent += rounds.saturating_sub(1 + d.later.len());
+        let (index, queue_ns) = (d.index, d.queue_ns);
+        for (round, timeline) in std::iter::once(d.timeline).chain(d.later).enumerate() {
+            match stop_fate(&timeline) {
+                StopFate::Ran => {}
+                StopFate::Unsent => {
+                    unsent += 1;
+                    continue;
+                }
+                StopFate::Cut => {
+                    cut += 1;
+                    continue;
+                }
             }
-            StopFate::Cut => {
-                cut += 1;
-                continue;
-            }
+            // As vLLM does now: the server's own count of what it received
+            // (`usage.prompt_tokens`) when it reports one, else the dataset's length (a row's
+            // first turn's, as SGLang seeds every round).
+            let server_len = timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
+            let input_len = server_len.unwrap_or(s.prompt_len);
+            // A row's later rounds wait for no slot: the row holds its own.
+            let queue_ns = if round == 0 { queue_ns } else { 0 };
+            let record = RequestRecord::from_timeline(&timeline, clock, &opts, input_len, queue_ns);
+            out.push(Finished {
+                index,
+                round,
+                send_lag_ns: send_lag(clock, &timeline),
+                timeline,
+                record,
+                queue_ns,
+                input_len,
+                input_len_from_server: server_len.is_some(),
+            });
         }
-        // As vLLM does now: the server's own count of what it received (`usage.prompt_tokens`)
-        // when it reports one, else the dataset's length.
-        let server_len = d.timeline.usage.map(|u| u.prompt_tokens).filter(|&n| n > 0);
-        let input_len = server_len.unwrap_or(s.prompt_len);
-        let record = RequestRecord::from_timeline(&d.timeline, clock, &opts, input_len, d.queue_ns);
-        out.push(Finished {
-            index: d.index,
-            timeline: d.timeline,
-            record,
-            queue_ns: d.queue_ns,
-            send_lag_ns: d.send_lag_ns,
-            input_len,
-            input_len_from_server: server_len.is_some(),
-        });
     }
     (out, unsent, cut)
 }

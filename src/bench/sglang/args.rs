@@ -181,6 +181,10 @@ pub struct SglangArgs {
     /// (`{8 hex digits of this run}_{its start, YYYYmmddHHMMSS}_{group}`).
     #[arg(long)]
     pub gsp_send_routing_key: bool,
+    /// Turns per generated-shared-prefix prompt: each prompt a conversation whose rounds go one
+    /// after another, each with the earlier turns and the server's answers (chat backends).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub gsp_num_turns: i64,
     /// uniform (every group its prompts) or zipf (each prompt's group drawn by rank; needs
     /// --gsp-zipf-alpha).
     #[arg(long, default_value = "uniform")]
@@ -323,8 +327,10 @@ impl SglangArgs {
         let (dataset, num_prompts) = self.dataset()?;
         let sweep = self.sweep()?;
         let goodput = self.reports()?;
+        let turns = self.turns()?;
         let mut plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
         plan.headers = headers;
+        (plan.turns, plan.turn_len) = (turns, self.gsp_question_len);
         Ok(SglangConfig {
             backend: self.backend.clone(),
             reader,
@@ -393,6 +399,36 @@ impl SglangArgs {
             }
             _ => Ok(sweep),
         }
+    }
+
+    /// `--gsp-num-turns`: read by generated-shared-prefix alone (1 for any other dataset, as
+    /// SGLang ignores it there); above 1, SGLang's limits (a chat backend, no
+    /// `--tokenize-prompt`), and no `--shard` yet (the merge would count a row's rounds as its
+    /// prompts).
+    fn turns(&self) -> Result<u32, String> {
+        let n = self.gsp_num_turns;
+        if self.dataset_name != "generated-shared-prefix" || n == 1 {
+            return Ok(1);
+        }
+        if n < 1 {
+            return Err(format!("--gsp-num-turns must be at least 1, got {n}"));
+        }
+        if self.tokenize_prompt {
+            return Err("--tokenize-prompt requires --gsp-num-turns=1 (as in SGLang)".into());
+        }
+        if !matches!(
+            self.backend.as_str(),
+            "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat"
+        ) {
+            return Err(format!(
+                "--gsp-num-turns above 1 sends conversations, on the chat backends only (sglang-oai-chat, vllm-chat, lmdeploy-chat), as in SGLang; got --backend {}",
+                self.backend
+            ));
+        }
+        if self.many.shard.is_some() {
+            return Err("--gsp-num-turns above 1 does not work with --shard yet: the merge would count a row's rounds as its prompts".into());
+        }
+        u32::try_from(n).map_err(|_| format!("--gsp-num-turns {n} is too large"))
     }
 
     /// SGLang's own limits on `--tokenize-prompt`.
@@ -563,6 +599,9 @@ impl SglangArgs {
             probe_request_rate: 0.0,
             progress_step: "bench sglang",
             routing_key: self.gsp_send_routing_key,
+            // Set by `validate` (`turns`).
+            turns: 1,
+            turn_len: 0,
             // A request starts when it may run (its slot, never before its send time): SGLang's
             // `st`. SGLang's figures are `metrics`' reading of the timelines; the engine's
             // records under these rules serve only the steady-state window.
@@ -837,11 +876,71 @@ mod tests {
             ("--profile", vec!["--profile"]),
             ("--backend trt", vec!["--backend", "trt"]),
             ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
-            ("--gsp-num-turns", vec!["--gsp-num-turns", "2"]),
             ("--prompt-suffix", vec!["--prompt-suffix", "x"]),
         ] {
             let e = parse(&extra).unwrap_err();
             assert!(e.starts_with(flag), "{flag}: {e}");
+        }
+    }
+
+    #[test]
+    fn gsp_num_turns_makes_rows_on_chat_backends_as_sglang_allows() {
+        let gsp = |extra: &[&str]| {
+            let mut a = vec!["--dataset-name", "generated-shared-prefix"];
+            a.extend_from_slice(extra);
+            parse(&a)
+        };
+        let c = gsp(&[
+            "--backend",
+            "vllm-chat",
+            "--gsp-num-turns",
+            "3",
+            "--gsp-question-len",
+            "9",
+        ])
+        .unwrap();
+        assert_eq!((c.plan.turns, c.plan.turn_len), (3, 9));
+        assert_eq!(gsp(&["--backend", "vllm-chat"]).unwrap().plan.turns, 1);
+        // Read by generated-shared-prefix alone: SGLang ignores it elsewhere, any value.
+        let c = parse(&["--dataset-name", "random", "--gsp-num-turns", "0"]).unwrap();
+        assert_eq!(c.plan.turns, 1);
+        for (extra, says) in [
+            (
+                vec!["--backend", "vllm-chat", "--gsp-num-turns", "0"],
+                "at least 1",
+            ),
+            (
+                vec!["--backend", "sglang", "--gsp-num-turns", "2"],
+                "chat backends only",
+            ),
+            (
+                vec!["--backend", "sglang-oai", "--gsp-num-turns", "2"],
+                "chat backends only",
+            ),
+            (
+                vec![
+                    "--backend",
+                    "sglang",
+                    "--tokenize-prompt",
+                    "--gsp-num-turns",
+                    "2",
+                ],
+                "--tokenize-prompt requires --gsp-num-turns=1",
+            ),
+            (
+                vec![
+                    "--backend",
+                    "lmdeploy-chat",
+                    "--gsp-num-turns",
+                    "2",
+                    "--shard",
+                    "0/2",
+                ],
+                "--shard",
+            ),
+        ] {
+            let e = gsp(&extra).unwrap_err();
+            assert!(e.contains(says), "{extra:?}: {e}");
         }
     }
 

@@ -11,6 +11,7 @@ use super::metrics::Reader;
 use crate::bench::engine::plan::Bodies;
 use crate::workload::sample::{PromptSource, Sample};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 /// The per-request body settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,6 +67,35 @@ impl Bodies for SglangBodies {
     ) -> Result<Vec<u8>, String> {
         let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
         body(self.reader, model, s, lora, &self.flags)
+    }
+
+    /// A round of a multi-turn row (`--gsp-num-turns`): the chat body with the round's
+    /// messages, and `stream_options.include_usage` set unless the extra body sets it (SGLang's
+    /// wrapper asks for usage so each round's prompt length is the server's).
+    fn round_body(&self, s: &Sample, model: &str, messages: &Value) -> Result<Vec<u8>, String> {
+        if self.reader != Reader::Chat {
+            return Err("multi-turn rows go to a chat backend".into());
+        }
+        let round = Sample {
+            prompt: PromptSource::Chat {
+                messages: Arc::new(messages.clone()),
+                extra: Arc::default(),
+            },
+            ..s.clone()
+        };
+        let mut flags = self.flags.clone();
+        let options = flags
+            .extra
+            .entry("stream_options")
+            .or_insert_with(|| json!({}));
+        if !options.is_object() {
+            *options = json!({});
+        }
+        if let Some(o) = options.as_object_mut() {
+            o.entry("include_usage").or_insert(json!(true));
+        }
+        let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
+        body(self.reader, model, &round, lora, &flags)
     }
 }
 
@@ -160,6 +190,8 @@ pub fn body(
 fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
     match &s.prompt {
         PromptSource::Text(t) => Ok(json!(t)),
+        // Sent round by round (`round_body`), never as one prompt.
+        PromptSource::Turns(_) => Err("a multi-turn row is sent round by round".into()),
         // SGLang sends the message list in the prompt's place whatever the backend.
         PromptSource::Chat { messages, .. } => Ok(messages.as_ref().clone()),
         PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
@@ -188,6 +220,54 @@ mod tests {
 
     fn parse(b: Vec<u8>) -> Value {
         serde_json::from_slice(&b).unwrap()
+    }
+
+    #[test]
+    fn a_round_sends_its_messages_and_asks_for_usage_unless_told_otherwise() {
+        let bodies = |extra: Value, reader: Reader| SglangBodies {
+            reader,
+            lora_names: Vec::new(),
+            flags: BodyFlags {
+                extra: extra.as_object().unwrap().clone(),
+                ..BodyFlags::default()
+            },
+        };
+        let msgs = json!([
+            {"role": "user", "content": "q0"},
+            {"role": "assistant", "content": "a0"},
+            {"role": "user", "content": "q1"}
+        ]);
+        let row = Sample {
+            prompt: PromptSource::Turns(vec!["q0".to_string(), "q1".to_string()].into()),
+            ..sample("", 6)
+        };
+        let b = parse(
+            bodies(json!({"seed": 1}), Reader::Chat)
+                .round_body(&row, "m", &msgs)
+                .unwrap(),
+        );
+        assert_eq!(b["messages"], msgs);
+        assert_eq!(b["max_completion_tokens"], 6);
+        assert_eq!(b["stream_options"], json!({"include_usage": true}));
+        assert_eq!(b["seed"], 1);
+        // SGLang's `setdefault`: a user's choice stays, other options are kept beside it.
+        let b = parse(
+            bodies(
+                json!({"stream_options": {"include_usage": false, "x": 1}}),
+                Reader::Chat,
+            )
+            .round_body(&row, "m", &msgs)
+            .unwrap(),
+        );
+        assert_eq!(b["stream_options"], json!({"include_usage": false, "x": 1}));
+        let e = bodies(json!({}), Reader::Native)
+            .round_body(&row, "m", &msgs)
+            .unwrap_err();
+        assert!(e.contains("chat backend"), "{e}");
+        // A row is never sent whole.
+        assert!(bodies(json!({}), Reader::Chat)
+            .request_body(&row, "m", &mut Vec::new())
+            .is_err());
     }
 
     #[test]

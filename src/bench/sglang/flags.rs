@@ -85,10 +85,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--gsp-num-turns",
-        reason: "only 1: generated-shared-prefix conversations are not built",
-    },
-    Refusal {
         flag: "--use-trace-timestamps",
         reason: "it is only valid for the mooncake dataset",
     },
@@ -216,13 +212,11 @@ pub struct RefusedFlags {
     pub image_format: Option<String>,
     #[arg(long, hide = true)]
     pub image_content: Option<String>,
-    #[arg(long, hide = true, default_value_t = 1)]
-    pub gsp_num_turns: i64,
 }
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 16] {
+    fn given(&self) -> [(&'static str, bool); 15] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -259,7 +253,6 @@ impl RefusedFlags {
             ),
             ("--random-image-count", self.random_image_count),
             ("--image-*", image),
-            ("--gsp-num-turns", self.gsp_num_turns != 1),
         ]
     }
 
@@ -306,12 +299,12 @@ mod tests {
     #[test]
     fn defaults_refuse_nothing() {
         assert_eq!(T::parse_from(["x"]).r.check(), Ok(()));
-        let e = T::parse_from(["x", "--gsp-num-turns", "3"])
+        let e = T::parse_from(["x", "--print-requests"])
             .r
             .check()
             .unwrap_err();
         assert!(
-            e.starts_with("--gsp-num-turns is not supported by llmspeed bench sglang: "),
+            e.starts_with("--print-requests is not supported by llmspeed bench sglang: "),
             "{e}"
         );
     }

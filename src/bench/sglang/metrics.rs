@@ -261,6 +261,19 @@ pub struct Metrics {
     pub max_concurrent_requests: u64,
 }
 
+impl Metrics {
+    /// SGLang's figures for multi-turn rows (`--gsp-num-turns` above 1): it totals the input
+    /// over the dataset's rows and passes none for conversations, so the input total and the
+    /// throughputs built on it count no input (each round's server count stays in
+    /// `input_lens`).
+    pub fn without_dataset_input(&mut self, duration_s: f64) {
+        self.total_input = 0;
+        self.input_throughput = 0.0;
+        self.total_throughput = self.total_output as f64 / duration_s;
+        self.total_throughput_retokenized = self.total_output_retokenized as f64 / duration_s;
+    }
+}
+
 /// The figures SGLang reports for one list.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Stats {

@@ -98,7 +98,10 @@ pub async fn run(
         log,
     )
     .await;
-    let m = metrics::compute(&outputs, &retok, duration_s);
+    let mut m = metrics::compute(&outputs, &retok, duration_s);
+    if cfg.plan.turns > 1 {
+        m.without_dataset_input(duration_s);
+    }
     let goodput = cfg
         .goodput
         .as_ref()
@@ -201,12 +204,18 @@ fn read_all(cfg: &SglangConfig, clock: &Clock, m: &Measured) -> Vec<RequestOutpu
         .iter()
         .map(|f| {
             let s = &m.samples[f.index];
+            // A multi-turn row's rounds take their prompt length from the server (SGLang asks
+            // for usage on each), else the row's first turn's.
+            let prompt_len = match cfg.plan.turns {
+                1 => s.prompt_len,
+                _ => f.input_len,
+            };
             let input = RequestInput::from_timeline(
                 cfg.reader,
                 &f.timeline,
                 clock,
                 m.base_raw,
-                s.prompt_len,
+                prompt_len,
                 s.output_len as u64,
             );
             metrics::read(cfg.reader, &input)
@@ -346,6 +355,16 @@ fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
         "server_output_tokens": server_tokens,
         "request_start": "slot_granted",
     });
+    // Multi-turn rows: SGLang's total_input_tokens counts none (`without_dataset_input`); each
+    // completed round's prompt as counted (the server's usage) is here.
+    if m.requests.iter().any(|f| f.round > 0) {
+        let input: u64 = outputs
+            .iter()
+            .filter(|o| o.success)
+            .map(|o| o.prompt_len)
+            .sum();
+        v["multi_turn_input_tokens"] = json!(input);
+    }
     if m.stopped {
         v["interrupted"] = json!({
             "signal": m.stop_reason,

@@ -66,7 +66,7 @@ impl BodyBuilder {
         let text = match &s.prompt {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
-            PromptSource::Chat { .. } => return Err(CHAT_REQUESTS.into()),
+            PromptSource::Chat { .. } | PromptSource::Turns(_) => return Err(CHAT_REQUESTS.into()),
         };
         // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
         // no more: a server must see the same request from either tool.
@@ -123,7 +123,8 @@ impl BodyBuilder {
 }
 
 /// vLLM's datasets make no whole chat requests (only SGLang's `openai` does).
-const CHAT_REQUESTS: &str = "a dataset of whole chat requests is SGLang's (bench sglang)";
+const CHAT_REQUESTS: &str =
+    "a dataset of whole chat requests or multi-turn rows is SGLang's (bench sglang)";
 
 impl BodyBuilder {
     /// vLLM 0.33's `async_request_openai_responses` payload, field for field: `model`, the
@@ -157,7 +158,7 @@ impl BodyBuilder {
         use crate::net::Dialect;
         let prompt = match &s.prompt {
             PromptSource::Text(t) => json!(t),
-            PromptSource::Chat { .. } => return Err(CHAT_REQUESTS.into()),
+            PromptSource::Chat { .. } | PromptSource::Turns(_) => return Err(CHAT_REQUESTS.into()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
                 ids.clear();
                 s.write_ids(ids);

@@ -56,6 +56,8 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         probe_request_rate: cfg.probe_request_rate,
         progress_step: "bench serve",
         routing_key: false,
+        turns: 1,
+        turn_len: 0,
         latency_origin: match cfg.latency_from {
             LatencyFrom::Scheduled => LatencyOrigin::Scheduled,
             LatencyFrom::Sent => LatencyOrigin::Sent,
