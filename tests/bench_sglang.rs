@@ -1435,3 +1435,76 @@ fn multi_turn_rows_send_each_round_with_the_answers_before_it() {
         }
     }
 }
+
+#[test]
+fn shared_prefix_prompts_on_a_chat_endpoint_share_the_prefix_and_differ_after_it() {
+    // On a chat endpoint token-id prompts go as text fitted through /detokenize and /tokenize.
+    // The mock's tokenizer re-encodes random ids several times longer (a byte-level BPE about
+    // 20%), so a whole prompt fitted at once lost its own ids to the cut and every prompt of a
+    // group was one text. Each prompt: its group's prefix text, then text of its own.
+    let dir = tempdir();
+    let log = dir.join("requests-chat-gsp.jsonl");
+    let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    mc.request_log = Some(log.clone());
+    let server = mock_server::MockThread::start(mc);
+    let url = server.url();
+    let out = dir.join("chat-gsp.jsonl");
+    session(&[
+        "--base-url",
+        &url,
+        "--backend",
+        "sglang-oai-chat",
+        "--dataset-name",
+        "generated-shared-prefix",
+        "--gsp-num-groups",
+        "2",
+        "--gsp-prompts-per-group",
+        "3",
+        "--gsp-system-prompt-len",
+        "24",
+        "--gsp-question-len",
+        "8",
+        "--gsp-output-len",
+        "2",
+        "--gsp-send-routing-key",
+        "--output-file",
+        out.to_str().unwrap(),
+    ]);
+    server.stop();
+    let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for l in std::fs::read_to_string(&log).unwrap().lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        let Some(key) = v["routing_key"].as_str() else {
+            continue;
+        };
+        let group = key.rsplit_once('_').unwrap().1.to_string();
+        let text = v["body"]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        by_group.entry(group).or_default().push(text);
+    }
+    assert_eq!(by_group.len(), 2, "{by_group:?}");
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let mut heads = Vec::new();
+    for (g, texts) in &by_group {
+        assert_eq!(texts.len(), 3, "group {g}");
+        let distinct: std::collections::BTreeSet<&String> = texts.iter().collect();
+        assert_eq!(
+            distinct.len(),
+            3,
+            "group {g}'s prompts are one text: {texts:?}"
+        );
+        // The group's prefix: what all three start with, most of each prompt (24 of 32 ids).
+        let head = texts.iter().map(|t| common(t, &texts[0])).min().unwrap();
+        assert!(
+            texts.iter().all(|t| head * 2 > t.chars().count()),
+            "group {g} shares {head} characters: {texts:?}"
+        );
+        heads.push(texts[0].chars().take(head).collect::<String>());
+    }
+    assert!(
+        common(&heads[0], &heads[1]) * 2 < heads[0].chars().count(),
+        "{heads:?}"
+    );
+}

@@ -15,7 +15,9 @@ use crate::server::{collect, detect, Overrides, TokenizeDialect};
 use crate::workload::datasets::{self, PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
 use serde_json::json;
+use std::collections::HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 /// How text prompts were measured in tokens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -458,6 +460,14 @@ where
 
 /// Every token-id prompt through `/detokenize`, fitted to its length ([`fit_detokenized`]);
 /// all or nothing (the first failure is the error, and the samples are left as they were).
+///
+/// A prompt with a shared prefix (`prefix_repetition`, SGLang's generated-shared-prefix) is
+/// fitted in two parts: its group's prefix once, then its own ids after it. Fitted whole, the
+/// cut that brings the server's count down to the length falls at the end, on the prompt's own
+/// tokens: random ids re-encode about 20% longer on a byte-level BPE vocabulary, so a prefix of
+/// 2048 ids alone would outgrow a 2176-token prompt and every prompt of a group would be the same
+/// text (a benchmark of one cached prompt). The two texts are joined as they are; the prompt's
+/// length is the server's count of the whole.
 async fn detokenize_all(
     client: &Client,
     dialect: TokenizeDialect,
@@ -466,13 +476,43 @@ async fn detokenize_all(
 ) -> Result<(), String> {
     let mut ids = Vec::new();
     let mut texts = Vec::with_capacity(samples.len());
+    // Each group's prefix, fitted once: by the address of the ids the group's prompts share.
+    let mut prefixes: HashMap<usize, (String, u64)> = HashMap::new();
     for s in samples.iter() {
         ids.clear();
-        texts.push(if s.write_ids(&mut ids) {
-            Some(fit_detokenized(client, dialect, model, &mut ids, s.prompt_len).await?)
-        } else {
-            None
-        });
+        if !s.write_ids(&mut ids) {
+            texts.push(None);
+            continue;
+        }
+        let shared = match &s.prompt {
+            PromptSource::Synthetic { prefix, .. }
+                if !prefix.is_empty() && prefix.len() < ids.len() =>
+            {
+                Some(prefix)
+            }
+            _ => None,
+        };
+        let Some(prefix) = shared else {
+            texts.push(Some(
+                fit_detokenized(client, dialect, model, &mut ids, s.prompt_len).await?,
+            ));
+            continue;
+        };
+        let key = Arc::as_ptr(prefix) as *const u32 as usize;
+        let (head, head_len) = match prefixes.get(&key) {
+            Some(p) => p.clone(),
+            None => {
+                let (mut p, len) = (prefix.to_vec(), prefix.len() as u64);
+                let fitted = fit_detokenized(client, dialect, model, &mut p, len).await?;
+                prefixes.insert(key, fitted.clone());
+                fitted
+            }
+        };
+        let own = ids.split_off(prefix.len());
+        let target = s.prompt_len;
+        texts.push(Some(
+            fit_after(client, dialect, model, &head, own, target, head_len).await?,
+        ));
     }
     for (s, t) in samples.iter_mut().zip(texts) {
         if let Some((text, len)) = t {
@@ -482,6 +522,42 @@ async fn detokenize_all(
     }
     Ok(())
 }
+
+/// `head` (a shared prefix's fitted text, `head_len` tokens) and text of the prompt's own ids
+/// after it, the whole counted by the server as close to `target` as the rounds get: the seam
+/// can merge or split tokens, so each round fits the own text again to what the last whole came
+/// out short or long by.
+async fn fit_after(
+    client: &Client,
+    dialect: TokenizeDialect,
+    model: &str,
+    head: &str,
+    own: Vec<u32>,
+    target: u64,
+    head_len: u64,
+) -> Result<(String, u64), String> {
+    let mut want = target.saturating_sub(head_len).max(1);
+    let mut best: Option<(String, u64)> = None;
+    for _ in 0..SEAM_ROUNDS {
+        let (tail, _) = fit_detokenized(client, dialect, model, &mut own.clone(), want).await?;
+        let text = format!("{head}{tail}");
+        let n = server_ids(client, dialect, model, &text).await?.len() as u64;
+        if best
+            .as_ref()
+            .is_none_or(|(_, b)| n.abs_diff(target) < b.abs_diff(target))
+        {
+            best = Some((text, n));
+        }
+        if n == target {
+            break;
+        }
+        want = (want + target).saturating_sub(n).max(1);
+    }
+    best.ok_or_else(|| "no fitting round ran".to_string())
+}
+
+/// Rounds of fitting a shared prefix's prompt across the seam ([`fit_after`]).
+const SEAM_ROUNDS: usize = 4;
 
 /// Rounds of fitting a detokenized prompt to its length, as vLLM's
 /// `gen_prompt_decode_to_target_len` does.
