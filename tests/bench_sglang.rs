@@ -1508,3 +1508,91 @@ fn shared_prefix_prompts_on_a_chat_endpoint_share_the_prefix_and_differ_after_it
         "{heads:?}"
     );
 }
+
+#[test]
+fn multi_turn_shards_merge_into_the_rows_rounds() {
+    // `--gsp-num-turns 2` across two shards (one --start-at, already passed): each shard sends
+    // its rows' rounds; the merge keeps every (row, round) once and, as a single run, counts no
+    // dataset input (SGLang's total for conversations) and sums the rounds' own under ours.
+    let dir = tempdir();
+    let mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    let server = mock_server::MockThread::start(mc);
+    let url = server.url();
+    let files: Vec<std::path::PathBuf> = (0..2)
+        .map(|k| dir.join(format!("turns-shard-{k}.jsonl")))
+        .collect();
+    for (k, file) in files.iter().enumerate() {
+        let shard = format!("{k}/2");
+        session(&[
+            "--base-url",
+            &url,
+            "--backend",
+            "vllm-chat",
+            "--dataset-name",
+            "generated-shared-prefix",
+            "--gsp-num-groups",
+            "2",
+            "--gsp-prompts-per-group",
+            "2",
+            "--gsp-system-prompt-len",
+            "16",
+            "--gsp-question-len",
+            "6",
+            "--gsp-output-len",
+            "3",
+            "--gsp-num-turns",
+            "2",
+            "--shard",
+            &shard,
+            "--start-at",
+            "1796311800",
+            "--output-file",
+            file.to_str().unwrap(),
+        ]);
+    }
+    server.stop();
+    let merged = dir.join("turns-merged.jsonl");
+    let mut argv = vec!["merge"];
+    argv.extend(files.iter().map(|f| f.to_str().unwrap()));
+    argv.extend(["--result-filename", merged.to_str().unwrap()]);
+    let out = llmspeed(&argv);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shards: Vec<Value> = files.iter().map(|f| records(f).remove(0)).collect();
+    let m = records(&merged).remove(0);
+    // 4 rows of 2 rounds: each shard its 2 rows' 4 rounds.
+    assert_eq!(
+        (
+            shards[0]["completed"].clone(),
+            shards[1]["completed"].clone()
+        ),
+        (4.into(), 4.into())
+    );
+    assert_eq!(m["completed"], 8, "{m}");
+    assert_eq!(m["total_input_tokens"], 0, "{m}");
+    let ours = |v: &Value| v["llmspeed"]["multi_turn_input_tokens"].as_u64().unwrap();
+    assert!(ours(&shards[0]) > 0);
+    assert_eq!(ours(&m), ours(&shards[0]) + ours(&shards[1]), "{m}");
+    let mut rounds: Vec<(u64, u64)> = shards
+        .iter()
+        .flat_map(|s| s["llmspeed"]["shard"]["requests"].as_array().unwrap())
+        .map(|r| (r["index"].as_u64().unwrap(), r["round"].as_u64().unwrap()))
+        .collect();
+    rounds.sort_unstable();
+    assert_eq!(
+        rounds,
+        [
+            (0, 0),
+            (0, 1),
+            (1, 0),
+            (1, 1),
+            (2, 0),
+            (2, 1),
+            (3, 0),
+            (3, 1)
+        ]
+    );
+}

@@ -186,7 +186,10 @@ fn matrix_ctrl_c_exits_130_marked_interrupted() {
     matrix_stopped_by(libc::SIGINT, "SIGINT", 130);
 }
 
-/// `selftest` of 4 streams of 200000 tokens at 1 ms (minutes), with `extra` flags.
+/// `selftest` of 4 streams of 200000 tokens at 1 ms (minutes), the first token a minute after
+/// each request reaches the server, so a stop sent when the run starts comes before any token
+/// (with the first token at once, some came in before a stop on a loaded machine), with `extra`
+/// flags.
 fn long_selftest(extra: &[&str]) -> Proc {
     let mut args = vec![
         "selftest",
@@ -196,6 +199,8 @@ fn long_selftest(extra: &[&str]) -> Proc {
         "200000",
         "--gap",
         "1ms",
+        "--first-token",
+        "60s",
     ];
     args.extend_from_slice(extra);
     Proc::spawn(&args)

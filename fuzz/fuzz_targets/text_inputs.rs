@@ -1,6 +1,6 @@
 //! The text parsers added around the measurements never panic, whatever they are given: the
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
-//! the machine panel, `--start-at`, a shard result file read by `llmspeed merge`, a Mooncake-style
+//! the machine panel, `--start-at`, a shard result file read by `llmspeed merge` (both tools'), a Mooncake-style
 //! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations, a
 //! ShareGPT or custom file read by SGLang's rules and `bench sglang --goodput`'s SLOs.
 //!
@@ -11,6 +11,7 @@ use libfuzzer_sys::fuzz_target;
 use llmspeed::bench::engine::conversation;
 use llmspeed::bench::engine::shard::parse_start_at;
 use llmspeed::bench::sglang::goodput;
+use llmspeed::bench::sglang::merge as sglang_merge;
 use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
@@ -94,6 +95,11 @@ fuzz_target!(|data: &[u8]| {
         _ => {
             if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
                 let _ = ShardResult::from_json("fuzz.json", &v);
+            }
+            // A `bench sglang --shard` record line: a block that reads names at least one turn
+            // per row.
+            if let Some(Ok(r)) = sglang_merge::read_shard("fuzz.jsonl", &text) {
+                assert!(r.block.turns >= 1, "{:?}", r.block.turns);
             }
         }
     }

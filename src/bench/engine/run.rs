@@ -155,12 +155,6 @@ pub async fn run(
             .map_err(RunError::Setup)?;
     }
     let requests = Requests::new(plan, &request_model, samples.len());
-    if plan.routing_key && plan.shard.is_some() && plan.start_at_unix_ns.is_none() {
-        let _ = writeln!(
-            log,
-            "note: without --start-at each shard makes its own routing tag, so a group split across shards carries one key per shard"
-        );
-    }
     let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
     unless_stopped(cancel, "warming up", warm).await?;
     let mut order = Order::new(plan, &samples, &requests, log)?;
@@ -482,6 +476,12 @@ impl Order {
                 chosen.len(),
                 samples.len()
             );
+            if plan.routing_key && plan.start_at_unix_ns.is_none() {
+                let _ = writeln!(
+                    log,
+                    "note: without --start-at each shard makes its own routing tag, so a group split across shards carries one key per shard"
+                );
+            }
         }
         Ok(Order {
             offsets,

@@ -403,8 +403,7 @@ impl SglangArgs {
 
     /// `--gsp-num-turns`: read by generated-shared-prefix alone (1 for any other dataset, as
     /// SGLang ignores it there); above 1, SGLang's limits (a chat backend, no
-    /// `--tokenize-prompt`), and no `--shard` yet (the merge would count a row's rounds as its
-    /// prompts).
+    /// `--tokenize-prompt`).
     fn turns(&self) -> Result<u32, String> {
         let n = self.gsp_num_turns;
         if self.dataset_name != "generated-shared-prefix" || n == 1 {
@@ -424,9 +423,6 @@ impl SglangArgs {
                 "--gsp-num-turns above 1 sends conversations, on the chat backends only (sglang-oai-chat, vllm-chat, lmdeploy-chat), as in SGLang; got --backend {}",
                 self.backend
             ));
-        }
-        if self.many.shard.is_some() {
-            return Err("--gsp-num-turns above 1 does not work with --shard yet: the merge would count a row's rounds as its prompts".into());
         }
         u32::try_from(n).map_err(|_| format!("--gsp-num-turns {n} is too large"))
     }
@@ -926,17 +922,6 @@ mod tests {
                     "2",
                 ],
                 "--tokenize-prompt requires --gsp-num-turns=1",
-            ),
-            (
-                vec![
-                    "--backend",
-                    "lmdeploy-chat",
-                    "--gsp-num-turns",
-                    "2",
-                    "--shard",
-                    "0/2",
-                ],
-                "--shard",
             ),
         ] {
             let e = gsp(&extra).unwrap_err();

@@ -85,11 +85,15 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
     let (base, end) = shard::union(&windows);
     let (outputs, retokenized) = pooled(shards, base)?;
     let duration_s = (end - base) as f64 / 1e9;
-    let metrics = metrics::compute(&outputs, &retokenized, duration_s);
+    let mut metrics = metrics::compute(&outputs, &retokenized, duration_s);
+    let turns = shards[0].block.turns;
+    if turns > 1 {
+        metrics.without_dataset_input(duration_s);
+    }
     let warnings = shard::clock_warnings(&windows);
     let mut order: Vec<&ShardRecord> = shards.iter().collect();
     order.sort_by_key(|s| s.block.ran.shard.index);
-    let extras = json!({
+    let mut extras = json!({
         "version": crate::VERSION,
         "merged_from": shard::merged_from(&windows, base),
         "start_unix_ns": base,
@@ -98,6 +102,15 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
         "start_at_unix_ns": order[0].block.ran.start_at_unix_ns,
         "clock_warnings": warnings,
     });
+    // As a single run's record: what SGLang's total leaves out for multi-turn rows.
+    if turns > 1 {
+        let input: u64 = outputs
+            .iter()
+            .filter(|o| o.success)
+            .map(|o| o.prompt_len)
+            .sum();
+        extras["multi_turn_input_tokens"] = json!(input);
+    }
     Ok(Merged {
         first: order[0].clone(),
         outputs,
@@ -121,6 +134,8 @@ fn check_one_run(shards: &[ShardRecord]) -> Result<(), String> {
             "models"
         } else if b.settings != f.settings {
             "settings (backend, dataset, rate, concurrency, lengths or --num-prompts)"
+        } else if b.turns != f.turns {
+            "--gsp-num-turns"
         } else {
             continue;
         };
@@ -135,7 +150,7 @@ fn check_one_run(shards: &[ShardRecord]) -> Result<(), String> {
 /// Every shard's requests on the common `base`, in request order, with their retokenized
 /// counts.
 fn pooled(shards: &[ShardRecord], base: u64) -> Result<(Vec<RequestOutput>, Vec<u64>), String> {
-    let mut all: Vec<(usize, RequestOutput, u64)> = Vec::new();
+    let mut all: Vec<((usize, usize), RequestOutput, u64)> = Vec::new();
     for s in shards {
         let off = s.block.ran.start_unix_ns - base;
         for r in &s.block.requests {
@@ -147,12 +162,15 @@ fn pooled(shards: &[ShardRecord], base: u64) -> Result<(Vec<RequestOutput>, Vec<
             }
             let mut o = r.output.clone();
             o.start_ns += off;
-            all.push((r.index, o, r.retokenized));
+            all.push(((r.index, r.round), o, r.retokenized));
         }
     }
     all.sort_by_key(|x| x.0);
-    if all.windows(2).any(|w| w[0].0 == w[1].0) {
-        return Err("one request appears in two shards".into());
+    if let Some(w) = all.windows(2).find(|w| w[0].0 == w[1].0) {
+        let (index, round) = w[0].0;
+        return Err(format!(
+            "request {index} (round {round}) appears twice in the shards"
+        ));
     }
     Ok(all.into_iter().map(|(_, o, n)| (o, n)).unzip())
 }
@@ -212,10 +230,12 @@ mod tests {
                 model: "m".into(),
                 settings: settings(),
                 accept_length: None,
+                turns: 1,
                 requests: reqs
                     .into_iter()
                     .map(|(index, output)| ShardRequest {
                         index,
+                        round: 0,
                         retokenized: output.output_len,
                         output,
                     })
@@ -266,6 +286,54 @@ mod tests {
         assert_eq!(m.first.name, "zero");
         assert_eq!(m.extras["merged_from"][1]["start_offset_ms"], 2.0);
         assert!(m.warnings.is_empty());
+    }
+
+    /// Multi-turn rows: a row's rounds share its index and are kept each once, in row and
+    /// round order; the totals count no dataset input, as a single run's do.
+    #[test]
+    fn a_rows_rounds_merge_once_each() {
+        let s = 1_000_000_000u64;
+        let o = |start: u64| RequestOutput {
+            prompt_len: 10 + start / 1_000_000,
+            ..out(start, 0.010, &[0.002], 0.020)
+        };
+        let turns = |mut r: ShardRecord, rounds: &[usize]| {
+            r.block.turns = 2;
+            for (q, &round) in r.block.requests.iter_mut().zip(rounds) {
+                q.round = round;
+            }
+            r
+        };
+        let shards = [
+            turns(
+                record("zero", 0, s, 30_000_000, vec![(0, o(1_000_000)), (0, o(0))]),
+                &[1, 0],
+            ),
+            turns(
+                record(
+                    "one",
+                    1,
+                    s,
+                    30_000_000,
+                    vec![(1, o(2_000_000)), (1, o(3_000_000))],
+                ),
+                &[0, 1],
+            ),
+        ];
+        let m = merge(&shards).unwrap();
+        let starts: Vec<u64> = m.outputs.iter().map(|x| x.start_ns).collect();
+        assert_eq!(starts, [0, 1_000_000, 2_000_000, 3_000_000]);
+        assert_eq!((m.metrics.completed, m.metrics.total_input), (4, 0));
+        assert_eq!(m.extras["multi_turn_input_tokens"], 10 + 11 + 12 + 13);
+        // One (row, round) twice is refused; so is a shard of a one-turn run beside them.
+        let mut twice = shards.clone();
+        twice[1].block.requests[1].round = 0;
+        assert!(merge(&twice)
+            .unwrap_err()
+            .contains("request 1 (round 0) appears twice"));
+        let mut single = shards.clone();
+        single[1].block.turns = 1;
+        assert!(merge(&single).unwrap_err().contains("--gsp-num-turns"));
     }
 
     #[test]

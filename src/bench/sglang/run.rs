@@ -414,6 +414,7 @@ fn shard_block(
         .zip(outputs.iter().zip(retok))
         .map(|(f, (o, &n))| shard::ShardRequest {
             index: f.index,
+            round: f.round,
             output: o.clone(),
             retokenized: n,
         })
@@ -429,6 +430,7 @@ fn shard_block(
         model: m.request_model.clone(),
         settings: shard::Settings::of(&run_args(cfg)),
         accept_length,
+        turns: cfg.plan.turns,
         requests,
     }
     .to_json()

@@ -70,6 +70,8 @@ impl Settings {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ShardRequest {
     pub index: usize,
+    /// Its round within its row (`--gsp-num-turns`; 0 otherwise).
+    pub round: usize,
     pub output: RequestOutput,
     pub retokenized: u64,
 }
@@ -84,7 +86,9 @@ pub struct ShardBlock {
     pub model: String,
     pub settings: Settings,
     pub accept_length: Option<f64>,
-    /// In request order.
+    /// `--gsp-num-turns` as the run used it (1: a prompt is one request).
+    pub turns: u32,
+    /// In request order (a row's rounds in order).
     pub requests: Vec<ShardRequest>,
 }
 
@@ -146,8 +150,10 @@ impl ShardBlock {
                 "num_prompts": s.num_prompts,
             },
             "accept_length": self.accept_length.map(float),
+            "turns": self.turns,
             "requests": self.requests.iter().map(|r| json!({
                 "index": r.index,
+                "round": r.round,
                 "success": r.output.success,
                 "start_ns": r.output.start_ns,
                 "ttft_s": float(r.output.ttft_s),
@@ -206,6 +212,14 @@ impl ShardBlock {
                 None | Some(Value::Null) => None,
                 Some(_) => Some(float_of(v, "accept_length")?),
             },
+            // Blocks written before multi-turn rows have neither key: one request a prompt.
+            turns: match opt_u64(v, "turns")? {
+                None => 1,
+                Some(n) => u32::try_from(n)
+                    .ok()
+                    .filter(|&t| t >= 1)
+                    .ok_or_else(|| format!("\"turns\" is {n}, not a number of turns"))?,
+            },
             requests,
         })
     }
@@ -226,6 +240,7 @@ fn request_of(r: &Value) -> Result<ShardRequest, String> {
         .collect::<Result<Vec<_>, String>>()?;
     Ok(ShardRequest {
         index: u64_of(r, "index")? as usize,
+        round: opt_u64(r, "round")?.unwrap_or(0) as usize,
         retokenized: u64_of(r, "retokenized")?,
         output: RequestOutput {
             success: r
@@ -271,9 +286,11 @@ mod tests {
                 num_prompts: 9,
             },
             accept_length: None,
+            turns: 2,
             requests: vec![
                 ShardRequest {
                     index: 1,
+                    round: 1,
                     retokenized: 7,
                     output: RequestOutput {
                         success: true,
@@ -288,6 +305,7 @@ mod tests {
                 },
                 ShardRequest {
                     index: 4,
+                    round: 0,
                     retokenized: 0,
                     output: RequestOutput {
                         error: "HTTP 500".into(),
@@ -310,6 +328,15 @@ mod tests {
         trace.settings.request_rate = None;
         let back = ShardBlock::from_json(&trace.to_json()).unwrap();
         assert_eq!(back.settings.request_rate, None);
+        // A block from before multi-turn rows: one request a prompt.
+        let mut old = b.to_json();
+        old.as_object_mut().unwrap().remove("turns");
+        for r in old["requests"].as_array_mut().unwrap() {
+            r.as_object_mut().unwrap().remove("round");
+        }
+        let back = ShardBlock::from_json(&old).unwrap();
+        assert_eq!(back.turns, 1);
+        assert!(back.requests.iter().all(|r| r.round == 0));
     }
 
     #[test]
@@ -323,5 +350,8 @@ mod tests {
         let mut v = block().to_json();
         v["requests"][0]["ttft_s"] = json!("x");
         assert!(ShardBlock::from_json(&v).is_err());
+        let mut v = block().to_json();
+        v["turns"] = json!(0);
+        assert!(ShardBlock::from_json(&v).unwrap_err().contains("turns"));
     }
 }
