@@ -1101,6 +1101,33 @@ fn custom_conversations_with_a_context_length_repeat_and_merge() {
 /// names its shared-prefix group in `X-SMG-Routing-Key` as `{run}_{start}_{group}` (one run's
 /// tag on all), the requests naming one group share its prefix and no two groups do, each
 /// group has its prompts, and the warm-up carries none. Without the flag, no request does.
+/// A small generated-shared-prefix run whose requests name their groups (2 groups of 2
+/// prompts of 16 + 4 token ids), with `extra` flags.
+fn routed_gsp<'a>(url: &'a str, out: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--base-url",
+        url,
+        "--dataset-name",
+        "generated-shared-prefix",
+        "--gsp-num-groups",
+        "2",
+        "--gsp-prompts-per-group",
+        "2",
+        "--gsp-system-prompt-len",
+        "16",
+        "--gsp-question-len",
+        "4",
+        "--gsp-output-len",
+        "2",
+        "--tokenize-prompt",
+        "--gsp-send-routing-key",
+        "--output-file",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn routing_keys_name_each_requests_shared_prefix_group() {
     let rt = runtime();
@@ -1203,28 +1230,7 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
     let server = mock_server::MockThread::start(mc);
     let url = server.url();
     let out = dir.join("gsp-two-runs.jsonl");
-    session(&[
-        "--base-url",
-        &url,
-        "--dataset-name",
-        "generated-shared-prefix",
-        "--gsp-num-groups",
-        "2",
-        "--gsp-prompts-per-group",
-        "2",
-        "--gsp-system-prompt-len",
-        "16",
-        "--gsp-question-len",
-        "4",
-        "--gsp-output-len",
-        "2",
-        "--tokenize-prompt",
-        "--gsp-send-routing-key",
-        "--num-runs",
-        "2",
-        "--output-file",
-        out.to_str().unwrap(),
-    ]);
+    session(&routed_gsp(&url, &out, &["--num-runs", "2"]));
     server.stop();
     let mut per_tag: std::collections::BTreeMap<String, usize> = Default::default();
     for l in std::fs::read_to_string(&log).unwrap().lines() {
@@ -1252,32 +1258,11 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
         let url = server.url();
         for k in ["0/2", "1/2"] {
             let out = dir.join(format!("gsp-shard-{}.jsonl", &k[..1]));
-            let mut args = vec![
-                "--base-url",
-                &url,
-                "--dataset-name",
-                "generated-shared-prefix",
-                "--gsp-num-groups",
-                "2",
-                "--gsp-prompts-per-group",
-                "2",
-                "--gsp-system-prompt-len",
-                "16",
-                "--gsp-question-len",
-                "4",
-                "--gsp-output-len",
-                "2",
-                "--tokenize-prompt",
-                "--gsp-send-routing-key",
-                "--shard",
-                k,
-                "--output-file",
-                out.to_str().unwrap(),
-            ];
+            let mut extra = vec!["--shard", k];
             if let Some(at) = start_at {
-                args.extend(["--start-at", at]);
+                extra.extend(["--start-at", at]);
             }
-            session(&args);
+            session(&routed_gsp(&url, &out, &extra));
         }
         server.stop();
         std::fs::read_to_string(&log)

@@ -104,12 +104,7 @@ pub fn merge(shards: &[ShardRecord]) -> Result<Merged, String> {
     });
     // As a single run's record: what SGLang's total leaves out for multi-turn rows.
     if turns > 1 {
-        let input: u64 = outputs
-            .iter()
-            .filter(|o| o.success)
-            .map(|o| o.prompt_len)
-            .sum();
-        extras["multi_turn_input_tokens"] = json!(input);
+        extras["multi_turn_input_tokens"] = json!(metrics::completed_input(&outputs));
     }
     Ok(Merged {
         first: order[0].clone(),

@@ -261,6 +261,16 @@ pub struct Metrics {
     pub max_concurrent_requests: u64,
 }
 
+/// The prompt tokens of the successful requests, as read: what SGLang's total leaves out for
+/// multi-turn rows ([`Metrics::without_dataset_input`]).
+pub fn completed_input(outputs: &[RequestOutput]) -> u64 {
+    outputs
+        .iter()
+        .filter(|o| o.success)
+        .map(|o| o.prompt_len)
+        .sum()
+}
+
 impl Metrics {
     /// SGLang's figures for multi-turn rows (`--gsp-num-turns` above 1): it totals the input
     /// over the dataset's rows and passes none for conversations, so the input total and the

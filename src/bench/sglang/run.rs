@@ -358,12 +358,7 @@ fn ours(counter: &Counter, m: &Measured, outputs: &[RequestOutput]) -> Value {
     // Multi-turn rows: SGLang's total_input_tokens counts none (`without_dataset_input`); each
     // completed round's prompt as counted (the server's usage) is here.
     if m.requests.iter().any(|f| f.round > 0) {
-        let input: u64 = outputs
-            .iter()
-            .filter(|o| o.success)
-            .map(|o| o.prompt_len)
-            .sum();
-        v["multi_turn_input_tokens"] = json!(input);
+        v["multi_turn_input_tokens"] = json!(metrics::completed_input(outputs));
     }
     if m.stopped {
         v["interrupted"] = json!({
