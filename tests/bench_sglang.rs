@@ -1101,31 +1101,42 @@ fn custom_conversations_with_a_context_length_repeat_and_merge() {
 /// names its shared-prefix group in `X-SMG-Routing-Key` as `{run}_{start}_{group}` (one run's
 /// tag on all), the requests naming one group share its prefix and no two groups do, each
 /// group has its prompts, and the warm-up carries none. Without the flag, no request does.
-/// A small generated-shared-prefix run whose requests name their groups (2 groups of 2
-/// prompts of 16 + 4 token ids), with `extra` flags.
-fn routed_gsp<'a>(url: &'a str, out: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+/// A generated-shared-prefix run on `url` appending its record to `out`: `sizes` are its
+/// groups, prompts per group, system prompt, question and output lengths; then `extra` flags.
+fn gsp<'a>(
+    url: &'a str,
+    out: &'a std::path::Path,
+    [groups, per_group, system, question, output]: [&'a str; 5],
+    extra: &[&'a str],
+) -> Vec<&'a str> {
     let mut args = vec![
         "--base-url",
         url,
         "--dataset-name",
         "generated-shared-prefix",
         "--gsp-num-groups",
-        "2",
+        groups,
         "--gsp-prompts-per-group",
-        "2",
+        per_group,
         "--gsp-system-prompt-len",
-        "16",
+        system,
         "--gsp-question-len",
-        "4",
+        question,
         "--gsp-output-len",
-        "2",
-        "--tokenize-prompt",
-        "--gsp-send-routing-key",
+        output,
         "--output-file",
         out.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
     args
+}
+
+/// A small generated-shared-prefix run whose requests name their groups (2 groups of 2
+/// prompts of 16 + 4 token ids), with `extra` flags.
+fn routed_gsp<'a>(url: &'a str, out: &'a std::path::Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut flags = vec!["--tokenize-prompt", "--gsp-send-routing-key"];
+    flags.extend_from_slice(extra);
+    gsp(url, out, ["2", "2", "16", "4", "2"], &flags)
 }
 
 #[test]
@@ -1139,25 +1150,12 @@ fn routing_keys_name_each_requests_shared_prefix_group() {
         let server = mock_server::MockThread::start(mc);
         let url = server.url();
         let out = dir.join(format!("gsp-{send}.jsonl"));
-        let mut args = vec![
-            "--base-url",
+        let mut args = gsp(
             &url,
-            "--dataset-name",
-            "generated-shared-prefix",
-            "--gsp-num-groups",
-            "3",
-            "--gsp-prompts-per-group",
-            "4",
-            "--gsp-system-prompt-len",
-            "24",
-            "--gsp-question-len",
-            "6",
-            "--gsp-output-len",
-            "2",
-            "--tokenize-prompt",
-            "--output-file",
-            out.to_str().unwrap(),
-        ];
+            &out,
+            ["3", "4", "24", "6", "2"],
+            &["--tokenize-prompt"],
+        );
         if send {
             args.push("--gsp-send-routing-key");
         }
@@ -1302,31 +1300,20 @@ fn multi_turn_rows_send_each_round_with_the_answers_before_it() {
     let server = mock_server::MockThread::start(mc);
     let url = server.url();
     let out = dir.join("turns.jsonl");
-    let (console, _) = session(&[
-        "--base-url",
+    let (console, _) = session(&gsp(
         &url,
-        "--backend",
-        "sglang-oai-chat",
-        "--dataset-name",
-        "generated-shared-prefix",
-        "--gsp-num-groups",
-        "2",
-        "--gsp-prompts-per-group",
-        "2",
-        "--gsp-system-prompt-len",
-        "16",
-        "--gsp-question-len",
-        "6",
-        "--gsp-output-len",
-        "40",
-        "--gsp-num-turns",
-        "3",
-        "--max-concurrency",
-        "2",
-        "--output-details",
-        "--output-file",
-        out.to_str().unwrap(),
-    ]);
+        &out,
+        ["2", "2", "16", "6", "40"],
+        &[
+            "--backend",
+            "sglang-oai-chat",
+            "--gsp-num-turns",
+            "3",
+            "--max-concurrency",
+            "2",
+            "--output-details",
+        ],
+    ));
     server.stop();
     let rec = records(&out).pop().unwrap();
     assert_eq!(rec["completed"], 12, "{rec}");
@@ -1434,27 +1421,12 @@ fn shared_prefix_prompts_on_a_chat_endpoint_share_the_prefix_and_differ_after_it
     let server = mock_server::MockThread::start(mc);
     let url = server.url();
     let out = dir.join("chat-gsp.jsonl");
-    session(&[
-        "--base-url",
+    session(&gsp(
         &url,
-        "--backend",
-        "sglang-oai-chat",
-        "--dataset-name",
-        "generated-shared-prefix",
-        "--gsp-num-groups",
-        "2",
-        "--gsp-prompts-per-group",
-        "3",
-        "--gsp-system-prompt-len",
-        "24",
-        "--gsp-question-len",
-        "8",
-        "--gsp-output-len",
-        "2",
-        "--gsp-send-routing-key",
-        "--output-file",
-        out.to_str().unwrap(),
-    ]);
+        &out,
+        ["2", "3", "24", "8", "2"],
+        &["--backend", "sglang-oai-chat", "--gsp-send-routing-key"],
+    ));
     server.stop();
     let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for l in std::fs::read_to_string(&log).unwrap().lines() {
@@ -1508,32 +1480,21 @@ fn multi_turn_shards_merge_into_the_rows_rounds() {
         .collect();
     for (k, file) in files.iter().enumerate() {
         let shard = format!("{k}/2");
-        session(&[
-            "--base-url",
+        session(&gsp(
             &url,
-            "--backend",
-            "vllm-chat",
-            "--dataset-name",
-            "generated-shared-prefix",
-            "--gsp-num-groups",
-            "2",
-            "--gsp-prompts-per-group",
-            "2",
-            "--gsp-system-prompt-len",
-            "16",
-            "--gsp-question-len",
-            "6",
-            "--gsp-output-len",
-            "3",
-            "--gsp-num-turns",
-            "2",
-            "--shard",
-            &shard,
-            "--start-at",
-            "1796311800",
-            "--output-file",
-            file.to_str().unwrap(),
-        ]);
+            file,
+            ["2", "2", "16", "6", "3"],
+            &[
+                "--backend",
+                "vllm-chat",
+                "--gsp-num-turns",
+                "2",
+                "--shard",
+                &shard,
+                "--start-at",
+                "1796311800",
+            ],
+        ));
     }
     server.stop();
     let merged = dir.join("turns-merged.jsonl");

@@ -55,6 +55,20 @@ pub fn messages(turns: &[String], answers: &[String]) -> Value {
     Value::Array(m)
 }
 
+/// The later rounds of `row` after its first round's timeline `first`; none for a sample that
+/// is one request (`row` `None`).
+pub async fn after(
+    row: Option<&Row>,
+    client: &Client,
+    first: &Timeline,
+    cancel: &Cancel,
+) -> Vec<Timeline> {
+    match row {
+        Some(row) => row.later_rounds(client, first, cancel).await,
+        None => Vec::new(),
+    }
+}
+
 /// What a row's task needs to send its later rounds.
 pub struct Row {
     pub bodies: Arc<dyn Bodies>,

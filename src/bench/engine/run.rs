@@ -323,9 +323,7 @@ impl<'a> Requests<'a> {
             },
         })
     }
-}
 
-impl Requests<'_> {
     /// The model request `index` names: its adapter, else the run's model.
     fn model_for(&self, index: Option<usize>) -> &str {
         match index.and_then(|i| self.lora.get(i)) {
@@ -388,10 +386,7 @@ async fn warm_up(
                 let _permit = slots.acquire_owned().await;
                 let start = c.clock().raw();
                 let first = c.stream(&req, start, &mut NoopObserver, &cancel).await;
-                let later = match &row {
-                    Some(row) => row.later_rounds(&c, &first, &cancel).await,
-                    None => Vec::new(),
-                };
+                let later = rounds::after(row.as_ref(), &c, &first, &cancel).await;
                 std::iter::once(first).chain(later).collect::<Vec<_>>()
             });
         }
@@ -845,10 +840,7 @@ async fn one_request(
         (scheduled, 0)
     };
     let timeline = c.stream(&req, intended, &mut NoopObserver, &cancel).await;
-    let later = match &row {
-        Some(row) => row.later_rounds(&c, &timeline, &cancel).await,
-        None => Vec::new(),
-    };
+    let later = rounds::after(row.as_ref(), &c, &timeline, &cancel).await;
     Done {
         index,
         timeline,
