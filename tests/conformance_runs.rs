@@ -218,7 +218,7 @@ const RUNS: &[Run] = &[
         input: Input::PlusOneSpecialPerRequest,
     },
     Run {
-        name: "a rate with burstiness, a seed and warm-ups",
+        name: "a rate with burstiness, a seed, a range ratio and warm-ups",
         tool: Tool::Vllm,
         args: &[
             "--dataset-name",
@@ -229,8 +229,12 @@ const RUNS: &[Run] = &[
             "16",
             "--random-output-len",
             "4",
+            // The same lengths drawn for the seed (numpy's generator, vLLM's order).
+            "--random-range-ratio",
+            "0.5",
+            // Gaps of about 100 ms, each held to the reference's (`SEND_GAP_TOLERANCE_MS`).
             "--request-rate",
-            "40",
+            "10",
             "--burstiness",
             "2.5",
             "--seed",
@@ -367,9 +371,9 @@ const RUNS: &[Run] = &[
             "32",
             "--random-output-len",
             "8",
-            // Exact lengths: the two tools' random draws differ (numpy's generator is not ours).
+            // Drawn lengths: the same for the seed (numpy's legacy generator, SGLang's order).
             "--random-range-ratio",
-            "1.0",
+            "0.5",
         ],
         input: Input::PlusOneSpecialPerRequest,
     },
@@ -435,10 +439,11 @@ const RUNS: &[Run] = &[
             "24",
             "--random-output-len",
             "6",
+            // The same lengths drawn for the seed, and the send times drawn after them.
             "--random-range-ratio",
-            "1.0",
+            "0.5",
             "--request-rate",
-            "40",
+            "10",
             "--seed",
             "7",
         ],
@@ -1281,17 +1286,52 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
         .args
         .windows(2)
         .any(|w| w[0] == "--dataset-name" && FILE_PROMPTS.contains(&w[1]));
-    for (key, what) in bodies::compare(
-        &bodies::sort(&r.requests, measured(rv)),
-        &bodies::sort(&o.requests, measured(ov)),
-        file_prompts,
-    ) {
+    let (theirs, ours) = (
+        bodies::sort(&r.requests, measured(rv)),
+        bodies::sort(&o.requests, measured(ov)),
+    );
+    for (key, what) in bodies::compare(&theirs, &ours, file_prompts) {
         if !deliberate(row.tool, &key) {
             differ(format!("request bodies: {what}"));
         }
     }
+    // A rate with no concurrency cap: both draw numpy's numbers for the seed, so each gap
+    // between two requests reaching the server is the same but for each tool's timing.
+    let given = |flag: &str| row.args.contains(&flag);
+    if given("--request-rate") && !given("--max-concurrency") {
+        let gaps = |s: &bodies::Sorted| -> Vec<i64> {
+            s.measured
+                .windows(2)
+                .map(|w| w[1].arrival_ns as i64 - w[0].arrival_ns as i64)
+                .collect()
+        };
+        let (g_ref, g_ours) = (gaps(&theirs), gaps(&ours));
+        let apart = g_ref.len() != g_ours.len()
+            || g_ref
+                .iter()
+                .zip(&g_ours)
+                .any(|(a, b)| (a - b).abs() > SEND_GAP_TOLERANCE_MS * 1_000_000);
+        if apart {
+            let ms = |g: &[i64]| -> Vec<String> {
+                g.iter()
+                    .map(|x| format!("{:.1}", *x as f64 / 1e6))
+                    .collect()
+            };
+            differ(format!(
+                "gaps between sends (ms): reference {:?}, llmspeed {:?}",
+                ms(&g_ref),
+                ms(&g_ours)
+            ));
+        }
+    }
     out
 }
+
+/// How far one gap between two sends may differ between the tools: their timing (an asyncio
+/// sleep's lateness, a loaded machine), never the draws. Rows with a rate use about 100 ms
+/// gaps, where two independent draws fall within this of each other one time in five per
+/// gap, and seven gaps all within it one run in a hundred thousand.
+const SEND_GAP_TOLERANCE_MS: i64 = 20;
 
 /// The datasets whose prompts are texts read from the row's file, which both tools send as
 /// they are; every other one draws its own.

@@ -10,10 +10,11 @@
 //! only stores `(offset, length)` until [`Sample::write_ids`] materialises it: 100,000 prompts
 //! of 8K tokens never need 3 GB of ids at once.
 
+use crate::workload::numpy::{Generator, RandomState};
+use crate::workload::pyrandom::PyRandom;
 use crate::workload::trace;
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -35,6 +36,8 @@ pub enum DatasetKind {
     TimedTrace,
     /// SGLang's `openai`: JSON lines of whole chat requests.
     ChatRequests,
+    /// vLLM's `burstgpt`: the BurstGPT trace's CSV, its GPT-4 rows' lengths.
+    BurstGpt,
 }
 
 impl DatasetKind {
@@ -47,6 +50,7 @@ impl DatasetKind {
             DatasetKind::PrefixRepetition => "prefix_repetition",
             DatasetKind::TimedTrace => "timed_trace",
             DatasetKind::ChatRequests => "openai",
+            DatasetKind::BurstGpt => "burstgpt",
         }
     }
 
@@ -59,11 +63,12 @@ impl DatasetKind {
             "custom" => Ok(DatasetKind::Custom),
             "prefix_repetition" => Ok(DatasetKind::PrefixRepetition),
             "timed_trace" => Ok(DatasetKind::TimedTrace),
-            "hf" | "burstgpt" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace)"
+            "burstgpt" => Ok(DatasetKind::BurstGpt),
+            "hf" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace)"
+                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
         }
     }
@@ -82,9 +87,14 @@ pub struct DatasetConfig {
     pub random_input_len: u32,
     pub random_output_len: u32,
     pub random_range_ratio: f64,
+    /// vLLM's `--random-range-ratio '{"input": a, "output": b}'`: the output's ratio, where
+    /// `random_range_ratio` is then the input's (`None`: one ratio for both).
+    pub random_output_range_ratio: Option<f64>,
     /// Inclusive `(input, output)` length bounds that replace the range ratio's (SGLang's
     /// reading of its ratio, set by `bench sglang`).
     pub random_bounds: Option<Bounds>,
+    /// Whose numpy draws the `random` dataset's lengths are, so a seed gives the reference's.
+    pub random_draws: RandomDraws,
     pub random_prefix_len: u32,
     pub sharegpt_output_len: Option<u32>,
     pub sonnet_input_len: u32,
@@ -109,33 +119,60 @@ pub struct DatasetConfig {
     pub oversample: bool,
     /// Whose rules `sharegpt` reads its file and filters its conversations by.
     pub conversations: Conversations,
-    /// SGLang's `generated-shared-prefix` with drawn lengths or a Zipf group distribution
-    /// (`None`: `prefix_repetition`'s exact lengths and equal groups).
+    /// SGLang's `generated-shared-prefix` (`None`: vLLM's `prefix_repetition`).
     pub prefix_groups: Option<PrefixGroups>,
     /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
     /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
 }
 
-/// How SGLang 0.5.23's `generated-shared-prefix` departs from exact lengths and equal groups.
+/// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
+/// distribution, turns.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PrefixGroups {
     /// `--gsp-range-ratio` r: each group's prefix length, and each prompt's suffix and output
-    /// length, drawn from `[max(int(L*r), 1), L]` (0 stays 0), as SGLang draws them.
+    /// length, drawn from `[max(int(L*r), 1), L]` (0 stays 0), as SGLang draws them; 1 is exact.
     pub range_ratio: f64,
     /// `--gsp-group-distribution zipf --gsp-zipf-alpha a`: each prompt's group drawn with
     /// probability proportional to `1 / rank^a` (rank 1 is group 0, the hottest), from a
     /// generator of its own so the prompts are those of the uniform draw; `None`: uniform,
     /// every group its `num_prompts / groups` prompts.
     pub zipf_alpha: Option<f64>,
+    /// `--gsp-num-turns`: SGLang draws a question length for every turn of every prompt.
+    pub turns: u32,
+}
+
+/// Whose numpy draws the `random` dataset makes (`workload::numpy`): for a seed, each request's
+/// input and output length is the one the reference tool draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RandomDraws {
+    /// vLLM 0.33: `np.random.default_rng(seed)`; every input length, then every output length,
+    /// then every prompt's offset. The input range is drawn for `--random-input-len` less the
+    /// `special` tokens the tokenizer adds to a text (vLLM's prompts are text the server adds
+    /// them to), and they are added back to each drawn length: llmspeed's token ids reach the
+    /// server as sent, so the server counts for each request what it counts for vLLM's.
+    Vllm { special: u32 },
+    /// SGLang 0.5.23: the legacy generator `np.random.seed(seed)` seeds; every input length,
+    /// then every output length, then (`random-ids`; its `random` cuts ShareGPT text instead,
+    /// `offsets` false) every prompt's offset below the tokenizer's `vocab` size (`vocab`
+    /// decides how many draws that takes, and SGLang's send times are drawn next from the same
+    /// generator: [`random_numpy_words`]).
+    Sglang { vocab: u32, offsets: bool },
+}
+
+impl Default for RandomDraws {
+    fn default() -> Self {
+        RandomDraws::Vllm { special: 0 }
+    }
 }
 
 /// Whose rules the `sharegpt` dataset follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Conversations {
-    /// vLLM's: a JSON list; the first human turn and the turn after it; prompt and output at
-    /// least 4 tokens (the output check skipped with a fixed output length), prompt at most
-    /// 1024, both together at most 2048; a short file oversampled (unless `oversample` is off).
+    /// vLLM 0.33's: a JSON list; turns 0 and 1 of each entry with at least two, whatever their
+    /// roles; prompt and output at least 4 tokens (the output check skipped with a fixed output
+    /// length), prompt at most 1024, both together at most 2048; a short file oversampled
+    /// (unless `oversample` is off).
     Vllm,
     /// SGLang 0.5.23's `sharegpt` and `custom`: turns 0 and 1 of each entry's `conversations`
     /// (or `conversation`) list, whatever their roles; prompt and output at least 2 tokens;
@@ -159,7 +196,9 @@ impl Default for DatasetConfig {
             random_input_len: 1024,
             random_output_len: 128,
             random_range_ratio: 0.0,
+            random_output_range_ratio: None,
             random_bounds: None,
+            random_draws: RandomDraws::default(),
             random_prefix_len: 0,
             sharegpt_output_len: None,
             sonnet_input_len: 550,
@@ -209,6 +248,7 @@ pub fn load(
         DatasetKind::Sonnet => sonnet(cfg, count),
         DatasetKind::Custom => custom(cfg, count, wrap),
         DatasetKind::TimedTrace => timed_trace(cfg),
+        DatasetKind::BurstGpt => burstgpt(cfg),
         DatasetKind::ChatRequests => match chat_len {
             Some(len) => chat_requests(cfg, len),
             None => Err(DatasetError::Invalid(
@@ -250,40 +290,238 @@ fn timed_trace(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
     ))
 }
 
+/// vLLM 0.33's `burstgpt`: the BurstGPT trace's CSV (`--dataset-path`), its rows whose `Model`
+/// is `GPT-4` and whose `Response tokens` are above 0; `num_prompts` of them picked as pandas'
+/// `DataFrame.sample(n, random_state=--seed)` picks them (numpy's legacy `choice`: a permutation's
+/// first n, with replacement when more are asked than there are rows); request i a token-id
+/// prompt of the row's `Request tokens` (`(i + j) mod V`, as vLLM's) asking for its `Response
+/// tokens`.
+fn burstgpt(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let path = need_path(cfg)?;
+    let text = read(path)?;
+    let fmt = |msg: String| DatasetError::Format {
+        path: path.display().to_string(),
+        msg,
+    };
+    let rows = burstgpt_rows(&text).map_err(fmt)?;
+    if rows.is_empty() {
+        return Err(fmt(
+            "no row to send: none has Model GPT-4 and Response tokens above 0 (vLLM's filter)"
+                .into(),
+        ));
+    }
+    let n = cfg.num_prompts;
+    let mut np = RandomState::from_seed(cfg.seed).map_err(DatasetError::Invalid)?;
+    let picked = np
+        .choice(rows.len(), n, n > rows.len())
+        .ok_or_else(|| DatasetError::Invalid("no rows to pick from".into()))?;
+    let ids = cfg.ids;
+    Ok(picked
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| {
+            let (input, output) = rows[r];
+            Sample {
+                group: None,
+                prompt: PromptSource::Synthetic {
+                    prefix: Arc::from(Vec::new()),
+                    start: (i as u64 % ids.span as u64) as u32,
+                    len: input,
+                    ids,
+                },
+                prompt_len: input as u64,
+                output_len: output,
+            }
+        })
+        .collect())
+}
+
+/// The (request, response) token counts of a BurstGPT CSV's rows that vLLM keeps, in file
+/// order; the columns found by their header names.
+fn burstgpt_rows(text: &str) -> Result<Vec<(u32, u32)>, String> {
+    let mut rdr = csv::Reader::from_reader(text.as_bytes());
+    let headers = rdr.headers().map_err(|e| format!("not CSV: {e}"))?.clone();
+    let col = |name: &str| {
+        headers.iter().position(|h| h.trim() == name).ok_or_else(|| {
+            format!("no {name:?} column (BurstGPT's CSV has Model, Request tokens and Response tokens)")
+        })
+    };
+    let (model, request, response) = (
+        col("Model")?,
+        col("Request tokens")?,
+        col("Response tokens")?,
+    );
+    let mut rows = Vec::new();
+    for (i, record) in rdr.records().enumerate() {
+        let line = i + 2;
+        let record = record.map_err(|e| format!("line {line}: {e}"))?;
+        let tokens = |c: usize, name: &str| -> Result<i64, String> {
+            let v = record.get(c).unwrap_or("").trim();
+            v.parse::<i64>()
+                .map_err(|_| format!("line {line}: {name} is {v:?}, not a whole number"))
+        };
+        if record.get(model).map(str::trim) != Some("GPT-4") {
+            continue;
+        }
+        let out = tokens(response, "Response tokens")?;
+        if out <= 0 {
+            continue;
+        }
+        let input = tokens(request, "Request tokens")?;
+        let fit = |v: i64, name: &str| {
+            u32::try_from(v).map_err(|_| format!("line {line}: {name} {v} is out of range"))
+        };
+        rows.push((fit(input, "Request tokens")?, fit(out, "Response tokens")?));
+    }
+    Ok(rows)
+}
+
 /// The `random` dataset.
 pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
-    let r = cfg.random_range_ratio;
-    if !(0.0..1.0).contains(&r) {
-        return Err(DatasetError::Invalid(format!(
-            "--random-range-ratio must be in [0, 1), got {r}"
-        )));
-    }
+    let drawn = random_lengths(cfg)?;
+    // The ids themselves are llmspeed's (a range every tokenizer shares, sent as ids): the
+    // references decode theirs to text, so only the lengths can be the same.
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let ids = cfg.ids;
     let prefix: Arc<[u32]> = random_ids(&mut rng, cfg.random_prefix_len as usize, ids).into();
-    let ((in_lo, in_hi), (out_lo, out_hi)) = cfg.random_bounds.unwrap_or((
-        range_bounds(cfg.random_input_len, r),
-        range_bounds(cfg.random_output_len, r),
-    ));
-    let mut out = Vec::with_capacity(cfg.num_prompts);
-    for i in 0..cfg.num_prompts {
-        let len = rng.gen_range(in_lo..=in_hi);
-        let output_len = rng.gen_range(out_lo..=out_hi);
-        // vLLM: (offset + i + arange(len)) % vocab, offset uniform over the vocabulary.
-        let start = (rng.gen_range(0..ids.span) + i as u32 % ids.span) % ids.span;
-        out.push(Sample {
-            group: None,
-            prompt: PromptSource::Synthetic {
-                prefix: prefix.clone(),
-                start,
-                len,
-                ids,
-            },
-            prompt_len: prefix.len() as u64 + len as u64,
-            output_len,
-        });
-    }
+    let out = (0..cfg.num_prompts)
+        .map(|i| {
+            let len = drawn.input[i];
+            // vLLM and SGLang: (offset + i + arange(len)) % vocab.
+            let start =
+                ((drawn.offsets[i] % ids.span as u64) as u32 + i as u32 % ids.span) % ids.span;
+            Sample {
+                group: None,
+                prompt: PromptSource::Synthetic {
+                    prefix: prefix.clone(),
+                    start,
+                    len,
+                    ids,
+                },
+                prompt_len: prefix.len() as u64 + len as u64,
+                output_len: drawn.output[i],
+            }
+        })
+        .collect();
     Ok(out)
+}
+
+/// Each request's drawn lengths and offset, and how many 32-bit words the draws took.
+struct Drawn {
+    input: Vec<u32>,
+    output: Vec<u32>,
+    offsets: Vec<u64>,
+    words: u64,
+}
+
+fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
+    let n = cfg.num_prompts;
+    match cfg.random_draws {
+        RandomDraws::Vllm { special } => {
+            let ri = cfg.random_range_ratio;
+            let ro = cfg.random_output_range_ratio.unwrap_or(ri);
+            for r in [ri, ro] {
+                if !(0.0..1.0).contains(&r) {
+                    return Err(DatasetError::Invalid(format!(
+                        "--random-range-ratio must be in [0, 1), got {r}"
+                    )));
+                }
+            }
+            // vLLM: [floor(L(1-r)), ceil(L(1+r))], the input's L less the special tokens, the
+            // output's at least 1.
+            let span = |l: u32, r: f64| {
+                let l = l as f64;
+                (
+                    (l * (1.0 - r)).floor() as u32,
+                    (l * (1.0 + r)).ceil() as u32,
+                )
+            };
+            let real = cfg.random_input_len.saturating_sub(special);
+            let (in_lo, in_hi) = span(real, ri);
+            let (out_lo, out_hi) = span(cfg.random_output_len, ro);
+            let (out_lo, out_hi) = (out_lo.max(1), out_hi.max(1));
+            // vLLM's refusal: no drawn prompt may be empty before the special tokens.
+            if cfg.random_prefix_len + in_lo == 0 {
+                return Err(DatasetError::Invalid(format!(
+                    "--random-input-len {} is too small: less the tokenizer's {special} special \
+                     tokens and with input range ratio {ri}, the shortest prompt would be empty; \
+                     raise --random-input-len or --random-prefix-len, or lower the ratio",
+                    cfg.random_input_len
+                )));
+            }
+            let mut g = Generator::new(cfg.seed);
+            let mut draw = |lo: u32, hi: u32| -> Vec<u32> {
+                (0..n)
+                    .map(|_| g.integers(lo as i64, hi as i64 + 1) as u32)
+                    .collect()
+            };
+            let input = draw(in_lo, in_hi)
+                .into_iter()
+                .map(|l| l + special)
+                .collect();
+            let output = draw(out_lo, out_hi);
+            let offsets = (0..n)
+                .map(|_| g.integers(0, cfg.ids.span as i64) as u64)
+                .collect();
+            Ok(Drawn {
+                input,
+                output,
+                offsets,
+                words: 0,
+            })
+        }
+        RandomDraws::Sglang { vocab, offsets } => {
+            let ((in_lo, in_hi), (out_lo, out_hi)) = cfg.random_bounds.unwrap_or((
+                range_bounds(cfg.random_input_len, cfg.random_range_ratio),
+                range_bounds(cfg.random_output_len, cfg.random_range_ratio),
+            ));
+            let mut np = RandomState::from_seed(cfg.seed).map_err(DatasetError::Invalid)?;
+            // SGLang: a length of 0 is 0 for every request, with no draw.
+            let mut draw = |lo: u32, hi: u32| -> Vec<u32> {
+                (0..n)
+                    .map(|_| match hi {
+                        0 => 0,
+                        _ => np.randint(lo as i64, hi as i64 + 1) as u32,
+                    })
+                    .collect()
+            };
+            let input = draw(in_lo, in_hi);
+            let output = draw(out_lo, out_hi);
+            let offsets = match offsets {
+                true => (0..n)
+                    .map(|_| np.randint(0, vocab.max(1) as i64) as u64)
+                    .collect(),
+                // SGLang's ShareGPT cuts take no offset: llmspeed's come from its own generator.
+                false => {
+                    let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x00ff_5e75);
+                    (0..n)
+                        .map(|_| rng.gen_range(0..cfg.ids.span) as u64)
+                        .collect()
+                }
+            };
+            Ok(Drawn {
+                input,
+                output,
+                offsets,
+                words: np.words(),
+            })
+        }
+    }
+}
+
+/// How many 32-bit words SGLang's `random` and `generated-shared-prefix` datasets take from
+/// numpy's legacy generator for `cfg` (0 for every other dataset and for vLLM's): SGLang's send
+/// times are drawn from the same generator after them.
+pub fn random_numpy_words(cfg: &DatasetConfig) -> u64 {
+    match (cfg.kind, cfg.random_draws, cfg.prefix_groups) {
+        (DatasetKind::Random, RandomDraws::Sglang { .. }, _) => {
+            random_lengths(cfg).map_or(0, |d| d.words)
+        }
+        (DatasetKind::PrefixRepetition, _, Some(g)) => {
+            gsp_lengths(cfg, g).map_or(0, |d| d.numpy_words)
+        }
+        _ => 0,
+    }
 }
 
 fn random_ids(rng: &mut StdRng, n: usize, ids: IdRange) -> Vec<u32> {
@@ -332,27 +570,32 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
             });
         }
     }
+    // vLLM 0.33 (and SGLang's generated-shared-prefix of equal groups) shuffle with Python's
+    // `random` seeded by --seed and send prompts per prefix x prefixes, never oversampled.
     if cfg.shuffle {
-        out.shuffle(&mut rng);
+        PyRandom::new(cfg.seed).shuffle(&mut out);
     }
-    fill_to(&mut out, cfg, &mut rng);
     Ok(out)
 }
 
-/// SGLang's `generated-shared-prefix` with drawn lengths or Zipf groups: `groups` prefixes of
-/// drawn lengths; `num_prompts` slots (groups x prompts per group), each with its own drawn
-/// suffix and output length, taking the prefix of its group (the slot's own under uniform, a
-/// Zipf draw otherwise); shuffled unless ordered. Never oversampled (SGLang builds exactly
-/// that many).
+/// SGLang 0.5.23's `generated-shared-prefix`, drawn as SGLang draws it: from numpy's legacy
+/// generator seeded with --seed, every group's prefix length, then every prompt's question
+/// length for each turn, then every prompt's output length (`[max(int(L*r), 1), L]`, a length of
+/// 0 no draw); `groups x prompts per group` slots, slot `i` taking the question and output
+/// lengths of prompt `(i / per, i % per)` and the prefix of its group (the slot's own under
+/// uniform; under zipf a draw of llmspeed's own generator); then, unless ordered, shuffled by
+/// Python's `random` seeded with --seed after the two words of each `random.random()` SGLang's
+/// prompt text took (one per token of every prefix and question). Never oversampled. The
+/// prompt ids are llmspeed's.
 fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, DatasetError> {
+    let d = gsp_lengths(cfg, g)?;
     let groups = cfg.prefix_repetition_num_prefixes as usize;
     let per = cfg.num_prompts / groups;
     let mut rng = StdRng::seed_from_u64(cfg.seed);
-    let prefixes: Vec<Arc<[u32]>> = (0..groups)
-        .map(|_| {
-            let n = ratio_len(&mut rng, cfg.prefix_repetition_prefix_len, g.range_ratio);
-            random_ids(&mut rng, n as usize, cfg.ids).into()
-        })
+    let prefixes: Vec<Arc<[u32]>> = d
+        .prefix
+        .iter()
+        .map(|n| random_ids(&mut rng, *n as usize, cfg.ids).into())
         .collect();
     let assignment: Vec<usize> = match g.zipf_alpha {
         None => (0..groups * per).map(|slot| slot / per.max(1)).collect(),
@@ -365,11 +608,12 @@ fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, Da
             (0..groups * per).map(|_| pick.sample(&mut z)).collect()
         }
     };
+    let turns = g.turns.max(1) as usize;
     let mut out = Vec::with_capacity(assignment.len());
-    for group in assignment {
+    for (slot, group) in assignment.into_iter().enumerate() {
         let prefix = prefixes[group].clone();
-        let len = ratio_len(&mut rng, cfg.prefix_repetition_suffix_len, g.range_ratio);
-        let output_len = ratio_len(&mut rng, cfg.prefix_repetition_output_len, g.range_ratio);
+        // SGLang: the slot's question and output are those of its place in uniform order.
+        let len = d.question[slot * turns];
         out.push(Sample {
             group: Some(group as u32),
             prompt_len: prefix.len() as u64 + len as u64,
@@ -379,22 +623,56 @@ fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, Da
                 len,
                 ids: cfg.ids,
             },
-            output_len,
+            output_len: d.output[slot],
         });
     }
     if cfg.shuffle {
-        out.shuffle(&mut rng);
+        let mut py = PyRandom::new(cfg.seed);
+        py.skip_words(d.python_words);
+        py.shuffle(&mut out);
     }
     Ok(out)
 }
 
-/// A length drawn from `[max(int(l*r), 1), l]`, 0 when `l` is 0 (SGLang's `compute_random_lens`).
-fn ratio_len(rng: &mut StdRng, l: u32, r: f64) -> u32 {
-    if l == 0 {
-        return 0;
-    }
-    let lo = ((l as f64 * r) as u32).clamp(1, l);
-    rng.gen_range(lo..=l)
+/// SGLang's generated-shared-prefix lengths, and what drawing them and their texts took from
+/// numpy's legacy generator and Python's `random`.
+struct GspLengths {
+    prefix: Vec<u32>,
+    /// Prompt-major, then turn.
+    question: Vec<u32>,
+    output: Vec<u32>,
+    numpy_words: u64,
+    python_words: u64,
+}
+
+fn gsp_lengths(cfg: &DatasetConfig, g: PrefixGroups) -> Result<GspLengths, DatasetError> {
+    let groups = cfg.prefix_repetition_num_prefixes as usize;
+    let prompts = groups * (cfg.num_prompts / groups);
+    let mut np = RandomState::from_seed(cfg.seed).map_err(DatasetError::Invalid)?;
+    // SGLang's compute_random_lens: [max(int(L*r), 1), L], 0 for every one when L is 0.
+    let mut lens = |l: u32, n: usize| -> Vec<u32> {
+        if l == 0 {
+            return vec![0; n];
+        }
+        let lo = ((l as f64 * g.range_ratio) as u32).clamp(1, l);
+        (0..n)
+            .map(|_| np.randint(lo as i64, l as i64 + 1) as u32)
+            .collect()
+    };
+    let prefix = lens(cfg.prefix_repetition_prefix_len, groups);
+    let question = lens(
+        cfg.prefix_repetition_suffix_len,
+        prompts * g.turns.max(1) as usize,
+    );
+    let output = lens(cfg.prefix_repetition_output_len, prompts);
+    let tokens: u64 = prefix.iter().chain(&question).map(|&l| l as u64).sum();
+    Ok(GspLengths {
+        prefix,
+        question,
+        output,
+        numpy_words: np.words(),
+        python_words: 2 * tokens,
+    })
 }
 
 /// Zipf weights by rank: `1 / rank^alpha` for ranks 1..=n.
@@ -404,17 +682,19 @@ fn zipf_weights(n: usize, alpha: f64) -> Vec<f64> {
         .collect()
 }
 
-/// vLLM oversamples a short dataset by drawing extra samples at random (unless
-/// `--no-oversample`), then keeps `num_prompts`.
-fn fill_to(out: &mut Vec<Sample>, cfg: &DatasetConfig, rng: &mut StdRng) {
+/// vLLM's oversampling (unless `--no-oversample`): a set short of `num_prompts` is filled with
+/// samples picked at random from it, by Python's `random` seeded again with --seed
+/// (`random.choice` each time), then `num_prompts` are kept.
+fn fill_to(out: &mut Vec<Sample>, cfg: &DatasetConfig) {
     let n = cfg.num_prompts;
     if out.is_empty() || !cfg.oversample {
         out.truncate(n);
         return;
     }
     let have = out.len();
+    let mut py = PyRandom::new(cfg.seed);
     while out.len() < n {
-        let s = out[rng.gen_range(0..have)].clone();
+        let s = out[py.randbelow(have)].clone();
         out.push(s);
     }
     out.truncate(n);
@@ -490,12 +770,13 @@ pub fn sharegpt_text(
         },
     };
     let mut pairs = match cfg.conversations {
-        Conversations::Vllm => vllm_pairs(&list),
+        Conversations::Vllm => vllm_pairs(&list).map_err(fmt)?,
         Conversations::Sglang { lines, .. } => sglang_pairs(&list, lines).map_err(fmt)?,
     };
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    // Both tools shuffle with Python's `random` seeded by --seed (vLLM just before, SGLang at
+    // the start of the run, with nothing drawn in between).
     if cfg.shuffle {
-        pairs.shuffle(&mut rng);
+        PyRandom::new(cfg.seed).shuffle(&mut pairs);
     }
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for (prompt, reply) in pairs {
@@ -543,29 +824,32 @@ pub fn sharegpt_text(
         return Err(fmt(format!("no usable conversation ({rules})")));
     }
     match cfg.conversations {
-        Conversations::Vllm => fill_to(&mut out, cfg, &mut rng),
+        Conversations::Vllm => fill_to(&mut out, cfg),
         Conversations::Sglang { .. } => out.truncate(cfg.num_prompts),
     }
     Ok(out)
 }
 
-/// vLLM's pairs: each conversation's first human turn and the turn after it.
-fn vllm_pairs(list: &[serde_json::Value]) -> Vec<(&str, &str)> {
+/// vLLM 0.33's pairs: turns 0 and 1 of each entry whose `conversations` list has two or more,
+/// whatever their roles; a turn without a string `value` is an error (vLLM stops on it too).
+fn vllm_pairs(list: &[serde_json::Value]) -> Result<Vec<(&str, &str)>, String> {
     let mut pairs = Vec::new();
-    for entry in list {
-        let Some(conv) = entry.get("conversations").and_then(|c| c.as_array()) else {
+    for (i, entry) in list.iter().enumerate() {
+        let conv = entry.get("conversations").and_then(|c| c.as_array());
+        let Some([first, second, ..]) = conv.map(Vec::as_slice) else {
             continue;
         };
-        let Some(h) = conv.iter().position(|t| turn(t).0 == "human") else {
-            continue;
-        };
-        if let (Some(p), Some(next)) = (turn(&conv[h]).1, conv.get(h + 1)) {
-            if let Some(reply) = turn(next).1 {
-                pairs.push((p, reply));
+        match (turn(first).1, turn(second).1) {
+            (Some(p), Some(r)) => pairs.push((p, r)),
+            _ => {
+                return Err(format!(
+                    "conversation {} has a turn without a text (a string under \"value\")",
+                    i + 1
+                ))
             }
         }
     }
-    pairs
+    Ok(pairs)
 }
 
 /// SGLang's pairs: turns 0 and 1 of each entry with two or more. A sharegpt turn without a
@@ -754,9 +1038,9 @@ pub fn custom(
             msg: "no prompts".into(),
         });
     }
-    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    // vLLM: Python's `random` seeded by --seed shuffles the rows.
     if cfg.shuffle {
-        rows.shuffle(&mut rng);
+        PyRandom::new(cfg.seed).shuffle(&mut rows);
     }
     rows.truncate(cfg.num_prompts);
     let mut out = Vec::with_capacity(cfg.num_prompts);
@@ -770,7 +1054,7 @@ pub fn custom(
             output_len,
         });
     }
-    fill_to(&mut out, cfg, &mut rng);
+    fill_to(&mut out, cfg);
     Ok(out)
 }
 
@@ -1237,6 +1521,10 @@ mod tests {
             random_input_len: 100,
             random_output_len: 40,
             random_bounds: Some(((50, 100), (0, 40))),
+            random_draws: RandomDraws::Sglang {
+                vocab: 8460,
+                offsets: true,
+            },
             ..Default::default()
         };
         let s = random(&cfg).unwrap();
@@ -1245,6 +1533,59 @@ mod tests {
         // 2000 uniform draws reach both ends' neighbourhoods.
         assert!(s.iter().any(|x| x.prompt_len <= 52) && s.iter().any(|x| x.output_len <= 1));
         assert!(s.iter().any(|x| x.prompt_len >= 98) && s.iter().any(|x| x.output_len >= 39));
+    }
+
+    #[test]
+    fn vllms_special_tokens_come_off_the_drawn_range_and_back_onto_each_prompt() {
+        // Input 100 with one special token: vLLM draws from [99, 99] and the server adds the
+        // BOS to its text; llmspeed's ids are 100 long.
+        let cfg = DatasetConfig {
+            num_prompts: 20,
+            random_input_len: 100,
+            random_draws: RandomDraws::Vllm { special: 1 },
+            ..Default::default()
+        };
+        assert!(random(&cfg).unwrap().iter().all(|s| s.prompt_len == 100));
+        // Ratio 0.5: [floor(99 * 0.5), ceil(99 * 1.5)] = [49, 149], each plus the one token.
+        let s = random(&DatasetConfig {
+            num_prompts: 2000,
+            random_range_ratio: 0.5,
+            ..cfg.clone()
+        })
+        .unwrap();
+        let lens: Vec<u64> = s.iter().map(|x| x.prompt_len).collect();
+        assert_eq!(lens.iter().min(), Some(&50));
+        assert_eq!(lens.iter().max(), Some(&150));
+        // One token less the special one is nothing: refused, as vLLM refuses it.
+        let one = DatasetConfig {
+            random_input_len: 1,
+            ..cfg
+        };
+        let e = random(&one).unwrap_err().to_string();
+        assert!(e.contains("too small"), "{e}");
+        assert!(random(&DatasetConfig {
+            random_prefix_len: 4,
+            ..one
+        })
+        .is_ok());
+    }
+
+    #[test]
+    fn burstgpt_keeps_gpt4_rows_with_a_response_by_column_name() {
+        // Columns in another order than the trace's, a ChatGPT row, a failed GPT-4 row.
+        let csv = "Response tokens,Model,Timestamp,Request tokens\n\
+                   12,GPT-4,0,100\n\
+                   30,ChatGPT,1,7\n\
+                   0,GPT-4,2,55\n\
+                   5,GPT-4,3,9\n";
+        assert_eq!(burstgpt_rows(csv), Ok(vec![(100, 12), (9, 5)]));
+        let no_col = burstgpt_rows("Model,Request tokens\nGPT-4,3\n").unwrap_err();
+        assert!(no_col.contains("\"Response tokens\""), "{no_col}");
+        let bad = burstgpt_rows("Model,Request tokens,Response tokens\nGPT-4,3.5,2\n").unwrap_err();
+        assert!(
+            bad.contains("line 2") && bad.contains("Request tokens"),
+            "{bad}"
+        );
     }
 
     #[test]
@@ -1322,6 +1663,7 @@ mod tests {
             prefix_groups: Some(PrefixGroups {
                 range_ratio: ratio,
                 zipf_alpha: zipf,
+                turns: 1,
             }),
             ..Default::default()
         }
@@ -1401,12 +1743,17 @@ mod tests {
     }
 
     #[test]
-    fn sharegpt_takes_the_first_human_turn_and_the_reply_length() {
+    fn sharegpt_takes_turns_zero_and_one_whatever_their_roles() {
+        // vLLM 0.33 reads turns 0 and 1 of an entry with at least two: a system turn 0 is the
+        // prompt (here 2 words, under the 4-token minimum, so the entry is dropped).
         let f = file(
             r#"[
             {"conversations": [{"from": "system", "value": "be nice"},
-                               {"from": "human", "value": "one two three four five"},
-                               {"from": "gpt", "value": "a b c d e f"}]},
+                               {"from": "human", "value": "seven eight nine ten eleven twelve"},
+                               {"from": "gpt", "value": "g h i j k l m"}]},
+            {"conversations": [{"from": "human", "value": "one two three four five"},
+                               {"from": "gpt", "value": "a b c d e f"},
+                               {"from": "human", "value": "a later turn nobody reads"}]},
             {"conversations": [{"from": "human", "value": "too short"}, {"from": "gpt", "value": "x y z w v"}]},
             {"conversations": [{"from": "human", "value": "lonely turn"}]},
             {"id": 3}

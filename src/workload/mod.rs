@@ -3,8 +3,10 @@
 pub mod chat_template;
 pub mod datasets;
 pub mod hub;
+pub mod numpy;
 pub mod prompt_cache;
 pub mod prose;
+pub mod pyrandom;
 pub mod request_id;
 pub mod sample;
 pub mod schedule;

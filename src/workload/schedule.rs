@@ -1,19 +1,34 @@
-//! When each request should be sent: `vllm bench serve`'s arrival process, as pure data.
+//! When each request should be sent: the reference tools' arrival processes, as pure data.
 //!
 //! Owns the send-time offsets for a run: `--request-rate inf` (everything at once), a finite rate
 //! with gamma-distributed gaps (`--burstiness` is the shape, the mean gap is `1/rate`; shape 1 is
 //! a Poisson process), and linear or exponential ramp-up of the rate across the requests.
 //! It must never sleep, read a clock or touch a socket: the runner turns offsets into deadlines.
 //!
-//! Matches vLLM's generator: request 0 goes at offset 0; after request `i` the gap is drawn from
-//! `Gamma(shape = burstiness, scale = 1 / (rate_i * burstiness))`, where `rate_i` is the rate in
-//! force for request `i` (`start + (end - start) * p` or `start * (end / start)^p`, with
-//! `p = i / (n - 1)`). The random numbers come from our own seeded generator, so schedules are
-//! identical run to run for a seed but are not the same numbers numpy would draw.
+//! The draws are numpy's own (`workload::numpy`), from the legacy generator the tools seed with
+//! `np.random.seed(--seed)`, so a seed gives the reference's send times to the nanosecond:
+//! - [`Draws::Vllm`] (vLLM 0.33's `get_request`): every request `i`, the first included, waits
+//!   a gap drawn from `Gamma(shape = burstiness, scale = 1 / (rate_i * burstiness))` after the
+//!   one before it (the first after the start), where `rate_i` is the rate in force for request
+//!   `i` (`start + (end - start) * p` or `start * (end / start)^p`, with `p = i / (n - 1)`);
+//!   `--burstiness inf` makes every gap `1/rate_i`. Without a ramp the send times are then
+//!   scaled so the last one falls at exactly `n / rate`.
+//! - [`Draws::Sglang`] (SGLang 0.5.23's `get_request`): request 0 at once, each later one an
+//!   exponential gap of mean `1/rate` after the one before, drawn from the generator the
+//!   dataset drew from first (its random lengths; `Plan` passes the draws already taken).
 
-use rand::rngs::StdRng;
-use rand::SeedableRng;
-use rand_distr::{Distribution, Gamma};
+use crate::workload::numpy::RandomState;
+
+/// Whose arrival process, and so whose draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Draws {
+    /// vLLM 0.33's: a gap before every request, scaled to `n / rate` without a ramp.
+    #[default]
+    Vllm,
+    /// SGLang 0.5.23's: request 0 at once, then exponential gaps; the generator has already
+    /// given this many 32-bit words to the dataset.
+    Sglang { dataset_words: u64 },
+}
 
 /// How the request rate changes over the run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +67,8 @@ pub struct ScheduleConfig {
     pub burstiness: f64,
     pub ramp: Option<Ramp>,
     pub seed: u64,
+    /// Whose arrival process (and draws) the offsets follow.
+    pub draws: Draws,
 }
 
 impl Default for ScheduleConfig {
@@ -61,6 +78,7 @@ impl Default for ScheduleConfig {
             burstiness: 1.0,
             ramp: None,
             seed: 0,
+            draws: Draws::Vllm,
         }
     }
 }
@@ -72,6 +90,8 @@ pub enum ScheduleError {
     BadRate(f64),
     #[error("--burstiness must be a positive number, got {0}")]
     BadBurstiness(f64),
+    #[error("{0}")]
+    BadSeed(String),
     #[error("--ramp-up-start-rps and --ramp-up-end-rps must be finite and non-negative (got {0} and {1})")]
     BadRamp(f64, f64),
     #[error(
@@ -85,9 +105,11 @@ impl ScheduleConfig {
         if self.rate.is_nan() || self.rate <= 0.0 {
             return Err(ScheduleError::BadRate(self.rate));
         }
-        if !(self.burstiness.is_finite() && self.burstiness > 0.0) {
+        // vLLM takes `--burstiness inf` (constant gaps); SGLang has no burstiness.
+        if self.burstiness.is_nan() || self.burstiness <= 0.0 {
             return Err(ScheduleError::BadBurstiness(self.burstiness));
         }
+        RandomState::from_seed(self.seed).map_err(ScheduleError::BadSeed)?;
         if let Some(r) = self.ramp {
             let ok = |x: f64| x.is_finite() && x >= 0.0;
             if !ok(r.start_rps) || !ok(r.end_rps) {
@@ -112,33 +134,74 @@ impl ScheduleConfig {
         }
     }
 
+    /// This schedule once the dataset has taken `words` 32-bit words from the generator
+    /// (SGLang's draws continue after them; vLLM's schedule has its own).
+    pub fn after_dataset(&self, words: u64) -> ScheduleConfig {
+        let draws = match self.draws {
+            Draws::Vllm => Draws::Vllm,
+            Draws::Sglang { .. } => Draws::Sglang {
+                dataset_words: words,
+            },
+        };
+        ScheduleConfig { draws, ..*self }
+    }
+
     /// Send offsets in nanoseconds from the start of the run, one per request, non-decreasing.
     pub fn offsets_ns(&self, total: usize) -> Result<Vec<u64>, ScheduleError> {
         self.validate()?;
-        let mut rng = StdRng::seed_from_u64(self.seed);
-        let mut out = Vec::with_capacity(total);
-        let mut t_s = 0.0f64;
-        for i in 0..total {
-            out.push((t_s * 1e9).round() as u64);
-            let rate = self.rate_at(i, total);
-            if rate.is_infinite() {
-                continue;
+        let mut np = RandomState::from_seed(self.seed).map_err(ScheduleError::BadSeed)?;
+        let at_s = match self.draws {
+            Draws::Vllm => self.vllm_seconds(&mut np, total),
+            Draws::Sglang { dataset_words } => {
+                np.skip_words(dataset_words);
+                self.sglang_seconds(&mut np, total)
             }
-            if rate <= 0.0 {
-                // A ramp starting at 0 rps: vLLM waits a whole second before the next request
-                // rather than forever.
-                t_s += 1.0;
-                continue;
-            }
-            let scale = 1.0 / (rate * self.burstiness);
-            // Validated above: shape and scale are positive and finite.
-            let gap = match Gamma::new(self.burstiness, scale) {
-                Ok(g) => g.sample(&mut rng),
-                Err(_) => 1.0 / rate,
-            };
-            t_s += gap;
+        };
+        Ok(at_s.iter().map(|t| (t * 1e9).round() as u64).collect())
+    }
+
+    /// The gap before request `i` in vLLM's process (`None`: a rate of 0, which vLLM refuses;
+    /// llmspeed waits a whole second rather than forever).
+    fn vllm_gap(&self, np: &mut RandomState, rate: f64) -> f64 {
+        if rate.is_infinite() {
+            0.0
+        } else if rate <= 0.0 {
+            1.0
+        } else if self.burstiness.is_infinite() {
+            1.0 / rate
+        } else {
+            np.gamma(self.burstiness, 1.0 / (rate * self.burstiness))
         }
-        Ok(out)
+    }
+
+    fn vllm_seconds(&self, np: &mut RandomState, total: usize) -> Vec<f64> {
+        let mut at = Vec::with_capacity(total);
+        let mut sum = 0.0f64;
+        for i in 0..total {
+            sum += self.vllm_gap(np, self.rate_at(i, total));
+            at.push(sum);
+        }
+        // Without a ramp the last send falls at exactly n / rate (vLLM: the drawn gaps' sum is
+        // a few percent off it, which would make throughput depend on the seed).
+        if self.ramp.is_none() && sum != 0.0 {
+            let factor = (total as f64 / self.rate) / sum;
+            for t in &mut at {
+                *t *= factor;
+            }
+        }
+        at
+    }
+
+    fn sglang_seconds(&self, np: &mut RandomState, total: usize) -> Vec<f64> {
+        let mut at = Vec::with_capacity(total);
+        let mut t = 0.0f64;
+        for i in 0..total {
+            at.push(t);
+            if i + 1 < total && self.rate.is_finite() {
+                t += np.exponential(1.0 / self.rate);
+            }
+        }
+        at
     }
 }
 
@@ -152,6 +215,7 @@ mod tests {
             burstiness,
             ramp: None,
             seed,
+            draws: Draws::Vllm,
         }
     }
 
@@ -176,8 +240,37 @@ mod tests {
         let a = cfg(10.0, 1.0, 7).offsets_ns(200).unwrap();
         assert_eq!(a, cfg(10.0, 1.0, 7).offsets_ns(200).unwrap());
         assert_ne!(a, cfg(10.0, 1.0, 8).offsets_ns(200).unwrap());
-        assert_eq!(a[0], 0);
+        // vLLM: a gap before the first request too, and the last one at exactly 200 / 10 s.
+        assert!(a[0] > 0);
+        assert_eq!(a[199], 20_000_000_000);
         assert!(a.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn infinite_burstiness_is_vllms_constant_gap() {
+        let off = cfg(4.0, f64::INFINITY, 0).offsets_ns(8).unwrap();
+        let want: Vec<u64> = (1..=8).map(|i| i * 250_000_000).collect();
+        assert_eq!(off, want);
+    }
+
+    #[test]
+    fn sglang_sends_the_first_at_once_then_exponential_gaps() {
+        let sg = |rate: f64, words: u64| ScheduleConfig {
+            draws: Draws::Sglang {
+                dataset_words: words,
+            },
+            ..cfg(rate, 1.0, 42)
+        };
+        assert_eq!(sg(f64::INFINITY, 0).offsets_ns(4).unwrap(), vec![0; 4]);
+        let off = sg(20.0, 0).offsets_ns(20_001).unwrap();
+        assert_eq!(off[0], 0);
+        let (m, v) = mean_var(&gaps_s(&off));
+        // Exponential of mean 1/20: variance 1/400; 20,000 gaps, bounds as above.
+        assert!((m / 0.05 - 1.0).abs() < 0.05, "mean {m}");
+        assert!((v / 0.0025 - 1.0).abs() < 0.15, "var {v}");
+        // The dataset's draws come first: other words taken, other gaps.
+        let after = sg(20.0, 3).offsets_ns(50).unwrap();
+        assert_ne!(after, off[..50]);
     }
 
     #[test]
@@ -237,6 +330,12 @@ mod tests {
         assert!(cfg(0.0, 1.0, 0).offsets_ns(1).is_err());
         assert!(cfg(f64::NAN, 1.0, 0).offsets_ns(1).is_err());
         assert!(cfg(1.0, 0.0, 0).offsets_ns(1).is_err());
+        // numpy's legacy seed is 32 bits.
+        let big = cfg(1.0, 1.0, 1 << 32)
+            .offsets_ns(1)
+            .unwrap_err()
+            .to_string();
+        assert!(big.contains("2**32 - 1"), "{big}");
         let bad = ScheduleConfig {
             ramp: Some(Ramp {
                 strategy: RampStrategy::Exponential,

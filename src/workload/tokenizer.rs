@@ -333,6 +333,34 @@ impl LocalTokenizer {
         self.count_with(text, true)
     }
 
+    /// The special tokens the tokenizer adds to one text (transformers'
+    /// `num_special_tokens_to_add()`: its post-processor's, e.g. 1 for a BOS).
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn num_special_tokens(&self) -> u32 {
+        use tokenizers::PostProcessor;
+        self.inner
+            .get_post_processor()
+            .map_or(0, |p| p.added_tokens(false) as u32)
+    }
+
+    /// The special tokens the tokenizer adds to one text.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn num_special_tokens(&self) -> u32 {
+        match self.inner {}
+    }
+
+    /// The vocabulary's size without added tokens (transformers' `vocab_size`).
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn vocab_size(&self) -> u32 {
+        self.inner.get_vocab_size(false) as u32
+    }
+
+    /// The vocabulary's size without added tokens.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn vocab_size(&self) -> u32 {
+        match self.inner {}
+    }
+
     /// Tokens of `text`, with or without the tokenizer's special tokens.
     #[cfg(feature = "hf-tokenizer")]
     pub fn count_with(&self, text: &str, add_special_tokens: bool) -> Result<u64, TokenizerError> {

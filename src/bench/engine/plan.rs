@@ -35,9 +35,10 @@ pub trait Bodies: Send + Sync {
 /// its own length within the concurrency cap, a failure only logged, the run right after.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Warmup {
-    /// Every warm-up sends the first sample, all at once, instead of the samples in turn within
-    /// the concurrency cap.
+    /// Every warm-up sends the first sample instead of the samples in turn.
     pub repeat_first: bool,
+    /// The warm-ups go all at once instead of within the concurrency cap.
+    pub all_at_once: bool,
     /// Caps each warm-up's output length.
     pub max_output: Option<u32>,
     /// When every warm-up failed, the run fails with the first one's error.

@@ -143,6 +143,7 @@ pub async fn run(
         counting,
         prompt_kind,
         tokenize,
+        numpy_words,
     } = load_samples(plan, &client, &request_model, cancel, log).await?;
     if counting == TokenCounting::Estimate {
         let _ = writeln!(
@@ -157,7 +158,7 @@ pub async fn run(
     let requests = Requests::new(plan, &request_model, samples.len());
     let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
     unless_stopped(cancel, "warming up", warm).await?;
-    let mut order = Order::new(plan, &samples, &requests, log)?;
+    let mut order = Order::new(plan, &samples, numpy_words, &requests, log)?;
     let open = preconnect(plan, &client, order.chosen.len(), log);
     let preconnected = unless_stopped(cancel, "opening connections (--preconnect)", open).await?;
     announce(plan, &request_model, order.chosen.len(), log, progress);
@@ -358,7 +359,7 @@ async fn warm_up(
     let rules = &plan.warmup;
     if plan.num_warmups > 0 {
         let _ = writeln!(log, "warming up with {} request(s)", plan.num_warmups);
-        let slots = Arc::new(Semaphore::new(match rules.repeat_first {
+        let slots = Arc::new(Semaphore::new(match rules.all_at_once {
             true => plan.num_warmups,
             false => plan.max_concurrency.unwrap_or(plan.num_warmups),
         }));
@@ -437,9 +438,12 @@ struct Order {
 }
 
 impl Order {
+    /// `numpy_words`: what the dataset drew from numpy's legacy generator before the schedule
+    /// (SGLang draws its send times from the same one).
     fn new(
         plan: &Plan,
         samples: &[Sample],
+        numpy_words: u64,
         requests: &Requests<'_>,
         log: &mut (dyn Write + Send),
     ) -> Result<Order, RunError> {
@@ -447,6 +451,7 @@ impl Order {
             self_timed_offsets(plan, samples.len())?
         } else {
             plan.schedule
+                .after_dataset(numpy_words)
                 .offsets_ns(samples.len())
                 .map_err(|e| RunError::Setup(e.to_string()))?
         };

@@ -247,6 +247,9 @@ pub struct Loaded {
     /// The server's `/tokenize` dialect the probe verified, whatever counted the prompts (a
     /// front end counts output text with it without probing again).
     pub tokenize: Option<TokenizeDialect>,
+    /// The 32-bit words the dataset drew from numpy's legacy generator (SGLang's random
+    /// lengths), where SGLang's send times continue: `datasets::random_numpy_words`.
+    pub numpy_words: u64,
 }
 
 impl Loaded {
@@ -255,12 +258,14 @@ impl Loaded {
         counting: TokenCounting,
         prompt_kind: PromptKind,
         tokenize: Option<TokenizeDialect>,
+        numpy_words: u64,
     ) -> Self {
         Loaded {
             samples,
             counting,
             prompt_kind,
             tokenize,
+            numpy_words,
         }
     }
 }
@@ -284,7 +289,10 @@ pub async fn load_samples(
     let info = detect(&collected, &Overrides::default());
     let ids_dataset = matches!(
         plan.dataset.kind,
-        DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::TimedTrace
+        DatasetKind::Random
+            | DatasetKind::PrefixRepetition
+            | DatasetKind::TimedTrace
+            | DatasetKind::BurstGpt
     );
     let local = local_tokenizer(
         plan.tokenizer.as_deref(),
@@ -310,6 +318,20 @@ pub async fn load_samples(
     if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
         dcfg.ids = r;
     }
+    // The reference's length draws need the tokenizer's special tokens (vLLM) or vocabulary
+    // (SGLang): the local tokenizer's, else none and the server's vocabulary.
+    dcfg.random_draws = match dcfg.random_draws {
+        datasets::RandomDraws::Vllm { .. } => datasets::RandomDraws::Vllm {
+            special: local.as_ref().map_or(0, LocalTokenizer::num_special_tokens),
+        },
+        datasets::RandomDraws::Sglang { offsets, .. } => datasets::RandomDraws::Sglang {
+            vocab: local
+                .as_ref()
+                .map_or(dcfg.ids.end(), LocalTokenizer::vocab_size),
+            offsets,
+        },
+    };
+    let numpy_words = datasets::random_numpy_words(&dcfg);
     let count_with = counter_fn(client, model, local, cancel);
     // TGI's /generate_stream and the Responses API take text only, as the chat endpoint does.
     let chat = plan.chat || plan.dialect.text_only();
@@ -324,7 +346,13 @@ pub async fn load_samples(
     let loading = load(dcfg, how, count_with, template);
     let (mut samples, count_with) = unless_stopped(cancel, "loading the dataset", loading).await?;
     if !ids_dataset {
-        return Ok(Loaded::new(samples, how, PromptKind::DatasetText, dialect));
+        return Ok(Loaded::new(
+            samples,
+            how,
+            PromptKind::DatasetText,
+            dialect,
+            numpy_words,
+        ));
     }
     if ids_ok {
         return Ok(Loaded::new(
@@ -332,6 +360,7 @@ pub async fn load_samples(
             TokenCounting::Exact,
             PromptKind::TokenIds,
             dialect,
+            numpy_words,
         ));
     }
     if chat {
@@ -350,6 +379,7 @@ pub async fn load_samples(
                         TokenCounting::Exact,
                         PromptKind::Detokenized,
                         dialect,
+                        numpy_words,
                     ))
                 }
                 Err(e) => {
@@ -374,7 +404,13 @@ pub async fn load_samples(
     );
     let sizing = to_text(samples, counting, plan.dataset.seed, count_with);
     let samples = unless_stopped(cancel, "sizing the prompts as natural text", sizing).await?;
-    Ok(Loaded::new(samples, counting, PromptKind::Text, dialect))
+    Ok(Loaded::new(
+        samples,
+        counting,
+        PromptKind::Text,
+        dialect,
+        numpy_words,
+    ))
 }
 
 /// The prompt fitting through `/detokenize` and `/tokenize`, as a set-up step.

@@ -20,7 +20,7 @@ use crate::net::Dialect;
 use crate::workload::chat_template::Wrap;
 use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind, PrefixGroups};
 use crate::workload::request_id::RequestIds;
-use crate::workload::schedule::ScheduleConfig;
+use crate::workload::schedule::{Draws, ScheduleConfig};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -572,6 +572,8 @@ impl SglangArgs {
                 burstiness: 1.0,
                 ramp: None,
                 seed: self.seed,
+                // The dataset's draws are counted once it is built (`Order`).
+                draws: Draws::Sglang { dataset_words: 0 },
             },
             // SGLang replays a mooncake trace on its timestamps only with --backend sglang.
             self_timed: self.dataset_name == "mooncake" && self.backend == "sglang",
@@ -581,6 +583,7 @@ impl SglangArgs {
             // must succeed; then `/flush_cache` when asked, and a second's pause either way.
             warmup: Warmup {
                 repeat_first: true,
+                all_at_once: true,
                 max_output: Some(32),
                 must_succeed: true,
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
@@ -678,6 +681,11 @@ impl SglangArgs {
                     self.random_output_len,
                     self.random_range_ratio,
                 ));
+                // The tokenizer's vocabulary is read once it is loaded.
+                d.random_draws = crate::workload::datasets::RandomDraws::Sglang {
+                    vocab: 0,
+                    offsets: self.dataset_name == "random-ids",
+                };
             }
             "generated-shared-prefix" => {
                 let groups = self.gsp_groups()?;
@@ -758,9 +766,10 @@ impl SglangArgs {
                 ))
             }
         };
-        Ok((r != 1.0 || zipf_alpha.is_some()).then_some(PrefixGroups {
+        Ok(Some(PrefixGroups {
             range_ratio: r,
             zipf_alpha,
+            turns: self.gsp_num_turns.max(1) as u32,
         }))
     }
 
@@ -1173,8 +1182,15 @@ mod tests {
             ),
             (3, 50, 10, 7)
         );
-        // Exact lengths and equal groups: prefix_repetition's own draw.
-        assert_eq!(d.prefix_groups, None);
+        // SGLang's own draw, exact lengths and equal groups by default.
+        assert_eq!(
+            d.prefix_groups,
+            Some(PrefixGroups {
+                range_ratio: 1.0,
+                zipf_alpha: None,
+                turns: 1
+            })
+        );
     }
 
     #[test]
@@ -1187,7 +1203,8 @@ mod tests {
             gsp(&["--gsp-range-ratio", "0.5"]),
             Ok(Some(PrefixGroups {
                 range_ratio: 0.5,
-                zipf_alpha: None
+                zipf_alpha: None,
+                turns: 1
             }))
         );
         assert_eq!(
@@ -1199,7 +1216,8 @@ mod tests {
             ]),
             Ok(Some(PrefixGroups {
                 range_ratio: 1.0,
-                zipf_alpha: Some(1.2)
+                zipf_alpha: Some(1.2),
+                turns: 1
             }))
         );
         for (extra, want) in [

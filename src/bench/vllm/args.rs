@@ -14,7 +14,7 @@ use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
 use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
-use crate::workload::schedule::{Ramp, RampStrategy, ScheduleConfig};
+use crate::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
 use std::path::PathBuf;
 
 /// Which API flavour to speak.
@@ -959,6 +959,7 @@ impl ServeArgs {
             burstiness: self.burstiness,
             ramp,
             seed: self.seed,
+            draws: Draws::Vllm,
         };
         schedule.validate().map_err(|e| e.to_string())?;
         Ok(schedule)
@@ -1058,7 +1059,7 @@ impl ServeArgs {
                 kind.as_str()
             ));
         }
-        let (ratio, bounds) = self.range_ratio()?;
+        let (ratio, output_ratio) = self.range_ratio()?;
         let output_len = self.output_len;
         let custom_output_len = match output_len {
             Some(n) => Some(n),
@@ -1078,7 +1079,10 @@ impl ServeArgs {
             random_input_len: self.input_len.unwrap_or(self.random_input_len),
             random_output_len: output_len.unwrap_or(self.random_output_len),
             random_range_ratio: ratio,
-            random_bounds: bounds,
+            random_output_range_ratio: output_ratio,
+            random_bounds: None,
+            // The tokenizer's special tokens are counted once it is loaded.
+            random_draws: crate::workload::datasets::RandomDraws::Vllm { special: 0 },
             random_prefix_len: self.random_prefix_len,
             sharegpt_output_len: output_len.or(self.sharegpt_output_len),
             sonnet_input_len: self.sonnet_input_len,
@@ -1110,7 +1114,7 @@ impl ServeArgs {
 
     /// `--random-range-ratio`: one ratio for both lengths, or `{"input": a, "output": b}`
     /// (then the bounds, each ratio in [0, 1) as vLLM requires).
-    fn range_ratio(&self) -> Result<(f64, Option<crate::workload::datasets::Bounds>), String> {
+    fn range_ratio(&self) -> Result<(f64, Option<f64>), String> {
         let s = self.random_range_ratio.trim();
         if let Ok(r) = s.parse::<f64>() {
             return Ok((r, None));
@@ -1134,16 +1138,7 @@ impl ServeArgs {
                 ))
             }
         };
-        let (ri, ro) = (ratio("input")?, ratio("output")?);
-        let len_in = self.input_len.unwrap_or(self.random_input_len);
-        let len_out = self.output_len.unwrap_or(self.random_output_len);
-        Ok((
-            0.0,
-            Some((
-                crate::workload::datasets::range_bounds(len_in, ri),
-                crate::workload::datasets::range_bounds(len_out, ro),
-            )),
-        ))
+        Ok((ratio("input")?, Some(ratio("output")?)))
     }
 
     /// `--self-timed` / `--no-self-timed`: on by default for timed_trace, refused elsewhere.

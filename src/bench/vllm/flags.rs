@@ -132,10 +132,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--dataset-name burstgpt",
-        reason: HF_DATASETS,
-    },
-    Refusal {
         flag: "--dataset-name random-mm",
         reason: HF_DATASETS,
     },

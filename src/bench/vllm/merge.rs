@@ -24,7 +24,7 @@ use crate::bench::vllm::ramp;
 use crate::bench::vllm::result::{Detailed, RunInfo};
 use crate::bench::vllm::server_timing::{self, ServerLists};
 use crate::bench::vllm::shard::ShardBlock;
-use crate::workload::schedule::ScheduleConfig;
+use crate::workload::schedule::{Draws, ScheduleConfig};
 use serde_json::{json, Value};
 
 pub use crate::bench::engine::shard::{START_AT_TOLERANCE_NS, UNSYNCED_SPREAD_NS};
@@ -184,6 +184,7 @@ fn rps_change_events(shards: &[ShardResult], f: &ShardBlock, base: u64) -> Vec<(
         burstiness: f.info.burstiness,
         ramp: Some(ramp_cfg),
         seed: f.seed,
+        draws: Draws::Vllm,
     };
     let changes = ramp::rps_changes(&schedule, f.info.num_prompts, base, &dispatched);
     vec![("rps_change_events".into(), ramp::to_json(&changes))]

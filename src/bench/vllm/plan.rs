@@ -1,7 +1,7 @@
 //! `vllm bench serve`'s checked flags in the engine's words: a [`ServeConfig`] -> the engine's
 //! [`Plan`], with vLLM's request bodies. Pure.
 
-use crate::bench::engine::plan::Plan;
+use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::vllm::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
 use crate::bench::vllm::body::BodyBuilder;
@@ -50,7 +50,11 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         self_timed: cfg.self_timed,
         max_concurrency: cfg.max_concurrency,
         num_warmups: cfg.num_warmups,
-        warmup: Default::default(),
+        // vLLM 0.33's warm-ups each send the first request, within the concurrency cap.
+        warmup: Warmup {
+            repeat_first: true,
+            ..Warmup::default()
+        },
         shard: cfg.shard,
         start_at_unix_ns: cfg.start_at_unix_ns,
         probe_request_rate: cfg.probe_request_rate,
