@@ -396,7 +396,10 @@ const RUNS: &[Run] = &[
             "--random-range-ratio",
             "1.0",
         ],
-        input: Input::PlusOneSpecialPerRequest,
+        // On chat llmspeed's ids are text too, fitted through /detokenize, and the simulated
+        // server's vocabulary brings not every cut back to its length (with seed 42's offsets
+        // one prompt of 24 ids comes back 18 however it is cut).
+        input: Input::WithinPercent(5.0),
     },
     Run {
         name: "goodput on SGLang's native backend",

@@ -610,7 +610,8 @@ const FIT_ROUNDS: usize = 10;
 /// the last round's excess from the length sent ([`next_len`]), so a cut whose text re-encodes a
 /// few tokens longer (a multi-byte character split at the cut comes back as replacement bytes)
 /// is cut shorter next time instead of again at the same place. Too short, the sample's own
-/// ids are appended again. After [`FIT_ROUNDS`] the closest text is kept with its true count
+/// ids are appended again, each time from where the last append stopped ([`lengthen`]; vLLM
+/// appends random ids). After [`FIT_ROUNDS`] the closest text is kept with its true count
 /// (as vLLM keeps its mismatch).
 async fn fit_detokenized(
     client: &Client,
@@ -620,8 +621,12 @@ async fn fit_detokenized(
     target: u64,
 ) -> Result<(String, u64), String> {
     let pool = ids.clone();
+    let mut cursor = 0;
+    // Whether the ids sent are the server's own encoding (a cut of it): not the dataset's
+    // first ids, nor ids appended from them.
+    let mut own = false;
     let mut best: Option<(String, u64)> = None;
-    for round in 0..FIT_ROUNDS {
+    for _ in 0..FIT_ROUNDS {
         let sent = ids.len() as u64;
         let text = detokenize(client, dialect, model, ids).await?;
         *ids = server_ids(client, dialect, model, &text).await?;
@@ -635,24 +640,34 @@ async fn fit_detokenized(
         if n == target || pool.is_empty() {
             break;
         }
-        let len = usize::try_from(next_len(round, sent, n, target)).unwrap_or(usize::MAX);
-        if ids.len() > len {
+        let len = usize::try_from(next_len(own, sent, n, target)).unwrap_or(usize::MAX);
+        own = ids.len() > len;
+        if own {
             ids.truncate(len);
         } else {
-            for i in ids.len()..len {
-                ids.push(pool[i % pool.len()]);
-            }
+            lengthen(ids, &pool, &mut cursor, len);
         }
     }
     best.ok_or_else(|| "no /detokenize round ran".to_string())
 }
 
-/// How many ids the next fitting round sends, after `sent` ids came back as `n` tokens. The
-/// first round's ids are the dataset's, not the server's encoding, so their excess says nothing
-/// about a cut: cut to the target. Later rounds send the server's own encoding, whose excess
-/// is what the cut's seam adds: take it off what was sent. Never fewer than one id.
-fn next_len(round: usize, sent: u64, n: u64, target: u64) -> u64 {
-    if round == 0 || n < target {
+/// Appends `pool`'s ids to `ids` until it holds `len`, in the pool's order from `cursor` (which
+/// moves on past them), so a round that came back short sends ids no earlier round sent (padded
+/// from the same place each time, a prompt can go round the same states until the rounds end).
+fn lengthen(ids: &mut Vec<u32>, pool: &[u32], cursor: &mut usize, len: usize) {
+    while ids.len() < len && !pool.is_empty() {
+        ids.push(pool[*cursor % pool.len()]);
+        *cursor += 1;
+    }
+}
+
+/// How many ids the next fitting round sends, after `sent` ids came back as `n` tokens; `own`:
+/// the ids sent were a cut of the server's own encoding. The dataset's ids (the first round's)
+/// and ids appended from them are not, so their excess says nothing about a cut: cut to the
+/// target. A cut of the server's own encoding comes back long by what the cut's seam adds: take
+/// that off what was sent. Never fewer than one id.
+fn next_len(own: bool, sent: u64, n: u64, target: u64) -> u64 {
+    if !own || n < target {
         target.max(1)
     } else {
         sent.saturating_sub(n - target).max(1)
@@ -693,14 +708,38 @@ mod tests {
     }
 
     #[test]
+    fn a_short_round_is_lengthened_with_ids_no_round_sent() {
+        // The dataset's ids re-encoded to the first one alone; padded, they must not be the
+        // dataset's ids again (the simulated server's tokenizer sent such a prompt round the
+        // same two states for all ten rounds, and it went out 7 tokens short).
+        let pool: Vec<u32> = (100..124).collect();
+        let mut cursor = 0;
+        let mut ids = vec![100];
+        lengthen(&mut ids, &pool, &mut cursor, 24);
+        assert_eq!(ids.len(), 24);
+        assert_ne!(ids, pool);
+        assert_eq!(ids[..3], [100, 100, 101]);
+        // Short again: the next append goes on where the last one stopped.
+        ids.truncate(2);
+        lengthen(&mut ids, &pool, &mut cursor, 4);
+        assert_eq!(ids, [100, 100, 123, 100]);
+        // Long enough already: nothing appended, the cursor stays.
+        lengthen(&mut ids, &pool, &mut cursor, 3);
+        assert_eq!((ids.len(), cursor), (4, 25));
+    }
+
+    #[test]
     fn fitting_cuts_the_first_round_to_the_target_and_later_ones_by_their_excess() {
         // Random ids re-encoded 4.6 times longer: the excess says nothing; cut to the target.
-        assert_eq!(next_len(0, 64, 298, 64), 64);
+        assert_eq!(next_len(false, 64, 298, 64), 64);
         // The server's own ids, cut at 192, came back 195: the seam adds 3; send 189.
-        assert_eq!(next_len(1, 192, 195, 192), 189);
+        assert_eq!(next_len(true, 192, 195, 192), 189);
         // Short: grow back to the target whatever the round.
-        assert_eq!(next_len(3, 189, 190, 192), 192);
+        assert_eq!(next_len(true, 189, 190, 192), 192);
         // Never an empty prompt.
-        assert_eq!(next_len(2, 2, 50, 1), 1);
+        assert_eq!(next_len(true, 2, 50, 1), 1);
+        // Lengthened from the dataset's ids, 24 came back as 70: cut to the target, not to
+        // 24 - 46 (a 24-token prompt of the simulated server went out as 1 id, then 17 tokens).
+        assert_eq!(next_len(false, 24, 70, 24), 24);
     }
 }
