@@ -381,7 +381,13 @@ mod end_to_end {
         let e = bench_custom(tok.parent().unwrap(), &data, &[]).unwrap_err();
         assert!(e.contains("has no chat template"), "{e}");
         assert!(e.contains("--skip-chat-template"), "{e}");
-        let out = bench_custom(tok.parent().unwrap(), &data, &["--skip-chat-template"]).unwrap();
+        // --disable-shuffle keeps the file's order (vLLM 0.33 shuffles custom rows by --seed).
+        let out = bench_custom(
+            tok.parent().unwrap(),
+            &data,
+            &["--skip-chat-template", "--disable-shuffle"],
+        )
+        .unwrap();
         assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
         // The dataset's lengths are the local tokenizer's counts; the reported input lengths are
         // the server's own (`usage.prompt_tokens`, as vLLM reports them), here the simulated
@@ -401,7 +407,7 @@ mod end_to_end {
             "tpl/chat_template.jinja",
             "<{{ messages[0]['role'][0] }}> {{ messages[0]['content'] }}{% if add_generation_prompt %} <a>{% endif %}",
         );
-        let out = bench_custom(templated.parent().unwrap(), &data, &[]).unwrap();
+        let out = bench_custom(templated.parent().unwrap(), &data, &["--disable-shuffle"]).unwrap();
         let wrapped: Vec<u64> = prompts.iter().map(|p| naive_word_level(p) + 2).collect();
         assert_eq!(dataset_lens(&out), wrapped);
         assert_eq!(out.extras["prompt_token_counting"], "local_tokenizer");
