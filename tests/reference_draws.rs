@@ -493,23 +493,27 @@ fn generated_shared_prefix_prompts_and_send_times_are_sglangs_own() {
     let Some(py) = reference::SGLANG.python() else {
         return;
     };
-    // (seed, [groups, per group, system, question, output], ratio, turns, rate)
+    // (seed, [groups, per group, system, question, output], ratio, turns, rate, zipf alpha):
+    // under zipf, 9 and 12 groups take numpy's pairwise sum past its plain loop of 8.
     let rows = [
-        (42u64, [3u32, 4, 20, 5, 6], 0.5, 1u32, 10.0),
-        (1, [2, 3, 10, 4, 5], 1.0, 2, f64::INFINITY),
-        (7, [4, 5, 30, 12, 0], 0.2, 1, 25.0),
-        (3, [2, 6, 16, 8, 8], 0.75, 3, 5.0),
+        (42u64, [3u32, 4, 20, 5, 6], 0.5, 1u32, 10.0, None),
+        (1, [2, 3, 10, 4, 5], 1.0, 2, f64::INFINITY, None),
+        (7, [4, 5, 30, 12, 0], 0.2, 1, 25.0, None),
+        (3, [2, 6, 16, 8, 8], 0.75, 3, 5.0, None),
+        (42, [5, 8, 6, 4, 3], 0.5, 1, 10.0, Some(1.1)),
+        (9, [9, 6, 4, 3, 2], 1.0, 2, 20.0, Some(0.8)),
+        (5, [12, 10, 3, 2, 2], 0.5, 1, 40.0, Some(1.7)),
     ];
     let cases: Vec<Value> = rows
         .iter()
-        .map(|(seed, l, r, turns, rate)| {
+        .map(|(seed, l, r, turns, rate, zipf)| {
             json!({"seed": seed, "gsp": [l[0], l[1], l[2], l[3], l[4], r, turns],
-                   "rate": rate.to_string()})
+                   "rate": rate.to_string(), "zipf": zipf})
         })
         .collect();
     // (With routing keys SGLang neither reads nor writes its cache of generated prompts.)
     let answers = draws(&py, "sglang", &json!(cases));
-    for ((seed, l, r, turns, rate), answer) in rows.iter().zip(&answers) {
+    for ((seed, l, r, turns, rate, zipf), answer) in rows.iter().zip(&answers) {
         let cfg = DatasetConfig {
             kind: DatasetKind::PrefixRepetition,
             num_prompts: (l[0] * l[1]) as usize,
@@ -520,7 +524,7 @@ fn generated_shared_prefix_prompts_and_send_times_are_sglangs_own() {
             prefix_repetition_output_len: l[4],
             prefix_groups: Some(PrefixGroups {
                 range_ratio: *r,
-                zipf_alpha: None,
+                zipf_alpha: *zipf,
                 turns: *turns,
             }),
             ..DatasetConfig::default()

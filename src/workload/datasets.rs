@@ -10,10 +10,9 @@
 //! only stores `(offset, length)` until [`Sample::write_ids`] materialises it: 100,000 prompts
 //! of 8K tokens never need 3 GB of ids at once.
 
-use crate::workload::numpy::{Generator, RandomState};
+use crate::workload::numpy::{self, Generator, RandomState};
 use crate::workload::pyrandom::PyRandom;
 use crate::workload::trace;
-use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -135,8 +134,8 @@ pub struct PrefixGroups {
     pub range_ratio: f64,
     /// `--gsp-group-distribution zipf --gsp-zipf-alpha a`: each prompt's group drawn with
     /// probability proportional to `1 / rank^a` (rank 1 is group 0, the hottest), from a
-    /// generator of its own so the prompts are those of the uniform draw; `None`: uniform,
-    /// every group its `num_prompts / groups` prompts.
+    /// generator of its own (numpy's `default_rng(seed)`, as SGLang) so the prompts are those
+    /// of the uniform draw; `None`: uniform, every group its `num_prompts / groups` prompts.
     pub zipf_alpha: Option<f64>,
     /// `--gsp-num-turns`: SGLang draws a question length for every turn of every prompt.
     pub turns: u32,
@@ -583,10 +582,10 @@ pub fn prefix_repetition(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetErro
 /// length for each turn, then every prompt's output length (`[max(int(L*r), 1), L]`, a length of
 /// 0 no draw); `groups x prompts per group` slots, slot `i` taking the question and output
 /// lengths of prompt `(i / per, i % per)` and the prefix of its group (the slot's own under
-/// uniform; under zipf a draw of llmspeed's own generator); then, unless ordered, shuffled by
-/// Python's `random` seeded with --seed after the two words of each `random.random()` SGLang's
-/// prompt text took (one per token of every prefix and question). Never oversampled. The
-/// prompt ids are llmspeed's.
+/// uniform; under zipf a draw of numpy's `default_rng(seed)`, as SGLang's); then, unless
+/// ordered, shuffled by Python's `random` seeded with --seed after the two words of each
+/// `random.random()` SGLang's prompt text took (one per token of every prefix and question).
+/// Never oversampled. The prompt ids are llmspeed's.
 fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, DatasetError> {
     let d = gsp_lengths(cfg, g)?;
     let groups = cfg.prefix_repetition_num_prefixes as usize;
@@ -599,13 +598,10 @@ fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, Da
         .collect();
     let assignment: Vec<usize> = match g.zipf_alpha {
         None => (0..groups * per).map(|slot| slot / per.max(1)).collect(),
+        // SGLang's own generator for it (`default_rng(seed)`): the prompts stay those of the
+        // uniform draw.
         Some(alpha) => {
-            let weights = zipf_weights(groups, alpha);
-            let pick = WeightedIndex::new(&weights)
-                .map_err(|e| DatasetError::Invalid(format!("--gsp-zipf-alpha {alpha}: {e}")))?;
-            // A generator of its own: the prompts stay those of the uniform draw.
-            let mut z = StdRng::seed_from_u64(cfg.seed ^ 0x5a1f_5a1f_5a1f_5a1f);
-            (0..groups * per).map(|_| pick.sample(&mut z)).collect()
+            Generator::new(cfg.seed).choice_weighted(&zipf_probs(groups, alpha)?, groups * per)
         }
     };
     let turns = g.turns.max(1) as usize;
@@ -626,12 +622,38 @@ fn prefix_groups(cfg: &DatasetConfig, g: PrefixGroups) -> Result<Vec<Sample>, Da
             output_len: d.output[slot],
         });
     }
+    gsp_shuffle(cfg, &d, &mut out);
+    Ok(out)
+}
+
+/// SGLang's shuffle of the generated-shared-prefix prompts (unless ordered): Python's `random`
+/// seeded with --seed, after what the prompts' texts drew from it.
+fn gsp_shuffle<T>(cfg: &DatasetConfig, d: &GspLengths, x: &mut [T]) {
     if cfg.shuffle {
         let mut py = PyRandom::new(cfg.seed);
         py.skip_words(d.python_words);
-        py.shuffle(&mut out);
+        py.shuffle(x);
     }
-    Ok(out)
+}
+
+/// SGLang's generated-shared-prefix with `--gsp-num-turns` above 1: each prompt's later turns'
+/// question lengths (turn 2 on), drawn with the first's, in the order [`prefix_repetition`]
+/// gives its prompts. `None` for any other dataset, or one turn.
+pub fn later_turn_lens(cfg: &DatasetConfig) -> Option<Vec<Vec<u32>>> {
+    let g = cfg.prefix_groups.filter(|g| g.turns > 1)?;
+    if cfg.kind != DatasetKind::PrefixRepetition || cfg.prefix_repetition_num_prefixes == 0 {
+        return None;
+    }
+    let d = gsp_lengths(cfg, g).ok()?;
+    let turns = g.turns as usize;
+    let mut slots: Vec<usize> = (0..d.output.len()).collect();
+    gsp_shuffle(cfg, &d, &mut slots);
+    Some(
+        slots
+            .into_iter()
+            .map(|slot| d.question[slot * turns + 1..(slot + 1) * turns].to_vec())
+            .collect(),
+    )
 }
 
 /// SGLang's generated-shared-prefix lengths, and what drawing them and their texts took from
@@ -675,11 +697,19 @@ fn gsp_lengths(cfg: &DatasetConfig, g: PrefixGroups) -> Result<GspLengths, Datas
     })
 }
 
-/// Zipf weights by rank: `1 / rank^alpha` for ranks 1..=n.
-fn zipf_weights(n: usize, alpha: f64) -> Vec<f64> {
-    (1..=n)
+/// Zipf probabilities by rank, as SGLang computes them with numpy: `1 / rank^alpha` for ranks
+/// 1..=n, each over their (pairwise) sum.
+fn zipf_probs(n: usize, alpha: f64) -> Result<Vec<f64>, DatasetError> {
+    let weights: Vec<f64> = (1..=n)
         .map(|rank| 1.0 / (rank as f64).powf(alpha))
-        .collect()
+        .collect();
+    let total = numpy::sum(&weights);
+    if !(total.is_finite() && total > 0.0) {
+        return Err(DatasetError::Invalid(format!(
+            "--gsp-zipf-alpha {alpha}: the groups' weights do not sum to a positive number"
+        )));
+    }
+    Ok(weights.iter().map(|w| w / total).collect())
 }
 
 /// vLLM's oversampling (unless `--no-oversample`): a set short of `num_prompts` is filled with
@@ -1700,6 +1730,51 @@ mod tests {
         let s = prefix_repetition(&z).unwrap();
         assert!(s.iter().all(|x| x.output_len == 0));
         assert!(groups_of(&s).iter().all(|(_, l)| (1..=10).contains(l)));
+    }
+
+    #[test]
+    fn later_turn_lengths_go_with_their_prompts_through_the_shuffle() {
+        let cfg = |shuffle| DatasetConfig {
+            shuffle,
+            prefix_groups: Some(PrefixGroups {
+                turns: 3,
+                ..gsp(0.2, None, 3, 5).prefix_groups.unwrap()
+            }),
+            ..gsp(0.2, None, 3, 5)
+        };
+        // Each prompt as (first question's length, output length, later questions' lengths).
+        let rows = |c: &DatasetConfig| -> Vec<(u32, u32, Vec<u32>)> {
+            let later = later_turn_lens(c).unwrap();
+            prefix_repetition(c)
+                .unwrap()
+                .into_iter()
+                .zip(later)
+                .map(|(s, l)| match s.prompt {
+                    PromptSource::Synthetic { len, .. } => (len, s.output_len, l),
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        let (ordered, mut shuffled) = (rows(&cfg(false)), rows(&cfg(true)));
+        // In order, prompt k's questions are draws 3k, 3k + 1 and 3k + 2 of SGLang's.
+        let d = gsp_lengths(&cfg(false), cfg(false).prefix_groups.unwrap()).unwrap();
+        for (k, (first, _, later)) in ordered.iter().enumerate() {
+            assert_eq!(*first, d.question[3 * k]);
+            assert_eq!(*later, d.question[3 * k + 1..3 * k + 3]);
+        }
+        // Shuffled, each prompt keeps its own: the same rows in another order.
+        assert_ne!(shuffled, ordered);
+        let mut sorted = ordered.clone();
+        sorted.sort();
+        shuffled.sort();
+        assert_eq!(shuffled, sorted);
+        // One turn, or another dataset: none.
+        assert_eq!(later_turn_lens(&gsp(0.2, None, 3, 5)), None);
+        let random = DatasetConfig {
+            kind: DatasetKind::Random,
+            ..cfg(true)
+        };
+        assert_eq!(later_turn_lens(&random), None);
     }
 
     #[test]

@@ -282,6 +282,34 @@ impl Generator {
         v as u32
     }
 
+    /// `rng.random()`: the top 53 bits of a 64-bit draw.
+    pub fn random(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// `rng.choice(len(p), size, replace=True, p=p)`: each pick the first index whose share of
+    /// the running sum of `p` (numpy's cumulative sum over its last value) lies above a
+    /// [`random`](Self::random) draw. `p` as numpy takes it: non-negative, summing to 1 within
+    /// numpy's tolerance (callers build it so).
+    pub fn choice_weighted(&mut self, p: &[f64], size: usize) -> Vec<usize> {
+        let mut cdf: Vec<f64> = p
+            .iter()
+            .scan(0.0, |acc, &x| {
+                *acc += x;
+                Some(*acc)
+            })
+            .collect();
+        let last = cdf.last().copied().unwrap_or(1.0);
+        cdf.iter_mut().for_each(|c| *c /= last);
+        (0..size)
+            .map(|_| {
+                let u = self.random();
+                cdf.partition_point(|&c| c <= u)
+                    .min(p.len().saturating_sub(1))
+            })
+            .collect()
+    }
+
     /// `rng.integers(low, high)` (`high` excluded), int64: Lemire's method on the range.
     /// `low < high` (numpy raises otherwise; callers check).
     pub fn integers(&mut self, low: i64, high: i64) -> i64 {
@@ -318,6 +346,34 @@ impl Generator {
             (m >> 64) as u64
         };
         low + drawn as i64
+    }
+}
+
+/// `np.sum` of a contiguous float64 array: numpy's pairwise summation (under 8 values a plain
+/// loop; up to 128, eight running sums combined in pairs, then the rest; above, the two halves
+/// split at a multiple of 8), which rounds differently from a plain loop past 8 values.
+pub fn sum(a: &[f64]) -> f64 {
+    const BLOCK: usize = 128;
+    let n = a.len();
+    if n < 8 {
+        a.iter().fold(-0.0, |s, &x| s + x)
+    } else if n <= BLOCK {
+        let mut r = [a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7]];
+        let mut i = 8;
+        while i < n - (n % 8) {
+            for (k, rk) in r.iter_mut().enumerate() {
+                *rk += a[i + k];
+            }
+            i += 8;
+        }
+        let mut res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for &x in &a[i..] {
+            res += x;
+        }
+        res
+    } else {
+        let half = (n / 2) - (n / 2) % 8;
+        sum(&a[..half]) + sum(&a[half..])
     }
 }
 

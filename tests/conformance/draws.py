@@ -190,6 +190,8 @@ def sglang_case(case):
             send_routing_key=True,
             num_turns=turns,
             input_ids=turns == 1,
+            group_distribution="zipf" if case.get("zipf") else "uniform",
+            zipf_alpha=case.get("zipf"),
         )
         answer = {
             "group": [int(r.routing_key.rsplit("_", 1)[1]) for r in rows],

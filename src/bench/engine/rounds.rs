@@ -19,12 +19,14 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 /// Makes each sample a row of `turns` turns: the first its own text prompt, each later one a
-/// question of about `question_len` tokens of prose, seeded by the row and the turn. Only text
-/// prompts can be a conversation's turns.
+/// question of prose, seeded by the row and the turn, of about the length the dataset drew for
+/// it (`lens[row][turn - 2]`, SGLang's draws) or else `question_len` tokens. Only text prompts
+/// can be a conversation's turns.
 pub fn make_rows(
     samples: &mut [Sample],
     turns: u32,
     question_len: u32,
+    lens: Option<&[Vec<u32>]>,
     seed: u64,
 ) -> Result<(), String> {
     for (i, s) in samples.iter_mut().enumerate() {
@@ -35,7 +37,10 @@ pub fn make_rows(
         all.push(first.clone());
         for t in 1..turns {
             let row_seed = seed ^ ((i as u64) << 20) ^ u64::from(t);
-            all.push(prose(row_seed, question_len));
+            let len = lens
+                .and_then(|l| l.get(i)?.get(t as usize - 1).copied())
+                .unwrap_or(question_len);
+            all.push(prose(row_seed, len));
         }
         s.prompt = PromptSource::Turns(all.into());
     }
@@ -164,11 +169,26 @@ mod tests {
     }
 
     #[test]
+    fn rows_take_the_lengths_the_dataset_drew_for_each_later_turn() {
+        let mut a = vec![text("first"), text("second")];
+        // Row 0's turns 2 and 3 drew 26 and 4 tokens; row 1 has none drawn: --gsp-question-len.
+        let lens = vec![vec![26, 4]];
+        make_rows(&mut a, 3, 12, Some(&lens), 42).unwrap();
+        let words = |s: &Sample, t: usize| match &s.prompt {
+            PromptSource::Turns(t_) => t_[t].split_whitespace().count(),
+            other => panic!("{other:?}"),
+        };
+        // 1.3 tokens a word: 26 -> 20 words, 4 -> 3, 12 -> 9.
+        assert_eq!((words(&a[0], 1), words(&a[0], 2)), (20, 3));
+        assert_eq!((words(&a[1], 1), words(&a[1], 2)), (9, 9));
+    }
+
+    #[test]
     fn rows_keep_the_first_prompt_and_add_seeded_questions() {
         let mut a = vec![text("first"), text("second")];
-        make_rows(&mut a, 3, 12, 42).unwrap();
+        make_rows(&mut a, 3, 12, None, 42).unwrap();
         let mut b = vec![text("first"), text("second")];
-        make_rows(&mut b, 3, 12, 42).unwrap();
+        make_rows(&mut b, 3, 12, None, 42).unwrap();
         assert_eq!(a, b, "seeded");
         let PromptSource::Turns(t0) = &a[0].prompt else {
             panic!("{:?}", a[0].prompt)
@@ -197,7 +217,7 @@ mod tests {
             },
             ..text("")
         }];
-        assert!(make_rows(&mut ids, 2, 4, 1)
+        assert!(make_rows(&mut ids, 2, 4, None, 1)
             .unwrap_err()
             .contains("text prompts"));
     }

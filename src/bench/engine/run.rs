@@ -152,8 +152,15 @@ pub async fn run(
         );
     }
     if plan.turns > 1 {
-        rounds::make_rows(&mut samples, plan.turns, plan.turn_len, plan.dataset.seed)
-            .map_err(RunError::Setup)?;
+        let lens = datasets::later_turn_lens(&plan.dataset);
+        rounds::make_rows(
+            &mut samples,
+            plan.turns,
+            plan.turn_len,
+            lens.as_deref(),
+            plan.dataset.seed,
+        )
+        .map_err(RunError::Setup)?;
     }
     let requests = Requests::new(plan, &request_model, samples.len());
     let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
