@@ -1,6 +1,6 @@
 //! The text parsers added around the measurements never panic, whatever they are given: the
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
-//! the machine panel, `--start-at`, a shard result file read by `llmspeed merge` (both tools'), a Mooncake-style
+//! the machine panel, a BurstGPT CSV, `--start-at`, a shard result file read by `llmspeed merge` (both tools'), a Mooncake-style
 //! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations, a
 //! ShareGPT or custom file read by SGLang's rules and `bench sglang --goodput`'s SLOs.
 //!
@@ -36,6 +36,12 @@ fuzz_target!(|data: &[u8]| {
         1 => {
             if let Ok(rows) = parse_nvidia_csv(&text) {
                 assert!(rows.len() <= text.lines().count());
+            }
+            // A BurstGPT CSV (`bench serve --dataset-name burstgpt`): what it keeps asks for
+            // at least one token, a row at most per record.
+            if let Ok(rows) = datasets::burstgpt_rows(&text) {
+                assert!(rows.iter().all(|&(_, out)| out > 0));
+                assert!(rows.len() <= text.bytes().filter(|&b| b == b'\n' || b == b'\r').count());
             }
         }
         2 => {

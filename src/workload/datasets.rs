@@ -337,7 +337,7 @@ fn burstgpt(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
 
 /// The (request, response) token counts of a BurstGPT CSV's rows that vLLM keeps, in file
 /// order; the columns found by their header names.
-fn burstgpt_rows(text: &str) -> Result<Vec<(u32, u32)>, String> {
+pub fn burstgpt_rows(text: &str) -> Result<Vec<(u32, u32)>, String> {
     let mut rdr = csv::Reader::from_reader(text.as_bytes());
     let headers = rdr.headers().map_err(|e| format!("not CSV: {e}"))?.clone();
     let col = |name: &str| {
