@@ -16,7 +16,7 @@ use llmspeed::bench::sglang::args::sglang_bounds;
 use llmspeed::workload::datasets::{
     self, Conversations, DatasetConfig, DatasetKind, PrefixGroups, RandomDraws,
 };
-use llmspeed::workload::numpy::{Generator, RandomState};
+use llmspeed::workload::numpy::{self, Generator, RandomState};
 use llmspeed::workload::pyrandom::PyRandom;
 use llmspeed::workload::sample::PromptSource;
 use llmspeed::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
@@ -173,6 +173,44 @@ fn numpys_generators_are_drawn_bit_for_bit() {
             assert_eq!(ours, ints(theirs), "default_rng({seed}).integers{r:?}");
         }
     }
+}
+
+/// `np.sum` of float arrays of every size class numpy's pairwise summation treats apart (under
+/// 8, up to 128, halves above it), values of mixed magnitudes so that the order of additions
+/// shows in the last bits.
+#[test]
+fn numpys_sum_is_summed_in_numpys_order() {
+    let Some(py) = reference::VLLM.python() else {
+        return;
+    };
+    let mut g = Generator::new(7);
+    let arrays: Vec<Vec<f64>> = [1usize, 5, 8, 9, 100, 128, 129, 1000, 4099]
+        .iter()
+        .map(|&n| {
+            (0..n)
+                .map(|_| g.random() * 10f64.powi(g.integers(-3, 4) as i32))
+                .collect()
+        })
+        .collect();
+    let answers = draws(
+        &py,
+        "numpy",
+        &json!([{"seed": 0, "legacy": [], "generator": [], "sums": arrays}]),
+    );
+    let theirs = doubles(&answers[0]["sums"]);
+    for (a, t) in arrays.iter().zip(theirs) {
+        assert_eq!(
+            numpy::sum(a).to_bits(),
+            t.to_bits(),
+            "np.sum of {} values",
+            a.len()
+        );
+    }
+    // A plain loop rounds differently on some of them: the test can tell the two apart.
+    let plain_differs = arrays
+        .iter()
+        .any(|a| a.iter().sum::<f64>().to_bits() != numpy::sum(a).to_bits());
+    assert!(plain_differs);
 }
 
 /// The reference's send times in seconds, as the nanoseconds llmspeed schedules.

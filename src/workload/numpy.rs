@@ -9,10 +9,13 @@
 //!   Johnk's method below it, exponentials as `-ln(1 - u)`.
 //! - [`Generator`]: `np.random.default_rng(s)`: PCG64 (the 128-bit LCG with the XSL-RR output)
 //!   seeded through numpy's `SeedSequence` hash, 32-bit draws taken as the two halves of a
-//!   64-bit one (low half first), bounded integers by Lemire's multiply-and-reject.
+//!   64-bit one (low half first), bounded integers by Lemire's multiply-and-reject, weighted
+//!   choices by a draw against the weights' cumulative sum.
+//!
+//! And [`sum`], numpy's pairwise summation, where a reference divides by an array's sum.
 //!
 //! `f64::ln`, `powf` and `sqrt` call the C library numpy calls, so the floating-point draws
-//! agree to the last bit on the same platform. `tests/numpy_draws.rs` runs numpy itself (the
+//! agree to the last bit on the same platform. `tests/reference_draws.rs` runs numpy itself (the
 //! reference tools' virtualenv) and compares every draw. Pure: no IO, no clock.
 
 use rand::RngCore;

@@ -3,7 +3,8 @@ tests/reference_draws.rs, which computes the same with llmspeed and compares the
 
 Usage: python draws.py numpy|vllm|sglang < cases.json > draws.json
   numpy:  each case {"seed", "legacy": [[call, args...]...], "generator": [[lo, hi, n]...]} run on
-          np.random.RandomState(seed) (what np.random.seed seeds) and default_rng(seed).
+          np.random.RandomState(seed) (what np.random.seed seeds) and default_rng(seed);
+          with "sums": [[x...]...], np.sum of each array.
   vllm:   each case {"seed", "n", "rate", "burstiness", "ramp": null | [strategy, start, end]}:
           the delay vLLM's own get_request sleeps until, per request, after np.random.seed(seed)
           as its main does; and {"seed", "n", "input_len", "output_len", "ratio", "special"}:
@@ -66,7 +67,8 @@ def numpy_case(case):
             raise ValueError(call)
     g = np.random.default_rng(case["seed"])
     generator = [[int(x) for x in g.integers(lo, hi, size=n)] for lo, hi, n in case["generator"]]
-    return {"legacy": legacy, "generator": generator}
+    sums = [repr(float(np.sum(np.array(a, dtype=np.float64)))) for a in case.get("sums", [])]
+    return {"legacy": legacy, "generator": generator, "sums": sums}
 
 
 class Stub:
