@@ -472,6 +472,56 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "random cut from a ShareGPT file on SGLang's completions",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai",
+            "--dataset-name",
+            "random",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            // More than the file's five usable conversations: both send the five.
+            "--num-prompts",
+            "8",
+            "--random-input-len",
+            "20",
+            "--random-output-len",
+            "4",
+            "--random-range-ratio",
+            "0.5",
+            "--max-concurrency",
+            "1",
+        ],
+        // The same texts; SGLang records each drawn length less the special token it took off,
+        // llmspeed the tokenizer's count of the text sent, the BOS a server adds included.
+        input: Input::PlusOneSpecialPerRequest,
+    },
+    Run {
+        name: "random cut from a ShareGPT file as token ids on SGLang's native /generate",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang",
+            "--tokenize-prompt",
+            "--dataset-name",
+            "random",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            "--num-prompts",
+            "5",
+            "--random-input-len",
+            "30",
+            "--random-output-len",
+            "4",
+            "--random-range-ratio",
+            "0.25",
+            "--max-concurrency",
+            "1",
+        ],
+        input: Input::Equal,
+    },
+    Run {
         name: "generated-shared-prefix with the cache report on SGLang's native /generate",
         tool: Tool::Sglang,
         args: &[
@@ -868,12 +918,6 @@ const DELIBERATE: &[(Tool, &str, &str)] = &[
          say (vLLM's timed_trace), and round r of a session r such prompts with a placeholder \
          answer of the output length between each two (SGLang: r turns of its chat text, \
          \"story\" answers): Input::OursExactly",
-    ),
-    (
-        Tool::Sglang,
-        "--dataset-name random draws synthetic ids, not ShareGPT text",
-        "SGLang's random cuts ShareGPT conversations to length, which needs the ShareGPT file; \
-         llmspeed's needs nothing, and the rows use random-ids, which both build alike",
     ),
 ];
 

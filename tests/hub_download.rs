@@ -410,6 +410,101 @@ fn bench_sglang_fetches_sharegpt_when_no_path_is_given() {
     drop(mock);
 }
 
+/// A WordLevel tokenizer of the ShareGPT stand-in's words, with a `[BOS]` post-processor and no
+/// decoder (a decoded text is its tokens joined by spaces).
+fn sharegpt_words_tokenizer() -> String {
+    let mut vocab = serde_json::Map::new();
+    for w in ["[UNK]", "[BOS]"]
+        .into_iter()
+        .chain(SHAREGPT_BODY.split(|c: char| c.is_whitespace() || c == '"'))
+    {
+        let id = vocab.len();
+        vocab.entry(w.to_string()).or_insert(id.into());
+    }
+    let t: serde_json::Value = serde_json::from_str(TOKENIZER).unwrap();
+    let mut t = t.as_object().unwrap().clone();
+    t["model"]["vocab"] = serde_json::Value::Object(vocab);
+    serde_json::Value::Object(t).to_string()
+}
+
+/// `llmspeed bench sglang --dataset-name random --tokenizer DIR` with no ShareGPT file, as SGLang
+/// runs it: the file fetched from `HF_ENDPOINT`, each conversation's first turn cut to its drawn
+/// length (here 6, less the one special token) with the tokenizer, decoded and sent as text,
+/// one prompt per usable conversation (two); offline with an empty cache a `note:` names the file
+/// and the run sends token ids of the lengths instead.
+#[test]
+fn bench_sglang_random_cuts_the_fetched_sharegpt_with_the_tokenizer() {
+    let hub = fake_hub();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tok")).unwrap();
+    std::fs::write(
+        dir.path().join("tok/tokenizer.json"),
+        sharegpt_words_tokenizer(),
+    )
+    .unwrap();
+    let run = |cache: &Path, offline: bool, log: &Path| {
+        let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+        cfg.request_log = Some(log.to_path_buf());
+        let mock = mock_server::MockThread::start(cfg);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"));
+        cmd.args(["bench", "sglang", "--base-url", &mock.url()])
+            .args(["--backend", "sglang-oai", "--dataset-name", "random"])
+            .args(["--num-prompts", "4", "--random-input-len", "6"])
+            .args(["--random-output-len", "2", "--random-range-ratio", "1.0"])
+            .args(["--warmup-requests", "0", "--disable-tqdm", "--tokenizer"])
+            .arg(dir.path().join("tok"))
+            .arg("--output-file")
+            .arg(dir.path().join("runs.jsonl"))
+            .env("HF_HUB_CACHE", cache)
+            .env("HF_ENDPOINT", &hub.url)
+            .env_remove("HF_TOKEN")
+            .env_remove("OPENAI_API_KEY");
+        if offline {
+            cmd.env("HF_HUB_OFFLINE", "1");
+        } else {
+            cmd.env_remove("HF_HUB_OFFLINE");
+        }
+        let out = cmd.output().unwrap();
+        mock.stop();
+        let prompts: Vec<serde_json::Value> = std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|r| r["path"] == "/v1/completions" && r["body"]["stream"] == true)
+            .map(|r| r["body"]["prompt"].clone())
+            .collect();
+        (out, prompts)
+    };
+    let cache = tempfile::tempdir().unwrap();
+    let (out, mut prompts) = run(cache.path(), false, &dir.path().join("online.jsonl"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    prompts.sort_by_key(|p| p.to_string());
+    assert_eq!(
+        prompts,
+        ["[BOS] Name three colours you", "[BOS] Tell me about the"]
+    );
+    assert!(hub::cached(cache.path(), &SHAREGPT).is_some());
+    let empty = tempfile::tempdir().unwrap();
+    let (out, prompts) = run(empty.path(), true, &dir.path().join("offline.jsonl"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for want in [
+        "note: --dataset-name random cuts SGLang's ShareGPT file, which could not be had",
+        "ShareGPT_V3_unfiltered_cleaned_split.json",
+        "random token ids of the drawn lengths instead",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+    assert_eq!(prompts.len(), 4);
+    assert!(
+        prompts
+            .iter()
+            .all(|p| p.as_array().is_some_and(|ids| ids.len() == 6)),
+        "{prompts:?}"
+    );
+}
+
 /// SGLang's `--dataset-name mooncake` with a trace file that is not there: SGLang downloads the
 /// workload's trace from GitHub to that path (`/tmp/<workload>_trace.jsonl` without a path, as
 /// the unit tests check), and so does `bench sglang`; the next run reads the file with no

@@ -20,6 +20,7 @@ use llmspeed::workload::numpy::{self, Generator, RandomState};
 use llmspeed::workload::pyrandom::PyRandom;
 use llmspeed::workload::sample::PromptSource;
 use llmspeed::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
+use llmspeed::workload::tokenizer::LocalTokenizer;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
@@ -375,6 +376,7 @@ fn sglang_random_ids_lengths_and_send_times_are_sglangs_own() {
             random_draws: RandomDraws::Sglang {
                 vocab: *vocab,
                 offsets: true,
+                text: false,
             },
             ..DatasetConfig::default()
         };
@@ -404,6 +406,137 @@ fn sglang_random_ids_lengths_and_send_times_are_sglangs_own() {
             },
         }
         .offsets_ns(*n)
+        .unwrap();
+        assert_eq!(ours, as_ns(&answer["at_s"]), "send times, seed {seed}");
+    }
+}
+
+/// A ShareGPT file for SGLang's `random`: short prompts (repeated to length) and long ones (cut),
+/// punctuation and contractions, multi-byte text (a cut can split a character), an entry under
+/// `conversation`, an empty first turn, and entries SGLang passes over (one turn, no turns).
+fn cuts_file() -> String {
+    let mut entries = vec![
+        json!({"conversations": [{"from": "human", "value": "only one turn"}]}),
+        json!({"id": "none"}),
+        json!({"conversation": [{"value": "Under the other key: isn't it?"}, {"value": "yes"}]}),
+        json!({"conversations": [{"value": ""}, {"value": "an empty prompt still has its BOS"}]}),
+        json!({"conversations": [{"value": "Grüße aus Köln — naïve café, 東京 and ✓ marks."}, {"value": "ok"}]}),
+    ];
+    let words = "the quick brown fox jumps over the lazy dog , they 're sure it 's fine ! ";
+    for k in 0..40 {
+        let prompt = match k % 4 {
+            0 => format!("Question {k}: why?"),
+            1 => words.repeat(1 + k / 3),
+            2 => format!("{k} apples, {} pears; {k}% of them aren't ripe.", k * 7),
+            _ => format!("Résumé #{k}: naïve coöperation → ünïcödé"),
+        };
+        entries.push(json!({"conversations": [
+            {"from": "human", "value": prompt},
+            {"from": "gpt", "value": format!("answer {k}")}
+        ]}));
+    }
+    Value::Array(entries).to_string()
+}
+
+#[test]
+fn sglang_random_cuts_sharegpt_as_sglang_does() {
+    let (Some(py), Some(tok_dir)) = (reference::SGLANG.python(), reference::tiny_tokenizer())
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sharegpt.json");
+    std::fs::write(&path, cuts_file()).unwrap();
+    let tok = LocalTokenizer::load(tok_dir.to_str().unwrap()).unwrap();
+    // (seed, requests, input, output, ratio, text, rate): more requests than entries in one.
+    let rows = [
+        (42u64, 12usize, 40u32, 8u32, 0.5, true, 10.0),
+        (7, 30, 9, 4, 0.0, true, 25.0),
+        (3, 50, 64, 16, 1.0, true, f64::INFINITY),
+        (42, 12, 40, 8, 0.5, false, 10.0),
+        (11, 20, 5, 3, 0.2, false, 5.0),
+    ];
+    let cases: Vec<Value> = rows
+        .iter()
+        .map(|(seed, n, i, o, r, text, rate)| {
+            json!({"seed": seed, "n": n, "input_len": i, "output_len": o, "ratio": r,
+                   "cuts": path, "tokenizer": tok_dir, "text": text, "rate": rate.to_string()})
+        })
+        .collect();
+    let answers = draws(&py, "sglang", &json!(cases));
+    for ((seed, n, i, o, r, text, rate), answer) in rows.iter().zip(&answers) {
+        let cfg = DatasetConfig {
+            kind: DatasetKind::Random,
+            path: Some(path.clone()),
+            num_prompts: *n,
+            seed: *seed,
+            random_input_len: (*i).max(1),
+            random_output_len: *o,
+            random_bounds: Some(sglang_bounds(*i, *o, *r)),
+            random_draws: RandomDraws::Sglang {
+                vocab: tok.vocab_size(),
+                offsets: false,
+                text: *text,
+            },
+            ..DatasetConfig::default()
+        };
+        let mut encode = |t: &str| tok.encode(t, true).map_err(|e| e.to_string());
+        let mut decode = |ids: &[u32]| tok.decode(ids).map_err(|e| e.to_string());
+        let decode = text.then_some(&mut decode as &mut datasets::Decode<'_>);
+        let file = std::fs::read_to_string(&path).unwrap();
+        let samples = datasets::sglang_sharegpt_cuts(
+            &cfg,
+            &file,
+            &mut encode,
+            decode,
+            tok.num_special_tokens(),
+        )
+        .unwrap();
+        let theirs = answer["prompts"].as_array().unwrap();
+        assert_eq!(samples.len(), theirs.len(), "prompts, seed {seed}");
+        for (k, (s, t)) in samples.iter().zip(theirs).enumerate() {
+            match (&s.prompt, text) {
+                (PromptSource::Text(ours), true) => {
+                    assert_eq!(ours, t.as_str().unwrap(), "prompt {k}, seed {seed}");
+                    // Its length is the tokenizer's count of the text sent.
+                    assert_eq!(s.prompt_len, tok.count(ours).unwrap());
+                }
+                (p @ PromptSource::Synthetic { .. }, false) => {
+                    let mut ids = Vec::new();
+                    let sample = llmspeed::workload::datasets::Sample {
+                        prompt: p.clone(),
+                        prompt_len: s.prompt_len,
+                        output_len: s.output_len,
+                        group: None,
+                    };
+                    assert!(sample.write_ids(&mut ids));
+                    let theirs: Vec<u32> = ints(t).iter().map(|&x| x as u32).collect();
+                    assert_eq!(ids, theirs, "prompt {k}, seed {seed}");
+                    assert_eq!(s.prompt_len, ids.len() as u64);
+                }
+                (p, _) => panic!("prompt {k}: {p:?} (text {text})"),
+            }
+        }
+        let output: Vec<i64> = samples.iter().map(|s| s.output_len as i64).collect();
+        assert_eq!(
+            output,
+            ints(&answer["output"]),
+            "output lengths, seed {seed}"
+        );
+        if !text {
+            let input: Vec<i64> = samples.iter().map(|s| s.prompt_len as i64).collect();
+            assert_eq!(input, ints(&answer["input"]), "input lengths, seed {seed}");
+        }
+        let ours = ScheduleConfig {
+            rate: *rate,
+            burstiness: 1.0,
+            ramp: None,
+            seed: *seed,
+            draws: Draws::Sglang {
+                dataset_words: datasets::random_numpy_words(&cfg),
+            },
+        }
+        .offsets_ns(samples.len())
         .unwrap();
         assert_eq!(ours, as_ns(&answer["at_s"]), "send times, seed {seed}");
     }

@@ -15,6 +15,7 @@ use crate::workload::pyrandom::PyRandom;
 use crate::workload::trace;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -155,8 +156,14 @@ pub enum RandomDraws {
     /// then every output length, then (`random-ids`; its `random` cuts ShareGPT text instead,
     /// `offsets` false) every prompt's offset below the tokenizer's `vocab` size (`vocab`
     /// decides how many draws that takes, and SGLang's send times are drawn next from the same
-    /// generator: [`random_numpy_words`]).
-    Sglang { vocab: u32, offsets: bool },
+    /// generator: [`random_numpy_words`]). `text`: SGLang sends the prompts as decoded text
+    /// (without `--tokenize-prompt`), its `random` cuts then shortened by the tokenizer's
+    /// special tokens ([`sglang_sharegpt_cuts`]).
+    Sglang {
+        vocab: u32,
+        offsets: bool,
+        text: bool,
+    },
 }
 
 impl Default for RandomDraws {
@@ -229,6 +236,12 @@ pub type PromptWrap<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
 /// The input length of one chat request (a JSON object with `messages`), by the tool's rule
 /// (SGLang's `openai` dataset: the messages through the chat template, and the tools).
 pub type ChatLen<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
+
+/// A text's token ids, special tokens added (the model's tokenizer).
+pub type Encode<'a> = dyn FnMut(&str) -> Result<Vec<u32>, String> + 'a;
+
+/// The text of token ids (the model's tokenizer).
+pub type Decode<'a> = dyn FnMut(&[u32]) -> Result<String, String> + 'a;
 
 /// Builds the samples. `count` measures texts (sharegpt, sonnet, custom); token-id datasets
 /// never call it. `wrap`, where given, turns each prompt of the datasets that render a chat
@@ -469,7 +482,7 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 words: 0,
             })
         }
-        RandomDraws::Sglang { vocab, offsets } => {
+        RandomDraws::Sglang { vocab, offsets, .. } => {
             let ((in_lo, in_hi), (out_lo, out_hi)) = cfg.random_bounds.unwrap_or((
                 range_bounds(cfg.random_input_len, cfg.random_range_ratio),
                 range_bounds(cfg.random_output_len, cfg.random_range_ratio),
@@ -506,6 +519,95 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
             })
         }
     }
+}
+
+/// SGLang 0.5.23's `random` (`sample_random_requests` with `random_sample`): turn 0 of each
+/// ShareGPT entry with at least two turns (`conversations`, else `conversation`), the list
+/// shuffled by Python's `random` seeded with --seed; in that order each prompt encoded with the
+/// model's tokenizer (`encode`, special tokens added; an empty one skipped) and its ids cut,
+/// or repeated and cut, to the next drawn length ([`random_lengths`], numpy's, as for
+/// `random-ids` but without offsets); with `decode` (SGLang's text prompts, no
+/// `--tokenize-prompt`) each length first shortened by the tokenizer's `special` tokens (at
+/// least 1) and the ids decoded to the text sent, counted again by `encode` for the prompt's
+/// length; without it the ids themselves are sent, the drawn length. A file with fewer usable
+/// entries sends fewer prompts, as SGLang's.
+pub fn sglang_sharegpt_cuts(
+    cfg: &DatasetConfig,
+    file: &str,
+    encode: &mut Encode<'_>,
+    mut decode: Option<&mut Decode<'_>>,
+    special: u32,
+) -> Result<Vec<Sample>, DatasetError> {
+    let fmt = |msg: String| DatasetError::Format {
+        path: cfg
+            .path
+            .as_ref()
+            .map_or("the ShareGPT file".into(), |p| p.display().to_string()),
+        msg,
+    };
+    let drawn = random_lengths(cfg)?;
+    let list: Vec<Value> = serde_json::from_str(file)
+        .map_err(|e| fmt(format!("not a JSON list of conversations: {e}")))?;
+    let mut prompts = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let turns = entry
+            .get("conversations")
+            .or_else(|| entry.get("conversation"))
+            .and_then(Value::as_array);
+        let Some(turns) = turns.filter(|t| t.len() >= 2) else {
+            continue;
+        };
+        let text = |k: usize| turns[k].get("value").and_then(Value::as_str);
+        match (text(0), text(1)) {
+            (Some(p), Some(_)) => prompts.push(p),
+            _ => {
+                return Err(fmt(format!(
+                    "entry {i}: turns 0 and 1 need a \"value\" string (SGLang reads both)"
+                )))
+            }
+        }
+    }
+    PyRandom::new(cfg.seed).shuffle(&mut prompts);
+    let n = cfg.num_prompts.min(drawn.input.len());
+    let mut out = Vec::with_capacity(n);
+    for prompt in prompts {
+        let i = out.len();
+        if i == n {
+            break;
+        }
+        let ids = encode(prompt).map_err(DatasetError::Invalid)?;
+        if ids.is_empty() {
+            continue;
+        }
+        let want = match decode {
+            Some(_) => drawn.input[i].saturating_sub(special).max(1),
+            None => drawn.input[i],
+        } as usize;
+        let cut: Vec<u32> = ids.iter().copied().cycle().take(want).collect();
+        let (prompt, prompt_len) = match decode.as_deref_mut() {
+            Some(decode) => {
+                let text = decode(&cut).map_err(DatasetError::Invalid)?;
+                let len = encode(&text).map_err(DatasetError::Invalid)?.len() as u64;
+                (PromptSource::Text(text), len)
+            }
+            None => (
+                PromptSource::Synthetic {
+                    prefix: cut.into(),
+                    start: 0,
+                    len: 0,
+                    ids: cfg.ids,
+                },
+                want as u64,
+            ),
+        };
+        out.push(Sample {
+            prompt,
+            prompt_len,
+            output_len: drawn.output[i],
+            group: None,
+        });
+    }
+    Ok(out)
 }
 
 /// How many 32-bit words SGLang's `random` and `generated-shared-prefix` datasets take from
@@ -1554,6 +1656,7 @@ mod tests {
             random_draws: RandomDraws::Sglang {
                 vocab: 8460,
                 offsets: true,
+                text: false,
             },
             ..Default::default()
         };

@@ -51,6 +51,8 @@ pub enum TokenizerError {
     Load { path: PathBuf, message: String },
     #[error("tokenizer {path}: encoding failed: {message}")]
     Encode { path: PathBuf, message: String },
+    #[error("tokenizer {path}: decoding failed: {message}")]
+    Decode { path: PathBuf, message: String },
     #[error("--tokenizer: {0}")]
     Hub(#[from] Box<super::hub::HubError>),
     #[error("tokenizer {path}: chat prompts need the model's chat template, which is not applied locally; count chat prompts with the server")]
@@ -260,6 +262,11 @@ fn looks_like_model_id(spec: &str) -> bool {
 pub struct LocalTokenizer {
     path: PathBuf,
     inner: Inner,
+    /// Whether [`LocalTokenizer::decode`] cleans up spaces before punctuation as
+    /// `transformers` 5 does: `clean_up_tokenization_spaces` in the `tokenizer_config.json`
+    /// beside the file, skipped for a BPE model unless that file also forces it.
+    #[cfg_attr(not(feature = "hf-tokenizer"), allow(dead_code))]
+    clean_up: bool,
 }
 
 #[cfg(feature = "hf-tokenizer")]
@@ -309,9 +316,26 @@ impl LocalTokenizer {
         t.with_truncation(None)
             .map_err(|e| load_err(e.to_string()))?;
         t.with_padding(None);
+        let config = path
+            .parent()
+            .map(|d| d.join(super::chat_template::CONFIG_FILE))
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok());
+        let flag = |key: &str| {
+            config
+                .as_ref()
+                .and_then(|c| c.get(key))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+        };
+        let bpe = matches!(t.get_model(), tokenizers::ModelWrapper::BPE(_));
+        let clean_up = flag("clean_up_tokenization_spaces")
+            && (!bpe
+                || flag("clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output"));
         Ok(Self {
             path: path.to_path_buf(),
             inner: t,
+            clean_up,
         })
     }
 
@@ -384,6 +408,52 @@ impl LocalTokenizer {
         match self.inner {}
     }
 
+    /// The ids of `text`, with or without the tokenizer's special tokens (`transformers`'
+    /// `encode(text, add_special_tokens=...)`).
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>, TokenizerError> {
+        self.inner
+            .encode_fast(text, add_special_tokens)
+            .map(|e| e.get_ids().to_vec())
+            .map_err(|e| TokenizerError::Encode {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })
+    }
+
+    /// The ids of `text`.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn encode(
+        &self,
+        _text: &str,
+        _add_special_tokens: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        match self.inner {}
+    }
+
+    /// The text of `ids` as `transformers` 5's `decode(ids)` gives it: special tokens kept,
+    /// then, where the tokenizer's config asks, [`clean_up_tokenization`].
+    #[cfg(feature = "hf-tokenizer")]
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        let text = self
+            .inner
+            .decode(ids, false)
+            .map_err(|e| TokenizerError::Decode {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(match self.clean_up {
+            true => clean_up_tokenization(&text),
+            false => text,
+        })
+    }
+
+    /// The text of `ids`.
+    #[cfg(not(feature = "hf-tokenizer"))]
+    pub fn decode(&self, _ids: &[u32]) -> Result<String, TokenizerError> {
+        match self.inner {}
+    }
+
     /// Tokens of a prompt, for [`super::prose::PromptBuilder::calibrate`]. Text prompts only;
     /// chat prompts answer [`TokenizerError::ChatTemplate`] (see the module docs).
     pub fn count_prompt(&self, prompt: &Prompt) -> Result<u64, TokenizerError> {
@@ -394,6 +464,25 @@ impl LocalTokenizer {
             }),
         }
     }
+}
+
+/// `transformers`' `clean_up_tokenization`: no space before `.`, `?`, `!` and `,`, nor inside
+/// the English contractions it knows.
+pub fn clean_up_tokenization(text: &str) -> String {
+    [
+        (" .", "."),
+        (" ?", "?"),
+        (" !", "!"),
+        (" ,", ","),
+        (" ' ", "'"),
+        (" n't", "n't"),
+        (" 'm", "'m"),
+        (" 's", "'s"),
+        (" 've", "'ve"),
+        (" 're", "'re"),
+    ]
+    .iter()
+    .fold(text.to_string(), |t, (from, to)| t.replace(from, to))
 }
 
 #[cfg(test)]
@@ -495,6 +584,55 @@ mod tests {
         std::fs::remove_file(repo.join("snapshots/bbb/tokenizer.json")).unwrap();
         let e = cache.find("org/m").unwrap_err().to_string();
         assert!(e.contains("no snapshot has one"), "{e}");
+    }
+
+    #[test]
+    fn clean_up_takes_the_spaces_transformers_takes() {
+        // transformers 5.19's answer for the same text.
+        assert_eq!(
+            clean_up_tokenization(
+                "it 's fine , they 're sure ! is n't it ? yes . i 'm ' ok ' we 've"
+            ),
+            "it's fine, they're sure! isn't it? yes. i'm'ok'we've"
+        );
+    }
+
+    /// A WordLevel (`kind` "WordLevel") or BPE model's tokenizer whose decoded text is its tokens
+    /// joined by spaces, beside a `tokenizer_config.json` of `config`.
+    #[cfg(feature = "hf-tokenizer")]
+    fn spaced(dir: &Path, kind: &str, config: &str) -> LocalTokenizer {
+        let model = match kind {
+            "BPE" => r#"{"type":"BPE","vocab":{"it":0,"'s":1,"fine":2,".":3},"merges":[]}"#,
+            _ => r#"{"type":"WordLevel","vocab":{"it":0,"'s":1,"fine":2,".":3},"unk_token":"."}"#,
+        };
+        let json = format!(
+            r#"{{"version":"1.0","truncation":null,"padding":null,"added_tokens":[],
+            "normalizer":null,"pre_tokenizer":{{"type":"WhitespaceSplit"}},"post_processor":null,
+            "decoder":null,"model":{model}}}"#
+        );
+        std::fs::write(dir.join("tokenizer.json"), json).unwrap();
+        std::fs::write(dir.join("tokenizer_config.json"), config).unwrap();
+        LocalTokenizer::load_file(&dir.join("tokenizer.json")).unwrap()
+    }
+
+    #[cfg(feature = "hf-tokenizer")]
+    #[test]
+    fn decode_cleans_up_where_the_config_asks_as_transformers_5_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let on = r#"{"clean_up_tokenization_spaces": true}"#;
+        let t = spaced(dir.path(), "WordLevel", on);
+        let ids = t.encode("it 's fine .", false).unwrap();
+        assert_eq!(ids, [0, 1, 2, 3]);
+        assert_eq!(t.decode(&ids).unwrap(), "it's fine.");
+        // Off by default (transformers 5), and skipped for BPE unless forced.
+        let t = spaced(dir.path(), "WordLevel", "{}");
+        assert_eq!(t.decode(&ids).unwrap(), "it 's fine .");
+        let t = spaced(dir.path(), "BPE", on);
+        assert_eq!(t.decode(&ids).unwrap(), "it 's fine .");
+        let forced = r#"{"clean_up_tokenization_spaces": true,
+            "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output": true}"#;
+        let t = spaced(dir.path(), "BPE", forced);
+        assert_eq!(t.decode(&ids).unwrap(), "it's fine.");
     }
 
     #[cfg(not(feature = "hf-tokenizer"))]

@@ -17,7 +17,10 @@ Usage: python draws.py numpy|vllm|sglang < cases.json > draws.json
           the send time of each request by its own get_request; {"seed", "gsp": [groups, per,
           system, question, output, ratio, turns], "rate"}: the group, input and output length of
           each prompt its own sample_generated_shared_prefix_requests builds (in order), and the
-          send times after; and {"seed", "n", "sharegpt":
+          send times after; {"seed", "n", "input_len", "output_len", "ratio", "rate", "cuts":
+          PATH, "tokenizer": DIR, "text"}: its `random` (ShareGPT cut with that tokenizer): each
+          prompt (text, or ids without "text"), its length and output length, and the send
+          times after; and {"seed", "n", "sharegpt":
           PATH}: the prompts, in order, its own sample_sharegpt_requests sends after
           random.seed(seed) (a tokenizer counting words).
   python: each case {"seed", "shuffle": n, "choices": [n, k]}: random.shuffle of range(n) and
@@ -197,6 +200,24 @@ def sglang_case(case):
         )
         answer = {
             "group": [int(r.routing_key.rsplit("_", 1)[1]) for r in rows],
+            "input": [int(r.prompt_len) for r in rows],
+            "output": [int(r.output_len) for r in rows],
+        }
+    elif "cuts" in case:
+        from transformers import AutoTokenizer
+
+        rows = sample_random_requests(
+            input_len=case["input_len"],
+            output_len=case["output_len"],
+            num_prompts=case["n"],
+            range_ratio=case["ratio"],
+            tokenizer=AutoTokenizer.from_pretrained(case["tokenizer"]),
+            dataset_path=case["cuts"],
+            random_sample=True,
+            return_text=case["text"],
+        )
+        answer = {
+            "prompts": [r.prompt if case["text"] else [int(i) for i in r.prompt] for r in rows],
             "input": [int(r.prompt_len) for r in rows],
             "output": [int(r.output_len) for r in rows],
         }

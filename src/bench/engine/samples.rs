@@ -298,11 +298,12 @@ pub async fn load_samples(
         plan.tokenizer.as_deref(),
         "the server's /tokenize (else its usage counts)",
         log,
-    )?;
+    )?
+    .map(Arc::new);
     let template = chat_fns(
         &plan.dataset,
         plan.tokenizer.as_deref(),
-        local.as_ref(),
+        local.as_deref(),
         log,
     )?;
     let dialect = info.tokenize.map(|t| t.dialect);
@@ -322,16 +323,33 @@ pub async fn load_samples(
     // (SGLang): the local tokenizer's, else none and the server's vocabulary.
     dcfg.random_draws = match dcfg.random_draws {
         datasets::RandomDraws::Vllm { .. } => datasets::RandomDraws::Vllm {
-            special: local.as_ref().map_or(0, LocalTokenizer::num_special_tokens),
+            special: local
+                .as_deref()
+                .map_or(0, LocalTokenizer::num_special_tokens),
         },
-        datasets::RandomDraws::Sglang { offsets, .. } => datasets::RandomDraws::Sglang {
+        datasets::RandomDraws::Sglang { offsets, text, .. } => datasets::RandomDraws::Sglang {
             vocab: local
-                .as_ref()
+                .as_deref()
                 .map_or(dcfg.ids.end(), LocalTokenizer::vocab_size),
             offsets,
+            text,
         },
     };
     let numpy_words = datasets::random_numpy_words(&dcfg);
+    if let Some((tok, text)) = sglang_cuts(&dcfg, local.as_ref(), log) {
+        let (cfg, tok) = (dcfg.clone(), tok.clone());
+        let job = async {
+            tokio::task::spawn_blocking(move || sharegpt_cuts(&cfg, &tok, text))
+                .await
+                .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
+        };
+        let samples = unless_stopped(cancel, "loading the dataset", job).await?;
+        let (counting, kind) = match text {
+            true => (TokenCounting::Local, PromptKind::DatasetText),
+            false => (TokenCounting::Exact, PromptKind::TokenIds),
+        };
+        return Ok(Loaded::new(samples, counting, kind, dialect, numpy_words));
+    }
     let count_with = counter_fn(client, model, local, cancel);
     // TGI's /generate_stream and the Responses API take text only, as the chat endpoint does.
     let chat = plan.chat || plan.dialect.text_only();
@@ -413,6 +431,65 @@ pub async fn load_samples(
     ))
 }
 
+/// SGLang's `random` with its ShareGPT file and a local tokenizer to cut it with: the tokenizer
+/// and whether the prompts go as text. With no local tokenizer it draws token ids of the
+/// lengths instead, said in a `note:`.
+fn sglang_cuts(
+    dcfg: &datasets::DatasetConfig,
+    local: Option<&Arc<LocalTokenizer>>,
+    log: &mut (dyn Write + Send),
+) -> Option<(Arc<LocalTokenizer>, bool)> {
+    let datasets::RandomDraws::Sglang {
+        offsets: false,
+        text,
+        ..
+    } = dcfg.random_draws
+    else {
+        return None;
+    };
+    if dcfg.kind != datasets::DatasetKind::Random || dcfg.path.is_none() {
+        return None;
+    }
+    if local.is_none() {
+        let _ = writeln!(
+            log,
+            "note: SGLang's random cuts ShareGPT conversations with the model's tokenizer; \
+             with no local tokenizer loaded (--tokenizer) the prompts are random token ids of \
+             the drawn lengths"
+        );
+    }
+    local.map(|t| (t.clone(), text))
+}
+
+/// SGLang's `random`: its ShareGPT file (`dcfg.path`) cut to the drawn lengths with `tok`
+/// (`datasets::sglang_sharegpt_cuts`), as text or as token ids.
+fn sharegpt_cuts(
+    dcfg: &datasets::DatasetConfig,
+    tok: &LocalTokenizer,
+    text: bool,
+) -> Result<Vec<Sample>, RunError> {
+    let path = dcfg.path.as_deref().unwrap_or(std::path::Path::new(""));
+    let file = std::fs::read_to_string(path).map_err(|e| {
+        RunError::Setup(format!(
+            "--dataset-name random reads SGLang's ShareGPT file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let mut encode = |t: &str| tok.encode(t, true).map_err(|e| e.to_string());
+    let mut decode = |ids: &[u32]| tok.decode(ids).map_err(|e| e.to_string());
+    let decode = text.then_some(&mut decode as &mut datasets::Decode<'_>);
+    let samples =
+        datasets::sglang_sharegpt_cuts(dcfg, &file, &mut encode, decode, tok.num_special_tokens())?;
+    if samples.is_empty() {
+        return Err(RunError::Setup(format!(
+            "--dataset-name random: {} has no conversation to cut (entries with two turns and a \
+             non-empty first one)",
+            path.display()
+        )));
+    }
+    Ok(samples)
+}
+
 /// The prompt fitting through `/detokenize` and `/tokenize`, as a set-up step.
 pub const FITTING: &str = "fitting the prompts to their lengths (/detokenize, /tokenize)";
 
@@ -422,7 +499,7 @@ pub const FITTING: &str = "fitting the prompts to their lengths (/detokenize, /t
 fn counter_fn(
     client: &Client,
     model: &str,
-    local: Option<LocalTokenizer>,
+    local: Option<Arc<LocalTokenizer>>,
     cancel: &Cancel,
 ) -> impl Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static {
     let handle = tokio::runtime::Handle::current();

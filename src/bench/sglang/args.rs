@@ -685,7 +685,13 @@ impl SglangArgs {
                 d.random_draws = crate::workload::datasets::RandomDraws::Sglang {
                     vocab: 0,
                     offsets: self.dataset_name == "random-ids",
+                    text: !self.tokenize_prompt,
                 };
+                // SGLang's `random` cuts its ShareGPT file's conversations to the lengths
+                // (`--dataset-path`, else fetched at run time: `run::hub_sharegpt`).
+                if self.dataset_name == "random" {
+                    d.path = path;
+                }
             }
             "generated-shared-prefix" => {
                 let groups = self.gsp_groups()?;

@@ -20,7 +20,7 @@ use crate::net::{Cancel, Client};
 use crate::progress::Progress;
 use crate::server::TokenizeDialect;
 use crate::timeline::Timeline;
-use crate::workload::datasets::DatasetKind;
+use crate::workload::datasets::{DatasetKind, RandomDraws};
 use crate::workload::hub;
 use crate::workload::tokenizer::{HubCache, LocalTokenizer, TokenizerError};
 use serde_json::{json, Value};
@@ -72,7 +72,7 @@ pub async fn run(
     progress: &mut (dyn Progress + Send),
 ) -> Result<Outcome, RunError> {
     mooncake_trace(cfg, log)?;
-    let plan = hub_sharegpt(&cfg.plan)?;
+    let plan = hub_sharegpt(&cfg.plan, log)?;
     if cfg.cache_report && !cache::reads_counts(&cfg.backend) {
         let _ = writeln!(log, "{}", cache::WARNING);
     }
@@ -260,19 +260,42 @@ pub fn accept_length(info: Option<&Value>) -> Option<f64> {
         .as_f64()
 }
 
-/// SGLang's `--dataset-name sharegpt` without `--dataset-path`: its ShareGPT file from the hub
-/// (the Hugging Face cache first, as SGLang's `hf_hub_download` call does).
-fn hub_sharegpt(plan: &Plan) -> Result<Cow<'_, Plan>, RunError> {
+/// SGLang's `--dataset-name sharegpt` without `--dataset-path`, and its `random` (with a
+/// `--tokenizer` to cut it) without a file there: its ShareGPT file from the hub (the Hugging
+/// Face cache first, as SGLang's `hf_hub_download` call does). Where `random`'s cannot be had,
+/// a `note:` says why and where to put it, and the run draws token ids of the lengths instead.
+fn hub_sharegpt<'a>(
+    plan: &'a Plan,
+    log: &mut (dyn Write + Send),
+) -> Result<Cow<'a, Plan>, RunError> {
     let d = &plan.dataset;
-    if d.kind != DatasetKind::ShareGpt || d.path.is_some() {
+    let sharegpt = d.kind == DatasetKind::ShareGpt && d.path.is_none();
+    let cuts = d.kind == DatasetKind::Random
+        && matches!(d.random_draws, RandomDraws::Sglang { offsets: false, .. })
+        && plan.tokenizer.is_some()
+        && !d.path.as_deref().is_some_and(std::path::Path::is_file);
+    if !(sharegpt || cuts) {
         return Ok(Cow::Borrowed(plan));
     }
-    let cache = HubCache::from_env()
-        .ok_or_else(|| RunError::Setup(TokenizerError::NoCacheDir.to_string()))?;
-    let path = hub::get(&cache.dir, &hub::SHAREGPT, &hub::HubSettings::from_env())
-        .map_err(|e| RunError::Setup(format!("--dataset-name sharegpt: {e}")))?;
+    let fetched = HubCache::from_env()
+        .ok_or_else(|| TokenizerError::NoCacheDir.to_string())
+        .and_then(|cache| {
+            hub::get(&cache.dir, &hub::SHAREGPT, &hub::HubSettings::from_env())
+                .map_err(|e| e.to_string())
+        });
     let mut plan = plan.clone();
-    plan.dataset.path = Some(path);
+    plan.dataset.path = match (fetched, sharegpt) {
+        (Ok(path), _) => Some(path),
+        (Err(e), true) => return Err(RunError::Setup(format!("--dataset-name sharegpt: {e}"))),
+        (Err(e), false) => {
+            let _ = writeln!(
+                log,
+                "note: --dataset-name random cuts SGLang's ShareGPT file, which could not be \
+                 had: {e}; the prompts are random token ids of the drawn lengths instead"
+            );
+            None
+        }
+    };
     Ok(Cow::Owned(plan))
 }
 
