@@ -2,7 +2,7 @@
 //! duration syntax of every duration flag, `nvidia-smi` CSV, the `/proc` and `os-release` files of
 //! the machine panel, a BurstGPT CSV, `--start-at`, a shard result file read by `llmspeed merge` (both tools'), a Mooncake-style
 //! trace (`--dataset-name timed_trace`), a ShareGPT file read as multi-turn conversations, a
-//! ShareGPT or custom file read by SGLang's rules and `bench sglang --goodput`'s SLOs.
+//! ShareGPT or custom file read by SGLang's rules (and cut by its `random`) and `bench sglang --goodput`'s SLOs.
 //!
 //! Input layout: byte 0 picks the parser; the rest is the text (lossy UTF-8).
 #![no_main]
@@ -16,7 +16,7 @@ use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
 use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
-use llmspeed::workload::datasets::{self, Conversations, DatasetConfig, IdRange};
+use llmspeed::workload::datasets::{self, Conversations, DatasetConfig, IdRange, RandomDraws};
 use llmspeed::workload::trace::{self, TraceConfig};
 
 fuzz_target!(|data: &[u8]| {
@@ -83,6 +83,33 @@ fuzz_target!(|data: &[u8]| {
                     assert!(samples
                         .iter()
                         .all(|x| x.prompt_len + x.output_len as u64 <= 64));
+                }
+            }
+            // SGLang's `random`: the file's first turns cut to the drawn lengths, a byte an id.
+            for as_text in [false, true] {
+                let cfg = DatasetConfig {
+                    num_prompts: 4,
+                    random_input_len: 8,
+                    random_output_len: 2,
+                    random_bounds: Some(((4, 8), (1, 2))),
+                    random_draws: RandomDraws::Sglang {
+                        vocab: 256,
+                        offsets: false,
+                        text: as_text,
+                    },
+                    ..DatasetConfig::default()
+                };
+                let mut encode =
+                    |s: &str| Ok::<_, String>(s.bytes().map(u32::from).collect::<Vec<u32>>());
+                let mut decode = |ids: &[u32]| {
+                    Ok::<_, String>(ids.iter().map(|&b| char::from(b as u8)).collect::<String>())
+                };
+                let decode = as_text.then_some(&mut decode as &mut datasets::Decode<'_>);
+                if let Ok(samples) =
+                    datasets::sglang_sharegpt_cuts(&cfg, &text, &mut encode, decode, 1)
+                {
+                    assert!(samples.len() <= 4);
+                    assert!(samples.iter().all(|x| x.prompt_len <= 16 && x.output_len <= 2));
                 }
             }
         }
