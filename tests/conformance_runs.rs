@@ -472,6 +472,25 @@ const RUNS: &[Run] = &[
         input: Input::Equal,
     },
     Run {
+        name: "sharegpt with a prompt suffix on SGLang's chat",
+        tool: Tool::Sglang,
+        args: &[
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "{dir}/sharegpt-sglang.json",
+            "--num-prompts",
+            "3",
+            "--sharegpt-output-len",
+            "5",
+            "--prompt-suffix",
+            " Answer in one line.",
+        ],
+        input: Input::Equal,
+    },
+    Run {
         name: "random cut from a ShareGPT file on SGLang's completions",
         tool: Tool::Sglang,
         args: &[

@@ -339,6 +339,20 @@ fn a_downloaded_tokenizer_counts_as_the_same_file_read_locally() {
     assert_eq!(hub.seen.lock().unwrap().len(), before);
 }
 
+/// A command's hub settings: `cache` as `HF_HUB_CACHE`, the hub at `endpoint`, no token, and
+/// `HF_HUB_OFFLINE=1` when `offline`.
+fn hub_env(cmd: &mut std::process::Command, cache: &Path, endpoint: &str, offline: bool) {
+    cmd.env("HF_HUB_CACHE", cache)
+        .env("HF_ENDPOINT", endpoint)
+        .env_remove("HF_TOKEN")
+        .env_remove("OPENAI_API_KEY");
+    if offline {
+        cmd.env("HF_HUB_OFFLINE", "1");
+    } else {
+        cmd.env_remove("HF_HUB_OFFLINE");
+    }
+}
+
 /// `llmspeed bench sglang --dataset-name sharegpt` without `--dataset-path`, as SGLang runs it:
 /// the ShareGPT file fetched from `HF_ENDPOINT` into `HF_HUB_CACHE`, then the run; a second
 /// run with `HF_HUB_OFFLINE=1` and no hub uses the cache; offline with an empty cache the
@@ -357,16 +371,8 @@ fn bench_sglang_fetches_sharegpt_when_no_path_is_given() {
             .args(["--dataset-name", "sharegpt", "--num-prompts", "2"])
             .args(["--sharegpt-output-len", "8", "--disable-tqdm"])
             .arg("--output-file")
-            .arg(&record)
-            .env("HF_HUB_CACHE", cache)
-            .env("HF_ENDPOINT", endpoint)
-            .env_remove("HF_TOKEN")
-            .env_remove("OPENAI_API_KEY");
-        if offline {
-            cmd.env("HF_HUB_OFFLINE", "1");
-        } else {
-            cmd.env_remove("HF_HUB_OFFLINE");
-        }
+            .arg(&record);
+        hub_env(&mut cmd, cache, endpoint, offline);
         cmd.output().unwrap()
     };
     let completed = |line: usize| -> u64 {
@@ -454,16 +460,8 @@ fn bench_sglang_random_cuts_the_fetched_sharegpt_with_the_tokenizer() {
             .args(["--warmup-requests", "0", "--disable-tqdm", "--tokenizer"])
             .arg(dir.path().join("tok"))
             .arg("--output-file")
-            .arg(dir.path().join("runs.jsonl"))
-            .env("HF_HUB_CACHE", cache)
-            .env("HF_ENDPOINT", &hub.url)
-            .env_remove("HF_TOKEN")
-            .env_remove("OPENAI_API_KEY");
-        if offline {
-            cmd.env("HF_HUB_OFFLINE", "1");
-        } else {
-            cmd.env_remove("HF_HUB_OFFLINE");
-        }
+            .arg(dir.path().join("runs.jsonl"));
+        hub_env(&mut cmd, cache, &hub.url, offline);
         let out = cmd.output().unwrap();
         mock.stop();
         let prompts: Vec<serde_json::Value> = std::fs::read_to_string(log)

@@ -214,6 +214,20 @@ fn numpys_sum_is_summed_in_numpys_order() {
     assert!(plain_differs);
 }
 
+/// llmspeed's send times for SGLang at `rate` for `seed`, after `dataset_words` the dataset
+/// drew from numpy's legacy generator.
+fn sglang_send_times(rate: f64, seed: u64, dataset_words: u64, n: usize) -> Vec<u64> {
+    ScheduleConfig {
+        rate,
+        burstiness: 1.0,
+        ramp: None,
+        seed,
+        draws: Draws::Sglang { dataset_words },
+    }
+    .offsets_ns(n)
+    .unwrap()
+}
+
 /// The reference's send times in seconds, as the nanoseconds llmspeed schedules.
 fn as_ns(v: &Value) -> Vec<u64> {
     doubles(v)
@@ -396,18 +410,11 @@ fn sglang_random_ids_lengths_and_send_times_are_sglangs_own() {
         let words = datasets::random_numpy_words(&cfg);
         // At least one word for each request's offset.
         assert!(words >= *n as u64, "{words} words for {n} requests");
-        let ours = ScheduleConfig {
-            rate: *rate,
-            burstiness: 1.0,
-            ramp: None,
-            seed: *seed,
-            draws: Draws::Sglang {
-                dataset_words: words,
-            },
-        }
-        .offsets_ns(*n)
-        .unwrap();
-        assert_eq!(ours, as_ns(&answer["at_s"]), "send times, seed {seed}");
+        assert_eq!(
+            sglang_send_times(*rate, *seed, words, *n),
+            as_ns(&answer["at_s"]),
+            "send times, seed {seed}"
+        );
     }
 }
 
@@ -527,18 +534,16 @@ fn sglang_random_cuts_sharegpt_as_sglang_does() {
             let input: Vec<i64> = samples.iter().map(|s| s.prompt_len as i64).collect();
             assert_eq!(input, ints(&answer["input"]), "input lengths, seed {seed}");
         }
-        let ours = ScheduleConfig {
-            rate: *rate,
-            burstiness: 1.0,
-            ramp: None,
-            seed: *seed,
-            draws: Draws::Sglang {
-                dataset_words: datasets::random_numpy_words(&cfg),
-            },
-        }
-        .offsets_ns(samples.len())
-        .unwrap();
-        assert_eq!(ours, as_ns(&answer["at_s"]), "send times, seed {seed}");
+        assert_eq!(
+            sglang_send_times(
+                *rate,
+                *seed,
+                datasets::random_numpy_words(&cfg),
+                samples.len()
+            ),
+            as_ns(&answer["at_s"]),
+            "send times, seed {seed}"
+        );
     }
 }
 
@@ -715,18 +720,16 @@ fn generated_shared_prefix_prompts_and_send_times_are_sglangs_own() {
             ints(&answer["output"]),
             "output lengths, seed {seed}"
         );
-        let ours = ScheduleConfig {
-            rate: *rate,
-            burstiness: 1.0,
-            ramp: None,
-            seed: *seed,
-            draws: Draws::Sglang {
-                dataset_words: datasets::random_numpy_words(&cfg),
-            },
-        }
-        .offsets_ns(samples.len())
-        .unwrap();
-        assert_eq!(ours, as_ns(&answer["at_s"]), "send times, seed {seed}");
+        assert_eq!(
+            sglang_send_times(
+                *rate,
+                *seed,
+                datasets::random_numpy_words(&cfg),
+                samples.len()
+            ),
+            as_ns(&answer["at_s"]),
+            "send times, seed {seed}"
+        );
     }
 }
 

@@ -119,6 +119,9 @@ pub struct DatasetConfig {
     pub oversample: bool,
     /// Whose rules `sharegpt` reads its file and filters its conversations by.
     pub conversations: Conversations,
+    /// SGLang's `--prompt-suffix` (its `sharegpt` and `custom`): appended to each prompt, before
+    /// its "Assistant:" ([`with_suffix`]); empty: none.
+    pub prompt_suffix: String,
     /// SGLang's `generated-shared-prefix` (`None`: vLLM's `prefix_repetition`).
     pub prefix_groups: Option<PrefixGroups>,
     /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
@@ -220,6 +223,7 @@ impl Default for DatasetConfig {
             shuffle: true,
             oversample: true,
             conversations: Conversations::Vllm,
+            prompt_suffix: String::new(),
             prefix_groups: None,
             chat_template: None,
         }
@@ -850,6 +854,17 @@ fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError
 }
 
 /// `prompt` through `wrap` when there is one, else as it is.
+/// SGLang's `--prompt-suffix`: `suffix`, then "Assistant:", after the prompt with its own
+/// "Assistant:" taken off its end; the prompt as it is without a suffix.
+pub fn with_suffix<'p>(prompt: &'p str, suffix: &str) -> std::borrow::Cow<'p, str> {
+    const ASSISTANT: &str = "Assistant:";
+    if suffix.is_empty() {
+        return std::borrow::Cow::Borrowed(prompt);
+    }
+    let head = prompt.strip_suffix(ASSISTANT).unwrap_or(prompt);
+    std::borrow::Cow::Owned(format!("{head}{suffix}{ASSISTANT}"))
+}
+
 fn wrapped<'p>(
     wrap: &mut Option<&mut PromptWrap<'_>>,
     prompt: &'p str,
@@ -915,7 +930,8 @@ pub fn sharegpt_text(
         if out.len() >= cfg.num_prompts {
             break;
         }
-        let prompt = wrapped(&mut wrap, prompt)?;
+        let prompt = with_suffix(prompt, &cfg.prompt_suffix);
+        let prompt = wrapped(&mut wrap, &prompt)?;
         let prompt_len = counted(count, &prompt)?;
         let output_len = match cfg.sharegpt_output_len {
             Some(n) => n as u64,
@@ -1833,6 +1849,41 @@ mod tests {
         let s = prefix_repetition(&z).unwrap();
         assert!(s.iter().all(|x| x.output_len == 0));
         assert!(groups_of(&s).iter().all(|(_, l)| (1..=10).contains(l)));
+    }
+
+    #[test]
+    fn a_prompt_suffix_goes_before_sglangs_assistant_tag() {
+        assert_eq!(
+            with_suffix("Hello.", " Be brief."),
+            "Hello. Be brief.Assistant:"
+        );
+        // A prompt ending in the tag has it taken off first, so it appears once, last.
+        assert_eq!(
+            with_suffix("Hello.\nAssistant:", "\nBe brief.\n"),
+            "Hello.\n\nBe brief.\nAssistant:"
+        );
+        // No suffix: the prompt as it is, tag and all.
+        assert_eq!(with_suffix("Hi Assistant:", ""), "Hi Assistant:");
+        // SGLang's sharegpt applies it before counting (one token a word here).
+        let f =
+            file(r#"[{"conversations": [{"value": "one two three"}, {"value": "four five"}]}]"#);
+        let cfg = DatasetConfig {
+            kind: DatasetKind::ShareGpt,
+            path: Some(f.path().into()),
+            num_prompts: 1,
+            conversations: Conversations::Sglang {
+                lines: false,
+                context_len: None,
+            },
+            prompt_suffix: " six seven".into(),
+            ..Default::default()
+        };
+        let s = load(&cfg, &mut words, None, None).unwrap();
+        assert_eq!(
+            s[0].prompt,
+            PromptSource::Text("one two three six sevenAssistant:".into())
+        );
+        assert_eq!(s[0].prompt_len, 5);
     }
 
     #[test]

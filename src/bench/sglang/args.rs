@@ -60,6 +60,10 @@ pub struct SglangArgs {
     pub dataset_name: String,
     #[arg(long, default_value = "")]
     pub dataset_path: String,
+    /// sharegpt and custom: appended to each prompt, before SGLang's "Assistant:" (taken off the
+    /// prompt's end and put back after it).
+    #[arg(long, default_value = "")]
+    pub prompt_suffix: String,
     /// Rotates SGLang's agentic-trace conversations, a dataset llmspeed does not build; every
     /// other dataset ignores it, in SGLang as here.
     #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
@@ -654,6 +658,7 @@ impl SglangArgs {
                     lines,
                     context_len: self.sharegpt_context_len,
                 };
+                d.prompt_suffix = self.prompt_suffix.clone();
             }
             "openai" => {
                 d.path = Some(path.ok_or_else(|| {
@@ -881,13 +886,30 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_suffix_reaches_sglangs_text_datasets() {
+        for name in ["sharegpt", "custom"] {
+            let c = parse(&[
+                "--dataset-name",
+                name,
+                "--dataset-path",
+                "x.json",
+                "--prompt-suffix",
+                " Be brief.",
+            ])
+            .unwrap();
+            assert_eq!(c.plan.dataset.prompt_suffix, " Be brief.", "{name}");
+        }
+        let c = parse(&["--dataset-name", "random-ids", "--prompt-suffix", "x"]).unwrap();
+        assert_eq!(c.plan.dataset.prompt_suffix, "");
+    }
+
+    #[test]
     fn refused_flags_name_themselves() {
         for (flag, extra) in [
             ("--disable-stream", vec!["--disable-stream"]),
             ("--profile", vec!["--profile"]),
             ("--backend trt", vec!["--backend", "trt"]),
             ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
-            ("--prompt-suffix", vec!["--prompt-suffix", "x"]),
         ] {
             let e = parse(&extra).unwrap_err();
             assert!(e.starts_with(flag), "{flag}: {e}");

@@ -48,10 +48,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: "printing each request would cost time on the read path being measured",
     },
     Refusal {
-        flag: "--prompt-suffix",
-        reason: "prompts are sent as the dataset wrote them",
-    },
-    Refusal {
         flag: "--fake-prefill",
         reason: "it bootstraps a disaggregated decode server, which llmspeed does not speak to",
     },
@@ -188,8 +184,6 @@ pub struct RefusedFlags {
     pub plot_throughput: bool,
     #[arg(long, hide = true)]
     pub print_requests: bool,
-    #[arg(long, hide = true, default_value = "")]
-    pub prompt_suffix: String,
     #[arg(long, hide = true)]
     pub fake_prefill: bool,
     #[arg(long, hide = true)]
@@ -216,7 +210,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 15] {
+    fn given(&self) -> [(&'static str, bool); 14] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -238,7 +232,6 @@ impl RefusedFlags {
             ("--pd-separated", self.pd_separated),
             ("--plot-throughput", self.plot_throughput),
             ("--print-requests", self.print_requests),
-            ("--prompt-suffix", !self.prompt_suffix.is_empty()),
             ("--fake-prefill", self.fake_prefill),
             ("--flush-cache-timeout", self.flush_cache_timeout.is_some()),
             ("--rust-worker-threads", self.rust_worker_threads.is_some()),

@@ -273,6 +273,7 @@ fn hub_sharegpt<'a>(
     let cuts = d.kind == DatasetKind::Random
         && matches!(d.random_draws, RandomDraws::Sglang { offsets: false, .. })
         && plan.tokenizer.is_some()
+        && LocalTokenizer::AVAILABLE
         && !d.path.as_deref().is_some_and(std::path::Path::is_file);
     if !(sharegpt || cuts) {
         return Ok(Cow::Borrowed(plan));

@@ -1107,6 +1107,7 @@ impl ServeArgs {
             shuffle: !self.disable_shuffle,
             oversample: !self.no_oversample,
             conversations: crate::workload::datasets::Conversations::Vllm,
+            prompt_suffix: String::new(),
             prefix_groups: None,
             chat_template: self.chat_template(kind)?,
         })
