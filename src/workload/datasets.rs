@@ -195,6 +195,18 @@ pub enum Conversations {
     },
 }
 
+impl DatasetConfig {
+    /// SGLang's `random`, whose prompts are its ShareGPT file cut to the drawn lengths
+    /// ([`sglang_sharegpt_cuts`], given a tokenizer to cut with).
+    pub fn cuts_sharegpt(&self) -> bool {
+        self.kind == DatasetKind::Random
+            && matches!(
+                self.random_draws,
+                RandomDraws::Sglang { offsets: false, .. }
+            )
+    }
+}
+
 impl Default for DatasetConfig {
     fn default() -> Self {
         Self {
@@ -492,17 +504,8 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 range_bounds(cfg.random_output_len, cfg.random_range_ratio),
             ));
             let mut np = RandomState::from_seed(cfg.seed).map_err(DatasetError::Invalid)?;
-            // SGLang: a length of 0 is 0 for every request, with no draw.
-            let mut draw = |lo: u32, hi: u32| -> Vec<u32> {
-                (0..n)
-                    .map(|_| match hi {
-                        0 => 0,
-                        _ => np.randint(lo as i64, hi as i64 + 1) as u32,
-                    })
-                    .collect()
-            };
-            let input = draw(in_lo, in_hi);
-            let output = draw(out_lo, out_hi);
+            let input = sglang_lens(&mut np, (in_lo, in_hi), n);
+            let output = sglang_lens(&mut np, (out_lo, out_hi), n);
             let offsets = match offsets {
                 true => (0..n)
                     .map(|_| np.randint(0, vocab.max(1) as i64) as u64)
@@ -552,25 +555,12 @@ pub fn sglang_sharegpt_cuts(
     let drawn = random_lengths(cfg)?;
     let list: Vec<Value> = serde_json::from_str(file)
         .map_err(|e| fmt(format!("not a JSON list of conversations: {e}")))?;
-    let mut prompts = Vec::new();
-    for (i, entry) in list.iter().enumerate() {
-        let turns = entry
-            .get("conversations")
-            .or_else(|| entry.get("conversation"))
-            .and_then(Value::as_array);
-        let Some(turns) = turns.filter(|t| t.len() >= 2) else {
-            continue;
-        };
-        let text = |k: usize| turns[k].get("value").and_then(Value::as_str);
-        match (text(0), text(1)) {
-            (Some(p), Some(_)) => prompts.push(p),
-            _ => {
-                return Err(fmt(format!(
-                    "entry {i}: turns 0 and 1 need a \"value\" string (SGLang reads both)"
-                )))
-            }
-        }
-    }
+    // The pairs SGLang's sharegpt reads too, of which `random` keeps the prompt.
+    let mut prompts: Vec<&str> = sglang_pairs(&list, false)
+        .map_err(fmt)?
+        .into_iter()
+        .map(|(prompt, _)| prompt)
+        .collect();
     PyRandom::new(cfg.seed).shuffle(&mut prompts);
     let n = cfg.num_prompts.min(drawn.input.len());
     let mut out = Vec::with_capacity(n);
@@ -612,6 +602,26 @@ pub fn sglang_sharegpt_cuts(
         });
     }
     Ok(out)
+}
+
+/// SGLang 0.5.23's inclusive bounds for a length `l` and range ratio `r`:
+/// `[max(int(l*r), 1), l]`, and `(0, 0)` for 0 (its `compute_random_lens`).
+pub fn sglang_range(l: u32, r: f64) -> (u32, u32) {
+    match l {
+        0 => (0, 0),
+        _ => (((l as f64 * r) as u32).clamp(1, l), l),
+    }
+}
+
+/// SGLang's `compute_random_lens`: `n` lengths drawn from the inclusive bounds by numpy's legacy
+/// generator, or `n` zeros with no draw when the upper bound is 0.
+fn sglang_lens(np: &mut RandomState, (lo, hi): (u32, u32), n: usize) -> Vec<u32> {
+    if hi == 0 {
+        return vec![0; n];
+    }
+    (0..n)
+        .map(|_| np.randint(lo as i64, hi as i64 + 1) as u32)
+        .collect()
 }
 
 /// How many 32-bit words SGLang's `random` and `generated-shared-prefix` datasets take from
@@ -777,16 +787,7 @@ fn gsp_lengths(cfg: &DatasetConfig, g: PrefixGroups) -> Result<GspLengths, Datas
     let groups = cfg.prefix_repetition_num_prefixes as usize;
     let prompts = groups * (cfg.num_prompts / groups);
     let mut np = RandomState::from_seed(cfg.seed).map_err(DatasetError::Invalid)?;
-    // SGLang's compute_random_lens: [max(int(L*r), 1), L], 0 for every one when L is 0.
-    let mut lens = |l: u32, n: usize| -> Vec<u32> {
-        if l == 0 {
-            return vec![0; n];
-        }
-        let lo = ((l as f64 * g.range_ratio) as u32).clamp(1, l);
-        (0..n)
-            .map(|_| np.randint(lo as i64, l as i64 + 1) as u32)
-            .collect()
-    };
+    let mut lens = |l: u32, n: usize| sglang_lens(&mut np, sglang_range(l, g.range_ratio), n);
     let prefix = lens(cfg.prefix_repetition_prefix_len, groups);
     let question = lens(
         cfg.prefix_repetition_suffix_len,
@@ -853,7 +854,6 @@ fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError
     count(text).map_err(DatasetError::Count)
 }
 
-/// `prompt` through `wrap` when there is one, else as it is.
 /// SGLang's `--prompt-suffix`: `suffix`, then "Assistant:", after the prompt with its own
 /// "Assistant:" taken off its end; the prompt as it is without a suffix.
 pub fn with_suffix<'p>(prompt: &'p str, suffix: &str) -> std::borrow::Cow<'p, str> {
@@ -865,6 +865,7 @@ pub fn with_suffix<'p>(prompt: &'p str, suffix: &str) -> std::borrow::Cow<'p, st
     std::borrow::Cow::Owned(format!("{head}{suffix}{ASSISTANT}"))
 }
 
+/// `prompt` through `wrap` when there is one, else as it is.
 fn wrapped<'p>(
     wrap: &mut Option<&mut PromptWrap<'_>>,
     prompt: &'p str,

@@ -73,37 +73,10 @@ impl RandomState {
         (a * 67_108_864.0 + b) / 9_007_199_254_740_992.0
     }
 
-    /// `np.random.randint(low, high)` (`high` excluded): masked rejection on the range.
-    /// `low < high` (numpy raises otherwise; callers check).
+    /// `np.random.randint(low, high)` (`high` excluded): masked rejection on the range
+    /// ([`interval`](Self::interval)). `low < high` (numpy raises otherwise; callers check).
     pub fn randint(&mut self, low: i64, high: i64) -> i64 {
-        let rng = (high - 1 - low) as u64;
-        if rng == 0 {
-            return low;
-        }
-        let drawn = if rng <= u32::MAX as u64 {
-            let rng = rng as u32;
-            (if rng == u32::MAX {
-                self.next_u32()
-            } else {
-                let mask = mask_of(rng as u64) as u32;
-                loop {
-                    let v = self.next_u32() & mask;
-                    if v <= rng {
-                        break v;
-                    }
-                }
-            }) as u64
-        } else {
-            let mask = mask_of(rng);
-            loop {
-                let hi = self.next_u32() as u64;
-                let v = (hi << 32 | self.next_u32() as u64) & mask;
-                if v <= rng {
-                    break v;
-                }
-            }
-        };
-        low + drawn as i64
+        low + self.interval((high - 1 - low) as u64) as i64
     }
 
     /// `np.random.permutation(n)`: `0..n` shuffled from the last place down, each place's
@@ -139,7 +112,8 @@ impl RandomState {
         Some(p)
     }
 
-    /// A value in `0..=max` by masked rejection (numpy's `random_interval`).
+    /// A value in `0..=max` by masked rejection (numpy's `random_interval`): one 32-bit word a
+    /// try up to `u32::MAX`, above it two, the high one first.
     fn interval(&mut self, max: u64) -> u64 {
         if max == 0 {
             return 0;

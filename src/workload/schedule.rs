@@ -160,8 +160,8 @@ impl ScheduleConfig {
         Ok(at_s.iter().map(|t| (t * 1e9).round() as u64).collect())
     }
 
-    /// The gap before request `i` in vLLM's process (`None`: a rate of 0, which vLLM refuses;
-    /// llmspeed waits a whole second rather than forever).
+    /// The gap before a request at `rate` in vLLM's process (at a rate of 0, which vLLM
+    /// refuses, llmspeed waits a whole second rather than forever).
     fn vllm_gap(&self, np: &mut RandomState, rate: f64) -> f64 {
         if rate.is_infinite() {
             0.0

@@ -439,15 +439,10 @@ fn sglang_cuts(
     local: Option<&Arc<LocalTokenizer>>,
     log: &mut (dyn Write + Send),
 ) -> Option<(Arc<LocalTokenizer>, bool)> {
-    let datasets::RandomDraws::Sglang {
-        offsets: false,
-        text,
-        ..
-    } = dcfg.random_draws
-    else {
+    let datasets::RandomDraws::Sglang { text, .. } = dcfg.random_draws else {
         return None;
     };
-    if dcfg.kind != datasets::DatasetKind::Random || dcfg.path.is_none() {
+    if !dcfg.cuts_sharegpt() || dcfg.path.is_none() {
         return None;
     }
     if local.is_none() {

@@ -18,7 +18,9 @@ use crate::bench::engine::session::{self, Sweep};
 use crate::bench::engine::shard::ShardFlags;
 use crate::net::Dialect;
 use crate::workload::chat_template::Wrap;
-use crate::workload::datasets::{Conversations, DatasetConfig, DatasetKind, PrefixGroups};
+use crate::workload::datasets::{
+    sglang_range, Conversations, DatasetConfig, DatasetKind, PrefixGroups,
+};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::{Draws, ScheduleConfig};
 use serde_json::{Map, Value};
@@ -310,12 +312,8 @@ fn backend_of(b: &str) -> Result<(Reader, u16), String> {
 /// `[max(int(L*r), 1), L]`, and 0 when L is 0. An input is at least one token here (SGLang
 /// would send an empty prompt).
 pub fn sglang_bounds(input_len: u32, output_len: u32, r: f64) -> Bounds {
-    let bounds = |l: u32| match l {
-        0 => (0, 0),
-        _ => (((l as f64 * r) as u32).clamp(1, l), l),
-    };
-    let (i_lo, i_hi) = bounds(input_len);
-    ((i_lo.max(1), i_hi.max(1)), bounds(output_len))
+    let (i_lo, i_hi) = sglang_range(input_len, r);
+    ((i_lo.max(1), i_hi.max(1)), sglang_range(output_len, r))
 }
 
 impl SglangArgs {

@@ -20,7 +20,7 @@ use crate::net::{Cancel, Client};
 use crate::progress::Progress;
 use crate::server::TokenizeDialect;
 use crate::timeline::Timeline;
-use crate::workload::datasets::{DatasetKind, RandomDraws};
+use crate::workload::datasets::DatasetKind;
 use crate::workload::hub;
 use crate::workload::tokenizer::{HubCache, LocalTokenizer, TokenizerError};
 use serde_json::{json, Value};
@@ -270,8 +270,7 @@ fn hub_sharegpt<'a>(
 ) -> Result<Cow<'a, Plan>, RunError> {
     let d = &plan.dataset;
     let sharegpt = d.kind == DatasetKind::ShareGpt && d.path.is_none();
-    let cuts = d.kind == DatasetKind::Random
-        && matches!(d.random_draws, RandomDraws::Sglang { offsets: false, .. })
+    let cuts = d.cuts_sharegpt()
         && plan.tokenizer.is_some()
         && LocalTokenizer::AVAILABLE
         && !d.path.as_deref().is_some_and(std::path::Path::is_file);
