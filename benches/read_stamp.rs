@@ -2,6 +2,11 @@
 //! control buffer, plus the `SCM_TIMESTAMPING` parse and the realtime read, against a plain
 //! `recv` of the same chunk on a socket without stamps (what tokio's read does). Loopback TCP,
 //! one chunk written and read per iteration. Linux only; elsewhere it benches nothing.
+//!
+//! And the same read with packet stamps (`net::packet`, needs `CAP_NET_RAW`; said and skipped
+//! without it): the client's packet hub with 2,000 ports taken, the read's tap emptying the
+//! ring under the hub's lock, routing, taking its inbox, placing its segment and stamping the
+//! token by it. The kernel's filter runs inside the write, which the iteration includes.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -90,7 +95,60 @@ mod linux {
                 black_box(n)
             })
         });
+        packet(&mut g, &mut data);
         g.finish();
+    }
+
+    /// See the module doc: `recvmsg_with_packet_stamp`.
+    fn packet(
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        data: &mut [u8; 4096],
+    ) {
+        use llmspeed::clock::Clock;
+        use llmspeed::net::packet::{open_hub, tap::PacketTap};
+        use llmspeed::net::ReadClock;
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = l.local_addr().expect("addr");
+        let hub = match open_hub(false, addr.port()) {
+            Ok(h) => h,
+            Err(why) => {
+                eprintln!("recvmsg_with_packet_stamp skipped: {}", why.note());
+                return;
+            }
+        };
+        // Other connections' places, as at 2,000 streams (ports no connection here uses).
+        let others: Vec<PacketTap> = (1..=2_000u16)
+            .filter_map(|p| PacketTap::open(&hub, addr, (addr.ip(), p).into(), 0).ok())
+            .collect();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let r = rt
+            .block_on(tokio::net::TcpStream::connect(addr))
+            .expect("connect")
+            .into_std()
+            .expect("std");
+        r.set_nonblocking(false).expect("blocking");
+        let local = r.local_addr().expect("local");
+        let mut tap = PacketTap::open(&hub, addr, local, 0).expect("tap");
+        let (mut w, _) = l.accept().expect("accept");
+        w.set_nodelay(true).expect("nodelay");
+        let clock = Clock::new();
+        g.bench_function("recvmsg_with_packet_stamp", |b| {
+            b.iter(|| {
+                w.write_all(CHUNK).expect("write");
+                tap.before_read(0);
+                // SAFETY: a live buffer of its length; blocking, the chunk is on its way.
+                let n =
+                    unsafe { libc::recv(r.as_raw_fd(), data.as_mut_ptr().cast(), data.len(), 0) };
+                let (tsc, now) = (clock.raw(), realtime_ns());
+                tap.after_read(usize::try_from(n).expect("read"));
+                let mut at = tap.clock(&clock, tsc, now, tsc);
+                black_box((at.at(0), at.all_hit()))
+            })
+        });
+        drop(others);
     }
 }
 

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = frame::parse_frame(data);
     let _ = frame::status(data);
     if let Ok(s) = frame::parse_ip_tcp(data) {
-        let prog = bpf::port_filter(s.src_port, s.dst_port);
+        let prog = bpf::server_filter(s.src_port);
         assert_eq!(bpf::run(&prog, data, 0), bpf::SNAP_LEN, "{s:?}");
         assert_eq!(bpf::run(&prog, data, frame::PACKET_OUTGOING), 0);
     }

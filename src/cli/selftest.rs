@@ -55,7 +55,7 @@ pub struct SelftestArgs {
     #[arg(long, conflicts_with = "external")]
     pub no_kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring per connection (Linux, needs CAP_NET_RAW; otherwise says so and keeps socket
+    /// ring of the client (Linux, needs CAP_NET_RAW; otherwise says so and keeps socket
     /// stamps). The report's stamps line says which were scored.
     #[arg(long, conflicts_with = "external")]
     pub packet_stamps: bool,

@@ -40,7 +40,7 @@ pub struct ConnectionArgs {
     #[arg(long)]
     pub no_kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring per connection, so a client that falls behind and reads several events at once
+    /// ring of the client, so a client that falls behind and reads several events at once
     /// still times each one (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says so and
     /// keeps socket stamps).
     #[arg(long)]

@@ -5,7 +5,7 @@ use super::connect::{self, Conn};
 use super::deadline::{Arm, Fired, ReadDeadline};
 use super::decode::{self, Progress, StreamDecoder};
 use super::observer::{Cancel, StreamObserver};
-use super::packet::{self, Unavailable};
+use super::packet::{self, hub::PacketHub, Unavailable};
 use super::plain::StampKeeper;
 use super::pool::Pool;
 use crate::clock::Clock;
@@ -98,8 +98,9 @@ struct Inner {
     /// Keeps the kernel's receive stamping switched on while this client lives (plain
     /// targets with kernel stamps only; see `plain::StampKeeper`).
     _stamps: Option<StampKeeper>,
-    /// Connections open a packet tap (`ClientConfig::packet_stamps`, and available here).
-    packet: bool,
+    /// The packet ring its connections take their places at (`ClientConfig::packet_stamps`,
+    /// and available here).
+    packet: Option<Arc<PacketHub>>,
     /// Why packet stamps were asked for and cannot be had.
     packet_unavailable: Option<Unavailable>,
     /// User-Agent, Authorization and the custom headers, in that order.
@@ -157,17 +158,20 @@ impl Client {
         let _stamps = (cfg.kernel_stamps && tls.is_none())
             .then(StampKeeper::new)
             .flatten();
-        let packet_unavailable = if cfg.packet_stamps {
-            packet::availability(tls.is_some()).err()
+        let (packet, packet_unavailable) = if cfg.packet_stamps {
+            match packet::open_hub(tls.is_some(), cfg.target.port) {
+                Ok(hub) => (Some(hub), None),
+                Err(why) => {
+                    note_once(&why);
+                    (None, Some(why))
+                }
+            }
         } else {
-            None
+            (None, None)
         };
-        if let Some(why) = &packet_unavailable {
-            note_once(why);
-        }
         Ok(Self {
             inner: Arc::new(Inner {
-                packet: cfg.packet_stamps && packet_unavailable.is_none(),
+                packet,
                 packet_unavailable,
                 cfg,
                 clock,
@@ -184,8 +188,14 @@ impl Client {
     pub fn packet_stamps(&self) -> Result<bool, Unavailable> {
         match &self.inner.packet_unavailable {
             Some(why) => Err(why.clone()),
-            None => Ok(self.inner.packet),
+            None => Ok(self.inner.packet.is_some()),
         }
+    }
+
+    /// What the packet ring and the connections' inboxes could not keep so far (their events
+    /// kept their reads' stamps); `None` without packet stamps.
+    pub fn packet_lost(&self) -> Option<packet::hub::Lost> {
+        self.inner.packet.as_ref().map(|h| h.lost())
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -317,7 +327,7 @@ impl Client {
             target,
             self.inner.tls.as_ref(),
             self.inner.cfg.kernel_stamps,
-            self.inner.packet,
+            self.inner.packet.as_ref(),
         );
         match self.inner.cfg.timeouts.connect {
             None => fut.await,

@@ -55,7 +55,7 @@ pub struct ClientConfig {
     /// clock for every read (`--no-kernel-stamps`).
     pub kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring per connection (`--packet-stamps`; Linux, plain HTTP, `CAP_NET_RAW`; see
+    /// ring of the client (`--packet-stamps`; Linux, plain HTTP, `CAP_NET_RAW`; see
     /// `net::packet`). Where that cannot be had the client says so once and keeps socket
     /// stamps.
     pub packet_stamps: bool,

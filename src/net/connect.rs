@@ -4,6 +4,7 @@
 //! ("connection refused by 127.0.0.1:8000", "certificate not trusted; use --insecure ...").
 
 use super::config::ClientConfig;
+use super::packet::hub::PacketHub;
 use super::packet::stamper::PacketClock;
 use super::packet::tap::PacketTap;
 use super::plain::Plain;
@@ -159,13 +160,13 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
 }
 
 /// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set, kernel receive
-/// stamps asked for on a plain one when `kernel_stamps`, and a packet tap opened before its
-/// handshake when `packet_stamps` (plain only).
+/// stamps asked for on a plain one when `kernel_stamps`, and a packet tap at `packet` taken
+/// once connected (plain only).
 pub(crate) async fn connect(
     target: &Target,
     tls: Option<&TlsConnector>,
     kernel_stamps: bool,
-    packet_stamps: bool,
+    packet: Option<&Arc<PacketHub>>,
 ) -> Result<Conn, RequestError> {
     let authority = target.authority();
     let addrs = tokio::net::lookup_host((target.host.as_str(), target.port))
@@ -178,9 +179,9 @@ pub(crate) async fn connect(
         })?;
     let mut last: Option<io::Error> = None;
     let mut stream = None;
-    let tapped = packet_stamps && tls.is_none();
+    let hub = packet.filter(|_| tls.is_none());
     for addr in addrs {
-        match tcp_connect(addr, tapped).await {
+        match tcp_connect(addr, hub).await {
             Ok(s) => {
                 stream = Some(s);
                 break;
@@ -218,37 +219,23 @@ pub(crate) async fn connect(
     }
 }
 
-/// One TCP connect; with `tapped`, the socket is bound first, so its port is known, and the
-/// connection's packet tap is opened on that port before the handshake. A tap that does not
-/// open (the client checked once that packet sockets do) leaves this connection with socket
-/// stamps: its timelines count kernel reads, so a run's stamp source reads `mixed`.
+/// One TCP connect; with a packet `hub`, the connection then takes its port's place there,
+/// claiming the server's `SYN-ACK` (the hub keeps it for the port), before anything is sent. A
+/// tap that does not open (the port has one already: a connection to another of the host's
+/// addresses) leaves this connection with socket stamps: its timelines count kernel reads, so
+/// a run's stamp source reads `mixed`.
 async fn tcp_connect(
     addr: std::net::SocketAddr,
-    tapped: bool,
+    hub: Option<&Arc<PacketHub>>,
 ) -> io::Result<(TcpStream, Option<PacketTap>)> {
-    if !tapped {
+    let Some(hub) = hub else {
         return Ok((TcpStream::connect(addr).await?, None));
-    }
-    let (socket, any) = if addr.is_ipv4() {
-        let any = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
-        (tokio::net::TcpSocket::new_v4()?, any)
-    } else {
-        let any = (std::net::Ipv6Addr::UNSPECIFIED, 0).into();
-        (tokio::net::TcpSocket::new_v6()?, any)
     };
-    socket.bind(any)?;
-    // Off the runtime's threads: setting up the ring waits for the kernel (measured: 15 ms at
-    // p50 per connection under a 300-stream connect storm, strace -T), which would stall
-    // every stream on the thread; on the blocking pool the connects wait side by side.
-    let port = socket.local_addr()?.port();
-    let mut tap = tokio::task::spawn_blocking(move || PacketTap::open(addr, port))
-        .await
-        .ok()
-        .and_then(Result::ok);
-    let stream = socket.connect(addr).await?;
-    if let (Some(t), Ok(local)) = (tap.as_mut(), stream.local_addr()) {
-        t.connected(local);
-    }
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let stream = TcpStream::connect(addr).await?;
+    let tap = PacketTap::open(hub, addr, stream.local_addr()?, since).ok();
     Ok((stream, tap))
 }
 

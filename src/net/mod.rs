@@ -15,6 +15,9 @@
 //!   how late the client woke up.
 //! - Nothing on the per-token path (`StreamDecoder::feed`) allocates, formats, locks or
 //!   tokenizes: it appends to pre-sized vectors. The pool's lock is taken once per request.
+//!   With `--packet-stamps` one more lock is taken once per read: the client's packet hub,
+//!   while the read's connection empties the shared ring (`packet::hub`; its cost per token
+//!   is in `benches/read_stamp.rs`).
 //! - Every request ends with a classified outcome ([`crate::timeline::ErrorKind`]); nothing
 //!   here panics on server data.
 

@@ -49,6 +49,14 @@ mod linux {
         last_realtime: u64,
     }
 
+    impl Drop for Plain {
+        /// The packet tap gives its port back before the socket closes: once it has closed, a
+        /// new connection may take the same port, and must find it free at the hub.
+        fn drop(&mut self) {
+            self.tap = None;
+        }
+    }
+
     impl Plain {
         /// Takes over a connected tokio stream; asks the kernel for receive stamps when `stamps`.
         /// Failing to enable them is not an error: the reads keep the client's stamp, and say so.

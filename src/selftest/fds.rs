@@ -1,6 +1,6 @@
 //! The file descriptors a self-test needs, checked before it starts. Server and client run in
 //! this one process, so every stream holds two descriptors here (the server's end and the
-//! client's, and with `--packet-stamps` the client's packet socket too). A run past the
+//! client's; with `--packet-stamps` the client has one packet socket for all). A run past the
 //! process's limit used to start anyway and fail its late streams with `EMFILE`; it is refused
 //! up front instead, naming the limit and what to do.
 //!
@@ -8,7 +8,8 @@
 //! ([`ensure`]).
 
 /// Descriptors beyond the streams': the standard streams, both runtimes' epoll and wake-up
-/// descriptors, the listener, the packet probe, the external client's pipes, with room.
+/// descriptors, the listener, the client's packet socket, the external client's pipes, with
+/// room.
 pub const SPARE: u64 = 256;
 
 /// Descriptors a run of `streams` needs in this process, `per_stream` each.
@@ -84,9 +85,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ten_thousand_streams_need_twice_that_and_more_with_packet_sockets() {
+    fn ten_thousand_streams_need_twice_that_and_room() {
         assert_eq!(need(10_000, 2), 20_256);
-        assert_eq!(need(10_000, 3), 30_256);
+        assert_eq!(need(10_000, 1), 10_256);
         assert_eq!(need(0, 2), SPARE);
     }
 
@@ -104,9 +105,9 @@ mod tests {
 
     #[test]
     fn the_refusal_names_the_need_the_limit_and_the_streams_that_fit() {
-        // (20000 - 256) / 2 = 9872 streams; (20000 - 256) / 3 = 6581 with packet sockets.
+        // (20000 - 256) / 2 = 9872 streams; (20000 - 256) / 1 for an external client's server.
         assert_eq!(max_streams(20_000, 2), 9_872);
-        assert_eq!(max_streams(20_000, 3), 6_581);
+        assert_eq!(max_streams(20_000, 1), 19_744);
         assert_eq!(max_streams(100, 2), 0);
         let msg = refusal(10_000, 2, "the server's end and the client's", 20_000);
         assert!(

@@ -30,6 +30,7 @@ use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::mock::trace::{TraceRec, TraceSink};
 use crate::mock::{self, MockConfig, Profile};
+use crate::net::packet::hub::Lost;
 use crate::net::request::{Generation, Prompt};
 use crate::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target, Timeouts};
 use crate::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
@@ -221,6 +222,10 @@ pub struct Report {
     /// `mixed`; `stamp_fallback` says why any read used the client's clock.
     pub stamp_source: Option<&'static str>,
     pub stamp_fallback: Option<&'static str>,
+    /// With packet stamps: the server's segments the client's packet ring had no room for,
+    /// plus those dropped from a connection's full inbox (`net::packet::hub`); their events
+    /// kept their reads' stamps (`not_in_ring`). `None` without packet stamps.
+    pub packet_segments_lost: Option<u64>,
     /// How late the client woke up to its reads: realtime when the read returned minus the
     /// kernel's receive stamp, over token events with a kernel stamp (`None` without any, and
     /// for an external client, whose reads we cannot see).
@@ -339,13 +344,10 @@ fn run_client(
     stop: &Cancel,
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
-    // The server's and the client's end of each stream, and its packet socket when tapped.
-    let (per_stream, what) = if shape.packet_stamps {
-        (3, "the server's end, the client's and its packet socket")
-    } else {
-        (2, "the server's end and the client's")
-    };
-    fds::ensure(shape.streams, per_stream, what).map_err(SelftestError::Limit)?;
+    // The server's and the client's end of each stream (the client's one packet socket, with
+    // packet stamps, is among the spare).
+    fds::ensure(shape.streams, 2, "the server's end and the client's")
+        .map_err(SelftestError::Limit)?;
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
@@ -369,11 +371,16 @@ fn run_client(
     });
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
-    let (timelines, (user_ns, sys_ns)) = run?;
+    let Driven {
+        timelines,
+        cpu_ns: (user_ns, sys_ns),
+        lost,
+    } = run?;
     stopped?;
     // The server has returned: every sink clone is gone and the trace is complete.
     let trace: Vec<TraceRec> = trace_rx.try_iter().collect();
     let mut report = analyse(shape, &clock, &timelines, &trace);
+    report.packet_segments_lost = lost.map(|l| l.ring + l.inbox);
     report.busy_loop = busy_loop && pin.is_some();
     report.interrupted = stop
         .is_cancelled()
@@ -415,8 +422,17 @@ fn request_id(i: usize) -> String {
     format!("selftest-{i}")
 }
 
-/// Start every stream at once on the client's own runtime; returns the timelines (in stream
-/// order) and the client's CPU time in ns (user, system).
+/// What [`drive`] returns.
+struct Driven {
+    /// In stream order.
+    timelines: Vec<Timeline>,
+    /// The client's CPU time (user, system).
+    cpu_ns: (u64, u64),
+    /// With packet stamps, what the client's packet ring lost.
+    lost: Option<Lost>,
+}
+
+/// Start every stream at once on the client's own runtime.
 fn drive(
     shape: &Shape,
     addr: std::net::SocketAddr,
@@ -424,9 +440,10 @@ fn drive(
     busy: Duration,
     pin: Option<Mask>,
     stop: &Cancel,
-) -> Result<(Vec<Timeline>, (u64, u64)), SelftestError> {
+) -> Result<Driven, SelftestError> {
     let reqs = stream_requests(shape)?;
     let client = client_for(shape, addr, clock)?;
+    let packets = client.clone();
     let rt = ClientRuntime::build(shape.client_threads, pin)?;
     // The thread driving `block_on` runs client work too; it is the caller's, so its own mask
     // comes back afterwards.
@@ -444,6 +461,7 @@ fn drive(
         .rt
         .block_on(run_streams(shape, client, reqs, busy, stop.clone()));
     let main_cpu1 = thread_cpu_ns_pair();
+    let lost = packets.packet_lost();
     let (worker_user, worker_sys, pin_failures) = rt.finish();
     if let Some(old) = restore {
         let _ = old.apply();
@@ -456,7 +474,11 @@ fn drive(
     let timelines = timelines.map_err(|e| SelftestError::Client(format!("--preconnect: {e}")))?;
     let user = worker_user + main_cpu1.0.saturating_sub(main_cpu0.0);
     let sys = worker_sys + main_cpu1.1.saturating_sub(main_cpu0.1);
-    Ok((timelines, (user, sys)))
+    Ok(Driven {
+        timelines,
+        cpu_ns: (user, sys),
+        lost,
+    })
 }
 
 /// One request per stream, differing only in the id the trace is keyed by (the body is
@@ -713,6 +735,7 @@ impl Report {
             client_cpu_scope: CpuScope::ClientThreads,
             client_cpu_whole_run_ns_per_token: None,
             stamp_source: None,
+            packet_segments_lost: None,
             stamp_fallback: None,
             client_wakeup_us_p50: None,
             client_wakeup_us_p99: None,
@@ -1459,6 +1482,12 @@ fn write_client_cost(w: &mut impl std::io::Write, r: &Report) -> std::io::Result
             w,
             "  stamps            {src}{fallback}: each read stamped when the client woke up"
         )?,
+    }
+    if let Some(lost) = r.packet_segments_lost {
+        writeln!(
+            w,
+            "  packet ring       {lost} segments lost (the ring or a connection's inbox full: their events kept their reads' stamps)"
+        )?;
     }
     let whose = if r.client_threads.is_some() {
         "whole process: server and client"

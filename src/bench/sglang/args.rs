@@ -50,7 +50,7 @@ pub struct SglangArgs {
     #[arg(long, default_value_t = 60)]
     pub ready_check_timeout_sec: u64,
     /// llmspeed's own: stamp each event with the arrival of the TCP segment that carried it,
-    /// from a packet ring per connection (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says
+    /// from a packet ring of the client (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says
     /// so and keeps socket stamps).
     #[arg(long)]
     pub packet_stamps: bool,

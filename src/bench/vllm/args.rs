@@ -190,7 +190,7 @@ pub struct ServeArgs {
     #[arg(long, help_heading = "llmspeed extras")]
     pub no_kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring per connection, so a client that falls behind still times each token (Linux,
+    /// ring of the client, so a client that falls behind still times each token (Linux,
     /// plain HTTP, needs CAP_NET_RAW; otherwise says so and keeps socket stamps).
     #[arg(long, help_heading = "llmspeed extras")]
     pub packet_stamps: bool,

@@ -5,20 +5,22 @@
 //! the newest, so a client that falls behind gets one stamp for every token of a merged read,
 //! kernel stamps or not. A packet socket sees each segment before the receive queue.
 //!
-//! How: every connection opens, before its handshake, an `AF_PACKET` socket whose BPF filter
-//! (`bpf`) keeps only the server's segments to this connection, as they come in, headers only,
-//! into a `TPACKET_V2` ring mapped into our memory (`ring`, the only IO here). After each read
-//! the connection walks the new frames (`frame`, memory reads, no system call), places each
-//! segment in the stream by its sequence number (`seqmap`; the `SYN-ACK` gives the initial
-//! one), and the decoder stamps each event with the arrival of the segment that brought the
-//! last byte taken before it (`stamper`, a [`crate::net::decode::ReadClock`]). Stamps are
-//! `CLOCK_REALTIME` and become TSC stamps as kernel receive stamps do (`net::stamp`).
+//! How: a client opens one `AF_PACKET` socket whose BPF filter (`bpf`) keeps only the server's
+//! segments, as they come in, headers only, in a `TPACKET_V2` ring mapped into our memory
+//! (`ring`, the only IO here). Each connection takes its place at that ring by its port before
+//! its handshake (`hub`, `tap`). After each read the connection empties the ring into the
+//! connections' inboxes (`frame`, memory reads, no system call), places its own segments in its
+//! stream by their sequence numbers (`seqmap`; the `SYN-ACK` gives the initial one), and the
+//! decoder stamps each event with the arrival of the segment that brought the last byte taken
+//! before it (`stamper`, a [`crate::net::decode::ReadClock`]). Stamps are `CLOCK_REALTIME` and
+//! become TSC stamps as kernel receive stamps do (`net::stamp`).
 //!
 //! Needs `CAP_NET_RAW`; without it, or on TLS, or off Linux, a client says so once and keeps
-//! socket stamps ([`availability`]).
+//! socket stamps ([`open_hub`]).
 
 pub mod bpf;
 pub mod frame;
+pub mod hub;
 #[cfg(target_os = "linux")]
 mod ring;
 pub mod seqmap;
@@ -47,18 +49,21 @@ impl Unavailable {
     }
 }
 
-/// Whether a client of a plain (`tls == false`) or TLS target can take packet stamps here.
-/// Opens and closes one packet socket that receives nothing.
-pub fn availability(tls: bool) -> Result<(), Unavailable> {
+/// The packet hub of a client of a plain (`tls == false`) or TLS target whose server listens
+/// on port `remote`, or why it cannot have one.
+pub fn open_hub(tls: bool, remote: u16) -> Result<std::sync::Arc<hub::PacketHub>, Unavailable> {
     if tls {
         return Err(Unavailable::Tls);
     }
     #[cfg(target_os = "linux")]
     {
-        ring::probe().map_err(|e| Unavailable::Refused(e.to_string()))
+        hub::PacketHub::open(remote)
+            .map(std::sync::Arc::new)
+            .map_err(|e| Unavailable::Refused(e.to_string()))
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = remote;
         Err(Unavailable::Unsupported)
     }
 }
@@ -69,7 +74,7 @@ mod tests {
 
     #[test]
     fn tls_is_refused_by_name_and_each_reason_is_one_line() {
-        assert_eq!(availability(true), Err(Unavailable::Tls));
+        assert!(matches!(open_hub(true, 8000), Err(Unavailable::Tls)));
         for why in [
             Unavailable::Tls,
             Unavailable::Unsupported,

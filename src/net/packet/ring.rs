@@ -1,6 +1,6 @@
-//! The socket half (Linux): one `AF_PACKET` socket per connection with the connection's
-//! port filter, a `TPACKET_V2` receive ring mapped into our memory, and the walk over the
-//! frames the kernel has handed over.
+//! The socket half (Linux): one `AF_PACKET` socket per client with the server's port filter,
+//! a `TPACKET_V2` receive ring mapped into our memory, the walk over the frames the kernel has
+//! handed over, and the kernel's count of the frames it could not hand over.
 //!
 //! Why `TPACKET_V2` and not `V3`: a V3 ring hands frames over a block at a time, when the
 //! block fills or its retire timer fires (a millisecond at best), so the segments of the last
@@ -9,7 +9,7 @@
 //! segment's bytes reach the TCP socket: every byte a read returns was in the ring first.
 //!
 //! Reading the ring is memory reads only: no system call per read or per token. The filter
-//! keeps the frames few (the server's segments to this connection, headers only).
+//! keeps the frames few (the server's segments to us, headers only).
 
 use super::bpf;
 use super::frame::{self, Segment, TP_STATUS_USER};
@@ -20,15 +20,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 /// Bytes per frame: the frame header, the link-layer address and [`bpf::SNAP_LEN`] bytes
 /// (the kernel puts a `SOCK_DGRAM` packet at offset 80).
 const FRAME: usize = 256;
-/// Frames in the ring: 128 KiB per connection. A read more than this many segments behind the
-/// server loses the oldest stamps, and those events keep the read's own stamp.
-const FRAMES: usize = 512;
+/// Frames in the ring: 8 MiB for all of a client's connections. Any read of any connection
+/// empties it, so it fills only when every connection is this many segments behind the server
+/// together (at 100,000 tokens a second, a third of a second); the kernel then drops the
+/// newest and counts them ([`Ring::drops`]), and those events keep their read's stamp.
+pub const FRAMES: usize = 32_768;
 /// The ring's size; its blocks are pages (frames do not cross blocks, and a block must be a
 /// whole number of pages).
 const RING: usize = FRAME * FRAMES;
 
 /// `linux/if_packet.h` and `linux/if_ether.h`.
 const PACKET_RX_RING: libc::c_int = 5;
+const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_VERSION: libc::c_int = 10;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TPACKET_V2: libc::c_int = 1;
@@ -41,12 +44,6 @@ struct TpacketReq {
     block_nr: libc::c_uint,
     frame_size: libc::c_uint,
     frame_nr: libc::c_uint,
-}
-
-/// Whether this process may open packet sockets: `Err` with the reason when it may not
-/// (`CAP_NET_RAW` missing). Opens one that receives nothing and closes it.
-pub fn probe() -> io::Result<()> {
-    packet_socket().map(drop)
 }
 
 fn packet_socket() -> io::Result<OwnedFd> {
@@ -84,6 +81,15 @@ fn setsockopt<T>(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, v: &T) -> 
     }
 }
 
+/// `struct tpacket_stats`: since the last time it was asked, frames the filter kept and those
+/// of them the ring had no room for.
+#[repr(C)]
+#[derive(Default)]
+struct TpacketStats {
+    packets: libc::c_uint,
+    drops: libc::c_uint,
+}
+
 /// A packet socket and its mapped ring. See the module doc.
 pub struct Ring {
     fd: OwnedFd,
@@ -97,14 +103,15 @@ pub struct Ring {
 unsafe impl Send for Ring {}
 
 impl Ring {
-    /// A ring of the server's segments from port `remote` to our port `local`.
-    pub fn open(remote: u16, local: u16) -> io::Result<Ring> {
+    /// A ring of the segments of the server listening on port `remote`, to any of our ports.
+    /// Takes milliseconds (the kernel waits for its readers before it installs a ring).
+    pub fn open(remote: u16) -> io::Result<Ring> {
         let fd = packet_socket()?;
         // The outgoing copy of each segment on `lo` is dropped by the filter too; this saves
         // running it (Linux 4.20 and later; older kernels refuse, and the filter still does).
         let one: libc::c_int = 1;
         let _ = setsockopt(&fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, &one);
-        let prog = bpf::port_filter(remote, local);
+        let prog = bpf::server_filter(remote);
         let fprog = libc::sock_fprog {
             len: bpf::LEN as libc::c_ushort,
             filter: prog.as_ptr() as *mut libc::sock_filter,
@@ -161,6 +168,28 @@ impl Ring {
         Ok(ring)
     }
 
+    /// Frames the ring had no room for since the last call (the kernel counts them and starts
+    /// again from 0 when asked); 0 if the kernel will not say.
+    pub fn drops(&self) -> u64 {
+        let mut st = TpacketStats::default();
+        let mut len = std::mem::size_of::<TpacketStats>() as libc::socklen_t;
+        // SAFETY: a live value of the size given.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                PACKET_STATISTICS,
+                (&mut st as *mut TpacketStats).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            u64::from(st.drops)
+        } else {
+            0
+        }
+    }
+
     /// Hands every frame the kernel has filled since the last call to `each`, oldest first,
     /// and gives the frames back. Returns how many there were. Memory reads only.
     pub fn drain(&mut self, mut each: impl FnMut(Result<Segment, frame::Skip>)) -> usize {
@@ -199,8 +228,8 @@ mod tests {
     use std::io::{Read, Write};
 
     /// Needs CAP_NET_RAW: under CI (root) it must run; elsewhere without it, it says so.
-    fn ring_or_skip(remote: u16, local: u16) -> Option<Ring> {
-        match Ring::open(remote, local) {
+    fn ring_or_skip(remote: u16) -> Option<Ring> {
+        match Ring::open(remote) {
             Ok(r) => Some(r),
             Err(e) if std::env::var("CI").as_deref() != Ok("true") => {
                 eprintln!("skipped: no packet socket here ({e})");
@@ -217,7 +246,7 @@ mod tests {
         let socket = tokio::net::TcpSocket::new_v4().unwrap();
         socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let local = socket.local_addr().unwrap().port();
-        let Some(mut ring) = ring_or_skip(server_port, local) else {
+        let Some(mut ring) = ring_or_skip(server_port) else {
             return;
         };
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -257,5 +286,6 @@ mod tests {
         assert!(data.windows(2).all(|w| w[0].ns < w[1].ns));
         // After the close only the server's FIN and ACKs come: no data twice.
         ring.drain(|s| assert_eq!(s.expect("a TCP segment").payload_len, 0));
+        assert_eq!(ring.drops(), 0);
     }
 }

@@ -1,6 +1,7 @@
-//! A connection's packet tap: its ring, the map from the server's sequence numbers to stream
-//! offsets, and how many stream bytes the connection has read. `net::plain` holds one per
-//! connection when packet stamps are on, and feeds it after every read.
+//! A connection's packet tap: its place at its client's packet hub, the map from the server's
+//! sequence numbers to stream offsets, and how many stream bytes the connection has read.
+//! `net::plain` holds one per connection when packet stamps are on, and feeds it after every
+//! read.
 
 use super::frame::{Segment, ACK, PACKET_OUTGOING, SYN};
 use super::seqmap::SeqMap;
@@ -35,42 +36,54 @@ fn place(map: &mut SeqMap, s: &Segment) {
 
 #[cfg(target_os = "linux")]
 mod linux {
-    use super::super::ring::Ring;
+    use super::super::hub::PacketHub;
     use super::super::stamper::PacketClock;
     use super::*;
     use crate::clock::Clock;
     use std::io;
+    use std::sync::Arc;
 
     /// See the module doc.
     pub struct PacketTap {
-        ring: Ring,
+        hub: Arc<PacketHub>,
         map: SeqMap,
+        /// The segments taken from the hub at the last read (kept for its room).
+        taken: Vec<Segment>,
         remote: SocketAddr,
         local_port: u16,
-        /// Our address, once connected (the socket was bound to the unspecified one).
-        local: Option<SocketAddr>,
+        local: SocketAddr,
         /// Stream bytes read so far.
         received: u64,
     }
 
     impl PacketTap {
-        /// Opens the ring for a connection to `remote` from our port `local_port`, before the
-        /// connection's handshake, so the server's `SYN-ACK` is in it.
-        pub fn open(remote: SocketAddr, local_port: u16) -> io::Result<Self> {
-            Ok(Self {
-                ring: Ring::open(remote.port(), local_port)?,
+        /// Takes the hub's segments for a connection from `local` to `remote` that began
+        /// connecting at `since_ns` (`CLOCK_REALTIME`) and has connected, before anything was
+        /// sent on it: the server's `SYN-ACK` (the hub kept it) and all that follows.
+        pub fn open(
+            hub: &Arc<PacketHub>,
+            remote: SocketAddr,
+            local: SocketAddr,
+            since_ns: u64,
+        ) -> io::Result<Self> {
+            let local_port = local.port();
+            if !hub.open_port(local_port, since_ns) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("port {local_port} already has a packet tap"),
+                ));
+            }
+            let mut tap = Self {
+                hub: Arc::clone(hub),
                 map: SeqMap::new(),
+                taken: Vec::new(),
                 remote,
                 local_port,
-                local: None,
+                local,
                 received: 0,
-            })
-        }
-
-        /// The connection is up, from `local`.
-        pub fn connected(&mut self, local: SocketAddr) {
-            self.local = Some(local);
-            self.take();
+            };
+            tap.take();
+            Ok(tap)
         }
 
         /// A read is about to fill the buffer behind `unparsed` bytes still waiting there: only
@@ -88,15 +101,12 @@ mod linux {
         }
 
         fn take(&mut self) {
-            let (map, remote, local, port) =
-                (&mut self.map, self.remote, self.local, self.local_port);
-            self.ring.drain(|s| {
-                if let Ok(s) = s {
-                    if ours(&s, remote, local, port) {
-                        place(map, &s);
-                    }
+            self.hub.take(self.local_port, &mut self.taken);
+            for s in &self.taken {
+                if ours(s, self.remote, Some(self.local), self.local_port) {
+                    place(&mut self.map, s);
                 }
-            });
+            }
         }
 
         /// The clock of the read just made: `tsc` and `realtime_ns` read when it returned,
@@ -109,6 +119,12 @@ mod linux {
             fallback: u64,
         ) -> PacketClock<'a> {
             PacketClock::new(&self.map, clock, self.received, tsc, realtime_ns, fallback)
+        }
+    }
+
+    impl Drop for PacketTap {
+        fn drop(&mut self) {
+            self.hub.close_port(self.local_port);
         }
     }
 }
@@ -124,13 +140,14 @@ mod other {
     pub enum PacketTap {}
 
     impl PacketTap {
-        pub fn open(_remote: SocketAddr, _local_port: u16) -> io::Result<Self> {
-            Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "packet sockets need Linux",
-            ))
+        pub fn open(
+            hub: &std::sync::Arc<super::super::hub::PacketHub>,
+            _remote: SocketAddr,
+            _local: SocketAddr,
+            _since_ns: u64,
+        ) -> io::Result<Self> {
+            match **hub {}
         }
-        pub fn connected(&mut self, _local: SocketAddr) {}
         pub fn before_read(&mut self, _unparsed: usize) {}
         pub fn after_read(&mut self, _n: usize) {}
         pub fn clock<'a>(
