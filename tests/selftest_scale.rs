@@ -111,18 +111,26 @@ fn two_thousand_streams_match_every_token_and_the_bounds_hold() {
     // 4,000 descriptors (past a common soft limit of 1024) and 2,000 connects at once (past
     // the default SYN backlog on some systems). 200 ms gaps x 8 tokens: 10,000 tokens a
     // second, which a debug client keeps up with on a shared core, in a few seconds.
-    let (streams, tokens) = (2_000, 8);
-    let shape = Shape {
-        streams,
+    let shape = two_thousand(false);
+    check_scale(
+        &run(&shape).expect("selftest runs"),
+        shape.streams,
+        shape.tokens,
+    );
+}
+
+/// 2,000 streams of 8 tokens 200 ms apart, all at once, with or without packet stamps.
+fn two_thousand(packet_stamps: bool) -> Shape {
+    Shape {
+        streams: 2_000,
         gap: Duration::from_millis(200),
-        tokens,
+        tokens: 8,
         first_token: Duration::from_millis(200),
         client_threads: 1,
         kernel_stamps: true,
-        packet_stamps: false,
+        packet_stamps,
         preconnect: false,
-    };
-    check_scale(&run(&shape).expect("selftest runs"), streams, tokens);
+    }
 }
 
 /// Packet stamps at thousands of connections: one ring for the client, each connection's
@@ -133,17 +141,7 @@ fn two_thousand_streams_match_every_token_and_the_bounds_hold() {
 /// nothing may be lost.
 #[test]
 fn two_thousand_packet_stamped_streams_keep_every_segment() {
-    let (streams, tokens) = (2_000, 8);
-    let shape = Shape {
-        streams,
-        gap: Duration::from_millis(200),
-        tokens,
-        first_token: Duration::from_millis(200),
-        client_threads: 1,
-        kernel_stamps: true,
-        packet_stamps: true,
-        preconnect: false,
-    };
+    let shape = two_thousand(true);
     let r = run(&shape).expect("selftest runs");
     if !cfg!(target_os = "linux") {
         return;
@@ -157,7 +155,7 @@ fn two_thousand_packet_stamped_streams_keep_every_segment() {
         eprintln!("skipped: no packet socket here (CAP_NET_RAW)");
         return;
     }
-    check_scale(&r, streams, tokens);
+    check_scale(&r, shape.streams, shape.tokens);
     assert_eq!(r.packet_segments_lost, Some(0), "{r:?}");
     assert_eq!(
         (r.stamp_source, r.stamp_fallback),
