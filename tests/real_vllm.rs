@@ -146,6 +146,7 @@ fn prefill_rows_are_cold_and_cache_salt_is_accepted() {
         let ctx = row["context"].as_f64().unwrap();
         let counted = row["server_prompt_tokens"].as_f64().unwrap();
         assert!((counted - ctx).abs() <= ctx * 0.01, "{row}");
+        assert_samples_keep_the_calibrated_size(row, &o);
         prompt_tokens += 3.0 * counted;
     }
     // Six prompts of 512 and 1K tokens went through the prefix cache, and none hit it.
@@ -266,7 +267,37 @@ fn matrix_grid_valid_where_it_fits_queued_past_max_num_seqs_over_capacity_by_kv(
             .as_f64()
             .unwrap_or_else(|| panic!("{row}"));
         assert!((counted - ctx).abs() <= ctx * 0.01, "{row}");
+        assert_samples_keep_the_calibrated_size(row, &o);
     }
+}
+
+/// A prefill row's samples are the size its prompt was calibrated to, exactly: vLLM's count
+/// of the last sample (`usage.prompt_tokens`) is the count `/tokenize` gave the calibrated
+/// prompt (its progress line), though each sample has a first line of its own. The tiny
+/// model's byte-level BPE merges digit runs, so two run ids of one width can differ by a few
+/// tokens: a 256-token row once measured a 253-token sample. No sample was sent short.
+fn assert_samples_keep_the_calibrated_size(row: &Value, o: &Output) {
+    let label = row["context_label"].as_str().unwrap();
+    let out = text(o);
+    let line = out
+        .lines()
+        .find(|l| l.contains(&format!("context {label}: prompt: ")))
+        .unwrap_or_else(|| panic!("no prompt line for {label}\n{out}"));
+    // The note's last "N tokens, " is the count the prompt was used at.
+    let calibrated: u64 = line
+        .rsplit_once(" tokens, ")
+        .and_then(|(head, _)| head.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {line:?}"));
+    assert_eq!(
+        row["server_prompt_tokens"].as_u64(),
+        Some(calibrated),
+        "{row}\n{line}"
+    );
+    assert!(
+        !out.contains(&format!("prefill {label}: sample")),
+        "a sample of another size was sent\n{out}"
+    );
 }
 
 /// The prompt tokens vLLM took in (`vllm:prompt_tokens_total`, cached ones included).

@@ -259,16 +259,18 @@ pub async fn execute(
     }
     write_results(cfg, &report)?;
     progress.event(&start_event(&plan, &report));
+    let mut run = Run {
+        client,
+        cfg,
+        model: report.metadata.model.id.clone(),
+        info: &info,
+        mode: report.metadata.settings.prompt_tokens,
+        run_id: String::new(),
+    };
+    run.run_id = run.typical_run_id(new_run_id(), cfg.seed).await;
     let mut m = Measure {
         cfg,
-        run: Run {
-            client,
-            cfg,
-            model: report.metadata.model.id.clone(),
-            info: &info,
-            mode: report.metadata.settings.prompt_tokens,
-            run_id: new_run_id(),
-        },
+        run,
         plan: &plan,
         report,
         names: if info.has_metrics {
@@ -388,9 +390,10 @@ fn write_results(cfg: &MatrixConfig, r: &MatrixReport) -> Result<(), String> {
 /// This run's id, on every prompt's first line.
 fn new_run_id() -> String {
     // Nanoseconds, not seconds: two runs in one second (tests, scripts) still differ. Eight
-    // decimal digits: tokenizers split a fixed-width digit string the same way whatever the
-    // digits (hex letters can form words), so a cached prompt keeps its exact token count when
-    // this run's id replaces the stored placeholder, and a scout's own id keeps it too.
+    // decimal digits, not hex (hex letters can form words). Many tokenizers split a digit
+    // string of one width the same way whatever the digits, not all (a byte-level BPE merges
+    // digit runs): a cached prompt is recounted with this run's id, and a scout's own id is
+    // counted where counting is free (`scout::pick_fresh`).
     format!(
         "{:08}",
         mix(
@@ -402,13 +405,17 @@ fn new_run_id() -> String {
     )
 }
 
-/// What makes prefill sample `i` of a context new to the server: another run id on the first
-/// line (same width, so the same token count), or other leading token ids.
-fn fresh_start(run: &Run, context: u64, seed: u64, i: u32) -> Result<Fresh, String> {
-    let key = mix(
+/// What makes prefill sample `i` of a context new to the server, its `try_`th candidate:
+/// another run id on the first line (same width; [`scout::pick_fresh`] checks it keeps the
+/// count), or other leading token ids.
+fn fresh_start(run: &Run, context: u64, seed: u64, i: u32, try_: u32) -> Result<Fresh, String> {
+    let mut key = mix(
         mix(run.run_id.bytes().fold(0, |h, b| mix(h, b as u64)), context),
         0x5C00_7000 + i as u64,
     );
+    if try_ > 0 {
+        key = mix(key, u64::from(try_));
+    }
     if run.mode == PromptTokens::TokenIds {
         return prose::token_ids(
             scout::FRESH_IDS,
@@ -634,8 +641,20 @@ impl<'a> Measure<'a, '_> {
         let mut samples = Vec::new();
         for s in 0..cfg.plan.prefill_samples.max(1) {
             let salt = format!("{}-{context}-{s}", self.run.run_id);
-            let sample = fresh_start(&self.run, context, cfg.seed, s)
-                .and_then(|fresh| scout::cold_prompt(&prompt.generation, &fresh, switches, &salt));
+            let sample = match self.fresh_sample(prompt, context, s).await {
+                Ok(p) => {
+                    if let Some(n) = p.tokens.filter(|&n| n != prompt.tokens) {
+                        self.progress.line(&format!(
+                            "prefill {label}: sample {}'s prompt counts {n} tokens, not {} (the closest of {} first lines)",
+                            s + 1,
+                            prompt.tokens,
+                            p.tries
+                        ));
+                    }
+                    scout::cold_prompt(&prompt.generation, &p.fresh, switches, &salt)
+                }
+                Err(e) => Err(format!("a cold sample's first line: {e}")),
+            };
             match sample {
                 Ok(g) => samples.push(g),
                 Err(e) => {
@@ -664,6 +683,24 @@ impl<'a> Measure<'a, '_> {
         self.step_done(Some(i));
         write_results(cfg, &self.report)?;
         Ok(Flow::Go)
+    }
+
+    /// Prefill sample `s`'s fresh start: one whose prompt keeps `prompt`'s count, where the
+    /// run counts without a prefill.
+    async fn fresh_sample(
+        &self,
+        prompt: &Prepared,
+        context: u64,
+        s: u32,
+    ) -> Result<scout::Picked, String> {
+        let candidates = (0..scout::FRESH_TRIES)
+            .map(|t| fresh_start(&self.run, context, self.cfg.seed, s, t))
+            .collect::<Result<Vec<_>, _>>()?;
+        let run = &self.run;
+        scout::pick_fresh(candidates, prompt.tokens, async |f: &Fresh| {
+            run.count_fresh(prompt, f).await
+        })
+        .await
     }
 
     /// Decode cell `i` (retried once with a fresh prompt when it looped and the user asked).

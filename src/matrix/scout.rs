@@ -34,10 +34,65 @@ pub const FRESH_IDS: usize = 8;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fresh {
     /// Text prompts (completion or chat): the first line `old` becomes `new` (same length in
-    /// characters and digits, so the same token count).
+    /// characters and digits; not always the same token count, see [`pick_fresh`]).
     FirstLine { old: String, new: String },
     /// Token-id prompts: the first ids become these.
     FirstIds(Vec<u32>),
+}
+
+/// First lines a prefill sample tries before it settles for the closest count.
+pub const FRESH_TRIES: u32 = 16;
+
+/// A sample's fresh start, and its prompt's count where it was counted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Picked {
+    pub fresh: Fresh,
+    /// `None`: not counted (token ids keep their count; a run whose only counter is a
+    /// prefill does not spend one per try).
+    pub tokens: Option<u64>,
+    /// Starts counted.
+    pub tries: u32,
+}
+
+/// The first of `candidates` whose prompt counts `want` tokens, else the closest (the first
+/// of those). Same width is not same size: a byte-level BPE that merges digit runs splits
+/// `48213307` and `90000001` into different numbers of tokens, and a sample must be the size
+/// its row says. `count` gives a start's count, or `None` where it does not count (the first
+/// candidate is taken as it is).
+pub async fn pick_fresh(
+    candidates: impl IntoIterator<Item = Fresh>,
+    want: u64,
+    mut count: impl AsyncFnMut(&Fresh) -> Result<Option<u64>, String>,
+) -> Result<Picked, String> {
+    let mut best: Option<Picked> = None;
+    let mut tries = 0;
+    for fresh in candidates {
+        let Some(n) = count(&fresh).await? else {
+            return Ok(Picked {
+                fresh,
+                tokens: None,
+                tries,
+            });
+        };
+        tries += 1;
+        let closer = best
+            .as_ref()
+            .and_then(|b| b.tokens)
+            .is_none_or(|b| n.abs_diff(want) < b.abs_diff(want));
+        if closer {
+            best = Some(Picked {
+                fresh,
+                tokens: Some(n),
+                tries,
+            });
+        }
+        if n == want {
+            break;
+        }
+    }
+    let mut best = best.ok_or("no first line to try")?;
+    best.tries = tries;
+    Ok(best)
 }
 
 /// Engine switches for a cold request.
@@ -259,5 +314,44 @@ mod tests {
         assert_eq!(p.len(), 20);
         assert_eq!(&p[..FRESH_IDS], &[7; FRESH_IDS]);
         assert_eq!(p[FRESH_IDS], 1000 + FRESH_IDS as u32);
+    }
+
+    fn line(id: &str) -> Fresh {
+        Fresh::FirstLine {
+            old: "[run 00000000]".into(),
+            new: format!("[run {id}]"),
+        }
+    }
+
+    /// A hand-worked tokenizer: 100 tokens, and one more per `7` in the run id.
+    async fn sevens(f: &Fresh) -> Result<Option<u64>, String> {
+        let Fresh::FirstLine { new, .. } = f else {
+            return Ok(None);
+        };
+        Ok(Some(100 + new.matches('7').count() as u64))
+    }
+
+    #[tokio::test]
+    async fn a_sample_takes_the_first_line_that_keeps_the_count() {
+        let ids = ["17777777", "12345678", "11111111", "22222222"];
+        let p = pick_fresh(ids.map(line), 100, sevens).await.unwrap();
+        assert_eq!(p.fresh, line("11111111"));
+        assert_eq!((p.tokens, p.tries), (Some(100), 3));
+        // None keeps it: the closest, the first of equals.
+        let ids = ["77777777", "17717777", "12045671", "12745677"];
+        let p = pick_fresh(ids.map(line), 100, sevens).await.unwrap();
+        assert_eq!(p.fresh, line("12045671"));
+        assert_eq!((p.tokens, p.tries), (Some(101), 4));
+        // Token ids are not counted: the first start stands.
+        let ids = [vec![1; FRESH_IDS], vec![2; FRESH_IDS]].map(Fresh::FirstIds);
+        let p = pick_fresh(ids.clone(), 100, sevens).await.unwrap();
+        assert_eq!((p.fresh, p.tokens, p.tries), (ids[0].clone(), None, 0));
+        // A counter's error is the sample's error.
+        let err = pick_fresh([line("1")], 100, async |_: &Fresh| {
+            Err("tokenize: 500".into())
+        })
+        .await;
+        assert_eq!(err, Err("tokenize: 500".to_string()));
+        assert!(pick_fresh([], 100, sevens).await.is_err());
     }
 }
