@@ -407,16 +407,19 @@ fn whole_read_path_does_not_allocate_per_token() {
         );
         eprintln!("stream allocations: {short} for 50 tokens, {long} for 1000");
         // Reads coalesce differently run to run; a per-token cost would add ~950.
+        // Each stream is a new connection (max_idle 0): the long one's map may double up to
+        // five times more than the short one's if it falls behind; per token it would be 950.
         assert!(
-            long <= short + 8,
+            long <= short + 8 + 5,
             "{long} allocations for 1000 tokens vs {short} for 50"
         );
     });
 }
 
-/// `--packet-stamps` (Linux, CAP_NET_RAW): the read path with a packet ring per connection
-/// does not allocate per token either (the ring is memory the kernel fills; the sequence map
-/// is sized up front). Under `CI=true` (root) a missing capability fails it.
+/// `--packet-stamps` (Linux, CAP_NET_RAW): the read path with the client's packet ring does
+/// not allocate per token either (the ring is memory the kernel fills; a connection's sequence
+/// map and segment lists grow by doubling, the map at most five times). Under `CI=true` (root)
+/// a missing capability fails it.
 #[cfg(target_os = "linux")]
 #[test]
 fn packet_stamped_read_path_does_not_allocate_per_token() {
@@ -470,8 +473,10 @@ fn packet_stamped_read_path_does_not_allocate_per_token() {
         // frames gone from the ring (those reads keep their own stamps), never all of them.
         assert!(tl_long.stamps.packet_reads > 0, "{:?}", tl_long.stamps);
         eprintln!("packet-stamped stream allocations: {short} for 50 tokens, {long} for 1000");
+        // Each stream is a new connection (max_idle 0): the long one's map may double up to
+        // five times more than the short one's if it falls behind; per token it would be 950.
         assert!(
-            long <= short + 8,
+            long <= short + 8 + 5,
             "{long} allocations for 1000 tokens vs {short} for 50"
         );
     });

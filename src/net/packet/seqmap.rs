@@ -13,13 +13,20 @@
 //! duplicate of bytes already seen keeps the first arrival; a segment that overlaps seen bytes
 //! adds only the new ones.
 //!
-//! Bounded: at most [`CAPACITY`] ranges are kept, allocated up front; past that the oldest
-//! ranges are forgotten (the reader is long past them). Nothing here allocates after `new`.
+//! Bounded: at most [`CAPACITY`] ranges are kept; past that the oldest ranges are forgotten
+//! (the reader is long past them). Room for [`INITIAL`] ranges (1 KiB) is allocated by `new`
+//! and doubles only when a reader falls that far behind, at most five times in the map's life
+//! (to 32 KiB): no allocation per segment, and 10,000 connections that keep up hold 10 MB of
+//! maps, not the 320 MB that room for [`CAPACITY`] up front cost.
 
 use std::collections::VecDeque;
 
 /// Ranges kept (each a run of bytes that arrived in one segment).
 pub const CAPACITY: usize = 1024;
+
+/// Ranges a new map has room for: a reader that keeps up holds a few (those of its unread
+/// segments); one 30 ms behind at 1 ms gaps, about 30.
+pub const INITIAL: usize = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Range {
@@ -65,7 +72,7 @@ impl SeqMap {
         Self {
             base: None,
             high: 0,
-            ranges: VecDeque::with_capacity(CAPACITY),
+            ranges: VecDeque::with_capacity(INITIAL),
         }
     }
 
@@ -194,6 +201,11 @@ impl SeqMap {
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }
+
+    /// Ranges it has room for without allocating.
+    pub fn room(&self) -> usize {
+        self.ranges.capacity()
+    }
 }
 
 #[cfg(test)]
@@ -307,10 +319,16 @@ mod tests {
     #[test]
     fn stays_bounded_and_forgets_the_oldest() {
         let mut m = map();
-        let reserved = m.ranges.capacity();
+        // Room for a reader that keeps up; it doubles as one falls behind, to CAPACITY.
+        assert_eq!(m.room(), INITIAL);
+        let mut rooms = vec![m.room()];
         for i in 0..(CAPACITY as u32 + 10) {
             m.segment(ISN + 1 + i * 10, 10, u64::from(i));
+            if m.room() != *rooms.last().unwrap() {
+                rooms.push(m.room());
+            }
         }
+        assert_eq!(rooms, [32, 64, 128, 256, 512, 1024]);
         assert_eq!(m.len(), CAPACITY);
         assert_eq!(m.arrival(0), None);
         assert_eq!(
@@ -323,6 +341,23 @@ mod tests {
         assert_eq!(m.len(), CAPACITY);
         m.forget_before(10 * (CAPACITY as u64 + 5));
         assert_eq!(m.len(), 5);
-        assert_eq!(m.ranges.capacity(), reserved, "never grew");
+        // The room stays: a map that grew once does not allocate again.
+        for i in 0..(CAPACITY as u32) {
+            m.segment(ISN + 1 + (CAPACITY as u32 + 10 + i) * 10, 10, 1);
+        }
+        assert_eq!(m.len(), CAPACITY);
+        assert_eq!(m.room(), CAPACITY, "never grew past CAPACITY");
+    }
+
+    #[test]
+    fn a_reader_that_keeps_up_never_grows_the_map() {
+        let mut m = map();
+        // 10,000 segments, each read (and forgotten) before the next few arrive.
+        for i in 0..10_000u32 {
+            m.segment(ISN + 1 + i * 10, 10, u64::from(i));
+            m.forget_before(10 * u64::from(i.saturating_sub(INITIAL as u32 - 2)));
+        }
+        assert!(m.len() < INITIAL);
+        assert_eq!(m.room(), INITIAL);
     }
 }
