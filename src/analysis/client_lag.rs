@@ -29,8 +29,8 @@ use crate::timeline::{StampSource, Timeline};
 use std::ops::Range;
 
 /// What a stamp that is the data's arrival is known to: the kernel stamp's move onto the TSC
-/// clock (two clock readings a few hundred ns apart) and the spread of delivery on the same
-/// host. Checked against the simulated server's trace by `selftest` (docs/selftest.md).
+/// clock (a realtime reading between two TSC readings, read again when a pause split them:
+/// `net::stamp::clock_pair`) and the spread of delivery on the same host. Checked against the simulated server's trace by `selftest` (docs/selftest.md).
 pub const STAMP_RESOLUTION_NS: u64 = 20_000;
 
 /// A run is Client-bound when the bound on a printed gap percentile (p50, p99) exceeds this

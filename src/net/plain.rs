@@ -134,9 +134,13 @@ mod linux {
                 let want = spare.len();
                 let mut control = [0u64; CONTROL_LEN / 8];
                 let r = recvmsg(self.fd.get_ref().as_raw_fd(), spare, &mut control, kernel);
-                // The stamps, right after the call returns and before anything else.
-                let tsc = clock.raw();
-                let realtime = if wants_realtime { realtime_ns() } else { 0 };
+                // The stamps, right after the call returns and before anything else; the
+                // realtime one with TSC readings on both sides (`stamp::clock_pair`).
+                let (tsc, realtime) = if wants_realtime {
+                    stamp::clock_pair(clock, || (clock.raw(), realtime_ns(), clock.raw()))
+                } else {
+                    (clock.raw(), 0)
+                };
                 match r {
                     Ok((n, control_len)) => {
                         // SAFETY: the kernel initialised the first `n` spare bytes.

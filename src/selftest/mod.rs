@@ -247,6 +247,11 @@ pub struct Report {
     /// bound; of streams whose first token's true arrival lies inside its stated bound.
     pub gap_bound_coverage_percent: Option<f64>,
     pub ttft_bound_coverage_percent: Option<f64>,
+    /// Each first token outside its bound (the first 16), by how much, µs: positive when the
+    /// earliest arrival the client allows for is after the server's write returned (the
+    /// bytes reached the client after the call, or the stamp is late), negative when the
+    /// latest is before the write began. What to look at when coverage is under 100%.
+    pub ttft_bound_misses_us: Vec<f64>,
     /// The truth is known to the span of the server's writes (the kernel took the bytes while
     /// the write ran; the server thread may have been held up on either side of it): a gap
     /// is covered when its bound meets that span. Its width's p99, µs.
@@ -746,6 +751,7 @@ impl Report {
             gap_bound_us_p99: None,
             gap_bound_coverage_percent: None,
             ttft_bound_coverage_percent: None,
+            ttft_bound_misses_us: Vec::new(),
             truth_span_us_p99: None,
             gap_error_beyond_truth_us_p50: None,
             gap_error_beyond_truth_us_p99: None,
@@ -798,6 +804,8 @@ struct OwnStamps {
     /// Streams whose first token has a bound, and those whose true arrival lay inside it.
     ttft_bounded: u64,
     ttft_covered: u64,
+    /// See [`Report::ttft_bound_misses_us`].
+    ttft_misses_us: Vec<f64>,
     /// Every scored gap as the client measured it and as the server left it, ms.
     measured_gap_ms: Vec<f64>,
     true_gap_ms: Vec<f64>,
@@ -856,6 +864,7 @@ impl OwnStamps {
         r.gap_error_apart_us_p50 = stats::percentile(&self.apart_beyond_truth_us, 50.0);
         r.gap_error_apart_us_p99 = stats::percentile(&self.apart_beyond_truth_us, 99.0);
         r.ttft_bound_coverage_percent = share(self.ttft_covered, self.ttft_bounded);
+        r.ttft_bound_misses_us = self.ttft_misses_us.clone();
         r.tokens_per_read_mean = lag.tokens_per_read_mean;
         r.tokens_per_read_max = lag.tokens_per_read_max;
         r.reads_left_data_percent = lag.reads_left_data_percent;
@@ -942,7 +951,24 @@ impl OwnStamps {
             clock.signed_delta_ns(c, returned),
         );
         self.ttft_bounded += 1;
-        self.ttft_covered += u64::from(to >= -(early as i64) - res && from <= res);
+        match first_token_miss_ns((-(early as i64) - res, res), (from, to)) {
+            0 => self.ttft_covered += 1,
+            miss if self.ttft_misses_us.len() < 16 => self.ttft_misses_us.push(miss as f64 / 1e3),
+            _ => {}
+        }
+    }
+}
+
+/// How far the client's bound `[lo, hi]` on a first token's arrival misses the server's
+/// write `[from, to]` (all ns on one scale): 0 when they meet, positive when the bound lies
+/// after the write, negative when before it.
+fn first_token_miss_ns((lo, hi): (i64, i64), (from, to): (i64, i64)) -> i64 {
+    if to < lo {
+        lo - to
+    } else if from > hi {
+        hi - from
+    } else {
+        0
     }
 }
 
@@ -1532,6 +1558,18 @@ fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> 
         opt_fixed(r.dispatch_lag_ms_p99, 3),
         opt_fixed(r.ttft_bound_coverage_percent, 1),
     )?;
+    if !r.ttft_bound_misses_us.is_empty() {
+        let by: Vec<String> = r
+            .ttft_bound_misses_us
+            .iter()
+            .map(|us| format!("{us:+.1}"))
+            .collect();
+        writeln!(
+            w,
+            "  first tokens      outside their bound by {} us (+: after the server's write returned)",
+            by.join(", ")
+        )?;
+    }
     let said = |bound: Option<bool>, why: &[String]| match bound {
         Some(true) => format!("Client-bound: {}", why.join("; ")),
         Some(false) => "not client-bound".to_string(),
@@ -1560,6 +1598,23 @@ fn thread_cpu_ns_pair() -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_first_tokens_miss_says_which_side_of_the_write_it_fell() {
+        // The client allows [-30, +1] µs around its stamp.
+        let bound = (-30_000, 1_000);
+        // Writes that meet it, at either edge or around it.
+        assert_eq!(super::first_token_miss_ns(bound, (-50_000, -30_000)), 0);
+        assert_eq!(super::first_token_miss_ns(bound, (1_000, 9_000)), 0);
+        assert_eq!(super::first_token_miss_ns(bound, (-40_000, 5_000)), 0);
+        // A write that returned 40 µs before the stamp: the bound lies 10 µs after it.
+        assert_eq!(
+            super::first_token_miss_ns(bound, (-45_000, -40_000)),
+            10_000
+        );
+        // A write that began 3 µs after the stamp: the bound lies 2 µs before it.
+        assert_eq!(super::first_token_miss_ns(bound, (3_000, 8_000)), -2_000);
+    }
+
     #[test]
     fn error_beyond_the_truths_span_is_zero_inside_and_the_distance_outside() {
         // Writes of 1.000–1.012 ms apart (each write took 6 µs): a measured gap of 1.005 ms
