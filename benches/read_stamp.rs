@@ -1,5 +1,6 @@
 //! The per-read cost of kernel receive stamps: one `recvmsg` of a token-sized chunk with a
-//! control buffer, plus the `SCM_TIMESTAMPING` parse and the realtime read, against a plain
+//! control buffer, plus the `SCM_TIMESTAMPING` parse and the clock pair (`stamp::clock_pair`,
+//! benched alone beside the single TSC-then-realtime reading it replaced), against a plain
 //! `recv` of the same chunk on a socket without stamps (what tokio's read does). Loopback TCP,
 //! one chunk written and read per iteration. Linux only; elsewhere it benches nothing.
 //!
@@ -13,7 +14,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 #[cfg(target_os = "linux")]
 mod linux {
     use criterion::Criterion;
-    use llmspeed::net::stamp::{rx_software_stamp_ns, CONTROL_LEN};
+    use llmspeed::clock::Clock;
+    use llmspeed::net::stamp::{clock_pair, rx_software_stamp_ns, CONTROL_LEN};
     use std::hint::black_box;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream};
@@ -56,6 +58,19 @@ mod linux {
 
     pub fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group("read_stamp");
+        let clock = Clock::new();
+        // The clock readings a stamped read takes: TSC then realtime, as until 2026-12-05,
+        // and the realtime reading between two TSC readings (`clock_pair`, what reads do now).
+        g.bench_function("tsc_then_realtime", |b| {
+            b.iter(|| black_box((clock.raw(), realtime_ns())))
+        });
+        g.bench_function("clock_pair", |b| {
+            b.iter(|| {
+                black_box(clock_pair(&clock, || {
+                    (clock.raw(), realtime_ns(), clock.raw())
+                }))
+            })
+        });
         let mut data = [0u8; 4096];
         let (mut w, r) = pair(true);
         g.bench_function("recvmsg_with_stamp", |b| {
@@ -82,7 +97,8 @@ mod linux {
                         (msg.msg_controllen as usize).min(CONTROL_LEN),
                     )
                 };
-                black_box((rx_software_stamp_ns(bytes), realtime_ns()))
+                let pair = clock_pair(&clock, || (clock.raw(), realtime_ns(), clock.raw()));
+                black_box((rx_software_stamp_ns(bytes), pair))
             })
         });
         let (mut w, r) = pair(false);
@@ -95,7 +111,7 @@ mod linux {
                 black_box(n)
             })
         });
-        packet(&mut g, &mut data);
+        packet(&mut g, &mut data, &clock);
         g.finish();
     }
 
@@ -103,8 +119,8 @@ mod linux {
     fn packet(
         g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
         data: &mut [u8; 4096],
+        clock: &Clock,
     ) {
-        use llmspeed::clock::Clock;
         use llmspeed::net::packet::{open_hub, tap::PacketTap};
         use llmspeed::net::ReadClock;
         let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
@@ -134,7 +150,6 @@ mod linux {
         let mut tap = PacketTap::open(&hub, addr, local, 0).expect("tap");
         let (mut w, _) = l.accept().expect("accept");
         w.set_nodelay(true).expect("nodelay");
-        let clock = Clock::new();
         g.bench_function("recvmsg_with_packet_stamp", |b| {
             b.iter(|| {
                 w.write_all(CHUNK).expect("write");
@@ -142,9 +157,9 @@ mod linux {
                 // SAFETY: a live buffer of its length; blocking, the chunk is on its way.
                 let n =
                     unsafe { libc::recv(r.as_raw_fd(), data.as_mut_ptr().cast(), data.len(), 0) };
-                let (tsc, now) = (clock.raw(), realtime_ns());
+                let (tsc, now) = clock_pair(clock, || (clock.raw(), realtime_ns(), clock.raw()));
                 tap.after_read(usize::try_from(n).expect("read"));
-                let mut at = tap.clock(&clock, tsc, now, tsc);
+                let mut at = tap.clock(clock, tsc, now, tsc);
                 black_box((at.at(0), at.all_hit()))
             })
         });
