@@ -109,6 +109,13 @@ fn check_scale(r: &Report, streams: usize, tokens: u32) {
         first >= 99.0,
         "the bound held for {first}% of first tokens: {r:?}"
     );
+    // Each first token outside is listed with a side (up to 16), and only those.
+    let misses = &r.ttft_bound_misses_us;
+    assert_eq!(misses.is_empty(), first == 100.0, "{first}% vs {misses:?}");
+    assert!(
+        misses.len() <= 16 && misses.iter().all(|&m| m != 0.0),
+        "{misses:?}"
+    );
 }
 
 #[test]

@@ -30,7 +30,8 @@ use std::ops::Range;
 
 /// What a stamp that is the data's arrival is known to: the kernel stamp's move onto the TSC
 /// clock (a realtime reading between two TSC readings, read again when a pause split them:
-/// `net::stamp::clock_pair`) and the spread of delivery on the same host. Checked against the simulated server's trace by `selftest` (docs/selftest.md).
+/// `net::stamp::clock_pair`) and the spread of delivery on the same host. Checked against the
+/// simulated server's trace by `selftest` (docs/selftest.md).
 pub const STAMP_RESOLUTION_NS: u64 = 20_000;
 
 /// A run is Client-bound when the bound on a printed gap percentile (p50, p99) exceeds this

@@ -40,6 +40,16 @@ pub(super) fn mix(a: u64, b: u64) -> u64 {
     x ^ (x >> 29)
 }
 
+/// A key from a string's bytes (a run id), for drawing others from it.
+pub(super) fn key_of(s: &str) -> u64 {
+    s.bytes().fold(0, |h, b| mix(h, u64::from(b)))
+}
+
+/// A run id: eight decimal digits of `key`.
+pub(super) fn eight_digits(key: u64) -> String {
+    format!("{:08}", key % 100_000_000)
+}
+
 /// `p` counted by the server's `/tokenize` in `dialect`. A non-2xx answer is an error with
 /// the server's message; a chat prompt in a dialect with no chat form is an error too (joined
 /// texts would miss the chat template).
@@ -183,6 +193,14 @@ impl Run<'_> {
         }
     }
 
+    /// Whether this run counts a prompt without a prefill (`/tokenize`, a local tokenizer).
+    fn counts_free(&self) -> bool {
+        matches!(
+            self.mode,
+            PromptTokens::TokenizeEndpoint | PromptTokens::LocalTokenizer
+        )
+    }
+
     /// A run id that most ids of its width count the same as, where counting costs no prefill
     /// (else `first`): each prefill sample swaps the run id for one of its own and must keep
     /// the prompt's count ([`scout::pick_fresh`]), which an uncommon id makes rare. With the
@@ -193,15 +211,12 @@ impl Run<'_> {
     ///
     /// [`scout::pick_fresh`]: crate::matrix::scout::pick_fresh
     pub(super) async fn typical_run_id(&self, first: String, seed: u64) -> String {
-        if !matches!(
-            self.mode,
-            PromptTokens::TokenizeEndpoint | PromptTokens::LocalTokenizer
-        ) {
+        if !self.counts_free() {
             return first;
         }
-        let h = first.bytes().fold(0, |h, b| mix(h, u64::from(b)));
+        let h = key_of(&first);
         let ids: Vec<String> = std::iter::once(first.clone())
-            .chain((1..RUN_ID_DRAWS as u64).map(|i| format!("{:08}", mix(h, i) % 100_000_000)))
+            .chain((1..RUN_ID_DRAWS as u64).map(|i| eight_digits(mix(h, i))))
             .collect();
         let mut counts = Vec::with_capacity(ids.len());
         for id in &ids {
@@ -226,10 +241,7 @@ impl Run<'_> {
         let (Fresh::FirstLine { old, new }, Some(p)) = (fresh, &prompt.prose) else {
             return Ok(None);
         };
-        if !matches!(
-            self.mode,
-            PromptTokens::TokenizeEndpoint | PromptTokens::LocalTokenizer
-        ) {
+        if !self.counts_free() {
             return Ok(None);
         }
         let mut p = p.clone();

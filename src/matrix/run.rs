@@ -8,7 +8,7 @@
 use crate::matrix::cell::{run_cell, CellConfig, CellIds};
 pub use crate::matrix::config::{HeaderFacts, MatrixConfig, PromptMode};
 use crate::matrix::plan::{rows_from_plan, EstimateInputs, Plan};
-use crate::matrix::prompts::{mix, Prepared, Run};
+use crate::matrix::prompts::{eight_digits, key_of, mix, Prepared, Run};
 use crate::matrix::scout::{self, ColdSwitches, Fresh};
 use crate::matrix::status::CellStatus;
 use crate::net::request::{Generation, Prompt as NetPrompt};
@@ -394,25 +394,19 @@ fn new_run_id() -> String {
     // string of one width the same way whatever the digits, not all (a byte-level BPE merges
     // digit runs): a cached prompt is recounted with this run's id, and a scout's own id is
     // counted where counting is free (`scout::pick_fresh`).
-    format!(
-        "{:08}",
-        mix(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            std::process::id() as u64
-        ) % 100_000_000
-    )
+    eight_digits(mix(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+        std::process::id() as u64,
+    ))
 }
 
 /// What makes prefill sample `i` of a context new to the server, its `try_`th candidate:
 /// another run id on the first line (same width; [`scout::pick_fresh`] checks it keeps the
 /// count), or other leading token ids.
 fn fresh_start(run: &Run, context: u64, seed: u64, i: u32, try_: u32) -> Result<Fresh, String> {
-    let mut key = mix(
-        mix(run.run_id.bytes().fold(0, |h, b| mix(h, b as u64)), context),
-        0x5C00_7000 + i as u64,
-    );
+    let mut key = mix(mix(key_of(&run.run_id), context), 0x5C00_7000 + i as u64);
     if try_ > 0 {
         key = mix(key, u64::from(try_));
     }
@@ -425,9 +419,9 @@ fn fresh_start(run: &Run, context: u64, seed: u64, i: u32, try_: u32) -> Result<
         .map(Fresh::FirstIds)
         .map_err(|e| e.to_string());
     }
-    let mut id = format!("{:08}", key % 100_000_000);
+    let mut id = eight_digits(key);
     if id == run.run_id {
-        id = format!("{:08}", (key + 1) % 100_000_000);
+        id = eight_digits(key + 1);
     }
     Ok(Fresh::FirstLine {
         old: prose::prompt_prefix(&run.run_id, context, seed),
