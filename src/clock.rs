@@ -6,6 +6,24 @@
 
 use std::sync::Arc;
 
+/// `CLOCK_REALTIME` now in ns since the epoch (a vDSO call, no system call); 0 if refused.
+/// What a kernel's receive or send stamp is read against (`net::stamp::clock_pair`).
+#[cfg(unix)]
+#[inline]
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid pointer to a timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec.max(0) as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec.max(0) as u64)
+}
+
 /// A cheap-to-clone clock. All stamps in a [`crate::timeline::Timeline`] come from one `Clock`.
 #[derive(Clone, Debug)]
 pub struct Clock {

@@ -51,6 +51,7 @@ fn shape() -> Shape {
         client_threads: 1,
         kernel_stamps: true,
         packet_stamps: false,
+        send_stamps: false,
         preconnect: false,
     }
 }

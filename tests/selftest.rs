@@ -27,6 +27,7 @@ fn small() -> Shape {
         client_threads: 1,
         kernel_stamps: true,
         packet_stamps: false,
+        send_stamps: false,
         preconnect: false,
     }
 }
@@ -164,6 +165,7 @@ fn the_bounds_catch_a_client_that_stamps_late() {
         streams: 4,
         kernel_stamps: false,
         packet_stamps: false,
+        send_stamps: false,
         ..small()
     };
     let good = run(&shape).expect("selftest runs");

@@ -16,6 +16,7 @@ fn ttft_against_arrival_is_reported_and_consistent() {
         client_threads: 1,
         kernel_stamps: true,
         packet_stamps: false,
+        send_stamps: false,
         preconnect: false,
     };
     let r = run(&shape).expect("selftest runs");

@@ -25,6 +25,7 @@ fn small() -> Shape {
         client_threads: 1,
         kernel_stamps: true,
         packet_stamps: false,
+        send_stamps: false,
         preconnect: false,
     }
 }
@@ -142,11 +143,7 @@ fn rec(id: &str, index: u32, t_ns: u64, arrival_ns: u64) -> TraceRec {
         t_ns,
         due_ns: t_ns - 100_000,
         arrival_ns,
-        arrival_raw: 0,
-        queued_ns: 0,
-        scheduled_ns: 0,
-        t_raw: 0,
-        t_before_raw: 0,
+        ..TraceRec::default()
     }
 }
 

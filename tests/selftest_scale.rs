@@ -142,6 +142,7 @@ fn two_thousand(packet_stamps: bool) -> Shape {
         kernel_stamps: true,
         packet_stamps,
         preconnect: false,
+        send_stamps: false,
     }
 }
 

@@ -1,10 +1,10 @@
 #![no_main]
-//! The control-buffer parsers (`SCM_TIMESTAMPING`'s stamp, `TCP_CM_INQ`'s bytes left) never
-//! panic, whatever the bytes, and agree with naive twins that first split the buffer into whole
-//! messages, then look for theirs.
+//! The control-buffer parsers (`SCM_TIMESTAMPING`'s stamp, `TCP_CM_INQ`'s bytes left, a send
+//! stamp's extended error) never panic, whatever the bytes, and agree with naive twins that
+//! first split the buffer into whole messages, then look for theirs.
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::net::stamp::{rx_software_stamp_ns, tcp_inq};
+use llmspeed::net::stamp::{rx_software_stamp_ns, tcp_inq, tx_software_stamp, SendStamp};
 
 /// `(level, type, payload)` of each whole message, walking as `CMSG_NXTHDR` does; stops at
 /// the first header that does not fit.
@@ -46,7 +46,23 @@ fn naive_inq(b: &[u8]) -> Option<u32> {
     (v >= 0).then_some(v as u32)
 }
 
+fn naive_send(b: &[u8]) -> Option<SendStamp> {
+    let ns = naive(b)?;
+    // SOL_IP / IP_RECVERR or SOL_IPV6 / IPV6_RECVERR; a sock_extended_err of 16 bytes whose
+    // origin is SO_EE_ORIGIN_TIMESTAMPING (4) and info SCM_TSTAMP_SND (0).
+    let (_, _, e) = messages(b)
+        .into_iter()
+        .find(|m| *m == (0, 11, m.2))
+        .or_else(|| messages(b).into_iter().find(|m| *m == (41, 25, m.2)))?;
+    if e.len() < 16 || e[4] != 4 || e[8..12] != [0; 4] {
+        return None;
+    }
+    let key = u32::from_ne_bytes(e[12..16].try_into().unwrap());
+    Some(SendStamp { key, ns })
+}
+
 fuzz_target!(|data: &[u8]| {
     assert_eq!(rx_software_stamp_ns(data), naive(data));
     assert_eq!(tcp_inq(data), naive_inq(data));
+    assert_eq!(tx_software_stamp(data), naive_send(data));
 });

@@ -59,6 +59,11 @@ pub struct SelftestArgs {
     /// stamps). The report's stamps line says which were scored.
     #[arg(long, conflicts_with = "external")]
     pub packet_stamps: bool,
+    /// The simulated server takes the kernel's stamp of when each write's bytes went to the
+    /// device (Linux's SO_TIMESTAMPING; one more system call per write), and the client is
+    /// also scored against those: a truth known to a point, not to the span of a write.
+    #[arg(long, conflicts_with = "external")]
+    pub send_stamps: bool,
     /// Open every stream's connection before the start, so the simultaneous start is requests
     /// only (as `bench serve --preconnect`; give an external client its own flag).
     #[arg(long, conflicts_with = "external")]
@@ -83,6 +88,7 @@ pub fn run(a: SelftestArgs) -> CliResult {
         client_threads: a.client_threads,
         kernel_stamps: !a.no_kernel_stamps,
         packet_stamps: a.packet_stamps,
+        send_stamps: a.send_stamps,
         preconnect: a.preconnect,
     };
     shape.validate().map_err(CliError::usage)?;

@@ -50,6 +50,10 @@ pub struct MockConfig {
     /// An in-process trace sink (see [`super::trace::TraceSink::memory`]); used instead of
     /// `trace` when set.
     pub trace_sink: Option<super::trace::TraceSink>,
+    /// With a trace: each token's write also carries the kernel's send stamp
+    /// ([`super::sendstamp`]; `selftest --send-stamps`). Off by default: one more system call
+    /// per write.
+    pub send_stamps: bool,
     /// Held before a generation request reaches the engine: a fixed extra time to first token
     /// on top of the engine's own (the self-test's `--first-token`). Zero by default.
     pub admission_delay: std::time::Duration,
@@ -189,6 +193,7 @@ impl MockConfig {
             trace: None,
             request_log: None,
             trace_sink: None,
+            send_stamps: false,
             admission_delay: std::time::Duration::ZERO,
             metrics_delay: std::time::Duration::ZERO,
             tokenize_calls: None,

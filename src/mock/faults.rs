@@ -129,9 +129,9 @@ impl ConnCtl {
     }
 
     #[inline]
-    fn written(&self) {
+    fn written(&self, n: usize) {
         if let Some(s) = &self.stamper {
-            s.written();
+            s.written(n);
         }
     }
 
@@ -139,6 +139,13 @@ impl ConnCtl {
     fn writing(&self) {
         if let Some(s) = &self.stamper {
             s.writing();
+        }
+    }
+
+    /// The connection's socket is about to close.
+    fn closing(&self) {
+        if let Some(s) = &self.stamper {
+            s.closing();
         }
     }
 
@@ -205,6 +212,14 @@ impl<T> FaultIo<T> {
     }
 }
 
+/// The socket closes when `inner` drops, just after this: the last send stamps are taken
+/// while it is still open.
+impl<T> Drop for FaultIo<T> {
+    fn drop(&mut self) {
+        self.ctl.closing();
+    }
+}
+
 impl<T: AsyncRead + Unpin> AsyncRead for FaultIo<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
@@ -229,8 +244,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
         let this = &mut *self;
         if this.ctl.truncate.load(Ordering::Relaxed) {
             let half = (buf.len() / 2).max(1).min(buf.len());
-            let _ = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..half]));
-            this.ctl.written();
+            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..half]));
+            this.ctl.written(n.unwrap_or(0));
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "mock fault: chunk truncated",
@@ -242,14 +257,14 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
                 this.pause = None;
             }
             let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &buf[..1]))?;
-            this.ctl.written();
+            this.ctl.written(n);
             this.pause = Some(Box::pin(tokio::time::sleep(DRIP_PAUSE)));
             return Poll::Ready(Ok(n));
         }
         this.ctl.writing();
         let r = ready!(Pin::new(&mut this.inner).poll_write(cx, buf));
-        if matches!(r, Ok(n) if n > 0) {
-            this.ctl.written();
+        if let Ok(n @ 1..) = r {
+            this.ctl.written(n);
         }
         Poll::Ready(r)
     }

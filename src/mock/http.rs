@@ -1392,6 +1392,7 @@ impl SseBody {
                             due_ns,
                             t_raw: 0,
                             t_before_raw: 0,
+                            t_sent_raw: 0,
                             arrival_ns: self.arrival.0,
                             arrival_raw: self.arrival.1,
                             queued_ns,

@@ -22,6 +22,7 @@ pub mod native;
 pub mod reqlog;
 pub mod request;
 pub mod responses;
+pub mod sendstamp;
 pub mod text;
 pub mod tokenizer;
 pub mod trace;
@@ -126,7 +127,12 @@ pub async fn serve(
                 let _ = sock.set_nodelay(true);
                 let stamper = app.trace.as_ref().map(|t| {
                     let (clock, start) = app.driver.time_base();
-                    trace::WriteStamper::new(t.clone(), clock, start)
+                    let w = trace::WriteStamper::new(t.clone(), clock, start);
+                    // A connection the kernel will not stamp keeps its writes' spans alone.
+                    match app.cfg.send_stamps && sendstamp::enable(sock.as_raw_fd()).is_ok() {
+                        true => w.with_send_stamps(sock.as_raw_fd()),
+                        false => w,
+                    }
                 });
                 let ctl = Arc::new(ConnCtl::new(sock.as_raw_fd(), stamper));
                 let app = app.clone();

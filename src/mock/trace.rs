@@ -18,7 +18,10 @@
 //! per-request `metrics` the mock sends with `--enable-per-request-metrics` are made of them and
 //! the `due_ns` of the choice's first and last tokens.
 
+use crate::clock::realtime_ns;
+use crate::net::stamp;
 use std::io::{self, BufWriter, Write};
+use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -26,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// One token write.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct TraceRec {
     /// Request id already encoded as a JSON string (quotes included).
     pub request_id_json: Arc<str>,
@@ -48,6 +51,10 @@ pub struct TraceRec {
     /// the file): the kernel took the bytes in between, so the truth is known to that
     /// interval even when the server thread was held up before or after the system call.
     pub t_before_raw: u64,
+    /// The kernel's stamp of when that write's bytes went to the device, raw; 0 when send
+    /// stamps are off or the kernel gave none (see [`super::sendstamp`]; not written to the
+    /// file).
+    pub t_sent_raw: u64,
 }
 
 /// Sending half; cheap to clone. The writer thread ends when every clone is dropped.
@@ -115,6 +122,8 @@ pub struct WriteStamper {
     last_read: AtomicU64,
     /// Raw stamp taken before the write in progress began.
     write_start: AtomicU64,
+    /// With send stamps: the socket, and the written records waiting for their stamps.
+    send: Option<(RawFd, Mutex<SendQueue>)>,
 }
 
 impl WriteStamper {
@@ -127,7 +136,16 @@ impl WriteStamper {
             queue: Mutex::new(Vec::with_capacity(8)),
             last_read: AtomicU64::new(0),
             write_start: AtomicU64::new(0),
+            send: None,
         }
+    }
+
+    /// Take each write's send stamp from `fd`'s error queue ([`super::sendstamp`], already
+    /// enabled on it, no byte written yet). [`WriteStamper::closing`] must be called while `fd`
+    /// is still open.
+    pub fn with_send_stamps(mut self, fd: RawFd) -> Self {
+        self.send = Some((fd, Mutex::new(SendQueue::default())));
+        self
     }
 
     /// A read returned request bytes. The client sends no request before it has the previous
@@ -158,20 +176,189 @@ impl WriteStamper {
         self.write_start.store(self.clock.raw(), Ordering::Relaxed);
     }
 
-    /// A write returned: everything queued so far went out with it.
-    pub fn written(&self) {
+    /// A write of `n` bytes returned: everything queued so far went out with it. With send
+    /// stamps its records wait for theirs (usually already in the error queue).
+    pub fn written(&self, n: usize) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if q.is_empty() {
+        let mut send = self
+            .send
+            .as_ref()
+            .map(|(fd, s)| (*fd, s.lock().unwrap_or_else(|p| p.into_inner())));
+        if let Some((_, s)) = send.as_mut() {
+            s.wrote(n);
+        }
+        if !q.is_empty() {
+            let raw = self.clock.raw();
+            let t = self.clock.delta_ns(self.start, raw);
+            let before = self.write_start.load(Ordering::Relaxed).min(raw);
+            for r in q.iter_mut() {
+                r.t_ns = t;
+                r.t_raw = raw;
+                r.t_before_raw = before;
+            }
+            match send.as_mut() {
+                Some((_, s)) => s.hold(q.drain(..).collect(), |r| self.sink.record(r)),
+                None => q.drain(..).for_each(|r| self.sink.record(r)),
+            }
+        }
+        if let Some((fd, s)) = send.as_mut() {
+            if s.waiting() {
+                self.settle(*fd, s);
+            }
+        }
+    }
+
+    /// The connection is closing (its socket still open): the last stamps are taken, and
+    /// records still without one are recorded as they are.
+    pub fn closing(&self) {
+        if let Some((fd, s)) = &self.send {
+            let mut s = s.lock().unwrap_or_else(|p| p.into_inner());
+            self.settle(*fd, &mut s);
+            s.flush(|r| self.sink.record(r));
+        }
+    }
+
+    /// Takes the stamps the error queue holds and records the writes they stamp, converted
+    /// onto the raw clock as a client's kernel receive stamp is (one clock pair for all).
+    fn settle(&self, fd: RawFd, s: &mut SendQueue) {
+        let c = &self.clock;
+        let mut pair = None;
+        super::sendstamp::drain(fd, |stamp| {
+            let (tsc, realtime) = *pair
+                .get_or_insert_with(|| stamp::clock_pair(c, || (c.raw(), realtime_ns(), c.raw())));
+            let raw = stamp::onto_tsc(c, tsc, realtime, stamp.ns).unwrap_or(0);
+            s.stamped(stamp.key, raw, |r| self.sink.record(r));
+        });
+    }
+}
+
+/// Written records waiting for their writes' send stamps, in write order: pure, so the
+/// matching is tested by hand. A stamp's key is its write's last byte (modulo 2^32). A write
+/// whose bytes TCP held back (a full congestion window) gets no stamp of its own when a later
+/// write's bytes are appended to the same segment: the kernel moves the segment's key to the
+/// later write's last byte, and both go out at that stamp. TCP sends in order, so a stamp
+/// covers every write still waiting before its own.
+#[derive(Debug, Default)]
+pub struct SendQueue {
+    /// Bytes written on the connection so far.
+    bytes: u64,
+    /// Each written write's key and records.
+    waiting: std::collections::VecDeque<(u32, Vec<TraceRec>)>,
+}
+
+/// Writes that may wait at once; beyond it the oldest is recorded without a stamp (a kernel
+/// that turned stamps on and sends none must not hold the whole trace).
+pub const SEND_WAITING_MAX: usize = 1024;
+
+impl SendQueue {
+    /// `n` more bytes were written.
+    pub fn wrote(&mut self, n: usize) {
+        self.bytes += n as u64;
+    }
+
+    /// The records of the write that just returned wait for its stamp.
+    pub fn hold(&mut self, records: Vec<TraceRec>, mut record: impl FnMut(TraceRec)) {
+        if self.waiting.len() == SEND_WAITING_MAX {
+            if let Some((_, old)) = self.waiting.pop_front() {
+                old.into_iter().for_each(&mut record);
+            }
+        }
+        self.waiting
+            .push_back((self.bytes.wrapping_sub(1) as u32, records));
+    }
+
+    pub fn waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// The write whose last byte is `key` went out at `raw` (0: a stamp that could not be put
+    /// on the raw clock): it is recorded with it, and so is every earlier one still waiting
+    /// (their bytes went in the same segment).
+    pub fn stamped(&mut self, key: u32, raw: u64, mut record: impl FnMut(TraceRec)) {
+        let Some(at) = self.waiting.iter().position(|(k, _)| *k == key) else {
+            // A write that carried no token (a response's head, `[DONE]`).
             return;
+        };
+        for (_, recs) in self.waiting.drain(..=at) {
+            for mut r in recs {
+                r.t_sent_raw = raw;
+                record(r);
+            }
         }
-        let raw = self.clock.raw();
-        let t = self.clock.delta_ns(self.start, raw);
-        let before = self.write_start.load(Ordering::Relaxed).min(raw);
-        for mut r in q.drain(..) {
-            r.t_ns = t;
-            r.t_raw = raw;
-            r.t_before_raw = before;
-            self.sink.record(r);
+    }
+
+    /// Everything still waiting is recorded without a stamp.
+    pub fn flush(&mut self, mut record: impl FnMut(TraceRec)) {
+        for (_, recs) in self.waiting.drain(..) {
+            recs.into_iter().for_each(&mut record);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(index: u32) -> TraceRec {
+        TraceRec {
+            index,
+            ..TraceRec::default()
+        }
+    }
+
+    /// (index, send stamp) of each record, in the order recorded.
+    fn run(
+        q: &mut SendQueue,
+        step: impl FnOnce(&mut SendQueue, &mut Vec<(u32, u64)>),
+    ) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        step(q, &mut out);
+        out
+    }
+
+    #[test]
+    fn a_stamp_covers_its_write_and_the_earlier_ones_sent_with_it() {
+        let mut q = SendQueue::default();
+        let mut got = Vec::new();
+        let mut record = |r: TraceRec| got.push((r.index, r.t_sent_raw));
+        // A head of 100 bytes (no token), then three token writes of 10 bytes: keys 109, 119,
+        // 129 (each write's last byte).
+        q.wrote(100);
+        for i in 0..3 {
+            q.wrote(10);
+            q.hold(vec![rec(i)], &mut record);
+        }
+        assert!(q.waiting());
+        // The head's stamp matches no token write: nothing recorded.
+        q.stamped(99, 5, &mut record);
+        // The second write's stamp: the first had none of its own (TCP held its bytes back and
+        // appended the second's), so both went out at it.
+        q.stamped(119, 7_000, &mut record);
+        // A stamp for a write no longer waiting changes nothing.
+        q.stamped(109, 6_000, &mut record);
+        assert!(q.waiting());
+        q.flush(&mut record);
+        assert!(!q.waiting());
+        assert_eq!(got, [(0, 7_000), (1, 7_000), (2, 0)]);
+    }
+
+    #[test]
+    fn a_write_of_several_tokens_stamps_them_all_and_waiting_is_capped() {
+        let mut q = SendQueue::default();
+        let got = run(&mut q, |q, out| {
+            q.wrote(20);
+            q.hold(vec![rec(0), rec(1)], |r| out.push((r.index, r.t_sent_raw)));
+            q.stamped(19, 42, |r| out.push((r.index, r.t_sent_raw)));
+        });
+        assert_eq!(got, [(0, 42), (1, 42)]);
+        // A kernel that sends no stamps: the oldest write is recorded once the queue is full.
+        let got = run(&mut q, |q, out| {
+            for i in 0..=SEND_WAITING_MAX as u32 {
+                q.wrote(1);
+                q.hold(vec![rec(i)], |r| out.push((r.index, r.t_sent_raw)));
+            }
+        });
+        assert_eq!(got, [(0, 0)]);
+        assert_eq!(q.waiting.len(), SEND_WAITING_MAX);
     }
 }

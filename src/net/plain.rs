@@ -28,6 +28,7 @@ pub(crate) use other::{Plain, StampKeeper};
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;
+    use crate::clock::realtime_ns;
     use crate::net::stamp::{self, CONTROL_LEN};
     use std::io::Write;
     use std::mem::MaybeUninit;
@@ -309,21 +310,6 @@ mod linux {
             return Err(io::Error::last_os_error());
         }
         Ok((n as usize, msg.msg_controllen as usize))
-    }
-
-    /// `CLOCK_REALTIME` now in ns since the epoch (a vDSO call, no syscall); 0 if refused.
-    fn realtime_ns() -> u64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid pointer to a timespec.
-        if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) } != 0 {
-            return 0;
-        }
-        (ts.tv_sec.max(0) as u64)
-            .saturating_mul(1_000_000_000)
-            .saturating_add(ts.tv_nsec.max(0) as u64)
     }
 
     impl AsyncRead for Plain {

@@ -1,6 +1,6 @@
-//! Kernel receive timestamps, the pure half: reading `SCM_TIMESTAMPING` out of a `recvmsg`
-//! control buffer, and turning (kernel stamp, realtime now, TSC now) into the stamp a read's
-//! events carry.
+//! Kernel timestamps, the pure half: reading `SCM_TIMESTAMPING` out of a `recvmsg` control
+//! buffer (a read's receive stamp; a send stamp from a socket's error queue), and turning
+//! (kernel stamp, realtime now, TSC now) into the stamp a read's events carry.
 //!
 //! Why: a client stamps a read when it wakes up, not when the data arrived. With
 //! `SO_TIMESTAMPING` (software receive stamps) the kernel tells us when the data reached the
@@ -33,6 +33,17 @@ const TCP_INQ_TYPE: i32 = libc::TCP_CM_INQ;
 const TCP_LEVEL: i32 = 6;
 #[cfg(not(target_os = "linux"))]
 const TCP_INQ_TYPE: i32 = 36;
+
+/// Where a send stamp's `struct sock_extended_err` comes: `SOL_IP`/`IP_RECVERR` and
+/// `SOL_IPV6`/`IPV6_RECVERR` (Linux's values, the same on every architecture).
+const RECVERR: [(i32, i32); 2] = [(0, 11), (41, 25)];
+/// `sock_extended_err.ee_origin` of a timestamp (`SO_EE_ORIGIN_TIMESTAMPING`) and its
+/// `ee_info` for a stamp taken as the packet went to the device (`SCM_TSTAMP_SND`).
+const ORIGIN_TIMESTAMPING: u8 = 4;
+const TSTAMP_SND: u32 = 0;
+/// `struct sock_extended_err { u32 ee_errno; u8 ee_origin, ee_type, ee_code, ee_pad; u32
+/// ee_info; u32 ee_data; }`.
+const EXTENDED_ERR_LEN: usize = 16;
 
 /// `struct cmsghdr` on a 64-bit target: `size_t cmsg_len; int cmsg_level; int cmsg_type;`.
 const HDR: usize = 16;
@@ -95,6 +106,45 @@ pub fn rx_software_stamp_ns(control: &[u8]) -> Option<u64> {
     let sec = i64::from_ne_bytes(word(&p[0..8])?);
     let nsec = i64::from_ne_bytes(word(&p[8..16])?);
     timespec_ns(sec, nsec)
+}
+
+/// One send stamp from a socket's error queue (`SO_TIMESTAMPING` with
+/// `SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_OPT_ID`): when the kernel handed the bytes
+/// of one send to the device, and which send it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SendStamp {
+    /// `ee_data`: on TCP, the stream offset of the send's last byte, counted from the first
+    /// byte sent after stamping was turned on (modulo 2^32).
+    pub key: u32,
+    /// The software stamp (`ts[0]`), `CLOCK_REALTIME` ns since the epoch.
+    pub ns: u64,
+}
+
+/// The send stamp in `control`, the bytes a `recvmsg(MSG_ERRQUEUE)` filled: its
+/// `SCM_TIMESTAMPING` message and the extended error that says it is a timestamp taken at the
+/// device (`SO_EE_ORIGIN_TIMESTAMPING`, `SCM_TSTAMP_SND`). `None` when either is missing or
+/// cut short, the error is another kind, or the stamp is zero or not a valid time.
+pub fn tx_software_stamp(control: &[u8]) -> Option<SendStamp> {
+    let ns = rx_software_stamp_ns(control)?;
+    let e = RECVERR
+        .iter()
+        .find_map(|&(level, ty)| message(control, level, ty))?;
+    let e = e.get(..EXTENDED_ERR_LEN)?;
+    let info = u32::from_ne_bytes(e[8..12].try_into().ok()?);
+    if e[4] != ORIGIN_TIMESTAMPING || info != TSTAMP_SND {
+        return None;
+    }
+    let key = u32::from_ne_bytes(e[12..16].try_into().ok()?);
+    Some(SendStamp { key, ns })
+}
+
+/// A kernel stamp `kernel_ns` put on the TSC clock: the TSC reading `tsc` minus how long
+/// before the realtime reading `realtime_ns` taken with it (see [`clock_pair`]) the stamp
+/// was. `None` when the stamp is after that reading or more than [`MAX_WAKEUP_NS`] before it
+/// (the realtime clock was stepped).
+pub fn onto_tsc(clock: &Clock, tsc: u64, realtime_ns: u64, kernel_ns: u64) -> Option<u64> {
+    let late = wakeup_ns(kernel_ns, realtime_ns)?;
+    Some(clock.sub_ns(tsc, u64::from(late)))
 }
 
 /// The bytes left in the socket's receive queue after the read (`TCP_CM_INQ`, sent with every
@@ -279,6 +329,71 @@ mod tests {
         // Another level's message of the same type is not it.
         assert_eq!(
             tcp_inq(&cmsg(LEVEL, TCP_INQ_TYPE, &5i32.to_ne_bytes())),
+            None
+        );
+    }
+
+    /// `struct sock_extended_err` as the kernel fills it for a timestamp: `ENOMSG`, origin,
+    /// `ee_info` (which stamp), `ee_data` (the key).
+    fn extended_err(origin: u8, info: u32, key: u32) -> Vec<u8> {
+        let mut e = 42u32.to_ne_bytes().to_vec();
+        e.extend_from_slice(&[origin, 0, 0, 0]);
+        e.extend_from_slice(&info.to_ne_bytes());
+        e.extend_from_slice(&key.to_ne_bytes());
+        e
+    }
+
+    /// What `recvmsg(MSG_ERRQUEUE)` fills for one send stamp of a TCP socket: the stamp, then
+    /// the extended error (IPv4's level, or IPv6's).
+    #[test]
+    fn reads_a_send_stamp_and_its_key() {
+        let stamp = stamping([T, (0, 0), (0, 0)]);
+        for (level, ty) in RECVERR {
+            let mut buf = stamp.clone();
+            buf.extend(cmsg(level, ty, &extended_err(4, 0, 4_095)));
+            let want = SendStamp {
+                key: 4_095,
+                ns: T_NS,
+            };
+            assert_eq!(tx_software_stamp(&buf), Some(want));
+            // Either order.
+            let mut rev = cmsg(level, ty, &extended_err(4, 0, 4_095));
+            rev.extend(&stamp);
+            assert_eq!(tx_software_stamp(&rev), Some(want));
+            // Cut anywhere short of the error's last byte: none.
+            for cut in 0..stamp.len() + HDR + EXTENDED_ERR_LEN {
+                assert_eq!(tx_software_stamp(&buf[..cut]), None, "cut at {cut}");
+            }
+        }
+        let with = |e: Vec<u8>| {
+            let mut buf = stamp.clone();
+            buf.extend(cmsg(0, 11, &e));
+            tx_software_stamp(&buf)
+        };
+        // Another origin (a real ICMP error, 2), another stamp (SCM_TSTAMP_ACK, 2), or no
+        // stamp at all: none.
+        assert_eq!(with(extended_err(2, 0, 1)), None);
+        assert_eq!(with(extended_err(4, 2, 1)), None);
+        let mut zero = stamping([(0, 0), (0, 0), (0, 0)]);
+        zero.extend(cmsg(0, 11, &extended_err(4, 0, 1)));
+        assert_eq!(tx_software_stamp(&zero), None);
+        assert_eq!(
+            tx_software_stamp(&cmsg(0, 11, &extended_err(4, 0, 1))),
+            None
+        );
+    }
+
+    #[test]
+    fn a_kernel_stamp_goes_onto_the_tsc_clock_by_its_age() {
+        // The mock clock's raw tick is 1 ns: a stamp 7 µs before the realtime reading is 7 µs
+        // before the TSC reading taken with it.
+        let (clock, _h) = Clock::mock();
+        assert_eq!(onto_tsc(&clock, 50_000, T_NS, T_NS - 7_000), Some(43_000));
+        assert_eq!(onto_tsc(&clock, 50_000, T_NS, T_NS), Some(50_000));
+        // After the reading, or older than MAX_WAKEUP_NS: the clock was stepped.
+        assert_eq!(onto_tsc(&clock, 50_000, T_NS, T_NS + 1), None);
+        assert_eq!(
+            onto_tsc(&clock, 50_000, T_NS, T_NS - MAX_WAKEUP_NS - 1),
             None
         );
     }

@@ -63,6 +63,9 @@ pub struct Shape {
     /// Open every stream's connection before the start (`--preconnect`, as `bench serve
     /// --preconnect`), so the start is requests only.
     pub preconnect: bool,
+    /// The simulated server takes the kernel's send stamp of every write (`--send-stamps`,
+    /// `mock::sendstamp`), and the client is scored against those too.
+    pub send_stamps: bool,
 }
 
 impl Shape {
@@ -267,6 +270,24 @@ pub struct Report {
     /// and p99, µs (`None` without any).
     pub gap_error_apart_us_p50: Option<f64>,
     pub gap_error_apart_us_p99: Option<f64>,
+    /// Whether the simulated server took the kernel's send stamp of each write
+    /// (`--send-stamps`): the truth at a point, not a span. The figures below are `None`
+    /// without them.
+    pub send_stamps: bool,
+    /// Percent of matched tokens whose write had a send stamp (100 on loopback).
+    pub send_stamped_percent: Option<f64>,
+    /// Send stamps before their own write began: 0 unless stamps are matched to the wrong
+    /// writes. Those after it returned: bytes TCP held back and sent later (a congestion window
+    /// waiting for a slow reader's ACKs), when the write's return is not when they left.
+    pub send_stamps_before_write: Option<u64>,
+    pub send_stamps_after_write: Option<u64>,
+    /// The true gap error against the send stamps (each gap between the kernel's stamps of its
+    /// two writes): the client's own error, without the writes' spans; p50, p99, max, µs.
+    pub gap_error_from_send_us_p50: Option<f64>,
+    pub gap_error_from_send_us_p99: Option<f64>,
+    pub gap_error_from_send_us_max: Option<f64>,
+    /// Percent of gaps with a bound whose bound holds the gap between the send stamps.
+    pub gap_bound_coverage_from_send_percent: Option<f64>,
     /// Tokens per read that completed token events.
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
@@ -419,6 +440,7 @@ fn mock_config(shape: &Shape, sink: TraceSink) -> MockConfig {
     c.max_model_len = c.max_model_len.max(shape.tokens + 64);
     c.admission_delay = shape.first_token;
     c.trace_sink = Some(sink);
+    c.send_stamps = shape.send_stamps;
     c
 }
 
@@ -757,6 +779,14 @@ impl Report {
             gap_error_beyond_truth_us_p99: None,
             gap_error_apart_us_p50: None,
             gap_error_apart_us_p99: None,
+            send_stamps: shape.send_stamps,
+            send_stamped_percent: None,
+            send_stamps_before_write: None,
+            send_stamps_after_write: None,
+            gap_error_from_send_us_p50: None,
+            gap_error_from_send_us_p99: None,
+            gap_error_from_send_us_max: None,
+            gap_bound_coverage_from_send_percent: None,
             tokens_per_read_mean: None,
             tokens_per_read_max: None,
             reads_left_data_percent: None,
@@ -801,6 +831,16 @@ struct OwnStamps {
     /// for the gaps read apart.
     beyond_truth_us: Vec<f64>,
     apart_beyond_truth_us: Vec<f64>,
+    /// With send stamps: per scored gap with both, the error against the gap between them, µs;
+    /// gaps with a bound, and those whose bound held that gap.
+    sent_gap_error_us: Vec<f64>,
+    sent_bounded: u64,
+    sent_covered: u64,
+    /// Matched tokens with a send stamp, and those whose stamp lies before its write began or
+    /// after it returned (see [`Report::send_stamps_before_write`]).
+    sent_stamped: u64,
+    sent_before_write: u64,
+    sent_after_write: u64,
     /// Streams whose first token has a bound, and those whose true arrival lay inside it.
     ttft_bounded: u64,
     ttft_covered: u64,
@@ -864,6 +904,15 @@ impl OwnStamps {
         r.gap_error_apart_us_p50 = stats::percentile(&self.apart_beyond_truth_us, 50.0);
         r.gap_error_apart_us_p99 = stats::percentile(&self.apart_beyond_truth_us, 99.0);
         r.ttft_bound_coverage_percent = share(self.ttft_covered, self.ttft_bounded);
+        if r.send_stamps {
+            r.send_stamped_percent = share(self.sent_stamped, self.delivery_us.len() as u64);
+            r.send_stamps_before_write = Some(self.sent_before_write);
+            r.send_stamps_after_write = Some(self.sent_after_write);
+            r.gap_error_from_send_us_p50 = stats::percentile(&self.sent_gap_error_us, 50.0);
+            r.gap_error_from_send_us_p99 = stats::percentile(&self.sent_gap_error_us, 99.0);
+            r.gap_error_from_send_us_max = stats::percentile(&self.sent_gap_error_us, 100.0);
+            r.gap_bound_coverage_from_send_percent = share(self.sent_covered, self.sent_bounded);
+        }
         r.ttft_bound_misses_us = self.ttft_misses_us.clone();
         r.tokens_per_read_mean = lag.tokens_per_read_mean;
         r.tokens_per_read_max = lag.tokens_per_read_max;
@@ -906,6 +955,17 @@ impl OwnStamps {
             }
         }
         why
+    }
+
+    /// One gap against the kernel's send stamps of its two writes (`true_ns` between them):
+    /// the error, and whether the bound the client stated held it.
+    fn score_sent_gap(&mut self, measured_ns: i64, true_ns: i64, gap: Option<&Gap>) {
+        self.sent_gap_error_us
+            .push((measured_ns - true_ns).unsigned_abs() as f64 / 1e3);
+        if let Some(g) = gap.filter(|g| g.bound_ns().is_some()) {
+            self.sent_bounded += 1;
+            self.sent_covered += u64::from(g.covers(true_ns, true_ns));
+        }
     }
 
     /// One scored gap: the client's and the server's (between the writes' returns, and the
@@ -1037,6 +1097,13 @@ fn match_stream(
             continue;
         };
         scores.tokens_matched += 1;
+        let sent = server.writes_sent_raw.get(k).copied().flatten();
+        if let Some(t) = sent {
+            own.sent_stamped += 1;
+            let began = server.writes_before_raw.get(k).copied().flatten();
+            own.sent_before_write += u64::from(t < began.unwrap_or(t));
+            own.sent_after_write += u64::from(t > s_raw);
+        }
         own.delivery_us
             .push(clock.signed_delta_ns(s_raw, c) as f64 / 1e3);
         if k == 0 {
@@ -1082,6 +1149,13 @@ fn match_stream(
                 (Some(a), Some(b)) => Some(Gap::between(&a, &b, clock)),
                 _ => None,
             };
+            let sent_gap = match (server.writes_sent_raw.get(k - 1), sent) {
+                (Some(&Some(a)), Some(b)) => Some(clock.signed_delta_ns(a, b)),
+                _ => None,
+            };
+            if let Some(t) = sent_gap {
+                own.score_sent_gap(measured, t, bound.as_ref());
+            }
             own.score_gap(measured, truth, truth_span, bound);
         }
         prev = Some((c, s_raw));
@@ -1523,6 +1597,10 @@ fn write_client_cost(w: &mut impl std::io::Write, r: &Report) -> std::io::Result
     writeln!(w, "  peak RSS          {:.1} MB ({whose})", r.peak_rss_mb)
 }
 
+fn opt_count(n: Option<u64>) -> String {
+    n.map_or_else(|| "n/a".to_string(), |n| n.to_string())
+}
+
 /// The bounds the client stated against the truth, and the verdict beside the trace's.
 fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     let Some(bound) = r.gap_bound_us_p99 else {
@@ -1558,6 +1636,19 @@ fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> 
         opt_fixed(r.dispatch_lag_ms_p99, 3),
         opt_fixed(r.ttft_bound_coverage_percent, 1),
     )?;
+    if r.send_stamps {
+        writeln!(
+            w,
+            "  send stamps       {}% of tokens; true error {} us p50, {} us p99, {} us max against them; {}% of bounded gaps inside; {} stamps before their write began, {} after it returned",
+            opt_fixed(r.send_stamped_percent, 2),
+            opt_fixed(r.gap_error_from_send_us_p50, 1),
+            opt_fixed(r.gap_error_from_send_us_p99, 1),
+            opt_fixed(r.gap_error_from_send_us_max, 1),
+            opt_fixed(r.gap_bound_coverage_from_send_percent, 2),
+            opt_count(r.send_stamps_before_write),
+            opt_count(r.send_stamps_after_write),
+        )?;
+    }
     if !r.ttft_bound_misses_us.is_empty() {
         let by: Vec<String> = r
             .ttft_bound_misses_us
@@ -1639,6 +1730,7 @@ mod tests {
             due_ns: t.saturating_sub(5_000),
             t_raw: t,
             t_before_raw: t,
+            t_sent_raw: 0,
             // The request reached the server 800 ns after the send stamp (1_000) below.
             arrival_ns: 1_800,
             arrival_raw: 1_800,
@@ -1656,6 +1748,7 @@ mod tests {
             client_threads: 1,
             kernel_stamps: true,
             packet_stamps: false,
+            send_stamps: false,
             preconnect: false,
         }
     }

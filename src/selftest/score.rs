@@ -51,6 +51,9 @@ pub struct ServerRequest {
     /// When each of those writes began, raw: the kernel took the bytes between it and the
     /// write's return.
     pub writes_before_raw: Vec<Option<u64>>,
+    /// The kernel's send stamp of each of those writes, raw (`selftest --send-stamps`); `None`
+    /// where it gave none.
+    pub writes_sent_raw: Vec<Option<u64>>,
 }
 
 impl ServerRequest {
@@ -71,10 +74,12 @@ pub fn index_trace(trace: &[TraceRec]) -> HashMap<String, ServerRequest> {
             s.writes_ns.resize(i + 1, None);
             s.writes_raw.resize(i + 1, None);
             s.writes_before_raw.resize(i + 1, None);
+            s.writes_sent_raw.resize(i + 1, None);
         }
         s.writes_ns[i] = Some(r.t_ns);
         s.writes_raw[i] = Some(r.t_raw);
         s.writes_before_raw[i] = Some(r.t_before_raw);
+        s.writes_sent_raw[i] = (r.t_sent_raw != 0).then_some(r.t_sent_raw);
         s.arrival_ns = r.arrival_ns;
         s.arrival_raw = r.arrival_raw;
     }
@@ -348,11 +353,7 @@ mod tests {
             t_ns,
             due_ns: t_ns,
             arrival_ns,
-            arrival_raw: 0,
-            queued_ns: 0,
-            scheduled_ns: 0,
-            t_raw: 0,
-            t_before_raw: 0,
+            ..TraceRec::default()
         }
     }
 

@@ -52,8 +52,7 @@ impl<'a> PacketClock<'a> {
     /// The ring's stamp of the stream byte at `offset`, on the TSC clock.
     fn stamp_of(&self, offset: u64) -> Option<u64> {
         let ns = self.map.arrival(offset)?;
-        let late = stamp::wakeup_ns(ns, self.realtime_ns)?;
-        Some(self.clock.sub_ns(self.tsc, u64::from(late)))
+        stamp::onto_tsc(self.clock, self.tsc, self.realtime_ns, ns)
     }
 
     /// How long before the read returned an event stamped `t` (by [`ReadClock::at`]) arrived,
