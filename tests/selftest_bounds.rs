@@ -100,11 +100,13 @@ fn check_bounds_hold(name: &str, r: &Report) {
 /// writes' spans hold and the send stamps do not (docs/selftest.md).
 fn check_send_stamps(name: &str, r: &Report) {
     eprintln!(
-        "{name}: against the send stamps: true gap error p50 {:?} p99 {:?} max {:?} us, coverage {:?}%, {:?} before their write, {:?} after it",
+        "{name}: against the send stamps: true gap error p50 {:?} p99 {:?} max {:?} us, coverage {:?}%, stamped {:?} / {:?} us p50 / p99 after them, {:?} before their write, {:?} after it",
         r.gap_error_from_send_us_p50,
         r.gap_error_from_send_us_p99,
         r.gap_error_from_send_us_max,
         r.gap_bound_coverage_from_send_percent,
+        r.delivery_from_send_us_p50,
+        r.delivery_from_send_us_p99,
         r.send_stamps_before_write,
         r.send_stamps_after_write,
     );
@@ -120,6 +122,17 @@ fn check_send_stamps(name: &str, r: &Report) {
         before * 1000 <= r.tokens_matched,
         "{name}: {before} of {} send stamps before their write began: {r:?}",
         r.tokens_matched
+    );
+    // No token reaches the client before the kernel sent it: the client's stamps lie after the
+    // send stamps, but for the two clock pairs' few hundred ns (at the median, which a rare
+    // pair split by a pause cannot move; a stamp put on the clock the wrong way is off by the
+    // read's age, ms).
+    let p50 = r
+        .delivery_from_send_us_p50
+        .expect("tokens with send stamps");
+    assert!(
+        p50 >= -2.0,
+        "{name}: stamped {p50} us p50 after the send stamps: {r:?}"
     );
     // Each send stamp inside its write puts each gap between them inside the truth's span, so
     // the error against them is at least the error beyond the span, gap by gap.

@@ -288,6 +288,11 @@ pub struct Report {
     pub gap_error_from_send_us_max: Option<f64>,
     /// Percent of gaps with a bound whose bound holds the gap between the send stamps.
     pub gap_bound_coverage_from_send_percent: Option<f64>,
+    /// Each token's stamp minus its write's send stamp, p50 and p99, µs: how long after the
+    /// kernel sent a token the client says it arrived (first tokens included, so TTFT's own
+    /// error against a point).
+    pub delivery_from_send_us_p50: Option<f64>,
+    pub delivery_from_send_us_p99: Option<f64>,
     /// Tokens per read that completed token events.
     pub tokens_per_read_mean: Option<f64>,
     pub tokens_per_read_max: Option<f64>,
@@ -787,6 +792,8 @@ impl Report {
             gap_error_from_send_us_p99: None,
             gap_error_from_send_us_max: None,
             gap_bound_coverage_from_send_percent: None,
+            delivery_from_send_us_p50: None,
+            delivery_from_send_us_p99: None,
             tokens_per_read_mean: None,
             tokens_per_read_max: None,
             reads_left_data_percent: None,
@@ -841,6 +848,8 @@ struct OwnStamps {
     sent_stamped: u64,
     sent_before_write: u64,
     sent_after_write: u64,
+    /// Per matched token with a send stamp: the client's stamp minus it, µs.
+    delivery_from_send_us: Vec<f64>,
     /// Streams whose first token has a bound, and those whose true arrival lay inside it.
     ttft_bounded: u64,
     ttft_covered: u64,
@@ -912,6 +921,9 @@ impl OwnStamps {
             r.gap_error_from_send_us_p99 = stats::percentile(&self.sent_gap_error_us, 99.0);
             r.gap_error_from_send_us_max = stats::percentile(&self.sent_gap_error_us, 100.0);
             r.gap_bound_coverage_from_send_percent = share(self.sent_covered, self.sent_bounded);
+            let d = &self.delivery_from_send_us;
+            r.delivery_from_send_us_p50 = stats::percentile(d, 50.0);
+            r.delivery_from_send_us_p99 = stats::percentile(d, 99.0);
         }
         r.ttft_bound_misses_us = self.ttft_misses_us.clone();
         r.tokens_per_read_mean = lag.tokens_per_read_mean;
@@ -1103,6 +1115,8 @@ fn match_stream(
             let began = server.writes_before_raw.get(k).copied().flatten();
             own.sent_before_write += u64::from(t < began.unwrap_or(t));
             own.sent_after_write += u64::from(t > s_raw);
+            own.delivery_from_send_us
+                .push(clock.signed_delta_ns(t, c) as f64 / 1e3);
         }
         own.delivery_us
             .push(clock.signed_delta_ns(s_raw, c) as f64 / 1e3);
@@ -1639,12 +1653,14 @@ fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> 
     if r.send_stamps {
         writeln!(
             w,
-            "  send stamps       {}% of tokens; true error {} us p50, {} us p99, {} us max against them; {}% of bounded gaps inside; {} stamps before their write began, {} after it returned",
+            "  send stamps       {}% of tokens; true error {} us p50, {} us p99, {} us max against them; {}% of bounded gaps inside; tokens stamped {} us p50, {} us p99 after them; {} stamps before their write began, {} after it returned",
             opt_fixed(r.send_stamped_percent, 2),
             opt_fixed(r.gap_error_from_send_us_p50, 1),
             opt_fixed(r.gap_error_from_send_us_p99, 1),
             opt_fixed(r.gap_error_from_send_us_max, 1),
             opt_fixed(r.gap_bound_coverage_from_send_percent, 2),
+            opt_fixed(r.delivery_from_send_us_p50, 1),
+            opt_fixed(r.delivery_from_send_us_p99, 1),
             opt_count(r.send_stamps_before_write),
             opt_count(r.send_stamps_after_write),
         )?;
