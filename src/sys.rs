@@ -302,6 +302,31 @@ fn uname() -> Option<(String, String, String)> {
     Some((field(&u.sysname), field(&u.release), field(&u.machine)))
 }
 
+/// `setsockopt` of one `int` (the kernel reads `SO_TIMESTAMPING`'s flags as one too).
+#[cfg(unix)]
+pub fn set_int_option(
+    fd: std::os::fd::RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: a valid fd and a pointer to a c_int of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,9 +129,10 @@ pub async fn serve(
                     let (clock, start) = app.driver.time_base();
                     let w = trace::WriteStamper::new(t.clone(), clock, start);
                     // A connection the kernel will not stamp keeps its writes' spans alone.
-                    match app.cfg.send_stamps && sendstamp::enable(sock.as_raw_fd()).is_ok() {
-                        true => w.with_send_stamps(sock.as_raw_fd()),
-                        false => w,
+                    if app.cfg.send_stamps && sendstamp::enable(sock.as_raw_fd()).is_ok() {
+                        w.with_send_stamps(sock.as_raw_fd())
+                    } else {
+                        w
                     }
                 });
                 let ctl = Arc::new(ConnCtl::new(sock.as_raw_fd(), stamper));

@@ -23,7 +23,10 @@ use std::os::fd::RawFd;
 /// SOF_TIMESTAMPING_OPT_TSONLY`: software stamps as the bytes go to the device, keyed by
 /// stream offset, without the payload looped back.
 #[cfg(target_os = "linux")]
-const FLAGS: u32 = (1 << 1) | (1 << 4) | (1 << 7) | (1 << 11);
+const FLAGS: u32 = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+    | libc::SOF_TIMESTAMPING_SOFTWARE
+    | libc::SOF_TIMESTAMPING_OPT_ID
+    | libc::SOF_TIMESTAMPING_OPT_TSONLY;
 
 /// Control buffer for one error-queue message: `SCM_TIMESTAMPING` (`CMSG_SPACE(48)`) and the
 /// extended error with the offender's address (`CMSG_SPACE(16 + 28)`), with room to spare.
@@ -35,21 +38,12 @@ const CONTROL: usize = 256;
 pub fn enable(fd: RawFd) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        let flags = FLAGS;
-        // SAFETY: fd is a live socket; setsockopt only reads the u32 it is given.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPING,
-                &flags as *const u32 as *const libc::c_void,
-                std::mem::size_of::<u32>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        crate::sys::set_int_option(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            FLAGS as libc::c_int,
+        )
     }
     #[cfg(not(target_os = "linux"))]
     {

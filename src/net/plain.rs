@@ -30,6 +30,7 @@ mod linux {
     use super::*;
     use crate::clock::realtime_ns;
     use crate::net::stamp::{self, CONTROL_LEN};
+    use crate::sys::set_int_option;
     use std::io::Write;
     use std::mem::MaybeUninit;
     use std::os::fd::AsRawFd;
@@ -247,30 +248,6 @@ mod linux {
     /// the receive queue (`net::stamp::tcp_inq`), at no extra call.
     fn enable_inq(fd: std::os::fd::RawFd) -> io::Result<()> {
         set_int_option(fd, libc::SOL_TCP, libc::TCP_INQ, 1)
-    }
-
-    /// `setsockopt` of one `int` (the kernel reads `SO_TIMESTAMPING`'s flags as one too).
-    fn set_int_option(
-        fd: std::os::fd::RawFd,
-        level: libc::c_int,
-        name: libc::c_int,
-        value: libc::c_int,
-    ) -> io::Result<()> {
-        // SAFETY: a valid fd and a pointer to a c_int of the size passed.
-        let rc = unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
     }
 
     /// One `recvmsg` into `data`, with `control` for the stamp and bytes-left messages when
