@@ -30,7 +30,7 @@ struct Wrap {
 
 fn config(m: &MockServer, extra: &[&str]) -> ServeConfig {
     let url = m.url();
-    let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
+    let mut argv = vec!["x", "--base-url", &url];
     argv.extend_from_slice(extra);
     Wrap::parse_from(argv).a.validate().expect("valid flags")
 }
