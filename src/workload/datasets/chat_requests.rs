@@ -1,7 +1,7 @@
 //! SGLang's `openai`: JSON lines, each a whole chat request, sent with its own fields.
 
 use super::common::{need_path, read};
-use super::{ChatLen, DatasetConfig, DatasetError, PromptSource, Sample};
+use super::{DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
 use std::sync::Arc;
 
 /// The fields of a chat request row that are not sent with it: the messages go as the request's
@@ -14,12 +14,17 @@ const CHAT_REQUEST_OWN: [&str; 4] = ["messages", "max_tokens", "max_completion_t
 /// is not JSON is skipped and not counted. A row whose `messages` is missing or empty is skipped
 /// after that; one that is not an object, or whose `messages` is not a list, is an error (SGLang
 /// stops on it too). The output length is `--sharegpt-output-len` when above 0, else the row's
-/// `max_tokens`, else 256; the input length is `chat_len` of the row; every other field (save
+/// `max_tokens`, else 256; the input length is `tokens`' `chat_len` of the row; every other field (save
 /// `max_completion_tokens` and `model`) is sent with the row.
 pub fn chat_requests(
     cfg: &DatasetConfig,
-    chat_len: &mut ChatLen<'_>,
+    tokens: &mut dyn Tokens,
 ) -> Result<Vec<Sample>, DatasetError> {
+    let Some(chat_len) = tokens.chat_len() else {
+        return Err(DatasetError::Invalid(
+            "a dataset of chat requests needs the model's chat template to count its rows".into(),
+        ));
+    };
     let path = need_path(cfg)?;
     let text = read(path)?;
     let mut rows = Vec::new();
@@ -106,8 +111,8 @@ mod tests {
             ..Default::default()
         };
         // The row's length: its byte count, to see which rows were measured.
-        let mut len = |row: &str| -> Result<u64, String> { Ok(row.len() as u64) };
-        let s = load(&cfg, &mut words, None, Some(&mut len)).unwrap();
+        let len = |row: &str| -> Result<u64, String> { Ok(row.len() as u64) };
+        let s = load(&cfg, &mut Templated::measuring(len)).unwrap();
         // Three parsed lines (the one that is not JSON does not count), the empty one dropped.
         assert_eq!(s.len(), 2);
         let PromptSource::Chat { messages, extra } = &s[0].prompt else {
@@ -129,20 +134,18 @@ mod tests {
             sharegpt_output_len: Some(4),
             ..cfg.clone()
         };
-        let s = load(&all, &mut words, None, Some(&mut len)).unwrap();
+        let s = load(&all, &mut Templated::measuring(len)).unwrap();
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(|x| x.output_len == 4));
         // Without the template's measure the dataset cannot be built.
-        assert!(load(&cfg, &mut words, None, None).is_err());
+        assert!(load(&cfg, &mut words).is_err());
         let bad = file("{\"messages\": \"hi\"}\n");
         let e = load(
             &DatasetConfig {
                 path: Some(bad.path().into()),
                 ..cfg
             },
-            &mut words,
-            None,
-            Some(&mut len),
+            &mut Templated::measuring(len),
         )
         .unwrap_err()
         .to_string();

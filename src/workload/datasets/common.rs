@@ -1,7 +1,7 @@
 //! What several file datasets share: the file read, texts counted and wrapped, SGLang's prompt
 //! suffix, and vLLM's oversampling.
 
-use super::{DatasetConfig, DatasetError, PromptWrap, Sample, TokenCounter};
+use super::{DatasetConfig, DatasetError, Sample, Tokens};
 use crate::workload::pyrandom::PyRandom;
 use std::path::PathBuf;
 
@@ -36,8 +36,8 @@ pub(super) fn read(path: &PathBuf) -> Result<String, DatasetError> {
     })
 }
 
-pub(super) fn counted(count: &mut TokenCounter<'_>, text: &str) -> Result<u64, DatasetError> {
-    count(text).map_err(DatasetError::Count)
+pub(super) fn counted(tokens: &mut dyn Tokens, text: &str) -> Result<u64, DatasetError> {
+    tokens.count(text).map_err(DatasetError::Count)
 }
 
 /// SGLang's `--prompt-suffix`: `suffix`, then "Assistant:", after the prompt with its own
@@ -51,12 +51,12 @@ pub fn with_suffix<'p>(prompt: &'p str, suffix: &str) -> std::borrow::Cow<'p, st
     std::borrow::Cow::Owned(format!("{head}{suffix}{ASSISTANT}"))
 }
 
-/// `prompt` through `wrap` when there is one, else as it is.
+/// `prompt` through the chat template's wrap when `tokens` has one, else as it is.
 pub(super) fn wrapped<'p>(
-    wrap: &mut Option<&mut PromptWrap<'_>>,
+    tokens: &mut dyn Tokens,
     prompt: &'p str,
 ) -> Result<std::borrow::Cow<'p, str>, DatasetError> {
-    match wrap {
+    match tokens.wrap() {
         Some(w) => w(prompt)
             .map(std::borrow::Cow::Owned)
             .map_err(DatasetError::Invalid),

@@ -1,17 +1,13 @@
 //! vLLM's `custom`: JSON lines with a `prompt`, shuffled (Python's `random`) and oversampled.
 
 use super::common::{counted, fill_to, need_path, read, wrapped};
-use super::{DatasetConfig, DatasetError, PromptSource, PromptWrap, Sample, TokenCounter};
+use super::{DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
 use crate::workload::pyrandom::PyRandom;
 
 /// The `custom` dataset: JSON lines with `prompt` and, read only when `--custom-output-len` is
 /// -1, `output_tokens` (vLLM's rule: the flag, 256 by default, sets every row's length),
 /// shuffled by the seed.
-pub fn custom(
-    cfg: &DatasetConfig,
-    count: &mut TokenCounter<'_>,
-    mut wrap: Option<&mut PromptWrap<'_>>,
-) -> Result<Vec<Sample>, DatasetError> {
+pub fn custom(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
     let mut rows = Vec::new();
@@ -57,8 +53,8 @@ pub fn custom(
     rows.truncate(cfg.num_prompts);
     let mut out = Vec::with_capacity(cfg.num_prompts);
     for (prompt, output_len) in rows {
-        let prompt = wrapped(&mut wrap, &prompt)?.into_owned();
-        let prompt_len = counted(count, &prompt)?;
+        let prompt = wrapped(tokens, &prompt)?.into_owned();
+        let prompt_len = counted(tokens, &prompt)?;
         out.push(Sample {
             group: None,
             prompt: PromptSource::Text(prompt),
@@ -78,7 +74,7 @@ mod tests {
     #[test]
     fn the_wrap_runs_before_counting_and_its_text_is_sent() {
         // Wrapping adds two words around each prompt: the count is the wrapped text's.
-        let mut wrap = |p: &str| -> Result<String, String> { Ok(format!("<u> {p} <a>")) };
+        let wrap = |p: &str| -> Result<String, String> { Ok(format!("<u> {p} <a>")) };
         let f = file("{\"prompt\": \"a b c\"}\n");
         let cfg = DatasetConfig {
             kind: DatasetKind::Custom,
@@ -86,7 +82,7 @@ mod tests {
             num_prompts: 1,
             ..Default::default()
         };
-        let s = load(&cfg, &mut words, Some(&mut wrap), None).unwrap();
+        let s = load(&cfg, &mut Templated::wrapping(wrap)).unwrap();
         assert_eq!(s[0].prompt_len, 5);
         assert!(matches!(&s[0].prompt, PromptSource::Text(t) if t == "<u> a b c <a>"));
         let g = file("[{\"conversations\": [{\"value\": \"d e\"}, {\"value\": \"f g h\"}]}]");
@@ -101,10 +97,10 @@ mod tests {
             ..Default::default()
         };
         // The reply is not wrapped; the context limit sees the wrapped prompt (4 + 3 = 7).
-        let s = load(&sg, &mut words, Some(&mut wrap), None).unwrap();
+        let s = load(&sg, &mut Templated::wrapping(wrap)).unwrap();
         assert_eq!((s[0].prompt_len, s[0].output_len), (4, 3));
-        let mut failing = |_: &str| -> Result<String, String> { Err("the template raised".into()) };
-        let e = load(&cfg, &mut words, Some(&mut failing), None)
+        let failing = |_: &str| -> Result<String, String> { Err("the template raised".into()) };
+        let e = load(&cfg, &mut Templated::wrapping(failing))
             .unwrap_err()
             .to_string();
         assert!(e.contains("the template raised"), "{e}");
@@ -123,7 +119,7 @@ mod tests {
             ..Default::default()
         };
         let lens = |cfg: &DatasetConfig| -> Vec<u64> {
-            load(cfg, &mut words, None, None)
+            load(cfg, &mut words)
                 .unwrap()
                 .iter()
                 .map(|s| s.prompt_len)
@@ -156,7 +152,7 @@ mod tests {
             ..Default::default()
         };
         // The flag (256 by default) sets every row's length, output_tokens or not (vLLM).
-        let mut s = load(&cfg, &mut words, None, None).unwrap();
+        let mut s = load(&cfg, &mut words).unwrap();
         s.sort_by_key(|x| x.prompt_len);
         assert_eq!((s[0].prompt_len, s[0].output_len), (2, 256));
         assert_eq!((s[1].prompt_len, s[1].output_len), (3, 256));
@@ -165,9 +161,7 @@ mod tests {
             custom_output_len: None,
             ..cfg.clone()
         };
-        let err = load(&from_rows, &mut words, None, None)
-            .unwrap_err()
-            .to_string();
+        let err = load(&from_rows, &mut words).unwrap_err().to_string();
         assert!(
             err.contains(":3:") && err.contains("output_tokens"),
             "{err}"
@@ -180,8 +174,6 @@ mod tests {
                 ..from_rows
             },
             &mut words,
-            None,
-            None,
         )
         .unwrap();
         assert_eq!((s[0].prompt_len, s[0].output_len), (3, 7));
@@ -192,8 +184,6 @@ mod tests {
                 ..cfg
             },
             &mut words,
-            None,
-            None,
         )
         .unwrap_err()
         .to_string();

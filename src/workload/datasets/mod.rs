@@ -1,10 +1,28 @@
 //! Datasets: each family builds [`Sample`]s (a prompt, its length in tokens and the output length
-//! to ask for, deterministic for a seed) from one settings value, [`DatasetConfig`], and what it
-//! needs of the model's tokenizer; [`load`] is the one entry.
+//! to ask for, deterministic for a seed) from one settings value, [`DatasetConfig`], and one
+//! token counter, [`Tokens`]; [`load`] is the one entry, and a front end only maps its
+//! reference's flags to the settings.
 //!
 //! Owns turning dataset flags (and files) into samples. It must never do network IO or read
-//! a clock: where a text must be measured in tokens, the caller passes a counter (the runner
-//! uses the server's `/tokenize`).
+//! a clock: where a text must be measured in tokens, the caller's [`Tokens`] does it (the runner
+//! uses the server's `/tokenize` or a local tokenizer). Each family's draws (numpy's generators,
+//! Python's `random`) are made in the reference's order in the family's own file.
+//!
+//! One file per family: `random` (vLLM's and SGLang's `random`, SGLang's `random-ids`, and
+//! SGLang's ShareGPT cuts), `sharegpt` (vLLM's and SGLang's rules, SGLang's `custom`), `sonnet`,
+//! `custom`, `burstgpt`, `prefix` (`prefix_repetition` and SGLang's generated-shared-prefix),
+//! `timed_trace`, `chat_requests` (SGLang's `openai`); `common` holds what file families share
+//! (the file read, counting, wrapping, oversampling), `text` turns token-id prompts into prose.
+//!
+//! How to add a family: write `datasets/<family>.rs` with one entry
+//! `pub(super) fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
+//! DatasetError>` (a family that measures no text may take `cfg` alone), its flags as fields of
+//! [`DatasetConfig`] (with the reference's defaults in its `Default`) and its tests beside it;
+//! add its [`DatasetKind`] arm (with `as_str`, `parse` and [`DatasetKind::token_ids`]), and its
+//! arm in [`load`]'s match. What it needs of the model goes through [`Tokens`] (add a method
+//! with a default there if it needs something new); the engine calls nothing else. A new
+//! [`PromptSource`] variant is the one change outside this folder (`sample.rs`, and the engine
+//! that sends it).
 
 mod burstgpt;
 mod chat_requests;
@@ -32,6 +50,7 @@ use std::path::PathBuf;
 pub use crate::workload::sample::{
     DatasetError, IdRange, PromptSource, Sample, VOCAB_LO, VOCAB_SPAN,
 };
+use crate::workload::tokenizer::LocalTokenizer;
 /// Which dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DatasetKind {
@@ -49,6 +68,18 @@ pub enum DatasetKind {
 }
 
 impl DatasetKind {
+    /// Whether the family's prompts are token ids (exact lengths by construction, sent as ids
+    /// where the server takes them); the others' are texts, measured by [`Tokens::count`].
+    pub fn token_ids(self) -> bool {
+        matches!(
+            self,
+            DatasetKind::Random
+                | DatasetKind::PrefixRepetition
+                | DatasetKind::TimedTrace
+                | DatasetKind::BurstGpt
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DatasetKind::Random => "random",
@@ -250,9 +281,6 @@ impl Default for DatasetConfig {
     }
 }
 
-/// Counts the tokens of a text (the server's `/tokenize`, or an estimate).
-pub type TokenCounter<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
-
 /// Turns a dataset's prompt into the text sent (the model's chat template around it, by
 /// [`DatasetConfig::chat_template`]'s rule).
 pub type PromptWrap<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
@@ -261,37 +289,75 @@ pub type PromptWrap<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
 /// (SGLang's `openai` dataset: the messages through the chat template, and the tools).
 pub type ChatLen<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
 
-/// A text's token ids, special tokens added (the model's tokenizer).
-pub type Encode<'a> = dyn FnMut(&str) -> Result<Vec<u32>, String> + 'a;
+/// What a family asks of the model while it loads, as one value: the run implements it once
+/// (the server's `/tokenize` or a local tokenizer, the chat template); a test can pass a closure
+/// that counts (`&mut |t: &str| Ok(..)`), which is a `Tokens` with nothing else.
+pub trait Tokens {
+    /// A text's length in tokens as the run counts texts (sharegpt, sonnet, custom, prompts
+    /// made into prose); token-id families never call it.
+    fn count(&mut self, text: &str) -> Result<u64, String>;
 
-/// The text of token ids (the model's tokenizer).
-pub type Decode<'a> = dyn FnMut(&[u32]) -> Result<String, String> + 'a;
+    /// What turns each prompt of the families that render a chat template (custom; SGLang's
+    /// sharegpt and custom) into the text sent, before it is counted; `None`: sent as written.
+    fn wrap(&mut self) -> Option<&mut PromptWrap<'_>> {
+        None
+    }
 
-/// Builds the samples. `count` measures texts (sharegpt, sonnet, custom); token-id datasets
-/// never call it. `wrap`, where given, turns each prompt of the datasets that render a chat
-/// template (custom; SGLang's sharegpt and custom) into the text sent, before it is counted.
-/// `chat_len` measures the rows of a dataset of whole chat requests, which needs it.
-pub fn load(
-    cfg: &DatasetConfig,
-    count: &mut TokenCounter<'_>,
-    wrap: Option<&mut PromptWrap<'_>>,
-    chat_len: Option<&mut ChatLen<'_>>,
-) -> Result<Vec<Sample>, DatasetError> {
+    /// What measures the rows of a dataset of whole chat requests, which needs it; `None`: the
+    /// model's chat template is not at hand.
+    fn chat_len(&mut self) -> Option<&mut ChatLen<'_>> {
+        None
+    }
+
+    /// The model's own tokenizer, loaded here (SGLang's `random` cuts its ShareGPT texts with
+    /// it); `None`: none, and SGLang's `random` draws token ids of its lengths instead.
+    fn tokenizer(&self) -> Option<&dyn Tokenizer> {
+        None
+    }
+}
+
+impl<F: FnMut(&str) -> Result<u64, String>> Tokens for F {
+    fn count(&mut self, text: &str) -> Result<u64, String> {
+        self(text)
+    }
+}
+
+/// The model's tokenizer, as a family that cuts texts by token ids uses it.
+pub trait Tokenizer {
+    /// A text's token ids, special tokens added.
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String>;
+    /// The text of token ids.
+    fn decode(&self, ids: &[u32]) -> Result<String, String>;
+    /// How many special tokens it adds to a text.
+    fn special_tokens(&self) -> u32;
+}
+
+impl Tokenizer for LocalTokenizer {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        LocalTokenizer::encode(self, text, true).map_err(|e| e.to_string())
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        LocalTokenizer::decode(self, ids).map_err(|e| e.to_string())
+    }
+
+    fn special_tokens(&self) -> u32 {
+        self.num_special_tokens()
+    }
+}
+
+/// Builds the samples of `cfg`'s family, measuring with `tokens` what it must (see [`Tokens`]).
+/// An empty set is an error.
+pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
     let samples = match cfg.kind {
-        DatasetKind::Random => random(cfg),
+        DatasetKind::Random => random::load(cfg, tokens),
         DatasetKind::PrefixRepetition => prefix_repetition(cfg),
-        DatasetKind::ShareGpt => sharegpt(cfg, count, wrap),
-        DatasetKind::Sonnet => sonnet(cfg, count),
-        DatasetKind::Custom => custom(cfg, count, wrap),
+        DatasetKind::ShareGpt => sharegpt(cfg, tokens),
+        DatasetKind::Sonnet => sonnet(cfg, tokens),
+        DatasetKind::Custom => custom(cfg, tokens),
         DatasetKind::TimedTrace => timed_trace::timed_trace(cfg),
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
-        DatasetKind::ChatRequests => match chat_len {
-            Some(len) => chat_requests(cfg, len),
-            None => Err(DatasetError::Invalid(
-                "a dataset of chat requests needs the model's chat template to count its rows"
-                    .into(),
-            )),
-        },
+        DatasetKind::ChatRequests => chat_requests(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -334,7 +400,7 @@ mod tests {
                 ids: r,
                 ..Default::default()
             };
-            let samples = load(&cfg, &mut words, None, None).unwrap();
+            let samples = load(&cfg, &mut words).unwrap();
             let mut ids = Vec::new();
             for s in &samples {
                 ids.clear();
@@ -369,7 +435,7 @@ mod tests {
                 sonnet_prefix_len: 5,
                 ..Default::default()
             };
-            if let Ok(s) = load(&cfg, &mut words, None, None) {
+            if let Ok(s) = load(&cfg, &mut words) {
                 proptest::prop_assert_eq!(s.len(), 3);
             }
         }
@@ -397,7 +463,7 @@ mod tests {
             prefix_repetition_num_prefixes: 4,
             ..Default::default()
         };
-        let err = load(&cfg, &mut words, None, None).unwrap_err().to_string();
+        let err = load(&cfg, &mut words).unwrap_err().to_string();
         assert!(
             err.contains("must be at least --prefix-repetition-num-prefixes"),
             "{err}"
@@ -407,7 +473,7 @@ mod tests {
             num_prompts: 0,
             ..Default::default()
         };
-        let err = load(&none, &mut words, None, None).unwrap_err().to_string();
+        let err = load(&none, &mut words).unwrap_err().to_string();
         assert!(err.contains("produced no prompts"), "{err}");
     }
 }
@@ -415,8 +481,45 @@ mod tests {
 /// What the families' tests share: a word counter, files, the naive twin of `write_ids`.
 #[cfg(test)]
 mod test_util {
-    use super::IdRange;
+    use super::{ChatLen, IdRange, PromptWrap, Tokens};
     use std::io::Write;
+
+    /// [`words`] with a chat template's functions, as the run's [`Tokens`] has them.
+    #[derive(Default)]
+    pub struct Templated {
+        wrap: Option<Box<PromptWrap<'static>>>,
+        chat_len: Option<Box<ChatLen<'static>>>,
+    }
+
+    impl Templated {
+        pub fn wrapping(w: impl FnMut(&str) -> Result<String, String> + 'static) -> Self {
+            Templated {
+                wrap: Some(Box::new(w)),
+                ..Default::default()
+            }
+        }
+
+        pub fn measuring(len: impl FnMut(&str) -> Result<u64, String> + 'static) -> Self {
+            Templated {
+                chat_len: Some(Box::new(len)),
+                ..Default::default()
+            }
+        }
+    }
+
+    impl Tokens for Templated {
+        fn count(&mut self, text: &str) -> Result<u64, String> {
+            words(text)
+        }
+
+        fn wrap(&mut self) -> Option<&mut PromptWrap<'_>> {
+            self.wrap.as_deref_mut().map(|w| w as &mut PromptWrap<'_>)
+        }
+
+        fn chat_len(&mut self) -> Option<&mut ChatLen<'_>> {
+            self.chat_len.as_deref_mut().map(|l| l as &mut ChatLen<'_>)
+        }
+    }
 
     pub fn words(s: &str) -> Result<u64, String> {
         Ok(s.split_whitespace().count() as u64)

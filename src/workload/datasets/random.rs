@@ -9,7 +9,7 @@
 
 use super::sharegpt::sglang_pairs;
 use super::{DatasetConfig, DatasetError, IdRange, PromptSource, RandomDraws, Sample};
-use super::{Decode, Encode};
+use super::{Tokenizer, Tokens};
 use crate::workload::numpy::{Generator, RandomState};
 use crate::workload::pyrandom::PyRandom;
 use rand::rngs::StdRng;
@@ -24,7 +24,44 @@ pub fn range_bounds(len: u32, ratio: f64) -> (u32, u32) {
     (lo, hi)
 }
 
-/// The `random` dataset.
+/// The `random` family: SGLang's `random` cuts its ShareGPT file (`--dataset-path`) with the
+/// model's tokenizer where `tokens` has one ([`sglang_sharegpt_cuts`]); every other `random`
+/// (and SGLang's without a tokenizer) is token ids of the drawn lengths ([`random`]).
+pub(super) fn load(
+    cfg: &DatasetConfig,
+    tokens: &mut dyn Tokens,
+) -> Result<Vec<Sample>, DatasetError> {
+    match (
+        cfg.cuts_sharegpt() && cfg.path.is_some(),
+        tokens.tokenizer(),
+    ) {
+        (true, Some(tok)) => sharegpt_cuts(cfg, tok),
+        _ => random(cfg),
+    }
+}
+
+/// [`sglang_sharegpt_cuts`] of the file at `--dataset-path`; a file with no conversation to
+/// cut is an error.
+fn sharegpt_cuts(cfg: &DatasetConfig, tok: &dyn Tokenizer) -> Result<Vec<Sample>, DatasetError> {
+    let path = cfg.path.as_deref().unwrap_or(std::path::Path::new(""));
+    let file = std::fs::read_to_string(path).map_err(|e| {
+        DatasetError::Invalid(format!(
+            "--dataset-name random reads SGLang's ShareGPT file {}: {e}",
+            path.display()
+        ))
+    })?;
+    let samples = sglang_sharegpt_cuts(cfg, &file, tok)?;
+    if samples.is_empty() {
+        return Err(DatasetError::Invalid(format!(
+            "--dataset-name random: {} has no conversation to cut (entries with two turns and a \
+             non-empty first one)",
+            path.display()
+        )));
+    }
+    Ok(samples)
+}
+
+/// The `random` dataset's token ids.
 pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
     let drawn = random_lengths(cfg)?;
     // The ids themselves are llmspeed's (a range every tokenizer shares, sent as ids): the
@@ -151,20 +188,19 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
 /// SGLang 0.5.23's `random` (`sample_random_requests` with `random_sample`): turn 0 of each
 /// ShareGPT entry with at least two turns (`conversations`, else `conversation`), the list
 /// shuffled by Python's `random` seeded with --seed; in that order each prompt encoded with the
-/// model's tokenizer (`encode`, special tokens added; an empty one skipped) and its ids cut,
-/// or repeated and cut, to the next drawn length ([`random_lengths`], numpy's, as for
-/// `random-ids` but without offsets); with `decode` (SGLang's text prompts, no
-/// `--tokenize-prompt`) each length first shortened by the tokenizer's `special` tokens (at
-/// least 1) and the ids decoded to the text sent, counted again by `encode` for the prompt's
-/// length; without it the ids themselves are sent, the drawn length. A file with fewer usable
+/// model's tokenizer (`tok`'s `encode`, special tokens added; an empty one skipped) and its ids
+/// cut, or repeated and cut, to the next drawn length ([`random_lengths`], numpy's, as for
+/// `random-ids` but without offsets); as text (`RandomDraws::Sglang`'s `text`: SGLang's text
+/// prompts, no `--tokenize-prompt`) each length first shortened by the tokenizer's special
+/// tokens (at least 1) and the ids decoded to the text sent, counted again by `encode` for the
+/// prompt's length; else the ids themselves are sent, the drawn length. A file with fewer usable
 /// entries sends fewer prompts, as SGLang's.
 pub fn sglang_sharegpt_cuts(
     cfg: &DatasetConfig,
     file: &str,
-    encode: &mut Encode<'_>,
-    mut decode: Option<&mut Decode<'_>>,
-    special: u32,
+    tok: &dyn Tokenizer,
 ) -> Result<Vec<Sample>, DatasetError> {
+    let as_text = matches!(cfg.random_draws, RandomDraws::Sglang { text: true, .. });
     let fmt = |msg: String| DatasetError::Format {
         path: cfg
             .path
@@ -189,22 +225,22 @@ pub fn sglang_sharegpt_cuts(
         if i == n {
             break;
         }
-        let ids = encode(prompt).map_err(DatasetError::Invalid)?;
+        let ids = tok.encode(prompt).map_err(DatasetError::Invalid)?;
         if ids.is_empty() {
             continue;
         }
-        let want = match decode {
-            Some(_) => drawn.input[i].saturating_sub(special).max(1),
-            None => drawn.input[i],
+        let want = match as_text {
+            true => drawn.input[i].saturating_sub(tok.special_tokens()).max(1),
+            false => drawn.input[i],
         } as usize;
         let cut: Vec<u32> = ids.iter().copied().cycle().take(want).collect();
-        let (prompt, prompt_len) = match decode.as_deref_mut() {
-            Some(decode) => {
-                let text = decode(&cut).map_err(DatasetError::Invalid)?;
-                let len = encode(&text).map_err(DatasetError::Invalid)?.len() as u64;
+        let (prompt, prompt_len) = match as_text {
+            true => {
+                let text = tok.decode(&cut).map_err(DatasetError::Invalid)?;
+                let len = tok.encode(&text).map_err(DatasetError::Invalid)?.len() as u64;
                 (PromptSource::Text(text), len)
             }
-            None => (
+            false => (
                 PromptSource::Synthetic {
                     prefix: cut.into(),
                     start: 0,

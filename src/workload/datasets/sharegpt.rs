@@ -2,32 +2,26 @@
 //! from each conversation, counted, filtered and shuffled (Python's `random`).
 
 use super::common::{counted, fill_to, need_path, read, with_suffix, wrapped};
-use super::TokenCounter;
-use super::{Conversations, DatasetConfig, DatasetError, PromptSource, PromptWrap, Sample};
+use super::{Conversations, DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
 use crate::workload::pyrandom::PyRandom;
 
 /// The `sharegpt` dataset: a prompt and its reply from each conversation, counted, filtered
 /// and shuffled by [`DatasetConfig::conversations`]' rules. The output length is the reply's
 /// token count, or `--sharegpt-output-len`.
-pub fn sharegpt(
-    cfg: &DatasetConfig,
-    count: &mut TokenCounter<'_>,
-    wrap: Option<&mut PromptWrap<'_>>,
-) -> Result<Vec<Sample>, DatasetError> {
+pub fn sharegpt(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
-    sharegpt_text(cfg, &path.display().to_string(), &text, count, wrap)
+    sharegpt_text(cfg, &path.display().to_string(), &text, tokens)
 }
 
 /// [`sharegpt`] on a file's text, `name` naming it in errors (the parser the fuzz target
-/// drives). `wrap` turns each prompt into the text sent before it is counted (SGLang's
+/// drives). `tokens`' wrap turns each prompt into the text sent before it is counted (SGLang's
 /// `--apply-chat-template`).
 pub fn sharegpt_text(
     cfg: &DatasetConfig,
     name: &str,
     text: &str,
-    count: &mut TokenCounter<'_>,
-    mut wrap: Option<&mut PromptWrap<'_>>,
+    tokens: &mut dyn Tokens,
 ) -> Result<Vec<Sample>, DatasetError> {
     let fmt = |msg: String| DatasetError::Format {
         path: name.to_string(),
@@ -60,11 +54,11 @@ pub fn sharegpt_text(
             break;
         }
         let prompt = with_suffix(prompt, &cfg.prompt_suffix);
-        let prompt = wrapped(&mut wrap, &prompt)?;
-        let prompt_len = counted(count, &prompt)?;
+        let prompt = wrapped(tokens, &prompt)?;
+        let prompt_len = counted(tokens, &prompt)?;
         let output_len = match cfg.sharegpt_output_len {
             Some(n) => n as u64,
-            None => counted(count, reply)?,
+            None => counted(tokens, reply)?,
         };
         // Counts come from the server's `/tokenize`: a huge one must be filtered, not overflow.
         let total = prompt_len.saturating_add(output_len);
@@ -215,7 +209,7 @@ mod tests {
             prompt_suffix: " six seven".into(),
             ..Default::default()
         };
-        let s = load(&cfg, &mut words, None, None).unwrap();
+        let s = load(&cfg, &mut words).unwrap();
         assert_eq!(
             s[0].prompt,
             PromptSource::Text("one two three six sevenAssistant:".into())
@@ -246,7 +240,7 @@ mod tests {
             num_prompts: 3,
             ..Default::default()
         };
-        let s = load(&cfg, &mut words, None, None).unwrap();
+        let s = load(&cfg, &mut words).unwrap();
         // Only the first conversation passes the 4-token minimum; it is oversampled to 3.
         assert_eq!(s.len(), 3);
         assert!(s.iter().all(
@@ -258,12 +252,12 @@ mod tests {
             sharegpt_output_len: Some(9),
             ..cfg.clone()
         };
-        assert!(load(&fixed, &mut words, None, None)
+        assert!(load(&fixed, &mut words)
             .unwrap()
             .iter()
             .all(|x| x.output_len == 9));
         let none = DatasetConfig { path: None, ..cfg };
-        assert!(load(&none, &mut words, None, None)
+        assert!(load(&none, &mut words)
             .unwrap_err()
             .to_string()
             .contains("--dataset-path"));
@@ -295,7 +289,7 @@ mod tests {
                 },
                 ..Default::default()
             };
-            let mut s: Vec<(u64, u32)> = load(&cfg, &mut words, None, None)
+            let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
                 .unwrap()
                 .iter()
                 .map(|x| (x.prompt_len, x.output_len))
@@ -322,7 +316,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let e = load(&none, &mut words, None, None).unwrap_err().to_string();
+        let e = load(&none, &mut words).unwrap_err().to_string();
         assert!(e.contains("--sharegpt-context-len"), "{e}");
     }
 
@@ -346,7 +340,7 @@ mod tests {
             },
             ..Default::default()
         };
-        let mut s: Vec<(u64, u32)> = load(&cfg, &mut words, None, None)
+        let mut s: Vec<(u64, u32)> = load(&cfg, &mut words)
             .unwrap()
             .iter()
             .map(|x| (x.prompt_len, x.output_len))
@@ -362,7 +356,7 @@ mod tests {
             },
             ..cfg
         };
-        assert!(load(&as_list, &mut words, None, None)
+        assert!(load(&as_list, &mut words)
             .unwrap_err()
             .to_string()
             .contains("not valid JSON"));
@@ -383,7 +377,7 @@ mod tests {
         // A `/tokenize` answer of u64::MAX for the reply: prompt + output must not wrap below
         // 2048 (which would keep the sample with a truncated output length).
         let mut bogus = |s: &str| Ok(if s == "REPLY" { u64::MAX } else { 5 });
-        let err = load(&cfg, &mut bogus, None, None).unwrap_err().to_string();
+        let err = load(&cfg, &mut bogus).unwrap_err().to_string();
         assert!(err.contains("no usable conversation"), "{err}");
     }
 }

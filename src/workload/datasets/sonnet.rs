@@ -1,7 +1,7 @@
 //! vLLM's `sonnet`: poem lines after an instruction, a shared prefix of the first lines.
 
 use super::common::{counted, need_path, read};
-use super::{DatasetConfig, DatasetError, PromptSource, Sample, TokenCounter};
+use super::{DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -12,10 +12,7 @@ pub const SONNET_BASE: &str = "Pick as many lines as you can from these poem lin
 /// about `--sonnet-prefix-len` tokens, then random lines up to `--sonnet-input-len` tokens.
 /// vLLM measures lengths through the model's chat template; without a tokenizer we measure the
 /// plain prompt, so lengths differ by the template's few tokens.
-pub fn sonnet(
-    cfg: &DatasetConfig,
-    count: &mut TokenCounter<'_>,
-) -> Result<Vec<Sample>, DatasetError> {
+pub fn sonnet(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
     let path = need_path(cfg)?;
     let text = read(path)?;
     let lines: Vec<&str> = text
@@ -30,7 +27,7 @@ pub fn sonnet(
     }
     let mut total = 0u64;
     for l in &lines {
-        total = total.saturating_add(counted(count, l)?);
+        total = total.saturating_add(counted(tokens, l)?);
     }
     if total == 0 {
         // A zero average would ask for billions of lines per prompt.
@@ -39,7 +36,7 @@ pub fn sonnet(
         ));
     }
     let avg = total as f64 / lines.len() as f64;
-    let base = counted(count, SONNET_BASE)? as f64;
+    let base = counted(tokens, SONNET_BASE)? as f64;
     let input = cfg.sonnet_input_len as f64;
     if input <= base {
         return Err(DatasetError::Invalid(format!(
@@ -67,7 +64,7 @@ pub fn sonnet(
         for _ in n_prefix..n_input {
             p.push_str(lines[rng.gen_range(0..lines.len())]);
         }
-        let len = counted(count, &p)?;
+        let len = counted(tokens, &p)?;
         if len <= cfg.sonnet_input_len as u64 {
             misses = 0;
             out.push(Sample {
@@ -115,7 +112,7 @@ mod tests {
             sonnet_prefix_len: 40,
             ..Default::default()
         };
-        let s = load(&cfg, &mut words, None, None).unwrap();
+        let s = load(&cfg, &mut words).unwrap();
         assert_eq!(s.len(), 5);
         for x in &s {
             let PromptSource::Text(t) = &x.prompt else {
@@ -143,13 +140,11 @@ mod tests {
             ..Default::default()
         };
         // Before: the average clamped to 1e-9 asked for ~1e11 lines per prompt (OOM).
-        let err = load(&cfg, &mut |_: &str| Ok(0), None, None)
-            .unwrap_err()
-            .to_string();
+        let err = load(&cfg, &mut |_: &str| Ok(0)).unwrap_err().to_string();
         assert!(err.contains("0 tokens for every line"), "{err}");
         // A counter that counts the lines but says 0 for whole prompts stays bounded.
         let mut lines_only = |s: &str| Ok(u64::from(s.lines().count() == 1));
-        let s = load(&cfg, &mut lines_only, None, None).unwrap();
+        let s = load(&cfg, &mut lines_only).unwrap();
         assert_eq!(s.len(), 2);
         assert!(s.iter().all(|x| match &x.prompt {
             PromptSource::Text(t) => t.lines().count() <= 100 + SONNET_BASE.lines().count(),

@@ -2,7 +2,7 @@
 //! sent), and the byte estimate of a text's tokens where nothing can count them.
 
 use super::common::counted;
-use super::{DatasetError, PromptSource, Sample, TokenCounter};
+use super::{DatasetError, PromptSource, Sample, Tokens};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ pub fn estimate_tokens(text: &str) -> u64 {
 pub fn to_text(
     samples: &mut [Sample],
     seed: u64,
-    mut count: Option<&mut TokenCounter<'_>>,
+    mut count: Option<&mut dyn Tokens>,
 ) -> Result<(), DatasetError> {
     // One text per distinct prefix (by identity: samples share the `Arc`).
     let mut prefixes: Vec<(*const u32, String)> = Vec::new();
@@ -82,13 +82,13 @@ fn bare_text(seed: u64, words: usize) -> String {
 fn sized_text(
     n: u64,
     seed: u64,
-    count: &mut Option<&mut TokenCounter<'_>>,
+    count: &mut Option<&mut dyn Tokens>,
 ) -> Result<(String, u64), DatasetError> {
     use crate::workload::prose::{CalibrateError, Prompt, PromptBuilder};
     let Some(count) = count.as_deref_mut() else {
         return Ok((bare_text(seed, (n as f64 / 1.3).round() as usize), n));
     };
-    let c = match PromptBuilder::bare(seed).calibrate(n, |p| count(prompt_text(p)), 20) {
+    let c = match PromptBuilder::bare(seed).calibrate(n, |p| count.count(prompt_text(p)), 20) {
         Ok(c) => c,
         // The closest text: its true size is reported, not the asked one.
         Err(CalibrateError::NotExact { best, .. }) => *best,
@@ -110,7 +110,7 @@ fn shared_prefix_text(
     prefix: &Arc<[u32]>,
     seed: u64,
     prefixes: &mut Vec<(*const u32, String)>,
-    count: &mut Option<&mut TokenCounter<'_>>,
+    count: &mut Option<&mut dyn Tokens>,
 ) -> Result<Option<String>, DatasetError> {
     if prefix.is_empty() {
         return Ok(None);
@@ -269,7 +269,7 @@ mod tests {
             prefix_repetition_num_prefixes: 3,
             ..Default::default()
         };
-        let mut samples = load(&cfg, &mut words, None, None).unwrap();
+        let mut samples = load(&cfg, &mut words).unwrap();
         let mut count = counted_words;
         to_text(&mut samples, 5, Some(&mut count)).unwrap();
         let mut firsts = std::collections::HashMap::new();
@@ -294,7 +294,7 @@ mod tests {
             random_input_len: 130,
             ..Default::default()
         };
-        let mut samples = load(&cfg, &mut words, None, None).unwrap();
+        let mut samples = load(&cfg, &mut words).unwrap();
         to_text(&mut samples, 1, None).unwrap();
         for s in &samples {
             let PromptSource::Text(t) = &s.prompt else {
