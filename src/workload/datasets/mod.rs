@@ -14,15 +14,16 @@
 //! `timed_trace`, `chat_requests` (SGLang's `openai`); `common` holds what file families share
 //! (the file read, counting, wrapping, oversampling), `text` turns token-id prompts into prose.
 //!
-//! How to add a family: write `datasets/<family>.rs` with one entry
-//! `pub(super) fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
-//! DatasetError>` (a family that measures no text may take `cfg` alone), its flags as fields of
-//! [`DatasetConfig`] (with the reference's defaults in its `Default`) and its tests beside it;
-//! add its [`DatasetKind`] arm (with `as_str`, `parse` and [`DatasetKind::token_ids`]), and its
-//! arm in [`load`]'s match. What it needs of the model goes through [`Tokens`] (add a method
-//! with a default there if it needs something new); the engine calls nothing else. A new
-//! [`PromptSource`] variant is the one change outside this folder (`sample.rs`, and the engine
-//! that sends it).
+//! How to add a family: write `datasets/<family>.rs` with its entry, a function of the settings
+//! and the counter, `(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
+//! DatasetError>` (`sharegpt::sharegpt`, `random::load`; a family that measures nothing takes
+//! `cfg` alone, as `burstgpt::burstgpt`), its draws in its reference's order, and its tests
+//! beside it; put its flags in [`DatasetConfig`] as fields with the reference's defaults; add
+//! its [`DatasetKind`] arm (`as_str`, `parse`, [`DatasetKind::token_ids`]) and its arm in
+//! [`load`]'s match. What it needs of the model goes through [`Tokens`] (a new need is a new
+//! method there, with a default, that the engine's one implementation answers); the engine
+//! calls [`load`] and needs no other change, unless the family's prompts are a new kind of
+//! [`PromptSource`] (`sample.rs`, and the engine that sends it).
 
 mod burstgpt;
 mod chat_requests;
@@ -51,6 +52,7 @@ pub use crate::workload::sample::{
     DatasetError, IdRange, PromptSource, Sample, VOCAB_LO, VOCAB_SPAN,
 };
 use crate::workload::tokenizer::LocalTokenizer;
+
 /// Which dataset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DatasetKind {

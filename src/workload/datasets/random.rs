@@ -297,6 +297,87 @@ mod tests {
     use super::*;
     use crate::workload::datasets::test_util::*;
     use crate::workload::datasets::*;
+    // The one entry, not this family's own `load`.
+    use crate::workload::datasets::load;
+
+    /// A tokenizer of one id a byte, with one special token (never added).
+    struct Bytes;
+
+    impl Tokenizer for Bytes {
+        fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+            Ok(text.bytes().map(u32::from).collect())
+        }
+
+        fn decode(&self, ids: &[u32]) -> Result<String, String> {
+            Ok(ids.iter().map(|&b| char::from(b as u8)).collect())
+        }
+
+        fn special_tokens(&self) -> u32 {
+            1
+        }
+    }
+
+    /// A caller with the model's tokenizer and nothing that counts.
+    struct WithBytes;
+
+    impl Tokens for WithBytes {
+        fn count(&mut self, _: &str) -> Result<u64, String> {
+            Err("no text is counted by SGLang's cuts".into())
+        }
+
+        fn tokenizer(&self) -> Option<&dyn Tokenizer> {
+            Some(&Bytes)
+        }
+    }
+
+    /// SGLang's `random` with its ShareGPT file: cut with the caller's tokenizer where it has
+    /// one (as ids, or as text four less the special token), else token ids of the drawn
+    /// lengths; a file with nothing to cut is an error naming SGLang's rule.
+    #[test]
+    fn sglangs_random_cuts_its_sharegpt_file_only_given_a_tokenizer() {
+        let f = file(r#"[{"conversations": [{"value": "abcdef"}, {"value": "x"}]}]"#);
+        let draws = |text| RandomDraws::Sglang {
+            vocab: 256,
+            offsets: false,
+            text,
+        };
+        let cfg = DatasetConfig {
+            path: Some(f.path().into()),
+            num_prompts: 1,
+            random_bounds: Some(((4, 4), (2, 2))),
+            random_draws: draws(false),
+            ..Default::default()
+        };
+        let s = load(&cfg, &mut WithBytes).unwrap();
+        let mut ids = Vec::new();
+        assert!(s[0].write_ids(&mut ids));
+        assert_eq!(ids, b"abcd".map(u32::from));
+        assert_eq!((s[0].prompt_len, s[0].output_len), (4, 2));
+        let text = DatasetConfig {
+            random_draws: draws(true),
+            ..cfg.clone()
+        };
+        let s = load(&text, &mut WithBytes).unwrap();
+        assert_eq!(s[0].prompt, PromptSource::Text("abc".into()));
+        assert_eq!(s[0].prompt_len, 3);
+        // Without a tokenizer: token ids of the drawn length, from llmspeed's range.
+        let s = load(&cfg, &mut words).unwrap();
+        assert!(matches!(
+            s[0].prompt,
+            PromptSource::Synthetic { len: 4, .. }
+        ));
+        let none = file("[]");
+        let e = load(
+            &DatasetConfig {
+                path: Some(none.path().into()),
+                ..cfg
+            },
+            &mut WithBytes,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("has no conversation to cut"), "{e}");
+    }
 
     #[test]
     fn random_lengths_are_exact_and_deterministic() {
