@@ -338,15 +338,10 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
             tokenizer: None,
         };
         let samples = datasets::load(&p.cfg.dataset, &mut tokens)?;
-        let counting = match (p.cfg.dataset.kind, &local) {
-            (
-                datasets::DatasetKind::Random
-                | datasets::DatasetKind::PrefixRepetition
-                | datasets::DatasetKind::TimedTrace,
-                _,
-            ) => "exact (token ids)",
-            (_, Some(_)) => "local_tokenizer",
-            (_, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
+        let counting = match (p.cfg.dataset.kind.token_ids(), &local) {
+            (true, _) => "exact (token ids)",
+            (false, Some(_)) => "local_tokenizer",
+            (false, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
         };
         if !p.label.is_empty() {
             writeln!(out, "{}:", p.label).map_err(io)?;
