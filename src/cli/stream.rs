@@ -32,7 +32,8 @@ pub struct ConnectionArgs {
     /// Trust the operating system's root certificates instead of the bundled ones.
     #[arg(long)]
     pub system_roots: bool,
-    /// Also trust the CA certificates in this PEM file.
+    /// Also trust the certificates in this PEM file: CAs, or the server's own (a self-signed
+    /// one from `openssl req -x509`; its host name and validity are still checked).
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
     /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's

@@ -8,6 +8,7 @@ use super::observer::{Cancel, StreamObserver};
 use super::packet::{self, hub::PacketHub, Unavailable};
 use super::plain::StampKeeper;
 use super::pool::Pool;
+use super::tls;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
 use crate::proto::http1::{encode_request, validate_header, HeadParser, RequestHead};
@@ -134,7 +135,7 @@ impl Client {
 
     pub fn new(cfg: ClientConfig, clock: Clock) -> Result<Self, RequestError> {
         let tls = if cfg.target.is_tls() {
-            Some(TlsConnector::from(connect::tls_config(&cfg)?))
+            Some(TlsConnector::from(tls::tls_config(&cfg)?))
         } else {
             None
         };

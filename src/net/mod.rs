@@ -34,6 +34,7 @@ mod pool;
 pub mod request;
 pub mod stamp;
 mod target;
+mod tls;
 
 pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};

@@ -7,6 +7,7 @@
 
 pub mod mock;
 pub mod process;
+pub mod tls_front;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
