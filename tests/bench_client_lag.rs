@@ -10,7 +10,10 @@ mod support;
 
 use llmspeed::mock::{MockConfig, Profile};
 use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
 use support::mock::MockThread;
+use support::tls_front::TlsFront;
 
 fn start() -> MockThread {
     let mut cfg = MockConfig::profile(Profile::Fast);
@@ -57,6 +60,7 @@ fn check(lag: &Value, out: &std::process::Output) {
     if cfg!(target_os = "linux") {
         // What stamped the reads is said beside the figures.
         assert_eq!(lag["stamp_source"], "kernel", "{lag}");
+        assert_eq!(lag["no_bound_reason"], Value::Null, "{lag}");
         assert!(lag["read_lag_us"]["p50"].as_f64().unwrap() > 0.0, "{lag}");
         let b = &lag["bounds_ms"]["itl_p50"];
         assert!(b["bound"].as_f64().unwrap() > 0.0, "{lag}");
@@ -205,4 +209,108 @@ fn the_client_lag_says_which_clock_stamped_the_reads() {
     assert_eq!(lag["bounds_ms"]["itl_p50"]["bound"], Value::Null, "{lag}");
     // Without the kernel's control messages no read's backlog is known.
     assert_eq!(lag["socket_bytes_at_read"], Value::Null, "{lag}");
+    // Why there is no bound, in the result and on the console in place of "n/a".
+    let why = lag["no_bound_reason"].as_str().expect("a reason");
+    assert!(why.contains("--no-kernel-stamps"), "{lag}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("llmspeed: bounds: {why}")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ITL p50 n/a"), "{stdout}");
+}
+
+/// `bench serve` over TLS, through a TLS front to the simulated server, with the flags
+/// `extra` gives for the front (a file written into the directory given): the saved result
+/// (`null` without one) and the process's output.
+fn bench_over_tls(extra: impl FnOnce(&TlsFront, &Path) -> Vec<String>) -> (Value, Output) {
+    let mock = start();
+    let front = TlsFront::start(mock.addr);
+    let tmp = tempfile::tempdir().unwrap();
+    let url = front.url();
+    let mut args: Vec<String> = [
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "8",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(extra(&front, tmp.path()));
+    let out = llmspeed(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    mock.stop();
+    let file = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"));
+    let v = match file {
+        Some(f) => serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap(),
+        None => Value::Null,
+    };
+    (v, out)
+}
+
+/// `--ca-cert FILE` with `pem` written to FILE in `dir`.
+fn ca_cert(dir: &Path, pem: &str) -> Vec<String> {
+    let file = dir.join("ca.pem");
+    std::fs::write(&file, pem).unwrap();
+    vec!["--ca-cert".into(), file.to_str().unwrap().into()]
+}
+
+#[test]
+fn over_tls_the_result_says_why_there_is_no_bound() {
+    // The front's certificate is its own CA (openssl req -x509's kind), given as --ca-cert.
+    let (v, out) = bench_over_tls(|front, dir| ca_cert(dir, &front.cert_pem));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lag = &v["llmspeed"]["client_lag"];
+    assert_eq!(lag["stamp_source"], "client_clock (tls)", "{lag}");
+    assert_eq!(lag["client_bound"], false, "{lag}");
+    let why = lag["no_bound_reason"].as_str().expect("a reason");
+    assert!(
+        why.starts_with("no bounds, so no Client-bound verdict"),
+        "{why}"
+    );
+    assert!(why.contains("over TLS"), "{why}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("llmspeed: bounds: {why}")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ITL p50 n/a"), "{stdout}");
+    // The certificate was checked.
+    assert_eq!(v["llmspeed"]["insecure"], false, "{}", v["llmspeed"]);
+}
+
+#[test]
+fn insecure_is_recorded_in_the_result() {
+    let (v, out) = bench_over_tls(|_, _| vec!["--insecure".into()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["llmspeed"]["insecure"], true, "{}", v["llmspeed"]);
+}
+
+#[test]
+fn a_wrong_certificate_is_refused_with_its_reason_and_nothing_measured() {
+    // Another front's certificate than this one's: the run stops at the first handshake.
+    let other = TlsFront::start("127.0.0.1:9".parse().unwrap());
+    let (v, out) = bench_over_tls(|_, dir| ca_cert(dir, &other.cert_pem));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("TLS handshake with 127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("--ca-cert"), "{stderr}");
+    assert_eq!(v, Value::Null, "nothing measured, nothing saved: {v}");
 }

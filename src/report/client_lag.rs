@@ -102,6 +102,11 @@ pub struct ClientLagFigures {
     /// written before it was recorded).
     #[serde(default)]
     pub stamp_source: Option<String>,
+    /// Why some or all figures have no bound, so the stamp half of the verdict could not judge
+    /// them (`analysis::client_lag::no_bound_reason`: TLS, stamps disabled, not Linux, ...);
+    /// `null` when every figure has its bound (and in files written before it was recorded).
+    #[serde(default)]
+    pub no_bound_reason: Option<String>,
 }
 
 impl ClientLagFigures {
@@ -140,6 +145,7 @@ impl ClientLagFigures {
             client_cpu_percent_of_cores: lag.cpu.map(|c| c.percent_of_cores()),
             cores: lag.cpu.map(|c| c.cores as u64),
             stamp_source: lag.stamp_source.map(|s| s.label()),
+            no_bound_reason: crate::analysis::client_lag::no_bound_reason(lag),
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 66] = [
+pub const COLUMNS: [&str; 67] = [
     "phase",
     "context",
     "context_label",
@@ -78,6 +78,7 @@ pub const COLUMNS: [&str; 66] = [
     "client_lag_socket_bytes_at_read_p50",
     "client_lag_socket_bytes_at_read_p99",
     "client_lag_socket_bytes_at_read_max",
+    "client_lag_no_bound_reason",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -228,6 +229,7 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
     out.push(l.stamp_source.clone().unwrap_or_default());
     out.push(num(l.reads_left_data_percent));
     out.extend(spread(l.socket_bytes_at_read));
+    out.push(l.no_bound_reason.clone().unwrap_or_default());
     out
 }
 

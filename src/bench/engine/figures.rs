@@ -79,6 +79,18 @@ pub fn client_lag_lines(extras: &Value) -> Vec<String> {
             f(&x["gaps_merged_percent"], 1),
         ),
     ];
+    if let Some(why) = x["no_bound_reason"].as_str() {
+        // Said instead of the bounds where none could be had, beside them where some could.
+        let none = x["bounds_ms"]
+            .as_object()
+            .is_some_and(|b| b.values().all(Value::is_null));
+        let line = format!("llmspeed: bounds: {why}");
+        if none {
+            lines[1] = line;
+        } else {
+            lines.push(line);
+        }
+    }
     if x["client_bound"].as_bool() == Some(true) {
         let why: Vec<&str> = x["client_bound_reasons"]
             .as_array()
@@ -233,6 +245,8 @@ pub fn ours(plan: &Plan, m: &Measured) -> Value {
     stamps.write(&mut x);
     x["client_lag"] = client_lag(&m.client_lag);
     x["preconnected"] = json!(m.preconnected);
+    // `--insecure`: the server's certificate was not checked; said wherever the run is kept.
+    x["insecure"] = json!(plan.insecure);
     if m.stopped {
         x["interrupted"] = json!({
             "signal": m.stop_reason,
