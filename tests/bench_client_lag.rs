@@ -58,8 +58,15 @@ fn check(lag: &Value, out: &std::process::Output) {
     );
     assert!(lag["gaps"].as_u64().unwrap() > 0, "{lag}");
     if cfg!(target_os = "linux") {
-        // What stamped the reads is said beside the figures.
-        assert_eq!(lag["stamp_source"], "kernel", "{lag}");
+        // What stamped the reads is said beside the figures: packet stamps by default where
+        // a packet socket opens.
+        let source = support::mock::default_stamp_source();
+        assert_eq!(lag["stamp_source"], source, "{lag}");
+        assert_eq!(
+            stderr.contains("llmspeed: stamps: packet (each token's TCP segment's arrival"),
+            source == "packet",
+            "the one line that says which stamps: {stderr}"
+        );
         assert_eq!(lag["no_bound_reason"], Value::Null, "{lag}");
         assert!(lag["read_lag_us"]["p50"].as_f64().unwrap() > 0.0, "{lag}");
         let b = &lag["bounds_ms"]["itl_p50"];

@@ -66,8 +66,9 @@ pub struct DropIn {
 }
 
 /// llmspeed's flags in both drop-ins (`--fail-on-client-bound` is `bench`'s, for both).
-const COMMON_EXTRAS: [&str; 7] = [
+const COMMON_EXTRAS: [&str; 8] = [
     "--fail-on-client-bound",
+    "--no-packet-stamps",
     "--num-runs",
     "--packet-stamps",
     "--shard",

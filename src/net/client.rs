@@ -161,9 +161,12 @@ impl Client {
             .flatten();
         let (packet, packet_unavailable) = if cfg.packet_stamps {
             match packet::open_hub(tls.is_some(), cfg.target.port) {
-                Ok(hub) => (Some(hub), None),
+                Ok(hub) => {
+                    note_once(packet::IN_USE);
+                    (Some(hub), None)
+                }
                 Err(why) => {
-                    note_once(&why);
+                    note_once(&why.note());
                     (None, Some(why))
                 }
             }
@@ -745,11 +748,11 @@ impl Client {
     }
 }
 
-/// Says once per process why `--packet-stamps` cannot be had (every client of a run would
-/// say the same).
-fn note_once(why: &Unavailable) {
+/// Says once per process which stamps the clients use when packet stamps were asked for:
+/// them, or why not (every client of a run would say the same).
+fn note_once(line: &str) {
     static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| eprintln!("{}", why.note()));
+    SAID.call_once(|| eprintln!("{line}"));
 }
 
 fn protocol(message: impl Into<String>) -> AttemptError {
