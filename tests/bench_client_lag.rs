@@ -321,3 +321,98 @@ fn a_wrong_certificate_is_refused_with_its_reason_and_nothing_measured() {
     assert!(stderr.contains("--ca-cert"), "{stderr}");
     assert_eq!(v, Value::Null, "nothing measured, nothing saved: {v}");
 }
+
+/// `bench serve` against the simulated server (a token every 2 ms), through a proxy that holds
+/// the responses and writes them on every `period` when given: the result and the output.
+fn bench_through(period: Option<std::time::Duration>, extra: &[&str]) -> (Value, Output) {
+    let mock = start();
+    let proxy = period.map(|p| support::buffering_proxy::BufferingProxy::start(mock.addr, p));
+    let url = proxy.as_ref().map_or_else(|| mock.url(), |p| p.url());
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "8",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "40",
+        "--max-concurrency",
+        "4",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    args.extend_from_slice(extra);
+    let out = llmspeed(&args);
+    mock.stop();
+    let file = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap_or_else(|| panic!("no result: {}", String::from_utf8_lossy(&out.stderr)));
+    let v = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    (v, out)
+}
+
+#[test]
+fn a_buffering_proxy_is_named_and_a_direct_run_is_not() {
+    // Direct: one token per segment, nothing batched.
+    let (v, out) = bench_through(None, &["--fail-on-upstream-batching"]);
+    let lag = &v["llmspeed"]["client_lag"];
+    assert_eq!(lag["upstream_batched"], false, "{lag}");
+    assert!(
+        lag["tokens_batched_percent"].as_f64().unwrap() < 50.0,
+        "{lag}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("upstream batching"), "{stdout}");
+    // Through a proxy that flushes every 20 ms: about ten tokens a segment.
+    let period = std::time::Duration::from_millis(20);
+    let (v, out) = bench_through(Some(period), &["--fail-on-upstream-batching"]);
+    let lag = &v["llmspeed"]["client_lag"];
+    if support::mock::default_stamp_source() != "packet" {
+        // Socket stamps cannot tell a proxy's batch from the client's lag: no verdict.
+        assert_eq!(lag["upstream_batched"], false, "{lag}");
+        return;
+    }
+    assert_eq!(lag["upstream_batched"], true, "{lag}");
+    eprintln!(
+        "through a 20 ms buffering proxy: {}",
+        lag["upstream_batching_reason"]
+    );
+    let share = lag["tokens_batched_percent"].as_f64().unwrap();
+    assert!(share >= 50.0, "{lag}");
+    let batch = lag["batch_tokens_p50"].as_f64().unwrap();
+    assert!(
+        (3.0..=20.0).contains(&batch),
+        "about 20 ms / 2 ms a batch: {lag}"
+    );
+    let every = lag["batch_period_ms_p50"].as_f64().unwrap();
+    assert!(
+        (15.0..=60.0).contains(&every),
+        "about the proxy's 20 ms: {lag}"
+    );
+    // Not the client's doing: no stamp reason for Client-bound (each token's segment is known).
+    let reasons = lag["client_bound_reasons"].as_array().unwrap();
+    assert!(
+        reasons
+            .iter()
+            .all(|r| !r.as_str().unwrap().contains("is known only to")),
+        "{lag}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("WARNING: llmspeed: upstream batching: ")
+            && stdout.contains("proxy_buffering off"),
+        "{stdout}"
+    );
+    // --fail-on-upstream-batching: saved, then a failed exit that says why.
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--fail-on-upstream-batching"), "{stderr}");
+}

@@ -23,6 +23,7 @@
 //! Pure: timelines in, figures out; the [`Clock`] given only converts stamps to nanoseconds
 //! (it is never read). Nothing here runs on the per-token path.
 
+use crate::analysis::batching::{BatchSamples, Batching};
 use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::timeline::{StampSource, Timeline};
@@ -217,6 +218,8 @@ pub struct LagSamples {
     unbounded_tokens: u64,
     /// Which clock stamped the reads counted, over every request that had one.
     source: Option<StampSource>,
+    /// How the tokens came: batched upstream or one by one (`analysis::batching`).
+    batching: BatchSamples,
 }
 
 impl LagSamples {
@@ -227,6 +230,7 @@ impl LagSamples {
         self.add_dispatch(tl, clock, &window);
         let arr = arrivals(tl, clock);
         self.add_arrivals(tl, clock, &arr, &window);
+        self.batching.add(tl, clock, window);
     }
 
     fn add_reads(&mut self, tl: &Timeline, window: &Range<u64>) {
@@ -352,6 +356,7 @@ impl LagSamples {
             tokens_unbounded: self.unbounded_tokens,
             cpu,
             stamp_source: self.source,
+            batching: self.batching.summary(),
         }
     }
 }
@@ -453,6 +458,8 @@ pub struct ClientLag {
     pub cpu: Option<Cpu>,
     /// Which clock stamped the reads (`None`: no read was counted).
     pub stamp_source: Option<StampSource>,
+    /// How the tokens came: batched upstream or one by one (`analysis::batching`).
+    pub batching: Batching,
 }
 
 impl ClientLag {

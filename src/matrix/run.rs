@@ -939,7 +939,17 @@ fn cell_line(cell: &DecodeCell) -> String {
     let client_bound = why.map(|r| format!("Client-bound: {r}"));
     // Where the stamps put no bound on the figures, why (in place of a silent "no verdict").
     let no_bound = cell.client_lag.iter().flat_map(|l| &l.no_bound_reason);
-    let notes = cell.notes.iter().cloned().chain(client_bound);
+    let batched = cell
+        .client_lag
+        .iter()
+        .flat_map(|l| &l.upstream_batching_reason);
+    let batched = batched.map(|r| format!("upstream batching: {r}"));
+    let notes = cell
+        .notes
+        .iter()
+        .cloned()
+        .chain(client_bound)
+        .chain(batched);
     if let Some(n) = notes.chain(no_bound.cloned()).next() {
         s.push_str(&format!(" ({n})"));
     }
@@ -999,6 +1009,17 @@ mod tests {
         assert_eq!(
             cell_line(&tls),
             "Valid 95.7 tok/s (no bounds, so no Client-bound verdict from them)"
+        );
+        // A cell whose tokens a proxy batched says so, before any missing bound.
+        let mut proxied = tls.clone();
+        if let Some(l) = proxied.client_lag.as_mut() {
+            l.upstream_batched = true;
+            l.upstream_batching_reason =
+                Some("100% of tokens arrived several to a TCP segment".into());
+        }
+        assert_eq!(
+            cell_line(&proxied),
+            "Valid 95.7 tok/s (upstream batching: 100% of tokens arrived several to a TCP segment)"
         );
         let mut row = PrefillRow {
             context: 512,

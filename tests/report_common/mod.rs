@@ -332,5 +332,10 @@ pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
         cores: Some(2),
         stamp_source: Some("kernel".into()),
         no_bound_reason: None,
+        upstream_batched: false,
+        upstream_batching_reason: None,
+        tokens_batched_percent: Some(0.0),
+        batch_tokens_p50: None,
+        batch_period_ms_p50: None,
     }
 }

@@ -66,6 +66,8 @@ fn bounded(b: Option<BoundedMs>) -> String {
 fn lag_verdict(l: &ClientLagFigures) -> String {
     if l.client_bound {
         "Client-bound: its figures are not trustworthy at the precision printed".into()
+    } else if let Some(why) = &l.upstream_batching_reason {
+        format!("upstream batching: {why}")
     } else if let Some(why) = &l.no_bound_reason {
         why.clone()
     } else if l.gaps > 0 && l.bounds_ms.itl_p50.is_none() {
