@@ -217,8 +217,18 @@ fn the_client_lag_says_which_clock_stamped_the_reads() {
     // Without the kernel's control messages no read's backlog is known.
     assert_eq!(lag["socket_bytes_at_read"], Value::Null, "{lag}");
     // Why there is no bound, in the result and on the console in place of "n/a".
+    no_bound_said(lag, &out, "--no-kernel-stamps");
+}
+
+/// The reason a result gives for its missing bounds, which must name `cause`, and the console
+/// line that says it in place of the bounds.
+fn no_bound_said(lag: &Value, out: &Output, cause: &str) {
     let why = lag["no_bound_reason"].as_str().expect("a reason");
-    assert!(why.contains("--no-kernel-stamps"), "{lag}");
+    assert!(
+        why.starts_with("no bounds, so no Client-bound verdict"),
+        "{why}"
+    );
+    assert!(why.contains(cause), "{lag}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(&format!("llmspeed: bounds: {why}")),
@@ -227,35 +237,30 @@ fn the_client_lag_says_which_clock_stamped_the_reads() {
     assert!(!stdout.contains("ITL p50 n/a"), "{stdout}");
 }
 
-/// `bench serve` over TLS, through a TLS front to the simulated server, with the flags
-/// `extra` gives for the front (a file written into the directory given): the saved result
-/// (`null` without one) and the process's output.
-fn bench_over_tls(extra: impl FnOnce(&TlsFront, &Path) -> Vec<String>) -> (Value, Output) {
-    let mock = start();
-    let front = TlsFront::start(mock.addr);
+/// `bench serve` at `url`: a small run, `extra` flags added; the saved result (`null` without
+/// one) and the process's output.
+fn bench_serve_at(url: &str, extra: &[String]) -> (Value, Output) {
     let tmp = tempfile::tempdir().unwrap();
-    let url = front.url();
-    let mut args: Vec<String> = [
+    let mut args = vec![
         "bench",
         "serve",
         "--base-url",
-        &url,
+        url,
         "--num-prompts",
-        "4",
+        "8",
         "--random-input-len",
         "16",
         "--random-output-len",
-        "8",
+        "40",
+        "--max-concurrency",
+        "4",
         "--save-result",
         "--result-dir",
         tmp.path().to_str().unwrap(),
         "--disable-tqdm",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra(&front, tmp.path()));
-    let out = llmspeed(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    mock.stop();
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let out = llmspeed(&args);
     let file = std::fs::read_dir(tmp.path())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -265,6 +270,17 @@ fn bench_over_tls(extra: impl FnOnce(&TlsFront, &Path) -> Vec<String>) -> (Value
         None => Value::Null,
     };
     (v, out)
+}
+
+/// `bench serve` over TLS, through a TLS front to the simulated server, with the flags
+/// `extra` gives for the front (a file written into the directory given).
+fn bench_over_tls(extra: impl FnOnce(&TlsFront, &Path) -> Vec<String>) -> (Value, Output) {
+    let mock = start();
+    let front = TlsFront::start(mock.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let got = bench_serve_at(&front.url(), &extra(&front, dir.path()));
+    mock.stop();
+    got
 }
 
 /// `--ca-cert FILE` with `pem` written to FILE in `dir`.
@@ -283,18 +299,7 @@ fn over_tls_the_result_says_why_there_is_no_bound() {
     let lag = &v["llmspeed"]["client_lag"];
     assert_eq!(lag["stamp_source"], "client_clock (tls)", "{lag}");
     assert_eq!(lag["client_bound"], false, "{lag}");
-    let why = lag["no_bound_reason"].as_str().expect("a reason");
-    assert!(
-        why.starts_with("no bounds, so no Client-bound verdict"),
-        "{why}"
-    );
-    assert!(why.contains("over TLS"), "{why}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains(&format!("llmspeed: bounds: {why}")),
-        "{stdout}"
-    );
-    assert!(!stdout.contains("ITL p50 n/a"), "{stdout}");
+    no_bound_said(lag, &out, "over TLS");
     // The certificate was checked.
     assert_eq!(v["llmspeed"]["insecure"], false, "{}", v["llmspeed"]);
 }
@@ -323,40 +328,15 @@ fn a_wrong_certificate_is_refused_with_its_reason_and_nothing_measured() {
 }
 
 /// `bench serve` against the simulated server (a token every 2 ms), through a proxy that holds
-/// the responses and writes them on every `period` when given: the result and the output.
+/// the responses and writes them on every `period` when given.
 fn bench_through(period: Option<std::time::Duration>, extra: &[&str]) -> (Value, Output) {
     let mock = start();
     let proxy = period.map(|p| support::buffering_proxy::BufferingProxy::start(mock.addr, p));
     let url = proxy.as_ref().map_or_else(|| mock.url(), |p| p.url());
-    let tmp = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
-        "--num-prompts",
-        "8",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "40",
-        "--max-concurrency",
-        "4",
-        "--save-result",
-        "--result-dir",
-        tmp.path().to_str().unwrap(),
-        "--disable-tqdm",
-    ];
-    args.extend_from_slice(extra);
-    let out = llmspeed(&args);
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let got = bench_serve_at(&url, &extra);
     mock.stop();
-    let file = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .unwrap_or_else(|| panic!("no result: {}", String::from_utf8_lossy(&out.stderr)));
-    let v = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
-    (v, out)
+    got
 }
 
 #[test]

@@ -29,9 +29,13 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
         .with_safe_default_protocol_versions()
         .map_err(|e| tls_err(format!("cannot set up TLS: {e}")))?;
     let mut config = if cfg.insecure {
+        let verifier = Verifier {
+            provider,
+            trust: Trust::Any,
+        };
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert { provider }))
+            .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth()
     } else {
         let mut roots = base_roots(cfg.system_roots)?;
@@ -44,12 +48,17 @@ pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>
                         tls_err(format!("unusable certificate in {}: {e}", path.display()))
                     })?;
                 }
-                let chain = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                    .build()
-                    .map_err(|e| tls_err(format!("cannot set up TLS: {e}")))?;
+                let chain =
+                    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                        .build()
+                        .map_err(|e| tls_err(format!("cannot set up TLS: {e}")))?;
+                let verifier = Verifier {
+                    provider,
+                    trust: Trust::CaFile { chain, given },
+                };
                 builder
                     .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(CaFileVerifier { chain, given }))
+                    .with_custom_certificate_verifier(Arc::new(verifier))
                     .with_no_client_auth()
             }
         }
@@ -95,15 +104,28 @@ fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, RequestErro
     Ok(certs)
 }
 
-/// `--ca-cert FILE`: webpki's chain check against the roots and FILE, and where only the chain
-/// failed, the server's own certificate found in FILE (see the module docs).
+/// Our certificate check: any certificate (`--insecure`), or `--ca-cert FILE`'s rule (see the
+/// module docs). Either way the handshake's signature is checked, so the connection is
+/// encrypted and behaves like a verified one (same round trips, same cost).
 #[derive(Debug)]
-struct CaFileVerifier {
-    chain: Arc<WebPkiServerVerifier>,
-    given: Vec<CertificateDer<'static>>,
+struct Verifier {
+    provider: Arc<rustls::crypto::CryptoProvider>,
+    trust: Trust,
 }
 
-impl ServerCertVerifier for CaFileVerifier {
+#[derive(Debug)]
+enum Trust {
+    /// `--insecure`.
+    Any,
+    /// webpki's chain check against the roots and FILE, and where only the chain failed, the
+    /// server's own certificate found in FILE.
+    CaFile {
+        chain: Arc<WebPkiServerVerifier>,
+        given: Vec<CertificateDer<'static>>,
+    },
+}
+
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -112,15 +134,13 @@ impl ServerCertVerifier for CaFileVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let checked = self.chain.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        );
+        let Trust::CaFile { chain, given } = &self.trust else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        let checked =
+            chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
         match checked {
-            Err(e) if only_the_chain_failed(&e) && self.given.iter().any(|c| c == end_entity) => {
+            Err(e) if only_the_chain_failed(&e) && given.iter().any(|c| c == end_entity) => {
                 let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
                 rustls::client::verify_server_name(&cert, server_name)?;
                 Ok(ServerCertVerified::assertion())
@@ -135,7 +155,8 @@ impl ServerCertVerifier for CaFileVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls12_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
     }
 
     fn verify_tls13_signature(
@@ -144,11 +165,14 @@ impl ServerCertVerifier for CaFileVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.chain.verify_tls13_signature(message, cert, dss)
+        let algorithms = &self.provider.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.chain.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -172,59 +196,5 @@ pub(super) fn ca_used_as_server_cert(e: &rustls::Error) -> bool {
             Some(webpki::Error::CaUsedAsEndEntity)
         ),
         _ => false,
-    }
-}
-
-/// `--insecure`: accepts any certificate but still checks the handshake signatures, so the
-/// connection is encrypted and behaves like a verified one (same round trips, same cost).
-#[derive(Debug)]
-struct AcceptAnyCert {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for AcceptAnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
     }
 }

@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 pub struct BufferingProxy {
     pub addr: SocketAddr,
@@ -20,22 +20,8 @@ impl BufferingProxy {
     }
 
     pub fn start(backend: SocketAddr, period: Duration) -> BufferingProxy {
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                while let Ok((client, _)) = listener.accept().await {
-                    tokio::spawn(relay(client, backend, period));
-                }
-            })
-        });
         BufferingProxy {
-            addr: addr_rx.recv().unwrap(),
+            addr: super::relay::listen_on_thread(move |client| relay(client, backend, period)),
         }
     }
 }
@@ -44,7 +30,7 @@ async fn relay(client: TcpStream, backend: SocketAddr, period: Duration) {
     let Ok(server) = TcpStream::connect(backend).await else {
         return;
     };
-    let _ = (client.set_nodelay(true), server.set_nodelay(true));
+    let _ = server.set_nodelay(true);
     let (mut client_rx, mut client_tx) = client.into_split();
     let (mut server_rx, mut server_tx) = server.into_split();
     tokio::spawn(async move {

@@ -8,6 +8,7 @@
 pub mod buffering_proxy;
 pub mod mock;
 pub mod process;
+pub mod relay;
 pub mod tls_front;
 
 use std::net::SocketAddr;

@@ -8,7 +8,7 @@ use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
 pub struct TlsFront {
@@ -40,33 +40,21 @@ impl TlsFront {
             )
             .unwrap();
         let acceptor = TlsAcceptor::from(Arc::new(config));
-        let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async move {
-                let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-                addr_tx.send(listener.local_addr().unwrap()).unwrap();
-                while let Ok((conn, _)) = listener.accept().await {
-                    let acceptor = acceptor.clone();
-                    tokio::spawn(async move {
-                        let _ = conn.set_nodelay(true);
-                        let Ok(mut tls) = acceptor.accept(conn).await else {
-                            return;
-                        };
-                        let Ok(mut plain) = TcpStream::connect(backend).await else {
-                            return;
-                        };
-                        let _ = plain.set_nodelay(true);
-                        let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-                    });
-                }
-            })
+        let addr = super::relay::listen_on_thread(move |conn| {
+            let acceptor = acceptor.clone();
+            async move {
+                let Ok(mut tls) = acceptor.accept(conn).await else {
+                    return;
+                };
+                let Ok(mut plain) = TcpStream::connect(backend).await else {
+                    return;
+                };
+                let _ = plain.set_nodelay(true);
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+            }
         });
         TlsFront {
-            addr: addr_rx.recv().unwrap(),
+            addr,
             cert_pem: cert.pem(),
         }
     }

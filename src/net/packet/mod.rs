@@ -85,11 +85,18 @@ mod tests {
             Unavailable::Refused("Operation not permitted (os error 1)".into()),
         ] {
             let note = why.note();
-            assert!(note.starts_with("llmspeed: --packet-stamps "), "{note}");
+            // Which stamps are used instead, and how to be rid of the line.
+            assert!(note.starts_with("llmspeed: stamps: "), "{note}");
+            assert!(note.contains("not packet stamps"), "{note}");
+            assert!(
+                note.ends_with("(--no-packet-stamps silences this)"),
+                "{note}"
+            );
             assert!(!note.contains('\n'), "{note}");
         }
-        assert!(Unavailable::Refused("EPERM".into())
-            .note()
-            .contains("CAP_NET_RAW"));
+        // How to have them.
+        let refused = Unavailable::Refused("EPERM".into()).note();
+        assert!(refused.contains("CAP_NET_RAW"), "{refused}");
+        assert!(refused.contains("setcap cap_net_raw+ep"), "{refused}");
     }
 }
