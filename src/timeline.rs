@@ -174,6 +174,34 @@ impl StampFallback {
             StampFallback::NotInRing => "not_in_ring",
         }
     }
+
+    /// Why a read stamped for this reason puts no bound on its tokens' arrival, and what would
+    /// give one: the words the console and the results say instead of a bound.
+    pub fn why_no_bound(self) -> &'static str {
+        match self {
+            StampFallback::Disabled => {
+                "--no-kernel-stamps: each read was stamped when the client woke up, and how late that was is unknown (drop the flag for kernel stamps)"
+            }
+            StampFallback::Tls => {
+                "over TLS each read is stamped when rustls hands over the plaintext (a record can span reads, so no kernel stamp belongs to a token): how late the client woke up is unknown (measure over plain HTTP for bounds)"
+            }
+            StampFallback::Unsupported => {
+                "this platform has no kernel receive stamps (SO_TIMESTAMPING, Linux): each read was stamped when the client woke up"
+            }
+            StampFallback::EnableFailed => {
+                "the kernel refused receive stamps on the connection (setsockopt SO_TIMESTAMPING failed): each read was stamped when the client woke up"
+            }
+            StampFallback::NoStamp => {
+                "reads returned without the kernel's receive stamp: each was stamped when the client woke up"
+            }
+            StampFallback::Implausible => {
+                "the kernel's stamps were implausible (the realtime clock was stepped): those reads kept the client's own stamp"
+            }
+            StampFallback::NotInRing => {
+                "the packet ring missed some segments (full, or it never saw the handshake): those reads kept their own stamps"
+            }
+        }
+    }
 }
 
 /// Which clock stamped a timeline's reads.

@@ -10,7 +10,10 @@ mod support;
 
 use llmspeed::mock::{MockConfig, Profile};
 use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
 use support::mock::MockThread;
+use support::tls_front::TlsFront;
 
 fn start() -> MockThread {
     let mut cfg = MockConfig::profile(Profile::Fast);
@@ -55,8 +58,16 @@ fn check(lag: &Value, out: &std::process::Output) {
     );
     assert!(lag["gaps"].as_u64().unwrap() > 0, "{lag}");
     if cfg!(target_os = "linux") {
-        // What stamped the reads is said beside the figures.
-        assert_eq!(lag["stamp_source"], "kernel", "{lag}");
+        // What stamped the reads is said beside the figures: packet stamps by default where
+        // a packet socket opens.
+        let source = support::mock::default_stamp_source();
+        assert_eq!(lag["stamp_source"], source, "{lag}");
+        assert_eq!(
+            stderr.contains("llmspeed: stamps: packet (each token's TCP segment's arrival"),
+            source == "packet",
+            "the one line that says which stamps: {stderr}"
+        );
+        assert_eq!(lag["no_bound_reason"], Value::Null, "{lag}");
         assert!(lag["read_lag_us"]["p50"].as_f64().unwrap() > 0.0, "{lag}");
         let b = &lag["bounds_ms"]["itl_p50"];
         assert!(b["bound"].as_f64().unwrap() > 0.0, "{lag}");
@@ -205,4 +216,183 @@ fn the_client_lag_says_which_clock_stamped_the_reads() {
     assert_eq!(lag["bounds_ms"]["itl_p50"]["bound"], Value::Null, "{lag}");
     // Without the kernel's control messages no read's backlog is known.
     assert_eq!(lag["socket_bytes_at_read"], Value::Null, "{lag}");
+    // Why there is no bound, in the result and on the console in place of "n/a".
+    no_bound_said(lag, &out, "--no-kernel-stamps");
+}
+
+/// The reason a result gives for its missing bounds, which must name `cause`, and the console
+/// line that says it in place of the bounds.
+fn no_bound_said(lag: &Value, out: &Output, cause: &str) {
+    let why = lag["no_bound_reason"].as_str().expect("a reason");
+    assert!(
+        why.starts_with("no bounds, so no Client-bound verdict"),
+        "{why}"
+    );
+    assert!(why.contains(cause), "{lag}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("llmspeed: bounds: {why}")),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("ITL p50 n/a"), "{stdout}");
+}
+
+/// `bench serve` at `url`: a small run, `extra` flags added; the saved result (`null` without
+/// one) and the process's output.
+fn bench_serve_at(url: &str, extra: &[String]) -> (Value, Output) {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--base-url",
+        url,
+        "--num-prompts",
+        "8",
+        "--random-input-len",
+        "16",
+        "--random-output-len",
+        "40",
+        "--max-concurrency",
+        "4",
+        "--save-result",
+        "--result-dir",
+        tmp.path().to_str().unwrap(),
+        "--disable-tqdm",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    let out = llmspeed(&args);
+    let file = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"));
+    let v = match file {
+        Some(f) => serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap(),
+        None => Value::Null,
+    };
+    (v, out)
+}
+
+/// `bench serve` over TLS, through a TLS front to the simulated server, with the flags
+/// `extra` gives for the front (a file written into the directory given).
+fn bench_over_tls(extra: impl FnOnce(&TlsFront, &Path) -> Vec<String>) -> (Value, Output) {
+    let mock = start();
+    let front = TlsFront::start(mock.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let got = bench_serve_at(&front.url(), &extra(&front, dir.path()));
+    mock.stop();
+    got
+}
+
+/// `--ca-cert FILE` with `pem` written to FILE in `dir`.
+fn ca_cert(dir: &Path, pem: &str) -> Vec<String> {
+    let file = dir.join("ca.pem");
+    std::fs::write(&file, pem).unwrap();
+    vec!["--ca-cert".into(), file.to_str().unwrap().into()]
+}
+
+#[test]
+fn over_tls_the_result_says_why_there_is_no_bound() {
+    // The front's certificate is its own CA (openssl req -x509's kind), given as --ca-cert.
+    let (v, out) = bench_over_tls(|front, dir| ca_cert(dir, &front.cert_pem));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lag = &v["llmspeed"]["client_lag"];
+    assert_eq!(lag["stamp_source"], "client_clock (tls)", "{lag}");
+    assert_eq!(lag["client_bound"], false, "{lag}");
+    no_bound_said(lag, &out, "over TLS");
+    // The certificate was checked.
+    assert_eq!(v["llmspeed"]["insecure"], false, "{}", v["llmspeed"]);
+}
+
+#[test]
+fn insecure_is_recorded_in_the_result() {
+    let (v, out) = bench_over_tls(|_, _| vec!["--insecure".into()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(v["llmspeed"]["insecure"], true, "{}", v["llmspeed"]);
+}
+
+#[test]
+fn a_wrong_certificate_is_refused_with_its_reason_and_nothing_measured() {
+    // Another front's certificate than this one's: the run stops at the first handshake.
+    let other = TlsFront::start("127.0.0.1:9".parse().unwrap());
+    let (v, out) = bench_over_tls(|_, dir| ca_cert(dir, &other.cert_pem));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("TLS handshake with 127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("--ca-cert"), "{stderr}");
+    assert_eq!(v, Value::Null, "nothing measured, nothing saved: {v}");
+}
+
+/// `bench serve` against the simulated server (a token every 2 ms), through a proxy that holds
+/// the responses and writes them on every `period` when given.
+fn bench_through(period: Option<std::time::Duration>, extra: &[&str]) -> (Value, Output) {
+    let mock = start();
+    let proxy = period.map(|p| support::buffering_proxy::BufferingProxy::start(mock.addr, p));
+    let url = proxy.as_ref().map_or_else(|| mock.url(), |p| p.url());
+    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+    let got = bench_serve_at(&url, &extra);
+    mock.stop();
+    got
+}
+
+#[test]
+fn a_buffering_proxy_is_named_and_a_direct_run_is_not() {
+    // Direct: one token per segment, nothing batched.
+    let (v, out) = bench_through(None, &["--fail-on-upstream-batching"]);
+    let lag = &v["llmspeed"]["client_lag"];
+    assert_eq!(lag["upstream_batched"], false, "{lag}");
+    assert!(
+        lag["tokens_batched_percent"].as_f64().unwrap() < 50.0,
+        "{lag}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("upstream batching"), "{stdout}");
+    // Through a proxy that flushes every 20 ms: about ten tokens a segment.
+    let period = std::time::Duration::from_millis(20);
+    let (v, out) = bench_through(Some(period), &["--fail-on-upstream-batching"]);
+    let lag = &v["llmspeed"]["client_lag"];
+    if support::mock::default_stamp_source() != "packet" {
+        // Socket stamps cannot tell a proxy's batch from the client's lag: no verdict.
+        assert_eq!(lag["upstream_batched"], false, "{lag}");
+        return;
+    }
+    assert_eq!(lag["upstream_batched"], true, "{lag}");
+    eprintln!(
+        "through a 20 ms buffering proxy: {}",
+        lag["upstream_batching_reason"]
+    );
+    let share = lag["tokens_batched_percent"].as_f64().unwrap();
+    assert!(share >= 50.0, "{lag}");
+    let batch = lag["batch_tokens_p50"].as_f64().unwrap();
+    assert!(
+        (3.0..=20.0).contains(&batch),
+        "about 20 ms / 2 ms a batch: {lag}"
+    );
+    let every = lag["batch_period_ms_p50"].as_f64().unwrap();
+    assert!(
+        (15.0..=60.0).contains(&every),
+        "about the proxy's 20 ms: {lag}"
+    );
+    // Not the client's doing: no stamp reason for Client-bound (each token's segment is known).
+    let reasons = lag["client_bound_reasons"].as_array().unwrap();
+    assert!(
+        reasons
+            .iter()
+            .all(|r| !r.as_str().unwrap().contains("is known only to")),
+        "{lag}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("WARNING: llmspeed: upstream batching: ")
+            && stdout.contains("proxy_buffering off"),
+        "{stdout}"
+    );
+    // --fail-on-upstream-batching: saved, then a failed exit that says why.
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--fail-on-upstream-batching"), "{stderr}");
 }

@@ -198,10 +198,13 @@ async fn result_file_has_vllms_keys_and_times_match_the_trace() {
     assert_eq!(v["request_rate"], 80.0);
     // vLLM's body has no continuous_usage_stats, so per-event counts come from the chunks.
     assert_eq!(v["llmspeed"]["token_count_source"]["chunks"], 40);
-    // Plain TCP on Linux: every read carries the kernel's receive stamp, and the client's
+    // Plain TCP on Linux: every read carries the kernel's receive stamp, or each event its
+    // segment's (packet stamps, the default where a packet socket opens), and the client's
     // wake-up latency is reported beside it.
     if cfg!(target_os = "linux") {
-        assert_eq!(v["llmspeed"]["stamp_source"], "kernel", "{}", v["llmspeed"]);
+        let packet = llmspeed::net::packet::open_hub(false, 1).is_ok();
+        let source = if packet { "packet" } else { "kernel" };
+        assert_eq!(v["llmspeed"]["stamp_source"], source, "{}", v["llmspeed"]);
         assert_eq!(v["llmspeed"]["stamp_fallback"], Value::Null);
         assert!(v["llmspeed"]["client_wakeup_us"]["max"].as_f64().unwrap() > 0.0);
     }

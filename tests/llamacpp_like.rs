@@ -402,6 +402,7 @@ async fn matrix_calibrates_with_the_content_dialect_and_caches_by_tokenizer() {
         drain_timeout: Duration::from_secs(2),
         ready_check_timeout: Duration::ZERO,
         base_url: url.clone(),
+        insecure: false,
         skip_warmup: true,
         prompt_cache: Some(cache.clone()),
     };

@@ -91,6 +91,7 @@ fn matrix_config(out: &Path, base_url: &str) -> MatrixConfig {
         drain_timeout: Duration::from_secs(10),
         ready_check_timeout: Duration::ZERO,
         base_url: base_url.into(),
+        insecure: false,
         skip_warmup: false,
         prompt_cache: None,
     }

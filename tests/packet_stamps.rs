@@ -191,3 +191,83 @@ fn packet_stamps_keep_each_tokens_arrival() {
         }
     }
 }
+
+/// `llmspeed stream` against the simulated server, under `wrap` (a command that runs the rest:
+/// `setpriv ...`), with `extra` flags: its stderr, after a successful run.
+fn stream_stderr(url: &str, wrap: &[&str], extra: &[&str]) -> String {
+    let bin = env!("CARGO_BIN_EXE_llmspeed");
+    let (program, before) = match wrap.split_first() {
+        Some((p, rest)) => (*p, [rest, &[bin]].concat()),
+        None => (bin, Vec::new()),
+    };
+    let out = std::process::Command::new(program)
+        .args(before)
+        .args([
+            "stream",
+            "--base-url",
+            url,
+            "--model",
+            "mock-model",
+            "--prompt",
+            "x",
+        ])
+        .args(["--max-tokens", "4"])
+        .args(extra)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn the_commands_take_packet_stamps_by_default_and_say_which_stamps() {
+    let server = mock_server::MockThread::start(llmspeed::mock::MockConfig::profile(
+        llmspeed::mock::Profile::Fast,
+    ));
+    let url = server.url();
+    // By default: packet stamps where a packet socket opens, one line saying so.
+    let stderr = stream_stderr(&url, &[], &[]);
+    let stamps: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("llmspeed: stamps: "))
+        .collect();
+    assert_eq!(stamps.len(), 1, "one line: {stderr}");
+    if mock_server::default_stamp_source() == "packet" {
+        assert!(
+            stamps[0].starts_with("llmspeed: stamps: packet ("),
+            "{stderr}"
+        );
+        // Without CAP_NET_RAW (root with it taken out of the bounding set): socket stamps,
+        // why, and how to have packet stamps.
+        let dropped = ["setpriv", "--bounding-set", "-net_raw"];
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_ok()
+        {
+            let stderr = stream_stderr(&url, &dropped, &[]);
+            assert!(
+                stderr.contains("llmspeed: stamps: socket receive stamps, not packet stamps: a packet socket would not open"),
+                "{stderr}"
+            );
+            assert!(stderr.contains("setcap cap_net_raw+ep"), "{stderr}");
+        } else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI=true: setpriv missing"
+            );
+            eprintln!("NOT RUN: setpriv missing, the refused packet socket is not tried");
+        }
+    } else {
+        assert!(stamps[0].contains("setcap cap_net_raw+ep"), "{stderr}");
+    }
+    // --no-packet-stamps, and --no-kernel-stamps (the client's own clock asked for): no ring,
+    // nothing to say.
+    for flag in ["--no-packet-stamps", "--no-kernel-stamps"] {
+        let stderr = stream_stderr(&url, &[], &[flag]);
+        assert!(!stderr.contains("llmspeed: stamps: "), "{flag}: {stderr}");
+    }
+    server.stop();
+}

@@ -137,6 +137,9 @@ fn check_kernel_stamps(r: &Report) -> Result<(), String> {
     if r.stamp_source != Some("kernel") {
         return Err(format!("stamped by {:?}", r.stamp_source));
     }
+    if let Some(why) = &r.no_bound_reason {
+        return Err(format!("every gap has its bound, yet: {why}"));
+    }
     let apart = r.gap_error_apart_us_p50.ok_or("no gap was read apart")?;
     if apart >= 100.0 {
         return Err(format!(
@@ -292,6 +295,24 @@ fn cli_no_kernel_stamps_stamps_with_the_clients_clock() {
     assert!(
         v["client_wakeup_us_max"].is_null(),
         "no kernel stamp, no wake-up figure: {v}"
+    );
+    // No bound, and the report says why instead of leaving the verdict silent.
+    assert!(v["gap_bound_us_p99"].is_null(), "{v}");
+    let why = v["no_bound_reason"].as_str().expect("a reason");
+    assert!(
+        why.starts_with("no bounds") && why.contains("--no-kernel-stamps"),
+        "{v}"
+    );
+    // And the console says the same where it would print the bound.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["selftest", "--streams", "2", "--tokens", "5"])
+        .arg("--no-kernel-stamps")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("  gap bound         none: {why}")),
+        "{text}"
     );
 }
 

@@ -1,13 +1,19 @@
 //! TLS against a scripted server with an rcgen certificate: rejected by default, accepted with
-//! `insecure`, and accepted when its CA is given as a PEM file.
+//! `insecure`, and accepted when its CA is given as a PEM file; with `--ca-cert FILE`, the
+//! certificates users make (a self-signed one that is its own CA, as `openssl req -x509` makes
+//! it, or a server's certificate given by itself) accepted as curl and Python's `ssl` accept
+//! them, and anything else refused with its reason.
 
+#[path = "support/real_server.rs"]
+mod real_server;
 mod support;
 
 use bytes::Bytes;
 use llmspeed::clock::Clock;
 use llmspeed::net::{Cancel, Client, ClientConfig, NoopObserver, StreamRequest, Target};
 use llmspeed::timeline::{ErrorKind, StampFallback, StampSource, Timeline};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rcgen::{BasicConstraints, Certificate, CertificateParams, IsCa, KeyPair};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::io::Write;
 use std::sync::Arc;
@@ -21,29 +27,73 @@ struct Pki {
 
 /// A CA and a leaf for 127.0.0.1 signed by it.
 fn pki() -> Pki {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let (ca, ca_key) = ca();
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
         .unwrap()
         .signed_by(&leaf_key, &ca, &ca_key)
         .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        acceptor: acceptor(&leaf, &leaf_key),
+    }
+}
+
+/// A CA of no name in particular.
+fn ca() -> (Certificate, KeyPair) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    (params.self_signed(&key).unwrap(), key)
+}
+
+/// A self-signed certificate for `name` that is its own CA (basic constraints CA:TRUE, as
+/// `openssl req -x509` writes by default), served with its key; its PEM is what the user gives.
+fn self_signed_ca(name: &str, tweak: impl FnOnce(&mut CertificateParams)) -> Pki {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec![name.to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    tweak(&mut params);
+    let cert = params.self_signed(&key).unwrap();
+    Pki {
+        ca_pem: cert.pem(),
+        acceptor: acceptor(&cert, &key),
+    }
+}
+
+fn acceptor(cert: &Certificate, key: &KeyPair) -> TlsAcceptor {
+    server_config(
+        CertificateDer::from(cert.der().to_vec()),
+        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+    )
+}
+
+fn server_config(cert: CertificateDer<'static>, key: PrivateKeyDer<'static>) -> TlsAcceptor {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_no_client_auth()
-        .with_single_cert(
-            vec![CertificateDer::from(leaf.der().to_vec())],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
-        )
+        .with_single_cert(vec![cert], key)
         .unwrap();
-    Pki {
-        ca_pem: ca.pem(),
-        acceptor: TlsAcceptor::from(Arc::new(config)),
-    }
+    TlsAcceptor::from(Arc::new(config))
+}
+
+/// A run against the server of `pki` trusting the PEM text `ca_pem` as `--ca-cert`.
+async fn run_with_ca_file(pki: &Pki, ca_pem: &str) -> Timeline {
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    file.write_all(ca_pem.as_bytes()).unwrap();
+    let path = file.path().to_path_buf();
+    run(pki, |cfg| cfg.ca_file = Some(path)).await
+}
+
+/// The run failed in the handshake, before any request was sent: nothing measured.
+fn refused(tl: Timeline) -> llmspeed::timeline::RequestError {
+    assert!(tl.events.is_empty(), "nothing may be measured");
+    assert_eq!(tl.send_start, None, "no request may be sent");
+    let e = tl.outcome.expect_err("the server must be refused");
+    assert_eq!(e.kind, ErrorKind::Tls, "{e}");
+    e
 }
 
 async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
@@ -135,4 +185,114 @@ fn bad_ca_file_is_a_tls_error() {
     let e = Client::new(cfg, Clock::new()).err().expect("must fail");
     assert_eq!(e.kind, ErrorKind::Tls);
     assert!(e.message.contains("no PEM certificates"), "{e}");
+}
+
+#[tokio::test]
+async fn a_self_signed_certificate_that_is_its_own_ca_is_trusted_when_given() {
+    let pki = self_signed_ca("127.0.0.1", |_| {});
+    // Without it, refused, and the message says what the certificate is and what to do.
+    let e = refused(run(&pki, |_| {}).await);
+    assert!(e.message.contains("is a self-signed CA certificate"), "{e}");
+    assert!(e.message.contains("--ca-cert"), "{e}");
+    // With it, trusted (webpki alone says CaUsedAsEndEntity).
+    let tl = run_with_ca_file(&pki, &pki.ca_pem).await;
+    assert_eq!(tl.outcome, Ok(()));
+    assert_eq!(tl.output_tokens(), 3);
+}
+
+#[tokio::test]
+async fn a_server_certificate_given_without_its_ca_is_trusted() {
+    // curl and Python's ssl accept a chain that ends at a certificate in the file (OpenSSL's
+    // partial chain): the file holds the leaf, not the CA that signed it.
+    let (ca, ca_key) = ca();
+    let leaf_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    // A name of its own (rcgen names every certificate alike, which would make the leaf look
+    // like its own issuer).
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "127.0.0.1");
+    let leaf = params.signed_by(&leaf_key, &ca, &ca_key).unwrap();
+    let pki = Pki {
+        ca_pem: leaf.pem(),
+        acceptor: acceptor(&leaf, &leaf_key),
+    };
+    let tl = run_with_ca_file(&pki, &pki.ca_pem).await;
+    assert_eq!(tl.outcome, Ok(()));
+}
+
+#[tokio::test]
+async fn a_wrong_ca_is_refused_with_its_reason_and_nothing_measured() {
+    let pki = pki();
+    let (other, _) = ca();
+    let e = refused(run_with_ca_file(&pki, &other.pem()).await);
+    assert!(
+        e.message
+            .contains("certificate not trusted (unknown issuer)"),
+        "{e}"
+    );
+    assert!(e.message.contains("--ca-cert"), "{e}");
+}
+
+#[tokio::test]
+async fn a_self_signed_certificate_for_another_host_is_refused_even_when_given() {
+    // The host name is still checked for a certificate trusted by being in the file.
+    let pki = self_signed_ca("llm.example.com", |_| {});
+    let e = refused(run_with_ca_file(&pki, &pki.ca_pem).await);
+    assert!(e.message.contains("not valid for this host name"), "{e}");
+}
+
+#[tokio::test]
+async fn an_expired_self_signed_certificate_is_refused_even_when_given() {
+    let pki = self_signed_ca("127.0.0.1", |p| {
+        p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2021, 1, 1);
+    });
+    let e = refused(run_with_ca_file(&pki, &pki.ca_pem).await);
+    assert!(e.message.contains("certificate expired"), "{e}");
+}
+
+#[tokio::test]
+async fn a_certificate_made_by_openssl_req_x509_is_trusted_when_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    // The command a user copies: a key and a self-signed certificate for the host, one day.
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output();
+    let made = match made {
+        Ok(o) => o,
+        Err(e) => return real_server::missing(&format!("openssl cannot run: {e}")).unwrap_or(()),
+    };
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let pem = std::fs::read_to_string(&cert).unwrap();
+    let pki = Pki {
+        acceptor: server_config(
+            CertificateDer::from_pem_file(&cert).unwrap(),
+            PrivateKeyDer::from_pem_file(&key).unwrap(),
+        ),
+        ca_pem: pem,
+    };
+    // openssl's default makes it its own CA: webpki alone refuses it.
+    let e = refused(run(&pki, |_| {}).await);
+    assert!(e.message.contains("is a self-signed CA certificate"), "{e}");
+    let tl = run_with_ca_file(&pki, &pki.ca_pem).await;
+    assert_eq!(tl.outcome, Ok(()));
+    assert_eq!(tl.output_tokens(), 3);
 }

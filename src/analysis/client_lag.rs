@@ -23,6 +23,7 @@
 //! Pure: timelines in, figures out; the [`Clock`] given only converts stamps to nanoseconds
 //! (it is never read). Nothing here runs on the per-token path.
 
+use crate::analysis::batching::{BatchSamples, Batching};
 use crate::analysis::stats;
 use crate::clock::Clock;
 use crate::timeline::{StampSource, Timeline};
@@ -217,6 +218,8 @@ pub struct LagSamples {
     unbounded_tokens: u64,
     /// Which clock stamped the reads counted, over every request that had one.
     source: Option<StampSource>,
+    /// How the tokens came: batched upstream or one by one (`analysis::batching`).
+    batching: BatchSamples,
 }
 
 impl LagSamples {
@@ -227,6 +230,7 @@ impl LagSamples {
         self.add_dispatch(tl, clock, &window);
         let arr = arrivals(tl, clock);
         self.add_arrivals(tl, clock, &arr, &window);
+        self.batching.add(tl, clock, window);
     }
 
     fn add_reads(&mut self, tl: &Timeline, window: &Range<u64>) {
@@ -349,8 +353,10 @@ impl LagSamples {
             tpot_ms_p99: percentile_bound(&self.tpot, 99.0),
             throughput_bound_percent: (self.unbounded_tokens == 0 && self.tokens > 0)
                 .then(|| 100.0 * self.edge_tokens as f64 / self.tokens as f64),
+            tokens_unbounded: self.unbounded_tokens,
             cpu,
             stamp_source: self.source,
+            batching: self.batching.summary(),
         }
     }
 }
@@ -447,9 +453,13 @@ pub struct ClientLag {
     /// Output throughput's bound, percent of it: tokens that may have arrived on the other
     /// side of the window's edges. `None` when some token has no bound.
     pub throughput_bound_percent: Option<f64>,
+    /// Tokens whose arrival has no bound (their reads carry the client's own stamp).
+    pub tokens_unbounded: u64,
     pub cpu: Option<Cpu>,
     /// Which clock stamped the reads (`None`: no read was counted).
     pub stamp_source: Option<StampSource>,
+    /// How the tokens came: batched upstream or one by one (`analysis::batching`).
+    pub batching: Batching,
 }
 
 impl ClientLag {
@@ -462,6 +472,27 @@ impl ClientLag {
         };
         (self.gaps > 0).then(|| 100.0 * n as f64 / self.gaps as f64)
     }
+}
+
+/// Why figures lack their bounds, so the stamp half of the verdict cannot judge them: some
+/// tokens' reads carry the client's own stamp, and the stamp source says why (TLS, stamps
+/// disabled, not Linux, ...). `None` when every token has its bound (or none was counted).
+/// Said on the console and in the results instead of a bare "n/a".
+pub fn no_bound_reason(lag: &ClientLag) -> Option<String> {
+    if lag.tokens_unbounded == 0 && lag.gaps_unbounded == 0 {
+        return None;
+    }
+    let source = lag.stamp_source?;
+    let why = source.fallback()?.why_no_bound();
+    Some(match source {
+        StampSource::ClientClock(_) => format!(
+            "no bounds, so no Client-bound verdict from them (the dispatch lag is still judged): {why}"
+        ),
+        _ => format!(
+            "{:.1}% of gaps have no bound, and the bounds and the verdict cover the rest only: {why}",
+            lag.gap_percent(GapKind::Unbounded).unwrap_or(0.0)
+        ),
+    })
 }
 
 /// Which gap percentiles a measurement prints, so which the verdict holds to their bounds.
@@ -554,7 +585,7 @@ pub fn stamp_reasons(lag: &ClientLag, printed: Printed) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::{Channel, EventRecord};
+    use crate::timeline::{Channel, EventRecord, StampFallback};
 
     const RES: u64 = STAMP_RESOLUTION_NS;
 
@@ -576,6 +607,59 @@ mod tests {
             }
         }
         tl
+    }
+
+    /// A timeline of three one-token reads, each noted with `fallback` (`None`: a kernel stamp).
+    fn noted(fallbacks: [Option<StampFallback>; 3]) -> Timeline {
+        let mut tl = Timeline::new(0, 8, false);
+        tl.send_start = Some(1_000);
+        for (i, f) in fallbacks.into_iter().enumerate() {
+            tl.events.push(EventRecord {
+                t: 1_000_000 * (i as u64 + 1),
+                tokens: 1,
+                wakeup_ns: 0,
+                socket_bytes: 0,
+                channel: Channel::Content,
+            });
+            tl.note_read(f, if f.is_none() { 5_000 } else { 0 }, i);
+        }
+        tl
+    }
+
+    fn lag_of(tl: &Timeline) -> ClientLag {
+        let (clock, _h) = Clock::mock();
+        let mut s = LagSamples::default();
+        s.add(tl, &clock, 0..u64::MAX);
+        s.summary(None)
+    }
+
+    #[test]
+    fn figures_without_bounds_say_why() {
+        // Kernel stamps: every figure has its bound, nothing to explain.
+        let kernel = lag_of(&noted([None; 3]));
+        assert!(kernel.itl_ms_p50.is_some());
+        assert_eq!(no_bound_reason(&kernel), None);
+        // TLS: no bound at all, and the reason names TLS instead of a bare "n/a".
+        let tls = lag_of(&noted([Some(StampFallback::Tls); 3]));
+        assert_eq!((tls.itl_ms_p50, tls.ttft_ms_p50), (None, None));
+        assert_eq!(tls.tokens_unbounded, 3);
+        let why = no_bound_reason(&tls).unwrap();
+        assert!(
+            why.starts_with("no bounds, so no Client-bound verdict"),
+            "{why}"
+        );
+        assert!(why.contains("over TLS"), "{why}");
+        assert!(verdict(&tls, Printed::MedianAndP99).is_empty());
+        let off = lag_of(&noted([Some(StampFallback::Disabled); 3]));
+        assert!(no_bound_reason(&off)
+            .unwrap()
+            .contains("--no-kernel-stamps"));
+        // One of three reads on the client's clock: its two gaps of two lack a bound.
+        let mixed = lag_of(&noted([None, Some(StampFallback::NoStamp), None]));
+        assert_eq!((mixed.gaps, mixed.gaps_unbounded), (2, 2));
+        let why = no_bound_reason(&mixed).unwrap();
+        assert!(why.starts_with("100.0% of gaps have no bound"), "{why}");
+        assert!(why.contains("without the kernel's receive stamp"), "{why}");
     }
 
     #[test]

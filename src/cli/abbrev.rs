@@ -66,8 +66,10 @@ pub struct DropIn {
 }
 
 /// llmspeed's flags in both drop-ins (`--fail-on-client-bound` is `bench`'s, for both).
-const COMMON_EXTRAS: [&str; 7] = [
+const COMMON_EXTRAS: [&str; 9] = [
     "--fail-on-client-bound",
+    "--fail-on-upstream-batching",
+    "--no-packet-stamps",
     "--num-runs",
     "--packet-stamps",
     "--shard",

@@ -24,6 +24,12 @@ pub struct BenchArgs {
     /// llmspeed's own flag, beside the reference tool's.
     #[arg(long, global = true)]
     pub fail_on_client_bound: bool,
+    /// Exit with an error (status 1, after saving the results) when the tokens came batched by
+    /// something upstream — a buffering proxy, a gateway, the engine's output coalescing — so
+    /// ITL and TTFT describe the batching (`llmspeed.client_lag.upstream_batched`).
+    /// llmspeed's own flag, beside the reference tool's.
+    #[arg(long, global = true)]
+    pub fail_on_upstream_batching: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -40,7 +46,8 @@ pub fn run(args: BenchArgs) -> CliResult {
         BenchCommand::Serve(a) => serve(&a),
         BenchCommand::Sglang(a) => sglang(&a),
     };
-    judge(args.fail_on_client_bound, done)
+    let done = judge(args.fail_on_client_bound, done);
+    judge_batching(args.fail_on_upstream_batching, done)
 }
 
 /// The session's exit, turned into an error when a run completed no request, or when
@@ -58,6 +65,18 @@ fn judge(fail_on_client_bound: bool, done: CliResult) -> CliResult {
                 "{bound} run(s) were Client-bound (--fail-on-client-bound): see the WARNING line and llmspeed.client_lag"
             )))
         }
+        other => other,
+    }
+}
+
+/// The session's exit, turned into an error when `--fail-on-upstream-batching` asks and a
+/// run's tokens were batched upstream (a failed session keeps its own exit).
+fn judge_batching(fail: bool, done: CliResult) -> CliResult {
+    let batched = bench::engine::figures::upstream_batched_runs();
+    match done {
+        Ok(code) if fail && batched > 0 && code == ExitCode::SUCCESS => Err(CliError::failed(format!(
+            "{batched} run(s) had their tokens batched upstream (--fail-on-upstream-batching): see the WARNING line and llmspeed.client_lag"
+        ))),
         other => other,
     }
 }

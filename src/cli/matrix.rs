@@ -201,6 +201,7 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
                 .map_or(0, |c| c.ready_check_timeout(READY_CHECK_DEFAULT_S)),
         ),
         base_url: base_url.to_string(),
+        insecure: a.conn.as_ref().is_some_and(|c| c.insecure),
         skip_warmup: false,
     })
 }

@@ -49,7 +49,9 @@ pub struct ProbeArgs {
 }
 
 pub fn run(args: ProbeArgs) -> CliResult {
-    let cfg = args.conn.client_config()?;
+    let mut cfg = args.conn.client_config()?;
+    // Probing times nothing: no packet ring to open.
+    cfg.packet_stamps = false;
     let rt = runtime(1)?;
     let client = Client::new(cfg, Clock::new()).map_err(|e| CliError::usage(e.to_string()))?;
     rt.block_on(args.conn.wait_ready(&client, 0))?;

@@ -32,7 +32,8 @@ pub struct ConnectionArgs {
     /// Trust the operating system's root certificates instead of the bundled ones.
     #[arg(long)]
     pub system_roots: bool,
-    /// Also trust the CA certificates in this PEM file.
+    /// Also trust the certificates in this PEM file: CAs, or the server's own (a self-signed
+    /// one from `openssl req -x509`; its host name and validity are still checked).
     #[arg(long, value_name = "PEM")]
     pub ca_cert: Option<PathBuf>,
     /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's
@@ -41,10 +42,14 @@ pub struct ConnectionArgs {
     pub no_kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
     /// ring of the client, so a client that falls behind and reads several events at once
-    /// still times each one (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says so and
-    /// keeps socket stamps).
+    /// still times each one. The default wherever a packet socket opens (Linux, plain HTTP,
+    /// root or CAP_NET_RAW: `setcap cap_net_raw+ep` on the binary); elsewhere the client says
+    /// why and keeps socket stamps. The flag asks for them with --no-kernel-stamps too.
     #[arg(long)]
     pub packet_stamps: bool,
+    /// Socket receive stamps instead of packet stamps (no packet ring).
+    #[arg(long, conflicts_with = "packet_stamps")]
+    pub no_packet_stamps: bool,
     /// Connect + TLS handshake limit (10s, 500ms; a bare number is seconds; 0 = none).
     #[arg(long, value_name = "DURATION", default_value_t = 10.0, value_parser = super::duration::secs)]
     pub connect_timeout: f64,
@@ -101,7 +106,11 @@ impl ConnectionArgs {
         cfg.system_roots = self.system_roots;
         cfg.ca_file = self.ca_cert.clone();
         cfg.kernel_stamps = !self.no_kernel_stamps;
-        cfg.packet_stamps = self.packet_stamps;
+        cfg.packet_stamps = crate::net::packet_stamps_wanted(
+            self.packet_stamps,
+            self.no_packet_stamps,
+            self.no_kernel_stamps,
+        );
         cfg.timeouts = Timeouts {
             connect: secs("--connect-timeout", self.connect_timeout)?,
             first_byte: secs("--first-byte-timeout", self.first_byte_timeout)?,

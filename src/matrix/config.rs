@@ -62,6 +62,8 @@ pub struct MatrixConfig {
     /// fails (`--ready-check-timeout-sec`; zero: one probe).
     pub ready_check_timeout: Duration,
     pub base_url: String,
+    /// `--insecure`: the server's certificate is not checked (recorded in the settings).
+    pub insecure: bool,
     /// Skip the warm-up request (tests).
     pub skip_warmup: bool,
     /// Calibrated prompts are kept here by (model, context, seed, kind); `None` calibrates

@@ -165,6 +165,7 @@ fn settings(cfg: &MatrixConfig, plan: &Plan, mode: PromptTokens) -> Settings {
         prompt_tokens: mode,
         seed: cfg.seed,
         ignore_eos: cfg.ignore_eos,
+        insecure: cfg.insecure,
         loop_rule: Some(crate::report::LoopRule {
             min_repeats: cfg.repetition.min_repeats as u64,
             min_span_chars: cfg.repetition.min_span as u64,
@@ -936,7 +937,20 @@ fn cell_line(cell: &DecodeCell) -> String {
     s = with_first_error(&s, &cell.error_messages);
     let why = cell.client_lag.iter().flat_map(|l| &l.client_bound_reasons);
     let client_bound = why.map(|r| format!("Client-bound: {r}"));
-    if let Some(n) = cell.notes.iter().cloned().chain(client_bound).next() {
+    // Where the stamps put no bound on the figures, why (in place of a silent "no verdict").
+    let no_bound = cell.client_lag.iter().flat_map(|l| &l.no_bound_reason);
+    let batched = cell
+        .client_lag
+        .iter()
+        .flat_map(|l| &l.upstream_batching_reason);
+    let batched = batched.map(|r| format!("upstream batching: {r}"));
+    let notes = cell
+        .notes
+        .iter()
+        .cloned()
+        .chain(client_bound)
+        .chain(batched);
+    if let Some(n) = notes.chain(no_bound.cloned()).next() {
         s.push_str(&format!(" ({n})"));
     }
     s
@@ -986,6 +1000,26 @@ mod tests {
         assert_eq!(
             cell_line(&bound),
             "Client-bound 95.7 tok/s (Client-bound: the gap p50 of 0.000 ms is known only to ±1.000 ms)"
+        );
+        // A cell whose stamps put no bound on its figures says why.
+        let mut tls = valid.clone();
+        let mut figures = crate::report::client_lag::ClientLagFigures::new(&lag, Vec::new());
+        figures.no_bound_reason = Some("no bounds, so no Client-bound verdict from them".into());
+        tls.client_lag = Some(figures);
+        assert_eq!(
+            cell_line(&tls),
+            "Valid 95.7 tok/s (no bounds, so no Client-bound verdict from them)"
+        );
+        // A cell whose tokens a proxy batched says so, before any missing bound.
+        let mut proxied = tls.clone();
+        if let Some(l) = proxied.client_lag.as_mut() {
+            l.upstream_batched = true;
+            l.upstream_batching_reason =
+                Some("100% of tokens arrived several to a TCP segment".into());
+        }
+        assert_eq!(
+            cell_line(&proxied),
+            "Valid 95.7 tok/s (upstream batching: 100% of tokens arrived several to a TCP segment)"
         );
         let mut row = PrefillRow {
             context: 512,

@@ -8,6 +8,7 @@ use super::observer::{Cancel, StreamObserver};
 use super::packet::{self, hub::PacketHub, Unavailable};
 use super::plain::StampKeeper;
 use super::pool::Pool;
+use super::tls;
 use crate::clock::Clock;
 use crate::proto::body::{BodyChunk, BodyDecoder};
 use crate::proto::http1::{encode_request, validate_header, HeadParser, RequestHead};
@@ -134,7 +135,7 @@ impl Client {
 
     pub fn new(cfg: ClientConfig, clock: Clock) -> Result<Self, RequestError> {
         let tls = if cfg.target.is_tls() {
-            Some(TlsConnector::from(connect::tls_config(&cfg)?))
+            Some(TlsConnector::from(tls::tls_config(&cfg)?))
         } else {
             None
         };
@@ -160,9 +161,12 @@ impl Client {
             .flatten();
         let (packet, packet_unavailable) = if cfg.packet_stamps {
             match packet::open_hub(tls.is_some(), cfg.target.port) {
-                Ok(hub) => (Some(hub), None),
+                Ok(hub) => {
+                    note_once(packet::IN_USE);
+                    (Some(hub), None)
+                }
                 Err(why) => {
-                    note_once(&why);
+                    note_once(&why.note());
                     (None, Some(why))
                 }
             }
@@ -744,11 +748,11 @@ impl Client {
     }
 }
 
-/// Says once per process why `--packet-stamps` cannot be had (every client of a run would
-/// say the same).
-fn note_once(why: &Unavailable) {
+/// Says once per process which stamps the clients use when packet stamps were asked for:
+/// them, or why not (every client of a run would say the same).
+fn note_once(line: &str) {
     static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| eprintln!("{}", why.note()));
+    SAID.call_once(|| eprintln!("{line}"));
 }
 
 fn protocol(message: impl Into<String>) -> AttemptError {

@@ -55,9 +55,10 @@ pub struct ClientConfig {
     /// clock for every read (`--no-kernel-stamps`).
     pub kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring of the client (`--packet-stamps`; Linux, plain HTTP, `CAP_NET_RAW`; see
-    /// `net::packet`). Where that cannot be had the client says so once and keeps socket
-    /// stamps.
+    /// ring of the client (Linux, plain HTTP, `CAP_NET_RAW`; see `net::packet`). The client
+    /// says once which stamps it uses: these, or why not and how to have them. Off in a new
+    /// config (a library user asks); the commands turn it on by default
+    /// ([`packet_stamps_wanted`]).
     pub packet_stamps: bool,
 }
 
@@ -80,6 +81,18 @@ impl ClientConfig {
     }
 }
 
+/// Whether a command's client asks for packet stamps: by default, wherever a packet socket
+/// opens (root, or `CAP_NET_RAW`; where it does not, the client says why and keeps socket
+/// stamps), but not with `--no-packet-stamps`, nor with `--no-kernel-stamps` (the client's
+/// own clock, asked for) unless `--packet-stamps` asks for them too.
+pub fn packet_stamps_wanted(
+    packet_stamps: bool,
+    no_packet_stamps: bool,
+    no_kernel_stamps: bool,
+) -> bool {
+    !no_packet_stamps && (packet_stamps || !no_kernel_stamps)
+}
+
 /// Parses `--header 'Name: value'`, refusing anything that would corrupt the request.
 pub fn parse_header(s: &str) -> Result<(String, String), String> {
     let (k, v) = s
@@ -93,6 +106,25 @@ pub fn parse_header(s: &str) -> Result<(String, String), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn packet_stamps_are_the_default_unless_a_flag_says_otherwise() {
+        // (--packet-stamps, --no-packet-stamps, --no-kernel-stamps) -> asked for.
+        assert!(packet_stamps_wanted(false, false, false), "the default");
+        assert!(
+            packet_stamps_wanted(true, false, false),
+            "the old flag still works"
+        );
+        assert!(
+            !packet_stamps_wanted(false, true, false),
+            "--no-packet-stamps"
+        );
+        assert!(
+            !packet_stamps_wanted(false, false, true),
+            "the client's own clock asked for"
+        );
+        assert!(packet_stamps_wanted(true, false, true), "both asked for");
+    }
 
     #[test]
     fn header_parsing() {

@@ -3,7 +3,6 @@
 //! Failures become [`RequestError`]s here, once, with a one-line message a person can act on
 //! ("connection refused by 127.0.0.1:8000", "certificate not trusted; use --insecure ...").
 
-use super::config::ClientConfig;
 use super::packet::hub::PacketHub;
 use super::packet::stamper::PacketClock;
 use super::packet::tap::PacketTap;
@@ -13,10 +12,7 @@ use super::target::Target;
 use crate::clock::Clock;
 use crate::timeline::{ErrorKind, RequestError};
 use bytes::BytesMut;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -103,60 +99,6 @@ impl AsyncWrite for Conn {
             Conn::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
-}
-
-/// Builds the rustls client configuration once per [`super::Client`].
-pub(crate) fn tls_config(cfg: &ClientConfig) -> Result<Arc<rustls::ClientConfig>, RequestError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| tls_err(format!("cannot set up TLS: {e}")))?;
-    let mut config = if cfg.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCert { provider }))
-            .with_no_client_auth()
-    } else {
-        let mut roots = rustls::RootCertStore::empty();
-        if cfg.system_roots {
-            let found = rustls_native_certs::load_native_certs();
-            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
-            if added == 0 {
-                return Err(tls_err(
-                    "no usable system root certificates found (drop --system-roots to use the bundled roots)",
-                ));
-            }
-        } else {
-            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-        }
-        if let Some(path) = &cfg.ca_file {
-            let mut n = 0;
-            let iter = CertificateDer::pem_file_iter(path)
-                .map_err(|e| tls_err(format!("cannot read CA file {}: {e}", path.display())))?;
-            for cert in iter {
-                let cert = cert.map_err(|e| {
-                    tls_err(format!(
-                        "bad certificate in CA file {}: {e}",
-                        path.display()
-                    ))
-                })?;
-                roots.add(cert).map_err(|e| {
-                    tls_err(format!("unusable certificate in {}: {e}", path.display()))
-                })?;
-                n += 1;
-            }
-            if n == 0 {
-                return Err(tls_err(format!(
-                    "CA file {} holds no PEM certificates",
-                    path.display()
-                )));
-            }
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
-    };
-    // We speak HTTP/1.1 only; saying so stops an h2-preferring server from choosing h2.
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(config))
 }
 
 /// Opens a connection (TCP, then TLS for https), with `TCP_NODELAY` set, kernel receive
@@ -267,6 +209,9 @@ fn classify_tls_error(e: &io::Error, authority: &str) -> RequestError {
             | rustls::Error::InvalidCertificate(C::ExpiredContext { .. }) => format!(
                 "TLS handshake with {authority} failed: certificate expired; use --insecure to skip verification"
             ),
+            e if super::tls::ca_used_as_server_cert(e) => format!(
+                "TLS handshake with {authority} failed: the server's certificate is a self-signed CA certificate (as `openssl req -x509` makes) that no --ca-cert file holds; give that very certificate with --ca-cert to trust it, or use --insecure to skip verification"
+            ),
             rustls::Error::InvalidCertificate(other) => format!(
                 "TLS handshake with {authority} failed: certificate not trusted ({other:?}); use --insecure to skip verification"
             ),
@@ -290,60 +235,6 @@ fn classify_tls_error(e: &io::Error, authority: &str) -> RequestError {
     tls_err(format!("TLS handshake with {authority} failed: {e}"))
 }
 
-fn tls_err(message: impl Into<String>) -> RequestError {
+pub(super) fn tls_err(message: impl Into<String>) -> RequestError {
     RequestError::new(ErrorKind::Tls, message)
-}
-
-/// `--insecure`: accepts any certificate but still checks the handshake signatures, so the
-/// connection is encrypted and behaves like a verified one (same round trips, same cost).
-#[derive(Debug)]
-struct AcceptAnyCert {
-    provider: Arc<rustls::crypto::CryptoProvider>,
-}
-
-impl ServerCertVerifier for AcceptAnyCert {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.provider.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
-    }
 }

@@ -18,8 +18,8 @@ use bytes::BytesMut;
 use rustls::pki_types::ServerName;
 
 use super::config::ClientConfig;
-use super::connect::tls_config;
 use super::target::{Scheme, Target};
+use super::tls::tls_config;
 use crate::proto::body::{BodyChunk, BodyDecoder};
 use crate::proto::http1::{encode_request, HeadParser, RequestHead};
 

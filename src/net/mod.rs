@@ -34,10 +34,11 @@ mod pool;
 pub mod request;
 pub mod stamp;
 mod target;
+mod tls;
 
 pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};
-pub use config::{parse_header, ClientConfig, Timeouts};
+pub use config::{packet_stamps_wanted, parse_header, ClientConfig, Timeouts};
 pub use decode::{Progress, ReadClock, StreamDecoder, EMPTY_BODY};
 pub use observer::{Cancel, Flow, NoopObserver, StreamObserver};
 pub use target::{Scheme, Target, TargetError};

@@ -102,6 +102,25 @@ pub struct ClientLagFigures {
     /// written before it was recorded).
     #[serde(default)]
     pub stamp_source: Option<String>,
+    /// Why some or all figures have no bound, so the stamp half of the verdict could not judge
+    /// them (`analysis::client_lag::no_bound_reason`: TLS, stamps disabled, not Linux, ...);
+    /// `null` when every figure has its bound (and in files written before it was recorded).
+    #[serde(default)]
+    pub no_bound_reason: Option<String>,
+    /// Whether the tokens were batched upstream (a buffering proxy, a gateway, the engine's
+    /// output coalescing: `analysis::batching::verdict`), the reason with its evidence, and the
+    /// evidence as figures: the share of tokens that came batched, tokens per batch and the
+    /// time between one request's batches (p50). `false`/`null` in files written before.
+    #[serde(default)]
+    pub upstream_batched: bool,
+    #[serde(default)]
+    pub upstream_batching_reason: Option<String>,
+    #[serde(default)]
+    pub tokens_batched_percent: Option<f64>,
+    #[serde(default)]
+    pub batch_tokens_p50: Option<f64>,
+    #[serde(default)]
+    pub batch_period_ms_p50: Option<f64>,
 }
 
 impl ClientLagFigures {
@@ -109,6 +128,7 @@ impl ClientLagFigures {
     /// `stamp_reasons`, as the measurement prints its figures).
     pub fn new(lag: &ClientLag, reasons: Vec<String>) -> Self {
         let b = |v: Option<Bounded>| v.map(BoundedMs::from);
+        let batched = crate::analysis::batching::verdict(&lag.batching);
         ClientLagFigures {
             client_bound: !reasons.is_empty(),
             client_bound_reasons: reasons,
@@ -140,6 +160,12 @@ impl ClientLagFigures {
             client_cpu_percent_of_cores: lag.cpu.map(|c| c.percent_of_cores()),
             cores: lag.cpu.map(|c| c.cores as u64),
             stamp_source: lag.stamp_source.map(|s| s.label()),
+            no_bound_reason: crate::analysis::client_lag::no_bound_reason(lag),
+            upstream_batched: batched.is_some(),
+            upstream_batching_reason: batched,
+            tokens_batched_percent: lag.batching.batched_percent(),
+            batch_tokens_p50: lag.batching.batch_tokens_p50,
+            batch_period_ms_p50: lag.batching.batch_period_ms_p50,
         }
     }
 }

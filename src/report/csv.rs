@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 66] = [
+pub const COLUMNS: [&str; 72] = [
     "phase",
     "context",
     "context_label",
@@ -78,6 +78,12 @@ pub const COLUMNS: [&str; 66] = [
     "client_lag_socket_bytes_at_read_p50",
     "client_lag_socket_bytes_at_read_p99",
     "client_lag_socket_bytes_at_read_max",
+    "client_lag_no_bound_reason",
+    "client_lag_upstream_batched",
+    "client_lag_upstream_batching_reason",
+    "client_lag_tokens_batched_percent",
+    "client_lag_batch_tokens_p50",
+    "client_lag_batch_period_ms_p50",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -228,6 +234,12 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
     out.push(l.stamp_source.clone().unwrap_or_default());
     out.push(num(l.reads_left_data_percent));
     out.extend(spread(l.socket_bytes_at_read));
+    out.push(l.no_bound_reason.clone().unwrap_or_default());
+    out.push(l.upstream_batched.to_string());
+    out.push(l.upstream_batching_reason.clone().unwrap_or_default());
+    out.push(num(l.tokens_batched_percent));
+    out.push(num(l.batch_tokens_p50));
+    out.push(num(l.batch_period_ms_p50));
     out
 }
 

@@ -186,6 +186,10 @@ pub struct Settings {
     pub prompt_tokens: PromptTokens,
     pub seed: u64,
     pub ignore_eos: bool,
+    /// `--insecure`: the server's TLS certificate was not checked. Written only when it was
+    /// not (absent: checked, or plain HTTP, or a file from before it was recorded).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
     /// The loop detector's thresholds (absent in files from before they were saved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_rule: Option<LoopRule>,

@@ -306,6 +306,10 @@ pub struct Report {
     /// The verdict from the client's own figures (`client_lag::verdict`), and its reasons.
     pub client_bound: Option<bool>,
     pub client_bound_reasons: Vec<String>,
+    /// Why some or all gaps have no bound, so the stamp half of the verdict could not judge
+    /// them (`client_lag::no_bound_reason`: TLS, `--no-kernel-stamps`, ...); `null` when every
+    /// gap has its bound.
+    pub no_bound_reason: Option<String>,
     /// Whether the verdict's stamp reasons fired (`client_lag::stamp_reasons`: the bounds too
     /// wide for the figures); the trace answers the same question below. The dispatch lag is
     /// the client's own exact reading and needs no trace.
@@ -802,6 +806,7 @@ impl Report {
             dispatch_lag_ms_p99: None,
             client_bound: None,
             client_bound_reasons: Vec::new(),
+            no_bound_reason: None,
             stamps_too_loose: None,
             client_limited_in_truth: None,
             client_limited_in_truth_reasons: Vec::new(),
@@ -936,6 +941,7 @@ impl OwnStamps {
         let printed = client_lag::Printed::MedianAndP99;
         r.client_bound_reasons = client_lag::verdict(lag, printed);
         r.client_bound = Some(!r.client_bound_reasons.is_empty());
+        r.no_bound_reason = client_lag::no_bound_reason(lag);
         r.stamps_too_loose = Some(!client_lag::stamp_reasons(lag, printed).is_empty());
         r.client_limited_in_truth_reasons = self.truth_reasons();
         r.client_limited_in_truth = Some(!r.client_limited_in_truth_reasons.is_empty());
@@ -1619,13 +1625,17 @@ fn opt_count(n: Option<u64>) -> String {
 fn write_bounds(w: &mut impl std::io::Write, r: &Report) -> std::io::Result<()> {
     let Some(bound) = r.gap_bound_us_p99 else {
         if r.client_bound.is_some() {
-            writeln!(
-                w,
-                "  gap bound         none: the reads carry the client's own stamps"
-            )?;
+            let why = r
+                .no_bound_reason
+                .as_deref()
+                .unwrap_or("the reads carry the client's own stamps");
+            writeln!(w, "  gap bound         none: {why}")?;
         }
         return Ok(());
     };
+    if let Some(why) = &r.no_bound_reason {
+        writeln!(w, "  unbounded gaps    {why}")?;
+    }
     writeln!(
         w,
         "  gap bound         {} us p50, {bound:.1} us p99 stated; true error {:.1} us p99 (the truth known to {} us p99; {} us p50, {} us p99 beyond it); {}% of gaps inside ({}% read apart, {} us p99 beyond the truth; {}% with an end read together with others)",

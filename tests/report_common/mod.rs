@@ -56,6 +56,7 @@ pub fn report() -> MatrixReport {
             prompt_tokens: PromptTokens::TokenizeEndpoint,
             seed: 1,
             ignore_eos: true,
+            insecure: false,
             loop_rule: Some(LoopRule {
                 min_repeats: 4,
                 min_span_chars: 4096,
@@ -330,5 +331,11 @@ pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
         client_cpu_percent_of_cores: Some(0.75),
         cores: Some(2),
         stamp_source: Some("kernel".into()),
+        no_bound_reason: None,
+        upstream_batched: false,
+        upstream_batching_reason: None,
+        tokens_batched_percent: Some(0.0),
+        batch_tokens_p50: None,
+        batch_period_ms_p50: None,
     }
 }

@@ -37,6 +37,21 @@ pub fn packet_client_for(url: &str) -> Option<llmspeed::net::Client> {
     }
 }
 
+/// The stamp source the commands use by default on Linux here: `packet` where packet sockets
+/// open (root or CAP_NET_RAW; always under `CI=true`, which runs as root), else `kernel`.
+pub fn default_stamp_source() -> &'static str {
+    match llmspeed::net::packet::open_hub(false, 1) {
+        Ok(_) => "packet",
+        Err(why) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!(
+                "CI=true: packet stamps must open here (CI runs as root): {}",
+                why.note()
+            )
+        }
+        Err(_) => "kernel",
+    }
+}
+
 pub struct MockServer {
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,

@@ -5,8 +5,11 @@
 //! closed at once. It binds 127.0.0.1:0 only.
 #![allow(dead_code)]
 
+pub mod buffering_proxy;
 pub mod mock;
 pub mod process;
+pub mod relay;
+pub mod tls_front;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -25,6 +25,15 @@ pub fn client_bound_runs() -> usize {
     CLIENT_BOUND_RUNS.load(Ordering::Relaxed)
 }
 
+/// Upstream-batched runs this process has written the figures of; `--fail-on-upstream-batching`
+/// reads it when the session ends.
+static UPSTREAM_BATCHED_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many runs of this process were upstream-batched (`analysis::batching`).
+pub fn upstream_batched_runs() -> usize {
+    UPSTREAM_BATCHED_RUNS.load(Ordering::Relaxed)
+}
+
 /// The `client_lag` object: the client's read lag, tokens per read, dispatch lag, CPU, the
 /// gaps by how well they are known, the bound on each figure (ms: `value` ± `bound`) and the
 /// verdict with its reasons (`analysis::client_lag`). Counts a Client-bound run once.
@@ -33,8 +42,12 @@ pub fn client_lag(lag: &ClientLag) -> Value {
     if !reasons.is_empty() {
         CLIENT_BOUND_RUNS.fetch_add(1, Ordering::Relaxed);
     }
+    let figures = ClientLagFigures::new(lag, reasons);
+    if figures.upstream_batched {
+        UPSTREAM_BATCHED_RUNS.fetch_add(1, Ordering::Relaxed);
+    }
     // The one shape a matrix cell's `client_lag` has too.
-    serde_json::to_value(ClientLagFigures::new(lag, reasons)).unwrap_or(Value::Null)
+    serde_json::to_value(figures).unwrap_or(Value::Null)
 }
 
 /// The console block of `client_lag` (in `extras`): one line of the client's lag and the
@@ -79,6 +92,18 @@ pub fn client_lag_lines(extras: &Value) -> Vec<String> {
             f(&x["gaps_merged_percent"], 1),
         ),
     ];
+    if let Some(why) = x["no_bound_reason"].as_str() {
+        // Said instead of the bounds where none could be had, beside them where some could.
+        let none = x["bounds_ms"]
+            .as_object()
+            .is_some_and(|b| b.values().all(Value::is_null));
+        let line = format!("llmspeed: bounds: {why}");
+        if none {
+            lines[1] = line;
+        } else {
+            lines.push(line);
+        }
+    }
     if x["client_bound"].as_bool() == Some(true) {
         let why: Vec<&str> = x["client_bound_reasons"]
             .as_array()
@@ -87,6 +112,11 @@ pub fn client_lag_lines(extras: &Value) -> Vec<String> {
         lines.push(format!(
             "WARNING: llmspeed: Client-bound: {}. These figures say as much about this client as about the server (--fail-on-client-bound makes this an error).",
             why.join("; ")
+        ));
+    }
+    if let Some(why) = x["upstream_batching_reason"].as_str() {
+        lines.push(format!(
+            "WARNING: llmspeed: upstream batching: {why} (--fail-on-upstream-batching makes this an error)."
         ));
     }
     lines
@@ -233,6 +263,8 @@ pub fn ours(plan: &Plan, m: &Measured) -> Value {
     stamps.write(&mut x);
     x["client_lag"] = client_lag(&m.client_lag);
     x["preconnected"] = json!(m.preconnected);
+    // `--insecure`: the server's certificate was not checked; said wherever the run is kept.
+    x["insecure"] = json!(plan.insecure);
     if m.stopped {
         x["interrupted"] = json!({
             "signal": m.stop_reason,

@@ -50,10 +50,14 @@ pub struct SglangArgs {
     #[arg(long, default_value_t = 60)]
     pub ready_check_timeout_sec: u64,
     /// llmspeed's own: stamp each event with the arrival of the TCP segment that carried it,
-    /// from a packet ring of the client (Linux, plain HTTP, needs CAP_NET_RAW; otherwise says
-    /// so and keeps socket stamps).
+    /// from a packet ring of the client. The default wherever a packet socket opens (Linux,
+    /// plain HTTP, root or CAP_NET_RAW: `setcap cap_net_raw+ep` on the binary); elsewhere the
+    /// client says why and keeps socket stamps.
     #[arg(long)]
     pub packet_stamps: bool,
+    /// llmspeed's own: socket receive stamps instead of packet stamps (no packet ring).
+    #[arg(long, conflicts_with = "packet_stamps")]
+    pub no_packet_stamps: bool,
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
@@ -536,7 +540,11 @@ impl SglangArgs {
             system_roots: false,
             ca_cert: None,
             kernel_stamps: true,
-            packet_stamps: self.packet_stamps,
+            packet_stamps: crate::net::packet_stamps_wanted(
+                self.packet_stamps,
+                self.no_packet_stamps,
+                false,
+            ),
             preconnect: false,
             // SGLang polls `/v1/models` up to this long (0: one attempt).
             ready_check_timeout_s: self.ready_check_timeout_sec,

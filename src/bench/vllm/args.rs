@@ -182,7 +182,8 @@ pub struct ServeArgs {
     /// Trust the operating system's root certificates instead of the bundled ones.
     #[arg(long, help_heading = "llmspeed extras")]
     pub system_roots: bool,
-    /// Also trust the CA certificates in this PEM file.
+    /// Also trust the certificates in this PEM file: CAs, or the server's own (a self-signed
+    /// one from `openssl req -x509`; its host name and validity are still checked).
     #[arg(long, value_name = "PEM", help_heading = "llmspeed extras")]
     pub ca_cert: Option<std::path::PathBuf>,
     /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's
@@ -190,10 +191,18 @@ pub struct ServeArgs {
     #[arg(long, help_heading = "llmspeed extras")]
     pub no_kernel_stamps: bool,
     /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring of the client, so a client that falls behind still times each token (Linux,
-    /// plain HTTP, needs CAP_NET_RAW; otherwise says so and keeps socket stamps).
+    /// ring of the client, so a client that falls behind still times each token. The default
+    /// wherever a packet socket opens (Linux, plain HTTP, root or CAP_NET_RAW: `setcap
+    /// cap_net_raw+ep` on the binary); elsewhere the client says why and keeps socket stamps.
     #[arg(long, help_heading = "llmspeed extras")]
     pub packet_stamps: bool,
+    /// Socket receive stamps instead of packet stamps (no packet ring).
+    #[arg(
+        long,
+        help_heading = "llmspeed extras",
+        conflicts_with = "packet_stamps"
+    )]
+    pub no_packet_stamps: bool,
     /// Open the run's connections (one per concurrent request, up to 1024) after the warm-ups
     /// and before the first request, so no request's latency includes a TCP or TLS handshake
     /// and a burst of starts does not keep the client busy connecting while the first tokens
@@ -622,7 +631,7 @@ pub struct ServeConfig {
     pub ca_cert: Option<std::path::PathBuf>,
     /// Kernel receive stamps on plain connections (`--no-kernel-stamps` turns them off).
     pub kernel_stamps: bool,
-    /// `--packet-stamps`.
+    /// Packet stamps asked for (the default; `net::packet_stamps_wanted`).
     pub packet_stamps: bool,
     /// `--preconnect`.
     pub preconnect: bool,
@@ -1286,7 +1295,11 @@ impl ServeArgs {
             system_roots: self.system_roots,
             ca_cert: self.ca_cert.clone(),
             kernel_stamps: !self.no_kernel_stamps,
-            packet_stamps: self.packet_stamps,
+            packet_stamps: crate::net::packet_stamps_wanted(
+                self.packet_stamps,
+                self.no_packet_stamps,
+                self.no_kernel_stamps,
+            ),
             preconnect: self.preconnect,
             api_key: self.api_key.clone().filter(|k| !k.is_empty()),
             model: self.model.clone(),

@@ -39,15 +39,19 @@ pub enum Unavailable {
 }
 
 impl Unavailable {
-    /// The one line a client prints when `--packet-stamps` was asked for and cannot be had.
+    /// The one line a client prints when packet stamps were asked for (the commands' default)
+    /// and cannot be had: which stamps it uses instead, why, and how to have them.
     pub fn note(&self) -> String {
         match self {
-            Unavailable::Tls => "llmspeed: --packet-stamps is not supported over TLS (the bytes read are not the segments' bytes); reads keep the client's stamps".to_string(),
-            Unavailable::Unsupported => "llmspeed: --packet-stamps needs Linux (AF_PACKET); reads keep socket stamps".to_string(),
-            Unavailable::Refused(why) => format!("llmspeed: --packet-stamps needs CAP_NET_RAW (run as root, or setcap cap_net_raw+ep on the binary): a packet socket would not open ({why}); reads keep socket receive stamps"),
+            Unavailable::Tls => "llmspeed: stamps: the client's clock, not packet stamps: over TLS the bytes read are not the segments' bytes (--no-packet-stamps silences this)".to_string(),
+            Unavailable::Unsupported => "llmspeed: stamps: socket stamps, not packet stamps: those need Linux (AF_PACKET) (--no-packet-stamps silences this)".to_string(),
+            Unavailable::Refused(why) => format!("llmspeed: stamps: socket receive stamps, not packet stamps: a packet socket would not open ({why}); they need CAP_NET_RAW: run as root, or `sudo setcap cap_net_raw+ep \"$(command -v llmspeed)\"` once (--no-packet-stamps silences this)"),
         }
     }
 }
+
+/// The one line a client prints when it has packet stamps.
+pub const IN_USE: &str = "llmspeed: stamps: packet (each token's TCP segment's arrival, from a packet ring; --no-packet-stamps for socket receive stamps)";
 
 /// The packet hub of a client of a plain (`tls == false`) or TLS target whose server listens
 /// on port `remote`, or why it cannot have one.
@@ -81,11 +85,18 @@ mod tests {
             Unavailable::Refused("Operation not permitted (os error 1)".into()),
         ] {
             let note = why.note();
-            assert!(note.starts_with("llmspeed: --packet-stamps "), "{note}");
+            // Which stamps are used instead, and how to be rid of the line.
+            assert!(note.starts_with("llmspeed: stamps: "), "{note}");
+            assert!(note.contains("not packet stamps"), "{note}");
+            assert!(
+                note.ends_with("(--no-packet-stamps silences this)"),
+                "{note}"
+            );
             assert!(!note.contains('\n'), "{note}");
         }
-        assert!(Unavailable::Refused("EPERM".into())
-            .note()
-            .contains("CAP_NET_RAW"));
+        // How to have them.
+        let refused = Unavailable::Refused("EPERM".into()).note();
+        assert!(refused.contains("CAP_NET_RAW"), "{refused}");
+        assert!(refused.contains("setcap cap_net_raw+ep"), "{refused}");
     }
 }

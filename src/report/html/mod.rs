@@ -63,13 +63,18 @@ fn bounded(b: Option<BoundedMs>) -> String {
 
 /// The verdict on the client's lag in words, from the cell's figures (`client_lag`): what
 /// `analysis::client_lag` decided, never decided here.
-fn lag_verdict(l: &ClientLagFigures) -> &'static str {
+fn lag_verdict(l: &ClientLagFigures) -> String {
     if l.client_bound {
-        "Client-bound: its figures are not trustworthy at the precision printed"
+        "Client-bound: its figures are not trustworthy at the precision printed".into()
+    } else if let Some(why) = &l.upstream_batching_reason {
+        format!("upstream batching: {why}")
+    } else if let Some(why) = &l.no_bound_reason {
+        why.clone()
     } else if l.gaps > 0 && l.bounds_ms.itl_p50.is_none() {
         "no bound: the reads carry the client's own clock (TLS, --no-kernel-stamps, not Linux)"
+            .into()
     } else {
-        "kept up: each printed figure is known within its bound's share"
+        "kept up: each printed figure is known within its bound's share".into()
     }
 }
 
@@ -82,7 +87,7 @@ fn lag_rows(l: &ClientLagFigures) -> Vec<(&'static str, String)> {
     };
     let b = &l.bounds_ms;
     vec![
-        ("Verdict", lag_verdict(l).to_string()),
+        ("Verdict", lag_verdict(l)),
         ("Read lag p50 / p99 / max", spread(l.read_lag_us, &us)),
         (
             "Tokens per read, mean / max",
