@@ -74,19 +74,21 @@ impl Samples {
         self.e2e_ms.extend(r.e2e_ms);
         self.tpot_ms.extend(r.tpot_ms);
         self.itl_ms.extend_from_slice(r.itl_ms);
-        let within = slo.request_thresholds().all(|(m, max)| {
-            let v = match m {
-                Metric::Ttft => r.ttft_ms,
-                Metric::E2e => r.e2e_ms,
-                // One token: no TPOT, nothing to exceed.
-                Metric::Tpot => r.tpot_ms.or(Some(0.0)),
-                Metric::Itl => Some(0.0),
-            };
-            v.is_some_and(|v| v <= max)
-        });
+        let within = attains(slo, r);
         if within {
             self.attained += 1;
         }
+    }
+
+    /// Adds another probe round's samples.
+    pub fn extend(&mut self, other: Samples) {
+        self.ttft_ms.extend(other.ttft_ms);
+        self.itl_ms.extend(other.itl_ms);
+        self.e2e_ms.extend(other.e2e_ms);
+        self.tpot_ms.extend(other.tpot_ms);
+        self.requests += other.requests;
+        self.failed += other.failed;
+        self.attained += other.attained;
     }
 
     fn of(&self, m: Metric) -> &[f64] {
@@ -97,6 +99,21 @@ impl Samples {
             Metric::Tpot => &self.tpot_ms,
         }
     }
+}
+
+/// Whether a request counts toward `attainment` (and goodput): it succeeded, and its TTFT,
+/// E2E and TPOT are each within every such objective's threshold.
+pub fn attains(slo: &Slo, r: &RequestFigures) -> bool {
+    r.ok && slo.request_thresholds().all(|(m, max)| {
+        let v = match m {
+            Metric::Ttft => r.ttft_ms,
+            Metric::E2e => r.e2e_ms,
+            // One token: no TPOT, nothing to exceed.
+            Metric::Tpot => r.tpot_ms.or(Some(0.0)),
+            Metric::Itl => Some(0.0),
+        };
+        v.is_some_and(|v| v <= max)
+    })
 }
 
 /// One objective judged on a probe's samples.

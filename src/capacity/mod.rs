@@ -7,7 +7,12 @@
 //!
 //! Architecture invariant: nothing in `capacity`'s core reads a clock, a socket or a file.
 
+pub mod client;
 pub mod decide;
 pub mod interval;
+pub mod plan;
+pub mod results;
+pub mod run;
+pub mod samples;
 pub mod search;
 pub mod slo;
