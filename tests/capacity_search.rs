@@ -45,6 +45,13 @@ fn probe(slo: &Slo, load: u64, rng: &mut StdRng, round: usize, rounds: usize) ->
     Outcome::NotYet
 }
 
+/// The objective whose threshold sits halfway between the true p99 at `truth` streams and at
+/// `truth + 1`.
+fn between(truth: u64) -> Slo {
+    let threshold = 0.5 * (p99(truth) + p99(truth + 1));
+    Slo::parse(&[format!("itl_p99={threshold}ms")]).unwrap()
+}
+
 fn search(slo: &Slo, seed: u64, rounds: usize) -> (Conclusion, usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut s = Search::new(SearchConfig {
@@ -72,8 +79,7 @@ fn a_noisy_server_is_found_within_the_resolution_in_19_of_20_runs() {
     // The truth: 12 streams. The threshold sits halfway between the p99 at 12 and at 13,
     // 4% from each: a probe there needs about 12,000 gaps to decide.
     let truth = 12;
-    let threshold = 0.5 * (p99(truth) + p99(truth + 1));
-    let slo = Slo::parse(&[format!("itl_p99={threshold}ms")]).unwrap();
+    let slo = between(truth);
     let mut landed = 0;
     for seed in 0..20 {
         let (c, probes) = search(&slo, seed, 20);
@@ -99,8 +105,7 @@ fn too_few_samples_say_not_certain_rather_than_guess() {
     // truth end not yet, and the answer says its upper end is uncertain instead of claiming a
     // failure there.
     let truth = 12;
-    let threshold = 0.5 * (p99(truth) + p99(truth + 1));
-    let slo = Slo::parse(&[format!("itl_p99={threshold}ms")]).unwrap();
+    let slo = between(truth);
     let mut uncertain = 0;
     for seed in 0..20 {
         let (c, _) = search(&slo, seed, 1);

@@ -332,4 +332,24 @@ mod tests {
         let th: Vec<_> = slo.request_thresholds().collect();
         assert_eq!(th, vec![(Metric::Ttft, 1000.0), (Metric::E2e, 3000.0)]);
     }
+
+    proptest::proptest! {
+        /// The fuzz target's properties (`fuzz/fuzz_targets/capacity_slo.rs`) on generated
+        /// specs: never a panic, and a latency objective written back parses to itself.
+        #[test]
+        fn parsing_never_panics_and_latencies_read_back(
+            spec in "(ttft|itl|e2e|tpot|errors|attainment|x)(_p[0-9.]{0,6})?=[0-9.]{0,8}(us|ms|s|%|)",
+        ) {
+            match parse_objective(&spec) {
+                Ok(o @ Objective::Latency { max_ms, .. }) => {
+                    let again = format!("{}={}ms", o.key(), max_ms);
+                    proptest::prop_assert_eq!(parse_objective(&again), Ok(o));
+                }
+                Ok(Objective::Errors { max: v } | Objective::Attainment { min: v }) => {
+                    proptest::prop_assert!(v > 0.0 && v < 1.0);
+                }
+                Err(e) => proptest::prop_assert!(!e.is_empty()),
+            }
+        }
+    }
 }

@@ -146,22 +146,20 @@ pub async fn run_async(
 pub fn run(a: CapacityArgs) -> CliResult {
     // Flags first: a typo must not start a server or a run.
     let mut cfg = config(&a, String::new())?;
-    let rt = runtime(0)?;
     let stop = Cancel::new();
-    let caught = {
-        let _in_runtime = rt.enter();
-        super::signal::stop_on_signal(
-            stop.clone(),
-            "[capacity] ",
-            |sig| {
-                format!(
-                    "stopping after {}; the answer so far is written",
-                    sig.describe()
-                )
-            },
-            "exiting now",
-        )?
-    };
+    // The watch on its own small thread: the command's runtime is all the search's.
+    let caught = super::signal::stop_on_signal_thread(
+        stop.clone(),
+        "[capacity] ",
+        |sig| {
+            format!(
+                "stopping after {}; the answer so far is written",
+                sig.describe()
+            )
+        },
+        "exiting now",
+    )?;
+    let rt = runtime(0)?;
     let mock = if a.mock {
         let server =
             MockThread::start(crate::mock::MockConfig::profile(crate::mock::Profile::Demo))?;
