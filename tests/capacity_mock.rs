@@ -133,3 +133,21 @@ fn a_ttft_objective_finds_the_batch_cap() {
     assert_eq!(a["smallest_failing_concurrency"], 4, "{a}");
     assert_eq!(a["failed_objective"], "ttft_p90");
 }
+
+#[test]
+fn an_error_objective_fails_at_the_first_load_when_a_fifth_of_requests_fail() {
+    // The simulated server answers 500 to a fifth of the requests at any load: `errors=5%`
+    // fails from the first probe (its Clopper-Pearson interval lies above 5% within a round of
+    // 40), so no concurrency passes and the failing objective is named.
+    let mut m = mock(64, 2_000.0, 100.0);
+    m.faults = vec!["status=500@0.2".parse().unwrap()];
+    let v = search(m, &["errors=5%"], 8, 40);
+    let a = &v["answer"];
+    assert_eq!(a["concurrency"], Value::Null, "{a}");
+    assert_eq!(a["smallest_failing_concurrency"], 1, "{a}");
+    assert_eq!(a["failed_objective"], "errors");
+    let p = &v["probes"][0]["objectives"][0];
+    assert!(p["lo"].as_f64().unwrap() > 0.05, "{p}");
+    let share = p["estimate"].as_f64().unwrap();
+    assert!((0.05..0.45).contains(&share), "{share}");
+}
