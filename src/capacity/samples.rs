@@ -96,7 +96,12 @@ pub fn of_round(
             through.good += u64::from(attains(slo, &f));
         }
         let burst = (*index as u64) < concurrency;
-        let inside = open <= r.start_ns && (!r.is_success() || end <= close);
+        let inside = open <= r.start_ns
+            && if r.is_success() {
+                end <= close
+            } else {
+                r.start_ns < close
+            };
         if !burst && inside {
             samples.push(slo, &f);
         }
