@@ -78,8 +78,13 @@ fn schema_errors(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// One search at a time: each is a client and a server measuring real time, and two at once on
+/// a small machine would make each other's client fall behind (Client-bound, correctly).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs the search against a mock with `m`'s settings; returns results.json.
 fn search(m: MockConfig, slo: &[&str], output_len: u32, round: u64) -> Value {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = MockThread::start(m);
     let cfg = config(server.url(), slo, output_len, round);
     let dir = tempfile::tempdir().unwrap();
