@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod bench;
+pub mod capacity;
 pub mod cli;
 pub mod clock;
 pub mod matrix;

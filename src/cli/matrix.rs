@@ -292,14 +292,14 @@ fn ready_stable(a: &MatrixArgs) -> Result<Duration, CliError> {
 /// `selftest` runs it): it never shares the client's runtime, and its thread (with the mock's
 /// engine and trace threads, all named `mock-*`) is left out of the client's CPU figures
 /// (`sys::client_cpu`).
-struct MockThread {
-    addr: std::net::SocketAddr,
+pub(crate) struct MockThread {
+    pub(crate) addr: std::net::SocketAddr,
     stop: Cancel,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl MockThread {
-    fn start(cfg: crate::mock::MockConfig) -> Result<MockThread, CliError> {
+    pub(crate) fn start(cfg: crate::mock::MockConfig) -> Result<MockThread, CliError> {
         let failed = |e: &dyn std::fmt::Display| {
             CliError::failed(format!("cannot start the simulated server: {e}"))
         };
@@ -344,7 +344,7 @@ impl MockThread {
     }
 
     /// Stops the server and waits for its thread, so it never outlives the command.
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.cancel();
         let _ = self.thread.join();
     }

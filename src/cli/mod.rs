@@ -4,6 +4,7 @@
 pub mod abbrev;
 pub mod argv;
 pub mod bench;
+pub mod capacity;
 pub mod completions;
 pub mod duration;
 pub mod matrix;
@@ -77,6 +78,8 @@ pub enum Command {
     Probe(probe::ProbeArgs),
     /// The speed-test matrix: prefill per context, sustained decode per (context, concurrency).
     Matrix(Box<matrix::MatrixArgs>),
+    /// The largest concurrency a server carries while every service-level objective holds.
+    Capacity(Box<capacity::CapacityArgs>),
     /// Re-render a results folder from its results.json, or compare two runs (`report compare A B`).
     Report(report::ReportArgs),
     /// Merge the shard results of `bench serve --shard K/N` into one result.
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Bench(a) => bench::run(a),
         Command::Probe(args) => probe::run(args),
         Command::Matrix(args) => matrix::run(*args),
+        Command::Capacity(a) => capacity::run(*a),
         Command::Report(args) => report::run(args),
         Command::Selftest(args) => selftest::run(args),
         Command::Merge(a) => merge::run(a),

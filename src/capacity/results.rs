@@ -1,0 +1,199 @@
+//! A finished search -> `results.json` (checked against `docs/capacity.schema.json`) and the
+//! console summary. Pure: the caller writes the files.
+
+use crate::capacity::run::{CapacityConfig, CapacityRun, Probe};
+use crate::capacity::search::{Ending, Outcome};
+use crate::capacity::slo::Objective;
+use serde_json::{json, Value};
+
+/// The version of `results.json`'s shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+fn outcome_str(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "pass",
+        Outcome::Fail => "fail",
+        Outcome::NotYet => "not_yet",
+        Outcome::ClientBound => "client_bound",
+    }
+}
+
+fn ending_str(e: Ending) -> &'static str {
+    match e {
+        Ending::Resolved => "resolved",
+        Ending::PassedAtMax => "passed_at_max",
+        Ending::ClientBound { .. } => "client_bound",
+        Ending::Stopped => "stopped",
+    }
+}
+
+fn objective_json(o: &Objective) -> Value {
+    match *o {
+        Objective::Latency {
+            percent, max_ms, ..
+        } => {
+            json!({"key": o.key(), "percentile": percent, "max_ms": max_ms})
+        }
+        Objective::Errors { max } => json!({"key": o.key(), "max_fraction": max}),
+        Objective::Attainment { min } => json!({"key": o.key(), "min_fraction": min}),
+    }
+}
+
+fn probe_json(p: &Probe) -> Value {
+    let objectives: Vec<Value> = p
+        .decision
+        .judged
+        .iter()
+        .map(|j| {
+            let unit = match j.objective {
+                Objective::Latency { .. } => "ms",
+                _ => "fraction",
+            };
+            json!({
+                "key": j.objective.key(),
+                "threshold": j.objective.threshold(),
+                "unit": unit,
+                "samples": j.n,
+                "estimate": j.estimate,
+                "lo": j.lo,
+                "hi": j.hi,
+                "verdict": match j.verdict {
+                    crate::capacity::decide::Verdict::Pass => "pass",
+                    crate::capacity::decide::Verdict::Fail => "fail",
+                    crate::capacity::decide::Verdict::NotYet => "not_yet",
+                },
+            })
+        })
+        .collect();
+    json!({
+        "concurrency": p.load,
+        "outcome": outcome_str(p.outcome),
+        "rounds": p.rounds,
+        "wall_s": p.wall_s,
+        "settled": p.settled.as_str(),
+        "client_bound_reasons": p.client_bound,
+        "output_tok_per_s": p.throughput.output_tok_per_s(),
+        "requests_per_s": p.throughput.requests_per_s(),
+        "goodput_requests_per_s": p.throughput.goodput_requests_per_s(),
+        "objectives": objectives,
+    })
+}
+
+/// The probe that speaks for a load in the answer: its last one (a Client-bound probe is
+/// repeated at the same load).
+fn last_at(run: &CapacityRun, load: Option<u64>) -> Option<&Probe> {
+    let load = load?;
+    run.probes.iter().rev().find(|p| p.load == load)
+}
+
+/// The `answer` object.
+pub fn answer(run: &CapacityRun) -> Value {
+    let c = run.conclusion;
+    let at = last_at(run, c.largest_pass);
+    let failed_objective = last_at(run, c.smallest_fail)
+        .and_then(|p| p.decision.first_failed())
+        .map(|j| j.objective.key());
+    json!({
+        "concurrency": c.largest_pass,
+        "smallest_failing_concurrency": c.smallest_fail,
+        "failing_certain": c.fail_certain,
+        "failed_objective": failed_objective,
+        "ending": ending_str(c.ending),
+        "client_bound_at": match c.ending { Ending::ClientBound { load } => Some(load), _ => None },
+        "stopped_by": run.stopped,
+        "output_tok_per_s": at.and_then(|p| p.throughput.output_tok_per_s()),
+        "requests_per_s": at.and_then(|p| p.throughput.requests_per_s()),
+        "goodput_requests_per_s": at.and_then(|p| p.throughput.goodput_requests_per_s()),
+    })
+}
+
+/// The whole `results.json`.
+pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
+    let w = &cfg.workload;
+    json!({
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "llmspeed", "version": crate::VERSION},
+        "server": {"base_url": w.base_url, "model": run.model, "engine": run.engine},
+        "workload": {
+            "by": "concurrency",
+            "input_len": w.input_len,
+            "output_len": w.output_len,
+            "seed": w.seed,
+        },
+        "slo": cfg.slo.objectives.iter().map(objective_json).collect::<Vec<_>>(),
+        "settings": {
+            "confidence": cfg.confidence,
+            "resolution": cfg.search.resolution,
+            "start": cfg.search.start,
+            "growth": cfg.search.growth,
+            "max_concurrency": cfg.search.max,
+            "round_requests": cfg.round,
+            "max_rounds": cfg.max_rounds,
+            "max_time_s": cfg.max_time.as_secs_f64(),
+        },
+        "answer": answer(run),
+        "probes": run.probes.iter().map(probe_json).collect::<Vec<_>>(),
+        "wall_s": run.wall_s,
+    })
+}
+
+/// The console summary: the answer in a sentence or two, then one line per probe.
+pub fn summary(cfg: &CapacityConfig, run: &CapacityRun) -> String {
+    let c = run.conclusion;
+    let slo: Vec<String> = cfg.slo.objectives.iter().map(|o| o.to_string()).collect();
+    let mut s = format!(
+        "Capacity under {} (confidence {:.0}%, resolution {}):\n",
+        slo.join(", "),
+        cfg.confidence * 100.0,
+        cfg.search.resolution
+    );
+    let fail = match (c.smallest_fail, c.fail_certain) {
+        (Some(f), true) => {
+            let why = last_at(run, Some(f))
+                .and_then(|p| p.decision.first_failed())
+                .map_or(String::new(), |j| format!(" ({} failed first)", j.objective.key()));
+            format!("concurrency {f} fails{why}")
+        }
+        (Some(f), false) => format!("concurrency {f} was not shown to pass (not certain: its probe ran out of rounds undecided)"),
+        (None, _) => "no failing load was found".into(),
+    };
+    match c.largest_pass {
+        Some(p) => s += &format!("  largest passing concurrency: {p}; {fail}\n"),
+        None => s += &format!("  no concurrency passed; {fail}\n"),
+    }
+    if let Some(p) = last_at(run, c.largest_pass) {
+        let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        s += &format!(
+            "  at {}: {} output tok/s, {} requests/s, goodput {} requests/s\n",
+            p.load,
+            f(p.throughput.output_tok_per_s()),
+            f(p.throughput.requests_per_s()),
+            f(p.throughput.goodput_requests_per_s())
+        );
+    }
+    match c.ending {
+        Ending::Resolved => {}
+        Ending::PassedAtMax => s += "  every concurrency up to --max-concurrency passed\n",
+        Ending::ClientBound { load } => {
+            s += &format!("  stopped: the client fell behind twice at concurrency {load} (Client-bound): the figures there are the client's, not the server's\n")
+        }
+        Ending::Stopped => {
+            s += &format!(
+                "  stopped by {} before the search resolved: not certain\n",
+                run.stopped.unwrap_or("a stop")
+            )
+        }
+    }
+    for (i, p) in run.probes.iter().enumerate() {
+        s += &format!(
+            "  probe {}: concurrency {} {} ({} round(s), {:.1} s): {}\n",
+            i + 1,
+            p.load,
+            outcome_str(p.outcome),
+            p.rounds,
+            p.wall_s,
+            crate::capacity::run::judged_text(&p.decision)
+        );
+    }
+    s
+}
