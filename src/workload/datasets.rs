@@ -38,6 +38,8 @@ pub enum DatasetKind {
     ChatRequests,
     /// vLLM's `burstgpt`: the BurstGPT trace's CSV, its GPT-4 rows' lengths.
     BurstGpt,
+    /// vLLM's `random-mm`: `random`'s prompts with images (`workload::random_mm`).
+    RandomMm,
 }
 
 impl DatasetKind {
@@ -51,6 +53,7 @@ impl DatasetKind {
             DatasetKind::TimedTrace => "timed_trace",
             DatasetKind::ChatRequests => "openai",
             DatasetKind::BurstGpt => "burstgpt",
+            DatasetKind::RandomMm => "random-mm",
         }
     }
 
@@ -64,11 +67,12 @@ impl DatasetKind {
             "prefix_repetition" => Ok(DatasetKind::PrefixRepetition),
             "timed_trace" => Ok(DatasetKind::TimedTrace),
             "burstgpt" => Ok(DatasetKind::BurstGpt),
-            "hf" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+            "random-mm" => Ok(DatasetKind::RandomMm),
+            "hf" | "random-rerank" | "spec_bench" => Err(format!(
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
         }
     }
@@ -127,6 +131,8 @@ pub struct DatasetConfig {
     /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
     /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
+    /// `--random-mm-*` (the `random-mm` dataset).
+    pub random_mm: crate::workload::random_mm::MmSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -238,6 +244,7 @@ impl Default for DatasetConfig {
             prompt_suffix: String::new(),
             prefix_groups: None,
             chat_template: None,
+            random_mm: Default::default(),
         }
     }
 }
@@ -277,6 +284,7 @@ pub fn load(
         DatasetKind::Custom => custom(cfg, count, wrap),
         DatasetKind::TimedTrace => timed_trace(cfg),
         DatasetKind::BurstGpt => burstgpt(cfg),
+        DatasetKind::RandomMm => crate::workload::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => match chat_len {
             Some(len) => chat_requests(cfg, len),
             None => Err(DatasetError::Invalid(
@@ -406,7 +414,13 @@ pub fn burstgpt_rows(text: &str) -> Result<Vec<(u32, u32)>, String> {
 
 /// The `random` dataset.
 pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
-    let drawn = random_lengths(cfg)?;
+    random_then(cfg).map(|(samples, _)| samples)
+}
+
+/// The `random` dataset and, for vLLM's draws, the generator they leave (`random-mm` goes on
+/// drawing from it).
+pub fn random_then(cfg: &DatasetConfig) -> Result<(Vec<Sample>, Option<Generator>), DatasetError> {
+    let mut drawn = random_lengths(cfg)?;
     // The ids themselves are llmspeed's (a range every tokenizer shares, sent as ids): the
     // references decode theirs to text, so only the lengths can be the same.
     let mut rng = StdRng::seed_from_u64(cfg.seed);
@@ -431,7 +445,7 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
             }
         })
         .collect();
-    Ok(out)
+    Ok((out, drawn.rest.take()))
 }
 
 /// Each request's drawn lengths and offset, and how many 32-bit words the draws took.
@@ -440,6 +454,8 @@ struct Drawn {
     output: Vec<u32>,
     offsets: Vec<u64>,
     words: u64,
+    /// vLLM's generator after the draws.
+    rest: Option<Generator>,
 }
 
 fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
@@ -496,6 +512,7 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 output,
                 offsets,
                 words: 0,
+                rest: Some(g),
             })
         }
         RandomDraws::Sglang { vocab, offsets, .. } => {
@@ -523,6 +540,7 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 output,
                 offsets,
                 words: np.words(),
+                rest: None,
             })
         }
     }
@@ -1311,7 +1329,7 @@ pub fn to_text(
     // A trace block's text by hash id (see `trace_text`).
     let mut blocks: HashMap<u64, String> = HashMap::new();
     for (i, s) in samples.iter_mut().enumerate() {
-        let text = match &s.prompt {
+        let text = match s.prompt.text_part() {
             PromptSource::Blocks {
                 hash_ids,
                 block,
@@ -1333,14 +1351,17 @@ pub fn to_text(
                     None => suffix,
                 }
             }
-            PromptSource::Text(_) | PromptSource::Chat { .. } | PromptSource::Turns(_) => continue,
+            PromptSource::Text(_)
+            | PromptSource::Chat { .. }
+            | PromptSource::Turns(_)
+            | PromptSource::Multimodal { .. } => continue,
         };
         // The whole text once more: a prefix and a suffix counted apart can differ from the
         // two together (BOS, merges at the seam).
         if let Some(c) = count.as_deref_mut() {
             s.prompt_len = counted(c, &text)?;
         }
-        s.prompt = PromptSource::Text(text);
+        s.prompt.set_text(text);
     }
     Ok(())
 }

@@ -290,6 +290,7 @@ pub async fn load_samples(
     let ids_dataset = matches!(
         plan.dataset.kind,
         DatasetKind::Random
+            | DatasetKind::RandomMm
             | DatasetKind::PrefixRepetition
             | DatasetKind::TimedTrace
             | DatasetKind::BurstGpt
@@ -624,7 +625,7 @@ async fn detokenize_all(
     }
     for (s, t) in samples.iter_mut().zip(texts) {
         if let Some((text, len)) = t {
-            s.prompt = PromptSource::Text(text);
+            s.prompt.set_text(text);
             s.prompt_len = len;
         }
     }

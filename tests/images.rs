@@ -1,0 +1,133 @@
+//! `bench serve --dataset-name random-mm` end to end against the simulated server on
+//! 127.0.0.1:0: every request carries the images the dataset drew for it, as `image_url` data
+//! URLs after the text, read back by the server's own header reader (`mock::image`, which
+//! shares no code with the client's encoder).
+
+use clap::Parser;
+use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
+use llmspeed::bench::vllm::run;
+use llmspeed::clock::Clock;
+use llmspeed::mock::image::url_size;
+use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::net::Cancel;
+use llmspeed::workload::request_id::RequestId;
+use llmspeed::workload::{datasets, random_mm};
+use serde_json::Value;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    a: ServeArgs,
+}
+
+const FLAGS: &[&str] = &[
+    "--backend",
+    "openai-chat",
+    "--dataset-name",
+    "random-mm",
+    "--num-prompts",
+    "10",
+    "--random-input-len",
+    "16",
+    "--random-output-len",
+    "4",
+    "--random-mm-base-items-per-request",
+    "2",
+    "--random-mm-num-mm-items-range-ratio",
+    "1.0",
+    "--random-mm-limit-mm-per-prompt",
+    r#"{"image": 3, "video": 0}"#,
+    "--random-mm-bucket-config",
+    "{(32, 48, 1): 0.5, (16, 16, 1): 0.5}",
+    "--max-concurrency",
+    "1",
+    "--seed",
+    "5",
+];
+
+/// Each request's images as the server read them: (width, height) per `image_url` part, in
+/// the order sent, for the chat requests of the log by request index (its `x-request-id`).
+fn images_received(log: &str) -> Vec<Vec<(u32, u32)>> {
+    let mut got: Vec<(u64, Vec<(u32, u32)>)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["path"] == "/v1/chat/completions" && r["request_id"].is_string())
+        .map(|r| {
+            let Some(RequestId::Bench { index, .. }) =
+                RequestId::parse(r["request_id"].as_str().unwrap())
+            else {
+                panic!("not a bench request id: {}", r["request_id"]);
+            };
+            let parts = r["body"]["messages"][0]["content"]
+                .as_array()
+                .unwrap()
+                .clone();
+            assert_eq!(parts[0]["type"], "text", "the text part first");
+            let sizes = parts[1..]
+                .iter()
+                .map(|p| {
+                    assert_eq!(p["type"], "image_url");
+                    let s = url_size(p["image_url"]["url"].as_str().unwrap()).unwrap();
+                    (s.width, s.height)
+                })
+                .collect();
+            (index, sizes)
+        })
+        .collect();
+    got.sort_by_key(|(i, _)| *i);
+    assert!(got.iter().enumerate().all(|(n, (i, _))| n as u64 == *i));
+    got.into_iter().map(|(_, s)| s).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_mm_sends_each_requests_drawn_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.request_log = Some(log.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, mcfg, async move {
+        let _ = rx.await;
+    }));
+    let url = format!("http://{addr}");
+    let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
+    argv.extend_from_slice(FLAGS);
+    let cfg: ServeConfig = Wrap::parse_from(argv).a.validate().expect("valid flags");
+    let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
+        .await
+        .expect("run");
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("mock did not stop")
+        .unwrap()
+        .expect("mock failed");
+    assert_eq!((out.metrics.completed, out.metrics.failed), (10, 0));
+
+    // The dataset as drawn for the same flags: each request's sizes, by index.
+    let samples = datasets::load(&cfg.dataset, &mut |_: &str| Ok(0), None, None).unwrap();
+    let drawn: Vec<Vec<(u32, u32)>> = samples
+        .iter()
+        .map(|s| {
+            random_mm::images(s)
+                .iter()
+                .map(|i| (i.width, i.height))
+                .collect()
+        })
+        .collect();
+    let got = images_received(&std::fs::read_to_string(&log).unwrap());
+    assert_eq!(got, drawn);
+    // The range 0..=3 (4 capped by the limit) is drawn from: counts differ, none above 3.
+    let counts: Vec<usize> = got.iter().map(Vec::len).collect();
+    assert!(counts.iter().any(|&c| c != counts[0]), "{counts:?}");
+    assert!(counts.iter().all(|&c| c <= 3), "{counts:?}");
+    assert!(got
+        .iter()
+        .flatten()
+        .all(|s| [(48, 32), (16, 16)].contains(s)));
+}
