@@ -48,10 +48,14 @@ const FLAGS: &[&str] = &[
     "5",
 ];
 
-/// Each request's images as the server read them: (width, height) per `image_url` part, in
-/// the order sent, for the chat requests of the log by request index (its `x-request-id`).
-fn images_received(log: &str) -> Vec<Vec<(u32, u32)>> {
-    let mut got: Vec<(u64, Vec<(u32, u32)>)> = log
+/// One image as the server received it: width, height and the file's bytes (its base64's
+/// length less the padding).
+type Received = (u32, u32, u64);
+
+/// Each request's images as the server read them, in the order sent, for the chat requests of
+/// the log by request index (its `x-request-id`).
+fn images_received(log: &str) -> Vec<Vec<Received>> {
+    let mut got: Vec<(u64, Vec<Received>)> = log
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|r| r["path"] == "/v1/chat/completions" && r["request_id"].is_string())
@@ -70,8 +74,11 @@ fn images_received(log: &str) -> Vec<Vec<(u32, u32)>> {
                 .iter()
                 .map(|p| {
                     assert_eq!(p["type"], "image_url");
-                    let s = url_size(p["image_url"]["url"].as_str().unwrap()).unwrap();
-                    (s.width, s.height)
+                    let url = p["image_url"]["url"].as_str().unwrap();
+                    let s = url_size(url).unwrap();
+                    let b64 = url.split_once(',').unwrap().1;
+                    let pad = b64.bytes().rev().take_while(|&c| c == b'=').count();
+                    (s.width, s.height, (b64.len() / 4 * 3 - pad) as u64)
                 })
                 .collect();
             (index, sizes)
@@ -121,12 +128,30 @@ async fn random_mm_sends_each_requests_drawn_images() {
         })
         .collect();
     let got = images_received(&std::fs::read_to_string(&log).unwrap());
-    assert_eq!(got, drawn);
+    let sizes: Vec<Vec<(u32, u32)>> = got
+        .iter()
+        .map(|r| r.iter().map(|&(w, h, _)| (w, h)).collect())
+        .collect();
+    assert_eq!(sizes, drawn);
+    // Our figures of them: per request in request order (vLLM's `input_lens` order), and totals.
+    let x = &out.extras["images"];
+    let per = |f: &dyn Fn(&Received) -> u64| -> Vec<u64> {
+        got.iter().map(|r| r.iter().map(f).sum()).collect()
+    };
+    let counts_sent = per(&|_| 1);
+    let pixels_sent = per(&|&(w, h, _)| w as u64 * h as u64);
+    let bytes_sent = per(&|&(_, _, b)| b);
+    assert_eq!(x["images"], serde_json::json!(counts_sent));
+    assert_eq!(x["pixels"], serde_json::json!(pixels_sent));
+    assert_eq!(x["encoded_bytes"], serde_json::json!(bytes_sent));
+    assert_eq!(x["total_images"], counts_sent.iter().sum::<u64>());
+    assert_eq!(x["total_pixels"], pixels_sent.iter().sum::<u64>());
+    assert_eq!(x["total_encoded_bytes"], bytes_sent.iter().sum::<u64>());
     // The range 0..=3 (4 capped by the limit) is drawn from: counts differ, none above 3.
     let counts: Vec<usize> = got.iter().map(Vec::len).collect();
     assert!(counts.iter().any(|&c| c != counts[0]), "{counts:?}");
     assert!(counts.iter().all(|&c| c <= 3), "{counts:?}");
-    assert!(got
+    assert!(sizes
         .iter()
         .flatten()
         .all(|s| [(48, 32), (16, 16)].contains(s)));
