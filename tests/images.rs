@@ -156,3 +156,112 @@ async fn random_mm_sends_each_requests_drawn_images() {
         .flatten()
         .all(|s| [(48, 32), (16, 16)].contains(s)));
 }
+
+/// One HTTP/1.1 request on a fresh connection: the status and the JSON body of the answer.
+fn post(addr: std::net::SocketAddr, path: &str, body: &Value) -> (u16, Value) {
+    use std::io::{Read, Write};
+    let body = body.to_string();
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let status = raw[9..12].parse().unwrap();
+    let (_, json) = raw.split_once("\r\n\r\n").unwrap();
+    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
+fn image_part(w: u32, h: u32, shade: u8) -> Value {
+    let rgb = vec![shade; (w * h * 3) as usize];
+    let img = llmspeed::workload::image::Image::jpeg(w, h, &rgb).unwrap();
+    serde_json::json!({"type": "image_url", "image_url": {"url": &*img.url}})
+}
+
+/// The simulated server counts an image part as its rule says, on chat completions and on
+/// `/tokenize` alike: `usage.prompt_tokens` = the text's tokens + each image's, worked by hand
+/// for a patch rule of 28 (1280 x 720: 46 x 26 patches; 100 x 30: 4 x 2); it writes them to
+/// the trace, and refuses an http URL saying it fetches none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mock_counts_image_tokens_by_its_rule() {
+    use llmspeed::mock::image::ImageTokens;
+    use serde_json::json;
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.image_tokens = ImageTokens::Patches(28);
+    mcfg.trace = Some(trace.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(serve(listener, mcfg, async move {
+        let _ = rx.await;
+    }));
+    let text = json!({"type": "text", "text": "describe these"});
+    let messages = |parts: Vec<Value>| json!([{"role": "user", "content": parts}]);
+    let with_images = messages(vec![
+        text.clone(),
+        image_part(1280, 720, 7),
+        image_part(100, 30, 200),
+    ]);
+    let answers = tokio::task::spawn_blocking(move || {
+        let tok = |m: &Value| {
+            post(
+                addr,
+                "/tokenize",
+                &json!({"model": "mock-model", "messages": m}),
+            )
+        };
+        let (s0, plain) = tok(&messages(vec![text.clone()]));
+        let (s1, both) = tok(&with_images);
+        let chat = |m: &Value, stream: bool| {
+            post(
+                addr,
+                "/v1/chat/completions",
+                &json!({"model": "mock-model", "messages": m, "max_completion_tokens": 3,
+                        "stream": stream, "stream_options": {"include_usage": true}}),
+            )
+        };
+        let (s2, answer) = chat(&with_images, false);
+        // Streamed, so the trace has its lines.
+        let (s3, _) = chat(&with_images, true);
+        let http = messages(vec![json!({"type": "image_url",
+                                        "image_url": {"url": "http://127.0.0.1:9/cat.jpg"}})]);
+        let (s4, refused) = chat(&http, false);
+        (s0, plain, s1, both, s2, answer, s3, s4, refused)
+    })
+    .await
+    .unwrap();
+    let (s0, plain, s1, both, s2, answer, s3, s4, refused) = answers;
+    assert_eq!((s0, s1, s2, s3, s4), (200, 200, 200, 200, 400));
+    let text_tokens = plain["count"].as_u64().unwrap();
+    let image_tokens = 46 * 26 + 4 * 2;
+    assert_eq!(both["count"].as_u64().unwrap(), text_tokens + image_tokens);
+    assert_eq!(
+        answer["usage"]["prompt_tokens"].as_u64().unwrap(),
+        text_tokens + image_tokens
+    );
+    let msg = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("fetches no image URLs"), "{refused}");
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(15), task)
+        .await
+        .expect("mock did not stop")
+        .unwrap()
+        .expect("mock failed");
+    let lines: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!lines.is_empty());
+    for l in &lines {
+        assert_eq!(
+            (l["images"].as_u64(), l["image_tokens"].as_u64()),
+            (Some(2), Some(image_tokens))
+        );
+    }
+}

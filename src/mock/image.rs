@@ -61,6 +61,79 @@ pub struct Size {
     pub height: u32,
 }
 
+/// One image of a request: its size and a key naming its content (a hash of its URL), from
+/// which its placeholder tokens are made, so the same image gives the same tokens (a prefix
+/// cache hit, as vLLM's multimodal hashing gives) and another image other tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub size: Size,
+    pub key: u64,
+}
+
+/// The `image_url` parts of chat messages' `content` lists, in order. A part of another type
+/// is not an image (the text parts are the template's).
+pub fn images_of(messages: &[serde_json::Value]) -> Result<Vec<Seen>, String> {
+    let mut out = Vec::new();
+    for m in messages {
+        let Some(parts) = m.get("content").and_then(serde_json::Value::as_array) else {
+            continue;
+        };
+        for p in parts {
+            if p.get("type").and_then(serde_json::Value::as_str) != Some("image_url") {
+                continue;
+            }
+            let url = p
+                .get("image_url")
+                .and_then(|u| u.get("url").or(Some(u)))
+                .and_then(serde_json::Value::as_str)
+                .ok_or("an image_url part needs image_url.url (a string)")?;
+            out.push(Seen {
+                size: url_size(url)?,
+                key: url_key(url),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A hash of the URL's length and up to its first and last 32 KiB: enough to tell images
+/// apart (noise differs from the first bytes on) without reading megabytes per request.
+fn url_key(url: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    const SPAN: usize = 32 << 10;
+    let b = url.as_bytes();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.len().hash(&mut h);
+    b[..b.len().min(SPAN)].hash(&mut h);
+    b[b.len().saturating_sub(SPAN)..].hash(&mut h);
+    h.finish()
+}
+
+/// Appends each image's placeholder tokens (`rule`'s count, ids below `vocab` drawn from the
+/// image's key) to the prompt, after its text; returns how many were added.
+pub fn add_image_tokens(
+    prompt: &mut Vec<u32>,
+    images: &[Seen],
+    rule: ImageTokens,
+    vocab: u32,
+) -> u64 {
+    let mut added = 0;
+    for img in images {
+        let n = rule.count(img.size.width, img.size.height);
+        let mut x = img.key;
+        prompt.extend((0..n).map(|_| {
+            // splitmix64: a well-spread id per position.
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % vocab.max(1) as u64) as u32
+        }));
+        added += n;
+    }
+    added
+}
+
 /// The size of the image an `image_url` names: a `data:image/...;base64,` URL, decoded only
 /// as far as its header.
 pub fn url_size(url: &str) -> Result<Size, String> {
