@@ -1357,10 +1357,13 @@ impl ServeArgs {
             request_rate: self.request_rate.0,
             max_concurrency: self.max_concurrency,
             num_warmups: self.num_warmups,
-            // vLLM forces ignore_eos for the random dataset and a timed_trace, so outputs have
+            // vLLM forces ignore_eos for the random datasets and a timed_trace, so outputs have
             // their set length.
             ignore_eos: self.ignore_eos
-                || matches!(kind, DatasetKind::Random | DatasetKind::TimedTrace),
+                || matches!(
+                    kind,
+                    DatasetKind::Random | DatasetKind::RandomMm | DatasetKind::TimedTrace
+                ),
             extra,
             continuous_usage: self.continuous_usage,
             metrics,
