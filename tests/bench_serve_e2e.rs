@@ -56,7 +56,7 @@ struct Wrap {
 
 fn config(addr: SocketAddr, extra: &[&str]) -> ServeConfig {
     let url = format!("http://{addr}");
-    let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
+    let mut argv = vec!["x", "--base-url", &url];
     argv.extend_from_slice(extra);
     Wrap::parse_from(argv).a.validate().expect("valid flags")
 }

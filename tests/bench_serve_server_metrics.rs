@@ -44,8 +44,6 @@ async fn run_against_mock(metrics: bool, trace: &Path, extra: &[&str]) -> (run::
         "x",
         "--base-url",
         &url,
-        "--ready-check-timeout-sec",
-        "10",
         "--num-prompts",
         &n,
         "--random-input-len",

@@ -30,7 +30,7 @@ struct Wrap {
 
 fn config(m: &MockServer, extra: &[&str]) -> ServeConfig {
     let url = m.url();
-    let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
+    let mut argv = vec!["x", "--base-url", &url];
     argv.extend_from_slice(extra);
     Wrap::parse_from(argv).a.validate().expect("valid flags")
 }
@@ -414,6 +414,30 @@ fn dry_run_prints_dataset_statistics_and_sends_nothing() {
         assert!(out.contains(line), "{line:?} in {out}");
     }
     assert!(!out.contains("Serving Benchmark Result"));
+    // BurstGPT's prompts are token ids too (the dry run called them an estimate).
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("burstgpt.csv");
+    std::fs::write(
+        &csv,
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n\
+         0,GPT-4,12,5,17,Conversation log\n\
+         1,GPT-4,20,7,27,Conversation log\n",
+    )
+    .unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args(["bench", "serve", "--dry-run", "--base-url"])
+        .arg(format!("http://{}", l.local_addr().unwrap()))
+        .args(["--num-prompts", "2", "--dataset-name", "burstgpt"])
+        .arg("--dataset-path")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        out.contains("  Prompt token counting: exact (token ids)"),
+        "{out}"
+    );
     assert_eq!(
         l.accept().unwrap_err().kind(),
         std::io::ErrorKind::WouldBlock

@@ -60,8 +60,6 @@ async fn replay(trace: &Path, dir: &Path) -> (Value, u64, u64) {
         "x",
         "--base-url",
         &url,
-        "--ready-check-timeout-sec",
-        "10",
         "--dataset-name",
         "timed_trace",
         "--dataset-path",

@@ -1360,6 +1360,19 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
             labels(&ob)
         ));
     }
+    // A script that reads the console by label (grep, or a dict of label -> value) must find
+    // each of the reference's labels as often as the reference prints it, anywhere in stdout:
+    // our own blocks after it (steady state, client lag) carry labels of their own.
+    for l in labels(&rb) {
+        let times = |out: &str| out.lines().filter(|x| label(x) == l).count();
+        if times(&r.stdout) != times(&o.stdout) {
+            differ(format!(
+                "console label {l:?} printed {} time(s) by the reference, {} by llmspeed",
+                times(&r.stdout),
+                times(&o.stdout)
+            ));
+        }
+    }
     for l in [
         "Successful requests:",
         "Failed requests:",

@@ -117,7 +117,7 @@ async fn random_mm_sends_each_requests_drawn_images() {
     assert_eq!((out.metrics.completed, out.metrics.failed), (10, 0));
 
     // The dataset as drawn for the same flags: each request's sizes, by index.
-    let samples = datasets::load(&cfg.dataset, &mut |_: &str| Ok(0), None, None).unwrap();
+    let samples = datasets::load(&cfg.dataset, &mut |_: &str| Ok(0)).unwrap();
     let drawn: Vec<Vec<(u32, u32)>> = samples
         .iter()
         .map(|s| {

@@ -96,3 +96,153 @@ fn a_negative_value_is_refused_by_its_own_flag() {
         assert!(!out.contains("unexpected argument"), "{args:?}: {out}");
     }
 }
+
+/// Every request failed (the server serves another model and answers each with its 404): the
+/// result is still saved, with the failures and the server's message, and the exit status is
+/// non-zero, so a pipeline does not pass a benchmark that measured nothing (before: 0).
+#[test]
+fn a_run_in_which_every_request_failed_exits_non_zero_after_saving() {
+    let (mut server, url) = support::process::mock(&["--profile", "fast"]);
+    let dir = tempfile::tempdir().unwrap();
+    let dir_s = dir.path().to_str().unwrap();
+    let mut p = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--model",
+        "not-served",
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--save-result",
+        "--result-dir",
+        dir_s,
+        "--result-filename",
+        "r.json",
+    ]);
+    assert_eq!(p.exit_code(), 1, "{}", p.output());
+    let out = p.output();
+    assert!(out.contains("completed no request"), "{out}");
+    let saved: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r.json")).unwrap()).unwrap();
+    assert_eq!(
+        (saved["completed"].as_u64(), saved["failed"].as_u64()),
+        (Some(0), Some(4))
+    );
+    // The same server, the served model: the run completes and exits 0.
+    let mut ok = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+    ]);
+    assert_eq!(ok.exit_code(), 0, "{}", ok.output());
+    server.signal(libc::SIGTERM);
+    server.wait();
+}
+
+/// With a ready-check timeout, `bench serve` sends vLLM's initial test request (the first
+/// prompt) until it succeeds; when it never does, the run fails with vLLM's words and the
+/// server's own message, after the timeout, and sends no measured request.
+#[test]
+fn the_initial_test_request_fails_the_run_with_the_servers_message() {
+    let (mut server, url) = support::process::mock(&["--profile", "fast"]);
+    let mut p = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--model",
+        "not-served",
+        "--num-prompts",
+        "4",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--ready-check-timeout-sec",
+        "1",
+    ]);
+    assert_eq!(p.exit_code(), 1, "{}", p.output());
+    let out = p.output();
+    assert!(
+        out.contains("Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: "),
+        "{out}"
+    );
+    assert!(
+        out.contains("not-served"),
+        "the server's message names the model: {out}"
+    );
+    assert!(
+        !out.contains("Serving Benchmark Result"),
+        "nothing measured: {out}"
+    );
+    let mut ok = Proc::spawn(&[
+        "bench",
+        "serve",
+        "--base-url",
+        &url,
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--ready-check-timeout-sec",
+        "5",
+    ]);
+    assert_eq!(ok.exit_code(), 0, "{}", ok.output());
+    assert!(
+        ok.output().contains("Initial test run completed."),
+        "{}",
+        ok.output()
+    );
+    server.signal(libc::SIGTERM);
+    server.wait();
+}
+
+/// `bench sglang` stops with SGLang's words when no warm-up request succeeds.
+#[test]
+fn bench_sglang_stops_when_every_warm_up_failed() {
+    let (mut server, url) = support::process::mock(&["--profile", "fast"]);
+    let mut p = Proc::spawn(&[
+        "bench",
+        "sglang",
+        "--base-url",
+        &url,
+        "--backend",
+        "vllm",
+        "--model",
+        "not-served",
+        "--dataset-name",
+        "random",
+        "--num-prompts",
+        "2",
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+        "--ready-check-timeout-sec",
+        "5",
+    ]);
+    assert_eq!(p.exit_code(), 1, "{}", p.output());
+    let out = p.output();
+    assert!(
+        out.contains(
+            "Warmup failed - Please make sure benchmark arguments are correctly specified. Error: "
+        ),
+        "{out}"
+    );
+    server.signal(libc::SIGTERM);
+    server.wait();
+}

@@ -59,7 +59,7 @@ fn library_probe_reads_the_mock() {
     });
     assert_eq!(info.engine, EngineKind::Vllm);
     assert_eq!(info.model.as_deref(), Some("mock-model"));
-    assert_eq!(info.version.as_deref(), Some("0.11.0+mock"));
+    assert_eq!(info.version.as_deref(), Some("0.33.0+mock"));
     assert_eq!(info.max_model_len.map(|f| f.value), Some(32_768));
     assert_eq!(info.kv_tokens, Some((65_536, KvSource::KvCacheSizeTokens)));
     assert_eq!(info.max_running.map(|f| f.value), Some(32));

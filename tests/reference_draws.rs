@@ -487,18 +487,8 @@ fn sglang_random_cuts_sharegpt_as_sglang_does() {
             },
             ..DatasetConfig::default()
         };
-        let mut encode = |t: &str| tok.encode(t, true).map_err(|e| e.to_string());
-        let mut decode = |ids: &[u32]| tok.decode(ids).map_err(|e| e.to_string());
-        let decode = text.then_some(&mut decode as &mut datasets::Decode<'_>);
         let file = std::fs::read_to_string(&path).unwrap();
-        let samples = datasets::sglang_sharegpt_cuts(
-            &cfg,
-            &file,
-            &mut encode,
-            decode,
-            tok.num_special_tokens(),
-        )
-        .unwrap();
+        let samples = datasets::sglang_sharegpt_cuts(&cfg, &file, &tok).unwrap();
         let theirs = answer["prompts"].as_array().unwrap();
         assert_eq!(samples.len(), theirs.len(), "prompts, seed {seed}");
         for (k, (s, t)) in samples.iter().zip(theirs).enumerate() {
@@ -651,15 +641,14 @@ fn sharegpt_prompts_are_the_references_own_in_their_order() {
             },
             ..DatasetConfig::default()
         };
-        let ours: Vec<String> =
-            datasets::sharegpt_text(&cfg, "sharegpt.json", &text, &mut words, None)
-                .unwrap()
-                .into_iter()
-                .map(|s| match s.prompt {
-                    PromptSource::Text(t) => t,
-                    other => panic!("{other:?}"),
-                })
-                .collect();
+        let ours: Vec<String> = datasets::sharegpt_text(&cfg, "sharegpt.json", &text, &mut words)
+            .unwrap()
+            .into_iter()
+            .map(|s| match s.prompt {
+                PromptSource::Text(t) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
         assert_eq!(ours, theirs, "{tool}, seed {seed}, {n} prompts");
     }
 }
@@ -775,7 +764,7 @@ fn burstgpt_rows_are_vllms_own_in_their_order() {
             seed: *seed,
             ..DatasetConfig::default()
         };
-        let samples = datasets::load(&cfg, &mut |_: &str| Ok(0), None, None).unwrap();
+        let samples = datasets::load(&cfg, &mut |_: &str| Ok(0)).unwrap();
         let input: Vec<i64> = samples.iter().map(|s| s.prompt_len as i64).collect();
         let output: Vec<i64> = samples.iter().map(|s| s.output_len as i64).collect();
         assert_eq!(input, ints(&answer["input"]), "input lengths, seed {seed}");
@@ -912,7 +901,7 @@ fn random_mm_items_are_vllms_own() {
             "output lengths, seed {seed}"
         );
         // The dataset as loaded carries those sizes, encoded.
-        let loaded = datasets::load(&cfg, &mut |_: &str| Ok(0), None, None).unwrap();
+        let loaded = datasets::load(&cfg, &mut |_: &str| Ok(0)).unwrap();
         let sizes: Vec<Vec<(u32, u32)>> = loaded
             .iter()
             .map(|s| {

@@ -453,6 +453,41 @@ fn the_run_table_shows_hardware_told_or_measured_never_the_os_name() {
     assert_eq!(hardware_cell(&render(&r)), "RTX PRO 6000 · 96.0 GB");
 }
 
+/// The page's `<title>`.
+fn title(page: &str) -> &str {
+    let at = page.find("<title>").expect("a title") + "<title>".len();
+    &page[at..at + page[at..].find("</title>").expect("the title ends")]
+}
+
+#[test]
+fn the_title_says_what_ran_never_the_hint_to_pass_gpu() {
+    // `matrix --mock` with nothing told and no GPU seen: the title named the hint sentence
+    // ("mock-model on no GPU seen on the client; pass --gpu for the server's").
+    let mut r = recorded();
+    r.metadata.hardware = Default::default();
+    r.metadata.simulated_server = Some("demo profile: decode 1.5 ms".into());
+    let model = r.metadata.model.id.clone();
+    assert_eq!(
+        title(&render(&r)),
+        format!("Speed test matrix · {model} on the simulated server (demo profile)")
+    );
+    // The hint stays where it belongs: in the hardware row.
+    assert!(hardware_cell(&render(&r)).starts_with("no GPU seen on the client"));
+    // A real server, nothing told or seen: unrecorded, said as such.
+    r.metadata.simulated_server = None;
+    assert_eq!(
+        title(&render(&r)),
+        format!("Speed test matrix · {model} on unrecorded hardware")
+    );
+    // Hardware told wins over the simulated server.
+    r.metadata.simulated_server = Some("demo profile: x".into());
+    r.metadata.hardware.gpu = Some("H200".into());
+    assert_eq!(
+        title(&render(&r)),
+        format!("Speed test matrix · {model} on H200")
+    );
+}
+
 #[test]
 fn every_status_and_hostile_text_render_escaped() {
     let mut r = report_common::report();

@@ -332,8 +332,6 @@ mod end_to_end {
                 "x",
                 "--base-url",
                 &url,
-                "--ready-check-timeout-sec",
-                "10",
                 "--dataset-name",
                 "custom",
                 "--dataset-path",

@@ -78,7 +78,7 @@ fuzz_target!(|data: &[u8]| {
                 };
                 let mut words =
                     |s: &str| -> Result<u64, String> { Ok(s.split_whitespace().count() as u64) };
-                if let Ok(samples) = datasets::sharegpt_text(&cfg, "fuzz", &text, &mut words, None) {
+                if let Ok(samples) = datasets::sharegpt_text(&cfg, "fuzz", &text, &mut words) {
                     assert!(samples.len() <= 4);
                     assert!(samples
                         .iter()
@@ -99,15 +99,7 @@ fuzz_target!(|data: &[u8]| {
                     },
                     ..DatasetConfig::default()
                 };
-                let mut encode =
-                    |s: &str| Ok::<_, String>(s.bytes().map(u32::from).collect::<Vec<u32>>());
-                let mut decode = |ids: &[u32]| {
-                    Ok::<_, String>(ids.iter().map(|&b| char::from(b as u8)).collect::<String>())
-                };
-                let decode = as_text.then_some(&mut decode as &mut datasets::Decode<'_>);
-                if let Ok(samples) =
-                    datasets::sglang_sharegpt_cuts(&cfg, &text, &mut encode, decode, 1)
-                {
+                if let Ok(samples) = datasets::sglang_sharegpt_cuts(&cfg, &text, &Bytes) {
                     assert!(samples.len() <= 4);
                     assert!(samples.iter().all(|x| x.prompt_len <= 16 && x.output_len <= 2));
                 }
@@ -137,3 +129,20 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// A tokenizer of one id a byte, with one special token.
+struct Bytes;
+
+impl datasets::Tokenizer for Bytes {
+    fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+        Ok(text.bytes().map(u32::from).collect())
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, String> {
+        Ok(ids.iter().map(|&b| char::from(b as u8)).collect())
+    }
+
+    fn special_tokens(&self) -> u32 {
+        1
+    }
+}

@@ -43,11 +43,16 @@ pub fn run(args: BenchArgs) -> CliResult {
     judge(args.fail_on_client_bound, done)
 }
 
-/// The session's exit, turned into an error when `--fail-on-client-bound` asks and a run was
-/// Client-bound (an interrupted or failed session keeps its own exit).
+/// The session's exit, turned into an error when a run completed no request, or when
+/// `--fail-on-client-bound` asks and a run was Client-bound (an interrupted or failed session
+/// keeps its own exit). Either comes after the results were saved.
 fn judge(fail_on_client_bound: bool, done: CliResult) -> CliResult {
     let bound = bench::engine::figures::client_bound_runs();
+    let empty = bench::engine::run::runs_without_completion();
     match done {
+        Ok(code) if empty > 0 && code == ExitCode::SUCCESS => Err(CliError::failed(format!(
+            "{empty} run(s) completed no request: every request failed (the server's messages are above and in the result)"
+        ))),
         Ok(code) if fail_on_client_bound && bound > 0 && code == ExitCode::SUCCESS => {
             Err(CliError::failed(format!(
                 "{bound} run(s) were Client-bound (--fail-on-client-bound): see the WARNING line and llmspeed.client_lag"

@@ -195,7 +195,7 @@ impl MockConfig {
             model: "mock-model".into(),
             max_model_len,
             engine,
-            version: "0.11.0+mock".into(),
+            version: "0.33.0+mock".into(),
             loop_after: None,
             loop_fraction: 1.0,
             faults: Vec::new(),

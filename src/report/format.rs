@@ -63,6 +63,12 @@ pub fn seconds(x: f64) -> String {
 /// `--hardware`), else what was measured (the GPUs nvidia-smi listed on the client), else that
 /// none was seen. Never the operating system's name: that is not hardware.
 pub fn hardware_text(h: &crate::report::Hardware) -> String {
+    hardware_name(h)
+        .unwrap_or_else(|| "no GPU seen on the client; pass --gpu for the server's".into())
+}
+
+/// The hardware as told, else as measured ([`hardware_text`]); `None` when neither.
+pub fn hardware_name(h: &crate::report::Hardware) -> Option<String> {
     let told: Vec<String> = [
         h.kind.clone(),
         h.gpu.clone(),
@@ -74,10 +80,10 @@ pub fn hardware_text(h: &crate::report::Hardware) -> String {
     .filter(|s| !s.trim().is_empty())
     .collect();
     if !told.is_empty() {
-        return told.join(" · ");
+        return Some(told.join(" · "));
     }
     if h.gpus.is_empty() {
-        return "no GPU seen on the client; pass --gpu for the server's".into();
+        return None;
     }
     let gpus: Vec<String> = h
         .gpus
@@ -88,7 +94,10 @@ pub fn hardware_text(h: &crate::report::Hardware) -> String {
         })
         .collect();
     let by = h.gpu_source.as_deref().unwrap_or("the GPU tool");
-    format!("{} (listed by {by} on the client)", gpus.join("; "))
+    Some(format!(
+        "{} (listed by {by} on the client)",
+        gpus.join("; ")
+    ))
 }
 
 /// An optional figure through a formatter, `—` when missing.

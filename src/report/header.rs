@@ -9,7 +9,7 @@
 //! drawing every page uses. A fact the file does not hold is `None` and shown as not recorded,
 //! never guessed.
 
-use crate::report::format::{group_digits, hardware_text, one_decimal, seconds};
+use crate::report::format::{group_digits, hardware_name, hardware_text, one_decimal, seconds};
 use crate::report::model::{MatrixReport, PromptTokens};
 use serde_json::{Map, Value};
 
@@ -28,6 +28,10 @@ pub struct RunHeader {
     pub engine_detail: Option<String>,
     /// The hardware as the user told it, else as the client saw it.
     pub hardware: Option<String>,
+    /// Where the title says the run was measured: hardware told or seen, or the simulated
+    /// server and its profile; `None`: neither (the title says unrecorded, the `hardware`
+    /// row says how to record it).
+    pub title_on: Option<String>,
     pub launch_command: Option<String>,
     /// The server's base URL, as text.
     pub server: Option<String>,
@@ -50,7 +54,7 @@ impl RunHeader {
             "{} · {} on {}",
             self.kind,
             self.model,
-            self.hardware.as_deref().unwrap_or("unrecorded hardware")
+            self.title_on.as_deref().unwrap_or("unrecorded hardware")
         )
     }
 
@@ -62,6 +66,13 @@ impl RunHeader {
             (!s.is_empty()).then(|| s.join(sep))
         };
         let hardware = hardware_text(&md.hardware);
+        let title_on = hardware_name(&md.hardware).or_else(|| {
+            md.simulated_server.as_deref().map(|sim| {
+                // The identity reads `<profile> profile: <parameters>`.
+                let profile = sim.split(':').next().unwrap_or(sim).trim();
+                format!("the simulated server ({profile})")
+            })
+        });
         RunHeader {
             kind: "Speed test matrix".into(),
             model: md.model.id.clone(),
@@ -80,6 +91,7 @@ impl RunHeader {
                 " · ",
             ),
             hardware: (!hardware.is_empty()).then_some(hardware),
+            title_on,
             launch_command: md.launch_command.clone(),
             server: md.base_url.clone(),
             tool: Some(format!("{} {}", md.tool, md.tool_version)),
@@ -136,6 +148,7 @@ impl RunHeader {
             engine: joined_told(s("engine"), s("engine_version")),
             engine_detail: None,
             hardware: s("hardware").or_else(|| s("gpu")),
+            title_on: s("hardware").or_else(|| s("gpu")),
             launch_command: s("launch_command"),
             server: s("base_url"),
             tool: ours
@@ -237,6 +250,7 @@ impl RunHeader {
                 .map(|v| format!("sglang {v}")),
             engine_detail: None,
             hardware: None,
+            title_on: None,
             launch_command: None,
             server: None,
             tool: ours

@@ -155,8 +155,6 @@ pub fn bench_serve(
         dir.to_str().unwrap(),
         "--result-filename",
         "r.json",
-        "--ready-check-timeout-sec",
-        "30",
     ];
     args.extend_from_slice(extra);
     llmspeed(&args, Duration::from_secs(300))

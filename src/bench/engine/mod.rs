@@ -37,6 +37,6 @@ pub mod shard;
 pub mod steady;
 
 pub use error::RunError;
-pub use plan::{Bodies, Plan, Warmup};
+pub use plan::{Bodies, InitialTest, Plan, Warmup};
 pub use record::RequestRecord;
 pub use run::{run, Finished, Measured};

@@ -41,8 +41,11 @@ pub struct Warmup {
     pub all_at_once: bool,
     /// Caps each warm-up's output length.
     pub max_output: Option<u32>,
-    /// When every warm-up failed, the run fails with the first one's error.
-    pub must_succeed: bool,
+    /// When every warm-up failed, the run fails with these words (the tool's own) followed
+    /// by the first one's error; `None`: a failed warm-up is only logged.
+    pub must_succeed: Option<&'static str>,
+    /// A ready check by a generation request, before the warm-ups; `None`: none.
+    pub initial_test: Option<InitialTest>,
     /// A path POSTed after the warm-ups, before the run (a prefix-cache flush); a failure is
     /// logged, never fatal.
     pub then_post: Option<String>,
@@ -51,6 +54,19 @@ pub struct Warmup {
     /// A chat request's own fields (`PromptSource::Chat`'s `extra`) stay out of the warm-ups:
     /// they send its messages with the run's fields only.
     pub without_request_fields: bool,
+}
+
+/// A ready check by a generation request (vLLM's `--ready-check-timeout-sec`): the first
+/// sample, sent until it succeeds, every `retry`, while `within` lasts; then the run fails with
+/// `failed` and the last error. The words are the tool's own.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InitialTest {
+    pub within: Duration,
+    pub retry: Duration,
+    /// Said when it passes.
+    pub passed: &'static str,
+    /// Said, with the last error after it, when it never passed.
+    pub failed: &'static str,
 }
 
 /// One benchmark run, as the engine runs it.

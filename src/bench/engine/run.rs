@@ -12,7 +12,7 @@
 use crate::bench::engine::connect::{client_for, metrics_page, resolve_model};
 use crate::bench::engine::error::unless_stopped;
 use crate::bench::engine::lora;
-use crate::bench::engine::plan::Plan;
+use crate::bench::engine::plan::{InitialTest, Plan};
 use crate::bench::engine::probe::{run_probes, ProbeOutcome};
 use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::rounds::{self, Row};
@@ -30,6 +30,7 @@ use bytes::Bytes;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 use tokio::sync::Semaphore;
@@ -191,6 +192,7 @@ pub async fn run(
     let client_cpu = cpu1.since(sent.cpu0);
     let client_lag = client_lag_of(&clock, &finished, client_cpu, wall_s);
     let turns = plan.turns.max(1) as usize;
+    note_if_nothing_completed(&finished, order.chosen.len(), cancel);
     Ok(Measured {
         model,
         request_model,
@@ -218,6 +220,24 @@ pub async fn run(
         metrics_after,
         refusal,
     })
+}
+
+/// Runs of this process that sent requests and completed none of them (a session may run
+/// many): the command exits with an error when any did, after saving what it measured, so a
+/// pipeline never passes a benchmark in which every request failed.
+static NOTHING_COMPLETED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many runs of this process completed no request ([`NOTHING_COMPLETED`]).
+pub fn runs_without_completion() -> usize {
+    NOTHING_COMPLETED.load(Ordering::Relaxed)
+}
+
+/// Counts the run in [`NOTHING_COMPLETED`] when it planned requests, was not stopped, and none
+/// of them succeeded.
+fn note_if_nothing_completed(finished: &[Finished], planned: usize, cancel: &Cancel) {
+    if planned > 0 && !cancel.is_cancelled() && !finished.iter().any(|f| f.record.is_success()) {
+        NOTHING_COMPLETED.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The ready check as a set-up step, for [`unless_stopped`].
@@ -364,6 +384,9 @@ async fn warm_up(
     log: &mut (dyn Write + Send),
 ) -> Result<(), RunError> {
     let rules = &plan.warmup;
+    if let Some(test) = &rules.initial_test {
+        initial_test(test, client, requests, samples, cancel, log).await?;
+    }
     if plan.num_warmups > 0 {
         let _ = writeln!(log, "warming up with {} request(s)", plan.num_warmups);
         let slots = Arc::new(Semaphore::new(match rules.all_at_once {
@@ -410,9 +433,9 @@ async fn warm_up(
                 }
             }
         }
-        if rules.must_succeed && !ok {
+        if let (Some(words), false) = (rules.must_succeed, ok) {
             return Err(RunError::Setup(format!(
-                "every warm-up request failed: {}",
+                "{words}{}",
                 first_error.unwrap_or_default()
             )));
         }
@@ -432,6 +455,39 @@ async fn warm_up(
         tokio::time::sleep(rules.settle).await;
     }
     Ok(())
+}
+
+/// The plan's ready check by a generation request: the first sample, sent until it succeeds
+/// or `within` has passed (no new try once it has), `retry` between tries. A failed try is
+/// logged with the server's message.
+async fn initial_test(
+    test: &InitialTest,
+    client: &Client,
+    requests: &Requests<'_>,
+    samples: &[Sample],
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+) -> Result<(), RunError> {
+    let deadline = Instant::now() + test.within;
+    let req = requests.make(&samples[0], None, &mut Vec::new())?;
+    let mut last_error = String::new();
+    while Instant::now() < deadline && !cancel.is_cancelled() {
+        let start = client.clock().raw();
+        let t = client.stream(&req, start, &mut NoopObserver, cancel).await;
+        match &t.outcome {
+            Ok(()) => {
+                let _ = writeln!(log, "{}", test.passed);
+                return Ok(());
+            }
+            Err(e) => {
+                last_error = e.to_string();
+                let _ = writeln!(log, "the server is not ready yet: {last_error}");
+            }
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::sleep(test.retry.min(left)).await;
+    }
+    Err(RunError::Setup(format!("{}{last_error}", test.failed)))
 }
 
 /// Which requests this run sends, when, and their bodies when they fit in memory.

@@ -11,7 +11,7 @@ use crate::bench::engine::error::{unless_stopped, RunError};
 use crate::bench::engine::plan::Plan;
 use crate::net::{Cancel, Client};
 use crate::server::probe::token_id_range;
-use crate::server::{collect, detect, Overrides, TokenizeDialect};
+use crate::server::{collect, detect, Overrides, ServerInfo, TokenizeDialect};
 use crate::workload::datasets::{self, PromptSource, Sample};
 use crate::workload::tokenizer::LocalTokenizer;
 use serde_json::json;
@@ -252,21 +252,33 @@ pub struct Loaded {
     pub numpy_words: u64,
 }
 
-impl Loaded {
-    fn new(
-        samples: Vec<Sample>,
-        counting: TokenCounting,
-        prompt_kind: PromptKind,
-        tokenize: Option<TokenizeDialect>,
-        numpy_words: u64,
-    ) -> Self {
-        Loaded {
-            samples,
-            counting,
-            prompt_kind,
-            tokenize,
-            numpy_words,
-        }
+/// What `datasets::load` asks of the model, as the run answers it: texts counted by `count`,
+/// prompts wrapped and chat requests measured by the chat template ([`ChatFns`]), and the
+/// local tokenizer, where one is loaded (SGLang's `random` cuts its ShareGPT texts with it).
+pub struct DatasetTokens<C> {
+    pub count: C,
+    pub chat: ChatFns,
+    pub tokenizer: Option<Arc<LocalTokenizer>>,
+}
+
+impl<C: FnMut(&str) -> Result<u64, String>> datasets::Tokens for DatasetTokens<C> {
+    fn count(&mut self, text: &str) -> Result<u64, String> {
+        (self.count)(text)
+    }
+
+    fn wrap(&mut self) -> Option<&mut datasets::PromptWrap<'_>> {
+        let wrap = self.chat.wrap.as_deref_mut();
+        wrap.map(|w| w as &mut datasets::PromptWrap<'_>)
+    }
+
+    fn chat_len(&mut self) -> Option<&mut datasets::ChatLen<'_>> {
+        let len = self.chat.chat_len.as_deref_mut();
+        len.map(|l| l as &mut datasets::ChatLen<'_>)
+    }
+
+    fn tokenizer(&self) -> Option<&dyn datasets::Tokenizer> {
+        let tok = self.tokenizer.as_deref();
+        tok.map(|t| t as &dyn datasets::Tokenizer)
     }
 }
 
@@ -283,170 +295,125 @@ pub async fn load_samples(
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
 ) -> Result<Loaded, RunError> {
-    use crate::workload::datasets::DatasetKind;
-    let facts = async { collect(client, Some(model)).await.map_err(RunError::Setup) };
-    let collected = unless_stopped(cancel, "reading what the server offers", facts).await?;
-    let info = detect(&collected, &Overrides::default());
-    let ids_dataset = matches!(
-        plan.dataset.kind,
-        DatasetKind::Random
-            | DatasetKind::RandomMm
-            | DatasetKind::PrefixRepetition
-            | DatasetKind::TimedTrace
-            | DatasetKind::BurstGpt
-    );
-    let local = local_tokenizer(
-        plan.tokenizer.as_deref(),
-        "the server's /tokenize (else its usage counts)",
-        log,
-    )?
-    .map(Arc::new);
-    let template = chat_fns(
-        &plan.dataset,
-        plan.tokenizer.as_deref(),
-        local.as_deref(),
-        log,
-    )?;
-    let dialect = info.tokenize.map(|t| t.dialect);
-    if let (None, Some(e)) = (dialect, &info.tokenize_error) {
-        let _ = writeln!(log, "note: the server's /tokenize failed: {e}");
-    }
+    let info = server_info(client, model, cancel).await?;
+    let spec = plan.tokenizer.as_deref();
+    let local = local_tokenizer(spec, "the server's /tokenize (else its usage counts)", log)?;
+    let local = local.map(Arc::new);
+    let chat = chat_fns(&plan.dataset, spec, local.as_deref(), log)?;
+    let dialect = tokenize_dialect(&info, log);
     let counter = match (&local, dialect) {
         (Some(_), _) => Some(TokenCounting::Local),
         (None, Some(d)) => Some(TokenCounting::Server(d)),
         (None, None) => None,
     };
-    let mut dcfg = plan.dataset.clone();
-    if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
-        dcfg.ids = r;
-    }
-    // The reference's length draws need the tokenizer's special tokens (vLLM) or vocabulary
-    // (SGLang): the local tokenizer's, else none and the server's vocabulary.
-    dcfg.random_draws = match dcfg.random_draws {
-        datasets::RandomDraws::Vllm { .. } => datasets::RandomDraws::Vllm {
-            special: local
-                .as_deref()
-                .map_or(0, LocalTokenizer::num_special_tokens),
-        },
-        datasets::RandomDraws::Sglang { offsets, text, .. } => datasets::RandomDraws::Sglang {
-            vocab: local
-                .as_deref()
-                .map_or(dcfg.ids.end(), LocalTokenizer::vocab_size),
-            offsets,
-            text,
-        },
-    };
+    let dcfg = fitted(&plan.dataset, &info, local.as_deref());
     let numpy_words = datasets::random_numpy_words(&dcfg);
-    if let Some((tok, text)) = sglang_cuts(&dcfg, local.as_ref(), log) {
-        let (cfg, tok) = (dcfg.clone(), tok.clone());
-        let job = async {
-            tokio::task::spawn_blocking(move || sharegpt_cuts(&cfg, &tok, text))
-                .await
-                .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
-        };
-        let samples = unless_stopped(cancel, "loading the dataset", job).await?;
-        let (counting, kind) = match text {
-            true => (TokenCounting::Local, PromptKind::DatasetText),
-            false => (TokenCounting::Exact, PromptKind::TokenIds),
-        };
-        return Ok(Loaded::new(samples, counting, kind, dialect, numpy_words));
-    }
-    let count_with = counter_fn(client, model, local, cancel);
-    // TGI's /generate_stream and the Responses API take text only, as the chat endpoint does.
-    let chat = plan.chat || plan.dialect.text_only();
-    let ids_ok = !chat && info.token_ids == Some(true);
+    let cuts = sglang_cuts(&dcfg, local.is_some(), log);
+    let count_with: CountWith = Arc::new(counter_fn(client, model, local.clone(), cancel));
     let how = counter.unwrap_or(TokenCounting::Estimate);
+    let ids_dataset = dcfg.kind.token_ids();
     if let (false, TokenCounting::Server(_)) = (ids_dataset, how) {
         let _ = writeln!(
             log,
             "loading the dataset, its prompts counted through the server's /tokenize"
         );
     }
-    let loading = load(dcfg, how, count_with, template);
-    let (mut samples, count_with) = unless_stopped(cancel, "loading the dataset", loading).await?;
-    if !ids_dataset {
-        return Ok(Loaded::new(
-            samples,
-            how,
-            PromptKind::DatasetText,
-            dialect,
-            numpy_words,
-        ));
-    }
-    if ids_ok {
-        return Ok(Loaded::new(
-            samples,
-            TokenCounting::Exact,
-            PromptKind::TokenIds,
-            dialect,
-            numpy_words,
-        ));
-    }
-    if chat {
-        if let Some(d) = dialect.filter(|d| d.has_detokenize()) {
-            let _ = writeln!(
-                log,
-                "fitting {} prompts to their lengths through the server's /detokenize and /tokenize",
-                samples.len()
-            );
-            let fit =
-                async { Ok::<_, RunError>(detokenize_all(client, d, model, &mut samples).await) };
-            match unless_stopped(cancel, FITTING, fit).await? {
-                Ok(()) => {
-                    return Ok(Loaded::new(
-                        samples,
-                        TokenCounting::Exact,
-                        PromptKind::Detokenized,
-                        dialect,
-                        numpy_words,
-                    ))
-                }
-                Err(e) => {
-                    let _ = writeln!(
-                        log,
-                        "note: {e}; sending natural text of a measured length instead"
-                    );
-                }
-            }
-        }
-    }
-    let why = if chat {
-        "the endpoint takes no token ids"
-    } else {
-        "the server did not accept token ids from the range probed"
+    let count = {
+        let count_with = count_with.clone();
+        move |t: &str| count_with(how, t)
     };
-    let counting = counter.unwrap_or(TokenCounting::Usage);
-    let _ = writeln!(
-        log,
-        "note: {why}; prompts are natural text sized by {}",
-        counting.as_str()
-    );
-    let sizing = to_text(samples, counting, plan.dataset.seed, count_with);
-    let samples = unless_stopped(cancel, "sizing the prompts as natural text", sizing).await?;
-    Ok(Loaded::new(
+    let tokens = DatasetTokens {
+        count,
+        chat,
+        tokenizer: local,
+    };
+    let loading = load(dcfg, tokens);
+    let samples = unless_stopped(cancel, "loading the dataset", loading).await?;
+    let (samples, counting, kind) = match cuts {
+        Some(true) => (samples, TokenCounting::Local, PromptKind::DatasetText),
+        Some(false) => (samples, TokenCounting::Exact, PromptKind::TokenIds),
+        None if !ids_dataset => (samples, how, PromptKind::DatasetText),
+        None => {
+            let server = Server {
+                client,
+                model,
+                cancel,
+                dialect,
+                takes_ids: info.token_ids == Some(true),
+            };
+            as_sent(&server, plan, counter, samples, count_with, log).await?
+        }
+    };
+    Ok(Loaded {
         samples,
         counting,
-        PromptKind::Text,
-        dialect,
+        prompt_kind: kind,
+        tokenize: dialect,
         numpy_words,
-    ))
+    })
 }
 
-/// SGLang's `random` with its ShareGPT file and a local tokenizer to cut it with: the tokenizer
-/// and whether the prompts go as text. With no local tokenizer it draws token ids of the
-/// lengths instead, said in a `note:`.
+/// What the server offers (its vocabulary, `/tokenize`, whether it takes token ids), read
+/// once before the dataset loads.
+async fn server_info(
+    client: &Client,
+    model: &str,
+    cancel: &Cancel,
+) -> Result<ServerInfo, RunError> {
+    let facts = async { collect(client, Some(model)).await.map_err(RunError::Setup) };
+    let collected = unless_stopped(cancel, "reading what the server offers", facts).await?;
+    Ok(detect(&collected, &Overrides::default()))
+}
+
+/// The `/tokenize` dialect the probe verified; where it failed, a `note:` on `log` says why.
+fn tokenize_dialect(info: &ServerInfo, log: &mut (dyn Write + Send)) -> Option<TokenizeDialect> {
+    let dialect = info.tokenize.map(|t| t.dialect);
+    if let (None, Some(e)) = (dialect, &info.tokenize_error) {
+        let _ = writeln!(log, "note: the server's /tokenize failed: {e}");
+    }
+    dialect
+}
+
+/// The plan's dataset settings fitted to the server and the tokenizer: random ids inside the
+/// server's vocabulary, and the reference's length draws given the tokenizer's special tokens
+/// (vLLM) or vocabulary (SGLang): the local tokenizer's, else none and the server's vocabulary.
+fn fitted(
+    dataset: &datasets::DatasetConfig,
+    info: &ServerInfo,
+    local: Option<&LocalTokenizer>,
+) -> datasets::DatasetConfig {
+    let mut dcfg = dataset.clone();
+    if let Some(r) = datasets::IdRange::from_range(token_id_range(info.vocab.map(|f| f.value))) {
+        dcfg.ids = r;
+    }
+    dcfg.random_draws = match dcfg.random_draws {
+        datasets::RandomDraws::Vllm { .. } => datasets::RandomDraws::Vllm {
+            special: local.map_or(0, LocalTokenizer::num_special_tokens),
+        },
+        datasets::RandomDraws::Sglang { offsets, text, .. } => datasets::RandomDraws::Sglang {
+            vocab: local.map_or(dcfg.ids.end(), LocalTokenizer::vocab_size),
+            offsets,
+            text,
+        },
+    };
+    dcfg
+}
+
+/// SGLang's `random` with its ShareGPT file: `Some(text)` where a local tokenizer is loaded to
+/// cut it with (`datasets::load` then cuts, as text or as token ids); with none it draws token
+/// ids of the lengths instead, said in a `note:`.
 fn sglang_cuts(
     dcfg: &datasets::DatasetConfig,
-    local: Option<&Arc<LocalTokenizer>>,
+    local: bool,
     log: &mut (dyn Write + Send),
-) -> Option<(Arc<LocalTokenizer>, bool)> {
+) -> Option<bool> {
     let datasets::RandomDraws::Sglang { text, .. } = dcfg.random_draws else {
         return None;
     };
     if !dcfg.cuts_sharegpt() || dcfg.path.is_none() {
         return None;
     }
-    if local.is_none() {
+    if !local {
         let _ = writeln!(
             log,
             "note: SGLang's random cuts ShareGPT conversations with the model's tokenizer; \
@@ -454,40 +421,14 @@ fn sglang_cuts(
              the drawn lengths"
         );
     }
-    local.map(|t| (t.clone(), text))
-}
-
-/// SGLang's `random`: its ShareGPT file (`dcfg.path`) cut to the drawn lengths with `tok`
-/// (`datasets::sglang_sharegpt_cuts`), as text or as token ids.
-fn sharegpt_cuts(
-    dcfg: &datasets::DatasetConfig,
-    tok: &LocalTokenizer,
-    text: bool,
-) -> Result<Vec<Sample>, RunError> {
-    let path = dcfg.path.as_deref().unwrap_or(std::path::Path::new(""));
-    let file = std::fs::read_to_string(path).map_err(|e| {
-        RunError::Setup(format!(
-            "--dataset-name random reads SGLang's ShareGPT file {}: {e}",
-            path.display()
-        ))
-    })?;
-    let mut encode = |t: &str| tok.encode(t, true).map_err(|e| e.to_string());
-    let mut decode = |ids: &[u32]| tok.decode(ids).map_err(|e| e.to_string());
-    let decode = text.then_some(&mut decode as &mut datasets::Decode<'_>);
-    let samples =
-        datasets::sglang_sharegpt_cuts(dcfg, &file, &mut encode, decode, tok.num_special_tokens())?;
-    if samples.is_empty() {
-        return Err(RunError::Setup(format!(
-            "--dataset-name random: {} has no conversation to cut (entries with two turns and a \
-             non-empty first one)",
-            path.display()
-        )));
-    }
-    Ok(samples)
+    local.then_some(text)
 }
 
 /// The prompt fitting through `/detokenize` and `/tokenize`, as a set-up step.
 pub const FITTING: &str = "fitting the prompts to their lengths (/detokenize, /tokenize)";
+
+/// Counts a text's tokens the way asked ([`counter_fn`]).
+type CountWith = Arc<dyn Fn(TokenCounting, &str) -> Result<u64, String> + Send + Sync>;
 
 /// Counts a text's tokens the way asked: the server's `/tokenize` (called back into the
 /// runtime from a blocking thread), the local tokenizer, or bytes / 4. After a stop it counts
@@ -497,7 +438,7 @@ fn counter_fn(
     model: &str,
     local: Option<Arc<LocalTokenizer>>,
     cancel: &Cancel,
-) -> impl Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static {
+) -> impl Fn(TokenCounting, &str) -> Result<u64, String> + Send + Sync + 'static {
     let handle = tokio::runtime::Handle::current();
     let (client, model, cancel) = (client.clone(), model.to_string(), cancel.clone());
     move |how: TokenCounting, t: &str| -> Result<u64, String> {
@@ -516,47 +457,93 @@ fn counter_fn(
 }
 
 /// Loads the dataset on a blocking thread (loading is synchronous; its token counter calls
-/// back into the runtime, only before the measured run). Hands the counter back.
-async fn load<F>(
+/// back into the runtime, only before the measured run).
+async fn load<C>(
     dcfg: datasets::DatasetConfig,
-    how: TokenCounting,
-    count_with: F,
-    mut chat: ChatFns,
-) -> Result<(Vec<Sample>, F), RunError>
+    mut tokens: DatasetTokens<C>,
+) -> Result<Vec<Sample>, RunError>
 where
-    F: Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static,
+    C: FnMut(&str) -> Result<u64, String> + Send + 'static,
 {
-    tokio::task::spawn_blocking(move || {
-        let mut count = |t: &str| count_with(how, t);
-        let wrap = chat
-            .wrap
-            .as_deref_mut()
-            .map(|w| w as &mut datasets::PromptWrap<'_>);
-        let len = chat
-            .chat_len
-            .as_deref_mut()
-            .map(|w| w as &mut datasets::ChatLen<'_>);
-        datasets::load(&dcfg, &mut count, wrap, len).map(|s| (s, count_with))
-    })
-    .await
-    .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
-    .map_err(RunError::from)
+    tokio::task::spawn_blocking(move || datasets::load(&dcfg, &mut tokens))
+        .await
+        .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
+        .map_err(RunError::from)
+}
+
+/// The server the token-id prompts are fitted to, and the run's stop.
+struct Server<'a> {
+    client: &'a Client,
+    model: &'a str,
+    cancel: &'a Cancel,
+    /// The `/tokenize` dialect the probe verified.
+    dialect: Option<TokenizeDialect>,
+    /// The probe saw the server accept token ids from both ends of the range.
+    takes_ids: bool,
+}
+
+/// Token-id prompts as they are sent, with how they were counted: ids where the server takes
+/// them; on an endpoint that takes text only, text through the server's `/detokenize` where it
+/// has one; else natural text sized by `counter` (by each request's `usage.prompt_tokens` when
+/// there is none).
+async fn as_sent(
+    server: &Server<'_>,
+    plan: &Plan,
+    counter: Option<TokenCounting>,
+    mut samples: Vec<Sample>,
+    count_with: CountWith,
+    log: &mut (dyn Write + Send),
+) -> Result<(Vec<Sample>, TokenCounting, PromptKind), RunError> {
+    // TGI's /generate_stream and the Responses API take text only, as the chat endpoint does.
+    let chat = plan.chat || plan.dialect.text_only();
+    if !chat && server.takes_ids {
+        return Ok((samples, TokenCounting::Exact, PromptKind::TokenIds));
+    }
+    let (client, model, cancel) = (server.client, server.model, server.cancel);
+    if let Some(d) = server.dialect.filter(|d| chat && d.has_detokenize()) {
+        let _ = writeln!(
+            log,
+            "fitting {} prompts to their lengths through the server's /detokenize and /tokenize",
+            samples.len()
+        );
+        let fit = async { Ok::<_, RunError>(detokenize_all(client, d, model, &mut samples).await) };
+        match unless_stopped(cancel, FITTING, fit).await? {
+            Ok(()) => return Ok((samples, TokenCounting::Exact, PromptKind::Detokenized)),
+            Err(e) => {
+                let _ = writeln!(
+                    log,
+                    "note: {e}; sending natural text of a measured length instead"
+                );
+            }
+        }
+    }
+    let why = if chat {
+        "the endpoint takes no token ids"
+    } else {
+        "the server did not accept token ids from the range probed"
+    };
+    let counting = counter.unwrap_or(TokenCounting::Usage);
+    let _ = writeln!(
+        log,
+        "note: {why}; prompts are natural text sized by {}",
+        counting.as_str()
+    );
+    let sizing = to_text(samples, counting, plan.dataset.seed, count_with);
+    let samples = unless_stopped(cancel, "sizing the prompts as natural text", sizing).await?;
+    Ok((samples, counting, PromptKind::Text))
 }
 
 /// Token-id prompts rewritten as natural text of their lengths, sized by `counting` (by each
 /// request's `usage.prompt_tokens` when that is all there is).
-async fn to_text<F>(
+async fn to_text(
     mut samples: Vec<Sample>,
     counting: TokenCounting,
     seed: u64,
-    count_with: F,
-) -> Result<Vec<Sample>, RunError>
-where
-    F: Fn(TokenCounting, &str) -> Result<u64, String> + Send + 'static,
-{
+    count_with: CountWith,
+) -> Result<Vec<Sample>, RunError> {
     tokio::task::spawn_blocking(move || {
         let mut count = |t: &str| count_with(counting, t);
-        let c: Option<&mut datasets::TokenCounter<'_>> = match counting {
+        let c: Option<&mut dyn datasets::Tokens> = match counting {
             TokenCounting::Usage => None,
             _ => Some(&mut count),
         };

@@ -587,13 +587,16 @@ impl SglangArgs {
                 repeat_first: true,
                 all_at_once: true,
                 max_output: Some(32),
-                must_succeed: true,
+                must_succeed: Some(
+                    "Warmup failed - Please make sure benchmark arguments are correctly specified. Error: ",
+                ),
                 then_post: self.flush_cache.then(|| "/flush_cache".to_string()),
                 settle: Duration::from_secs(1),
                 // SGLang's warm-up takes the first row's prompt with the run's
                 // --extra-request-body only (an openai row's own fields are merged in the
                 // measured requests alone).
                 without_request_fields: true,
+                initial_test: None,
             },
             shard: self.many.shard,
             start_at_unix_ns: self.many.start_at_unix_ns,
@@ -831,7 +834,7 @@ mod tests {
         assert!(c.request_rate.is_infinite());
         assert_eq!((c.plan.num_warmups, c.plan.dataset.seed), (1, 42));
         assert_eq!(c.plan.ready_check_timeout_s, 60);
-        assert!(c.plan.warmup.repeat_first && c.plan.warmup.must_succeed);
+        assert!(c.plan.warmup.repeat_first && c.plan.warmup.must_succeed.is_some());
         // Ratio 0: inputs and outputs from [1, L] (SGLang 0.5.23 never draws 0 tokens).
         assert_eq!(c.plan.dataset.random_bounds, Some(((1, 1024), (1, 1024))));
     }

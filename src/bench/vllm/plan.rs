@@ -1,11 +1,12 @@
 //! `vllm bench serve`'s checked flags in the engine's words: a [`ServeConfig`] -> the engine's
 //! [`Plan`], with vLLM's request bodies. Pure.
 
-use crate::bench::engine::plan::{Plan, Warmup};
+use crate::bench::engine::plan::{InitialTest, Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::vllm::args::{ChatEnd, LatencyFrom, ServeConfig, TtftFrom};
 use crate::bench::vllm::body::BodyBuilder;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The plan the engine runs for `cfg`.
 pub fn of(cfg: &ServeConfig) -> Plan {
@@ -50,9 +51,16 @@ pub fn of(cfg: &ServeConfig) -> Plan {
         self_timed: cfg.self_timed,
         max_concurrency: cfg.max_concurrency,
         num_warmups: cfg.num_warmups,
-        // vLLM 0.33's warm-ups each send the first request, within the concurrency cap.
+        // vLLM 0.33's warm-ups each send the first request, within the concurrency cap; with
+        // a ready-check timeout, that request is first sent until it succeeds (every 5 s).
         warmup: Warmup {
             repeat_first: true,
+            initial_test: (cfg.ready_check_timeout_s > 0).then(|| InitialTest {
+                within: Duration::from_secs(cfg.ready_check_timeout_s),
+                retry: Duration::from_secs(5),
+                passed: "Initial test run completed.",
+                failed: "Initial test run failed - Please make sure benchmark arguments are correctly specified. Error: ",
+            }),
             ..Warmup::default()
         },
         shard: cfg.shard,

@@ -374,13 +374,18 @@ fn write_steady_state(w: &mut impl Write, ss: Option<&SteadyState>) -> std::io::
         win.target_concurrency,
         100.0 * win.threshold
     )?;
+    // Labels of our own: a script that reads vLLM's console by label (grep, or a dict of label
+    // to value) must find each of vLLM's labels once, with vLLM's meaning.
     for (label, v) in [
-        ("Request throughput (req/s):", ss.request_throughput),
-        ("Output token throughput (tok/s):", ss.output_throughput),
-        ("Total Token throughput (tok/s):", ss.total_token_throughput),
-        ("Mean TTFT (ms):", ss.ttft_ms.mean),
-        ("Mean TPOT (ms):", ss.tpot_ms.mean),
-        ("Mean ITL (ms):", ss.itl_ms.mean),
+        ("Steady request throughput (req/s):", ss.request_throughput),
+        ("Steady output throughput (tok/s):", ss.output_throughput),
+        (
+            "Steady total throughput (tok/s):",
+            ss.total_token_throughput,
+        ),
+        ("Steady mean TTFT (ms):", ss.ttft_ms.mean),
+        ("Steady mean TPOT (ms):", ss.tpot_ms.mean),
+        ("Steady mean ITL (ms):", ss.itl_ms.mean),
     ] {
         writeln!(w, "{label:<40} {v:<10.2}")?;
     }
@@ -549,6 +554,60 @@ mod tests {
             let _ = server.await;
             (seen, wall_s)
         })
+    }
+
+    #[test]
+    fn the_steady_state_block_repeats_none_of_vllms_labels() {
+        use crate::bench::vllm::metrics::MetricKind;
+        use crate::bench::vllm::result::write_summary;
+        // Two requests side by side for most of a second: a closed loop of 2 whose window is
+        // found, so both blocks are printed.
+        let r = |start: u64, chunks: &[u64]| RequestRecord {
+            start_ns: start,
+            chunk_times_ns: chunks.to_vec(),
+            output_tokens: chunks.len() as u64,
+            input_tokens: 10,
+            error: None,
+            queue_ns: 0,
+            end_ns: None,
+            empty_is_success: false,
+        };
+        let records = [
+            r(0, &[100_000_000, 500_000_000, 900_000_000]),
+            r(0, &[120_000_000, 520_000_000, 910_000_000]),
+        ];
+        let m = compute(&records, 1_000_000_000, &MetricsConfig::default());
+        let window = steady::detect_window(&records, 2, 0.95, 0.1, 1.0).expect("a window");
+        let ss = steady::compute(&records, &window, &[99.0]);
+        let info = RunInfo {
+            date: "20261207-000000".into(),
+            backend: "openai".into(),
+            label: None,
+            model_id: "m".into(),
+            tokenizer_id: "m".into(),
+            num_prompts: 2,
+            metadata: vec![],
+            request_rate: f64::INFINITY,
+            burstiness: 1.0,
+            max_concurrency: Some(2),
+            ramp: None,
+            selected: vec![MetricKind::Ttft, MetricKind::Tpot, MetricKind::Itl],
+            goodput: false,
+        };
+        let mut vllm = Vec::new();
+        write_summary(&mut vllm, &info, &m).unwrap();
+        let mut all = vllm.clone();
+        write_steady_state(&mut all, Some(&ss)).unwrap();
+        let (vllm, all) = (
+            String::from_utf8(vllm).unwrap(),
+            String::from_utf8(all).unwrap(),
+        );
+        assert!(all.contains("Steady mean TTFT (ms):"), "{all}");
+        let label = |l: &str| l.split(':').next().unwrap_or("").to_string() + ":";
+        for l in vllm.lines().filter(|l| l.contains(':')) {
+            let times = all.lines().filter(|x| label(x) == label(l)).count();
+            assert_eq!(times, 1, "{:?} printed {times} times:\n{all}", label(l));
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! spreads `bench::engine::multi_run`, sweep points and names `bench::vllm::sweep`.
 
 use crate::bench::engine::multi_run::{self, Spread};
-use crate::bench::engine::samples::{chat_fns, local_tokenizer};
+use crate::bench::engine::samples::{chat_fns, local_tokenizer, DatasetTokens};
 use crate::bench::engine::session::{self, Io, Ran, Runs};
 use crate::bench::engine::RunError;
 use crate::bench::vllm::args::{ServeConfig, Sweep};
@@ -321,30 +321,27 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
             continue;
         }
         seen.push(p.cfg.dataset.num_prompts);
-        let mut count = |t: &str| match &local {
+        let count = |t: &str| match &local {
             Some(tok) => tok.count(t).map_err(|e| e.to_string()),
             None => Ok(datasets::estimate_tokens(t)),
         };
-        let mut chat = chat_fns(
+        let chat = chat_fns(
             &p.cfg.dataset,
             cfg.tokenizer.as_deref(),
             local.as_ref(),
             &mut std::io::stderr(),
         )?;
-        let wrap = chat
-            .wrap
-            .as_deref_mut()
-            .map(|w| w as &mut datasets::PromptWrap<'_>);
-        let samples = datasets::load(&p.cfg.dataset, &mut count, wrap, None)?;
-        let counting = match (p.cfg.dataset.kind, &local) {
-            (
-                datasets::DatasetKind::Random
-                | datasets::DatasetKind::PrefixRepetition
-                | datasets::DatasetKind::TimedTrace,
-                _,
-            ) => "exact (token ids)",
-            (_, Some(_)) => "local_tokenizer",
-            (_, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
+        // No tokenizer to cut texts with: vLLM's datasets never cut.
+        let mut tokens = DatasetTokens {
+            count,
+            chat,
+            tokenizer: None,
+        };
+        let samples = datasets::load(&p.cfg.dataset, &mut tokens)?;
+        let counting = match (p.cfg.dataset.kind.token_ids(), &local) {
+            (true, _) => "exact (token ids)",
+            (false, Some(_)) => "local_tokenizer",
+            (false, None) => "estimate_bytes_div_4 (a real run counts with the server's /tokenize)",
         };
         if !p.label.is_empty() {
             writeln!(out, "{}:", p.label).map_err(io)?;

@@ -179,16 +179,26 @@ impl LogXChart<'_> {
         };
         let y_max = nice_ceil(all.iter().map(|p| p.1).fold(0.0, f64::max));
         y_axis(&mut out, y_max, self.y_label, self.x_label, tick_text);
-        for &x in &xs {
-            let px = x_pos(x);
+        let texts: Vec<String> = xs.iter().map(|&x| (self.x_tick)(x)).collect();
+        let centres: Vec<f64> = xs.iter().map(|&x| x_pos(x)).collect();
+        let widths: Vec<f64> = texts.iter().map(|t| tick_width(t)).collect();
+        let shown = labels_that_fit(&centres, &widths);
+        for ((px, text), show) in centres.iter().zip(&texts).zip(shown) {
             let _ = write!(
                 out,
-                "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+                "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" class=\"axis\"/>",
                 H - BOTTOM,
                 H - BOTTOM + 4.0,
-                H - BOTTOM + 16.0,
-                escape(&(self.x_tick)(x))
             );
+            // A tick too close to a labelled one keeps its line; its point's tooltip names it.
+            if show {
+                let _ = write!(
+                    out,
+                    "<text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+                    H - BOTTOM + 16.0,
+                    escape(text)
+                );
+            }
         }
         for s in &self.series {
             let pts: Vec<(f64, f64)> = s.points.iter().filter(finite).copied().collect();
@@ -238,6 +248,45 @@ impl LogXChart<'_> {
         out.push_str("</svg>");
         out
     }
+}
+
+/// A tick label's width in px at the charts' 10 px tick font (about 6 px a character), with
+/// room on each side.
+fn tick_width(text: &str) -> f64 {
+    6.0 * text.chars().count() as f64 + 6.0
+}
+
+/// Which tick labels, centred at `centres` (ascending, px) and `widths` wide, are printed so
+/// that none overlaps another: left to right, each that clears the one before; the last always,
+/// taking the place of those it would overlap (the first excepted: two that collide keep the
+/// first). Where contexts are close (28K and 32K) they printed over each other as "28K32K".
+fn labels_that_fit(centres: &[f64], widths: &[f64]) -> Vec<bool> {
+    let n = centres.len();
+    let mut shown = vec![false; n];
+    let (left, right) = (
+        |i: usize| centres[i] - widths[i] / 2.0,
+        |i: usize| centres[i] + widths[i] / 2.0,
+    );
+    let mut last: Option<usize> = None;
+    for i in 0..n {
+        if last.is_none_or(|j| left(i) >= right(j)) {
+            shown[i] = true;
+            last = Some(i);
+        }
+    }
+    if n > 1 && !shown[n - 1] {
+        let end = n - 1;
+        let clashes = |j: usize| right(j) > left(end);
+        if !clashes(0) {
+            for j in 1..end {
+                if shown[j] && clashes(j) {
+                    shown[j] = false;
+                }
+            }
+            shown[end] = true;
+        }
+    }
+    shown
 }
 
 /// The cumulative distribution of `values` (ms) as a step line, with p50, p90 and p99 marked.
@@ -801,6 +850,36 @@ pub fn scatter(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_that_would_overlap_are_left_out() {
+        // 28K and 32K side by side (the prefill chart's contexts): 100 px apart suits all,
+        // 10 px apart prints one.
+        let w = [30.0; 4];
+        assert_eq!(
+            labels_that_fit(&[0.0, 100.0, 200.0, 300.0], &w),
+            [true, true, true, true]
+        );
+        assert_eq!(
+            labels_that_fit(&[0.0, 100.0, 290.0, 300.0], &w),
+            [true, true, false, true],
+            "the last is kept, the one it would overlap is not"
+        );
+        assert_eq!(
+            labels_that_fit(&[0.0, 10.0, 20.0, 100.0], &w),
+            [true, false, false, true]
+        );
+        // Exactly touching is allowed: edges at 15.
+        assert_eq!(labels_that_fit(&[0.0, 30.0], &[30.0, 30.0]), [true, true]);
+        assert_eq!(labels_that_fit(&[0.0, 29.0], &[30.0, 30.0]), [true, false]);
+        assert_eq!(labels_that_fit(&[5.0], &[30.0]), [true]);
+        assert_eq!(labels_that_fit(&[], &[]), Vec::<bool>::new());
+        // The last replaces two it overlaps, not one before them that it clears.
+        assert_eq!(
+            labels_that_fit(&[0.0, 40.0, 80.0, 100.0, 105.0], &[30.0; 5]),
+            [true, true, false, false, true]
+        );
+    }
 
     #[test]
     fn nice_ceil_rounds_up_to_a_round_number() {
