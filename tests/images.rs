@@ -8,14 +8,14 @@ use llmspeed::bench::vllm::args::{ServeArgs, ServeConfig};
 use llmspeed::bench::vllm::run;
 use llmspeed::clock::Clock;
 use llmspeed::mock::image::url_size;
-use llmspeed::mock::{serve, MockConfig, Profile};
+use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;
 use llmspeed::workload::request_id::RequestId;
 use llmspeed::workload::{datasets, random_mm};
 use serde_json::Value;
-use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use support::mock::MockServer;
+
+mod support;
 
 #[derive(Parser)]
 struct Wrap {
@@ -95,12 +95,8 @@ async fn random_mm_sends_each_requests_drawn_images() {
     let log = dir.path().join("requests.jsonl");
     let mut mcfg = MockConfig::profile(Profile::Fast);
     mcfg.request_log = Some(log.clone());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, mcfg, async move {
-        let _ = rx.await;
-    }));
+    let mock = MockServer::start(mcfg).await;
+    let addr = mock.addr;
     let url = format!("http://{addr}");
     let mut argv = vec!["x", "--base-url", &url, "--ready-check-timeout-sec", "10"];
     argv.extend_from_slice(FLAGS);
@@ -108,12 +104,7 @@ async fn random_mm_sends_each_requests_drawn_images() {
     let out = run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
         .await
         .expect("run");
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("mock did not stop")
-        .unwrap()
-        .expect("mock failed");
+    mock.stop().await;
     assert_eq!((out.metrics.completed, out.metrics.failed), (10, 0));
 
     // The dataset as drawn for the same flags: each request's sizes, by index.
@@ -194,12 +185,8 @@ async fn the_mock_counts_image_tokens_by_its_rule() {
     let mut mcfg = MockConfig::profile(Profile::Fast);
     mcfg.image_tokens = ImageTokens::Patches(28);
     mcfg.trace = Some(trace.clone());
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve(listener, mcfg, async move {
-        let _ = rx.await;
-    }));
+    let mock = MockServer::start(mcfg).await;
+    let addr = mock.addr;
     let text = json!({"type": "text", "text": "describe these"});
     let messages = |parts: Vec<Value>| json!([{"role": "user", "content": parts}]);
     let with_images = messages(vec![
@@ -246,12 +233,7 @@ async fn the_mock_counts_image_tokens_by_its_rule() {
     );
     let msg = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains("fetches no image URLs"), "{refused}");
-    let _ = stop.send(());
-    tokio::time::timeout(Duration::from_secs(15), task)
-        .await
-        .expect("mock did not stop")
-        .unwrap()
-        .expect("mock failed");
+    mock.stop().await;
     let lines: Vec<Value> = std::fs::read_to_string(&trace)
         .unwrap()
         .lines()
