@@ -775,3 +775,155 @@ fn burstgpt_rows_are_vllms_own_in_their_order() {
         );
     }
 }
+
+/// vLLM's `random-mm`: for a seed, each request's lengths, image count, sizes and the pixels
+/// themselves are those of vLLM's own `RandomMultiModalDataset.sample` (a tokenizer whose
+/// decode and encode round-trip, so its text draws take no extra words): across a cap reached
+/// mid-request, a video bucket that can hold nothing, a shared prefix and a range of counts.
+#[test]
+fn random_mm_items_are_vllms_own() {
+    use llmspeed::workload::random_mm::{self, Bucket, Limits, MmSettings};
+    let Some(py) = reference::VLLM.python() else {
+        return;
+    };
+    let bucket = |height, width, frames, p| Bucket {
+        height,
+        width,
+        frames,
+        p,
+    };
+    // (seed, requests, prefix, special, settings)
+    let rows = [
+        (0u64, 6usize, 0u32, 0u32, MmSettings::default()),
+        (
+            7,
+            40,
+            5,
+            1,
+            MmSettings {
+                base_items: 3,
+                items_range_ratio: 1.0,
+                limits: Limits {
+                    image: Some(4),
+                    video: Some(0),
+                },
+                buckets: vec![
+                    bucket(16, 24, 1, 0.2),
+                    bucket(7, 5, 1, 0.5),
+                    bucket(9, 9, 4, 0.3),
+                    bucket(3, 3, 1, 0.0),
+                ],
+                ..MmSettings::default()
+            },
+        ),
+        (
+            1 << 33,
+            30,
+            0,
+            0,
+            MmSettings {
+                base_items: 4,
+                items_range_ratio: 0.5,
+                limits: Limits {
+                    image: Some(3),
+                    video: None,
+                },
+                buckets: vec![bucket(1, 1, 1, 3.0), bucket(2, 33, 1, 1.0)],
+                ..MmSettings::default()
+            },
+        ),
+    ];
+    let cases: Vec<Value> = rows
+        .iter()
+        .map(|(seed, n, prefix, special, mm)| {
+            let mut limits = serde_json::Map::new();
+            if let Some(i) = mm.limits.image {
+                limits.insert("image".into(), json!(i));
+            }
+            if let Some(v) = mm.limits.video {
+                limits.insert("video".into(), json!(v));
+            }
+            let buckets: Vec<Value> = mm
+                .buckets
+                .iter()
+                .map(|b| json!([b.height, b.width, b.frames, b.p]))
+                .collect();
+            json!({"seed": seed, "n": n, "input_len": 40, "output_len": 9, "ratio": 0.5,
+                   "prefix": prefix, "special": special, "vocab": 32000,
+                   "mm": {"base": mm.base_items, "ratio": mm.items_range_ratio,
+                          "limits": limits, "buckets": buckets}})
+        })
+        .collect();
+    let answers = draws(&py, "vllm", &json!(cases));
+    for ((seed, n, prefix, special, mm), answer) in rows.iter().zip(&answers) {
+        let cfg = DatasetConfig {
+            kind: DatasetKind::RandomMm,
+            num_prompts: *n,
+            seed: *seed,
+            random_input_len: 40,
+            random_output_len: 9,
+            random_range_ratio: 0.5,
+            random_prefix_len: *prefix,
+            random_draws: RandomDraws::Vllm { special: *special },
+            // vLLM's offsets and prefix are drawn below the vocabulary's size.
+            ids: datasets::IdRange { lo: 0, span: 32000 },
+            random_mm: mm.clone(),
+            ..DatasetConfig::default()
+        };
+        let (texts, pixels) = random_mm::draw(&cfg, mm, |g, b| {
+            let mut px = vec![0u8; (b.height * b.width * 3) as usize];
+            g.fill_u8(&mut px);
+            let sum: u64 = px.iter().map(|&x| x as u64).sum();
+            let head: String = px.iter().take(8).map(|x| format!("{x:02x}")).collect();
+            Ok(json!([b.height, b.width, sum, head]))
+        })
+        .unwrap();
+        let theirs: Vec<Vec<Value>> = answer["images"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_array().unwrap().clone())
+            .collect();
+        assert_eq!(pixels, theirs, "images, seed {seed}");
+        let ours_in: Vec<i64> = texts
+            .iter()
+            .map(|s| s.prompt_len as i64 - *special as i64)
+            .collect();
+        assert_eq!(
+            ours_in,
+            ints(&answer["input"]),
+            "input lengths, seed {seed}"
+        );
+        let ours_out: Vec<i64> = texts.iter().map(|s| s.output_len as i64).collect();
+        assert_eq!(
+            ours_out,
+            ints(&answer["output"]),
+            "output lengths, seed {seed}"
+        );
+        // The dataset as loaded carries those sizes, encoded.
+        let loaded = datasets::load(&cfg, &mut |_: &str| Ok(0)).unwrap();
+        let sizes: Vec<Vec<(u32, u32)>> = loaded
+            .iter()
+            .map(|s| {
+                random_mm::images(s)
+                    .iter()
+                    .map(|i| (i.height, i.width))
+                    .collect()
+            })
+            .collect();
+        let want: Vec<Vec<(u32, u32)>> = theirs
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|i| (i[0].as_u64().unwrap() as u32, i[1].as_u64().unwrap() as u32))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(sizes, want, "sizes, seed {seed}");
+        // The draws spread: counts differ between requests where the range allows it (the
+        // third case's [2, 6] is capped to [2, 3] by its limit).
+        if mm.items_range_ratio > 0.0 {
+            assert!(want.iter().any(|r| r.len() != want[0].len()), "{want:?}");
+        }
+    }
+}

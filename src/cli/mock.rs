@@ -93,6 +93,15 @@ pub struct MockArgs {
     /// started with this flag does. The values are the engine's own times, also in --trace.
     #[arg(long)]
     pub enable_per_request_metrics: bool,
+    /// Prompt tokens per image_url part of a chat message: fixed:N (N whatever the size, as
+    /// LLaVA-1.5-style models) or patch:P (one per P x P patch, partial ones counted, as
+    /// Qwen2-VL-style models with P = 28).
+    #[arg(long, default_value = "fixed:256", value_name = "fixed:N|patch:P")]
+    pub image_tokens: crate::mock::image::ImageTokens,
+    /// The vision encoder's time per image, in milliseconds (scaled by --time-scale), charged
+    /// in the prefill step that starts the image's request.
+    #[arg(long, value_name = "MS")]
+    pub vision_ms_per_image: Option<f64>,
 }
 
 impl MockArgs {
@@ -138,6 +147,15 @@ impl MockArgs {
         c.uuid_request_ids = self.uuid_request_ids;
         c.loading_requests = self.loading_requests;
         c.per_request_metrics = self.enable_per_request_metrics;
+        c.image_tokens = self.image_tokens;
+        if let Some(ms) = self.vision_ms_per_image {
+            if !(ms.is_finite() && ms >= 0.0) {
+                return Err(CliError::usage(format!(
+                    "--vision-ms-per-image must be a time of 0 or more, got {ms}"
+                )));
+            }
+            c.vision_us_per_image = ms * 1000.0;
+        }
         c.validate().map_err(CliError::usage)?;
         Ok(c)
     }

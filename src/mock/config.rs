@@ -86,6 +86,12 @@ pub struct MockConfig {
     /// (`metrics`) on the final usage chunk of a stream with usage, and on a whole answer, for
     /// a single choice; made of the engine's queued, scheduled, first- and last-token times.
     pub per_request_metrics: bool,
+    /// How many prompt tokens an image part costs (`mock::image`): by default LLaVA-1.5-style,
+    /// 256 whatever its size.
+    pub image_tokens: super::image::ImageTokens,
+    /// The vision encoder's time per image, in microseconds before `time_scale`, charged in the
+    /// prefill step that starts the image's request (the step's first chunk of it).
+    pub vision_us_per_image: f64,
 }
 
 impl MockConfig {
@@ -99,7 +105,8 @@ impl MockConfig {
             "model {}, max_model_len {}, version {}, kv {} tokens in blocks of {}, max_num_seqs {}, \
              max_num_batched_tokens {}, prefill {} tok/s (half at {}), decode step {} us + {} us/seq \
              + {} us per 1K total + {} us per 1K longest, time scale {}, admission delay {:?}, \
-             loop after {:?} in {} of requests, faults {:?}, spec decode {:?}, lora {:?}",
+             loop after {:?} in {} of requests, faults {:?}, spec decode {:?}, lora {:?}, \
+             image tokens {:?}, vision {} us per image",
             self.model,
             self.max_model_len,
             self.version,
@@ -120,6 +127,8 @@ impl MockConfig {
             self.faults,
             self.spec_decode_acceptance,
             self.lora_modules,
+            self.image_tokens,
+            self.vision_us_per_image,
         )
     }
 
@@ -199,6 +208,8 @@ impl MockConfig {
             tokenize_calls: None,
             step_hook: None,
             spec_decode_acceptance: Vec::new(),
+            image_tokens: Default::default(),
+            vision_us_per_image: 2_000.0,
             lora_modules: Vec::new(),
             model_calls: None,
             uuid_request_ids: false,

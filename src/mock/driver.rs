@@ -324,6 +324,7 @@ mod tests {
             ignore_eos: true,
             seed: tag,
             loop_after: None,
+            vision_us: 0.0,
         }
     }
 

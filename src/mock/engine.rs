@@ -89,6 +89,9 @@ pub struct NewSeq {
     /// Seeds the generated text and the end-of-sequence point.
     pub seed: u64,
     pub loop_after: Option<u64>,
+    /// The vision encoder's time for the request's images, in microseconds (before
+    /// `time_scale`): added to the prefill step that computes its first prompt chunk.
+    pub vision_us: f64,
 }
 
 /// Why a sequence ended.
@@ -215,6 +218,8 @@ struct Seq {
     arrived: u64,
     /// The start of the step that admitted it (nothing is preempted, so it is admitted once).
     scheduled: u64,
+    /// [`NewSeq::vision_us`].
+    vision_us: f64,
 }
 
 impl Seq {
@@ -441,6 +446,7 @@ impl Engine {
             prompt: s.prompt,
             arrived: now,
             scheduled: now,
+            vision_us: s.vision_us,
         };
         self.seqs.insert(s.tag, seq);
         self.waiting.push_back(s.tag);
@@ -548,6 +554,11 @@ impl Engine {
                 let a = seq.computed as f64;
                 let b = (seq.computed + chunk) as f64;
                 prefill_s += self.p.prefill.seconds(b) - self.p.prefill.seconds(a);
+                // The images are encoded before their tokens are computed: once, with the
+                // first chunk (nothing computed past the cached prefix yet).
+                if seq.computed == seq.cached {
+                    prefill_s += seq.vision_us / 1e6;
+                }
                 self.step_prefill.push((tag, seq.computed + chunk));
             }
         }
@@ -654,6 +665,7 @@ mod tests {
             ignore_eos: true,
             seed: tag,
             loop_after: None,
+            vision_us: 0.0,
         }
     }
 
@@ -687,6 +699,26 @@ mod tests {
         assert_eq!(out[4].finish, Some(Finish::Length));
         assert_eq!(e.stats().used_blocks, 0);
         assert_eq!(e.stats().generation_tokens_total, 5);
+    }
+
+    /// A request's images cost their encoder time once, in the step of its first prefill
+    /// chunk: with a 100-token budget a 300-token prompt takes three 1 ms chunks, and 3 ms of
+    /// vision lengthen the first step alone.
+    #[test]
+    fn vision_time_is_charged_once_with_the_first_prefill_chunk() {
+        let mut p = params();
+        p.max_num_batched_tokens = 100;
+        let mut e = Engine::new(p.clone());
+        let mut s = seq(1, 300, 2);
+        s.vision_us = 3000.0;
+        e.add(0, s).unwrap();
+        let out = run(&mut e);
+        assert_eq!(out[0].due_ns, 3 * MS + 3 * MS);
+        assert_eq!(out[1].due_ns - out[0].due_ns, 1_100_000);
+        // A request without images: the prefill alone.
+        let mut e = Engine::new(p);
+        e.add(0, seq(2, 300, 2)).unwrap();
+        assert_eq!(run(&mut e)[0].due_ns, 3 * MS);
     }
 
     #[test]
@@ -1045,6 +1077,7 @@ mod props {
                     ignore_eos: true,
                     seed: tag as u64,
                     loop_after: None,
+                    vision_us: 0.0,
                 };
                 match e.add(now, s) {
                     Ok(()) => { expected.insert(tag as u64, max); }

@@ -440,9 +440,19 @@ fn tokenize(app: &App, body: &Value) -> Response<MockBody> {
         n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
     let tokens = if body.get("messages").is_some() {
-        match chat_prompt(body) {
-            Ok(s) => app.tok.encode(&s),
-            Err(e) => return bad_request(&e),
+        let images = chat_images(body);
+        match (chat_prompt(body), images) {
+            (Ok(s), Ok(images)) => {
+                let mut t = app.tok.encode(&s);
+                super::image::add_image_tokens(
+                    &mut t,
+                    &images,
+                    app.cfg.image_tokens,
+                    app.tok.vocab_size(),
+                );
+                t
+            }
+            (Err(e), _) | (_, Err(e)) => return bad_request(&e),
         }
     } else {
         match body.get("prompt").and_then(Value::as_str) {
@@ -504,6 +514,10 @@ pub fn parse_generate(
     } else {
         completion_prompts(tok, body)
     }?;
+    let images = match chat {
+        true => chat_images(body)?,
+        false => Vec::new(),
+    };
     let max_key = if chat && body.get("max_completion_tokens").is_some() {
         "max_completion_tokens"
     } else {
@@ -540,7 +554,39 @@ pub fn parse_generate(
             .map(str::to_owned),
         user_seed: body.get("seed").and_then(Value::as_u64).unwrap_or(0),
         details: false,
+        images,
     })
+}
+
+/// The `image_url` parts of a chat body's messages (`messages` checked by [`chat_prompt`]).
+fn chat_images(body: &Value) -> Result<Vec<super::image::Seen>, String> {
+    match body.get("messages").and_then(Value::as_array) {
+        Some(msgs) => super::image::images_of(msgs),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Puts the request's image tokens into its prompt by the server's rule, and checks the
+/// context again with them; returns how many there are.
+pub fn with_image_tokens(
+    g: &mut GenRequest,
+    rule: super::image::ImageTokens,
+    vocab: u32,
+    max_model_len: u32,
+) -> Result<u64, String> {
+    let Some(prompt) = g.prompts.first_mut().filter(|_| !g.images.is_empty()) else {
+        return Ok(0);
+    };
+    let added = super::image::add_image_tokens(prompt, &g.images, rule, vocab);
+    let (len, max) = (prompt.len() as u64, g.max_tokens.unwrap_or(0) as u64);
+    if len >= max_model_len as u64 || len + max > max_model_len as u64 {
+        return Err(format!(
+            "This model's maximum context length is {max_model_len} tokens. However, you requested {} tokens ({len} in the messages, {max} in the completion; {added} of them for {} image(s)). Please reduce the length of the messages or completion.",
+            len + max,
+            g.images.len()
+        ));
+    }
+    Ok(added)
 }
 
 /// Validates a generation request of any flavor. Pure, so it is fuzzed.
@@ -584,6 +630,12 @@ async fn generate(
         Ok(g) => g,
         Err(e) => return bad_request(&e),
     };
+    let vocab = app.tok.vocab_size();
+    let image_tokens =
+        match with_image_tokens(&mut g, app.cfg.image_tokens, vocab, app.cfg.max_model_len) {
+            Ok(n) => n,
+            Err(e) => return bad_request(&e),
+        };
     let choices = g.prompts.len() as u64;
     let base = app.tags.fetch_add(choices, Ordering::Relaxed);
     let prompt_tokens: u64 = g.prompts.iter().map(|p| p.len() as u64).sum();
@@ -614,6 +666,8 @@ async fn generate(
         return_token_ids: g.return_token_ids,
         prompt_tokens,
         max_tokens: g.max_tokens,
+        images: g.images.len() as u32,
+        image_tokens,
     };
     let guard = AbortGuard {
         app: app.clone(),
@@ -681,6 +735,7 @@ fn sequences(app: &App, n: u64, base: u64, prompts: Vec<Vec<u32>>, g: &GenReques
                 ignore_eos: g.ignore_eos,
                 seed,
                 loop_after: loops,
+                vision_us: g.images.len() as f64 * app.cfg.vision_us_per_image,
             }
         })
         .collect()
@@ -796,6 +851,9 @@ struct Meta {
     prompt_tokens: u64,
     /// The request's output limit (`None`: up to the context).
     max_tokens: Option<u32>,
+    /// Its images and the prompt tokens they took (in `prompt_tokens`), for the trace.
+    images: u32,
+    image_tokens: u64,
 }
 
 impl Meta {
@@ -1397,6 +1455,8 @@ impl SseBody {
                             arrival_raw: self.arrival.1,
                             queued_ns,
                             scheduled_ns,
+                            images: self.meta.images,
+                            image_tokens: self.meta.image_tokens,
                         });
                     }
                 }

@@ -17,6 +17,7 @@ pub mod driver;
 pub mod engine;
 pub mod faults;
 pub mod http;
+pub mod image;
 pub mod metrics;
 pub mod native;
 pub mod reqlog;

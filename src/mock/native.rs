@@ -106,6 +106,7 @@ pub fn parse_sglang(tok: &Tokenizer, mml: u32, body: &Value) -> Result<GenReques
             .and_then(Value::as_u64)
             .unwrap_or(0),
         details: false,
+        images: Vec::new(),
     })
 }
 
@@ -143,6 +144,7 @@ pub fn parse_tgi(tok: &Tokenizer, mml: u32, body: &Value) -> Result<GenRequest, 
             .and_then(Value::as_u64)
             .unwrap_or(0),
         details: bool_field(p, "details"),
+        images: Vec::new(),
     })
 }
 

@@ -19,4 +19,7 @@ pub struct GenRequest {
     pub user_seed: u64,
     /// TGI `parameters.details`: the last event carries the finish reason and token count.
     pub details: bool,
+    /// The chat messages' `image_url` parts, in order (their tokens are not in `prompts` until
+    /// [`super::image::add_image_tokens`] puts them there).
+    pub images: Vec<super::image::Seen>,
 }

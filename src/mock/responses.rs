@@ -103,6 +103,7 @@ pub fn parse_responses(tok: &Tokenizer, mml: u32, body: &Value) -> Result<GenReq
             .map(str::to_owned),
         user_seed: body.get("seed").and_then(Value::as_u64).unwrap_or(0),
         details: false,
+        images: Vec::new(),
     })
 }
 

@@ -17,6 +17,9 @@
 //! the sequence in and when it first scheduled it (vLLM's `queued_ts` and `scheduled_ts`): the
 //! per-request `metrics` the mock sends with `--enable-per-request-metrics` are made of them and
 //! the `due_ns` of the choice's first and last tokens.
+//!
+//! A request with images adds `"images":N,"image_tokens":T` to each of its lines: how many
+//! `image_url` parts it had and how many of its prompt tokens they took (`mock::image`).
 
 use crate::clock::realtime_ns;
 use crate::net::stamp;
@@ -51,6 +54,10 @@ pub struct TraceRec {
     /// the file): the kernel took the bytes in between, so the truth is known to that
     /// interval even when the server thread was held up before or after the system call.
     pub t_before_raw: u64,
+    /// The request's images and the prompt tokens they took (`mock::image`'s rule), written
+    /// on each line of a request that had any.
+    pub images: u32,
+    pub image_tokens: u64,
     /// The kernel's stamp of when that write's bytes went to the device, raw; 0 when send
     /// stamps are off or the kernel gave none (see [`super::sendstamp`]; not written to the
     /// file).
@@ -78,9 +85,9 @@ impl TraceSink {
             .spawn(move || {
                 let mut w = BufWriter::with_capacity(1 << 16, file);
                 for r in rx {
-                    writeln!(
+                    write!(
                         w,
-                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{},\"arrival_ns\":{},\"queued_ns\":{},\"scheduled_ns\":{}}}",
+                        "{{\"request_id\":{},\"choice\":{},\"index\":{},\"t_ns\":{},\"due_ns\":{},\"arrival_ns\":{},\"queued_ns\":{},\"scheduled_ns\":{}",
                         r.request_id_json,
                         r.choice,
                         r.index,
@@ -90,6 +97,14 @@ impl TraceSink {
                         r.queued_ns,
                         r.scheduled_ns
                     )?;
+                    if r.images > 0 {
+                        write!(
+                            w,
+                            ",\"images\":{},\"image_tokens\":{}",
+                            r.images, r.image_tokens
+                        )?;
+                    }
+                    w.write_all(b"}\n")?;
                 }
                 w.flush()
             })?;

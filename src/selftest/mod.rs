@@ -1762,6 +1762,7 @@ mod tests {
             arrival_raw: 1_800,
             queued_ns: 0,
             scheduled_ns: 0,
+            ..TraceRec::default()
         }
     }
 

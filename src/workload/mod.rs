@@ -3,10 +3,12 @@
 pub mod chat_template;
 pub mod datasets;
 pub mod hub;
+pub mod image;
 pub mod numpy;
 pub mod prompt_cache;
 pub mod prose;
 pub mod pyrandom;
+pub mod random_mm;
 pub mod request_id;
 pub mod sample;
 pub mod schedule;

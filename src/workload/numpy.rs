@@ -287,6 +287,20 @@ impl Generator {
             .collect()
     }
 
+    /// `rng.integers(0, 256, size=out.len(), dtype=np.uint8)`: numpy fills a full byte range
+    /// from 32-bit draws, four bytes each, lowest byte first (vLLM's noise images).
+    pub fn fill_u8(&mut self, out: &mut [u8]) {
+        let mut chunks = out.chunks_exact_mut(4);
+        for c in &mut chunks {
+            c.copy_from_slice(&self.next_u32().to_le_bytes());
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            let w = self.next_u32().to_le_bytes();
+            rest.copy_from_slice(&w[..rest.len()]);
+        }
+    }
+
     /// `rng.integers(low, high)` (`high` excluded), int64: Lemire's method on the range.
     /// `low < high` (numpy raises otherwise; callers check).
     pub fn integers(&mut self, low: i64, high: i64) -> i64 {

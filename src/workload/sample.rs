@@ -74,6 +74,31 @@ pub enum PromptSource {
         rounds: u32,
         answer: u32,
     },
+    /// A prompt with images (`random-mm`): its text part (any of the above, sent first as a
+    /// `text` part) and its images, each an `image_url` part after it. Made before the run; a
+    /// request copies the finished data URLs.
+    Multimodal {
+        text: Box<PromptSource>,
+        images: Arc<[crate::workload::image::Image]>,
+    },
+}
+
+impl PromptSource {
+    /// Replaces the text part (a token-id prompt fitted to text) and keeps the images.
+    pub fn set_text(&mut self, t: String) {
+        match self {
+            PromptSource::Multimodal { text, .. } => **text = PromptSource::Text(t),
+            _ => *self = PromptSource::Text(t),
+        }
+    }
+
+    /// The prompt without its images.
+    pub fn text_part(&self) -> &PromptSource {
+        match self {
+            PromptSource::Multimodal { text, .. } => text,
+            other => other,
+        }
+    }
 }
 
 /// One request's worth of dataset.
@@ -94,8 +119,11 @@ impl Sample {
     /// Appends the prompt's token ids to `out` (empty for text prompts); returns whether it
     /// was a token-id prompt.
     pub fn write_ids(&self, out: &mut Vec<u32>) -> bool {
-        match &self.prompt {
-            PromptSource::Text(_) | PromptSource::Chat { .. } | PromptSource::Turns(_) => false,
+        match self.prompt.text_part() {
+            PromptSource::Multimodal { .. }
+            | PromptSource::Text(_)
+            | PromptSource::Chat { .. }
+            | PromptSource::Turns(_) => false,
             PromptSource::Synthetic {
                 prefix,
                 start,

@@ -358,6 +358,19 @@ fn prompt_form(body: &Value, detail: bool, texts: bool) -> String {
     }
 }
 
+/// A content part without text in detail: an `image_url` data URL's size, read from the
+/// image's header by the simulated server's reader (the two tools' encoders differ, so the
+/// bytes are not compared; the sizes must be the same).
+fn image_form(p: &Value) -> String {
+    match p["image_url"]["url"].as_str() {
+        Some(url) => match llmspeed::mock::image::url_size(url) {
+            Ok(s) => format!("{} {}x{}", p["type"], s.width, s.height),
+            Err(e) => format!("{} ({e})", p["type"]),
+        },
+        None => p["type"].to_string(),
+    }
+}
+
 fn form(v: &Value, detail: bool, texts: bool) -> String {
     let text = |s: &str| {
         if texts {
@@ -386,6 +399,7 @@ fn form(v: &Value, detail: bool, texts: bool) -> String {
                                 .iter()
                                 .map(|p| match p["text"].as_str() {
                                     Some(s) => format!("{} {}", p["type"], text(s)),
+                                    None if detail => image_form(p),
                                     None => p["type"].to_string(),
                                 })
                                 .collect();

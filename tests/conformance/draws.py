@@ -11,7 +11,9 @@ Usage: python draws.py numpy|vllm|sglang < cases.json > draws.json
           the lengths vLLM's own get_sampling_params draws.
           {"seed", "n", "sharegpt": PATH}: the prompts, in order, vLLM's own ShareGPTDataset
           sends (a tokenizer counting words); and {"seed", "n", "burstgpt": PATH}: each request's
-          input and output length, in order, from its own BurstGPTDataset.
+          input and output length, in order, from its own BurstGPTDataset. With "mm" (and
+          "prefix", "vocab"): each request's lengths and images from its own
+          RandomMultiModalDataset (random_mm_case).
   sglang: each case {"seed", "n", "input_len", "output_len", "ratio", "vocab", "rate", "ids"}:
           the lengths SGLang's own sample_random_requests draws after np.random.seed(seed), then
           the send time of each request by its own get_request; {"seed", "gsp": [groups, per,
@@ -99,10 +101,54 @@ class Stub:
         return Encoded()
 
 
+class MmStub(Stub):
+    """What RandomMultiModalDataset reads of a tokenizer: ids decode to their numbers and
+    encode back to the same ids, so the text draws take no extra words."""
+
+    added_tokens_decoder = {}
+
+    def encode(self, text, add_special_tokens=False):
+        return [int(t) for t in text.split()]
+
+
+def random_mm_case(case):
+    """Each request's input and output length and, per image in order, [height, width, the
+    sum of its pixel bytes, its first 8 bytes in hex], from vLLM's own
+    RandomMultiModalDataset.sample (its JPEG step replaced by a reading of the pixels)."""
+    from vllm.benchmarks.datasets import datasets
+
+    def pixels(image):
+        raw = np.asarray(image).tobytes()
+        return [image.height, image.width, int(sum(raw)), raw[:8].hex()]
+
+    datasets.process_image = pixels
+    mm = case["mm"]
+    data = datasets.RandomMultiModalDataset(random_seed=case["seed"])
+    rows = data.sample(
+        MmStub(case["special"], case["vocab"]),
+        case["n"],
+        prefix_len=case["prefix"],
+        range_ratio=case["ratio"],
+        input_len=case["input_len"],
+        output_len=case["output_len"],
+        base_items_per_request=mm["base"],
+        num_mm_items_range_ratio=mm["ratio"],
+        limit_mm_per_prompt=mm["limits"],
+        bucket_config={(h, w, f): p for h, w, f, p in mm["buckets"]},
+    )
+    return {
+        "input": [int(r.prompt_len) for r in rows],
+        "output": [int(r.expected_output_len) for r in rows],
+        "images": [r.multi_modal_data for r in rows],
+    }
+
+
 def vllm_case(case):
     from vllm.benchmarks import serve
     from vllm.benchmarks.datasets.utils import get_sampling_params
 
+    if "mm" in case:
+        return random_mm_case(case)
     if "burstgpt" in case:
         from vllm.benchmarks.datasets.datasets import BurstGPTDataset
 

@@ -612,7 +612,7 @@ async fn detokenize_all(
     }
     for (s, t) in samples.iter_mut().zip(texts) {
         if let Some((text, len)) = t {
-            s.prompt = PromptSource::Text(text);
+            s.prompt.set_text(text);
             s.prompt_len = len;
         }
     }

@@ -194,6 +194,9 @@ fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
         PromptSource::Turns(_) => Err("a multi-turn row is sent round by round".into()),
         // SGLang sends the message list in the prompt's place whatever the backend.
         PromptSource::Chat { messages, .. } => Ok(messages.as_ref().clone()),
+        PromptSource::Multimodal { .. } => {
+            Err("bench sglang sends no images yet (its image dataset is not built)".into())
+        }
         PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
             if reader == Reader::Chat {
                 return Err("token-id prompts cannot go to a chat endpoint".into());

@@ -303,6 +303,39 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 0, help_heading = "Random dataset options")]
     pub random_prefix_len: u32,
 
+    /// random-mm: the mean number of images per request n.
+    #[arg(
+        long,
+        default_value_t = 1,
+        help_heading = "Random multimodal dataset options"
+    )]
+    pub random_mm_base_items_per_request: u32,
+    /// random-mm: each request's image count is uniform in [floor(n(1-r)), ceil(n(1+r))],
+    /// r in [0, 1], capped by --random-mm-limit-mm-per-prompt.
+    #[arg(
+        long,
+        default_value_t = 0.0,
+        help_heading = "Random multimodal dataset options"
+    )]
+    pub random_mm_num_mm_items_range_ratio: f64,
+    /// random-mm: the most items of each modality per request, a JSON object.
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = r#"{"image": 255, "video": 1}"#,
+        help_heading = "Random multimodal dataset options"
+    )]
+    pub random_mm_limit_mm_per_prompt: String,
+    /// random-mm: a Python dict of (height, width, frames) -> probability; frames 1 is an
+    /// image (noise, sent as a JPEG data URL). Video buckets must have probability 0.
+    #[arg(
+        long,
+        value_name = "DICT",
+        default_value = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
+        help_heading = "Random multimodal dataset options"
+    )]
+    pub random_mm_bucket_config: String,
+
     /// Output length for every request [default: each reply's own length].
     #[arg(long, help_heading = "ShareGPT dataset options")]
     pub sharegpt_output_len: Option<u32>,
@@ -762,6 +795,14 @@ impl ServeArgs {
             );
         }
         let kind = DatasetKind::parse(&self.dataset_name)?;
+        if kind == DatasetKind::RandomMm && backend != Backend::OpenAiChat {
+            // vLLM's own check: images go in chat messages.
+            return Err(format!(
+                "--dataset-name random-mm sends images, which only --backend openai-chat \
+                 carries (got {})",
+                self.backend
+            ));
+        }
         let base_url = self.target_url();
         let endpoint = self.endpoint_for(backend)?;
         let headers = self.headers()?;
@@ -1060,8 +1101,10 @@ impl ServeArgs {
 
     /// The dataset flags, `--input-len` and `--output-len` over the dataset-specific ones.
     fn dataset(&self, kind: DatasetKind) -> Result<DatasetConfig, String> {
-        if matches!(kind, DatasetKind::Random | DatasetKind::PrefixRepetition)
-            && self.dataset_path.is_some()
+        if matches!(
+            kind,
+            DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::RandomMm
+        ) && self.dataset_path.is_some()
         {
             return Err(format!(
                 "--dataset-name {} builds its prompts: leave --dataset-path out (as vLLM requires)",
@@ -1119,7 +1162,23 @@ impl ServeArgs {
             prompt_suffix: String::new(),
             prefix_groups: None,
             chat_template: self.chat_template(kind)?,
+            random_mm: self.random_mm()?,
         })
+    }
+
+    /// The `--random-mm-*` flags, parsed and checked as vLLM checks them (whatever the dataset,
+    /// so a bad value never waits for the run).
+    fn random_mm(&self) -> Result<crate::workload::random_mm::MmSettings, String> {
+        use crate::workload::random_mm::{parse_buckets, parse_limits, ItemDraw, MmSettings};
+        let mm = MmSettings {
+            base_items: self.random_mm_base_items_per_request,
+            items_range_ratio: self.random_mm_num_mm_items_range_ratio,
+            limits: parse_limits(&self.random_mm_limit_mm_per_prompt)?,
+            buckets: parse_buckets(&self.random_mm_bucket_config)?,
+            fill: crate::workload::image::Fill::Noise,
+        };
+        ItemDraw::new(&mm)?;
+        Ok(mm)
     }
 
     /// `--random-range-ratio`: one ratio for both lengths, or `{"input": a, "output": b}`
@@ -1311,10 +1370,13 @@ impl ServeArgs {
             request_rate: self.request_rate.0,
             max_concurrency: self.max_concurrency,
             num_warmups: self.num_warmups,
-            // vLLM forces ignore_eos for the random dataset and a timed_trace, so outputs have
+            // vLLM forces ignore_eos for the random datasets and a timed_trace, so outputs have
             // their set length.
             ignore_eos: self.ignore_eos
-                || matches!(kind, DatasetKind::Random | DatasetKind::TimedTrace),
+                || matches!(
+                    kind,
+                    DatasetKind::Random | DatasetKind::RandomMm | DatasetKind::TimedTrace
+                ),
             extra,
             continuous_usage: self.continuous_usage,
             metrics,
@@ -1425,6 +1487,68 @@ mod tests {
         assert_eq!(c.endpoint, "/v1/chat/completions");
         let e = parse(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err();
         assert!(e.contains("does not match"), "{e}");
+    }
+
+    /// `random-mm`'s flags reach the dataset's settings; their bad values, and a backend that
+    /// carries no images, are refused before anything is sent.
+    #[test]
+    fn random_mm_flags_become_settings_and_bad_ones_are_refused() {
+        use crate::workload::random_mm::{Bucket, Limits};
+        let c = parse(&[
+            "--backend",
+            "openai-chat",
+            "--dataset-name",
+            "random-mm",
+            "--random-mm-base-items-per-request",
+            "2",
+            "--random-mm-num-mm-items-range-ratio",
+            "0.5",
+            "--random-mm-limit-mm-per-prompt",
+            r#"{"image": 3, "video": 0}"#,
+            "--random-mm-bucket-config",
+            "{(64, 32, 1): 1.0}",
+        ])
+        .unwrap();
+        assert_eq!(c.dataset.kind, DatasetKind::RandomMm);
+        let mm = &c.dataset.random_mm;
+        assert_eq!((mm.base_items, mm.items_range_ratio), (2, 0.5));
+        assert_eq!(
+            mm.limits,
+            Limits {
+                image: Some(3),
+                video: Some(0)
+            }
+        );
+        assert_eq!(
+            mm.buckets,
+            vec![Bucket {
+                height: 64,
+                width: 32,
+                frames: 1,
+                p: 1.0
+            }]
+        );
+        // vLLM's defaults parse as they are.
+        let c = parse(&["--backend", "openai-chat", "--dataset-name", "random-mm"]).unwrap();
+        assert_eq!(c.dataset.random_mm, Default::default());
+        let chat = ["--backend", "openai-chat", "--dataset-name", "random-mm"];
+        for (extra, says) in [
+            (
+                ["--random-mm-bucket-config", "{(1,1,1): 0}"],
+                "every probability is zero",
+            ),
+            (
+                ["--random-mm-limit-mm-per-prompt", r#"{"sound": 1}"#],
+                "unknown modality",
+            ),
+            (["--random-mm-bucket-config", "{(1,1,16): 1}"], "no video"),
+            (["--random-mm-num-mm-items-range-ratio", "2"], "[0, 1]"),
+        ] {
+            let e = parse(&[&chat[..], &extra[..]].concat()).unwrap_err();
+            assert!(e.contains(says), "{extra:?}: {e}");
+        }
+        let e = parse(&["--dataset-name", "random-mm"]).unwrap_err();
+        assert!(e.contains("only --backend openai-chat"), "{e}");
     }
 
     /// vLLM 0.33's `openai-responses`: `/v1/responses` (vLLM checks the suffix), the Responses

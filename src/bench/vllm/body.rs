@@ -63,18 +63,34 @@ impl BodyBuilder {
         }
         let mut m = Map::new();
         m.insert("model".into(), json!(model));
-        let text = match &s.prompt {
+        let text = match s.prompt.text_part() {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,
-            PromptSource::Chat { .. } | PromptSource::Turns(_) => return Err(CHAT_REQUESTS.into()),
+            PromptSource::Chat { .. }
+            | PromptSource::Turns(_)
+            | PromptSource::Multimodal { .. } => return Err(CHAT_REQUESTS.into()),
         };
+        let images = crate::workload::random_mm::images(s);
+        if !images.is_empty() && !self.chat {
+            return Err(
+                "a prompt with images goes to the chat endpoint (--backend openai-chat)".into(),
+            );
+        }
         // The fields vLLM's `async_request_openai_completions` / `..._chat_completions` send,
         // no more: a server must see the same request from either tool.
         if self.chat {
             let t = text.ok_or("token-id prompts need /v1/completions")?;
+            // vLLM's `_get_chat_content`: the text part, then each image (its mm_position
+            // "last").
+            let mut content = vec![json!({"type": "text", "text": t})];
+            content.extend(
+                images
+                    .iter()
+                    .map(|i| json!({"type": "image_url", "image_url": {"url": &*i.url}})),
+            );
             m.insert(
                 "messages".into(),
-                json!([{"role": "user", "content": [{"type": "text", "text": t}]}]),
+                json!([{"role": "user", "content": content}]),
             );
             m.insert("max_completion_tokens".into(), json!(s.output_len));
         } else {
@@ -159,6 +175,11 @@ impl BodyBuilder {
         let prompt = match &s.prompt {
             PromptSource::Text(t) => json!(t),
             PromptSource::Chat { .. } | PromptSource::Turns(_) => return Err(CHAT_REQUESTS.into()),
+            PromptSource::Multimodal { .. } => {
+                return Err(
+                    "a prompt with images goes to the chat endpoint (--backend openai-chat)".into(),
+                )
+            }
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
                 ids.clear();
                 s.write_ids(ids);
@@ -251,6 +272,39 @@ mod tests {
             continuous_usage: false,
             extra,
         }
+    }
+
+    /// A prompt with images: vLLM's `_get_chat_content` order, the text part then one
+    /// `image_url` part per image, each its data URL as made; no other endpoint takes them.
+    #[test]
+    fn images_follow_the_text_as_image_url_parts() {
+        use crate::workload::image::Image;
+        let img = |w: u32, url: &str| Image {
+            width: w,
+            height: 2,
+            encoded_bytes: 3,
+            url: url.into(),
+        };
+        let s = Sample {
+            group: None,
+            prompt: PromptSource::Multimodal {
+                text: Box::new(PromptSource::Text("hi".into())),
+                images: vec![img(1, "data:image/jpeg;base64,AA=="), img(4, "data:x")].into(),
+            },
+            prompt_len: 1,
+            output_len: 5,
+        };
+        let body: Value =
+            serde_json::from_slice(&builder(true).body(&s, &mut Vec::new()).unwrap()).unwrap();
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AA=="}},
+                {"type": "image_url", "image_url": {"url": "data:x"}}]}])
+        );
+        let e = builder(false).body(&s, &mut Vec::new()).unwrap_err();
+        assert!(e.contains("chat endpoint"), "{e}");
     }
 
     /// The whole body, field for field, as vLLM's request functions build it (their payload

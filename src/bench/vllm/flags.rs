@@ -13,9 +13,10 @@ use crate::bench::refusal::{self, Refusal};
 /// The command in the refusal messages.
 const COMMAND: &str = "bench serve";
 
-const HF_DATASETS: &str = "llmspeed downloads no Hugging Face dataset and builds no image or \
-                           audio prompts (datasets: random, sharegpt, custom, prefix_repetition, \
-                           timed_trace, sonnet)";
+const HF_DATASETS: &str = "llmspeed downloads no Hugging Face dataset, and its only image prompts \
+                           are random-mm's; it sends no audio or video (datasets: random, \
+                           random-mm, sharegpt, custom, prefix_repetition, timed_trace, sonnet, \
+                           burstgpt)";
 
 /// Each reference flag (or `--flag value` choice) llmspeed refuses, and why. Checked against
 /// vLLM 0.33.0's parser by `tests/conformance_flags.rs`.
@@ -103,22 +104,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--random-mm-base-items-per-request",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--random-mm-num-mm-items-range-ratio",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--random-mm-limit-mm-per-prompt",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--random-mm-bucket-config",
-        reason: HF_DATASETS,
-    },
-    Refusal {
         flag: "--random-batch-size",
         reason: "only 1: batched prompts are for vLLM's embeddings benchmark, and llmspeed \
                  measures generation",
@@ -129,10 +114,6 @@ pub const REFUSED: &[Refusal] = &[
     },
     Refusal {
         flag: "--dataset-name hf",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--dataset-name random-mm",
         reason: HF_DATASETS,
     },
     Refusal {
@@ -213,6 +194,11 @@ pub const DEFAULTS_DIFFER: &[(&str, &str)] = &[
         "vLLM's None means ttft,tpot,itl for generation, which llmspeed writes out",
     ),
     (
+        "--random-mm-limit-mm-per-prompt",
+        "vLLM's default is the Python dict {'image': 255, 'video': 1}; llmspeed writes the same \
+         limits as the JSON the flag takes",
+    ),
+    (
         "--request-id-prefix",
         "vLLM's default is a random bench-<8 hex>- prefix; llmspeed's is a UUID per request \
          (its run tag and index inside), which servers that parse the id accept",
@@ -267,14 +253,6 @@ pub struct RefusedFlags {
     pub asr_max_audio_len_sec: Option<String>,
     #[arg(long, hide = true)]
     pub bfcl_categories: Option<String>,
-    #[arg(long, hide = true)]
-    pub random_mm_base_items_per_request: Option<String>,
-    #[arg(long, hide = true)]
-    pub random_mm_num_mm_items_range_ratio: Option<String>,
-    #[arg(long, hide = true)]
-    pub random_mm_limit_mm_per_prompt: Option<String>,
-    #[arg(long, hide = true)]
-    pub random_mm_bucket_config: Option<String>,
     /// Only 1 (the reference's default) is accepted.
     #[arg(long, hide = true, default_value_t = 1)]
     pub random_batch_size: i64,
@@ -284,7 +262,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 25] {
+    fn given(&self) -> [(&'static str, bool); 21] {
         [
             ("--profile", self.profile),
             ("--no-stream", self.no_stream),
@@ -332,22 +310,6 @@ impl RefusedFlags {
                 self.asr_max_audio_len_sec.is_some(),
             ),
             ("--bfcl-categories", self.bfcl_categories.is_some()),
-            (
-                "--random-mm-base-items-per-request",
-                self.random_mm_base_items_per_request.is_some(),
-            ),
-            (
-                "--random-mm-num-mm-items-range-ratio",
-                self.random_mm_num_mm_items_range_ratio.is_some(),
-            ),
-            (
-                "--random-mm-limit-mm-per-prompt",
-                self.random_mm_limit_mm_per_prompt.is_some(),
-            ),
-            (
-                "--random-mm-bucket-config",
-                self.random_mm_bucket_config.is_some(),
-            ),
             ("--random-batch-size", self.random_batch_size != 1),
             ("--no-reranker", self.no_reranker),
         ]

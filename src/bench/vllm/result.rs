@@ -47,6 +47,28 @@ pub struct Detailed {
     pub errors: Vec<String>,
 }
 
+/// The `llmspeed.images` block of an image dataset (vLLM writes no image keys): each request's
+/// image count, pixels and encoded bytes (the files, before base64), in the order of vLLM's
+/// `input_lens`, and their totals over the run.
+pub fn images_json<'a>(
+    per_request: impl Iterator<Item = &'a [crate::workload::image::Image]>,
+) -> Value {
+    let (mut count, mut pixels, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+    for images in per_request {
+        count.push(images.len() as u64);
+        pixels.push(images.iter().map(|i| i.pixels()).sum::<u64>());
+        bytes.push(images.iter().map(|i| i.encoded_bytes).sum::<u64>());
+    }
+    json!({
+        "total_images": count.iter().sum::<u64>(),
+        "total_pixels": pixels.iter().sum::<u64>(),
+        "total_encoded_bytes": bytes.iter().sum::<u64>(),
+        "images": count,
+        "pixels": pixels,
+        "encoded_bytes": bytes,
+    })
+}
+
 /// Python's `str(float)` for the rates in names and the console: `10.0`, `0.5`, `inf`.
 pub use crate::bench::engine::session::py_float;
 

@@ -110,6 +110,15 @@ fn output(
         let _ = writeln!(log, "the first request was refused: {h}");
     }
     let ours = figures::ours(plan, &m);
+    let images =
+        (cfg.dataset.kind == crate::workload::datasets::DatasetKind::RandomMm).then(|| {
+            let samples = &m.samples;
+            result::images_json(
+                m.requests
+                    .iter()
+                    .map(|f| crate::workload::random_mm::images(&samples[f.index])),
+            )
+        });
     let lists = Lists::of(&mut m, refusal.as_deref());
     let metrics = compute(
         &lists.records,
@@ -121,6 +130,9 @@ fn output(
     );
     let steady_state = steady_state_of(cfg, &lists.records, metrics.duration_s);
     let mut extras = extras(cfg, ours, &metrics, &lists);
+    if let Some(images) = images {
+        extras["images"] = images;
+    }
     // vLLM 0.33 has no steady state: ours goes under our own key.
     if let Some(ss) = &steady_state {
         extras["steady_state"] = ss.as_ref().map_or(Value::Null, SteadyState::to_json);

@@ -41,7 +41,7 @@ pub use chat_requests::chat_requests;
 pub use common::with_suffix;
 pub use custom::custom;
 pub use prefix::{later_turn_lens, prefix_repetition};
-pub use random::{random, range_bounds, sglang_range, sglang_sharegpt_cuts};
+pub use random::{random, random_then, range_bounds, sglang_range, sglang_sharegpt_cuts};
 pub use sharegpt::{sharegpt, sharegpt_text};
 pub use sonnet::{sonnet, SONNET_BASE};
 pub use text::{estimate_tokens, to_text};
@@ -67,6 +67,8 @@ pub enum DatasetKind {
     ChatRequests,
     /// vLLM's `burstgpt`: the BurstGPT trace's CSV, its GPT-4 rows' lengths.
     BurstGpt,
+    /// vLLM's `random-mm`: `random`'s prompts with images (`workload::random_mm`).
+    RandomMm,
 }
 
 impl DatasetKind {
@@ -76,6 +78,7 @@ impl DatasetKind {
         matches!(
             self,
             DatasetKind::Random
+                | DatasetKind::RandomMm
                 | DatasetKind::PrefixRepetition
                 | DatasetKind::TimedTrace
                 | DatasetKind::BurstGpt
@@ -92,6 +95,7 @@ impl DatasetKind {
             DatasetKind::TimedTrace => "timed_trace",
             DatasetKind::ChatRequests => "openai",
             DatasetKind::BurstGpt => "burstgpt",
+            DatasetKind::RandomMm => "random-mm",
         }
     }
 
@@ -105,11 +109,12 @@ impl DatasetKind {
             "prefix_repetition" => Ok(DatasetKind::PrefixRepetition),
             "timed_trace" => Ok(DatasetKind::TimedTrace),
             "burstgpt" => Ok(DatasetKind::BurstGpt),
-            "hf" | "random-mm" | "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+            "random-mm" => Ok(DatasetKind::RandomMm),
+            "hf" | "random-rerank" | "spec_bench" => Err(format!(
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
             )),
         }
     }
@@ -168,6 +173,8 @@ pub struct DatasetConfig {
     /// Wrap each text prompt of the file datasets (custom; SGLang's sharegpt and custom) in the
     /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
+    /// `--random-mm-*` (the `random-mm` dataset).
+    pub random_mm: crate::workload::random_mm::MmSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -279,6 +286,7 @@ impl Default for DatasetConfig {
             prompt_suffix: String::new(),
             prefix_groups: None,
             chat_template: None,
+            random_mm: Default::default(),
         }
     }
 }
@@ -359,6 +367,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::Custom => custom(cfg, tokens),
         DatasetKind::TimedTrace => timed_trace::timed_trace(cfg),
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
+        DatasetKind::RandomMm => crate::workload::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.

@@ -63,7 +63,13 @@ fn sharegpt_cuts(cfg: &DatasetConfig, tok: &dyn Tokenizer) -> Result<Vec<Sample>
 
 /// The `random` dataset's token ids.
 pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
-    let drawn = random_lengths(cfg)?;
+    random_then(cfg).map(|(samples, _)| samples)
+}
+
+/// The `random` dataset and, for vLLM's draws, the generator they leave (`random-mm` goes on
+/// drawing from it).
+pub fn random_then(cfg: &DatasetConfig) -> Result<(Vec<Sample>, Option<Generator>), DatasetError> {
+    let mut drawn = random_lengths(cfg)?;
     // The ids themselves are llmspeed's (a range every tokenizer shares, sent as ids): the
     // references decode theirs to text, so only the lengths can be the same.
     let mut rng = StdRng::seed_from_u64(cfg.seed);
@@ -88,7 +94,7 @@ pub fn random(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
             }
         })
         .collect();
-    Ok(out)
+    Ok((out, drawn.rest.take()))
 }
 
 /// Each request's drawn lengths and offset, and how many 32-bit words the draws took.
@@ -97,6 +103,8 @@ struct Drawn {
     output: Vec<u32>,
     offsets: Vec<u64>,
     words: u64,
+    /// vLLM's generator after the draws.
+    rest: Option<Generator>,
 }
 
 fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
@@ -153,6 +161,7 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 output,
                 offsets,
                 words: 0,
+                rest: Some(g),
             })
         }
         RandomDraws::Sglang { vocab, offsets, .. } => {
@@ -180,6 +189,7 @@ fn random_lengths(cfg: &DatasetConfig) -> Result<Drawn, DatasetError> {
                 output,
                 offsets,
                 words: np.words(),
+                rest: None,
             })
         }
     }

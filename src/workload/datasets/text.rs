@@ -30,7 +30,7 @@ pub fn to_text(
     // A trace block's text by hash id (see `trace_text`).
     let mut blocks: HashMap<u64, String> = HashMap::new();
     for (i, s) in samples.iter_mut().enumerate() {
-        let text = match &s.prompt {
+        let text = match s.prompt.text_part() {
             PromptSource::Blocks {
                 hash_ids,
                 block,
@@ -52,14 +52,17 @@ pub fn to_text(
                     None => suffix,
                 }
             }
-            PromptSource::Text(_) | PromptSource::Chat { .. } | PromptSource::Turns(_) => continue,
+            PromptSource::Text(_)
+            | PromptSource::Chat { .. }
+            | PromptSource::Turns(_)
+            | PromptSource::Multimodal { .. } => continue,
         };
         // The whole text once more: a prefix and a suffix counted apart can differ from the
         // two together (BOS, merges at the seam).
         if let Some(c) = count.as_deref_mut() {
             s.prompt_len = counted(c, &text)?;
         }
-        s.prompt = PromptSource::Text(text);
+        s.prompt.set_text(text);
     }
     Ok(())
 }

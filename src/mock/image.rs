@@ -1,0 +1,339 @@
+//! The images of a chat request as the simulated server sees them: each `image_url` part's
+//! size, read from the file's header alone (JPEG's frame marker, PNG's `IHDR`), and the prompt
+//! tokens it stands for by the configured rule ([`ImageTokens`]).
+//!
+//! Owns no IO and decodes no pixels: a data URL is base64-decoded only as far as the header
+//! needs. An `http(s)://` URL is never fetched: the request is refused saying so. Shares no code
+//! with the client's image maker (`workload::image`), so a test of one checks the other.
+
+use base64::Engine as _;
+
+/// How many prompt tokens one image costs, per model family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImageTokens {
+    /// The same count whatever the size: LLaVA-1.5-style towers resize every image to one
+    /// square (vLLM's tiny LLaVA: 224 / 14 → 256).
+    Fixed(u32),
+    /// One token per `p` × `p` patch, partial patches counted: `ceil(h / p) × ceil(w / p)`
+    /// (Qwen2-VL-style towers, their merge folded into `p`: 28 for Qwen2-VL).
+    Patches(u32),
+}
+
+impl ImageTokens {
+    /// Tokens for an image of `width` × `height`.
+    pub fn count(self, width: u32, height: u32) -> u64 {
+        match self {
+            ImageTokens::Fixed(n) => n as u64,
+            ImageTokens::Patches(p) => {
+                let p = p.max(1);
+                width.div_ceil(p) as u64 * height.div_ceil(p) as u64
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for ImageTokens {
+    type Err = String;
+
+    /// `fixed:N` or `patch:P`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("image tokens {s:?}: expected fixed:N or patch:P (P at least 1)");
+        let (kind, n) = s.split_once(':').ok_or_else(bad)?;
+        let n: u32 = n.trim().parse().map_err(|_| bad())?;
+        match kind.trim() {
+            "fixed" => Ok(ImageTokens::Fixed(n)),
+            "patch" if n > 0 => Ok(ImageTokens::Patches(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl Default for ImageTokens {
+    fn default() -> Self {
+        ImageTokens::Fixed(256)
+    }
+}
+
+/// One image's size in pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Size {
+    pub width: u32,
+    pub height: u32,
+}
+
+/// One image of a request: its size and a key naming its content (a hash of its URL), from
+/// which its placeholder tokens are made, so the same image gives the same tokens (a prefix
+/// cache hit, as vLLM's multimodal hashing gives) and another image other tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub size: Size,
+    pub key: u64,
+}
+
+/// The `image_url` parts of chat messages' `content` lists, in order. A part of another type
+/// is not an image (the text parts are the template's).
+pub fn images_of(messages: &[serde_json::Value]) -> Result<Vec<Seen>, String> {
+    let mut out = Vec::new();
+    for m in messages {
+        let Some(parts) = m.get("content").and_then(serde_json::Value::as_array) else {
+            continue;
+        };
+        for p in parts {
+            if p.get("type").and_then(serde_json::Value::as_str) != Some("image_url") {
+                continue;
+            }
+            let url = p
+                .get("image_url")
+                .and_then(|u| u.get("url").or(Some(u)))
+                .and_then(serde_json::Value::as_str)
+                .ok_or("an image_url part needs image_url.url (a string)")?;
+            out.push(Seen {
+                size: url_size(url)?,
+                key: url_key(url),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A hash of the URL's length and up to its first and last 32 KiB: enough to tell images
+/// apart (noise differs from the first bytes on) without reading megabytes per request.
+fn url_key(url: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    const SPAN: usize = 32 << 10;
+    let b = url.as_bytes();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.len().hash(&mut h);
+    b[..b.len().min(SPAN)].hash(&mut h);
+    b[b.len().saturating_sub(SPAN)..].hash(&mut h);
+    h.finish()
+}
+
+/// Appends each image's placeholder tokens (`rule`'s count, ids below `vocab` drawn from the
+/// image's key) to the prompt, after its text; returns how many were added.
+pub fn add_image_tokens(
+    prompt: &mut Vec<u32>,
+    images: &[Seen],
+    rule: ImageTokens,
+    vocab: u32,
+) -> u64 {
+    let mut added = 0;
+    for img in images {
+        let n = rule.count(img.size.width, img.size.height);
+        let mut x = img.key;
+        prompt.extend((0..n).map(|_| {
+            // splitmix64: a well-spread id per position.
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            ((z ^ (z >> 31)) % vocab.max(1) as u64) as u32
+        }));
+        added += n;
+    }
+    added
+}
+
+/// The size of the image an `image_url` names: a `data:image/...;base64,` URL, decoded only
+/// as far as its header.
+pub fn url_size(url: &str) -> Result<Size, String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        return Err(format!(
+            "the simulated server fetches no image URLs ({}...): send images as data: URLs",
+            &url[..url.len().min(40)]
+        ));
+    }
+    let rest = url
+        .strip_prefix("data:")
+        .ok_or("an image_url must be a data: URL")?;
+    let (head, b64) = rest
+        .split_once(',')
+        .ok_or("a data: URL needs a comma before its data")?;
+    if !head.starts_with("image/") || !head.ends_with(";base64") {
+        return Err(format!(
+            "an image data: URL must be image/...;base64, got {head:?}"
+        ));
+    }
+    // Decode more of the file until the header is in it (a JPEG's frame follows its tables
+    // and any metadata segments).
+    let mut take = 1024usize;
+    loop {
+        let end = (take.min(b64.len())) / 4 * 4;
+        let whole = end == b64.len() / 4 * 4;
+        let end = if whole { b64.len() } else { end };
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(&b64.as_bytes()[..end])
+            .map_err(|e| format!("an image data: URL is not base64: {e}"))?;
+        match header_size(&bytes) {
+            Ok(Some(size)) => return Ok(size),
+            Ok(None) if !whole => take *= 4,
+            Ok(None) => return Err("the image ends before its size is given".into()),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The size a JPEG or PNG file's header gives; `Ok(None)` when `file` ends before it.
+pub fn header_size(file: &[u8]) -> Result<Option<Size>, String> {
+    if file.len() < 8 {
+        return Ok(None);
+    }
+    if file.starts_with(b"\x89PNG\r\n\x1a\n") {
+        // The first chunk is IHDR: length, type, then width and height (big-endian).
+        if file.len() < 24 {
+            return Ok(None);
+        }
+        if &file[12..16] != b"IHDR" {
+            return Err("a PNG without IHDR first".into());
+        }
+        let be = |i: usize| u32::from_be_bytes([file[i], file[i + 1], file[i + 2], file[i + 3]]);
+        return sized(be(16), be(20)).map(Some);
+    }
+    if file.starts_with(&[0xFF, 0xD8]) {
+        return jpeg_size(file);
+    }
+    Err("the image is neither JPEG nor PNG".into())
+}
+
+/// Walks a JPEG's marker segments to its frame header (SOF0..SOF15 save DHT, JPG and DAC).
+fn jpeg_size(file: &[u8]) -> Result<Option<Size>, String> {
+    let mut at = 2;
+    loop {
+        // Fill bytes (0xFF runs) may stand before a marker.
+        while file.get(at) == Some(&0xFF) && file.get(at + 1) == Some(&0xFF) {
+            at += 1;
+        }
+        let (Some(&ff), Some(&marker)) = (file.get(at), file.get(at + 1)) else {
+            return Ok(None);
+        };
+        if ff != 0xFF {
+            return Err(format!("a JPEG marker was expected at byte {at}"));
+        }
+        if marker == 0xD9 || marker == 0xDA {
+            return Err("a JPEG without a frame header before its data".into());
+        }
+        let (Some(&hi), Some(&lo)) = (file.get(at + 2), file.get(at + 3)) else {
+            return Ok(None);
+        };
+        let len = u16::from_be_bytes([hi, lo]) as usize;
+        if len < 2 {
+            return Err(format!("a JPEG segment of length {len} at byte {at}"));
+        }
+        let frame = (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
+        if frame {
+            // Length, precision, then height and width.
+            let Some(b) = file.get(at + 4..at + 9) else {
+                return Ok(None);
+            };
+            let h = u16::from_be_bytes([b[1], b[2]]) as u32;
+            let w = u16::from_be_bytes([b[3], b[4]]) as u32;
+            return sized(w, h).map(Some);
+        }
+        at += 2 + len;
+    }
+}
+
+fn sized(width: u32, height: u32) -> Result<Size, String> {
+    if width == 0 || height == 0 {
+        return Err(format!("an image of {width}x{height} pixels"));
+    }
+    Ok(Size { width, height })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b64(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A JPEG head written by hand: SOI, an APP0 of `app` bytes, a DQT stub, then SOF0.
+    fn jpeg_head(w: u16, h: u16, app: usize) -> Vec<u8> {
+        let mut f = vec![0xFF, 0xD8, 0xFF, 0xE0];
+        f.extend_from_slice(&((app + 2) as u16).to_be_bytes());
+        f.extend(std::iter::repeat_n(0u8, app));
+        f.extend_from_slice(&[0xFF, 0xDB, 0x00, 0x03, 0x00]);
+        f.extend_from_slice(&[0xFF, 0xC0, 0x00, 0x11, 0x08]);
+        f.extend_from_slice(&h.to_be_bytes());
+        f.extend_from_slice(&w.to_be_bytes());
+        f.extend_from_slice(&[3; 10]);
+        f
+    }
+
+    #[test]
+    fn reads_jpeg_and_png_sizes_from_their_headers() {
+        let url = format!("data:image/jpeg;base64,{}", b64(&jpeg_head(1280, 720, 16)));
+        assert_eq!(
+            url_size(&url).unwrap(),
+            Size {
+                width: 1280,
+                height: 720
+            }
+        );
+        // A metadata segment far longer than the first slice decoded.
+        let url = format!("data:image/jpeg;base64,{}", b64(&jpeg_head(3, 5, 20_000)));
+        assert_eq!(
+            url_size(&url).unwrap(),
+            Size {
+                width: 3,
+                height: 5
+            }
+        );
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend_from_slice(&640u32.to_be_bytes());
+        png.extend_from_slice(&480u32.to_be_bytes());
+        let url = format!("data:image/png;base64,{}", b64(&png));
+        assert_eq!(
+            url_size(&url).unwrap(),
+            Size {
+                width: 640,
+                height: 480
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_size_with_a_reason() {
+        for (url, says) in [
+            ("https://example.invalid/cat.jpg", "fetches no image URLs"),
+            ("file:///x.jpg", "must be a data: URL"),
+            ("data:image/jpeg;base64", "needs a comma"),
+            ("data:text/plain;base64,aGk=", "image/...;base64"),
+            ("data:image/jpeg;base64,***", "not base64"),
+            (
+                "data:image/gif;base64,R0lGODlhAQABAAAAACw=",
+                "neither JPEG nor PNG",
+            ),
+            ("data:image/jpeg;base64,/9j/4AAQ", "ends before its size"),
+        ] {
+            let e = url_size(url).unwrap_err();
+            assert!(e.contains(says), "{url}: {e}");
+        }
+        let mut sos = vec![0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02, 0, 0, 0, 0];
+        assert!(header_size(&sos).unwrap_err().contains("without a frame"));
+        sos[2] = 0x00;
+        assert!(header_size(&sos)
+            .unwrap_err()
+            .contains("marker was expected"));
+    }
+
+    #[test]
+    fn token_rules_by_hand() {
+        assert_eq!(ImageTokens::Fixed(256).count(1280, 720), 256);
+        // 1280 / 28 = 45.7 -> 46 columns, 720 / 28 = 25.7 -> 26 rows.
+        assert_eq!(ImageTokens::Patches(28).count(1280, 720), 46 * 26);
+        assert_eq!(ImageTokens::Patches(14).count(256, 256), 19 * 19);
+        assert_eq!(
+            "fixed:64".parse::<ImageTokens>(),
+            Ok(ImageTokens::Fixed(64))
+        );
+        assert_eq!(
+            "patch:28".parse::<ImageTokens>(),
+            Ok(ImageTokens::Patches(28))
+        );
+        for bad in ["patch:0", "fixed", "tiles:3", "fixed:-1"] {
+            assert!(bad.parse::<ImageTokens>().is_err(), "{bad}");
+        }
+    }
+}
