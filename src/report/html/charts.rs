@@ -268,9 +268,9 @@ fn labels_that_fit(centres: &[f64], widths: &[f64]) -> Vec<bool> {
         |i: usize| centres[i] + widths[i] / 2.0,
     );
     let mut last: Option<usize> = None;
-    for i in 0..n {
+    for (i, show) in shown.iter_mut().enumerate() {
         if last.is_none_or(|j| left(i) >= right(j)) {
-            shown[i] = true;
+            *show = true;
             last = Some(i);
         }
     }
@@ -278,9 +278,9 @@ fn labels_that_fit(centres: &[f64], widths: &[f64]) -> Vec<bool> {
         let end = n - 1;
         let clashes = |j: usize| right(j) > left(end);
         if !clashes(0) {
-            for j in 1..end {
-                if shown[j] && clashes(j) {
-                    shown[j] = false;
+            for (j, show) in shown.iter_mut().enumerate().take(end).skip(1) {
+                if *show && clashes(j) {
+                    *show = false;
                 }
             }
             shown[end] = true;
