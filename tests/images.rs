@@ -10,8 +10,8 @@ use llmspeed::clock::Clock;
 use llmspeed::mock::image::url_size;
 use llmspeed::mock::{MockConfig, Profile};
 use llmspeed::net::Cancel;
+use llmspeed::workload::datasets::{self, random_mm};
 use llmspeed::workload::request_id::RequestId;
-use llmspeed::workload::{datasets, random_mm};
 use serde_json::Value;
 use support::mock::MockServer;
 

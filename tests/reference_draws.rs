@@ -782,7 +782,7 @@ fn burstgpt_rows_are_vllms_own_in_their_order() {
 /// mid-request, a video bucket that can hold nothing, a shared prefix and a range of counts.
 #[test]
 fn random_mm_items_are_vllms_own() {
-    use llmspeed::workload::random_mm::{self, Bucket, Limits, MmSettings};
+    use llmspeed::workload::datasets::random_mm::{self, Bucket, Limits, MmSettings};
     let Some(py) = reference::VLLM.python() else {
         return;
     };

@@ -1,10 +1,10 @@
-//! `--random-mm-bucket-config` (`workload::random_mm::parse_buckets`): any text parses or is
+//! `--random-mm-bucket-config` (`workload::datasets::random_mm::parse_buckets`): any text parses or is
 //! refused with a message naming the flag, never a panic; a config that parses is checked by
 //! the draw without a panic either, and what the check keeps sums to 1.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::workload::random_mm::{parse_buckets, ItemDraw, MmSettings};
+use llmspeed::workload::datasets::random_mm::{parse_buckets, ItemDraw, MmSettings};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {

@@ -8,7 +8,6 @@ pub mod numpy;
 pub mod prompt_cache;
 pub mod prose;
 pub mod pyrandom;
-pub mod random_mm;
 pub mod request_id;
 pub mod sample;
 pub mod schedule;

@@ -1168,8 +1168,10 @@ impl ServeArgs {
 
     /// The `--random-mm-*` flags, parsed and checked as vLLM checks them (whatever the dataset,
     /// so a bad value never waits for the run).
-    fn random_mm(&self) -> Result<crate::workload::random_mm::MmSettings, String> {
-        use crate::workload::random_mm::{parse_buckets, parse_limits, ItemDraw, MmSettings};
+    fn random_mm(&self) -> Result<crate::workload::datasets::random_mm::MmSettings, String> {
+        use crate::workload::datasets::random_mm::{
+            parse_buckets, parse_limits, ItemDraw, MmSettings,
+        };
         let mm = MmSettings {
             base_items: self.random_mm_base_items_per_request,
             items_range_ratio: self.random_mm_num_mm_items_range_ratio,
@@ -1493,7 +1495,7 @@ mod tests {
     /// carries no images, are refused before anything is sent.
     #[test]
     fn random_mm_flags_become_settings_and_bad_ones_are_refused() {
-        use crate::workload::random_mm::{Bucket, Limits};
+        use crate::workload::datasets::random_mm::{Bucket, Limits};
         let c = parse(&[
             "--backend",
             "openai-chat",

@@ -70,7 +70,7 @@ impl BodyBuilder {
             | PromptSource::Turns(_)
             | PromptSource::Multimodal { .. } => return Err(CHAT_REQUESTS.into()),
         };
-        let images = crate::workload::random_mm::images(s);
+        let images = crate::workload::datasets::random_mm::images(s);
         if !images.is_empty() && !self.chat {
             return Err(
                 "a prompt with images goes to the chat endpoint (--backend openai-chat)".into(),

@@ -116,7 +116,7 @@ fn output(
             result::images_json(
                 m.requests
                     .iter()
-                    .map(|f| crate::workload::random_mm::images(&samples[f.index])),
+                    .map(|f| crate::workload::datasets::random_mm::images(&samples[f.index])),
             )
         });
     let lists = Lists::of(&mut m, refusal.as_deref());

@@ -31,6 +31,7 @@ mod common;
 mod custom;
 mod prefix;
 mod random;
+pub mod random_mm;
 mod sharegpt;
 mod sonnet;
 mod text;
@@ -67,7 +68,7 @@ pub enum DatasetKind {
     ChatRequests,
     /// vLLM's `burstgpt`: the BurstGPT trace's CSV, its GPT-4 rows' lengths.
     BurstGpt,
-    /// vLLM's `random-mm`: `random`'s prompts with images (`workload::random_mm`).
+    /// vLLM's `random-mm`: `random`'s prompts with images (`workload::datasets::random_mm`).
     RandomMm,
 }
 
@@ -174,7 +175,7 @@ pub struct DatasetConfig {
     /// model's chat template before it is counted and sent; `load`'s `wrap` does it.
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
     /// `--random-mm-*` (the `random-mm` dataset).
-    pub random_mm: crate::workload::random_mm::MmSettings,
+    pub random_mm: crate::workload::datasets::random_mm::MmSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -367,7 +368,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::Custom => custom(cfg, tokens),
         DatasetKind::TimedTrace => timed_trace::timed_trace(cfg),
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
-        DatasetKind::RandomMm => crate::workload::random_mm::load(cfg, &cfg.random_mm),
+        DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
