@@ -97,6 +97,24 @@ fn a_negative_value_is_refused_by_its_own_flag() {
     }
 }
 
+/// `bench serve` of a few 8-token prompts with 4-token answers at `url`, with `extra`.
+fn small_bench(url: &str, prompts: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "bench",
+        "serve",
+        "--base-url",
+        url,
+        "--num-prompts",
+        prompts,
+        "--random-input-len",
+        "8",
+        "--random-output-len",
+        "4",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&args)
+}
+
 /// Every request failed (the server serves another model and answers each with its 404): the
 /// result is still saved, with the failures and the server's message, and the exit status is
 /// non-zero, so a pipeline does not pass a benchmark that measured nothing (before: 0).
@@ -105,25 +123,19 @@ fn a_run_in_which_every_request_failed_exits_non_zero_after_saving() {
     let (mut server, url) = support::process::mock(&["--profile", "fast"]);
     let dir = tempfile::tempdir().unwrap();
     let dir_s = dir.path().to_str().unwrap();
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
+    let mut p = small_bench(
         &url,
-        "--model",
-        "not-served",
-        "--num-prompts",
         "4",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "4",
-        "--save-result",
-        "--result-dir",
-        dir_s,
-        "--result-filename",
-        "r.json",
-    ]);
+        &[
+            "--model",
+            "not-served",
+            "--save-result",
+            "--result-dir",
+            dir_s,
+            "--result-filename",
+            "r.json",
+        ],
+    );
     assert_eq!(p.exit_code(), 1, "{}", p.output());
     let out = p.output();
     assert!(out.contains("completed no request"), "{out}");
@@ -134,18 +146,7 @@ fn a_run_in_which_every_request_failed_exits_non_zero_after_saving() {
         (Some(0), Some(4))
     );
     // The same server, the served model: the run completes and exits 0.
-    let mut ok = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
-        "--num-prompts",
-        "2",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "4",
-    ]);
+    let mut ok = small_bench(&url, "2", &[]);
     assert_eq!(ok.exit_code(), 0, "{}", ok.output());
     server.signal(libc::SIGTERM);
     server.wait();
@@ -157,22 +158,11 @@ fn a_run_in_which_every_request_failed_exits_non_zero_after_saving() {
 #[test]
 fn the_initial_test_request_fails_the_run_with_the_servers_message() {
     let (mut server, url) = support::process::mock(&["--profile", "fast"]);
-    let mut p = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
+    let mut p = small_bench(
         &url,
-        "--model",
-        "not-served",
-        "--num-prompts",
         "4",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "4",
-        "--ready-check-timeout-sec",
-        "1",
-    ]);
+        &["--model", "not-served", "--ready-check-timeout-sec", "1"],
+    );
     assert_eq!(p.exit_code(), 1, "{}", p.output());
     let out = p.output();
     assert!(
@@ -187,20 +177,7 @@ fn the_initial_test_request_fails_the_run_with_the_servers_message() {
         !out.contains("Serving Benchmark Result"),
         "nothing measured: {out}"
     );
-    let mut ok = Proc::spawn(&[
-        "bench",
-        "serve",
-        "--base-url",
-        &url,
-        "--num-prompts",
-        "2",
-        "--random-input-len",
-        "8",
-        "--random-output-len",
-        "4",
-        "--ready-check-timeout-sec",
-        "5",
-    ]);
+    let mut ok = small_bench(&url, "2", &["--ready-check-timeout-sec", "5"]);
     assert_eq!(ok.exit_code(), 0, "{}", ok.output());
     assert!(
         ok.output().contains("Initial test run completed."),

@@ -226,8 +226,6 @@ fn config(addr: SocketAddr, extra: &[&str]) -> ServeConfig {
         "x",
         "--base-url",
         &url,
-        "--ready-check-timeout-sec",
-        "10",
         "--num-prompts",
         "16",
         "--random-input-len",

@@ -373,8 +373,9 @@ impl<'a> Requests<'a> {
     }
 }
 
-/// The warm-up requests, at most the concurrency cap at once; their failures are logged, never
-/// counted.
+/// The plan's initial test request (where it has one), then the warm-up requests, at most the
+/// concurrency cap at once: their failures are logged, never counted (the run fails only when
+/// the plan says every one must not).
 async fn warm_up(
     plan: &Plan,
     client: &Client,
