@@ -143,6 +143,22 @@ pub struct RecordOptions {
 }
 
 impl RequestRecord {
+    /// A successful request for tests: started at `start`, a one-token chunk at each of
+    /// `chunks`, 10 input tokens (ns since the run's base).
+    #[cfg(test)]
+    pub fn succeeded(start: u64, chunks: &[u64]) -> RequestRecord {
+        RequestRecord {
+            start_ns: start,
+            chunk_times_ns: chunks.to_vec(),
+            output_tokens: chunks.len() as u64,
+            input_tokens: 10,
+            error: None,
+            queue_ns: 0,
+            end_ns: None,
+            empty_is_success: false,
+        }
+    }
+
     /// Converts a finished timeline (raw stamps of `clock`).
     pub fn from_timeline(
         t: &Timeline,

@@ -368,16 +368,7 @@ mod tests {
     }
 
     fn metrics() -> BenchMetrics {
-        let r = |start: u64, chunks: &[u64]| RequestRecord {
-            start_ns: start,
-            chunk_times_ns: chunks.to_vec(),
-            output_tokens: chunks.len() as u64,
-            input_tokens: 10,
-            error: None,
-            queue_ns: 0,
-            end_ns: None,
-            empty_is_success: false,
-        };
+        let r = RequestRecord::succeeded;
         compute(
             &[
                 r(0, &[50_000_000, 60_000_000]),

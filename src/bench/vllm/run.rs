@@ -562,16 +562,7 @@ mod tests {
         use crate::bench::vllm::result::write_summary;
         // Two requests side by side for most of a second: a closed loop of 2 whose window is
         // found, so both blocks are printed.
-        let r = |start: u64, chunks: &[u64]| RequestRecord {
-            start_ns: start,
-            chunk_times_ns: chunks.to_vec(),
-            output_tokens: chunks.len() as u64,
-            input_tokens: 10,
-            error: None,
-            queue_ns: 0,
-            end_ns: None,
-            empty_is_success: false,
-        };
+        let r = RequestRecord::succeeded;
         let records = [
             r(0, &[100_000_000, 500_000_000, 900_000_000]),
             r(0, &[120_000_000, 520_000_000, 910_000_000]),
