@@ -9,6 +9,7 @@ pub mod prompt_cache;
 pub mod prose;
 pub mod pyrandom;
 pub mod request_id;
+pub mod rows;
 pub mod sample;
 pub mod schedule;
 pub mod tokenizer;
