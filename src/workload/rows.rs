@@ -45,9 +45,13 @@ pub enum FileFormat {
 pub enum RowOrder {
     AsStored,
     /// `IterableDataset.shuffle(seed=seed)`: the `datasets` library's streamed shuffle.
-    Streamed { seed: u64 },
+    Streamed {
+        seed: u64,
+    },
     /// `Dataset.shuffle(seed=seed)`: a permutation of every row.
-    Full { seed: u64 },
+    Full {
+        seed: u64,
+    },
 }
 
 /// Why rows could not be read: the message names the file and what to do.
