@@ -1163,6 +1163,7 @@ impl ServeArgs {
             prefix_groups: None,
             chat_template: self.chat_template(kind)?,
             random_mm: self.random_mm()?,
+            sglang_image: Default::default(),
         })
     }
 

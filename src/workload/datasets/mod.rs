@@ -32,6 +32,7 @@ mod custom;
 mod prefix;
 mod random;
 pub mod random_mm;
+pub mod sglang_image;
 mod sharegpt;
 mod sonnet;
 mod text;
@@ -70,6 +71,8 @@ pub enum DatasetKind {
     BurstGpt,
     /// vLLM's `random-mm`: `random`'s prompts with images (`workload::datasets::random_mm`).
     RandomMm,
+    /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
+    SglangImage,
 }
 
 impl DatasetKind {
@@ -80,6 +83,7 @@ impl DatasetKind {
             self,
             DatasetKind::Random
                 | DatasetKind::RandomMm
+                | DatasetKind::SglangImage
                 | DatasetKind::PrefixRepetition
                 | DatasetKind::TimedTrace
                 | DatasetKind::BurstGpt
@@ -97,6 +101,7 @@ impl DatasetKind {
             DatasetKind::ChatRequests => "openai",
             DatasetKind::BurstGpt => "burstgpt",
             DatasetKind::RandomMm => "random-mm",
+            DatasetKind::SglangImage => "image",
         }
     }
 
@@ -176,6 +181,8 @@ pub struct DatasetConfig {
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
     /// `--random-mm-*` (the `random-mm` dataset).
     pub random_mm: crate::workload::datasets::random_mm::MmSettings,
+    /// SGLang's `--image-*` (its `image` dataset).
+    pub sglang_image: sglang_image::ImageSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -288,6 +295,7 @@ impl Default for DatasetConfig {
             prefix_groups: None,
             chat_template: None,
             random_mm: Default::default(),
+            sglang_image: Default::default(),
         }
     }
 }
@@ -370,6 +378,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
         DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
+        DatasetKind::SglangImage => sglang_image::load(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -388,6 +397,7 @@ pub fn random_numpy_words(cfg: &DatasetConfig) -> u64 {
     match (cfg.kind, cfg.random_draws, cfg.prefix_groups) {
         (DatasetKind::Random, RandomDraws::Sglang { .. }, _) => random::numpy_words(cfg),
         (DatasetKind::PrefixRepetition, _, Some(g)) => prefix::numpy_words(cfg, g),
+        (DatasetKind::SglangImage, _, _) => sglang_image::numpy_words(cfg),
         _ => 0,
     }
 }
