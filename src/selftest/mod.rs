@@ -371,12 +371,59 @@ pub fn run_with_busy_client(shape: &Shape, busy: Duration) -> Result<Report, Sel
     run_client(shape, busy, None, false, &Cancel::new())
 }
 
+/// What the client connects to instead of the server itself: a proxy or a TLS terminator in
+/// front of it (nginx, the suite's TLS front), started once the server's address is known.
+pub struct Front {
+    /// The base URL the client uses (`https://...` for TLS).
+    pub url: String,
+    /// `--ca-cert` for a TLS front.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Whatever keeps the front running; dropped after the run.
+    pub keep: Box<dyn std::any::Any>,
+}
+
+/// Test hook: [`run`] with the client going through the front `front` starts in front of the
+/// server (given its address). The trace is still the server's, so each figure's error includes
+/// what the front added.
+#[doc(hidden)]
+pub fn run_fronted(
+    shape: &Shape,
+    front: impl FnOnce(std::net::SocketAddr) -> Front,
+) -> Result<Report, SelftestError> {
+    run_with_front(
+        shape,
+        Duration::ZERO,
+        None,
+        false,
+        &Cancel::new(),
+        Some(&mut Some(front)),
+    )
+}
+
 fn run_client(
     shape: &Shape,
     busy: Duration,
     pin: Option<&Pin>,
     busy_loop: bool,
     stop: &Cancel,
+) -> Result<Report, SelftestError> {
+    run_with_front(
+        shape,
+        busy,
+        pin,
+        busy_loop,
+        stop,
+        None::<&mut Option<fn(std::net::SocketAddr) -> Front>>,
+    )
+}
+
+fn run_with_front<F: FnOnce(std::net::SocketAddr) -> Front>(
+    shape: &Shape,
+    busy: Duration,
+    pin: Option<&Pin>,
+    busy_loop: bool,
+    stop: &Cancel,
+    front: Option<&mut Option<F>>,
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     // The server's and the client's end of each stream (the client's one packet socket, with
@@ -386,6 +433,11 @@ fn run_client(
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
     let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
+    let front = front.and_then(|f| f.take()).map(|f| f(server.addr));
+    let (url, ca_file) = match &front {
+        Some(f) => (f.url.clone(), f.ca_file.clone()),
+        None => (format!("http://{}", server.addr), None),
+    };
     let clock = Clock::new();
     // The busy loop spins for as long as the client runs, and stops before the server does.
     let spinners = pin
@@ -395,7 +447,7 @@ fn run_client(
     let run = spinners.and_then(|spin| {
         let run = drive(
             shape,
-            server.addr,
+            (&url, ca_file.as_deref()),
             &clock,
             busy,
             pin.map(|p| Mask::of(&p.client)),
@@ -404,6 +456,7 @@ fn run_client(
         drop(spin);
         run
     });
+    drop(front);
     // Stop the server whatever happened to the client, so its thread never outlives us.
     let stopped = server.stop();
     let Driven {
@@ -471,7 +524,7 @@ struct Driven {
 /// Start every stream at once on the client's own runtime.
 fn drive(
     shape: &Shape,
-    addr: std::net::SocketAddr,
+    addr: (&str, Option<&std::path::Path>),
     clock: &Clock,
     busy: Duration,
     pin: Option<Mask>,
@@ -539,12 +592,13 @@ fn stream_requests(shape: &Shape) -> Result<Vec<StreamRequest>, SelftestError> {
 /// client users run.
 fn client_for(
     shape: &Shape,
-    addr: std::net::SocketAddr,
+    (url, ca_file): (&str, Option<&std::path::Path>),
     clock: &Clock,
 ) -> Result<Client, SelftestError> {
-    let target = Target::parse(&format!("http://{addr}/v1"))
-        .map_err(|e| SelftestError::Client(e.to_string()))?;
+    let target =
+        Target::parse(&format!("{url}/v1")).map_err(|e| SelftestError::Client(e.to_string()))?;
     let mut cfg = ClientConfig::new(target);
+    cfg.ca_file = ca_file.map(|p| p.to_path_buf());
     cfg.max_idle = shape.streams;
     cfg.kernel_stamps = shape.kernel_stamps;
     cfg.packet_stamps = shape.packet_stamps;

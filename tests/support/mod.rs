@@ -7,6 +7,7 @@
 
 pub mod buffering_proxy;
 pub mod mock;
+pub mod nginx;
 pub mod process;
 pub mod relay;
 pub mod tls_front;

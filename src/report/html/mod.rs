@@ -12,6 +12,7 @@
 //! Like the other writers it draws what the model holds and decides no verdict.
 
 pub mod bench;
+pub mod capacity;
 pub mod charts;
 pub mod sweep;
 
