@@ -1281,6 +1281,7 @@ impl ServeArgs {
             chat_template: self.chat_template(kind)?,
             random_mm: self.random_mm()?,
             hf: self.hf(),
+            sglang_image: Default::default(),
         })
     }
 
