@@ -14,6 +14,8 @@
 mod real_server;
 #[path = "support/recording_proxy.rs"]
 mod recording_proxy;
+#[path = "conformance/reference.rs"]
+mod reference;
 #[path = "support/relay.rs"]
 mod relay;
 #[path = "real_vllm/server.rs"]
@@ -22,8 +24,9 @@ mod server;
 mod wire;
 
 use real_server::{bench_result, bench_serve, text};
+use recording_proxy::RecordingProxy;
 use server::{VISION_IMAGE_LIMIT, VISION_MODEL};
-use wire::{check_run, Run};
+use wire::{check_run, text_chat_tokens, wire_request, Run, WireRequest};
 
 /// Prompt tokens of one image on the tiny vision model: (224 / 14)^2.
 const TOKENS_PER_IMAGE: u64 = 256;
@@ -101,4 +104,124 @@ fn more_images_than_the_server_allows_is_its_400_shown_once() {
         "{all}"
     );
     assert!(all.contains("(HTTP 400)"), "{all}");
+}
+
+/// vLLM 0.33's own client (`vllm bench serve`, the reference of `tests/conformance_*.rs`) and
+/// ours, with the same random-mm flags and seed, each through a recording proxy to the real
+/// model: the same requests carry the same images (count and sizes per request, read from the
+/// JPEGs on the wire; the pixels are each tool's own noise), and the server counts their images
+/// the same (prompt tokens less the text's). Each tool's text is its own (vLLM decodes its ids
+/// locally, llmspeed fits them through the server), so the text is compared to nothing.
+#[test]
+fn vllms_own_client_sends_the_same_images_and_the_server_counts_them_the_same() {
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let Some(python) = reference::VLLM.python() else {
+        return;
+    };
+    let n = 8;
+    let limits = format!("{{\"image\": {VISION_IMAGE_LIMIT}, \"video\": 0}}");
+    let flags = [
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--dataset-name",
+        "random-mm",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "4",
+        "--random-mm-base-items-per-request",
+        "1",
+        "--random-mm-num-mm-items-range-ratio",
+        "1.0",
+        "--random-mm-limit-mm-per-prompt",
+        &limits,
+        "--random-mm-bucket-config",
+        BUCKETS,
+        "--seed",
+        "5",
+    ];
+    let backend = ([127, 0, 0, 1], s.port).into();
+    let (ours_proxy, theirs_proxy) = (
+        RecordingProxy::start(backend),
+        RecordingProxy::start(backend),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = bench_serve(
+        &ours_proxy.url(),
+        VISION_MODEL,
+        dir.path(),
+        &n.to_string(),
+        "2",
+        &flags,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let theirs_dir = tempfile::tempdir().unwrap();
+    let out = reference::VLLM
+        .command(&python)
+        .args(["--base-url", &theirs_proxy.url(), "--model", VISION_MODEL])
+        .arg("--tokenizer")
+        .arg(&s.model_dir)
+        .args(["--num-prompts", &n.to_string(), "--max-concurrency", "2"])
+        .args(["--ignore-eos", "--save-result", "--save-detailed"])
+        .arg("--result-dir")
+        .arg(theirs_dir.path())
+        .args(["--result-filename", "r.json"])
+        .args(flags)
+        .output()
+        .expect("run vllm bench serve");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    let theirs_result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(theirs_dir.path().join("r.json")).unwrap())
+            .unwrap();
+    assert_eq!(theirs_result["completed"], n, "{said}");
+
+    // Each request's images (sizes, in order) and their tokens as the server counted them.
+    let images = |proxy: &RecordingProxy| -> Vec<(Vec<(u64, u64)>, u64)> {
+        let chats: Vec<_> = proxy
+            .exchanges()
+            .into_iter()
+            .filter(|x| x.method == "POST" && x.path == "/v1/chat/completions")
+            .collect();
+        // vLLM's initial test request is its first prompt once more: left out.
+        assert!(chats.len() >= n, "{} chat requests", chats.len());
+        let extra = chats.len() - n;
+        for x in &chats[..extra] {
+            assert_eq!(
+                x.body, chats[extra].body,
+                "an extra request that is not the first's"
+            );
+        }
+        let mut v: Vec<_> = chats[extra..]
+            .iter()
+            .map(wire_request)
+            .map(|w: WireRequest| {
+                let sizes = w.images.iter().map(|i| (i.width, i.height)).collect();
+                (sizes, w.prompt_tokens - text_chat_tokens(&s, &w.text))
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (ours, theirs) = (images(&ours_proxy), images(&theirs_proxy));
+    assert_eq!(
+        ours, theirs,
+        "(image sizes, image tokens) per request: ours vs vLLM's"
+    );
+    for (sizes, tokens) in &ours {
+        assert_eq!(*tokens, TOKENS_PER_IMAGE * sizes.len() as u64, "{sizes:?}");
+    }
+    assert!(
+        ours.iter()
+            .any(|(s, _)| s.len() as u64 == VISION_IMAGE_LIMIT),
+        "{ours:?}"
+    );
 }
