@@ -282,6 +282,9 @@ pub enum ErrorKind {
     Tls,
     /// The server answered with a non-2xx status.
     HttpStatus,
+    /// A proxy in front of the engine answered for it: 502 (the engine unreachable or gone)
+    /// or 504 (the engine too slow for the proxy's read timeout), `net::proxy`.
+    Proxy,
     /// The bytes broke HTTP, chunked, SSE or JSON framing, or the connection closed early.
     Protocol,
     /// A 200 stream carried an error event.
@@ -306,10 +309,11 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::Connect,
         ErrorKind::Tls,
         ErrorKind::HttpStatus,
+        ErrorKind::Proxy,
         ErrorKind::Protocol,
         ErrorKind::ServerError,
         ErrorKind::TimeoutConnect,
@@ -327,6 +331,7 @@ impl ErrorKind {
             ErrorKind::Connect => "connect",
             ErrorKind::Tls => "tls",
             ErrorKind::HttpStatus => "http_status",
+            ErrorKind::Proxy => "proxy",
             ErrorKind::Protocol => "protocol",
             ErrorKind::ServerError => "server_error",
             ErrorKind::TimeoutConnect => "timeout_connect",

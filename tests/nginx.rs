@@ -290,3 +290,119 @@ fn a_wrong_ca_is_refused_with_its_reason_and_nothing_is_measured() {
         assert_eq!(v, Value::Null, "nothing measured, nothing saved: {v}");
     }
 }
+
+/// The engine behind nginx killed mid-run (SIGKILL, as a crash or an OOM kill ends it): the
+/// requests that follow get nginx's `502 Bad Gateway`, which `bench serve` counts as a class of
+/// its own (`proxy`), explains with nginx's own page in its result and on its console.
+#[test]
+fn the_engine_dying_behind_nginx_is_a_proxy_error_with_the_proxys_page() {
+    if support::nginx::binary().is_none() {
+        return;
+    }
+    let (mut engine, url) =
+        support::process::mock(&["--profile", "fast", "--decode-base-us", "10000"]);
+    let backend: std::net::SocketAddr = url.trim_start_matches("http://").parse().unwrap();
+    let nginx = Nginx::start(backend, Config::plain(false)).unwrap();
+    // Killed mid-run: once it has generated more tokens than one request's (the ready check's
+    // request is one), by its own counter, asked directly.
+    let killer = std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + support::process::PATIENCE;
+        while std::time::Instant::now() < deadline
+            && generated_tokens(backend).is_none_or(|n| n < 60.0)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        engine.child.kill().unwrap();
+        engine.child.wait().unwrap();
+    });
+    let (v, out) = bench_serve(&nginx.url(), 6, &[]);
+    killer.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ls = &v["llmspeed"];
+    assert!(
+        ls["failures_by_kind"]["proxy"].as_u64().unwrap_or(0) >= 1,
+        "{ls}\n{stdout}"
+    );
+    let first = &ls["first_failure_by_kind"]["proxy"];
+    assert_eq!(first["status"], 502, "{first}");
+    let message = first["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "the proxy in front of the engine answered 502 (its page: \"502 Bad Gateway / nginx/"
+        ),
+        "{message}"
+    );
+    assert!(message.contains("the engine died"), "{message}");
+    assert!(
+        stdout.contains("Failed requests by kind: ") && stdout.contains("proxy "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("First proxy (HTTP 502): the proxy in front of the engine answered 502"),
+        "{stdout}"
+    );
+    // Nothing lost: every request is counted, done or failed.
+    let failed: u64 = ls["failures_by_kind"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(v["completed"].as_u64().unwrap() + failed, 12, "{v}");
+}
+
+/// An engine slower to answer than nginx's `proxy_read_timeout`: nginx's `504 Gateway
+/// Time-out`, classified and explained with its page and the setting that caused it.
+#[test]
+fn an_engine_slower_than_the_proxys_read_timeout_is_a_proxy_error_naming_the_timeout() {
+    let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    cfg.admission_delay = Duration::from_secs(2);
+    let mock = MockThread::start(cfg);
+    let nginx_cfg = Config {
+        read_timeout_ms: Some(100),
+        ..Config::plain(false)
+    };
+    let Some(nginx) = Nginx::start(mock.addr, nginx_cfg) else {
+        mock.stop();
+        return;
+    };
+    let target = llmspeed::net::Target::parse(&nginx.url()).unwrap();
+    let client = llmspeed::net::Client::new(
+        llmspeed::net::ClientConfig::new(target),
+        llmspeed::clock::Clock::new(),
+    )
+    .unwrap();
+    let rt = support::mock::runtime();
+    let got = rt.block_on(async {
+        let mut g = llmspeed::net::request::Generation::new(
+            "mock-model",
+            llmspeed::net::request::Prompt::Text(" the".into()),
+        );
+        g.max_tokens = Some(4);
+        let req = g.stream_request(Some(false)).unwrap();
+        let cancel = llmspeed::net::Cancel::new();
+        client
+            .stream(&req, 0, &mut llmspeed::net::NoopObserver, &cancel)
+            .await
+    });
+    drop(nginx);
+    mock.stop();
+    let e = got.outcome.expect_err("nginx gave up on the engine");
+    assert_eq!(e.kind, llmspeed::timeline::ErrorKind::Proxy, "{e:?}");
+    assert_eq!(e.status, Some(504), "{e:?}");
+    assert!(e.message.contains("504 Gateway Time-out"), "{}", e.message);
+    assert!(e.message.contains("proxy_read_timeout"), "{}", e.message);
+}
+
+/// The simulated server's `vllm:generation_tokens_total`, asked on its own port.
+fn generated_tokens(server: std::net::SocketAddr) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(server).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut page = String::new();
+    s.read_to_string(&mut page).ok()?;
+    page.lines()
+        .find_map(|l| l.strip_prefix("vllm:generation_tokens_total"))
+        .and_then(|rest| rest.rsplit(' ').next()?.parse().ok())
+}

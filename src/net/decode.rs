@@ -527,6 +527,9 @@ impl StreamDecoder {
     }
 
     fn status_error(&self, status: u16) -> RequestError {
+        if let Some(e) = super::proxy::proxy_error(status, &self.error_body) {
+            return e;
+        }
         let detail = server_message(&self.error_body).unwrap_or_else(|| {
             if self.error_body.is_empty() {
                 EMPTY_BODY.to_string()

@@ -31,6 +31,7 @@ mod observer;
 pub mod packet;
 mod plain;
 mod pool;
+pub mod proxy;
 pub mod request;
 pub mod stamp;
 mod target;
