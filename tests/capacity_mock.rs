@@ -66,6 +66,7 @@ fn config(url: String, slo: &[&str], output_len: u32, round: u64) -> CapacityCon
         max_time: Duration::from_secs(240),
         drain_timeout: Duration::from_secs(10),
         settle: Duration::from_millis(100),
+        simulated: None,
     }
 }
 

@@ -435,6 +435,51 @@ fn the_sweep_page_loads_cleanly_and_draws_its_charts() {
     assert!(img.pixels_near(0x1f77b4) > 200, "lines and marks missing");
 }
 
+/// `llmspeed capacity`'s page (recorded from the ITL search of `capacity_html.rs` against the
+/// simulated server): it loads without a console line, draws one chart with a mark per probe,
+/// the threshold and the answer, and the pass and fail colours show in a screenshot.
+#[test]
+fn the_capacity_page_loads_cleanly_and_draws_its_probes() {
+    let Some(bin) = browser_or_skip("the_capacity_page_loads_cleanly_and_draws_its_probes") else {
+        return;
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(include_str!("data/capacity_mock_results.json")).unwrap();
+    let probes = v["probes"].as_array().unwrap().len();
+    let header = llmspeed::report::header::RunHeader::capacity(&v);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, html::capacity::render(&v, &header)).unwrap();
+    let run = chromium(
+        &bin,
+        &dir.path().join("p1"),
+        &["--dump-dom"],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let dom = &run.stdout;
+    assert_eq!(dom.matches("<svg").count(), 1);
+    assert_eq!(dom.matches("<g class=\"probe\"").count(), probes);
+    assert_eq!(dom.matches("<tr class=\"probe\"").count(), probes);
+    assert_eq!(dom.matches("class=\"threshold\"").count(), 1);
+    assert_eq!(dom.matches("class=\"answer\"").count(), 1);
+    let shot = dir.path().join("capacity.png");
+    let run = chromium(
+        &bin,
+        &dir.path().join("p2"),
+        &[
+            "--window-size=1400,1400",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let img = decode_png(&shot);
+    // Pass marks are drawn green, fail marks red.
+    assert!(img.pixels_near(0x2ca02c) > 50, "pass marks missing");
+    assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
+}
+
 /// Drives the site as a person would, inside an iframe of the site's own folder (the browser
 /// runs with --allow-file-access-from-files, so the page may reach into it): on the index,
 /// sort by decode tok/s at C=1, filter, group, select the two matrix runs and the sweep, open

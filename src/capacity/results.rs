@@ -113,7 +113,11 @@ pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
     json!({
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llmspeed", "version": crate::VERSION},
-        "server": {"base_url": w.base_url, "model": run.model, "engine": run.engine},
+        "server": {
+            "base_url": w.base_url, "model": run.model, "engine": run.engine,
+            "simulated_server": cfg.simulated,
+        },
+        "started_unix_s": run.started_unix_s,
         "workload": {
             "by": "concurrency",
             "input_len": w.input_len,

@@ -35,6 +35,8 @@ pub struct CapacityConfig {
     pub drain_timeout: Duration,
     /// The pause after a probe when the server has no gauges to check, and after a drain.
     pub settle: Duration,
+    /// The simulated server and its profile when the search ran against `--mock`.
+    pub simulated: Option<String>,
 }
 
 /// How the server was brought to rest before a probe.
@@ -84,6 +86,8 @@ pub struct CapacityRun {
     pub conclusion: Conclusion,
     /// Why it stopped early, when it did (`--max-time`, a signal's name).
     pub stopped: Option<&'static str>,
+    /// When the search started, seconds since the Unix epoch.
+    pub started_unix_s: u64,
     pub wall_s: f64,
 }
 
@@ -98,6 +102,9 @@ pub async fn run(
     line: &mut dyn FnMut(&str),
 ) -> Result<CapacityRun, String> {
     let t0 = Instant::now();
+    let started_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let deadline = tokio::time::Instant::now() + cfg.max_time;
     let (model, engine, names) = server(cfg, client, line).await?;
     let mut search = Search::new(cfg.search)?;
@@ -140,6 +147,7 @@ pub async fn run(
         probes,
         conclusion,
         stopped,
+        started_unix_s,
         wall_s: t0.elapsed().as_secs_f64(),
     })
 }

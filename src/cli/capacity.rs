@@ -117,6 +117,7 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
         max_time: Duration::from_secs_f64(a.max_time),
         drain_timeout: Duration::from_secs_f64(a.drain_timeout),
         settle: Duration::from_secs_f64(a.settle),
+        simulated: None,
     })
 }
 
@@ -135,11 +136,20 @@ pub async fn run_async(
         .map_err(CliError::failed)?;
     std::fs::create_dir_all(out)
         .map_err(|e| CliError::failed(format!("cannot create {}: {e}", out.display())))?;
-    let json = serde_json::to_string_pretty(&results::to_json(cfg, &run))
-        .map_err(|e| CliError::failed(e.to_string()))?;
-    let path = out.join("results.json");
-    std::fs::write(&path, json + "\n")
-        .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))?;
+    let value = results::to_json(cfg, &run);
+    let json = serde_json::to_string_pretty(&value).map_err(|e| CliError::failed(e.to_string()))?;
+    let write = |name: &str, text: String| {
+        let path = out.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| CliError::failed(format!("cannot write {}: {e}", path.display())))
+    };
+    write("results.json", json + "\n")?;
+    // The page is drawn from the file's own figures, as `report site` draws it.
+    let header = crate::report::header::RunHeader::capacity(&value);
+    write(
+        crate::report::files::HTML,
+        crate::report::html::capacity::render(&value, &header),
+    )?;
     Ok(run)
 }
 
@@ -168,6 +178,7 @@ pub fn run(a: CapacityArgs) -> CliResult {
             server.addr
         );
         cfg.workload.base_url = format!("http://{}", server.addr);
+        cfg.simulated = Some("the simulated server (demo profile)".into());
         Some(server)
     } else {
         cfg.workload.base_url = a.base_url.clone().unwrap_or_default();
@@ -180,6 +191,7 @@ pub fn run(a: CapacityArgs) -> CliResult {
     let run = run?;
     print!("{}", results::summary(&cfg, &run));
     println!("results: {}", a.out.join("results.json").display());
+    println!("page: {}", a.out.join(crate::report::files::HTML).display());
     Ok(match caught.get() {
         Some(sig) => ExitCode::from(sig.exit_code()),
         None => ExitCode::SUCCESS,

@@ -96,6 +96,26 @@ pub fn images_of(messages: &[serde_json::Value]) -> Result<Vec<Seen>, String> {
     Ok(out)
 }
 
+/// SGLang's native `image_data`: one image URL or a list of them (absent or `null`: none).
+pub fn image_data(v: Option<&serde_json::Value>) -> Result<Vec<Seen>, String> {
+    let urls: Vec<&serde_json::Value> = match v {
+        None | Some(serde_json::Value::Null) => return Ok(Vec::new()),
+        Some(serde_json::Value::Array(a)) => a.iter().collect(),
+        Some(one) => vec![one],
+    };
+    urls.into_iter()
+        .map(|u| {
+            let url = u
+                .as_str()
+                .ok_or("image_data holds image URLs (strings), one or a list")?;
+            Ok(Seen {
+                size: url_size(url)?,
+                key: url_key(url),
+            })
+        })
+        .collect()
+}
+
 /// A hash of the URL's length and up to its first and last 32 KiB: enough to tell images
 /// apart (noise differs from the first bytes on) without reading megabytes per request.
 fn url_key(url: &str) -> u64 {

@@ -210,6 +210,88 @@ impl RunHeader {
         h
     }
 
+    /// A `capacity` search's header, from its `results.json`: the server as the search found
+    /// it, the objectives and the search's settings.
+    pub fn capacity(v: &Value) -> RunHeader {
+        let s = |p: &str| v.pointer(p).and_then(Value::as_str).map(String::from);
+        let n = |p: &str| v.pointer(p).and_then(number_text);
+        let slo: Vec<String> = v
+            .get("slo")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|o| {
+                let key = o.get("key")?.as_str()?;
+                let pct =
+                    |x: f64| format!("{}%", crate::report::html::charts::tick_text(x * 100.0));
+                Some(if let Some(ms) = o.get("max_ms").and_then(Value::as_f64) {
+                    format!("{key} <= {} ms", crate::report::html::charts::tick_text(ms))
+                } else if let Some(f) = o.get("max_fraction").and_then(Value::as_f64) {
+                    format!("{key} <= {}", pct(f))
+                } else if let Some(f) = o.get("min_fraction").and_then(Value::as_f64) {
+                    format!("{key} >= {}", pct(f))
+                } else {
+                    key.to_string()
+                })
+            })
+            .collect();
+        let by = s("/workload/by").unwrap_or_else(|| "concurrency".into());
+        let mut settings = vec![("Objectives".to_string(), slo.join(", "))];
+        let mut put = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                settings.push((k.to_string(), v));
+            }
+        };
+        put("Load", Some(by));
+        put(
+            "Prompt / output tokens",
+            n("/workload/input_len")
+                .zip(n("/workload/output_len"))
+                .map(|(i, o)| format!("{i} / {o}")),
+        );
+        put(
+            "Confidence",
+            v.pointer("/settings/confidence")
+                .and_then(Value::as_f64)
+                .map(|c| format!("{}%", crate::report::html::charts::tick_text(c * 100.0))),
+        );
+        put("Resolution", n("/settings/resolution"));
+        put(
+            "Start / growth",
+            n("/settings/start")
+                .zip(n("/settings/growth"))
+                .map(|(a, b)| format!("{a} / ×{b}")),
+        );
+        put(
+            "Max load",
+            n("/settings/max_concurrency").or_else(|| n("/settings/max_rate")),
+        );
+        put("Rounds per probe, at most", n("/settings/max_rounds"));
+        put("Max time (s)", n("/settings/max_time_s"));
+        put("Seed", n("/workload/seed"));
+        let simulated = s("/server/simulated_server");
+        RunHeader {
+            kind: "Capacity under an SLO".into(),
+            model: s("/server/model").unwrap_or_else(|| "not recorded".into()),
+            model_detail: None,
+            engine: s("/server/engine").filter(|e| !e.is_empty()),
+            engine_detail: None,
+            hardware: simulated.clone(),
+            title_on: simulated,
+            launch_command: None,
+            server: s("/server/base_url"),
+            tool: s("/tool/version").map(|v| format!("llmspeed {v}")),
+            date: v
+                .get("started_unix_s")
+                .and_then(Value::as_u64)
+                .map(date_text),
+            duration_s: v.get("wall_s").and_then(Value::as_f64),
+            interrupted: s("/answer/stopped_by").map(|by| format!("stopped by {by}")),
+            notes: None,
+            settings,
+        }
+    }
+
     /// A `bench sglang` record's header (one line of its JSONL): SGLang's own keys, with
     /// `server_info` as the server reported it.
     pub fn bench_sglang(m: &Map<String, Value>) -> RunHeader {

@@ -267,6 +267,22 @@ impl ChatTemplate {
         )
     }
 
+    /// Messages of any shape (a JSON list, as a dataset row holds them) rendered with the
+    /// generation prompt, `tools` given to the template where `Some` (`apply_chat_template(
+    /// messages, tools=tools, add_generation_prompt=True, tokenize=False)`).
+    pub fn render_json(
+        &self,
+        messages: &serde_json::Value,
+        tools: Option<&serde_json::Value>,
+    ) -> Result<String, ChatTemplateError> {
+        let mut vars = BTreeMap::new();
+        if let Some(t) = tools {
+            vars.insert("tools".to_string(), Value::from_serialize(t));
+        }
+        let vars = Vars(Value::from(vars));
+        self.render_value(Value::from_serialize(messages), true, Some(&vars))
+    }
+
     /// [`ChatTemplate::render`] of messages of any shape (a list, as a request carries it).
     fn render_value(
         &self,

@@ -4,6 +4,9 @@
 //! server, on first use, and its tests take turns on it ([`shared`]): each test has the server
 //! to itself, so the server's counters move only with that test's requests.
 //!
+//! The vision suite (`tests/real_vision.rs`) starts its own server the same way on the
+//! script's tiny vision-language model ([`shared_vision`]: `LLMSPEED_VLLM_VISION_MODEL`).
+//!
 //! Stopping: vLLM runs as a process group of its own (the API server and its engine-core
 //! process) under a small `sh` that also holds a pipe from this process on its stdin. When the
 //! test process ends, however it ends (a panic, a kill), the pipe closes and that `sh` stops the
@@ -24,6 +27,12 @@ pub const MAX_MODEL_LEN: u64 = 2048;
 pub const MAX_NUM_SEQS: u64 = 4;
 pub const KV_BLOCKS: u64 = 64;
 pub const MODEL: &str = "tiny";
+/// The vision model's served name and the most images a prompt may carry there.
+pub const VISION_MODEL: &str = "tiny-vlm";
+pub const VISION_IMAGE_LIMIT: u64 = 2;
+/// The Qwen2-VL-style model's served name and context (a 1280 x 720 image alone is 1,198 tokens).
+pub const QWEN2VL_MODEL: &str = "tiny-qwen2vl";
+pub const QWEN2VL_MAX_MODEL_LEN: u64 = 4096;
 /// The longest wait for a start on a machine shared with builds (32–50 s when it is idle).
 const START_LIMIT: Duration = Duration::from_secs(600);
 
@@ -52,10 +61,107 @@ pub fn paths() -> Option<Paths> {
     ))
 }
 
+/// The vision model (`LLMSPEED_VLLM_VISION_MODEL`, else the script's newest `vlm-<hash>/`), with
+/// the command of [`paths`]; `None` (loud, or a failure under `CI=true`) when either is missing.
+pub fn vision_paths() -> Option<Paths> {
+    let cache = scripts_cache().join(format!("vllm-{VERSION}"));
+    let text = paths()?;
+    let model = std::env::var_os("LLMSPEED_VLLM_VISION_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| newest(&cache, "vlm-"));
+    if model.join("config.json").is_file() {
+        return Some(Paths {
+            vllm: text.vllm,
+            model,
+        });
+    }
+    missing(&format!(
+        "the tiny vision model is not available ({}): run scripts/vllm-server.sh",
+        model.display()
+    ))
+}
+
+/// The Qwen2-VL-style model (`LLMSPEED_VLLM_QWEN2VL_MODEL`, else the script's newest
+/// `qwen2vl-<hash>/`), as [`vision_paths`].
+pub fn qwen2vl_paths() -> Option<Paths> {
+    let cache = scripts_cache().join(format!("vllm-{VERSION}"));
+    let text = paths()?;
+    let model = std::env::var_os("LLMSPEED_VLLM_QWEN2VL_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| newest(&cache, "qwen2vl-"));
+    if model.join("config.json").is_file() {
+        return Some(Paths {
+            vllm: text.vllm,
+            model,
+        });
+    }
+    missing(&format!(
+        "the tiny Qwen2-VL-style model is not available ({}): run scripts/vllm-server.sh",
+        model.display()
+    ))
+}
+
 /// The newest complete `tiny-<hash>/` the script wrote (its name changes with the script).
 fn newest_model(cache: &std::path::Path) -> PathBuf {
-    crate::real_server::newest_model(cache, "tiny-<hash>", |e| {
-        e.file_name().to_string_lossy().starts_with("tiny-") && e.path().join(".complete").is_file()
+    newest(cache, "tiny-")
+}
+
+/// The newest complete `<prefix><hash>/` in the script's cache.
+fn newest(cache: &std::path::Path, prefix: &str) -> PathBuf {
+    crate::real_server::newest_model(cache, &format!("{prefix}<hash>"), |e| {
+        e.file_name().to_string_lossy().starts_with(prefix) && e.path().join(".complete").is_file()
+    })
+}
+
+/// What a server is started with: the model, its served name and the flags of its kind
+/// (`--max-model-len` [`MAX_MODEL_LEN`] unless they say otherwise: the last one given counts).
+struct Launch {
+    paths: Paths,
+    name: &'static str,
+    args: Vec<String>,
+}
+
+/// The text suite's: 4 running at once and a KV cache of 64 blocks.
+fn text_launch() -> Option<Launch> {
+    Some(Launch {
+        paths: paths()?,
+        name: MODEL,
+        args: vec![
+            "--max-num-seqs".into(),
+            MAX_NUM_SEQS.to_string(),
+            "--num-gpu-blocks-override".into(),
+            KV_BLOCKS.to_string(),
+        ],
+    })
+}
+
+/// The vision suite's: 4 running at once, at most [`VISION_IMAGE_LIMIT`] images a prompt.
+fn vision_launch() -> Option<Launch> {
+    Some(Launch {
+        paths: vision_paths()?,
+        name: VISION_MODEL,
+        args: vec![
+            "--max-num-seqs".into(),
+            MAX_NUM_SEQS.to_string(),
+            "--limit-mm-per-prompt".into(),
+            format!("{{\"image\":{VISION_IMAGE_LIMIT}}}"),
+        ],
+    })
+}
+
+/// The Qwen2-VL-style suite's: as [`vision_launch`], with a context of [`QWEN2VL_MAX_MODEL_LEN`].
+fn qwen2vl_launch() -> Option<Launch> {
+    Some(Launch {
+        paths: qwen2vl_paths()?,
+        name: QWEN2VL_MODEL,
+        args: vec![
+            "--max-model-len".into(),
+            QWEN2VL_MAX_MODEL_LEN.to_string(),
+            "--max-num-seqs".into(),
+            MAX_NUM_SEQS.to_string(),
+            "--limit-mm-per-prompt".into(),
+            format!("{{\"image\":{VISION_IMAGE_LIMIT}}}"),
+        ],
     })
 }
 
@@ -64,6 +170,8 @@ pub struct VllmServer {
     keeper: Child,
     pub url: String,
     pub port: u16,
+    /// The served model name.
+    pub name: &'static str,
     pub model_dir: PathBuf,
     log: PathBuf,
     _log_dir: tempfile::TempDir,
@@ -74,9 +182,30 @@ pub struct VllmServer {
 /// start that failed fails every later test at once with the same message, rather than each
 /// trying again for minutes.
 pub fn shared() -> Option<MutexGuard<'static, VllmServer>> {
-    static SERVER: OnceLock<Result<Option<Mutex<VllmServer>>, String>> = OnceLock::new();
-    let server = SERVER.get_or_init(|| {
-        std::panic::catch_unwind(|| VllmServer::start().map(Mutex::new)).map_err(|e| {
+    static SERVER: Shared = OnceLock::new();
+    shared_of(&SERVER, text_launch)
+}
+
+/// The vision suite's one server, as [`shared`] (`vllm serve` on the tiny vision model).
+pub fn shared_vision() -> Option<MutexGuard<'static, VllmServer>> {
+    static SERVER: Shared = OnceLock::new();
+    shared_of(&SERVER, vision_launch)
+}
+
+/// The Qwen2-VL-style suite's one server, as [`shared`].
+pub fn shared_qwen2vl() -> Option<MutexGuard<'static, VllmServer>> {
+    static SERVER: Shared = OnceLock::new();
+    shared_of(&SERVER, qwen2vl_launch)
+}
+
+type Shared = OnceLock<Result<Option<Mutex<VllmServer>>, String>>;
+
+fn shared_of(
+    cell: &'static Shared,
+    launch: fn() -> Option<Launch>,
+) -> Option<MutexGuard<'static, VllmServer>> {
+    let server = cell.get_or_init(|| {
+        std::panic::catch_unwind(|| VllmServer::start(launch()?).map(Mutex::new)).map_err(|e| {
             e.downcast_ref::<String>()
                 .cloned()
                 .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
@@ -93,8 +222,8 @@ pub fn shared() -> Option<MutexGuard<'static, VllmServer>> {
 }
 
 impl VllmServer {
-    fn start() -> Option<VllmServer> {
-        let p = paths()?;
+    fn start(launch: Launch) -> Option<VllmServer> {
+        let p = launch.paths;
         let port = free_port();
         let log_dir = tempfile::tempdir().unwrap();
         let log = log_dir.path().join("vllm.log");
@@ -119,11 +248,10 @@ wait "$server"
             .arg(&p.vllm)
             .arg("serve")
             .arg(&p.model)
-            .args(["--served-model-name", MODEL])
+            .args(["--served-model-name", launch.name])
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
             .args(["--max-model-len", &MAX_MODEL_LEN.to_string()])
-            .args(["--max-num-seqs", &MAX_NUM_SEQS.to_string()])
-            .args(["--num-gpu-blocks-override", &KV_BLOCKS.to_string()])
+            .args(&launch.args)
             .args(["--dtype", "bfloat16", "--enforce-eager"])
             .env("VLLM_TARGET_DEVICE", "cpu")
             .env("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -145,6 +273,7 @@ wait "$server"
             keeper,
             url: format!("http://127.0.0.1:{port}"),
             port,
+            name: launch.name,
             model_dir: p.model,
             log,
             _log_dir: log_dir,
@@ -200,7 +329,7 @@ wait "$server"
     pub fn count(&self, text: &str) -> u64 {
         let (status, body) = self.post(
             "/tokenize",
-            &serde_json::json!({"model": MODEL, "prompt": text}),
+            &serde_json::json!({"model": self.name, "prompt": text}),
         );
         assert_eq!(status, 200, "{body}");
         let v: serde_json::Value = serde_json::from_str(&body).unwrap();

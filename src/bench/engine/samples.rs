@@ -166,7 +166,13 @@ pub fn local_tokenizer(
 pub struct ChatFns {
     pub wrap: Option<Box<WrapFn>>,
     pub chat_len: Option<Box<WrapLen>>,
+    /// Message lists rendered (the `hf` dataset's MLPerf and BFCL).
+    pub render: Option<Box<RenderFn>>,
 }
+
+/// Messages (and tools) rendered through the chat template.
+pub type RenderFn =
+    dyn FnMut(&serde_json::Value, Option<&serde_json::Value>) -> Result<String, String> + Send;
 
 /// A prompt wrapped in the chat template.
 pub type WrapFn = dyn FnMut(&str) -> Result<String, String> + Send;
@@ -220,14 +226,25 @@ pub fn chat_fns(
             chat_len: Some(Box::new(move |row: &str| {
                 template.chat_request_len(row, &mut count)
             })),
+            render: None,
         });
     }
     let rule = rule.clone();
+    let template = Arc::new(template);
+    let render = (dataset.kind == datasets::DatasetKind::Hf).then(|| {
+        let template = template.clone();
+        Box::new(
+            move |m: &serde_json::Value, t: Option<&serde_json::Value>| {
+                template.render_json(m, t).map_err(|e| e.to_string())
+            },
+        ) as Box<RenderFn>
+    });
     Ok(ChatFns {
         wrap: Some(Box::new(move |prompt: &str| {
             template.wrap_user(&rule, prompt).map_err(|e| e.to_string())
         })),
         chat_len: None,
+        render,
     })
 }
 
@@ -274,6 +291,11 @@ impl<C: FnMut(&str) -> Result<u64, String>> datasets::Tokens for DatasetTokens<C
     fn chat_len(&mut self) -> Option<&mut datasets::ChatLen<'_>> {
         let len = self.chat.chat_len.as_deref_mut();
         len.map(|l| l as &mut datasets::ChatLen<'_>)
+    }
+
+    fn render(&mut self) -> Option<&mut datasets::RenderChat<'_>> {
+        let render = self.chat.render.as_deref_mut();
+        render.map(|r| r as &mut datasets::RenderChat<'_>)
     }
 
     fn tokenizer(&self) -> Option<&dyn datasets::Tokenizer> {

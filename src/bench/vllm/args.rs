@@ -254,10 +254,11 @@ pub struct ServeArgs {
     pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
 
     // ---- dataset ----
-    /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
+    /// random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt or hf.
     #[arg(long, default_value = "random", help_heading = "Dataset options")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL).
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL), or the
+    /// hf dataset's hub id (or local copy, with --hf-name).
     #[arg(long, help_heading = "Dataset options")]
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
@@ -355,6 +356,37 @@ pub struct ServeArgs {
         help_heading = "Custom dataset options"
     )]
     pub custom_output_len: i64,
+
+    /// The dataset's subset (the `datasets` library's config name; openai/gsm8k: main).
+    #[arg(long, help_heading = "HF dataset options")]
+    pub hf_subset: Option<String>,
+    /// The dataset's split (each id's own default: train, or test for humaneval and gsm8k).
+    #[arg(long, help_heading = "HF dataset options")]
+    pub hf_split: Option<String>,
+    /// The dataset's hub id, where --dataset-path is a local copy of it.
+    #[arg(long, help_heading = "HF dataset options")]
+    pub hf_name: Option<String>,
+    /// Every request's output length, over the dataset's own.
+    #[arg(long, help_heading = "HF dataset options")]
+    pub hf_output_len: Option<u32>,
+    /// llmspeed's: the column holding each prompt, for a dataset vLLM does not know (text, or a
+    /// conversation whose first turn is the prompt).
+    #[arg(long, value_name = "COLUMN", help_heading = "HF dataset options")]
+    pub hf_prompt_column: Option<String>,
+    /// llmspeed's: the column whose text's token count (or whole number) is each output
+    /// length, with --hf-prompt-column.
+    #[arg(long, value_name = "COLUMN", help_heading = "HF dataset options")]
+    pub hf_output_column: Option<String>,
+    /// Blazedit (vdaita/edit_*_char): keep rows whose normalised edit distance is at least this.
+    #[arg(long, default_value_t = 0.0, help_heading = "HF dataset options")]
+    pub blazedit_min_distance: f64,
+    /// Blazedit: keep rows whose normalised edit distance is at most this.
+    #[arg(long, default_value_t = 1.0, help_heading = "HF dataset options")]
+    pub blazedit_max_distance: f64,
+    /// BFCL: comma-separated categories (without BFCL_v3_ and .json), default
+    /// simple,live_simple,multiple.
+    #[arg(long, help_heading = "HF dataset options")]
+    pub bfcl_categories: Option<String>,
 
     #[arg(
         long,
@@ -803,6 +835,9 @@ impl ServeArgs {
                 self.backend
             ));
         }
+        if kind == DatasetKind::Hf {
+            self.hf_class(backend)?;
+        }
         let base_url = self.target_url();
         let endpoint = self.endpoint_for(backend)?;
         let headers = self.headers()?;
@@ -895,6 +930,9 @@ impl ServeArgs {
             ),
             None => None,
         };
+        if kind == DatasetKind::Hf && !self.skip_tokenizer_init {
+            return Ok(self.hf_template());
+        }
         if kind != DatasetKind::Custom || self.skip_chat_template || self.skip_tokenizer_init {
             return Ok(None);
         }
@@ -907,6 +945,86 @@ impl ServeArgs {
                    them as written"
                 .into(),
         }))
+    }
+
+    /// vLLM's chat template rule for the `hf` class (no `--chat-template-kwargs`: vLLM passes
+    /// them to custom prompts only): InstructCoder, MT-Bench, HumanEval, GSM8K and Blazedit wrap
+    /// their prompts unless `--skip-chat-template`; MLPerf renders its messages always (it needs
+    /// the template); BFCL renders its turn with its tools to count it (without a template it
+    /// counts the messages' text, as vLLM falls back).
+    fn hf_template(&self) -> Option<crate::workload::chat_template::Wrap> {
+        let path = self.dataset_path.as_ref().map(|p| p.to_string_lossy());
+        let class = crate::workload::datasets::hf::resolve(path.as_deref(), &self.hf())
+            .ok()?
+            .class;
+        let wraps = class.wraps() && !self.skip_chat_template;
+        if !wraps && !class.renders() {
+            return None;
+        }
+        let hint = match class {
+            crate::workload::datasets::hf::Class::MlPerf => {
+                "vLLM renders MLPerf's system and user message through the model's chat \
+                 template: give --tokenizer a folder holding it"
+            }
+            crate::workload::datasets::hf::Class::Bfcl => {
+                "vLLM counts each BFCL request through the model's chat template with its \
+                 tools: give --tokenizer a folder holding it (without it the messages' text \
+                 is counted)"
+            }
+            _ => {
+                "vLLM wraps this dataset's prompts so unless --skip-chat-template: give \
+                 --tokenizer a folder holding the model's chat template, or \
+                 --skip-chat-template to send them as written"
+            }
+        };
+        Some(crate::workload::chat_template::Wrap {
+            strip_bos: false,
+            kwargs: None,
+            required: class == crate::workload::datasets::hf::Class::MlPerf,
+            hint: hint.into(),
+        })
+    }
+
+    /// The `hf` dataset's flags as its settings (the class is resolved by [`Self::hf_class`]).
+    fn hf(&self) -> crate::workload::datasets::hf::HfSettings {
+        crate::workload::datasets::hf::HfSettings {
+            name: self.hf_name.clone(),
+            subset: self.hf_subset.clone(),
+            split: self.hf_split.clone(),
+            output_len: self.output_len.or(self.hf_output_len),
+            blazedit_min_distance: self.blazedit_min_distance,
+            blazedit_max_distance: self.blazedit_max_distance,
+            // vLLM's `type=`: split on commas, blanks dropped.
+            bfcl_categories: self.bfcl_categories.as_ref().map(|c| {
+                c.split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(String::from)
+                    .collect()
+            }),
+            skip_chat_template: self.skip_chat_template,
+            prompt_column: self.hf_prompt_column.clone(),
+            output_column: self.hf_output_column.clone(),
+        }
+    }
+
+    /// The `hf` dataset's class for `--dataset-path` / `--hf-name`, as vLLM picks it (an id it
+    /// does not know refused with its message, before the run), and vLLM's check that BFCL's
+    /// tool calls go to the chat endpoint.
+    fn hf_class(&self, backend: Backend) -> Result<crate::workload::datasets::hf::Class, String> {
+        let path = self.dataset_path.as_ref().map(|p| p.to_string_lossy());
+        let r = crate::workload::datasets::hf::resolve(path.as_deref(), &self.hf())?;
+        if r.class.needs_chat() && backend != Backend::OpenAiChat {
+            return Err(
+                "BFCL dataset requires the 'openai-chat' backend because it sends per-request \
+                 tool schemas via chat completions."
+                    .into(),
+            );
+        }
+        if self.hf_prompt_column.is_none() && self.hf_output_column.is_some() {
+            return Err("--hf-output-column goes with --hf-prompt-column".into());
+        }
+        Ok(r.class)
     }
 
     /// `--tokenizer`, unless `--skip-tokenizer-init` says to load none.
@@ -1163,6 +1281,8 @@ impl ServeArgs {
             prefix_groups: None,
             chat_template: self.chat_template(kind)?,
             random_mm: self.random_mm()?,
+            hf: self.hf(),
+            sglang_image: Default::default(),
         })
     }
 

@@ -63,6 +63,26 @@ impl BodyBuilder {
         }
         let mut m = Map::new();
         m.insert("model".into(), json!(model));
+        // A dataset's own conversation and fields (the `hf` dataset's BFCL: its messages, with
+        // `tools` and `tool_choice` over the sampling fields and `--extra-body`, as vLLM
+        // merges a request's overrides).
+        if let (true, PromptSource::Chat { messages, extra }) = (self.chat, &s.prompt) {
+            m.insert("messages".into(), messages.as_ref().clone());
+            m.insert("max_completion_tokens".into(), json!(s.output_len));
+            m.insert("stream".into(), json!(true));
+            let mut so = Map::new();
+            so.insert("include_usage".into(), json!(true));
+            if self.continuous_usage {
+                so.insert("continuous_usage_stats".into(), json!(true));
+            }
+            m.insert("stream_options".into(), Value::Object(so));
+            if self.ignore_eos {
+                m.insert("ignore_eos".into(), json!(true));
+            }
+            m.extend(self.extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            m.extend(extra.iter().map(|(k, v)| (k.clone(), v.clone())));
+            return serde_json::to_vec(&Value::Object(m)).map_err(|e| e.to_string());
+        }
         let text = match s.prompt.text_part() {
             PromptSource::Text(t) => Some(t.as_str()),
             PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => None,

@@ -13,10 +13,10 @@ use crate::bench::refusal::{self, Refusal};
 /// The command in the refusal messages.
 const COMMAND: &str = "bench serve";
 
-const HF_DATASETS: &str = "llmspeed downloads no Hugging Face dataset, and its only image prompts \
-                           are random-mm's; it sends no audio or video (datasets: random, \
+const HF_DATASETS: &str = "llmspeed's only image prompts are random-mm's, its hub datasets are \
+                           vLLM's hf ids; it sends no audio or video (datasets: random, \
                            random-mm, sharegpt, custom, prefix_repetition, timed_trace, sonnet, \
-                           burstgpt)";
+                           burstgpt, hf)";
 
 /// Each reference flag (or `--flag value` choice) llmspeed refuses, and why. Checked against
 /// vLLM 0.33.0's parser by `tests/conformance_flags.rs`.
@@ -48,22 +48,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--hf-subset",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--hf-split",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--hf-name",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--hf-output-len",
-        reason: HF_DATASETS,
-    },
-    Refusal {
         flag: "--spec-bench-output-len",
         reason: HF_DATASETS,
     },
@@ -84,23 +68,11 @@ pub const REFUSED: &[Refusal] = &[
         reason: HF_DATASETS,
     },
     Refusal {
-        flag: "--blazedit-min-distance",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--blazedit-max-distance",
-        reason: HF_DATASETS,
-    },
-    Refusal {
         flag: "--asr-min-audio-len-sec",
         reason: HF_DATASETS,
     },
     Refusal {
         flag: "--asr-max-audio-len-sec",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--bfcl-categories",
         reason: HF_DATASETS,
     },
     Refusal {
@@ -111,10 +83,6 @@ pub const REFUSED: &[Refusal] = &[
     Refusal {
         flag: "--no-reranker",
         reason: "it shapes the reranking dataset (random-rerank); llmspeed measures generation",
-    },
-    Refusal {
-        flag: "--dataset-name hf",
-        reason: HF_DATASETS,
     },
     Refusal {
         flag: "--dataset-name random-rerank",
@@ -226,14 +194,6 @@ pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub custom_ensure_client_side_data: bool,
     #[arg(long, hide = true)]
-    pub hf_subset: Option<String>,
-    #[arg(long, hide = true)]
-    pub hf_split: Option<String>,
-    #[arg(long, hide = true)]
-    pub hf_name: Option<String>,
-    #[arg(long, hide = true)]
-    pub hf_output_len: Option<String>,
-    #[arg(long, hide = true)]
     pub spec_bench_output_len: Option<String>,
     #[arg(long, hide = true)]
     pub spec_bench_category: Option<String>,
@@ -244,15 +204,9 @@ pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub speed_bench_category: Option<String>,
     #[arg(long, hide = true)]
-    pub blazedit_min_distance: Option<String>,
-    #[arg(long, hide = true)]
-    pub blazedit_max_distance: Option<String>,
-    #[arg(long, hide = true)]
     pub asr_min_audio_len_sec: Option<String>,
     #[arg(long, hide = true)]
     pub asr_max_audio_len_sec: Option<String>,
-    #[arg(long, hide = true)]
-    pub bfcl_categories: Option<String>,
     /// Only 1 (the reference's default) is accepted.
     #[arg(long, hide = true, default_value_t = 1)]
     pub random_batch_size: i64,
@@ -262,7 +216,7 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 21] {
+    fn given(&self) -> [(&'static str, bool); 14] {
         [
             ("--profile", self.profile),
             ("--no-stream", self.no_stream),
@@ -272,10 +226,6 @@ impl RefusedFlags {
                 "--custom-ensure-client-side-data",
                 self.custom_ensure_client_side_data,
             ),
-            ("--hf-subset", self.hf_subset.is_some()),
-            ("--hf-split", self.hf_split.is_some()),
-            ("--hf-name", self.hf_name.is_some()),
-            ("--hf-output-len", self.hf_output_len.is_some()),
             (
                 "--spec-bench-output-len",
                 self.spec_bench_output_len.is_some(),
@@ -294,14 +244,6 @@ impl RefusedFlags {
                 self.speed_bench_category.is_some(),
             ),
             (
-                "--blazedit-min-distance",
-                self.blazedit_min_distance.is_some(),
-            ),
-            (
-                "--blazedit-max-distance",
-                self.blazedit_max_distance.is_some(),
-            ),
-            (
                 "--asr-min-audio-len-sec",
                 self.asr_min_audio_len_sec.is_some(),
             ),
@@ -309,7 +251,6 @@ impl RefusedFlags {
                 "--asr-max-audio-len-sec",
                 self.asr_max_audio_len_sec.is_some(),
             ),
-            ("--bfcl-categories", self.bfcl_categories.is_some()),
             ("--random-batch-size", self.random_batch_size != 1),
             ("--no-reranker", self.no_reranker),
         ]

@@ -847,6 +847,175 @@ pub fn scatter(
     out
 }
 
+/// One probe of a load–latency chart: a load, the objective's estimate there and its
+/// confidence interval (an end `None` is open: no sample reaches it), and the probe's verdict
+/// (`pass`, `fail`, `not_yet`, `client_bound`).
+pub struct IntervalPoint {
+    pub x: f64,
+    pub estimate: Option<f64>,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    pub verdict: String,
+}
+
+/// A verdict's colour: pass green, fail red, client-bound blue, undecided orange.
+pub fn verdict_color(v: &str) -> &'static str {
+    match v {
+        "pass" => PALETTE[2],
+        "fail" => PALETTE[1],
+        "client_bound" => PALETTE[0],
+        _ => PALETTE[4],
+    }
+}
+
+/// An objective against the load over linear axes from 0: the curve through each load's last
+/// estimate, every probe's estimate with its interval as a bar coloured by its verdict (an
+/// open end drawn to the frame, dashed), the threshold as a dashed line, and the answer (the
+/// largest passing load) as a vertical line. Each probe is a `<g class="probe">` carrying its
+/// figures as `data-*` attributes, exactly as given.
+pub fn intervals(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    points: &[IntervalPoint],
+    threshold: f64,
+    answer: Option<f64>,
+) -> String {
+    let mut out = String::with_capacity(4096);
+    open(&mut out, "intervals", title);
+    let fin = |v: Option<f64>| v.filter(|v| v.is_finite());
+    let shown: Vec<&IntervalPoint> = points
+        .iter()
+        .filter(|p| p.x.is_finite() && p.x >= 0.0)
+        .collect();
+    if shown.is_empty() {
+        empty(&mut out, "no probe");
+        return out;
+    }
+    let x_max = nice_ceil(shown.iter().map(|p| p.x).fold(0.0, f64::max));
+    let y_top = shown
+        .iter()
+        .flat_map(|p| [fin(p.estimate), fin(p.hi), fin(p.lo)])
+        .flatten()
+        .chain([threshold * 1.25])
+        .fold(0.0, f64::max);
+    let y_max = nice_ceil(y_top);
+    y_axis(&mut out, y_max, y_label, x_label, tick_text);
+    let plot_w = W - LEFT - RIGHT;
+    let x_pos = |x: f64| LEFT + plot_w * (x / x_max).clamp(0.0, 1.0);
+    for i in 0..=4 {
+        let v = x_max * i as f64 / 4.0;
+        let px = x_pos(v);
+        let _ = write!(
+            out,
+            "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" class=\"axis\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\" class=\"tk\">{}</text>",
+            H - BOTTOM,
+            H - BOTTOM + 4.0,
+            H - BOTTOM + 16.0,
+            escape(&tick_text(v))
+        );
+    }
+    // The threshold, then the answer, under the points.
+    let ty = y_pos(threshold, y_max);
+    let _ = write!(
+        out,
+        "<line class=\"threshold\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" stroke=\"#444\" stroke-dasharray=\"6 4\" data-v=\"{threshold}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">threshold {}</text>",
+        W - RIGHT,
+        W - RIGHT,
+        ty - 4.0,
+        escape(&tick_text(threshold))
+    );
+    if let Some(a) = answer.filter(|a| a.is_finite()) {
+        let ax = x_pos(a);
+        let _ = write!(
+            out,
+            "<line class=\"answer\" x1=\"{ax:.1}\" y1=\"{TOP}\" x2=\"{ax:.1}\" y2=\"{:.1}\" stroke=\"{}\" stroke-width=\"2\" data-v=\"{a}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"tk\">answer {}</text>",
+            H - BOTTOM,
+            PALETTE[2],
+            ax + 4.0,
+            TOP + 10.0,
+            escape(&tick_text(a))
+        );
+    }
+    // The curve: each load's last estimate (a repeated probe speaks for its load), by load.
+    let mut curve: Vec<(f64, f64)> = Vec::new();
+    for p in &shown {
+        if let Some(e) = fin(p.estimate) {
+            curve.retain(|c| c.0 != p.x);
+            curve.push((p.x, e));
+        }
+    }
+    curve.sort_by(|a, b| a.0.total_cmp(&b.0));
+    if curve.len() > 1 {
+        let _ = write!(
+            out,
+            "<polyline class=\"line\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\" points=\""
+        );
+        for (x, y) in &curve {
+            let _ = write!(out, "{:.1},{:.1} ", x_pos(*x), y_pos(*y, y_max));
+        }
+        out.push_str("\"/>");
+    }
+    let attr = |v: Option<f64>| fin(v).map_or(String::new(), |v| v.to_string());
+    for p in &shown {
+        let color = verdict_color(&p.verdict);
+        let px = x_pos(p.x);
+        let _ = write!(
+            out,
+            "<g class=\"probe\" data-x=\"{}\" data-estimate=\"{}\" data-lo=\"{}\" data-hi=\"{}\" data-verdict=\"{}\">",
+            p.x,
+            attr(p.estimate),
+            attr(p.lo),
+            attr(p.hi),
+            escape(&p.verdict)
+        );
+        let (lo, hi) = (fin(p.lo), fin(p.hi));
+        if lo.is_some() || hi.is_some() {
+            let y1 = y_pos(lo.unwrap_or(0.0), y_max);
+            let y2 = y_pos(hi.unwrap_or(y_max), y_max);
+            let dash = if lo.is_none() || hi.is_none() {
+                " stroke-dasharray=\"3 2\""
+            } else {
+                ""
+            };
+            let _ = write!(
+                out,
+                "<line class=\"ci\" x1=\"{px:.1}\" y1=\"{y1:.1}\" x2=\"{px:.1}\" y2=\"{y2:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"{dash}/>"
+            );
+            for (end, y) in [(lo, y1), (hi, y2)] {
+                if end.is_some() {
+                    let _ = write!(
+                        out,
+                        "<line x1=\"{:.1}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"{color}\" stroke-width=\"1.5\"/>",
+                        px - 4.0,
+                        px + 4.0
+                    );
+                }
+            }
+        }
+        if let Some(e) = fin(p.estimate) {
+            let text = |v: Option<f64>| {
+                fin(v).map_or("open".to_string(), |v| {
+                    tick_text((v * 100.0).round() / 100.0)
+                })
+            };
+            let _ = write!(
+                out,
+                "<circle class=\"pt\" cx=\"{px:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{color}\"><title>{} at {}: {} [{}, {}]</title></circle>",
+                y_pos(e, y_max),
+                escape(&p.verdict),
+                escape(&tick_text(p.x)),
+                escape(&text(Some(e))),
+                escape(&text(p.lo)),
+                escape(&text(p.hi))
+            );
+        }
+        out.push_str("</g>");
+    }
+    out.push_str("</svg>");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

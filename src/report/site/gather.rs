@@ -1,5 +1,5 @@
-//! Finding the runs under the folders and files `report site` is given: matrix results folders
-//! (`results.json`), `bench serve` result files and sweep summaries, and `bench sglang` JSONL
+//! Finding the runs under the folders and files `report site` is given: matrix and `capacity`
+//! results folders (`results.json`), `bench serve` result files and sweep summaries, and `bench sglang` JSONL
 //! records, nested folders included. Everything else is skipped with a line saying why.
 //!
 //! The only file reading of the site; what a file *is* is decided by [`classify`], pure.
@@ -25,6 +25,8 @@ pub enum Source {
         summary: Value,
         points: Vec<Map<String, Value>>,
     },
+    /// A `capacity` search's folder and its `results.json`.
+    Capacity { dir: PathBuf, results: Value },
     /// One record (line, counted from 1) of a `bench sglang` JSONL file.
     Sglang {
         file: PathBuf,
@@ -37,7 +39,7 @@ impl Source {
     /// Where the run came from, as given (`dir`, `file`, `file:line`).
     pub fn origin(&self) -> String {
         match self {
-            Source::Matrix { dir, .. } => dir.display().to_string(),
+            Source::Matrix { dir, .. } | Source::Capacity { dir, .. } => dir.display().to_string(),
             Source::BenchServe { file, .. } | Source::Sweep { file, .. } => {
                 file.display().to_string()
             }
@@ -60,6 +62,7 @@ pub enum Kind {
     Matrix,
     BenchServe,
     Sweep,
+    Capacity,
     /// Not a result: why.
     Not(String),
 }
@@ -71,6 +74,8 @@ pub fn classify(m: &Map<String, Value>) -> Kind {
     let has = |k: &str| m.contains_key(k);
     if has("schema_version") && has("decode") {
         Kind::Matrix
+    } else if has("schema_version") && has("answer") && has("probes") && has("slo") {
+        Kind::Capacity
     } else if has("sweep") && has("points") {
         Kind::Sweep
     } else if has("model_id") && has("output_throughput") && has("date") {
@@ -200,6 +205,14 @@ fn matrix(dir: &Path, results: &Path, found: &mut Found) {
 
 fn matrix_text(dir: &Path, text: &str, found: &mut Found) {
     let raw: Option<Map<String, Value>> = serde_json::from_str(text).ok();
+    // A `capacity` search writes its own `results.json`.
+    if let Some(m) = raw.as_ref().filter(|m| classify(m) == Kind::Capacity) {
+        found.runs.push(Source::Capacity {
+            dir: dir.to_path_buf(),
+            results: Value::Object(m.clone()),
+        });
+        return;
+    }
     if let Some(note) = raw.as_ref().and_then(matrix_version_note) {
         found.skipped.push(format!("{}: {note}", dir.display()));
         return;
@@ -238,7 +251,7 @@ fn file(path: &Path, found: &mut Found) {
             record: m,
         }),
         Ok(Value::Object(m)) => match classify(&m) {
-            Kind::Matrix => matrix_text(dir, &text, found),
+            Kind::Matrix | Kind::Capacity => matrix_text(dir, &text, found),
             Kind::BenchServe => found.runs.push(Source::BenchServe {
                 file: path.to_path_buf(),
                 result: m,
@@ -402,6 +415,12 @@ mod tests {
         assert_eq!(
             classify(&obj(json!({"sweep": "max_concurrency", "points": []}))),
             Kind::Sweep
+        );
+        assert_eq!(
+            classify(&obj(
+                json!({"schema_version": 1, "answer": {}, "probes": [], "slo": []})
+            )),
+            Kind::Capacity
         );
         assert_eq!(
             classify(&obj(

@@ -75,6 +75,7 @@ fn run_page(src: &Source, header: &RunHeader) -> String {
             html::bench::render(header, &figures)
         }
         Source::Sweep { summary, .. } => html::sweep::render(summary, header),
+        Source::Capacity { results, .. } => html::capacity::render(results, header),
     };
     page.replacen(
         "<body>",

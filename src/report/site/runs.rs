@@ -89,6 +89,11 @@ pub fn site_run(src: &Source, page: impl FnOnce(&Source, &RunHeader) -> String) 
             sweep_headline(summary),
             json!({"sweep": sweep_data(summary)}),
         ),
+        Source::Capacity { results, .. } => (
+            RunHeader::capacity(results),
+            Headline::default(),
+            json!({"figures": capacity_figures(results)}),
+        ),
         Source::Sglang { record, .. } => (
             RunHeader::bench_sglang(record),
             bench_headline(record),
@@ -183,6 +188,22 @@ fn matrix_data(r: &MatrixReport) -> Value {
         })
         .collect();
     json!({"decode": cells, "prefill": prefill})
+}
+
+/// A capacity search's answer as figures: its numbers under their own keys (`concurrency`,
+/// `smallest_failing_concurrency`, the throughput at the answer), for the comparison page.
+fn capacity_figures(v: &Value) -> Vec<(String, f64)> {
+    v.get("answer")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_f64().map(|v| (k.clone(), v)))
+        .chain(
+            v.get("wall_s")
+                .and_then(Value::as_f64)
+                .map(|w| ("wall_s".to_string(), w)),
+        )
+        .collect()
 }
 
 /// Every top-level number of a bench result, in its own key order.

@@ -29,9 +29,11 @@ mod burstgpt;
 mod chat_requests;
 mod common;
 mod custom;
+pub mod hf;
 mod prefix;
 mod random;
 pub mod random_mm;
+pub mod sglang_image;
 mod sharegpt;
 mod sonnet;
 mod text;
@@ -70,6 +72,11 @@ pub enum DatasetKind {
     BurstGpt,
     /// vLLM's `random-mm`: `random`'s prompts with images (`workload::datasets::random_mm`).
     RandomMm,
+    /// vLLM's `hf`: a Hugging Face dataset's rows, by the class vLLM picks for its id
+    /// (`workload::datasets::hf`).
+    Hf,
+    /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
+    SglangImage,
 }
 
 impl DatasetKind {
@@ -80,6 +87,7 @@ impl DatasetKind {
             self,
             DatasetKind::Random
                 | DatasetKind::RandomMm
+                | DatasetKind::SglangImage
                 | DatasetKind::PrefixRepetition
                 | DatasetKind::TimedTrace
                 | DatasetKind::BurstGpt
@@ -97,6 +105,8 @@ impl DatasetKind {
             DatasetKind::ChatRequests => "openai",
             DatasetKind::BurstGpt => "burstgpt",
             DatasetKind::RandomMm => "random-mm",
+            DatasetKind::Hf => "hf",
+            DatasetKind::SglangImage => "image",
         }
     }
 
@@ -111,11 +121,12 @@ impl DatasetKind {
             "timed_trace" => Ok(DatasetKind::TimedTrace),
             "burstgpt" => Ok(DatasetKind::BurstGpt),
             "random-mm" => Ok(DatasetKind::RandomMm),
-            "hf" | "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+            "hf" => Ok(DatasetKind::Hf),
+            "random-rerank" | "spec_bench" => Err(format!(
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt, hf)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt)"
+                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt, hf)"
             )),
         }
     }
@@ -176,6 +187,10 @@ pub struct DatasetConfig {
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
     /// `--random-mm-*` (the `random-mm` dataset).
     pub random_mm: crate::workload::datasets::random_mm::MmSettings,
+    /// `--hf-*`, `--blazedit-*`, `--bfcl-categories` (the `hf` dataset).
+    pub hf: hf::HfSettings,
+    /// SGLang's `--image-*` (its `image` dataset).
+    pub sglang_image: sglang_image::ImageSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -288,6 +303,8 @@ impl Default for DatasetConfig {
             prefix_groups: None,
             chat_template: None,
             random_mm: Default::default(),
+            hf: Default::default(),
+            sglang_image: Default::default(),
         }
     }
 }
@@ -299,6 +316,13 @@ pub type PromptWrap<'a> = dyn FnMut(&str) -> Result<String, String> + 'a;
 /// The input length of one chat request (a JSON object with `messages`), by the tool's rule
 /// (SGLang's `openai` dataset: the messages through the chat template, and the tools).
 pub type ChatLen<'a> = dyn FnMut(&str) -> Result<u64, String> + 'a;
+
+/// Chat messages (a JSON list) rendered through the model's chat template with the generation
+/// prompt, and `tools` (a JSON list) given to the template where `Some`: the text
+/// `apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)`
+/// gives.
+pub type RenderChat<'a> =
+    dyn FnMut(&serde_json::Value, Option<&serde_json::Value>) -> Result<String, String> + 'a;
 
 /// What a family asks of the model while it loads, as one value: the run implements it once
 /// (the server's `/tokenize` or a local tokenizer, the chat template); a test can pass a closure
@@ -317,6 +341,12 @@ pub trait Tokens {
     /// What measures the rows of a dataset of whole chat requests, which needs it; `None`: the
     /// model's chat template is not at hand.
     fn chat_len(&mut self) -> Option<&mut ChatLen<'_>> {
+        None
+    }
+
+    /// What renders whole message lists through the model's chat template (the `hf` dataset's
+    /// MLPerf and BFCL); `None`: the template is not at hand.
+    fn render(&mut self) -> Option<&mut RenderChat<'_>> {
         None
     }
 
@@ -370,6 +400,8 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
         DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
+        DatasetKind::Hf => hf::load(cfg, tokens),
+        DatasetKind::SglangImage => sglang_image::load(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -388,6 +420,7 @@ pub fn random_numpy_words(cfg: &DatasetConfig) -> u64 {
     match (cfg.kind, cfg.random_draws, cfg.prefix_groups) {
         (DatasetKind::Random, RandomDraws::Sglang { .. }, _) => random::numpy_words(cfg),
         (DatasetKind::PrefixRepetition, _, Some(g)) => prefix::numpy_words(cfg, g),
+        (DatasetKind::SglangImage, _, _) => sglang_image::numpy_words(cfg),
         _ => 0,
     }
 }
@@ -459,7 +492,8 @@ mod tests {
             DatasetKind::parse("prefix_repetition"),
             Ok(DatasetKind::PrefixRepetition)
         );
-        assert!(DatasetKind::parse("hf")
+        assert_eq!(DatasetKind::parse("hf"), Ok(DatasetKind::Hf));
+        assert!(DatasetKind::parse("spec_bench")
             .unwrap_err()
             .contains("not supported yet"));
         assert!(DatasetKind::parse("nope").unwrap_err().contains("unknown"));

@@ -1,0 +1,16 @@
+//! vLLM 0.33's `HumanEvalDataset` (`openai/openai_humaneval`): each problem's `prompt`.
+
+use super::{single_turn, Numbered};
+use crate::workload::datasets::{DatasetConfig, DatasetError, Sample, Tokens};
+
+/// The first `--num-prompts` rows, each `prompt` wrapped in the chat template unless
+/// `--skip-chat-template`; every output length `--hf-output-len`, else 256.
+pub(super) fn samples(
+    cfg: &DatasetConfig,
+    rows: &mut Numbered,
+    tokens: &mut dyn Tokens,
+) -> Result<Vec<Sample>, DatasetError> {
+    single_turn(cfg, rows, tokens, |rows, row| {
+        rows.text(row, "prompt").map(str::to_string)
+    })
+}

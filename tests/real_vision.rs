@@ -1,0 +1,227 @@
+//! llmspeed's image workloads against a real vision-language engine: `vllm serve` (the CPU
+//! build of `scripts/vllm-server.sh`) on the script's tiny random-weight LLaVA-style model
+//! (`scripts/tiny_vlm.py`), 127.0.0.1 on a kernel-chosen port, at most
+//! [`VISION_IMAGE_LIMIT`] images a prompt.
+//!
+//! What is proven is the image accounting: every image counts (224 / 14)^2 = 256 prompt tokens
+//! on this model whatever its size, so for each request the server's own `usage.prompt_tokens`
+//! is the tokens of its text alone (the server's `/tokenize` of the same chat without images)
+//! plus 256 per image. Both sides are read off the wire by a recording proxy between llmspeed
+//! and the server (the request as sent, the answer as streamed), and the images llmspeed says it
+//! sent (`llmspeed.images` of the result) must be the wire's, request for request.
+
+#[path = "support/real_server.rs"]
+mod real_server;
+#[path = "support/recording_proxy.rs"]
+mod recording_proxy;
+#[path = "conformance/reference.rs"]
+mod reference;
+#[path = "support/relay.rs"]
+mod relay;
+#[path = "real_vllm/server.rs"]
+mod server;
+#[path = "real_vision/wire.rs"]
+mod wire;
+
+use real_server::{bench_result, bench_serve, text};
+use recording_proxy::RecordingProxy;
+use server::{VISION_IMAGE_LIMIT, VISION_MODEL};
+use wire::{check_run, text_chat_tokens, wire_request, Run, WireRequest};
+
+/// Prompt tokens of one image on the tiny vision model: (224 / 14)^2.
+const TOKENS_PER_IMAGE: u64 = 256;
+/// The buckets the runs draw from, (height, width) as vLLM's `--random-mm-bucket-config` says
+/// them: one at the tower's own size, one larger (downscaled), one smaller (upscaled).
+const BUCKETS: &str = "{(224, 224, 1): 0.3, (480, 640, 1): 0.4, (64, 96, 1): 0.3}";
+const SIZES: [(u64, u64); 3] = [(224, 224), (640, 480), (96, 64)];
+
+/// `bench serve --dataset-name random-mm` through the recording proxy: 0 to 2 images a request
+/// of three sizes, each 256 prompt tokens as the server counts them ([`wire::check_run`]).
+#[test]
+fn random_mm_image_tokens_are_the_servers_count_less_the_text() {
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let run = Run {
+        n: 12,
+        input_len: 32,
+        limit: VISION_IMAGE_LIMIT,
+        buckets: BUCKETS,
+        sizes: &SIZES,
+        seed: "7",
+    };
+    check_run(&s, &run, |_, _| TOKENS_PER_IMAGE);
+}
+
+/// Requests of more images than the server takes: each is refused with HTTP 400, and the
+/// server's own message is printed once, classified as an HTTP status failure, not once a
+/// request.
+#[test]
+fn more_images_than_the_server_allows_is_its_400_shown_once() {
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let over = VISION_IMAGE_LIMIT + 1;
+    let limits = format!("{{\"image\": {over}, \"video\": 0}}");
+    let o = bench_serve(
+        &s.url,
+        VISION_MODEL,
+        dir.path(),
+        "6",
+        "2",
+        &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "random-mm",
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "4",
+            "--random-mm-base-items-per-request",
+            &over.to_string(),
+            "--random-mm-num-mm-items-range-ratio",
+            "0",
+            "--random-mm-limit-mm-per-prompt",
+            &limits,
+            "--random-mm-bucket-config",
+            "{(64, 96, 1): 1.0}",
+        ],
+    );
+    let all = text(&o);
+    assert!(!o.status.success(), "{all}");
+    let r = bench_result(dir.path(), &o);
+    assert_eq!(r["completed"], 0, "{all}");
+    assert_eq!(r["failed"], 6, "{all}");
+    // vLLM's own sentence, as it words it for this limit.
+    let message = format!("At most {VISION_IMAGE_LIMIT} image(s) may be provided in one prompt");
+    assert_eq!(all.matches(&message).count(), 1, "{all}");
+    assert!(
+        all.contains("Failed requests by kind: http_status 6"),
+        "{all}"
+    );
+    assert!(all.contains("(HTTP 400)"), "{all}");
+}
+
+/// vLLM 0.33's own client (`vllm bench serve`, the reference of `tests/conformance_*.rs`) and
+/// ours, with the same random-mm flags and seed, each through a recording proxy to the real
+/// model: the same requests carry the same images (count and sizes per request, read from the
+/// JPEGs on the wire; the pixels are each tool's own noise), and the server counts their images
+/// the same (prompt tokens less the text's). Each tool's text is its own (vLLM decodes its ids
+/// locally, llmspeed fits them through the server), so the text is compared to nothing.
+#[test]
+fn vllms_own_client_sends_the_same_images_and_the_server_counts_them_the_same() {
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let Some(python) = reference::VLLM.python() else {
+        return;
+    };
+    let n = 8;
+    let limits = format!("{{\"image\": {VISION_IMAGE_LIMIT}, \"video\": 0}}");
+    let flags = [
+        "--backend",
+        "openai-chat",
+        "--endpoint",
+        "/v1/chat/completions",
+        "--dataset-name",
+        "random-mm",
+        "--random-input-len",
+        "32",
+        "--random-output-len",
+        "4",
+        "--random-mm-base-items-per-request",
+        "1",
+        "--random-mm-num-mm-items-range-ratio",
+        "1.0",
+        "--random-mm-limit-mm-per-prompt",
+        &limits,
+        "--random-mm-bucket-config",
+        BUCKETS,
+        "--seed",
+        "5",
+    ];
+    let backend = ([127, 0, 0, 1], s.port).into();
+    let (ours_proxy, theirs_proxy) = (
+        RecordingProxy::start(backend),
+        RecordingProxy::start(backend),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let o = bench_serve(
+        &ours_proxy.url(),
+        VISION_MODEL,
+        dir.path(),
+        &n.to_string(),
+        "2",
+        &flags,
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let theirs_dir = tempfile::tempdir().unwrap();
+    let out = reference::VLLM
+        .command(&python)
+        .args(["--base-url", &theirs_proxy.url(), "--model", VISION_MODEL])
+        .arg("--tokenizer")
+        .arg(&s.model_dir)
+        .args(["--num-prompts", &n.to_string(), "--max-concurrency", "2"])
+        .args(["--ignore-eos", "--save-result", "--save-detailed"])
+        .arg("--result-dir")
+        .arg(theirs_dir.path())
+        .args(["--result-filename", "r.json"])
+        .args(flags)
+        .output()
+        .expect("run vllm bench serve");
+    let said = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{said}");
+    let theirs_result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(theirs_dir.path().join("r.json")).unwrap())
+            .unwrap();
+    assert_eq!(theirs_result["completed"], n, "{said}");
+
+    // Each request's images (sizes, in order) and their tokens as the server counted them.
+    let images = |proxy: &RecordingProxy| -> Vec<(Vec<(u64, u64)>, u64)> {
+        let chats: Vec<_> = proxy
+            .exchanges()
+            .into_iter()
+            .filter(|x| x.method == "POST" && x.path == "/v1/chat/completions")
+            .collect();
+        // vLLM's initial test request is its first prompt once more: left out.
+        assert!(chats.len() >= n, "{} chat requests", chats.len());
+        let extra = chats.len() - n;
+        for x in &chats[..extra] {
+            assert_eq!(
+                x.body, chats[extra].body,
+                "an extra request that is not the first's"
+            );
+        }
+        let mut v: Vec<_> = chats[extra..]
+            .iter()
+            .map(wire_request)
+            .map(|w: WireRequest| {
+                let sizes = w.images.iter().map(|i| (i.width, i.height)).collect();
+                (sizes, w.prompt_tokens - text_chat_tokens(&s, &w.text))
+            })
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (ours, theirs) = (images(&ours_proxy), images(&theirs_proxy));
+    assert_eq!(
+        ours, theirs,
+        "(image sizes, image tokens) per request: ours vs vLLM's"
+    );
+    for (sizes, tokens) in &ours {
+        assert_eq!(*tokens, TOKENS_PER_IMAGE * sizes.len() as u64, "{sizes:?}");
+    }
+    assert!(
+        ours.iter()
+            .any(|(s, _)| s.len() as u64 == VISION_IMAGE_LIMIT),
+        "{ours:?}"
+    );
+}
