@@ -408,6 +408,52 @@ pub struct TlsSetup {
     pub ca_file: std::path::PathBuf,
 }
 
+impl TlsSetup {
+    /// `selftest --tls-cert CERT --tls-key KEY`: the server serves CERT (PEM, with its chain)
+    /// with KEY (PEM), and the client trusts CERT as `--ca-cert` (a certificate made with
+    /// `openssl req -x509 ... -addext subjectAltName=IP:127.0.0.1`).
+    pub fn from_pem_files(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<TlsSetup, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(cert)
+            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("cannot read the certificate {}: {e}", cert.display()))?;
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| format!("cannot read the key {}: {e}", key.display()))?;
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+            .map_err(|e| format!("cannot serve {}: {e}", cert.display()))?;
+        Ok(TlsSetup {
+            server: std::sync::Arc::new(server),
+            ca_file: cert.to_path_buf(),
+        })
+    }
+}
+
+/// [`run_stoppable`] (beside a busy loop when `busy_loop`, pinned) over TLS when `tls` is given.
+pub fn run_stoppable_over(
+    shape: &Shape,
+    pin: Option<&Pin>,
+    busy_loop: bool,
+    stop: &Cancel,
+    tls: Option<&TlsSetup>,
+) -> Result<Report, SelftestError> {
+    run_with_front(
+        shape,
+        Duration::ZERO,
+        pin,
+        busy_loop && pin.is_some(),
+        stop,
+        None::<&mut Option<fn(std::net::SocketAddr) -> Front>>,
+        tls,
+    )
+}
+
 /// Test hook: [`run`] over TLS (pinned when `pin` is given; with a client blocking `busy`
 /// after every event, as [`run_with_busy_client`]).
 #[doc(hidden)]
