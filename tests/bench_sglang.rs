@@ -441,7 +441,10 @@ fn refused_flags_name_themselves() {
         ("--disable-stream", vec!["--disable-stream"]),
         ("--profile", vec!["--profile"]),
         ("--backend trt", vec!["--backend", "trt"]),
-        ("--dataset-name image", vec!["--dataset-name", "image"]),
+        (
+            "--dataset-name speed-bench",
+            vec!["--dataset-name", "speed-bench"],
+        ),
         (
             "--dataset-name agentic-trace",
             vec!["--dataset-name", "agentic-trace", "--dataset-offset", "9"],

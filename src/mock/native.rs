@@ -61,7 +61,8 @@ fn check_context(prompt: usize, max_new: u32, mml: u32) -> Result<(), String> {
 }
 
 /// SGLang `/generate` (`GenerateReqInput`): `text` or `input_ids`, `sampling_params`
-/// (`max_new_tokens`, `min_new_tokens`, `ignore_eos`), `stream`.
+/// (`max_new_tokens`, `min_new_tokens`, `ignore_eos`), `stream`, `image_data` (one image URL
+/// or a list of them, as SGLang's benchmark sends them).
 pub fn parse_sglang(tok: &Tokenizer, mml: u32, body: &Value) -> Result<GenRequest, String> {
     let prompt = match (body.get("text"), body.get("input_ids")) {
         (Some(Value::String(s)), None) => tok.encode(s),
@@ -106,7 +107,7 @@ pub fn parse_sglang(tok: &Tokenizer, mml: u32, body: &Value) -> Result<GenReques
             .and_then(Value::as_u64)
             .unwrap_or(0),
         details: false,
-        images: Vec::new(),
+        images: super::image::image_data(body.get("image_data"))?,
     })
 }
 
@@ -284,6 +285,29 @@ mod tests {
 
     fn tok() -> Tokenizer {
         Tokenizer::new()
+    }
+
+    #[test]
+    fn sglang_image_data_is_the_requests_images() {
+        let t = Tokenizer::new();
+        let url = |w: u32, h: u32| {
+            let rgb = vec![9u8; (w * h * 3) as usize];
+            crate::workload::image::Image::jpeg(w, h, &rgb).unwrap().url
+        };
+        let (a, b) = (url(8, 4), url(3, 5));
+        let g = parse_sglang(&t, 4096, &json!({"text": "hi", "image_data": [&*a, &*b]})).unwrap();
+        let sizes: Vec<(u32, u32)> = g
+            .images
+            .iter()
+            .map(|i| (i.size.width, i.size.height))
+            .collect();
+        assert_eq!(sizes, vec![(8, 4), (3, 5)]);
+        let g = parse_sglang(&t, 4096, &json!({"text": "hi", "image_data": &*a})).unwrap();
+        assert_eq!(g.images.len(), 1);
+        let g = parse_sglang(&t, 4096, &json!({"text": "hi", "image_data": null})).unwrap();
+        assert!(g.images.is_empty());
+        let e = parse_sglang(&t, 4096, &json!({"text": "hi", "image_data": [1]})).unwrap_err();
+        assert!(e.contains("image_data"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The images a prompt carries: pixels made before the run, encoded as JPEG and written as the
-//! `data:` URL the request sends ([`Image`]). Shared by the image datasets (`random_mm`).
+//! The images a prompt carries: pixels made before the run, encoded as JPEG or PNG ([`Format`])
+//! and written as the `data:` URL the request sends ([`Image`]). Shared by the image datasets
+//! (`random_mm`, `sglang_image`).
 //!
 //! Pure: no IO, no clock. Everything here runs while the dataset loads, never on the measured
 //! path: a request only copies the finished URL into its body.
@@ -34,13 +35,61 @@ impl Image {
     /// An image of `width` × `height` RGB pixels (`rgb`: row-major, 3 bytes a pixel), encoded
     /// as JPEG at [`JPEG_QUALITY`] and written as a data URL.
     pub fn jpeg(width: u32, height: u32, rgb: &[u8]) -> Result<Image, String> {
-        let file = encode_jpeg(width, height, rgb)?;
+        Image::encode(Format::Jpeg, JPEG_QUALITY, width, height, rgb)
+    }
+
+    /// An image of `width` × `height` RGB pixels in `format` (`quality`: JPEG's, 1 to 100;
+    /// PNG is lossless and ignores it), written as a data URL of the format's MIME type.
+    pub fn encode(
+        format: Format,
+        quality: u8,
+        width: u32,
+        height: u32,
+        rgb: &[u8],
+    ) -> Result<Image, String> {
+        let file = match format {
+            Format::Jpeg => encode_jpeg_at(width, height, rgb, quality)?,
+            Format::Png => encode_png(width, height, rgb)?,
+        };
         Ok(Image {
             width,
             height,
             encoded_bytes: file.len() as u64,
-            url: data_url("image/jpeg", &file).into(),
+            url: data_url(format.mime(), &file).into(),
         })
+    }
+}
+
+/// The file format an image is sent in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Jpeg,
+    Png,
+}
+
+impl Format {
+    /// The name SGLang's `--image-format` takes (and its data URL's subtype).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Jpeg => "jpeg",
+            Format::Png => "png",
+        }
+    }
+
+    pub fn mime(self) -> &'static str {
+        match self {
+            Format::Jpeg => "image/jpeg",
+            Format::Png => "image/png",
+        }
+    }
+
+    /// The largest side the format's header can hold.
+    pub fn max_side(self) -> u32 {
+        match self {
+            Format::Jpeg => MAX_SIDE,
+            // PNG's header holds 31 bits; far past what memory holds as RGB.
+            Format::Png => i32::MAX as u32,
+        }
     }
 }
 
@@ -54,8 +103,13 @@ pub enum Fill {
     Blank,
 }
 
-/// `rgb` (row-major, 3 bytes a pixel) as a baseline JPEG file.
+/// `rgb` (row-major, 3 bytes a pixel) as a baseline JPEG file at [`JPEG_QUALITY`].
 pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, String> {
+    encode_jpeg_at(width, height, rgb, JPEG_QUALITY)
+}
+
+/// `rgb` as a baseline JPEG file at `quality` (1 to 100).
+pub fn encode_jpeg_at(width: u32, height: u32, rgb: &[u8], quality: u8) -> Result<Vec<u8>, String> {
     let (w, h) = match (u16::try_from(width), u16::try_from(height)) {
         (Ok(w), Ok(h)) if w > 0 && h > 0 => (w, h),
         _ => {
@@ -64,6 +118,43 @@ pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, Strin
             ))
         }
     };
+    let want = check_len(width, height, rgb)?;
+    let mut out = Vec::with_capacity(want / 2);
+    jpeg_encoder::Encoder::new(&mut out, quality.clamp(1, 100))
+        .encode(rgb, w, h, jpeg_encoder::ColorType::Rgb)
+        .map_err(|e| format!("JPEG encoding failed: {e}"))?;
+    Ok(out)
+}
+
+/// `rgb` (row-major, 3 bytes a pixel) as an 8-bit RGB PNG file, deflated at the `png` crate's
+/// balanced level (PIL's default is zlib's level 6: noise stays about its raw size in both, a
+/// blank image shrinks to a few hundred bytes in both).
+pub fn encode_png(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, String> {
+    if width == 0
+        || height == 0
+        || width > Format::Png.max_side()
+        || height > Format::Png.max_side()
+    {
+        return Err(format!(
+            "an image of {width}x{height} pixels cannot be a PNG (each side 1 to {})",
+            Format::Png.max_side()
+        ));
+    }
+    let want = check_len(width, height, rgb)?;
+    let mut out = Vec::with_capacity(want / 2 + 1024);
+    let mut enc = png::Encoder::new(&mut out, width, height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Balanced);
+    let fail = |e: png::EncodingError| format!("PNG encoding failed: {e}");
+    let mut w = enc.write_header().map_err(fail)?;
+    w.write_image_data(rgb).map_err(fail)?;
+    w.finish().map_err(fail)?;
+    Ok(out)
+}
+
+/// The bytes `width` × `height` RGB pixels take, checked against `rgb`.
+fn check_len(width: u32, height: u32, rgb: &[u8]) -> Result<usize, String> {
     let want = width as usize * height as usize * 3;
     if rgb.len() != want {
         return Err(format!(
@@ -71,11 +162,7 @@ pub fn encode_jpeg(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, Strin
             rgb.len()
         ));
     }
-    let mut out = Vec::with_capacity(want / 2);
-    jpeg_encoder::Encoder::new(&mut out, JPEG_QUALITY)
-        .encode(rgb, w, h, jpeg_encoder::ColorType::Rgb)
-        .map_err(|e| format!("JPEG encoding failed: {e}"))?;
-    Ok(out)
+    Ok(want)
 }
 
 /// `data:<mime>;base64,<bytes>`.
@@ -143,6 +230,44 @@ mod tests {
         assert!(e.contains("70000x1"), "{e}");
         let e = encode_jpeg(2, 2, &[0; 5]).unwrap_err();
         assert!(e.contains("12 bytes, got 5"), "{e}");
+    }
+
+    #[test]
+    fn a_png_has_the_asked_size_and_decodes_to_its_pixels() {
+        use base64::Engine as _;
+        let (w, h) = (13u32, 7u32);
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 31 % 256) as u8).collect();
+        let img = Image::encode(Format::Png, 85, w, h, &rgb).unwrap();
+        let b64 = img.url.strip_prefix("data:image/png;base64,").unwrap();
+        let file = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
+        assert_eq!(img.encoded_bytes, file.len() as u64);
+        // The IHDR chunk, read by hand: width and height, big-endian, after the signature.
+        assert_eq!(&file[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(&file[12..16], b"IHDR");
+        let be = |at: usize| u32::from_be_bytes(file[at..at + 4].try_into().unwrap());
+        assert_eq!((be(16), be(20)), (w, h));
+        // Lossless: the decoder gives the pixels back.
+        let mut r = png::Decoder::new(std::io::Cursor::new(&file))
+            .read_info()
+            .unwrap();
+        let mut back = vec![0; r.output_buffer_size().unwrap()];
+        let info = r.next_frame(&mut back).unwrap();
+        assert_eq!(&back[..info.buffer_size()], &rgb[..]);
+        assert!(encode_png(0, 1, &[]).unwrap_err().contains("0x1"));
+    }
+
+    #[test]
+    fn jpeg_quality_changes_the_size_not_the_header() {
+        let (w, h) = (48u32, 32u32);
+        let mut g = crate::workload::numpy::Generator::new(1);
+        let mut noise = vec![0u8; (w * h * 3) as usize];
+        g.fill_u8(&mut noise);
+        let q85 = Image::encode(Format::Jpeg, 85, w, h, &noise).unwrap();
+        let q75 = Image::jpeg(w, h, &noise).unwrap();
+        assert!(q85.encoded_bytes > q75.encoded_bytes);
+        assert!(q85.url.starts_with("data:image/jpeg;base64,"));
     }
 
     #[test]

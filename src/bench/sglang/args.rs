@@ -104,6 +104,22 @@ pub struct SglangArgs {
     /// vLLM's.
     #[arg(long, default_value_t = 0.0)]
     pub random_range_ratio: f64,
+    /// image: images per request (with --random-image-count, the most).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub image_count: i64,
+    /// image: 4k, 1080p, 720p, 360p, HEIGHTxWIDTH (e.g. 1080x1920), or
+    /// random:MIN_HxMIN_W-MAX_HxMAX_W (each image's sides drawn between the bounds).
+    #[arg(long, default_value = "1080p")]
+    pub image_resolution: String,
+    /// image: each request's image count drawn from 1 to --image-count.
+    #[arg(long)]
+    pub random_image_count: bool,
+    /// image: jpeg or png.
+    #[arg(long, default_value = "jpeg")]
+    pub image_format: String,
+    /// image: random (noise) or blank (white).
+    #[arg(long, default_value = "random")]
+    pub image_content: String,
     /// Requests per second (inf: all at once; else Poisson arrivals).
     #[arg(long, default_value = "inf")]
     pub request_rate: f64,
@@ -288,6 +304,8 @@ pub struct SglangConfig {
     pub cache_report: bool,
     /// `--dataset-name mooncake`: the trace, downloaded before the run when it is not there.
     pub mooncake_trace: Option<TraceFile>,
+    /// `--dataset-name image`: `--image-count` and `--image-resolution` as given.
+    pub image: Option<(i64, String)>,
 }
 
 impl SglangConfig {
@@ -359,6 +377,8 @@ impl SglangArgs {
             goodput,
             cache_report: self.cache_report,
             mooncake_trace: self.mooncake_trace()?,
+            image: (self.dataset_name == "image")
+                .then(|| (self.image_count, self.image_resolution.clone())),
         })
     }
 
@@ -553,7 +573,8 @@ impl SglangArgs {
             tokenizer: self.tokenizer.clone(),
             endpoint: endpoint.into(),
             dialect,
-            chat: reader == Reader::Chat,
+            // An image row's text goes as text on every backend (SGLang's `text`).
+            chat: reader == Reader::Chat || self.dataset_name == "image",
             bodies: Arc::new(SglangBodies {
                 reader,
                 lora_names: lora_names.clone(),
@@ -718,6 +739,7 @@ impl SglangArgs {
                 d.shuffle = !self.gsp_ordered;
                 d.prefix_groups = groups;
             }
+            "image" => self.image_dataset(&mut d)?,
             "mooncake" => {
                 // SGLang's file: --dataset-path, else /tmp/<workload>_trace.jsonl, fetched at
                 // run time when missing (`run::mooncake_trace`).
@@ -740,12 +762,58 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image)"
                 ));
             }
         }
         let n = d.num_prompts;
         Ok((d, n))
+    }
+
+    /// `--dataset-name image`: `random`'s lengths and the `--image-*` flags, checked as SGLang
+    /// checks them (its backends, no `--tokenize-prompt`), and a count SGLang would crash on
+    /// (below 1) refused.
+    fn image_dataset(&self, d: &mut DatasetConfig) -> Result<(), String> {
+        use crate::workload::datasets::sglang_image::{
+            parse_content, parse_format, parse_resolution, ImageSettings,
+        };
+        if !matches!(
+            self.backend.as_str(),
+            "sglang" | "sglang-native" | "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat"
+        ) {
+            return Err(format!(
+                "--dataset-name image runs on --backend sglang, sglang-native, sglang-oai-chat, \
+                 vllm-chat or lmdeploy-chat (as in SGLang), got {}",
+                self.backend
+            ));
+        }
+        if self.tokenize_prompt {
+            return Err(
+                "--tokenize-prompt does not work with --dataset-name image (as in SGLang)".into(),
+            );
+        }
+        if self.image_count < 1 || self.image_count > u32::MAX as i64 {
+            return Err(format!(
+                "--image-count must be at least 1 (images per request), got {}",
+                self.image_count
+            ));
+        }
+        d.kind = DatasetKind::SglangImage;
+        d.random_input_len = self.random_input_len;
+        d.random_output_len = self.random_output_len;
+        d.random_bounds = Some(sglang_bounds(
+            self.random_input_len,
+            self.random_output_len,
+            self.random_range_ratio,
+        ));
+        d.sglang_image = ImageSettings {
+            count: self.image_count as u32,
+            random_count: self.random_image_count,
+            resolution: parse_resolution(&self.image_resolution)?,
+            format: parse_format(&self.image_format)?,
+            content: parse_content(&self.image_content)?,
+        };
+        Ok(())
     }
 
     /// `--gsp-range-ratio` and the group distribution, checked as SGLang checks them; `None`

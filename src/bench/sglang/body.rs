@@ -158,6 +158,15 @@ pub fn body(
             // A chat request's own messages go as they are; a prompt is one user message.
             let messages = match &s.prompt {
                 PromptSource::Chat { .. } => prompt,
+                // SGLang's image rows: each image an `image_url` part, then the text.
+                PromptSource::Multimodal { images, .. } => {
+                    let mut content: Vec<Value> = images
+                        .iter()
+                        .map(|i| json!({"type": "image_url", "image_url": {"url": &*i.url}}))
+                        .collect();
+                    content.push(json!({"type": "text", "text": prompt}));
+                    json!([{"role": "user", "content": content}])
+                }
                 _ => json!([{"role": "user", "content": prompt}]),
             };
             m.insert("messages".into(), messages);
@@ -169,6 +178,14 @@ pub fn body(
     }
     for (k, v) in &flags.extra {
         m.insert(k.clone(), v.clone());
+    }
+    // SGLang's native and completions readers send a row's images as `image_data`, the data
+    // URLs in order, after the extra body.
+    if let (PromptSource::Multimodal { images, .. }, Reader::Native | Reader::Completions) =
+        (&s.prompt, reader)
+    {
+        let urls: Vec<&str> = images.iter().map(|i| &*i.url).collect();
+        m.insert("image_data".into(), json!(urls));
     }
     // A chat request's own fields over the run's (SGLang merges them so).
     if let PromptSource::Chat { extra, .. } = &s.prompt {
@@ -188,17 +205,15 @@ pub fn body(
 /// The prompt as sent: text, a chat request's messages, or token ids where the dataset made ids
 /// and the endpoint takes them (the native endpoint's `input_ids`, the completions `prompt`).
 fn prompt_value(s: &Sample, reader: Reader) -> Result<Value, String> {
-    match &s.prompt {
+    match s.prompt.text_part() {
         PromptSource::Text(t) => Ok(json!(t)),
         // Sent round by round (`round_body`), never as one prompt.
         PromptSource::Turns(_) => Err("a multi-turn row is sent round by round".into()),
         // SGLang sends the message list in the prompt's place whatever the backend.
         PromptSource::Chat { messages, .. } => Ok(messages.as_ref().clone()),
-        PromptSource::Multimodal { .. } => {
-            Err("bench sglang sends no images yet (its image dataset is not built)".into())
-        }
+        PromptSource::Multimodal { .. } => Err("an image row's text part has images".into()),
         PromptSource::Synthetic { .. } | PromptSource::Blocks { .. } => {
-            if reader == Reader::Chat {
+            if reader == Reader::Chat || matches!(s.prompt, PromptSource::Multimodal { .. }) {
                 return Err("token-id prompts cannot go to a chat endpoint".into());
             }
             let mut ids = Vec::with_capacity(s.prompt_len as usize);
@@ -338,6 +353,54 @@ mod tests {
         let v = parse(body(Reader::Completions, "m", &sample("hi", 9), None, &f).unwrap());
         assert_eq!(v["temperature"], 0.0);
         assert!(v.get("logprobs").is_none(), "only with --return-logprob");
+    }
+
+    #[test]
+    fn image_rows_send_images_before_the_text_on_chat_and_as_image_data_elsewhere() {
+        use crate::workload::image::Image;
+        let img = |w: u32, url: &str| Image {
+            width: w,
+            height: 1,
+            encoded_bytes: 3,
+            url: url.into(),
+        };
+        let s = Sample {
+            prompt: PromptSource::Multimodal {
+                text: Box::new(PromptSource::Text("look".into())),
+                images: vec![img(1, "data:image/png;base64,AA=="), img(2, "data:b")].into(),
+            },
+            ..sample("", 4)
+        };
+        let f = BodyFlags::default();
+        let v = parse(body(Reader::Chat, "m", &s, None, &f).unwrap());
+        assert_eq!(
+            v["messages"],
+            json!([{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+                {"type": "image_url", "image_url": {"url": "data:b"}},
+                {"type": "text", "text": "look"}]}])
+        );
+        assert!(v.get("image_data").is_none());
+        let v = parse(body(Reader::Native, "m", &s, None, &f).unwrap());
+        assert_eq!(v["text"], "look");
+        assert_eq!(
+            v["image_data"],
+            json!(["data:image/png;base64,AA==", "data:b"])
+        );
+        // Token ids never go with images: the engine makes the text part text first.
+        let ids = Sample {
+            prompt: PromptSource::Multimodal {
+                text: Box::new(PromptSource::Synthetic {
+                    prefix: Vec::new().into(),
+                    start: 0,
+                    len: 2,
+                    ids: crate::workload::sample::IdRange::DEFAULT,
+                }),
+                images: vec![img(1, "data:x")].into(),
+            },
+            ..sample("", 4)
+        };
+        assert!(body(Reader::Native, "m", &ids, None, &f).is_err());
     }
 
     #[test]

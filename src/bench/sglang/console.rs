@@ -70,7 +70,10 @@ pub fn write(w: &mut (impl Write + ?Sized), h: &Header<'_>, m: &Metrics) -> io::
     row(w, "Successful requests:", m.completed)?;
     rowf(w, "Benchmark duration (s):", h.duration_s)?;
     row(w, "Total input tokens:", m.total_input)?;
-    row(w, "Total input text tokens:", m.total_input)?;
+    row(w, "Total input text tokens:", m.total_input_text())?;
+    if let Some(v) = m.total_input_vision {
+        row(w, "Total input vision tokens:", v)?;
+    }
     row(w, "Total generated tokens:", m.total_output)?;
     row(
         w,

@@ -14,9 +14,9 @@ const COMMAND: &str = "bench sglang";
 const PROFILER: &str = "it drives SGLang's torch profiler on the server; profile the server \
                         with its own tools while llmspeed runs";
 
-const NO_DATASET: &str = "llmspeed builds no image, Hugging Face or agentic dataset (datasets: \
+const NO_DATASET: &str = "llmspeed builds no Hugging Face or agentic dataset (datasets: \
                           sharegpt, custom, openai, random, random-ids, generated-shared-prefix, \
-                          mooncake)";
+                          mooncake, image)";
 
 const POOLING: &str = "embeddings return no tokens to time; llmspeed measures generation";
 
@@ -73,14 +73,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--random-image-count",
-        reason: NO_DATASET,
-    },
-    Refusal {
-        flag: "--image-*",
-        reason: NO_DATASET,
-    },
-    Refusal {
         flag: "--use-trace-timestamps",
         reason: "it is only valid for the mooncake dataset",
     },
@@ -114,10 +106,6 @@ pub const REFUSED: &[Refusal] = &[
     },
     Refusal {
         flag: "--dataset-name mmmu",
-        reason: NO_DATASET,
-    },
-    Refusal {
-        flag: "--dataset-name image",
         reason: NO_DATASET,
     },
     Refusal {
@@ -196,21 +184,11 @@ pub struct RefusedFlags {
     pub speed_bench_category: Option<String>,
     #[arg(long, hide = true)]
     pub speed_bench_output_len: Option<String>,
-    #[arg(long, hide = true)]
-    pub random_image_count: bool,
-    #[arg(long, hide = true)]
-    pub image_count: Option<String>,
-    #[arg(long, hide = true)]
-    pub image_resolution: Option<String>,
-    #[arg(long, hide = true)]
-    pub image_format: Option<String>,
-    #[arg(long, hide = true)]
-    pub image_content: Option<String>,
 }
 
 impl RefusedFlags {
     /// Each refused flag of this struct with whether it was given.
-    fn given(&self) -> [(&'static str, bool); 14] {
+    fn given(&self) -> [(&'static str, bool); 12] {
         let profiler = !self.profile_activities.is_empty()
             || self.profile_start_step.is_some()
             || self.profile_steps.is_some()
@@ -221,10 +199,6 @@ impl RefusedFlags {
             || self.profile_prefix.is_some()
             || self.profile_prefill_url.is_some()
             || self.profile_decode_url.is_some();
-        let image = self.image_count.is_some()
-            || self.image_resolution.is_some()
-            || self.image_format.is_some()
-            || self.image_content.is_some();
         [
             ("--disable-stream", self.disable_stream),
             ("--profile", self.profile),
@@ -244,8 +218,6 @@ impl RefusedFlags {
                 "--speed-bench-output-len",
                 self.speed_bench_output_len.is_some(),
             ),
-            ("--random-image-count", self.random_image_count),
-            ("--image-*", image),
         ]
     }
 

@@ -243,7 +243,11 @@ fn walk_openai(reader: Reader, r: &RequestInput) -> Walk {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Metrics {
     pub completed: u64,
+    /// The input tokens of the completed requests, vision tokens included.
     pub total_input: u64,
+    /// Of them, the vision tokens: `Some` for the image dataset alone (SGLang prints the row
+    /// for its image datasets only).
+    pub total_input_vision: Option<u64>,
     pub total_output: u64,
     pub total_output_retokenized: u64,
     pub request_throughput: f64,
@@ -272,6 +276,22 @@ pub fn completed_input(outputs: &[RequestOutput]) -> u64 {
 }
 
 impl Metrics {
+    /// The image dataset's figures: the completed requests' `text` and `vision` tokens make
+    /// the input total and the throughputs built on it (SGLang's rows count them together).
+    pub fn with_vision(&mut self, text: u64, vision: u64, duration_s: f64) {
+        self.total_input_vision = Some(vision);
+        self.total_input = text + vision;
+        self.input_throughput = self.total_input as f64 / duration_s;
+        self.total_throughput = (self.total_input + self.total_output) as f64 / duration_s;
+        self.total_throughput_retokenized =
+            (self.total_input + self.total_output_retokenized) as f64 / duration_s;
+    }
+
+    /// The text tokens of the input total.
+    pub fn total_input_text(&self) -> u64 {
+        self.total_input - self.total_input_vision.unwrap_or(0)
+    }
+
     /// SGLang's figures for multi-turn rows (`--gsp-num-turns` above 1): it totals the input
     /// over the dataset's rows and passes none for conversations, so the input total and the
     /// throughputs built on it count no input (each round's server count stays in

@@ -5,7 +5,8 @@
 //! ([`console`], [`record`]). Requests are built by [`body`] and sent by [`run`]; sweeps and
 //! repeated runs are the engine's session loop around it ([`session`]); `--shard K/N` saves
 //! [`shard`]'s block, from which [`merge`] recomputes the whole run. `--goodput` and
-//! `--cache-report` add SGLang's [`goodput`] and [`cache`] figures.
+//! `--cache-report` add SGLang's [`goodput`] and [`cache`] figures; the image dataset its vision
+//! tokens and llmspeed's per-request image figures ([`images`]).
 
 pub mod args;
 pub mod body;
@@ -13,6 +14,7 @@ pub mod cache;
 pub mod console;
 pub mod flags;
 pub mod goodput;
+pub mod images;
 pub mod merge;
 pub mod metrics;
 pub mod mooncake;

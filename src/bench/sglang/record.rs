@@ -47,6 +47,8 @@ pub struct RunArgs<'a> {
     pub random_output_len: u32,
     pub random_range_ratio: f64,
     pub num_prompts: usize,
+    /// `--image-count` and `--image-resolution` as given (the image dataset's file name).
+    pub image: Option<(i64, &'a str)>,
 }
 
 /// The figures the record carries besides the metrics.
@@ -91,8 +93,11 @@ pub fn pairs(
         ("duration", f(duration_s)),
         ("completed", j(json!(m.completed))),
         ("total_input_tokens", j(json!(m.total_input))),
-        ("total_input_text_tokens", j(json!(m.total_input))),
-        ("total_input_vision_tokens", j(json!(0))),
+        ("total_input_text_tokens", j(json!(m.total_input_text()))),
+        (
+            "total_input_vision_tokens",
+            j(json!(m.total_input_vision.unwrap_or(0))),
+        ),
         ("total_output_tokens", j(json!(m.total_output))),
         (
             "total_output_tokens_retokenized",
@@ -291,8 +296,15 @@ pub fn append(path: &std::path::Path, pairs: &[(&'static str, Field)]) -> io::Re
 }
 
 /// SGLang's default file name: `{backend}_{MMDD}_{num_prompts}_{in}_{out}.jsonl` for the random
-/// datasets, `{backend}_{MMDD}_{num_prompts}_{dataset}.jsonl` otherwise. `mmdd` is the date.
+/// datasets, `..._{in}_{out}_{count}imgs_{resolution}.jsonl` for `image`,
+/// `{backend}_{MMDD}_{num_prompts}_{dataset}.jsonl` otherwise. `mmdd` is the date.
 pub fn default_file_name(a: &RunArgs<'_>, mmdd: &str) -> String {
+    if let (Some((count, resolution)), "image") = (a.image, a.dataset_name) {
+        return format!(
+            "{}_{mmdd}_{}_{}_{}_{count}imgs_{resolution}.jsonl",
+            a.backend, a.num_prompts, a.random_input_len, a.random_output_len
+        );
+    }
     if a.dataset_name.starts_with("random") {
         format!(
             "{}_{mmdd}_{}_{}_{}.jsonl",
@@ -359,6 +371,7 @@ mod tests {
             random_output_len: 8,
             random_range_ratio: 0.0,
             num_prompts: 5,
+            image: None,
         }
     }
 

@@ -8,7 +8,7 @@
 
 use super::args::SglangConfig;
 use super::metrics::{self, RequestInput, RequestOutput};
-use super::{cache, console, goodput, mooncake, record, shard};
+use super::{cache, console, goodput, images, mooncake, record, shard};
 use crate::bench::engine::connect::client_for;
 use crate::bench::engine::plan::Plan;
 use crate::bench::engine::samples::{local_tokenizer, server_count};
@@ -102,6 +102,21 @@ pub async fn run(
     if cfg.plan.turns > 1 {
         m.without_dataset_input(duration_s);
     }
+    let text_counts = match cfg.image.is_some() {
+        true => chat_text_counts(cfg, &client, &measured, log).await,
+        false => Vec::new(),
+    };
+    let image_rows = cfg
+        .image
+        .is_some()
+        .then(|| image_rows(&measured, &outputs, &text_counts));
+    if let Some(rows) = &image_rows {
+        m.with_vision(
+            images::total_text(rows),
+            images::total_vision(rows),
+            duration_s,
+        );
+    }
     let goodput = cfg
         .goodput
         .as_ref()
@@ -138,6 +153,9 @@ pub async fn run(
     if let Some(ss) = steady_state(cfg, &measured, duration_s) {
         ours["steady_state"] = ss;
     }
+    if let Some(rows) = &image_rows {
+        ours["images"] = images::block(rows);
+    }
     if let Some(sh) = cfg.shard() {
         ours["shard"] = shard_block(
             cfg,
@@ -158,6 +176,77 @@ pub async fn run(
         figures,
         measured,
     })
+}
+
+/// Each request of an image run, in dispatch order, with its sample's images and its text's
+/// length: `text_counts[i]` where measured, else the sample's.
+fn image_rows<'a>(
+    m: &'a Measured,
+    outputs: &[RequestOutput],
+    text_counts: &[Option<u64>],
+) -> Vec<images::Row<'a>> {
+    m.requests
+        .iter()
+        .zip(outputs)
+        .enumerate()
+        .map(|(i, (f, o))| {
+            let s = &m.samples[f.index];
+            images::Row {
+                images: crate::workload::datasets::random_mm::images(s),
+                text_tokens: text_counts
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .unwrap_or(s.prompt_len),
+                success: o.success,
+                timeline: &f.timeline,
+            }
+        })
+        .collect()
+}
+
+/// On a chat backend, each completed image request's text alone as the server counts a chat
+/// request of it (its chat template around one user message, the generation prompt added):
+/// SGLang's `text_prompt_len`, so the vision tokens are the server's prompt count less it and
+/// not less the bare text. After the run, through `/tokenize` with messages where the server
+/// takes them; `None` for a request not counted (another backend, a server without the form,
+/// or a failed call, said once).
+async fn chat_text_counts(
+    cfg: &SglangConfig,
+    client: &Client,
+    m: &Measured,
+    log: &mut (dyn Write + Send),
+) -> Vec<Option<u64>> {
+    let dialect = m.tokenize.filter(|d| d.counts_chat());
+    let (true, Some(d)) = (cfg.reader == metrics::Reader::Chat, dialect) else {
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(m.requests.len());
+    for f in &m.requests {
+        let crate::workload::sample::PromptSource::Text(text) =
+            m.samples[f.index].prompt.text_part()
+        else {
+            out.push(None);
+            continue;
+        };
+        let body = json!({
+            "model": m.request_model,
+            "messages": [{"role": "user", "content": text}],
+            "add_generation_prompt": true,
+        });
+        match crate::server::probe::tokenize_count(client, d, &body).await {
+            Ok(n) => out.push(Some(n)),
+            Err(e) => {
+                let _ = writeln!(
+                    log,
+                    "note: counting the image rows' text with the chat template failed ({e}); \
+                     vision tokens are the server's prompt count less the bare text"
+                );
+                return Vec::new();
+            }
+        }
+    }
+    out
 }
 
 /// The accept length from `/server_info` (sglang backends only, as SGLang asks), and the
@@ -467,6 +556,7 @@ pub fn run_args(cfg: &SglangConfig) -> record::RunArgs<'_> {
         random_output_len: cfg.random_output_len,
         random_range_ratio: cfg.random_range_ratio,
         num_prompts: cfg.num_prompts,
+        image: cfg.image.as_ref().map(|(n, r)| (*n, r.as_str())),
     }
 }
 

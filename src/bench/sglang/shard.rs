@@ -61,6 +61,7 @@ impl Settings {
             random_output_len: self.random_output_len,
             random_range_ratio: self.random_range_ratio,
             num_prompts: self.num_prompts,
+            image: None,
         }
     }
 }

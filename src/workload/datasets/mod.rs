@@ -33,6 +33,7 @@ pub mod hf;
 mod prefix;
 mod random;
 pub mod random_mm;
+pub mod sglang_image;
 mod sharegpt;
 mod sonnet;
 mod text;
@@ -74,6 +75,8 @@ pub enum DatasetKind {
     /// vLLM's `hf`: a Hugging Face dataset's rows, by the class vLLM picks for its id
     /// (`workload::datasets::hf`).
     Hf,
+    /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
+    SglangImage,
 }
 
 impl DatasetKind {
@@ -84,6 +87,7 @@ impl DatasetKind {
             self,
             DatasetKind::Random
                 | DatasetKind::RandomMm
+                | DatasetKind::SglangImage
                 | DatasetKind::PrefixRepetition
                 | DatasetKind::TimedTrace
                 | DatasetKind::BurstGpt
@@ -102,6 +106,7 @@ impl DatasetKind {
             DatasetKind::BurstGpt => "burstgpt",
             DatasetKind::RandomMm => "random-mm",
             DatasetKind::Hf => "hf",
+            DatasetKind::SglangImage => "image",
         }
     }
 
@@ -184,6 +189,8 @@ pub struct DatasetConfig {
     pub random_mm: crate::workload::datasets::random_mm::MmSettings,
     /// `--hf-*`, `--blazedit-*`, `--bfcl-categories` (the `hf` dataset).
     pub hf: hf::HfSettings,
+    /// SGLang's `--image-*` (its `image` dataset).
+    pub sglang_image: sglang_image::ImageSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -297,6 +304,7 @@ impl Default for DatasetConfig {
             chat_template: None,
             random_mm: Default::default(),
             hf: Default::default(),
+            sglang_image: Default::default(),
         }
     }
 }
@@ -393,6 +401,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
         DatasetKind::Hf => hf::load(cfg, tokens),
+        DatasetKind::SglangImage => sglang_image::load(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
@@ -411,6 +420,7 @@ pub fn random_numpy_words(cfg: &DatasetConfig) -> u64 {
     match (cfg.kind, cfg.random_draws, cfg.prefix_groups) {
         (DatasetKind::Random, RandomDraws::Sglang { .. }, _) => random::numpy_words(cfg),
         (DatasetKind::PrefixRepetition, _, Some(g)) => prefix::numpy_words(cfg, g),
+        (DatasetKind::SglangImage, _, _) => sglang_image::numpy_words(cfg),
         _ => 0,
     }
 }

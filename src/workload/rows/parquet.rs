@@ -3,10 +3,15 @@
 //! few megabytes. Values map onto JSON as the `datasets` library's Python objects do.
 //!
 //! Must never panic on a file's bytes: every call into the parquet reader that can fail is
-//! checked first (a corrupt row group is an error naming the file and the row group).
+//! checked first (a corrupt row group is an error naming the file and the row group), and the
+//! reader's calls run inside `catch_unwind`, so a panic of the reader on bytes it did not expect
+//! becomes the same error (the fuzz target `rows_parquet` feeds it arbitrary bytes).
 
 use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::file::serialized_reader::ReadOptionsBuilder;
@@ -17,9 +22,18 @@ use serde_json::{Number, Value};
 
 use super::{Row, RowsError};
 
+/// Where a parquet file's bytes are.
+#[derive(Clone, Debug)]
+enum Src {
+    File(PathBuf),
+    /// Bytes in memory, named for messages (fuzzing, tests).
+    Bytes(Bytes, PathBuf),
+}
+
 /// One parquet file, its footer read and the projection checked.
 #[derive(Clone, Debug)]
 pub struct ParquetFile {
+    src: Src,
     path: PathBuf,
     /// The named columns' schema; `None` reads every column.
     projection: Option<Type>,
@@ -31,7 +45,20 @@ impl ParquetFile {
     /// Reads `path`'s footer and checks every name in `columns` is one of its top-level
     /// columns (empty: all of them).
     pub fn open(path: &Path, columns: &[&str]) -> Result<Self, RowsError> {
-        let reader = reader(path, None)?;
+        Self::open_src(Src::File(path.to_path_buf()), columns)
+    }
+
+    /// [`ParquetFile::open`] on bytes in memory, `name` standing for the file in messages.
+    pub fn from_bytes(data: Bytes, name: &str, columns: &[&str]) -> Result<Self, RowsError> {
+        Self::open_src(Src::Bytes(data, PathBuf::from(name)), columns)
+    }
+
+    fn open_src(src: Src, columns: &[&str]) -> Result<Self, RowsError> {
+        let path = match &src {
+            Src::File(p) | Src::Bytes(_, p) => p.clone(),
+        };
+        let path = path.as_path();
+        let reader = reader(&src, None)?;
         let meta = reader.metadata();
         let root = meta.file_metadata().schema_descr().root_schema();
         let fields = root.get_fields();
@@ -60,6 +87,7 @@ impl ParquetFile {
             )
         };
         Ok(Self {
+            src,
             path: path.to_path_buf(),
             projection,
             row_groups: meta.num_row_groups(),
@@ -104,7 +132,12 @@ impl Iterator for FileRows {
         }
         loop {
             if let Some(it) = &mut self.current {
-                match it.next() {
+                let next = catch_unwind(AssertUnwindSafe(|| it.next())).unwrap_or_else(|_| {
+                    Some(Err(parquet::errors::ParquetError::General(
+                        "the parquet reader failed on its bytes".into(),
+                    )))
+                });
+                match next {
                     Some(Ok(row)) => return Some(Ok(row_to_json(&row))),
                     Some(Err(e)) => {
                         self.failed = true;
@@ -140,22 +173,41 @@ fn bad(path: &Path, e: &dyn std::fmt::Display) -> RowsError {
     ))
 }
 
-/// A reader over `path`, keeping only row group `only` when given.
-fn reader(path: &Path, only: Option<usize>) -> Result<SerializedFileReader<File>, RowsError> {
-    let file =
-        File::open(path).map_err(|e| RowsError(format!("cannot open {}: {e}", path.display())))?;
-    let mut opts = ReadOptionsBuilder::new();
-    if let Some(g) = only {
-        opts = opts.with_predicate(Box::new(move |_, i| i == g));
+/// A reader over `src`, keeping only row group `only` when given.
+fn reader(src: &Src, only: Option<usize>) -> Result<Box<dyn FileReader>, RowsError> {
+    let opts = || {
+        let mut opts = ReadOptionsBuilder::new();
+        if let Some(g) = only {
+            opts = opts.with_predicate(Box::new(move |_, i| i == g));
+        }
+        opts.build()
+    };
+    let caught = |path: &Path| bad(path, &"the parquet reader failed on its footer");
+    match src {
+        Src::File(path) => {
+            let file = File::open(path)
+                .map_err(|e| RowsError(format!("cannot open {}: {e}", path.display())))?;
+            catch_unwind(AssertUnwindSafe(|| {
+                SerializedFileReader::new_with_options(file, opts())
+            }))
+            .map_err(|_| caught(path))?
+            .map(|r| Box::new(r) as Box<dyn FileReader>)
+            .map_err(|e| bad(path, &e))
+        }
+        Src::Bytes(data, path) => catch_unwind(AssertUnwindSafe(|| {
+            SerializedFileReader::new_with_options(data.clone(), opts())
+        }))
+        .map_err(|_| caught(path))?
+        .map(|r| Box::new(r) as Box<dyn FileReader>)
+        .map_err(|e| bad(path, &e)),
     }
-    SerializedFileReader::new_with_options(file, opts.build()).map_err(|e| bad(path, &e))
 }
 
 /// Row group `g`'s rows through a reader that holds that group alone, so the iterator owns
 /// its reader. The group is opened once here first: the row iterator treats a failure to open
 /// it as a bug and panics, so a corrupt group must fail before it gets there.
 fn group_rows(file: &ParquetFile, g: usize) -> Result<RowIter<'static>, RowsError> {
-    let reader = reader(&file.path, Some(g))?;
+    let reader = reader(&file.src, Some(g))?;
     let ctx = |e: &dyn std::fmt::Display| {
         RowsError(format!(
             "{}: row group {g} cannot be read ({e}); the file is corrupt or truncated: download it again",
@@ -165,10 +217,14 @@ fn group_rows(file: &ParquetFile, g: usize) -> Result<RowIter<'static>, RowsErro
     if reader.num_row_groups() != 1 {
         return Err(ctx(&"it is missing from the footer"));
     }
-    reader.get_row_group(0).map_err(|e| ctx(&e))?;
-    RowIter::from_file_into(Box::new(reader))
-        .project(file.projection.clone())
-        .map_err(|e| ctx(&e))
+    let opened = catch_unwind(AssertUnwindSafe(|| {
+        reader.get_row_group(0).map(|_| ())?;
+        RowIter::from_file_into(reader).project(file.projection.clone())
+    }));
+    match opened {
+        Ok(r) => r.map_err(|e| ctx(&e)),
+        Err(_) => Err(ctx(&"the parquet reader failed on its bytes")),
+    }
 }
 
 /// A parquet row as the `datasets` library hands it to Python, in JSON.

@@ -1,0 +1,493 @@
+//! SGLang 0.5.23's `image` dataset (`bench sglang --dataset-name image`): `random`'s text
+//! lengths, each request with a number of synthetic images of a resolution, as SGLang's
+//! `ImageDataset` draws them.
+//!
+//! Owns the `--image-*` settings ([`ImageSettings`], with the `--image-resolution` parser
+//! [`parse_resolution`]), the draw of each request's image count, text and output length and
+//! image sizes for a seed, and the samples ([`load`]). For a seed the draw is SGLang's own,
+//! number for number, from numpy's legacy generator (`np.random.seed(seed)`): with
+//! `--random-image-count` every request's count `randint(1, count + 1, size=n)`; every input
+//! length, then every output length (`compute_random_lens`); then request by request, image by
+//! image, with `random:` bounds the width `randint(min_w, max_w + 1)` and the height
+//! `randint(min_h, max_h + 1)`, then (content `random`) the pixels `rand(h, w, 3) * 255` cast to
+//! bytes. The pixels are SGLang's bytes too; the JPEG or PNG around them is llmspeed's encoder
+//! (`workload::image`), so only the encoded size differs. The text is llmspeed's: token ids of
+//! the drawn length (SGLang decodes ids drawn by Python's `random` from the tokenizer's
+//! vocabulary), fitted to text by the engine as for `random`.
+//!
+//! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads.
+
+use super::{DatasetConfig, DatasetError, PromptSource, Sample};
+use crate::workload::image::{Format, Image};
+use crate::workload::numpy::RandomState;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+
+/// The JPEG quality SGLang asks PIL for (`img.save(..., quality=85)`).
+pub const JPEG_QUALITY: u8 = 85;
+
+/// `--image-resolution`, as sizes `(width, height)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// Every image this size: a preset (`4k`, `1080p`, `720p`, `360p`) or `HxW`.
+    Fixed { width: u32, height: u32 },
+    /// `random:<min_h>x<min_w>-<max_h>x<max_w>`: each image's width and height drawn
+    /// uniformly, bounds included.
+    Random { min: (u32, u32), max: (u32, u32) },
+}
+
+impl Resolution {
+    /// The largest image it may make, `(width, height)`.
+    pub fn max(self) -> (u32, u32) {
+        match self {
+            Resolution::Fixed { width, height } => (width, height),
+            Resolution::Random { max, .. } => max,
+        }
+    }
+}
+
+/// `--image-content`: what the pixels are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Content {
+    /// Each byte `int(u * 255)` of a uniform double `u` (SGLang's `random`).
+    Random,
+    /// Every byte 255: a white image (SGLang's `blank`), drawing nothing.
+    Blank,
+}
+
+/// The image dataset's flags, with SGLang 0.5.23's defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImageSettings {
+    /// `--image-count`: images per request (with `random_count`, the most).
+    pub count: u32,
+    /// `--random-image-count`: each request's count drawn from `1..=count`.
+    pub random_count: bool,
+    pub resolution: Resolution,
+    pub format: Format,
+    pub content: Content,
+}
+
+impl Default for ImageSettings {
+    fn default() -> Self {
+        ImageSettings {
+            count: 1,
+            random_count: false,
+            resolution: Resolution::Fixed {
+                width: 1920,
+                height: 1080,
+            },
+            format: Format::Jpeg,
+            content: Content::Random,
+        }
+    }
+}
+
+const RESOLUTION_HELP: &str = "presets 4k, 1080p, 720p, 360p, HEIGHTxWIDTH (e.g. 1080x1920), \
+                               or random:MIN_HxMIN_W-MAX_HxMAX_W (e.g. random:256x256-1024x1024)";
+
+/// Parses `--image-resolution` as SGLang 0.5.23 does: a preset (matched as written), else the
+/// text trimmed and lower-cased as `HEIGHTxWIDTH` (two runs of ASCII digits, each above 0), or
+/// with the prefix `random:` two such bounds (a bound may be a preset) joined by the first `-`,
+/// neither side of the minimum above the maximum's.
+pub fn parse_resolution(s: &str) -> Result<Resolution, String> {
+    let err = |m: &str| format!("--image-resolution {s:?}: {m} ({RESOLUTION_HELP})");
+    let t = s.trim();
+    let lower = t.to_lowercase();
+    if !lower.starts_with("random:") {
+        let (width, height) = fixed(s).map_err(|m| err(&m))?;
+        return Ok(Resolution::Fixed { width, height });
+    }
+    // SGLang cuts the prefix's length off the trimmed text (any case) and splits at the first
+    // '-'.
+    let rest = t.get("random:".len()..).unwrap_or("");
+    let (lo, hi) = rest
+        .split_once('-')
+        .ok_or_else(|| err("random bounds are two resolutions joined by '-'"))?;
+    let min = fixed(lo).map_err(|m| err(&format!("the minimum: {m}")))?;
+    let max = fixed(hi).map_err(|m| err(&format!("the maximum: {m}")))?;
+    if min.0 > max.0 || min.1 > max.1 {
+        return Err(err(&format!(
+            "the minimum {}x{} (height x width) is above the maximum {}x{}",
+            min.1, min.0, max.1, max.0
+        )));
+    }
+    Ok(Resolution::Random { min, max })
+}
+
+/// One resolution, `(width, height)`: SGLang's `parse_image_resolution`.
+fn fixed(s: &str) -> Result<(u32, u32), String> {
+    match s {
+        "4k" => return Ok((3840, 2160)),
+        "1080p" => return Ok((1920, 1080)),
+        "720p" => return Ok((1280, 720)),
+        "360p" => return Ok((640, 360)),
+        _ => {}
+    }
+    let t = s.trim().to_lowercase();
+    let mut parts = t.split('x');
+    let (h, w) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(h), Some(w), None) => (h, w),
+        _ => return Err(format!("{s:?} is not a preset or HEIGHTxWIDTH")),
+    };
+    let side = |d: &str, name: &str| -> Result<u32, String> {
+        if d.is_empty() || !d.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(format!("{s:?}: the {name} is not a whole number"));
+        }
+        match d.trim_start_matches('0') {
+            "" => Err(format!("{s:?}: the {name} must be above 0")),
+            n => n
+                .parse::<u32>()
+                .map_err(|_| format!("{s:?}: the {name} is too large")),
+        }
+    };
+    let height = side(h, "height")?;
+    let width = side(w, "width")?;
+    Ok((width, height))
+}
+
+/// `--image-format`: `jpeg` or `png`, SGLang's two.
+pub fn parse_format(s: &str) -> Result<Format, String> {
+    match s {
+        "jpeg" => Ok(Format::Jpeg),
+        "png" => Ok(Format::Png),
+        _ => Err(format!(
+            "--image-format {s:?}: llmspeed makes jpeg or png images (SGLang's two)"
+        )),
+    }
+}
+
+/// `--image-content`: `random` or `blank`.
+pub fn parse_content(s: &str) -> Result<Content, String> {
+    match s {
+        "random" => Ok(Content::Random),
+        "blank" => Ok(Content::Blank),
+        // SGLang reads anything but "blank" as random; a typo is refused here instead.
+        _ => Err(format!(
+            "--image-content {s:?}: random (noise) or blank (white)"
+        )),
+    }
+}
+
+/// What the draw gives: each request's text and output length and what `make` made of each
+/// of its images, and the 32-bit words the draw took.
+pub struct Drawn<T> {
+    pub input: Vec<u32>,
+    pub output: Vec<u32>,
+    pub images: Vec<Vec<T>>,
+    pub words: u64,
+}
+
+/// SGLang's draw, in its order, `make` turning each image's size into an item (it draws the
+/// pixels from the generator it is given, or skips them).
+fn draw<T>(
+    cfg: &DatasetConfig,
+    s: &ImageSettings,
+    mut make: impl FnMut(&mut RandomState, u32, u32) -> Result<T, String>,
+) -> Result<Drawn<T>, DatasetError> {
+    let bad = |m: String| DatasetError::Invalid(m);
+    if s.count == 0 {
+        return Err(bad(
+            "--image-count must be at least 1 (a request of the image dataset carries images)"
+                .into(),
+        ));
+    }
+    let (mw, mh) = s.resolution.max();
+    let side = s.format.max_side();
+    if mw > side || mh > side {
+        return Err(bad(format!(
+            "--image-resolution: a {} image's sides are at most {side} pixels, got {mh}x{mw} \
+             (height x width)",
+            s.format.as_str()
+        )));
+    }
+    let n = cfg.num_prompts;
+    let mut np = RandomState::from_seed(cfg.seed).map_err(bad)?;
+    let counts: Vec<u32> = match s.random_count {
+        true => (0..n)
+            .map(|_| np.randint(1, s.count as i64 + 1) as u32)
+            .collect(),
+        false => vec![s.count; n],
+    };
+    let ((in_lo, in_hi), (out_lo, out_hi)) = cfg.random_bounds.unwrap_or((
+        super::sglang_range(cfg.random_input_len, cfg.random_range_ratio),
+        super::sglang_range(cfg.random_output_len, cfg.random_range_ratio),
+    ));
+    let input = super::random::sglang_lens(&mut np, (in_lo, in_hi), n);
+    let output = super::random::sglang_lens(&mut np, (out_lo, out_hi), n);
+    let mut images = Vec::with_capacity(n);
+    for &k in &counts {
+        let mut items = Vec::with_capacity(k as usize);
+        for _ in 0..k {
+            let (w, h) = match s.resolution {
+                Resolution::Fixed { width, height } => (width, height),
+                Resolution::Random { min, max } => {
+                    let w = np.randint(min.0 as i64, max.0 as i64 + 1) as u32;
+                    let h = np.randint(min.1 as i64, max.1 as i64 + 1) as u32;
+                    (w, h)
+                }
+            };
+            items.push(make(&mut np, w, h).map_err(bad)?);
+        }
+        images.push(items);
+    }
+    Ok(Drawn {
+        input,
+        output,
+        images,
+        words: np.words(),
+    })
+}
+
+/// The image dataset's samples: each a token-id text part of the drawn length and its images,
+/// made and encoded here.
+pub fn load(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+    let s = &cfg.sglang_image;
+    let mut pixels = Vec::new();
+    let drawn = draw(cfg, s, |np, w, h| {
+        fill(np, s.content, w, h, &mut pixels);
+        Image::encode(s.format, JPEG_QUALITY, w, h, &pixels)
+    })?;
+    // The text's ids are llmspeed's (the ids `random` sends), from a generator of their own.
+    let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x1a6e_5e75);
+    let ids = cfg.ids;
+    let empty: Arc<[u32]> = Arc::from(Vec::new());
+    Ok(drawn
+        .images
+        .into_iter()
+        .enumerate()
+        .map(|(i, images)| {
+            let len = drawn.input[i];
+            Sample {
+                prompt: PromptSource::Multimodal {
+                    text: Box::new(PromptSource::Synthetic {
+                        prefix: empty.clone(),
+                        start: rng.gen_range(0..ids.span),
+                        len,
+                        ids,
+                    }),
+                    images: images.into(),
+                },
+                prompt_len: len as u64,
+                output_len: drawn.output[i],
+                group: None,
+            }
+        })
+        .collect())
+}
+
+/// An image's pixels as SGLang makes them: `(rand(h, w, 3) * 255).astype(uint8)`, or white.
+fn fill(np: &mut RandomState, content: Content, w: u32, h: u32, out: &mut Vec<u8>) {
+    let n = w as usize * h as usize * 3;
+    out.clear();
+    match content {
+        Content::Blank => out.resize(n, 255),
+        Content::Random => out.extend((0..n).map(|_| (np.random() * 255.0) as u8)),
+    }
+}
+
+/// How many 32-bit words SGLang's image dataset takes from numpy's legacy generator (its send
+/// times are drawn after them): the draw again, each noise image's pixels skipped (two words
+/// a byte) rather than made; 0 where the settings are refused.
+pub(super) fn numpy_words(cfg: &DatasetConfig) -> u64 {
+    sizes(cfg).map_or(0, |d| d.words)
+}
+
+/// Each image's size `(width, height)` per request, without making them (the draw of
+/// [`load`], pixels skipped): what the reference's own draw is compared with.
+pub fn sizes(cfg: &DatasetConfig) -> Result<Drawn<(u32, u32)>, DatasetError> {
+    let content = cfg.sglang_image.content;
+    draw(cfg, &cfg.sglang_image, |np, w, h| {
+        if content == Content::Random {
+            np.skip_words(6 * w as u64 * h as u64);
+        }
+        Ok((w, h))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::datasets::{DatasetKind, RandomDraws};
+
+    fn cfg(s: ImageSettings, n: usize, seed: u64) -> DatasetConfig {
+        DatasetConfig {
+            kind: DatasetKind::SglangImage,
+            num_prompts: n,
+            seed,
+            random_input_len: 20,
+            random_output_len: 5,
+            random_range_ratio: 0.5,
+            random_draws: RandomDraws::Sglang {
+                vocab: 0,
+                offsets: false,
+                text: true,
+            },
+            sglang_image: s,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn resolutions_parse_as_sglang_reads_them() {
+        let f = |w, h| Resolution::Fixed {
+            width: w,
+            height: h,
+        };
+        assert_eq!(parse_resolution("1080p"), Ok(f(1920, 1080)));
+        assert_eq!(parse_resolution("4k"), Ok(f(3840, 2160)));
+        assert_eq!(parse_resolution("360p"), Ok(f(640, 360)));
+        // HEIGHTxWIDTH, trimmed and lower-cased; leading zeros as int() reads them.
+        assert_eq!(parse_resolution(" 1080X1920 "), Ok(f(1920, 1080)));
+        assert_eq!(parse_resolution("016x0032"), Ok(f(32, 16)));
+        assert_eq!(
+            parse_resolution("RANDOM:16x24-40x64"),
+            Ok(Resolution::Random {
+                min: (24, 16),
+                max: (64, 40)
+            })
+        );
+        // A bound may be a preset.
+        assert_eq!(
+            parse_resolution("random:360p-720p"),
+            Ok(Resolution::Random {
+                min: (640, 360),
+                max: (1280, 720)
+            })
+        );
+        assert_eq!(
+            parse_resolution("random: 8x8 - 8x8"),
+            Ok(Resolution::Random {
+                min: (8, 8),
+                max: (8, 8)
+            })
+        );
+    }
+
+    #[test]
+    fn bad_resolutions_are_refused_by_name() {
+        for (bad, says) in [
+            ("1080P", "not a preset"),
+            ("720", "not a preset"),
+            ("1x2x3", "not a preset"),
+            ("0x10", "height must be above 0"),
+            ("10x0", "width must be above 0"),
+            ("-1x10", "height is not a whole number"),
+            ("10x1.5", "width is not a whole number"),
+            ("x10", "height is not a whole number"),
+            ("99999999999x1", "too large"),
+            ("random:16x16", "joined by '-'"),
+            ("random:16x16-", "the maximum"),
+            ("random:junk-16x16", "the minimum"),
+            (
+                "random:32x16-16x32",
+                "minimum 32x16 (height x width) is above the maximum 16x32",
+            ),
+        ] {
+            let e = parse_resolution(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+            assert!(e.starts_with("--image-resolution"), "{e}");
+        }
+        assert!(parse_format("webp").unwrap_err().contains("jpeg or png"));
+        assert!(parse_content("noise").unwrap_err().contains("blank"));
+    }
+
+    /// The naive twin: SGLang's order spelt out with numpy's calls, one at a time.
+    #[test]
+    fn the_draw_is_counts_then_lengths_then_each_images_size_and_pixels() {
+        let s = ImageSettings {
+            count: 3,
+            random_count: true,
+            resolution: Resolution::Random {
+                min: (2, 1),
+                max: (5, 4),
+            },
+            format: Format::Png,
+            content: Content::Random,
+        };
+        let c = cfg(s.clone(), 6, 7);
+        let mut px = Vec::new();
+        let mut seen = Vec::new();
+        let d = draw(&c, &s, |np, w, h| {
+            fill(np, s.content, w, h, &mut px);
+            seen.push(px.clone());
+            Ok((w, h))
+        })
+        .unwrap();
+        let mut np = RandomState::new(7);
+        let counts: Vec<i64> = (0..6).map(|_| np.randint(1, 4)).collect();
+        let input: Vec<u32> = (0..6).map(|_| np.randint(10, 21) as u32).collect();
+        let output: Vec<u32> = (0..6).map(|_| np.randint(2, 6) as u32).collect();
+        assert_eq!((d.input, d.output), (input, output));
+        let mut k = 0;
+        for (i, &n) in counts.iter().enumerate() {
+            assert_eq!(d.images[i].len() as i64, n);
+            for &(w, h) in &d.images[i] {
+                assert_eq!(w as i64, np.randint(2, 6));
+                assert_eq!(h as i64, np.randint(1, 5));
+                let want: Vec<u8> = (0..w * h * 3)
+                    .map(|_| (np.random() * 255.0).floor() as u8)
+                    .collect();
+                assert_eq!(seen[k], want);
+                k += 1;
+            }
+        }
+        assert_eq!(d.words, np.words());
+        assert_eq!(numpy_words(&c), np.words());
+    }
+
+    #[test]
+    fn fixed_counts_and_sizes_and_blank_images_draw_no_pixels() {
+        let s = ImageSettings {
+            count: 2,
+            resolution: Resolution::Fixed {
+                width: 6,
+                height: 4,
+            },
+            content: Content::Blank,
+            ..Default::default()
+        };
+        let c = cfg(s, 3, 1);
+        let samples = load(&c).unwrap();
+        assert_eq!(samples.len(), 3);
+        for smp in &samples {
+            let PromptSource::Multimodal { images, text } = &smp.prompt else {
+                panic!("images expected")
+            };
+            assert_eq!(images.len(), 2);
+            assert!(images.iter().all(|i| (i.width, i.height) == (6, 4)));
+            assert!(images[0].url.starts_with("data:image/jpeg;base64,"));
+            assert!(
+                matches!(**text, PromptSource::Synthetic { len, .. } if len as u64 == smp.prompt_len)
+            );
+        }
+        // Only the lengths were drawn (each one or more words, by numpy's rejection).
+        let mut np = RandomState::new(1);
+        for _ in 0..3 {
+            np.randint(10, 21);
+        }
+        for _ in 0..3 {
+            np.randint(2, 6);
+        }
+        assert_eq!(numpy_words(&c), np.words());
+    }
+
+    #[test]
+    fn refused_settings_say_why() {
+        let zero = ImageSettings {
+            count: 0,
+            ..Default::default()
+        };
+        let e = load(&cfg(zero, 2, 0)).unwrap_err().to_string();
+        assert!(e.contains("--image-count must be at least 1"), "{e}");
+        let huge = ImageSettings {
+            resolution: Resolution::Fixed {
+                width: 70_000,
+                height: 2,
+            },
+            ..Default::default()
+        };
+        let e = load(&cfg(huge, 2, 0)).unwrap_err().to_string();
+        assert!(e.contains("at most 65535"), "{e}");
+    }
+}

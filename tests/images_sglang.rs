@@ -1,0 +1,423 @@
+//! `bench sglang --dataset-name image`: for a seed, llmspeed's image dataset is SGLang 0.5.23's
+//! own draw — each request's input and output length, image count, each image's width and
+//! height, and (read back from llmspeed's lossless PNG) each image's pixels — and numpy's
+//! generator is left where SGLang leaves it (its send times come next). SGLang's side is its
+//! own `ImageDataset.load`, run by `tests/conformance/sglang_image.py` on the reference Python
+//! of `scripts/references.sh`, with the images read before its processor sees them.
+//!
+//! Without the reference Python (`LLMSPEED_SGLANG_REF_PYTHON`) that test says NOT RUN, or fails
+//! under `CI=true`.
+//!
+//! End to end on the simulated server (127.0.0.1:0, one image token per 16 × 16 patch): each
+//! request carries the images drawn for it, in SGLang's body (`image_url` parts before the
+//! text on chat, `image_data` on `/generate`), read back by the server's own header reader; the
+//! record's vision tokens are the server's analytic count.
+
+#[path = "conformance/reference.rs"]
+mod reference;
+mod support;
+
+use llmspeed::bench::sglang::args::sglang_bounds;
+use llmspeed::workload::datasets::sglang_image::{
+    self, parse_content, parse_format, parse_resolution, ImageSettings,
+};
+use llmspeed::workload::datasets::{self, DatasetConfig, DatasetKind, RandomDraws};
+use llmspeed::workload::numpy::RandomState;
+use llmspeed::workload::sample::PromptSource;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Runs SGLang's image dataset on each case; its answers.
+fn sglang(python: &Path, cases: &Value) -> Vec<Value> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/sglang_image.py");
+    let mut child = Command::new(python)
+        .arg(script)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TRANSFORMERS_OFFLINE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the reference Python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(cases.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "sglang_image.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("sglang_image.py answers a JSON list")
+}
+
+/// The dataset `bench sglang` builds for these flags.
+fn ours(c: &Value) -> DatasetConfig {
+    let s = |k: &str| c[k].as_str().unwrap();
+    let u = |k: &str| c[k].as_u64().unwrap() as u32;
+    DatasetConfig {
+        kind: DatasetKind::SglangImage,
+        num_prompts: c["n"].as_u64().unwrap() as usize,
+        seed: c["seed"].as_u64().unwrap(),
+        random_input_len: u("input_len"),
+        random_output_len: u("output_len"),
+        random_bounds: Some(sglang_bounds(
+            u("input_len"),
+            u("output_len"),
+            c["ratio"].as_f64().unwrap(),
+        )),
+        random_draws: RandomDraws::Sglang {
+            vocab: 0,
+            offsets: false,
+            text: true,
+        },
+        sglang_image: ImageSettings {
+            count: u("count"),
+            random_count: c["random_count"].as_bool().unwrap(),
+            resolution: parse_resolution(s("resolution")).unwrap(),
+            format: parse_format(s("format")).unwrap(),
+            content: parse_content(s("content")).unwrap(),
+        },
+        ..Default::default()
+    }
+}
+
+/// An image's data URL back to [width, height, sum of its pixel bytes, first 8 in hex] (PNG:
+/// decoded; JPEG: its size from the header only, pixels not compared).
+fn read(url: &str) -> (u32, u32, Option<(u64, String)>) {
+    use base64::Engine as _;
+    let (head, b64) = url.split_once(',').unwrap();
+    let file = base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap();
+    if head == "data:image/png;base64" {
+        let mut r = png::Decoder::new(std::io::Cursor::new(&file))
+            .read_info()
+            .unwrap();
+        let mut px = vec![0; r.output_buffer_size().unwrap()];
+        let info = r.next_frame(&mut px).unwrap();
+        let px = &px[..info.buffer_size()];
+        let sum = px.iter().map(|&b| b as u64).sum();
+        let hex: String = px[..8.min(px.len())]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        return (info.width, info.height, Some((sum, hex)));
+    }
+    let size = llmspeed::mock::image::url_size(url).unwrap();
+    (size.width, size.height, None)
+}
+
+#[test]
+fn sglang_image_dataset_draws_are_sglangs_own() {
+    let Some(py) = reference::SGLANG.python() else {
+        return;
+    };
+    let case = |seed: u64,
+                n: u64,
+                count: u64,
+                random_count: bool,
+                res: &str,
+                fmt: &str,
+                content: &str,
+                ratio: f64| {
+        json!({"seed": seed, "n": n, "count": count, "random_count": random_count,
+               "resolution": res, "format": fmt, "content": content, "ratio": ratio,
+               "input_len": 40, "output_len": 12})
+    };
+    let cases = json!([
+        // Random counts and random sizes: every draw depends on the pixels drawn before it.
+        case(5, 6, 3, true, "random:4x6-9x12", "png", "random", 0.5),
+        case(42, 4, 2, false, "RANDOM:10x3-10x20", "png", "random", 0.0),
+        // Fixed size, blank: no pixel draws at all.
+        case(7, 5, 4, true, "12x5", "png", "blank", 0.3),
+        // JPEG: sizes and counts compared, read from each image's header.
+        case(3, 3, 2, false, "random:8x8-24x16", "jpeg", "random", 1.0),
+    ]);
+    let theirs = sglang(&py, &cases);
+    for (c, t) in cases.as_array().unwrap().iter().zip(&theirs) {
+        let cfg = ours(c);
+        let samples = datasets::load(&cfg, &mut |_: &str| Ok(0)).unwrap();
+        let input: Vec<u64> = samples.iter().map(|s| s.prompt_len).collect();
+        let output: Vec<u64> = samples.iter().map(|s| s.output_len as u64).collect();
+        let want_in: Vec<u64> = serde_json::from_value(t["input"].clone()).unwrap();
+        let want_out: Vec<u64> = serde_json::from_value(t["output"].clone()).unwrap();
+        assert_eq!(input, want_in, "input lengths, {c}");
+        assert_eq!(output, want_out, "output lengths, {c}");
+        let rows = t["rows"].as_array().unwrap();
+        assert_eq!(samples.len(), rows.len(), "{c}");
+        for (i, (s, row)) in samples.iter().zip(rows).enumerate() {
+            let PromptSource::Multimodal { images, .. } = &s.prompt else {
+                panic!("request {i} has no images")
+            };
+            let want = row["images"].as_array().unwrap();
+            assert_eq!(images.len(), want.len(), "request {i}'s image count, {c}");
+            for (k, (img, w)) in images.iter().zip(want).enumerate() {
+                let (width, height, px) = read(&img.url);
+                assert_eq!(
+                    (img.width, img.height),
+                    (width, height),
+                    "the URL is the image"
+                );
+                assert_eq!(
+                    (width as u64, height as u64),
+                    (w[0].as_u64().unwrap(), w[1].as_u64().unwrap()),
+                    "request {i} image {k}'s size (width, height), {c}"
+                );
+                if let Some((sum, hex)) = px {
+                    assert_eq!(
+                        sum,
+                        w[2].as_u64().unwrap(),
+                        "request {i} image {k}'s pixels"
+                    );
+                    assert_eq!(
+                        hex,
+                        w[3].as_str().unwrap(),
+                        "request {i} image {k}'s pixels"
+                    );
+                }
+                let prefix = row["prefix"][k].as_str().unwrap();
+                assert!(img.url.starts_with(&format!("{prefix},")), "{prefix}");
+            }
+        }
+        // numpy's generator is where SGLang left it: the next double is the same.
+        let mut np = RandomState::new(c["seed"].as_u64().unwrap() as u32);
+        np.skip_words(datasets::random_numpy_words(&cfg));
+        assert_eq!(
+            repr_parse(t["next_double"].as_str().unwrap()).to_bits(),
+            np.random().to_bits(),
+            "the generator after the dataset, {c}"
+        );
+        // The pixel-free draw the schedule counts with gives the same sizes.
+        let sizes = sglang_image::sizes(&cfg).unwrap();
+        for (s, row) in samples.iter().zip(&sizes.images) {
+            let got: Vec<(u32, u32)> = llmspeed::workload::datasets::random_mm::images(s)
+                .iter()
+                .map(|i| (i.width, i.height))
+                .collect();
+            assert_eq!(&got, row);
+        }
+    }
+}
+
+fn repr_parse(s: &str) -> f64 {
+    s.parse().unwrap()
+}
+
+#[derive(clap::Parser)]
+struct Wrap {
+    #[command(flatten)]
+    a: llmspeed::bench::sglang::args::SglangArgs,
+}
+
+/// Each measured request's images as the server read them, (width, height), by the order the
+/// log has them (warm-ups are the first row's).
+fn received(log: &str, chat: bool) -> Vec<Vec<(u32, u32)>> {
+    log.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| {
+            r["method"] == "POST"
+                && (r["path"] == "/generate" || r["path"] == "/v1/chat/completions")
+        })
+        .map(|r| {
+            let urls: Vec<String> = match chat {
+                true => {
+                    let parts = r["body"]["messages"][0]["content"].as_array().unwrap();
+                    assert_eq!(parts.last().unwrap()["type"], "text", "the text part last");
+                    parts[..parts.len() - 1]
+                        .iter()
+                        .map(|p| p["image_url"]["url"].as_str().unwrap().to_string())
+                        .collect()
+                }
+                false => {
+                    assert!(r["body"]["text"].is_string(), "the text as text");
+                    r["body"]["image_data"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|u| u.as_str().unwrap().to_string())
+                        .collect()
+                }
+            };
+            urls.iter()
+                .map(|u| {
+                    let s = llmspeed::mock::image::url_size(u).unwrap();
+                    (s.width, s.height)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_tokens() {
+    use clap::Parser;
+    use llmspeed::bench::sglang::run;
+    use llmspeed::clock::Clock;
+    use llmspeed::mock::image::ImageTokens;
+    use llmspeed::mock::{MockConfig, Profile};
+    use llmspeed::net::Cancel;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for backend in ["sglang-oai-chat", "sglang"] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let file = dir.path().join("out.jsonl");
+        let mut mcfg = MockConfig::profile(Profile::Fast);
+        mcfg.request_log = Some(log.clone());
+        mcfg.image_tokens = ImageTokens::Patches(16);
+        let mock = rt.block_on(support::mock::MockServer::start(mcfg));
+        let url = format!("http://{}", mock.addr);
+        let argv = [
+            "x",
+            "--base-url",
+            &url,
+            "--backend",
+            backend,
+            "--dataset-name",
+            "image",
+            "--num-prompts",
+            "6",
+            "--random-input-len",
+            "24",
+            "--random-output-len",
+            "4",
+            "--random-range-ratio",
+            "0.5",
+            "--image-count",
+            "3",
+            "--random-image-count",
+            "--image-resolution",
+            "random:20x16-70x60",
+            "--image-format",
+            "png",
+            "--seed",
+            "9",
+            "--max-concurrency",
+            "2",
+            "--warmup-requests",
+            "0",
+            "--extra-request-body",
+            r#"{"stream_options": {"include_usage": true}}"#,
+            "--output-file",
+            file.to_str().unwrap(),
+        ];
+        let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
+        let done = rt
+            .block_on(run::run(
+                &cfg,
+                Clock::new(),
+                &Cancel::new(),
+                &mut Vec::new(),
+                &mut Vec::new(),
+                &mut |_: &str| {},
+            ))
+            .expect("run");
+        rt.block_on(mock.stop());
+        assert_eq!(done.metrics.completed, 6, "{backend}");
+        // What the server read, request by request, is the draw for these flags.
+        let drawn = sglang_image::sizes(&cfg.plan.dataset).unwrap().images;
+        let mut got = received(&std::fs::read_to_string(&log).unwrap(), backend != "sglang");
+        let mut want = drawn.clone();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{backend}");
+        // Vision tokens: ceil(w / 16) * ceil(h / 16) per image, the mock's rule.
+        let patches: u64 = drawn
+            .iter()
+            .flatten()
+            .map(|&(w, h)| (w as u64).div_ceil(16) * (h as u64).div_ceil(16))
+            .sum();
+        // SGLang's records write Python's NaN and Infinity where JSON has no number.
+        let text = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("Infinity", "null")
+            .replace("NaN", "null");
+        let rec: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(rec["dataset_name"], "image");
+        assert_eq!(rec["total_input_vision_tokens"], patches, "{backend}");
+        assert_eq!(
+            rec["total_input_tokens"].as_u64().unwrap(),
+            rec["total_input_text_tokens"].as_u64().unwrap() + patches
+        );
+        let x = &rec["llmspeed"]["images"];
+        assert_eq!(x["total_images"], drawn.iter().map(Vec::len).sum::<usize>());
+        assert_eq!(
+            x["total_pixels"],
+            drawn
+                .iter()
+                .flatten()
+                .map(|&(w, h)| w as u64 * h as u64)
+                .sum::<u64>()
+        );
+        assert_eq!(x["vision_tokens_counted_by"], "server_prompt_tokens");
+        // Counts vary request to request (1 to 3), as SGLang draws them.
+        assert!(drawn.iter().any(|r| r.len() != drawn[0].len()), "{drawn:?}");
+    }
+}
+
+/// A text-only server (`--image-tokens none`) refuses the first image request: `bench sglang`
+/// says the server's own message once, in SGLang's warm-up failure, and sends no measured
+/// request.
+#[test]
+fn a_server_that_refuses_images_is_named_once_and_nothing_else_is_sent() {
+    use llmspeed::mock::image::ImageTokens;
+    use llmspeed::mock::{MockConfig, Profile};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.request_log = Some(log.clone());
+    mcfg.image_tokens = ImageTokens::Refused;
+    let mock = rt.block_on(support::mock::MockServer::start(mcfg));
+    let url = format!("http://{}", mock.addr);
+    let out = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args([
+            "bench",
+            "sglang",
+            "--base-url",
+            &url,
+            "--backend",
+            "sglang-oai-chat",
+        ])
+        .args([
+            "--dataset-name",
+            "image",
+            "--num-prompts",
+            "40",
+            "--random-input-len",
+            "8",
+        ])
+        .args(["--random-output-len", "2", "--image-resolution", "8x8"])
+        .arg("--output-file")
+        .arg(dir.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    rt.block_on(mock.stop());
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches(llmspeed::mock::image::REFUSED).count(),
+        2,
+        "the warm-up's line and the run's error, once each: {err}"
+    );
+    assert!(err.contains("Warmup failed"), "{err}");
+    let chats = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("/v1/chat/completions"))
+        .count();
+    assert_eq!(chats, 1, "the warm-up alone reached the server");
+}
