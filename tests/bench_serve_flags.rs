@@ -379,12 +379,42 @@ fn every_vllm_flag_parses() {
 }
 
 #[test]
+fn hf_ids_vllm_does_not_know_are_refused_with_its_message_unless_mapped() {
+    let a = args(&["--dataset-name", "hf", "--dataset-path", "org/ds"]).unwrap();
+    let e = a.validate().unwrap_err();
+    assert!(
+        e.starts_with("Unsupported dataset path: org/ds. Huggingface dataset only supports")
+            && e.contains("'likaixin/InstructCoder'")
+            && e.contains("--hf-prompt-column"),
+        "{e}"
+    );
+    let a = args(&[
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        "org/ds",
+        "--hf-prompt-column",
+        "text",
+        "--hf-split",
+        "test",
+        "--hf-output-len",
+        "9",
+    ])
+    .unwrap();
+    let c = a.validate().unwrap();
+    assert_eq!(c.dataset.hf.split.as_deref(), Some("test"));
+    assert_eq!(c.dataset.hf.output_len, Some(9));
+    let a = args(&["--dataset-name", "hf", "--dataset-path", "Lin-Chen/MMStar"]).unwrap();
+    assert!(a.validate().unwrap_err().contains("vision dataset"));
+}
+
+#[test]
 fn unsupported_flags_are_refused_clearly() {
     let table: &[&[&str]] = &[
         &["--profile"],
         &["--no-stream"],
-        &["--dataset-name", "hf", "--dataset-path", "org/ds"],
-        &["--hf-split", "train"],
+        &["--dataset-name", "speed_bench"],
+        &["--spec-bench-output-len", "5"],
         &["--backend", "openai-embeddings"],
         &["--tokenizer-mode", "slow"],
     ];

@@ -239,7 +239,7 @@ fn cases() -> Vec<Case> {
     let conv = conversations(&mut g);
     let aimo: Vec<Row> = (0..40)
         .map(|i| {
-            let (a, b) = (g.len(), g.len() * 3);
+            let (a, b) = (g.len(), (g.len() * 3).max(1));
             row(json!({"id": i, "problem": g.words(a), "solution": g.words(b), "answer": "1"}))
         })
         .collect();
