@@ -60,7 +60,7 @@ fn settings(hub: &str, token: Option<&str>, offline: bool) -> HubSettings {
 }
 
 fn err(r: Result<rows::DatasetFiles, Box<llmspeed::workload::hub::HubError>>) -> String {
-    r.err().expect("an error").to_string()
+    r.expect_err("an error").to_string()
 }
 
 #[test]

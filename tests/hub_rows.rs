@@ -262,3 +262,44 @@ fn every_corrupted_byte_gives_rows_or_an_error_never_a_panic() {
     assert_eq!(files, 4);
     assert!(failed > 0 && ok > 0, "{ok} read, {failed} refused");
 }
+
+/// Memory for a large dataset, by hand: `LLMSPEED_BIG_PARQUET=/path/to/file.parquet cargo test
+/// --release --test hub_rows -- --ignored --nocapture`. Takes 1,000 rows of one column in the
+/// streamed order and prints the process's peak resident memory; fails above 256 MiB (the
+/// file is meant to be over 1 GB: the rows are read a row group at a time).
+#[test]
+#[ignore]
+fn taking_1000_rows_of_a_large_file_holds_one_row_group() {
+    let Ok(path) = std::env::var("LLMSPEED_BIG_PARQUET") else {
+        panic!("set LLMSPEED_BIG_PARQUET to a parquet file with a `text` column");
+    };
+    let files = DatasetFiles {
+        id: "big".into(),
+        subset: None,
+        split: "train".into(),
+        format: FileFormat::Parquet,
+        files: vec![PathBuf::from(&path)],
+    };
+    let size = std::fs::metadata(&path).unwrap().len();
+    let t = std::time::Instant::now();
+    let rows: Vec<Row> = rows::open(&files, &["text"], RowOrder::Streamed { seed: 0 })
+        .unwrap()
+        .take(1000)
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    println!(
+        "{} rows of {path} ({:.2} GB) in {:.2?}: peak RSS {:.1} MiB",
+        rows.len(),
+        size as f64 / 1e9,
+        t.elapsed(),
+        hwm_kib as f64 / 1024.0
+    );
+    assert_eq!(rows.len(), 1000);
+    assert!(hwm_kib < 256 * 1024, "peak RSS {hwm_kib} KiB");
+}

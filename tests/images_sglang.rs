@@ -363,3 +363,61 @@ fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_token
         assert!(drawn.iter().any(|r| r.len() != drawn[0].len()), "{drawn:?}");
     }
 }
+
+/// A text-only server (`--image-tokens none`) refuses the first image request: `bench sglang`
+/// says the server's own message once, in SGLang's warm-up failure, and sends no measured
+/// request.
+#[test]
+fn a_server_that_refuses_images_is_named_once_and_nothing_else_is_sent() {
+    use llmspeed::mock::image::ImageTokens;
+    use llmspeed::mock::{MockConfig, Profile};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.request_log = Some(log.clone());
+    mcfg.image_tokens = ImageTokens::Refused;
+    let mock = rt.block_on(support::mock::MockServer::start(mcfg));
+    let url = format!("http://{}", mock.addr);
+    let out = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args([
+            "bench",
+            "sglang",
+            "--base-url",
+            &url,
+            "--backend",
+            "sglang-oai-chat",
+        ])
+        .args([
+            "--dataset-name",
+            "image",
+            "--num-prompts",
+            "40",
+            "--random-input-len",
+            "8",
+        ])
+        .args(["--random-output-len", "2", "--image-resolution", "8x8"])
+        .arg("--output-file")
+        .arg(dir.path().join("out.jsonl"))
+        .output()
+        .unwrap();
+    rt.block_on(mock.stop());
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches(llmspeed::mock::image::REFUSED).count(),
+        2,
+        "the warm-up's line and the run's error, once each: {err}"
+    );
+    assert!(err.contains("Warmup failed"), "{err}");
+    let chats = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("/v1/chat/completions"))
+        .count();
+    assert_eq!(chats, 1, "the warm-up alone reached the server");
+}

@@ -95,8 +95,9 @@ pub struct MockArgs {
     pub enable_per_request_metrics: bool,
     /// Prompt tokens per image_url part of a chat message: fixed:N (N whatever the size, as
     /// LLaVA-1.5-style models) or patch:P (one per P x P patch, partial ones counted, as
-    /// Qwen2-VL-style models with P = 28).
-    #[arg(long, default_value = "fixed:256", value_name = "fixed:N|patch:P")]
+    /// Qwen2-VL-style models with P = 28), or none (a text-only model: a request with an
+    /// image is refused with 400).
+    #[arg(long, default_value = "fixed:256", value_name = "fixed:N|patch:P|none")]
     pub image_tokens: crate::mock::image::ImageTokens,
     /// The vision encoder's time per image, in milliseconds (scaled by --time-scale), charged
     /// in the prefill step that starts the image's request.

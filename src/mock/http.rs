@@ -577,6 +577,9 @@ pub fn with_image_tokens(
     let Some(prompt) = g.prompts.first_mut().filter(|_| !g.images.is_empty()) else {
         return Ok(0);
     };
+    if rule == super::image::ImageTokens::Refused {
+        return Err(super::image::REFUSED.into());
+    }
     let added = super::image::add_image_tokens(prompt, &g.images, rule, vocab);
     let (len, max) = (prompt.len() as u64, g.max_tokens.unwrap_or(0) as u64);
     if len >= max_model_len as u64 || len + max > max_model_len as u64 {

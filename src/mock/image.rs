@@ -17,12 +17,21 @@ pub enum ImageTokens {
     /// One token per `p` × `p` patch, partial patches counted: `ceil(h / p) × ceil(w / p)`
     /// (Qwen2-VL-style towers, their merge folded into `p`: 28 for Qwen2-VL).
     Patches(u32),
+    /// A text-only model: a request with an image is refused (400), as a server refuses
+    /// images its model cannot read.
+    Refused,
 }
 
+/// The simulated server's answer to an image sent to a text-only model (`--image-tokens none`).
+pub const REFUSED: &str =
+    "the model is not a multimodal model: it takes no image input (the simulated server was \
+     started with --image-tokens none)";
+
 impl ImageTokens {
-    /// Tokens for an image of `width` × `height`.
+    /// Tokens for an image of `width` × `height` (0 where images are refused).
     pub fn count(self, width: u32, height: u32) -> u64 {
         match self {
+            ImageTokens::Refused => 0,
             ImageTokens::Fixed(n) => n as u64,
             ImageTokens::Patches(p) => {
                 let p = p.max(1);
@@ -35,9 +44,13 @@ impl ImageTokens {
 impl std::str::FromStr for ImageTokens {
     type Err = String;
 
-    /// `fixed:N` or `patch:P`.
+    /// `fixed:N`, `patch:P` or `none`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("image tokens {s:?}: expected fixed:N or patch:P (P at least 1)");
+        if s.trim() == "none" {
+            return Ok(ImageTokens::Refused);
+        }
+        let bad =
+            || format!("image tokens {s:?}: expected fixed:N, patch:P (P at least 1) or none");
         let (kind, n) = s.split_once(':').ok_or_else(bad)?;
         let n: u32 = n.trim().parse().map_err(|_| bad())?;
         match kind.trim() {

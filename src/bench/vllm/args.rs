@@ -254,10 +254,11 @@ pub struct ServeArgs {
     pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
 
     // ---- dataset ----
-    /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
+    /// random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt or hf.
     #[arg(long, default_value = "random", help_heading = "Dataset options")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL).
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL), or the
+    /// hf dataset's hub id (or local copy, with --hf-name).
     #[arg(long, help_heading = "Dataset options")]
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
@@ -335,6 +336,13 @@ pub struct ServeArgs {
         help_heading = "Random multimodal dataset options"
     )]
     pub random_mm_bucket_config: String,
+
+    /// Each prompt as vLLM's multimodal chat messages (one user message of content parts, the
+    /// text then the images): on openai-chat the body vLLM sends without it too, so nothing
+    /// changes; refused for sharegpt on the other backends, where vLLM would send the message
+    /// list as the prompt (its other datasets here ignore it).
+    #[arg(long, help_heading = "Random multimodal dataset options")]
+    pub enable_multimodal_chat: bool,
 
     /// Output length for every request [default: each reply's own length].
     #[arg(long, help_heading = "ShareGPT dataset options")]
@@ -826,6 +834,18 @@ impl ServeArgs {
             );
         }
         let kind = DatasetKind::parse(&self.dataset_name)?;
+        if self.enable_multimodal_chat
+            && kind == DatasetKind::ShareGpt
+            && backend != Backend::OpenAiChat
+        {
+            return Err(format!(
+                "--enable-multimodal-chat makes each {} prompt a list of chat messages, which \
+                 vLLM sends as the prompt of --backend {} (servers refuse it): use --backend \
+                 openai-chat, where the body is the same with or without it",
+                kind.as_str(),
+                self.backend
+            ));
+        }
         if kind == DatasetKind::RandomMm && backend != Backend::OpenAiChat {
             // vLLM's own check: images go in chat messages.
             return Err(format!(
@@ -1650,6 +1670,23 @@ mod tests {
             }]
         );
         // vLLM's defaults parse as they are.
+        let mm = [
+            "--enable-multimodal-chat",
+            "--dataset-name",
+            "sharegpt",
+            "--dataset-path",
+            "s.json",
+        ];
+        let e = parse(&mm).unwrap_err();
+        assert!(
+            e.contains("--enable-multimodal-chat") && e.contains("openai-chat"),
+            "{e}"
+        );
+        let chat_mm = [&mm[..], &["--backend", "openai-chat"]].concat();
+        let ok = parse(&chat_mm);
+        assert!(ok.is_ok(), "{ok:?}");
+        // vLLM reads it for its multimodal and conversation datasets only: random ignores it.
+        assert!(parse(&["--enable-multimodal-chat"]).is_ok());
         let c = parse(&["--backend", "openai-chat", "--dataset-name", "random-mm"]).unwrap();
         assert_eq!(c.dataset.random_mm, Default::default());
         let chat = ["--backend", "openai-chat", "--dataset-name", "random-mm"];

@@ -40,10 +40,6 @@ pub const REFUSED: &[Refusal] = &[
                  mistral_common and custom tokenizer modes are Python-only",
     },
     Refusal {
-        flag: "--enable-multimodal-chat",
-        reason: HF_DATASETS,
-    },
-    Refusal {
         flag: "--custom-ensure-client-side-data",
         reason: HF_DATASETS,
     },
@@ -190,8 +186,6 @@ pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub plot_dataset_stats: bool,
     #[arg(long, hide = true)]
-    pub enable_multimodal_chat: bool,
-    #[arg(long, hide = true)]
     pub custom_ensure_client_side_data: bool,
     #[arg(long, hide = true)]
     pub spec_bench_output_len: Option<String>,
@@ -216,12 +210,11 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 14] {
+    fn given(&self) -> [(&'static str, bool); 13] {
         [
             ("--profile", self.profile),
             ("--no-stream", self.no_stream),
             ("--plot-dataset-stats", self.plot_dataset_stats),
-            ("--enable-multimodal-chat", self.enable_multimodal_chat),
             (
                 "--custom-ensure-client-side-data",
                 self.custom_ensure_client_side_data,

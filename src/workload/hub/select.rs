@@ -157,17 +157,12 @@ pub fn default_patterns(paths: &[String]) -> Vec<(String, Vec<String>)> {
             .iter()
             .filter_map(|p| {
                 let base = p.rsplit('/').next()?;
-                let cut = base.find(|c: char| c == '-').and_then(|_| {
-                    // The split is the name before "-NNNNN-of-NNNNN".
-                    let b = base.as_bytes();
-                    (0..b.len()).find(|&i| {
-                        b[i] == b'-'
-                            && base.len() >= i + 16
-                            && glob_match(
-                                "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*",
-                                &base[i..],
-                            )
-                    })
+                // The split is the name before "-NNNNN-of-NNNNN".
+                let cut = base.char_indices().map(|(i, _)| i).find(|&i| {
+                    glob_match(
+                        "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9]*",
+                        &base[i..],
+                    )
                 })?;
                 Some(base[..cut].to_string())
             })
@@ -219,7 +214,7 @@ pub fn default_patterns(paths: &[String]) -> Vec<(String, Vec<String>)> {
             .into_iter()
             .filter(|(_, pats)| {
                 pats.iter()
-                    .any(|p| !resolve(paths, &[p.clone()]).is_empty())
+                    .any(|p| !resolve(paths, std::slice::from_ref(p)).is_empty())
             })
             .collect();
         if !found.is_empty() {

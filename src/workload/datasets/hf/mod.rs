@@ -30,8 +30,10 @@ pub use bfcl::{translate_schema, BFCL_DEFAULT_CATEGORIES};
 
 use super::common::{counted, fill_to, wrapped};
 use super::{DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
-use crate::workload::rows::{Row, Rows};
+use crate::workload::hub;
+use crate::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder, Rows};
 use serde_json::Value;
+use std::path::Path;
 
 /// The `--hf-*`, `--blazedit-*` and `--bfcl-categories` flags, with vLLM's defaults, and the
 /// column mapping llmspeed adds for ids vLLM does not know.
@@ -508,17 +510,165 @@ fn out_len(n: u64) -> Result<u32, DatasetError> {
 pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
     let path = cfg.path.as_ref().map(|p| p.to_string_lossy().into_owned());
     let resolved = resolve(path.as_deref(), &cfg.hf).map_err(DatasetError::Invalid)?;
-    let rows = open_rows(cfg, &resolved)?;
+    let path = path.unwrap_or_default();
+    let rows = match resolved.class {
+        Class::Bfcl => bfcl_rows(cfg, &path)?,
+        _ => {
+            let files = split_files(&path, &resolved)?;
+            let columns = resolved.class.columns();
+            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+            let order = match cfg.shuffle {
+                true => RowOrder::Streamed { seed: cfg.seed },
+                false => RowOrder::AsStored,
+            };
+            rows::open(&files, &columns, order).map_err(|e| DatasetError::Invalid(e.0))?
+        }
+    };
     samples(cfg, &resolved.class, rows, tokens)
 }
 
-/// The rows `resolved` names, in vLLM's order: the `datasets` library's shuffle for `--seed`,
-/// or as stored with `--disable-shuffle` (BFCL shuffles its own rows: its own files, read whole).
-fn open_rows(cfg: &DatasetConfig, resolved: &Resolved) -> Result<Rows, DatasetError> {
-    let _ = (cfg, resolved);
-    Err(DatasetError::Invalid(
-        "--dataset-name hf: reading the hub's files is not built yet".into(),
-    ))
+/// The split's files: a local folder's (`--dataset-path` a folder, chosen as the `datasets`
+/// library chooses a folder's files without a card) or one local data file, else the hub's
+/// (`--dataset-path` is the id vLLM's `load_dataset` is given), from the cache first.
+fn split_files(path: &str, r: &Resolved) -> Result<DatasetFiles, DatasetError> {
+    let local = Path::new(path);
+    if local.is_file() {
+        let format = match local.extension().and_then(|e| e.to_str()) {
+            Some("parquet") => FileFormat::Parquet,
+            Some("jsonl") => FileFormat::JsonLines,
+            Some("json") => FileFormat::Json,
+            _ => {
+                return Err(DatasetError::Invalid(format!(
+                    "{path}: a local dataset file must be .parquet, .jsonl or .json"
+                )))
+            }
+        };
+        return Ok(DatasetFiles {
+            id: r.id.clone(),
+            subset: r.subset.clone(),
+            split: r.split.clone(),
+            format,
+            files: vec![local.to_path_buf()],
+        });
+    }
+    if local.is_dir() {
+        return folder_files(local, r);
+    }
+    hub::dataset_files(path, r.subset.as_deref(), &r.split, None)
+        .map_err(|e| DatasetError::Invalid(e.to_string()))
+}
+
+/// A local folder's files of the split (every file under it, chosen by the library's default
+/// split patterns: `train-*.parquet`, `data/test.jsonl` ...).
+fn folder_files(dir: &Path, r: &Resolved) -> Result<DatasetFiles, DatasetError> {
+    let mut paths = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let read = std::fs::read_dir(&d).map_err(|err| DatasetError::Read {
+            path: d.display().to_string(),
+            err,
+        })?;
+        for e in read.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(rel) = p.strip_prefix(dir) {
+                paths.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    paths.sort();
+    let chosen =
+        hub::select::choose(&paths, &Value::Null, r.subset.as_deref(), &r.split).map_err(|m| {
+            DatasetError::Invalid(format!(
+                "{}: no data files for split {:?}{} ({m:?}); pass --hf-split, or --dataset-path \
+                 a .parquet/.jsonl file",
+                dir.display(),
+                r.split,
+                r.subset
+                    .as_ref()
+                    .map_or(String::new(), |s| format!(" of subset {s:?}"))
+            ))
+        })?;
+    Ok(DatasetFiles {
+        id: r.id.clone(),
+        subset: chosen.subset,
+        split: r.split.clone(),
+        format: chosen.format,
+        files: chosen.files.iter().map(|f| dir.join(f)).collect(),
+    })
+}
+
+/// BFCL's rows: each category's `BFCL_v3_<category>.json` (JSON lines, read whole) from the
+/// local folder `--dataset-path` names, else the hub (cache first), interleaved and shuffled
+/// as vLLM does ([`bfcl::interleave`]). A category without a file is refused with vLLM's
+/// message.
+fn bfcl_rows(cfg: &DatasetConfig, path: &str) -> Result<Rows, DatasetError> {
+    let cache = crate::workload::tokenizer::HubCache::from_env();
+    let settings = hub::HubSettings::from_env();
+    let mut per = Vec::new();
+    for cat in bfcl::categories(cfg.hf.bfcl_categories.as_deref()) {
+        let name = bfcl::category_file(&cat);
+        let not_found = || {
+            DatasetError::Invalid(format!(
+                "BFCL category '{cat}' not found: file '{name}' does not exist in {path}. Check \
+                 --bfcl-categories (defaults: {}).",
+                BFCL_DEFAULT_CATEGORIES.join(", ")
+            ))
+        };
+        let file = if Path::new(path).is_dir() {
+            let f = Path::new(path).join(&name);
+            if !f.is_file() {
+                return Err(not_found());
+            }
+            f
+        } else {
+            let Some(cache) = &cache else {
+                return Err(DatasetError::Invalid(
+                    "no Hugging Face cache directory: none of HF_HUB_CACHE, HF_HOME, HOME is \
+                     set; set HF_HUB_CACHE"
+                        .into(),
+                ));
+            };
+            let file = hub::HubFile {
+                kind: hub::RepoKind::Dataset,
+                repo: path,
+                file: &name,
+                flag: "--dataset-path (a folder holding the BFCL_v3_*.json files)",
+            };
+            match hub::get(&cache.dir, &file, &settings) {
+                Ok(p) => p,
+                Err(e)
+                    if matches!(
+                        *e,
+                        hub::HubError::Download {
+                            cause: crate::net::fetch::FetchError::Status { status: 404, .. },
+                            ..
+                        }
+                    ) =>
+                {
+                    return Err(not_found())
+                }
+                Err(e) => return Err(DatasetError::Invalid(e.to_string())),
+            }
+        };
+        let files = DatasetFiles {
+            id: path.to_string(),
+            subset: None,
+            split: cat.clone(),
+            format: FileFormat::JsonLines,
+            files: vec![file],
+        };
+        let rows = rows::open(&files, &[], RowOrder::AsStored)
+            .map_err(|e| DatasetError::Invalid(e.0))?
+            .collect::<Result<Vec<Row>, _>>()
+            .map_err(|e| DatasetError::Invalid(e.0))?;
+        per.push(rows);
+    }
+    Ok(rows::from_vec(bfcl::interleave(
+        per,
+        cfg.shuffle.then_some(cfg.seed),
+    )))
 }
 
 #[cfg(test)]
