@@ -20,8 +20,12 @@ mod server;
 #[path = "real_vision/wire.rs"]
 mod wire;
 
+use real_server::{llmspeed, text};
+use recording_proxy::RecordingProxy;
+use serde_json::Value;
 use server::VISION_IMAGE_LIMIT;
-use wire::{check_run, Run};
+use std::time::Duration;
+use wire::{check_run, text_chat_tokens, wire_request, Run};
 
 /// Pixels per merged token side: patch 14 × merge 2.
 const FACTOR: f64 = 28.0;
@@ -78,4 +82,116 @@ fn random_mm_image_tokens_follow_each_images_size() {
         seed: "11",
     };
     check_run(&s, &run, qwen2vl_tokens);
+}
+
+/// `bench sglang --dataset-name image` (SGLang's draw: 1 or 2 images a request, random sizes
+/// from 20 × 16 to 700 × 600) on the chat endpoint through the recording proxy: its record's
+/// vision tokens, per request (`llmspeed.images.vision_tokens`, the server's prompt tokens less
+/// the text's) and in SGLang's `total_input_vision_tokens`, are [`qwen2vl_tokens`] of the sizes
+/// it says it sent; those sizes are the wire's; and each wire request's prompt tokens are its
+/// text's plus the rule's for its images.
+#[test]
+fn bench_sglang_image_vision_tokens_are_the_servers_count() {
+    let Some(s) = server::shared_qwen2vl() else {
+        return;
+    };
+    let proxy = RecordingProxy::start(([127, 0, 0, 1], s.port).into());
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("out.jsonl");
+    let n = 8;
+    let o = llmspeed(
+        &[
+            "bench",
+            "sglang",
+            "--base-url",
+            &proxy.url(),
+            "--model",
+            s.name,
+            "--backend",
+            "vllm-chat",
+            "--dataset-name",
+            "image",
+            "--num-prompts",
+            &n.to_string(),
+            "--random-input-len",
+            "32",
+            "--random-output-len",
+            "4",
+            "--image-count",
+            &VISION_IMAGE_LIMIT.to_string(),
+            "--random-image-count",
+            "--image-resolution",
+            "random:20x16-700x600",
+            "--image-format",
+            "jpeg",
+            "--seed",
+            "9",
+            "--max-concurrency",
+            "2",
+            "--warmup-requests",
+            "0",
+            "--extra-request-body",
+            r#"{"stream_options": {"include_usage": true}}"#,
+            "--output-file",
+            file.to_str().unwrap(),
+        ],
+        Duration::from_secs(300),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // SGLang's records write Python's NaN and Infinity where JSON has no number.
+    let record = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace("Infinity", "null")
+        .replace("NaN", "null");
+    let rec: Value = serde_json::from_str(record.lines().last().unwrap()).unwrap();
+    assert_eq!(rec["completed"], n, "{}", text(&o));
+    let images = &rec["llmspeed"]["images"];
+    assert_eq!(images["vision_tokens_counted_by"], "server_prompt_tokens");
+    let sizes: Vec<Vec<(u64, u64)>> = images["sizes_wh"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|wh| (wh[0].as_u64().unwrap(), wh[1].as_u64().unwrap()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(sizes.len() as u64, n, "{images}");
+    let vision = wire::numbers(&images["vision_tokens"]);
+    let mut total = 0;
+    for (req, (sizes, tokens)) in sizes.iter().zip(&vision).enumerate() {
+        let want: u64 = sizes.iter().map(|&(w, h)| qwen2vl_tokens(w, h)).sum();
+        assert_eq!(*tokens, want, "request {req}: {sizes:?}");
+        total += want;
+    }
+    assert_eq!(rec["total_input_vision_tokens"], total, "{images}");
+    assert!(
+        sizes.iter().any(|s| s.len() as u64 == VISION_IMAGE_LIMIT),
+        "{sizes:?}"
+    );
+
+    // The wire: the same images, each request counted by the server as the rule says.
+    let mut on_wire: Vec<Vec<(u64, u64)>> = Vec::new();
+    for x in proxy
+        .exchanges()
+        .iter()
+        .filter(|x| x.method == "POST" && x.path == "/v1/chat/completions")
+    {
+        let w = wire_request(x);
+        let wh: Vec<(u64, u64)> = w.images.iter().map(|i| (i.width, i.height)).collect();
+        let rule: u64 = wh.iter().map(|&(w, h)| qwen2vl_tokens(w, h)).sum();
+        assert_eq!(
+            w.prompt_tokens,
+            text_chat_tokens(&s, &w.text) + rule,
+            "{wh:?}"
+        );
+        on_wire.push(wh);
+    }
+    let mut said = sizes.clone();
+    said.sort_unstable();
+    on_wire.sort_unstable();
+    assert_eq!(said, on_wire, "the sizes the record says vs the wire's");
 }
