@@ -404,6 +404,23 @@ fn hf_ids_vllm_does_not_know_are_refused_with_its_message_unless_mapped() {
     let c = a.validate().unwrap();
     assert_eq!(c.dataset.hf.split.as_deref(), Some("test"));
     assert_eq!(c.dataset.hf.output_len, Some(9));
+    assert!(!c.dataset.hf.no_stream);
+    // vLLM's --no-stream loads the dataset whole: accepted, the full shuffle's order.
+    let a = args(&[
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        "openai/gsm8k",
+        "--no-stream",
+    ]);
+    let c = a.unwrap().validate().unwrap();
+    assert!(c.dataset.hf.no_stream);
+    assert_eq!(
+        llmspeed::workload::datasets::hf::row_order(&c.dataset),
+        llmspeed::workload::rows::RowOrder::Full {
+            seed: c.dataset.seed
+        }
+    );
     let a = args(&["--dataset-name", "hf", "--dataset-path", "Lin-Chen/MMStar"]).unwrap();
     assert!(a.validate().unwrap_err().contains("vision dataset"));
 }
@@ -412,7 +429,6 @@ fn hf_ids_vllm_does_not_know_are_refused_with_its_message_unless_mapped() {
 fn unsupported_flags_are_refused_clearly() {
     let table: &[&[&str]] = &[
         &["--profile"],
-        &["--no-stream"],
         &["--dataset-name", "speed_bench"],
         &["--spec-bench-output-len", "5"],
         &["--backend", "openai-embeddings"],

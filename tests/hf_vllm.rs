@@ -583,6 +583,24 @@ fn cases() -> Vec<Case> {
                 short.clone(),
             ),
         ),
+        // --no-stream: loaded whole, so the seed shuffles every row (Dataset.shuffle).
+        sharded(
+            3,
+            case(
+                "gsm8k, --no-stream, 2500 rows, seed 7, 40 taken",
+                &seeded(&[
+                    "--dataset-path",
+                    "openai/gsm8k",
+                    "--no-stream",
+                    "--num-prompts",
+                    "40",
+                    "--seed",
+                    "7",
+                ]),
+                "test",
+                short.clone(),
+            ),
+        ),
         sharded(
             1,
             case(
@@ -696,14 +714,10 @@ fn llmspeed_samples(c: &Case, dir: &Path) -> Result<Vec<Sample>, String> {
         let shards = (0..c.shards)
             .map(|k| dir.join(format!("{}-{k:05}-of-{:05}.parquet", r.split, c.shards)))
             .collect();
-        let order = match cfg.shuffle {
-            true => RowOrder::Streamed { seed: cfg.seed },
-            false => RowOrder::AsStored,
-        };
         rows::open(
             &files(&r.split, FileFormat::Parquet, shards),
             &columns,
-            order,
+            hf::row_order(&cfg),
         )
         .map_err(|e| e.to_string())?
     };

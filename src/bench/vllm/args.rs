@@ -384,6 +384,10 @@ pub struct ServeArgs {
     /// length, with --hf-prompt-column.
     #[arg(long, value_name = "COLUMN", help_heading = "HF dataset options")]
     pub hf_output_column: Option<String>,
+    /// Load the hf dataset whole rather than streamed: --seed then shuffles every row (the
+    /// `datasets` library's Dataset.shuffle) instead of shards and a 1,000-row buffer.
+    #[arg(long, help_heading = "HF dataset options")]
+    pub no_stream: bool,
     /// Blazedit (vdaita/edit_*_char): keep rows whose normalised edit distance is at least this.
     #[arg(long, default_value_t = 0.0, help_heading = "HF dataset options")]
     pub blazedit_min_distance: f64,
@@ -1024,6 +1028,7 @@ impl ServeArgs {
             skip_chat_template: self.skip_chat_template,
             prompt_column: self.hf_prompt_column.clone(),
             output_column: self.hf_output_column.clone(),
+            no_stream: self.no_stream,
         }
     }
 

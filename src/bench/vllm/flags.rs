@@ -27,10 +27,6 @@ pub const REFUSED: &[Refusal] = &[
                  own tools while llmspeed runs",
     },
     Refusal {
-        flag: "--no-stream",
-        reason: "llmspeed times streamed tokens (TTFT, ITL and TPOT need a stream)",
-    },
-    Refusal {
         flag: "--plot-dataset-stats",
         reason: "llmspeed draws no matplotlib figure; --dry-run prints the dataset's lengths",
     },
@@ -182,8 +178,6 @@ pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub profile: bool,
     #[arg(long, hide = true)]
-    pub no_stream: bool,
-    #[arg(long, hide = true)]
     pub plot_dataset_stats: bool,
     #[arg(long, hide = true)]
     pub custom_ensure_client_side_data: bool,
@@ -210,10 +204,9 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 13] {
+    fn given(&self) -> [(&'static str, bool); 12] {
         [
             ("--profile", self.profile),
-            ("--no-stream", self.no_stream),
             ("--plot-dataset-stats", self.plot_dataset_stats),
             (
                 "--custom-ensure-client-side-data",

@@ -61,6 +61,9 @@ pub struct HfSettings {
     /// llmspeed's `--hf-output-column`: the column whose text's token count is each output
     /// length (else `--hf-output-len`, else 256).
     pub output_column: Option<String>,
+    /// `--no-stream`: the dataset loaded whole, so `--seed` shuffles every row
+    /// (`Dataset.shuffle`) instead of the streamed shards-and-buffer shuffle.
+    pub no_stream: bool,
 }
 
 impl Default for HfSettings {
@@ -76,7 +79,19 @@ impl Default for HfSettings {
             skip_chat_template: false,
             prompt_column: None,
             output_column: None,
+            no_stream: false,
         }
+    }
+}
+
+/// The order vLLM's `HuggingFaceDataset.load_data` gives the rows: stored with
+/// `--disable-shuffle`; else the `datasets` library's shuffle for `--seed`, streamed by default
+/// (`load_dataset(streaming=True)`), of every row with `--no-stream`.
+pub fn row_order(cfg: &DatasetConfig) -> RowOrder {
+    match (cfg.shuffle, cfg.hf.no_stream) {
+        (false, _) => RowOrder::AsStored,
+        (true, false) => RowOrder::Streamed { seed: cfg.seed },
+        (true, true) => RowOrder::Full { seed: cfg.seed },
     }
 }
 
@@ -517,11 +532,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
             let files = split_files(&path, &resolved)?;
             let columns = resolved.class.columns();
             let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-            let order = match cfg.shuffle {
-                true => RowOrder::Streamed { seed: cfg.seed },
-                false => RowOrder::AsStored,
-            };
-            rows::open(&files, &columns, order).map_err(|e| DatasetError::Invalid(e.0))?
+            rows::open(&files, &columns, row_order(cfg)).map_err(|e| DatasetError::Invalid(e.0))?
         }
     };
     samples(cfg, &resolved.class, rows, tokens)
