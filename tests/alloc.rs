@@ -360,22 +360,23 @@ fn idle_open_stream_costs_at_most_64_kib() {
     });
 }
 
-#[test]
-fn whole_read_path_does_not_allocate_per_token() {
-    let server = server_on_its_own_thread(
-        [50, 50, 1000]
-            .into_iter()
-            .map(|n| respond(vllm_writes(n, 2)))
-            .collect(),
-    );
+/// Streams of 50 and 1000 tokens (after a warm-up one), each on a fresh connection: the
+/// client's allocations for each.
+fn read_path_allocations(server: Server, tls: bool) -> (u64, u64) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async move {
-        let mut cfg = ClientConfig::new(Target::parse(&server.base_url()).unwrap());
+        let url = if tls {
+            server.https_url()
+        } else {
+            server.base_url()
+        };
+        let mut cfg = ClientConfig::new(Target::parse(&url).unwrap());
         // A fresh connection per request, so each run has the same fixed costs.
         cfg.max_idle = 0;
+        cfg.insecure = tls;
         let client = Client::new(cfg, Clock::new()).unwrap();
         let req = StreamRequest {
             header: None,
@@ -405,15 +406,76 @@ fn whole_read_path_does_not_allocate_per_token() {
             tl_long.stamp_source(),
             llmspeed::timeline::StampSource::Kernel
         );
-        eprintln!("stream allocations: {short} for 50 tokens, {long} for 1000");
-        // Reads coalesce differently run to run; a per-token cost would add ~950.
-        // Each stream is a new connection (max_idle 0): the long one's map may double up to
-        // five times more than the short one's if it falls behind; per token it would be 950.
-        assert!(
-            long <= short + 8 + 5,
-            "{long} allocations for 1000 tokens vs {short} for 50"
-        );
+        (short, long)
+    })
+}
+
+fn three_streams() -> Vec<Vec<Step>> {
+    [50, 50, 1000]
+        .into_iter()
+        .map(|n| respond(vllm_writes(n, 2)))
+        .collect()
+}
+
+#[test]
+fn whole_read_path_does_not_allocate_per_token() {
+    let (short, long) = read_path_allocations(server_on_its_own_thread(three_streams()), false);
+    eprintln!("stream allocations: {short} for 50 tokens, {long} for 1000");
+    // Reads coalesce differently run to run; a per-token cost would add ~950.
+    // Each stream is a new connection (max_idle 0): the long one's map may double up to
+    // five times more than the short one's if it falls behind; per token it would be 950.
+    assert!(
+        long <= short + 8 + 5,
+        "{long} allocations for 1000 tokens vs {short} for 50"
+    );
+}
+
+/// Over TLS (`net::tls_conn`: our own socket reads, the ciphertext handed to rustls a record at
+/// a time) our code allocates nothing per token either; rustls 0.23 copies each decrypted
+/// record into a buffer of its own (`received_plaintext`), one allocation per record, which
+/// is per token when the server writes one token a record (the scripted server writes each
+/// chunk as one record here). So: at most one per record, none of ours.
+#[test]
+fn tls_read_path_allocates_only_rustls_one_buffer_per_record() {
+    let (short, long) = read_path_allocations(tls_server_on_its_own_thread(three_streams()), true);
+    eprintln!("TLS stream allocations: {short} for 50 tokens, {long} for 1000");
+    // 1000 tokens write 950 more records than 50 (one chunk each).
+    assert!(
+        long <= short + 950 + 8 + 5,
+        "{long} allocations for 1000 tokens vs {short} for 50: more than rustls's one a record"
+    );
+}
+
+/// [`server_on_its_own_thread`] speaking TLS (a self-signed certificate for 127.0.0.1).
+fn tls_server_on_its_own_thread(scripts: Vec<Vec<Step>>) -> Server {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            tx.send(Server::start_tls(scripts, acceptor).await).unwrap();
+            std::future::pending::<()>().await;
+        });
     });
+    rx.recv().unwrap()
 }
 
 /// `--packet-stamps` (Linux, CAP_NET_RAW): the read path with the client's packet ring does

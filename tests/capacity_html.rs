@@ -53,7 +53,7 @@ fn parse(page: &str) -> Vec<Element> {
                         let a = a.expect("a well-formed attribute");
                         (
                             String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
-                            a.unescape_value().unwrap().into_owned(),
+                            String::from_utf8(a.value.to_vec()).unwrap(),
                         )
                     })
                     .collect();

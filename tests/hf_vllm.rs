@@ -17,7 +17,7 @@ use clap::Parser;
 use llmspeed::bench::vllm::args::ServeArgs;
 use llmspeed::workload::datasets::hf::{self, bfcl, Class};
 use llmspeed::workload::datasets::{PromptSource, PromptWrap, RenderChat, Sample, Tokens};
-use llmspeed::workload::rows::{self, Row};
+use llmspeed::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::Path;
@@ -133,11 +133,13 @@ fn row(v: Value) -> Row {
     }
 }
 
-/// One comparison: vLLM's command line, and the rows of each split (or of each BFCL category).
+/// One comparison: vLLM's command line, and the rows of each split, written in `shards` parquet
+/// files (or of each BFCL category, one JSON-lines file each).
 struct Case {
     name: &'static str,
     argv: Vec<&'static str>,
     rows: Vec<(&'static str, Vec<Row>)>,
+    shards: usize,
     bfcl: Vec<(&'static str, Vec<Row>)>,
 }
 
@@ -146,8 +148,14 @@ fn case(name: &'static str, argv: &[&'static str], split: &'static str, rows: Ve
         name,
         argv: argv.to_vec(),
         rows: vec![(split, rows)],
+        shards: 1,
         bfcl: vec![],
     }
+}
+
+/// `c` with its rows in `n` shards.
+fn sharded(n: usize, c: Case) -> Case {
+    Case { shards: n, ..c }
 }
 
 fn instruct_coder(g: &mut Gen) -> Vec<Row> {
@@ -165,7 +173,8 @@ fn conversations(g: &mut Gen) -> Vec<Row> {
             let turns = (g.below(4)) as usize;
             let conv: Vec<Value> = (0..turns)
                 .map(|t| {
-                    let n = g.len();
+                    // vLLM asserts every reply counts above 0 tokens.
+                    let n = g.len().max(1);
                     json!({"from": if t % 2 == 0 {"human"} else {"gpt"}, "value": g.words(n)})
                 })
                 .collect();
@@ -269,7 +278,7 @@ fn cases() -> Vec<Case> {
         "--endpoint",
         "/v1/chat/completions",
     ];
-    vec![
+    let mut all = vec![
         case(
             "instruct coder",
             &with(&[
@@ -488,6 +497,7 @@ fn cases() -> Vec<Case> {
                 .concat(),
             ),
             rows: vec![],
+            shards: 1,
             bfcl: bfcl.clone(),
         },
         Case {
@@ -509,9 +519,95 @@ fn cases() -> Vec<Case> {
             ]
             .concat(),
             rows: vec![],
+            shards: 1,
             bfcl,
         },
-    ]
+    ];
+    // The datasets library's streamed shuffle for --seed (vLLM's default): shards permuted,
+    // a 1,000-row buffer; past the buffer where the rows are many.
+    let seeded = |extra: &[&'static str]| -> Vec<&'static str> {
+        [&["--dataset-name", "hf"][..], extra].concat()
+    };
+    let short: Vec<Row> = (0..2500)
+        .map(|i| {
+            let n = 1 + g.below(8) as usize;
+            row(json!({"question": format!("q{i} {}", g.words(n)), "answer": "#### 4"}))
+        })
+        .collect();
+    all.extend([
+        sharded(
+            3,
+            case(
+                "instruct coder, seed 0",
+                &seeded(&[
+                    "--dataset-path",
+                    "likaixin/InstructCoder",
+                    "--num-prompts",
+                    "10",
+                ]),
+                "train",
+                instruct_coder(&mut g),
+            ),
+        ),
+        sharded(
+            4,
+            case(
+                "sharegpt vicuna, seed 42",
+                &seeded(&[
+                    "--dataset-path",
+                    "Aeala/ShareGPT_Vicuna_unfiltered",
+                    "--hf-split",
+                    "train",
+                    "--num-prompts",
+                    "20",
+                    "--seed",
+                    "42",
+                ]),
+                "train",
+                conversations(&mut g),
+            ),
+        ),
+        sharded(
+            5,
+            case(
+                "gsm8k, 2500 rows, seed 13",
+                &seeded(&[
+                    "--dataset-path",
+                    "openai/gsm8k",
+                    "--num-prompts",
+                    "2500",
+                    "--seed",
+                    "13",
+                ]),
+                "test",
+                short.clone(),
+            ),
+        ),
+        sharded(
+            1,
+            case(
+                "humaneval, 2500 rows in one file, seed 1, 1200 taken",
+                &seeded(&[
+                    "--dataset-path",
+                    "openai/openai_humaneval",
+                    "--num-prompts",
+                    "1200",
+                    "--seed",
+                    "1",
+                ]),
+                "test",
+                short
+                    .into_iter()
+                    .map(|mut r| {
+                        let q = r.remove("question").unwrap();
+                        r.insert("prompt".into(), q);
+                        r
+                    })
+                    .collect(),
+            ),
+        ),
+    ]);
+    all
 }
 
 /// Runs vLLM's loader on each case.
@@ -530,7 +626,8 @@ fn vllm(python: &Path, cases: &[Case], dir: &Path) -> Vec<Value> {
                 .iter()
                 .map(|(s, r)| (s.to_string(), json!(r)))
                 .collect();
-            json!({"argv": c.argv, "dir": dir.join(i.to_string()), "rows": rows, "bfcl": bfcl})
+            json!({"argv": c.argv, "dir": dir.join(i.to_string()), "rows": rows, "shards": c.shards,
+                "bfcl": bfcl})
         })
         .collect();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hf/vllm_hf.py");
@@ -558,9 +655,10 @@ fn vllm(python: &Path, cases: &[Case], dir: &Path) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).expect("vllm_hf.py answers a JSON list")
 }
 
-/// llmspeed's samples for a case: its own flags parsed, its class resolved, the rows in the
-/// order the flags ask (stored here), its family run.
-fn llmspeed_samples(c: &Case) -> Result<Vec<Sample>, String> {
+/// llmspeed's samples for a case: its own flags parsed, its class resolved, the files vLLM read
+/// (in `dir`) read by `rows::open` in the order the flags ask (the `datasets` library's streamed
+/// shuffle for `--seed`, or stored), its family run.
+fn llmspeed_samples(c: &Case, dir: &Path) -> Result<Vec<Sample>, String> {
     let mut argv = vec!["x", "--base-url", "http://127.0.0.1:9"];
     argv.extend(&c.argv);
     let cfg = Wrap::try_parse_from(argv)
@@ -570,27 +668,46 @@ fn llmspeed_samples(c: &Case) -> Result<Vec<Sample>, String> {
         .dataset;
     let path = cfg.path.as_ref().map(|p| p.to_string_lossy().into_owned());
     let r = hf::resolve(path.as_deref(), &cfg.hf)?;
-    let rows = if r.class == Class::Bfcl {
-        let per: Vec<Vec<Row>> = bfcl::categories(cfg.hf.bfcl_categories.as_deref())
-            .iter()
-            .map(|cat| {
-                c.bfcl
-                    .iter()
-                    .find(|(n, _)| n == cat)
-                    .map(|(_, r)| r.clone())
-                    .ok_or(format!("no category {cat}"))
-            })
-            .collect::<Result<_, _>>()?;
-        bfcl::interleave(per, cfg.shuffle.then_some(cfg.seed))
-    } else {
-        assert!(!cfg.shuffle, "{}: stored order only here", c.name);
-        c.rows
-            .iter()
-            .find(|(s, _)| *s == r.split)
-            .map(|(_, r)| r.clone())
-            .ok_or(format!("no split {}", r.split))?
+    let columns = r.class.columns();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let files = |split: &str, format, files: Vec<std::path::PathBuf>| DatasetFiles {
+        id: r.id.clone(),
+        subset: None,
+        split: split.into(),
+        format,
+        files,
     };
-    hf::samples(&cfg, &r.class, rows::from_vec(rows), &mut Words::new()).map_err(|e| e.to_string())
+    let rows = if r.class == Class::Bfcl {
+        let mut per = Vec::new();
+        for cat in bfcl::categories(cfg.hf.bfcl_categories.as_deref()) {
+            let f = files(
+                "train",
+                FileFormat::JsonLines,
+                vec![dir.join(bfcl::category_file(&cat))],
+            );
+            let rows = rows::open(&f, &columns, RowOrder::AsStored).map_err(|e| e.to_string())?;
+            per.push(
+                rows.collect::<Result<Vec<Row>, _>>()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        rows::from_vec(bfcl::interleave(per, cfg.shuffle.then_some(cfg.seed)))
+    } else {
+        let shards = (0..c.shards)
+            .map(|k| dir.join(format!("{}-{k:05}-of-{:05}.parquet", r.split, c.shards)))
+            .collect();
+        let order = match cfg.shuffle {
+            true => RowOrder::Streamed { seed: cfg.seed },
+            false => RowOrder::AsStored,
+        };
+        rows::open(
+            &files(&r.split, FileFormat::Parquet, shards),
+            &columns,
+            order,
+        )
+        .map_err(|e| e.to_string())?
+    };
+    hf::samples(&cfg, &r.class, rows, &mut Words::new()).map_err(|e| e.to_string())
 }
 
 /// One sample of ours against vLLM's.
@@ -630,11 +747,12 @@ fn hf_samples_are_vllms_own() {
     let dir = tempfile::tempdir().unwrap();
     let cases = cases();
     let answers = vllm(&python, &cases, dir.path());
-    for (c, a) in cases.iter().zip(&answers) {
+    for (i, (c, a)) in cases.iter().zip(&answers).enumerate() {
         let theirs = a["samples"]
             .as_array()
             .unwrap_or_else(|| panic!("{}: vLLM failed: {}", c.name, a["error"]));
-        let ours = llmspeed_samples(c).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        let ours = llmspeed_samples(c, &dir.path().join(i.to_string()))
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
         assert_eq!(ours.len(), theirs.len(), "{}: how many samples", c.name);
         assert!(!ours.is_empty(), "{}: compares something", c.name);
         for (i, (o, t)) in ours.iter().zip(theirs).enumerate() {
@@ -665,6 +783,7 @@ fn ids_vllm_refuses_are_refused_with_its_message() {
             "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
         ],
         rows: vec![],
+        shards: 1,
         bfcl: vec![],
     };
     let answers = vllm(&python, &[unknown, bfcl_completions], dir.path());
@@ -676,7 +795,7 @@ fn ids_vllm_refuses_are_refused_with_its_message() {
         "train",
         vec![],
     );
-    let ours = llmspeed_samples(&c).unwrap_err();
+    let ours = llmspeed_samples(&c, dir.path()).unwrap_err();
     // The same sentence around the set; the set's members the same (Python orders a set by
     // hash, which changes from run to run).
     let split = |m: &str| -> (String, String, Vec<String>) {
@@ -701,6 +820,6 @@ fn ids_vllm_refuses_are_refused_with_its_message() {
         "train",
         vec![],
     );
-    let ours = llmspeed_samples(&c).unwrap_err();
+    let ours = llmspeed_samples(&c, dir.path()).unwrap_err();
     assert_eq!(format!("ValueError: {ours}"), theirs);
 }

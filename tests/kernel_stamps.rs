@@ -19,7 +19,7 @@ const SERVER_GAP: Duration = Duration::from_millis(5);
 const BUSY: Duration = Duration::from_millis(50);
 
 /// Reads one request (head and Content-Length body) off `s`.
-fn read_request(s: &mut std::net::TcpStream) {
+fn read_request(s: &mut impl Read) {
     let mut buf = Vec::new();
     let mut piece = [0u8; 4096];
     loop {
@@ -47,13 +47,46 @@ fn read_request(s: &mut std::net::TcpStream) {
 /// write's start. Bounds, not one stamp: on a busy machine the server thread can be preempted
 /// between a write and its stamp.
 fn run(kernel_stamps: bool) -> (Timeline, (Duration, Duration)) {
+    run_over(kernel_stamps, false)
+}
+
+/// A server socket, plain or TLS (rustls over the accepted stream, a self-signed certificate:
+/// the client runs with `--insecure`).
+trait Io: Read + Write {}
+impl<T: Read + Write> Io for T {}
+
+fn server_end(s: std::net::TcpStream, tls: bool) -> Box<dyn Io> {
+    if !tls {
+        return Box::new(s);
+    }
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let conn = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
+    Box::new(rustls::StreamOwned::new(conn, s))
+}
+
+fn run_over(kernel_stamps: bool, tls: bool) -> (Timeline, (Duration, Duration)) {
     let clock = Clock::new();
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("local addr");
     let server_clock = clock.clone();
     let server = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().expect("accept");
+        let (s, _) = listener.accept().expect("accept");
         s.set_nodelay(true).expect("nodelay");
+        let mut s = server_end(s, tls);
         read_request(&mut s);
         let mut first = CHUNKED_HEAD.as_bytes().to_vec();
         first.extend(chunk(vllm_event(1, 4, None).as_bytes()));
@@ -80,8 +113,10 @@ fn run(kernel_stamps: bool) -> (Timeline, (Duration, Duration)) {
         .build()
         .expect("runtime");
     let tl = rt.block_on(async move {
-        let mut cfg = ClientConfig::new(Target::parse(&format!("http://{addr}")).expect("url"));
+        let scheme = if tls { "https" } else { "http" };
+        let mut cfg = ClientConfig::new(Target::parse(&format!("{scheme}://{addr}")).expect("url"));
         cfg.kernel_stamps = kernel_stamps;
+        cfg.insecure = tls;
         cfg.max_idle = 0;
         let client = Client::new(cfg, clock).expect("client");
         let req = StreamRequest {
@@ -116,7 +151,18 @@ fn token_gap(tl: &Timeline, clock: &Clock) -> Duration {
 
 #[test]
 fn kernel_stamps_take_the_late_wakeup_out_of_the_gap() {
-    let (tl, (lo, hi)) = run(true);
+    late_wakeup_taken_out(false);
+}
+
+/// The same over TLS: each record's plaintext carries the stamp of the read that completed it
+/// (`net::tls_conn`), the kernel's.
+#[test]
+fn over_tls_kernel_stamps_take_the_late_wakeup_out_of_the_gap() {
+    late_wakeup_taken_out(true);
+}
+
+fn late_wakeup_taken_out(tls: bool) {
+    let (tl, (lo, hi)) = run_over(true, tls);
     assert!(tl.is_ok(), "{:?}", tl.outcome);
     assert_eq!(tl.stamp_source(), StampSource::Kernel, "{:?}", tl.stamps);
     let gap = token_gap(&tl, &Clock::new());
@@ -128,7 +174,7 @@ fn kernel_stamps_take_the_late_wakeup_out_of_the_gap() {
     );
     let second = tl.events.iter().filter(|e| e.tokens > 0).nth(1).unwrap();
     eprintln!(
-        "kernel stamps: gap {gap:?} (server {lo:?}..{hi:?}), wake-up {} us",
+        "kernel stamps (TLS: {tls}): gap {gap:?} (server {lo:?}..{hi:?}), wake-up {} us",
         second.wakeup_ns / 1000
     );
     // Token 2 arrived `gap` after token 1, while the client was blocked for 50 ms from its read

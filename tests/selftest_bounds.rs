@@ -7,10 +7,12 @@
 //! must call the run Client-bound, and the trace must agree. Sizes are modest for a 2-core
 //! machine; docs/selftest.md has the full-size table and its commands.
 
+mod support;
+
 use llmspeed::net::Cancel;
 use llmspeed::selftest::pin::{allowed_cpus, CpuList, Pin};
 use llmspeed::selftest::{
-    run, run_pinned, run_with_busy_client, run_with_busy_loop, Report, Shape,
+    run, run_pinned, run_tls, run_with_busy_client, run_with_busy_loop, Report, Shape, TlsSetup,
 };
 use std::time::Duration;
 
@@ -193,6 +195,87 @@ fn a_client_that_cannot_keep_up_is_client_bound_and_the_trace_agrees() {
     if cfg!(target_os = "linux") {
         assert!(r.gaps_merged_percent.unwrap_or(0.0) > 30.0, "{r:?}");
         assert_eq!(r.stamps_too_loose, Some(true), "{r:?}");
+        assert_eq!(r.client_bound, Some(true), "{r:?}");
+        assert_eq!(r.client_limited_in_truth, Some(true), "{r:?}");
+    }
+}
+
+/// The simulated server speaking TLS itself (a certificate for 127.0.0.1 that is its own CA, as
+/// `openssl req -x509` makes, given to the client as `--ca-cert`), so the trace stamps each TLS
+/// write as it stamps a plain one; the client reads the socket itself and opens the records
+/// (`net::tls_conn`). The folder holding the certificate lives as long as the setup.
+fn tls_setup() -> (TlsSetup, tempfile::TempDir) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("cert.pem");
+    std::fs::write(&ca_file, cert.pem()).unwrap();
+    let setup = TlsSetup {
+        server: std::sync::Arc::new(server),
+        ca_file,
+    };
+    (setup, dir)
+}
+
+/// Over TLS the client states bounds as in plain text (none is missing for being TLS), and
+/// they hold: the scenarios above, with the server speaking TLS.
+fn check_tls_bounds_hold(name: &str, r: &Report) {
+    check_bounds_hold(name, r);
+    if cfg!(target_os = "linux") {
+        assert_eq!(r.no_bound_reason, None, "{name}: {r:?}");
+        assert_ne!(r.stamp_source, Some("client_clock"), "{name}: {r:?}");
+    }
+}
+
+#[test]
+fn over_tls_bounds_hold_where_the_client_can_keep_up() {
+    let (tls, _dir) = tls_setup();
+    let r = run_tls(&shape(8, 5, 40), &tls, None, Duration::ZERO).expect("selftest runs");
+    check_tls_bounds_hold("TLS, 8 x 5 ms", &r);
+    assert_eq!(r.stamp_source, Some("kernel"), "{r:?}");
+}
+
+#[test]
+fn over_tls_with_packet_stamps_bounds_hold_and_each_record_has_its_segment() {
+    let (tls, _dir) = tls_setup();
+    let shape = Shape {
+        packet_stamps: true,
+        ..shape(8, 5, 40)
+    };
+    let r = run_tls(&shape, &tls, None, Duration::ZERO).expect("selftest runs");
+    check_tls_bounds_hold("TLS, 8 x 5 ms, packet stamps", &r);
+    if support::mock::default_stamp_source() == "packet" {
+        assert_eq!(r.stamp_source, Some("packet"), "{r:?}");
+    }
+}
+
+#[test]
+fn over_tls_bounds_hold_at_128_streams_by_1ms_on_one_client_core() {
+    let (tls, _dir) = tls_setup();
+    let r = run_tls(&shape(128, 1, 30), &tls, Some(&two_cpus()), Duration::ZERO)
+        .expect("selftest runs");
+    check_tls_bounds_hold("TLS, 128 x 1 ms, one client core", &r);
+}
+
+#[test]
+fn over_tls_a_client_that_cannot_keep_up_is_client_bound_and_the_trace_agrees() {
+    let (tls, _dir) = tls_setup();
+    let r = run_tls(&shape(4, 1, 40), &tls, None, Duration::from_millis(3)).expect("selftest runs");
+    check_tls_bounds_hold("TLS, 4 x 1 ms, client blocked 3 ms per event", &r);
+    if cfg!(target_os = "linux") {
+        assert!(r.gaps_merged_percent.unwrap_or(0.0) > 30.0, "{r:?}");
         assert_eq!(r.client_bound, Some(true), "{r:?}");
         assert_eq!(r.client_limited_in_truth, Some(true), "{r:?}");
     }

@@ -132,13 +132,11 @@ async fn insecure_accepts_any_certificate() {
     assert_eq!(tl.outcome, Ok(()));
     assert_eq!(tl.events.len(), 3);
     assert_eq!(tl.output_tokens(), 3);
-    // A rustls record can span reads: no kernel stamp belongs to an event, and the timeline
-    // says the client's clock was used, and why (kernel stamps are on by default).
-    assert_eq!(
-        tl.stamp_source(),
-        StampSource::ClientClock(StampFallback::Tls)
-    );
-    assert!(tl.events.iter().all(|e| e.wakeup_ns == 0));
+    // The socket is read as a plain one is (`net::tls_conn`): no read keeps the client's
+    // clock for being TLS (tests/kernel_stamps.rs holds the stamps themselves over TLS).
+    let source = tl.stamp_source();
+    assert_ne!(source, StampSource::ClientClock(StampFallback::Tls));
+    assert_ne!(source, StampSource::Mixed(StampFallback::Tls));
 }
 
 #[tokio::test]
@@ -295,4 +293,48 @@ async fn a_certificate_made_by_openssl_req_x509_is_trusted_when_given() {
     let tl = run_with_ca_file(&pki, &pki.ca_pem).await;
     assert_eq!(tl.outcome, Ok(()));
     assert_eq!(tl.output_tokens(), 3);
+}
+
+/// `selftest --tls-cert --tls-key`: the simulated server speaks TLS itself and the client
+/// trusts its certificate as `--ca-cert`; the bounds are stated and hold against the trace,
+/// as in plain text (tests/selftest_bounds.rs holds the other scenarios).
+#[test]
+fn selftest_over_tls_states_bounds_that_hold() {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_file, key_file) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_file, cert.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let out = std::process::Command::new(support::process::bin())
+        .args([
+            "selftest",
+            "--streams",
+            "8",
+            "--gap",
+            "5ms",
+            "--tokens",
+            "40",
+        ])
+        .arg("--tls-cert")
+        .arg(&cert_file)
+        .arg("--tls-key")
+        .arg(&key_file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["failed_streams"], 0, "{r}");
+    assert_eq!(r["tokens_matched"], r["trace_records"], "{r}");
+    if cfg!(target_os = "linux") {
+        assert_eq!(r["no_bound_reason"], serde_json::Value::Null, "{r}");
+        assert_eq!(r["stamp_source"], "kernel", "{r}");
+        let cover = r["gap_bound_coverage_percent"].as_f64().unwrap();
+        assert!(cover >= 99.0, "{r}");
+        assert_eq!(r["ttft_bound_coverage_percent"], 100.0, "{r}");
+    }
 }

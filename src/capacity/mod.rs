@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod decide;
+pub mod grid;
 pub mod interval;
 pub mod plan;
 pub mod results;

@@ -133,6 +133,47 @@ pub struct MatrixArgs {
     /// Print the plan and estimate, then stop.
     #[arg(long)]
     pub dry_run: bool,
+    /// An objective, repeatable (ttft_p99=500ms, itl_p99=50ms, e2e_p90=10s, tpot_p99=40ms,
+    /// errors=1%, attainment=99%): for every context row, the largest concurrency whose
+    /// decode cell meets them all (docs/capacity.md, "matrix --slo").
+    #[arg(long = "slo", value_name = "NAME=VALUE")]
+    pub slo: Vec<String>,
+    /// Confidence of --slo's intervals, percent.
+    #[arg(long, default_value_t = 95.0)]
+    pub slo_confidence: f64,
+}
+
+/// `--slo` checked: the objectives and the confidence as a fraction (`None` without `--slo`).
+pub fn slo_of(a: &MatrixArgs) -> Result<Option<(crate::capacity::slo::Slo, f64)>, CliError> {
+    if a.slo.is_empty() {
+        return Ok(None);
+    }
+    let slo = crate::capacity::slo::Slo::parse(&a.slo).map_err(CliError::usage)?;
+    if !(a.slo_confidence > 50.0 && a.slo_confidence < 100.0) {
+        return Err(CliError::usage(format!(
+            "--slo-confidence {}: give a percentage above 50 and below 100 (e.g. 95)",
+            a.slo_confidence
+        )));
+    }
+    Ok(Some((slo, a.slo_confidence / 100.0)))
+}
+
+/// `matrix --slo`: judges the finished grid's cells, puts the table into the report and writes
+/// the results folder again (results.json first) with it.
+pub fn add_slo(
+    report: &mut crate::report::MatrixReport,
+    specs: &[String],
+    slo: &crate::capacity::slo::Slo,
+    confidence: f64,
+    out: &std::path::Path,
+) -> Result<(), CliError> {
+    report.slo = Some(crate::capacity::grid::read(
+        &report.decode,
+        specs,
+        slo,
+        confidence,
+    ));
+    crate::report::files::write_all(out, report).map_err(|e| CliError::failed(e.to_string()))
 }
 
 fn secs(flag: &str, v: f64) -> Result<Duration, CliError> {
@@ -395,6 +436,7 @@ const READY_CHECK_DEFAULT_S: u64 = 600;
 pub fn run(a: MatrixArgs) -> CliResult {
     // Flags first: a typo must not start a server or a run.
     let mut cfg = config(&a, "")?;
+    let slo = slo_of(&a)?;
     if !a.mock && a.conn.is_none() {
         return Err(CliError::usage("--base-url is required (or --mock)"));
     }
@@ -453,7 +495,10 @@ pub fn run(a: MatrixArgs) -> CliResult {
     if let Some(s) = mock_server {
         s.stop();
     }
-    let report = report?;
+    let mut report = report?;
+    if let (Some((slo, confidence)), false) = (&slo, a.dry_run) {
+        add_slo(&mut report, &a.slo, slo, *confidence, &cfg.out_dir)?;
+    }
     if !a.dry_run {
         println!("{}", console::summary(&report));
         println!("results: {}", cfg.out_dir.display());

@@ -68,6 +68,19 @@ pub struct SelftestArgs {
     /// only (as `bench serve --preconnect`; give an external client its own flag).
     #[arg(long, conflicts_with = "external")]
     pub preconnect: bool,
+    /// Serve HTTPS with this certificate (PEM; `openssl req -x509 ... -addext
+    /// subjectAltName=IP:127.0.0.1` makes one), which the client trusts as --ca-cert: the
+    /// self-test over TLS. Needs --tls-key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "external"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -95,6 +108,12 @@ pub fn run(a: SelftestArgs) -> CliResult {
     if let Some(p) = &a.pin {
         check_pin(p)?;
     }
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(selftest::TlsSetup::from_pem_files(cert, key).map_err(CliError::usage)?)
+        }
+        _ => None,
+    };
     // Both signals stop either client: the in-process one's streams are cut; an external
     // command gets the same signal (a second one kills it and ends us at once).
     let stop = Cancel::new();
@@ -136,10 +155,13 @@ pub fn run(a: SelftestArgs) -> CliResult {
                 "selftest: {} streams x {} tokens; Ctrl-C or SIGTERM stops early with a partial report",
                 shape.streams, shape.tokens
             );
-            match (&a.pin, a.busy_loop) {
-                (Some(pin), true) => selftest::run_with_busy_loop(&shape, pin, &stop),
-                _ => selftest::run_stoppable(&shape, a.pin.as_ref(), &stop),
-            }
+            selftest::run_stoppable_over(
+                &shape,
+                a.pin.as_ref(),
+                a.busy_loop,
+                &stop,
+                tls.as_ref(),
+            )
         }
     }
     .map_err(|e| CliError::failed(e.to_string()))?;

@@ -100,6 +100,7 @@ pub async fn plan_run(
         metadata: metadata(cfg, &info, model, settings, machine, gpus),
         prefill,
         decode,
+        slo: None,
     };
     Ok(Prepared0 { info, plan, report })
 }

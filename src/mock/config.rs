@@ -54,6 +54,9 @@ pub struct MockConfig {
     /// ([`super::sendstamp`]; `selftest --send-stamps`). Off by default: one more system call
     /// per write.
     pub send_stamps: bool,
+    /// Serve HTTPS with this configuration (the self-test over TLS, `selftest::Shape::tls`):
+    /// the trace stamps each TLS write, as it stamps a plain one.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// Held before a generation request reaches the engine: a fixed extra time to first token
     /// on top of the engine's own (the self-test's `--first-token`). Zero by default.
     pub admission_delay: std::time::Duration,
@@ -203,6 +206,7 @@ impl MockConfig {
             request_log: None,
             trace_sink: None,
             send_stamps: false,
+            tls: None,
             admission_delay: std::time::Duration::ZERO,
             metrics_delay: std::time::Duration::ZERO,
             tokenize_calls: None,

@@ -68,6 +68,32 @@ pub struct App {
     pub loading_answered: AtomicU64,
 }
 
+/// One connection's HTTP/1.1 service until it ends or the server stops (gracefully).
+async fn serve_conn<S>(
+    io: S,
+    app: Arc<App>,
+    ctl: Arc<ConnCtl>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc_ctl = ctl.clone();
+    let svc = service_fn(move |req| {
+        let app = app.clone();
+        let ctl = svc_ctl.clone();
+        async move { Ok::<_, std::convert::Infallible>(http::handle(app, ctl, req).await) }
+    });
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(FaultIo::new(io, ctl)), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stop.changed() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
 /// Serve the mock on an already-bound listener until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
@@ -138,22 +164,15 @@ pub async fn serve(
                 });
                 let ctl = Arc::new(ConnCtl::new(sock.as_raw_fd(), stamper));
                 let app = app.clone();
-                let mut stop = stop_rx.clone();
+                let stop = stop_rx.clone();
+                let tls = app.cfg.tls.clone().map(tokio_rustls::TlsAcceptor::from);
                 conns.spawn(async move {
-                    let svc_ctl = ctl.clone();
-                    let svc = service_fn(move |req| {
-                        let app = app.clone();
-                        let ctl = svc_ctl.clone();
-                        async move { Ok::<_, std::convert::Infallible>(http::handle(app, ctl, req).await) }
-                    });
-                    let conn = http1::Builder::new()
-                        .serve_connection(TokioIo::new(FaultIo::new(sock, ctl)), svc);
-                    tokio::pin!(conn);
-                    tokio::select! {
-                        _ = conn.as_mut() => {}
-                        _ = stop.changed() => {
-                            conn.as_mut().graceful_shutdown();
-                            let _ = conn.await;
+                    match tls {
+                        None => serve_conn(sock, app, ctl, stop).await,
+                        Some(acceptor) => {
+                            if let Ok(s) = acceptor.accept(sock).await {
+                                serve_conn(s, app, ctl, stop).await;
+                            }
                         }
                     }
                 });

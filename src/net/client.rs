@@ -539,7 +539,7 @@ impl Client {
                 }
             }
             let first_new = tl.events.len();
-            let fed = match conn.packet_clock(clock, t) {
+            let fed = match conn.packet_clock(clock, t, buf.len()) {
                 None => {
                     let fed = dec.feed(&mut buf, t, tl, observer);
                     tl.note_read(stamp.fallback, stamp.wakeup_ns, first_new);

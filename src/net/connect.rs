@@ -7,9 +7,11 @@ use super::packet::hub::PacketHub;
 use super::packet::stamper::PacketClock;
 use super::packet::tap::PacketTap;
 use super::plain::Plain;
-use super::stamp::{Fallback, ReadStamp};
+use super::stamp::ReadStamp;
 use super::target::Target;
+use super::tls_conn::{RecordClock, TlsConn};
 use crate::clock::Clock;
+use crate::net::decode::ReadClock;
 use crate::timeline::{ErrorKind, RequestError};
 use bytes::BytesMut;
 use rustls::pki_types::ServerName;
@@ -17,22 +19,65 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 /// One open connection to the target, plain or TLS.
 pub(crate) enum Conn {
     /// Reads stamped by the kernel where it can (see `net::plain`).
     Plain(Plain),
-    Tls(Box<TlsStream<TcpStream>>),
+    /// The same socket reads, the ciphertext opened record by record (`net::tls_conn`).
+    Tls(Box<TlsConn>),
+}
+
+/// The per-position clock of a read on a connection with a packet tap.
+pub(crate) enum ConnClock<'a> {
+    Plain(PacketClock<'a>),
+    Tls(RecordClock<'a>),
+}
+
+impl<'a> ConnClock<'a> {
+    fn inner(&self) -> &PacketClock<'a> {
+        match self {
+            ConnClock::Plain(c) => c,
+            ConnClock::Tls(c) => &c.inner,
+        }
+    }
+
+    /// See [`PacketClock::all_hit`].
+    pub(crate) fn all_hit(&mut self) -> bool {
+        match self {
+            ConnClock::Plain(c) => c.all_hit(),
+            ConnClock::Tls(c) => {
+                if c.inner.hits == 0 && c.inner.misses == 0 {
+                    c.at(0);
+                }
+                c.inner.misses == 0
+            }
+        }
+    }
+
+    /// See [`PacketClock::wakeup_ns`].
+    pub(crate) fn wakeup_ns(&self, t: u64) -> u32 {
+        self.inner().wakeup_ns(t)
+    }
+}
+
+impl ReadClock for ConnClock<'_> {
+    #[inline]
+    fn at(&mut self, remaining: usize) -> u64 {
+        match self {
+            ConnClock::Plain(c) => c.at(remaining),
+            ConnClock::Tls(c) => c.at(remaining),
+        }
+    }
 }
 
 impl Conn {
-    /// Reads into `buf` and stamps the read: the kernel's receive stamp on a plain Linux
-    /// connection that has them, else the client's clock the moment the read returned (TLS:
-    /// a rustls record can span reads, so no one read's kernel stamp belongs to an event).
+    /// Reads into `buf` and stamps the read: the kernel's receive stamp on a Linux connection
+    /// that has them, else the client's clock the moment the read returned. Over TLS the
+    /// stamp is the read's that completed the record(s) whose plaintext it hands over.
     pub(crate) async fn read_stamped(
         &mut self,
         buf: &mut BytesMut,
@@ -40,23 +85,22 @@ impl Conn {
     ) -> (io::Result<usize>, ReadStamp) {
         match self {
             Conn::Plain(p) => p.read_stamped(buf, clock).await,
-            Conn::Tls(s) => {
-                let r = s.read_buf(buf).await;
-                (r, ReadStamp::client(clock.raw(), Fallback::Tls))
-            }
+            Conn::Tls(s) => s.read_stamped(buf, clock).await,
         }
     }
 
     /// The last read's per-position clock when the connection has a packet tap (see
-    /// `net::packet`); `read` is that read's own stamp.
+    /// `net::packet`); `read` is that read's own stamp, `fed` the length of the buffer the
+    /// decoder is about to be fed.
     pub(crate) fn packet_clock<'a>(
         &'a self,
         clock: &'a Clock,
         read: u64,
-    ) -> Option<PacketClock<'a>> {
+        fed: usize,
+    ) -> Option<ConnClock<'a>> {
         match self {
-            Conn::Plain(p) => p.packet_clock(clock, read),
-            Conn::Tls(_) => None,
+            Conn::Plain(p) => p.packet_clock(clock, read).map(ConnClock::Plain),
+            Conn::Tls(s) => s.packet_clock(clock, read, fed).map(ConnClock::Tls),
         }
     }
 }
@@ -121,7 +165,7 @@ pub(crate) async fn connect(
         })?;
     let mut last: Option<io::Error> = None;
     let mut stream = None;
-    let hub = packet.filter(|_| tls.is_none());
+    let hub = packet;
     for addr in addrs {
         match tcp_connect(addr, hub).await {
             Ok(s) => {
@@ -143,20 +187,23 @@ pub(crate) async fn connect(
     };
     // Nagle would hold our small request writes back; the latency it adds is what we measure.
     let _ = stream.set_nodelay(true);
+    let plain = Plain::new(stream, kernel_stamps, tap).map_err(|e| {
+        RequestError::new(
+            ErrorKind::Connect,
+            format!("cannot register the connection to {authority}: {e}"),
+        )
+    })?;
     let Some(tls) = tls else {
-        return Plain::new(stream, kernel_stamps, tap)
-            .map(Conn::Plain)
-            .map_err(|e| {
-                RequestError::new(
-                    ErrorKind::Connect,
-                    format!("cannot register the connection to {authority}: {e}"),
-                )
-            });
+        return Ok(Conn::Plain(plain));
     };
     let name = ServerName::try_from(target.host.clone())
         .map_err(|_| tls_err(format!("{:?} is not a valid TLS server name", target.host)))?;
-    match tls.connect(name, stream).await {
-        Ok(s) => Ok(Conn::Tls(Box::new(s))),
+    // The handshake over our own socket, so its bytes pass the packet tap's count too.
+    match tls.connect(name, plain).await {
+        Ok(s) => {
+            let (plain, session) = s.into_inner();
+            Ok(Conn::Tls(Box::new(TlsConn::new(plain, session))))
+        }
         Err(e) => Err(classify_tls_error(&e, &authority)),
     }
 }

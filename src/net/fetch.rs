@@ -81,7 +81,21 @@ pub enum FetchError {
 /// Downloads `url` into `dest`, following redirects; `bearer` is sent as
 /// `Authorization: Bearer` to `url`'s own host only.
 pub fn fetch(url: &str, bearer: Option<&str>, dest: &mut dyn Write) -> Result<Fetched, FetchError> {
+    fetch_from(url, bearer, 0, dest).map(|(f, _)| f)
+}
+
+/// [`fetch`] resuming at byte `from` (`Range: bytes={from}-` when above 0, as
+/// `huggingface_hub` resumes a `.incomplete` file): `true` with the answer when the server sent
+/// the rest (206), `false` when it sent the whole file (200), which `dest` then receives from
+/// its first byte.
+pub fn fetch_from(
+    url: &str,
+    bearer: Option<&str>,
+    from: u64,
+    dest: &mut dyn Write,
+) -> Result<(Fetched, bool), FetchError> {
     let origin = target_of(url)?;
+    let range = (from > 0).then(|| format!("bytes={from}-"));
     let mut current = url.to_string();
     let mut first_headers = None;
     for _ in 0..=MAX_REDIRECTS {
@@ -93,18 +107,23 @@ pub fn fetch(url: &str, bearer: Option<&str>, dest: &mut dyn Write) -> Result<Fe
             &target,
             &path_and_query(&current),
             token,
+            range.as_deref(),
             &current,
         )?;
         let (head, mut buf) = read_head(&mut *conn, &current)?;
         let first = first_headers.get_or_insert_with(|| head.headers.clone());
         match head.status {
             200..=299 => {
+                let partial = head.status == 206;
                 let bytes = read_body(&mut *conn, head.body, &mut buf, dest, &current)?;
-                return Ok(Fetched {
-                    first_headers: first.clone(),
-                    final_url: current,
-                    bytes,
-                });
+                return Ok((
+                    Fetched {
+                        first_headers: first.clone(),
+                        final_url: current,
+                        bytes,
+                    },
+                    partial,
+                ));
             }
             301 | 302 | 303 | 307 | 308 => {
                 let Some(loc) = head.header("location") else {
@@ -222,6 +241,7 @@ fn send(
     target: &Target,
     path: &str,
     bearer: Option<&str>,
+    range: Option<&str>,
     url: &str,
 ) -> Result<(), FetchError> {
     let auth = bearer.map(|t| format!("Bearer {t}"));
@@ -229,6 +249,9 @@ fn send(
     let mut headers = vec![("User-Agent", agent), ("Accept-Encoding", "identity")];
     if let Some(a) = auth.as_deref() {
         headers.push(("Authorization", a));
+    }
+    if let Some(r) = range {
+        headers.push(("Range", r));
     }
     let head = RequestHead {
         method: "GET",

@@ -10,9 +10,11 @@
 //! Architecture invariants:
 //! - Only this module reads client sockets, and only `client` holds the read loop. The loop
 //!   takes `clock.raw()` the moment a read returns, before any parsing; every event completed
-//!   by that read carries that stamp. On a plain Linux connection the stamp is moved back to
+//!   by that read carries that stamp. On a Linux connection the stamp is moved back to
 //!   the kernel's receive stamp (`stamp`, `plain`): the same moment in the TSC clock, minus
-//!   how late the client woke up.
+//!   how late the client woke up. Over TLS the same socket reads feed rustls one whole record
+//!   at a time (`tls_conn`): each record's plaintext carries the stamp of the read, or with
+//!   packet stamps the segment, that completed it.
 //! - Nothing on the per-token path (`StreamDecoder::feed`) allocates, formats, locks or
 //!   tokenizes: it appends to pre-sized vectors. The pool's lock is taken once per request.
 //!   With `--packet-stamps` one more lock is taken once per read: the client's packet hub,
@@ -36,6 +38,7 @@ pub mod request;
 pub mod stamp;
 mod target;
 mod tls;
+mod tls_conn;
 
 pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};

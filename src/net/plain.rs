@@ -49,6 +49,8 @@ mod linux {
         tap: Option<Box<PacketTap>>,
         last_tsc: u64,
         last_realtime: u64,
+        /// Stream bytes read so far, by either read (what a packet tap counts too).
+        received: u64,
     }
 
     impl Drop for Plain {
@@ -96,7 +98,13 @@ mod linux {
                 tap: tap.map(Box::new),
                 last_tsc: 0,
                 last_realtime: 0,
+                received: 0,
             })
+        }
+
+        /// Stream bytes read so far.
+        pub(crate) fn bytes_read(&self) -> u64 {
+            self.received
         }
 
         /// The per-position clock of the last read, when this connection has a packet tap;
@@ -147,6 +155,7 @@ mod linux {
                     Ok((n, control_len)) => {
                         // SAFETY: the kernel initialised the first `n` spare bytes.
                         unsafe { buf.set_len(buf.len() + n) };
+                        self.received += n as u64;
                         if let Some(tap) = self.tap.as_mut() {
                             // Every byte just read passed the ring first: take its frames.
                             tap.after_read(n);
@@ -331,6 +340,7 @@ mod linux {
                 // SAFETY: the kernel initialised `n` bytes.
                 unsafe { buf.assume_init(n) };
                 buf.advance(n);
+                this.received += n as u64;
                 if let Some(tap) = this.tap.as_mut() {
                     // These bytes are part of the stream too: the offsets stay right for the
                     // streamed requests that follow on this connection.
@@ -391,6 +401,7 @@ mod other {
     /// Tokio's stream; reads keep the client's stamp (no `SO_TIMESTAMPING` here).
     pub(crate) struct Plain {
         s: tokio::net::TcpStream,
+        received: u64,
     }
 
     impl Plain {
@@ -399,7 +410,15 @@ mod other {
             _stamps: bool,
             _tap: Option<PacketTap>,
         ) -> io::Result<Self> {
-            Ok(Self { s: stream })
+            Ok(Self {
+                s: stream,
+                received: 0,
+            })
+        }
+
+        /// Stream bytes read so far.
+        pub(crate) fn bytes_read(&self) -> u64 {
+            self.received
         }
 
         /// No packet taps here.
@@ -417,6 +436,9 @@ mod other {
             clock: &Clock,
         ) -> (io::Result<usize>, ReadStamp) {
             let r = self.s.read_buf(buf).await;
+            if let Ok(n) = &r {
+                self.received += *n as u64;
+            }
             (r, ReadStamp::client(clock.raw(), Fallback::Unsupported))
         }
     }
@@ -427,7 +449,11 @@ mod other {
             cx: &mut Context<'_>,
             buf: &mut ReadBuf<'_>,
         ) -> Poll<io::Result<()>> {
-            Pin::new(&mut self.get_mut().s).poll_read(cx, buf)
+            let this = self.get_mut();
+            let before = buf.filled().len();
+            let r = Pin::new(&mut this.s).poll_read(cx, buf);
+            this.received += (buf.filled().len() - before) as u64;
+            r
         }
     }
 

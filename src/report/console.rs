@@ -89,6 +89,19 @@ pub fn summary(r: &MatrixReport) -> String {
     }
     s.push_str("total output tok/s; L = looped, Q = queued (figures kept), over = over capacity, skip = does not fit, · = not run\n");
     failures(&mut s, r);
+    if let Some(t) = &r.slo {
+        let _ = writeln!(s, "within {}:", t.objectives.join(", "));
+        for row in &t.rows {
+            let _ = writeln!(
+                s,
+                "  {:<lw$} largest concurrency {}; {}",
+                row.context_label,
+                row.largest_concurrency
+                    .map_or_else(|| "none".to_string(), |c| c.to_string()),
+                row.note
+            );
+        }
+    }
     s
 }
 

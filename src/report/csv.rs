@@ -256,6 +256,54 @@ pub fn write(w: &mut impl Write, report: &MatrixReport) -> std::io::Result<()> {
     Ok(())
 }
 
+/// `slo.csv` (`matrix --slo`): one row per context with its answer, then one row per judged
+/// objective of each cell; empty fields where there is no value.
+pub const SLO_COLUMNS: [&str; 11] = [
+    "context",
+    "context_label",
+    "largest_concurrency",
+    "smallest_failing_concurrency",
+    "failed_objective",
+    "concurrency",
+    "cell_verdict",
+    "objective",
+    "estimate",
+    "lo",
+    "hi",
+];
+
+pub fn write_slo(w: &mut impl Write, t: &crate::report::model::SloTable) -> std::io::Result<()> {
+    let header: Vec<String> = SLO_COLUMNS.iter().map(|c| c.to_string()).collect();
+    row(w, &header)?;
+    for r in &t.rows {
+        let head = vec![
+            r.context.to_string(),
+            r.context_label.clone(),
+            num(r.largest_concurrency),
+            num(r.smallest_failing_concurrency),
+            r.failed_objective.clone().unwrap_or_default(),
+        ];
+        let mut line = head.clone();
+        line.extend(std::iter::repeat_n(String::new(), 6));
+        row(w, &line)?;
+        for c in &r.cells {
+            for j in &c.objectives {
+                let mut line = head.clone();
+                line.extend([
+                    c.concurrency.to_string(),
+                    c.verdict.clone(),
+                    j.key.clone(),
+                    num(j.estimate),
+                    num(j.lo),
+                    num(j.hi),
+                ]);
+                row(w, &line)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

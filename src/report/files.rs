@@ -17,6 +17,8 @@ pub const JSON: &str = "results.json";
 pub const CSV: &str = "results.csv";
 pub const DECODE_SVG: &str = "decode.svg";
 pub const PREFILL_SVG: &str = "prefill.svg";
+/// `matrix --slo`'s answer per context (only with `--slo`).
+pub const SLO_CSV: &str = "slo.csv";
 
 #[derive(Debug, thiserror::Error)]
 pub enum FilesError {
@@ -82,6 +84,9 @@ pub fn write_rendered(dir: &Path, report: &MatrixReport) -> Result<(), FilesErro
     write_atomic(&dir.join(MARKDOWN), |w| markdown::write(w, report))?;
     write_atomic(&dir.join(HTML), |w| html::write(w, report))?;
     write_atomic(&dir.join(CSV), |w| csv::write(w, report))?;
+    if let Some(t) = &report.slo {
+        write_atomic(&dir.join(SLO_CSV), |w| csv::write_slo(w, t))?;
+    }
     write_atomic(&dir.join(DECODE_SVG), |w| svg::write_decode(w, report))?;
     write_atomic(&dir.join(PREFILL_SVG), |w| svg::write_prefill(w, report))
 }

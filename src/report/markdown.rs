@@ -20,6 +20,7 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     header(w, r)?;
     prefill(w, r)?;
     decode_grid(w, r)?;
+    slo_section(w, r)?;
     all_measurements(w, r)?;
     notes(w, r)?;
     legend(w, r)
@@ -441,6 +442,45 @@ fn decode_grid(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     writeln!(
         w,
         "Pictures: [decode.svg](decode.svg) (this grid as a heatmap) · [prefill.svg](prefill.svg) (prefill tok/s and TTFT per context)."
+    )
+}
+
+/// `matrix --slo`: per context row, the largest concurrency within the objectives.
+fn slo_section(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
+    let Some(t) = &r.slo else {
+        return Ok(());
+    };
+    let opt_u = |v: Option<u64>| v.map_or_else(|| MISSING.to_string(), |v| v.to_string());
+    writeln!(w)?;
+    writeln!(w, "## Capacity under the SLO")?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "Objectives: {} · confidence {}% · each decode cell judged from its own samples (capacity's rule: pass, fail or not yet from a confidence interval); the answer is at the grid's resolution.",
+        cell_text(&t.objectives.join(", ")),
+        trim_float(t.confidence * 100.0)
+    )?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "| Context | Largest concurrency within | Smallest failing | Failed objective | Reading |"
+    )?;
+    writeln!(w, "|---|---|---|---|---|")?;
+    for row in &t.rows {
+        writeln!(
+            w,
+            "| {} | {} | {} | {} | {} |",
+            cell_text(&row.context_label),
+            opt_u(row.largest_concurrency),
+            opt_u(row.smallest_failing_concurrency),
+            cell_text(row.failed_objective.as_deref().unwrap_or(MISSING)),
+            cell_text(&row.note)
+        )?;
+    }
+    writeln!(w)?;
+    writeln!(
+        w,
+        "A TTFT objective is read from the decode cells, whose prompt is in the server's prefix cache: it holds queueing and admission under that load, not a fresh prompt's prefill. `llmspeed capacity` finds the answer to one stream for a workload of fresh prompts."
     )
 }
 

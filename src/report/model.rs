@@ -23,6 +23,66 @@ pub struct MatrixReport {
     pub prefill: Vec<PrefillRow>,
     /// Row-major over (context, concurrency), as planned.
     pub decode: Vec<DecodeCell>,
+    /// `matrix --slo`: per context row, the largest measured concurrency within every
+    /// objective (`capacity::grid`); absent without `--slo`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<SloTable>,
+}
+
+/// `matrix --slo`'s answer: each context row's decode cells judged against the objectives
+/// from the cells' own samples, at the grid's resolution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloTable {
+    /// The objectives as given (`ttft_p99=500ms`), in order.
+    pub objectives: Vec<String>,
+    /// The confidence of every interval (0.95).
+    pub confidence: f64,
+    pub rows: Vec<SloRow>,
+}
+
+/// One context row's answer.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloRow {
+    pub context: u64,
+    pub context_label: String,
+    /// The largest concurrency that passed, with every smaller measured one passing too;
+    /// `None` when the smallest did not pass.
+    pub largest_concurrency: Option<u64>,
+    /// The next measured concurrency, when it failed (certain at the stated confidence).
+    pub smallest_failing_concurrency: Option<u64>,
+    /// The first objective, in the order given, that failed there.
+    pub failed_objective: Option<String>,
+    /// Why the answer stops where it does when no failing cell bounds it (undecided,
+    /// Client-bound, not measured, every cell passed).
+    pub note: String,
+    pub cells: Vec<SloCell>,
+}
+
+/// One decode cell judged.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloCell {
+    pub concurrency: u64,
+    /// `pass`, `fail`, `not_yet`, `client_bound` (the client's lag over 10% of a threshold:
+    /// neither), or `not_measured` (a cell without figures: its status says why).
+    pub verdict: String,
+    pub objectives: Vec<SloJudged>,
+    /// Why the client's lag could have decided the cell (empty: it could not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_bound_reasons: Vec<String>,
+}
+
+/// One objective on one cell: the estimate and interval from the cell's samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SloJudged {
+    pub key: String,
+    /// ms, or a fraction for `errors` and `attainment`.
+    pub threshold: f64,
+    pub samples: u64,
+    pub estimate: Option<f64>,
+    pub lo: Option<f64>,
+    pub hi: Option<f64>,
+    /// `pass`, `fail`, `not_yet`.
+    pub verdict: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

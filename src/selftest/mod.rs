@@ -397,6 +397,80 @@ pub fn run_fronted(
         false,
         &Cancel::new(),
         Some(&mut Some(front)),
+        None,
+    )
+}
+
+/// TLS on the simulated server itself (so the trace stamps each TLS write) and the file the
+/// client trusts its certificate with (`--ca-cert`).
+pub struct TlsSetup {
+    pub server: std::sync::Arc<rustls::ServerConfig>,
+    pub ca_file: std::path::PathBuf,
+}
+
+impl TlsSetup {
+    /// `selftest --tls-cert CERT --tls-key KEY`: the server serves CERT (PEM, with its chain)
+    /// with KEY (PEM), and the client trusts CERT as `--ca-cert` (a certificate made with
+    /// `openssl req -x509 ... -addext subjectAltName=IP:127.0.0.1`).
+    pub fn from_pem_files(
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<TlsSetup, String> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_file_iter(cert)
+            .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| format!("cannot read the certificate {}: {e}", cert.display()))?;
+        let key = PrivateKeyDer::from_pem_file(key)
+            .map_err(|e| format!("cannot read the key {}: {e}", key.display()))?;
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .and_then(|b| b.with_no_client_auth().with_single_cert(certs, key))
+            .map_err(|e| format!("cannot serve {}: {e}", cert.display()))?;
+        Ok(TlsSetup {
+            server: std::sync::Arc::new(server),
+            ca_file: cert.to_path_buf(),
+        })
+    }
+}
+
+/// [`run_stoppable`] (beside a busy loop when `busy_loop`, pinned) over TLS when `tls` is given.
+pub fn run_stoppable_over(
+    shape: &Shape,
+    pin: Option<&Pin>,
+    busy_loop: bool,
+    stop: &Cancel,
+    tls: Option<&TlsSetup>,
+) -> Result<Report, SelftestError> {
+    run_with_front(
+        shape,
+        Duration::ZERO,
+        pin,
+        busy_loop && pin.is_some(),
+        stop,
+        None::<&mut Option<fn(std::net::SocketAddr) -> Front>>,
+        tls,
+    )
+}
+
+/// Test hook: [`run`] over TLS (pinned when `pin` is given; with a client blocking `busy`
+/// after every event, as [`run_with_busy_client`]).
+#[doc(hidden)]
+pub fn run_tls(
+    shape: &Shape,
+    tls: &TlsSetup,
+    pin: Option<&Pin>,
+    busy: Duration,
+) -> Result<Report, SelftestError> {
+    run_with_front(
+        shape,
+        busy,
+        pin,
+        false,
+        &Cancel::new(),
+        None::<&mut Option<fn(std::net::SocketAddr) -> Front>>,
+        Some(tls),
     )
 }
 
@@ -414,6 +488,7 @@ fn run_client(
         busy_loop,
         stop,
         None::<&mut Option<fn(std::net::SocketAddr) -> Front>>,
+        None,
     )
 }
 
@@ -424,6 +499,7 @@ fn run_with_front<F: FnOnce(std::net::SocketAddr) -> Front>(
     busy_loop: bool,
     stop: &Cancel,
     front: Option<&mut Option<F>>,
+    tls: Option<&TlsSetup>,
 ) -> Result<Report, SelftestError> {
     shape.validate().map_err(SelftestError::Shape)?;
     // The server's and the client's end of each stream (the client's one packet socket, with
@@ -432,11 +508,14 @@ fn run_with_front<F: FnOnce(std::net::SocketAddr) -> Front>(
         .map_err(SelftestError::Limit)?;
     let wall = Instant::now();
     let (sink, trace_rx) = TraceSink::memory();
-    let server = ServerThread::start(mock_config(shape, sink), pin.map(|p| Mask::of(&p.server)))?;
+    let mut config = mock_config(shape, sink);
+    config.tls = tls.map(|t| t.server.clone());
+    let server = ServerThread::start(config, pin.map(|p| Mask::of(&p.server)))?;
     let front = front.and_then(|f| f.take()).map(|f| f(server.addr));
-    let (url, ca_file) = match &front {
-        Some(f) => (f.url.clone(), f.ca_file.clone()),
-        None => (format!("http://{}", server.addr), None),
+    let (url, ca_file) = match (&front, tls) {
+        (Some(f), _) => (f.url.clone(), f.ca_file.clone()),
+        (None, Some(t)) => (format!("https://{}", server.addr), Some(t.ca_file.clone())),
+        (None, None) => (format!("http://{}", server.addr), None),
     };
     let clock = Clock::new();
     // The busy loop spins for as long as the client runs, and stops before the server does.

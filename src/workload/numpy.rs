@@ -301,6 +301,45 @@ impl Generator {
         }
     }
 
+    /// numpy's `random_interval(max)`: a draw in `0..=max` by masked rejection, on 32-bit
+    /// draws while `max` fits 32 bits (what `Generator.shuffle` and `permutation` use).
+    fn interval(&mut self, max: u64) -> u64 {
+        if max == 0 {
+            return 0;
+        }
+        let mask = mask_of(max);
+        if max <= u64::from(u32::MAX) {
+            loop {
+                let v = u64::from(self.next_u32()) & mask;
+                if v <= max {
+                    return v;
+                }
+            }
+        }
+        loop {
+            let v = self.next_u64() & mask;
+            if v <= max {
+                return v;
+            }
+        }
+    }
+
+    /// `rng.shuffle(x)` for a list or a 1-d array: Fisher-Yates from the last item down, item
+    /// `i` swapped with one drawn in `0..=i`.
+    pub fn shuffle<T>(&mut self, x: &mut [T]) {
+        for i in (1..x.len()).rev() {
+            let j = self.interval(i as u64) as usize;
+            x.swap(i, j);
+        }
+    }
+
+    /// `rng.permutation(n)`: [`shuffle`](Self::shuffle) of `0..n`.
+    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut p: Vec<usize> = (0..n).collect();
+        self.shuffle(&mut p);
+        p
+    }
+
     /// `rng.integers(low, high)` (`high` excluded), int64: Lemire's method on the range.
     /// `low < high` (numpy raises otherwise; callers check).
     pub fn integers(&mut self, low: i64, high: i64) -> i64 {

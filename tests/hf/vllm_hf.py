@@ -2,9 +2,10 @@
 builds the same samples with llmspeed and compares them exactly.
 
 Usage: python vllm_hf.py < cases.json > samples.json
-Each case: {"argv": [...vllm bench serve flags...], "dir": DIR, "rows": {split: [row...]}} or,
+Each case: {"argv": [...vllm bench serve flags...], "dir": DIR, "rows": {split: [row...]},
+"shards": N} or,
 for BFCL, {"argv": [...], "dir": DIR, "bfcl": {category: [row...]}}.
-The rows are written into DIR as parquet (pyarrow, one file per split; BFCL: one JSON-lines
+The rows are written into DIR as parquet (pyarrow, N shards per split; BFCL: one JSON-lines
 file per category, BFCL_v3_<category>.json, as the hub holds them). vLLM's own argument parser
 reads argv, and its own get_samples builds the samples, with `load_dataset` pointed at those
 files (the `datasets` library's parquet loader, streamed as vLLM streams the hub's) and
@@ -49,10 +50,14 @@ def run(case):
     d = case["dir"]
     os.makedirs(d, exist_ok=True)
     files = {}
+    shards = case.get("shards", 1)
     for split, rows in case.get("rows", {}).items():
-        path = os.path.join(d, f"{split}-00000-of-00001.parquet")
-        pq.write_table(pa.Table.from_pylist(rows), path)
-        files[split] = [path]
+        files[split] = []
+        per = -(-len(rows) // shards)
+        for k in range(shards):
+            path = os.path.join(d, f"{split}-{k:05d}-of-{shards:05d}.parquet")
+            pq.write_table(pa.Table.from_pylist(rows[k * per:(k + 1) * per]), path)
+            files[split].append(path)
     for cat, rows in case.get("bfcl", {}).items():
         with open(os.path.join(d, f"BFCL_v3_{cat}.json"), "w") as f:
             for r in rows:

@@ -30,6 +30,9 @@ pub const MODEL: &str = "tiny";
 /// The vision model's served name and the most images a prompt may carry there.
 pub const VISION_MODEL: &str = "tiny-vlm";
 pub const VISION_IMAGE_LIMIT: u64 = 2;
+/// The Qwen2-VL-style model's served name and context (a 1280 x 720 image alone is 1,198 tokens).
+pub const QWEN2VL_MODEL: &str = "tiny-qwen2vl";
+pub const QWEN2VL_MAX_MODEL_LEN: u64 = 4096;
 /// The longest wait for a start on a machine shared with builds (32–50 s when it is idle).
 const START_LIMIT: Duration = Duration::from_secs(600);
 
@@ -78,6 +81,26 @@ pub fn vision_paths() -> Option<Paths> {
     ))
 }
 
+/// The Qwen2-VL-style model (`LLMSPEED_VLLM_QWEN2VL_MODEL`, else the script's newest
+/// `qwen2vl-<hash>/`), as [`vision_paths`].
+pub fn qwen2vl_paths() -> Option<Paths> {
+    let cache = scripts_cache().join(format!("vllm-{VERSION}"));
+    let text = paths()?;
+    let model = std::env::var_os("LLMSPEED_VLLM_QWEN2VL_MODEL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| newest(&cache, "qwen2vl-"));
+    if model.join("config.json").is_file() {
+        return Some(Paths {
+            vllm: text.vllm,
+            model,
+        });
+    }
+    missing(&format!(
+        "the tiny Qwen2-VL-style model is not available ({}): run scripts/vllm-server.sh",
+        model.display()
+    ))
+}
+
 /// The newest complete `tiny-<hash>/` the script wrote (its name changes with the script).
 fn newest_model(cache: &std::path::Path) -> PathBuf {
     newest(cache, "tiny-")
@@ -90,7 +113,8 @@ fn newest(cache: &std::path::Path, prefix: &str) -> PathBuf {
     })
 }
 
-/// What a server is started with: the model, its served name and the flags of its kind.
+/// What a server is started with: the model, its served name and the flags of its kind
+/// (`--max-model-len` [`MAX_MODEL_LEN`] unless they say otherwise: the last one given counts).
 struct Launch {
     paths: Paths,
     name: &'static str,
@@ -125,6 +149,22 @@ fn vision_launch() -> Option<Launch> {
     })
 }
 
+/// The Qwen2-VL-style suite's: as [`vision_launch`], with a context of [`QWEN2VL_MAX_MODEL_LEN`].
+fn qwen2vl_launch() -> Option<Launch> {
+    Some(Launch {
+        paths: qwen2vl_paths()?,
+        name: QWEN2VL_MODEL,
+        args: vec![
+            "--max-model-len".into(),
+            QWEN2VL_MAX_MODEL_LEN.to_string(),
+            "--max-num-seqs".into(),
+            MAX_NUM_SEQS.to_string(),
+            "--limit-mm-per-prompt".into(),
+            format!("{{\"image\":{VISION_IMAGE_LIMIT}}}"),
+        ],
+    })
+}
+
 pub struct VllmServer {
     /// The `sh` holding the group; its stdin is the pipe whose closing stops everything.
     keeper: Child,
@@ -150,6 +190,12 @@ pub fn shared() -> Option<MutexGuard<'static, VllmServer>> {
 pub fn shared_vision() -> Option<MutexGuard<'static, VllmServer>> {
     static SERVER: Shared = OnceLock::new();
     shared_of(&SERVER, vision_launch)
+}
+
+/// The Qwen2-VL-style suite's one server, as [`shared`].
+pub fn shared_qwen2vl() -> Option<MutexGuard<'static, VllmServer>> {
+    static SERVER: Shared = OnceLock::new();
+    shared_of(&SERVER, qwen2vl_launch)
 }
 
 type Shared = OnceLock<Result<Option<Mutex<VllmServer>>, String>>;

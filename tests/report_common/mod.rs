@@ -227,6 +227,7 @@ pub fn report() -> MatrixReport {
         ],
         prefill,
         decode,
+        slo: None,
     }
 }
 

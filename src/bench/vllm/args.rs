@@ -254,10 +254,11 @@ pub struct ServeArgs {
     pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
 
     // ---- dataset ----
-    /// random, sharegpt, sonnet, custom, prefix_repetition or timed_trace.
+    /// random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt or hf.
     #[arg(long, default_value = "random", help_heading = "Dataset options")]
     pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL).
+    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL), or the
+    /// hf dataset's hub id (or local copy, with --hf-name).
     #[arg(long, help_heading = "Dataset options")]
     pub dataset_path: Option<PathBuf>,
     #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
@@ -1299,8 +1300,8 @@ impl ServeArgs {
             prefix_groups: None,
             chat_template: self.chat_template(kind)?,
             random_mm: self.random_mm()?,
-            sglang_image: Default::default(),
             hf: self.hf(),
+            sglang_image: Default::default(),
         })
     }
 

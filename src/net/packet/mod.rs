@@ -30,8 +30,6 @@ pub mod tap;
 /// Why packet stamps cannot be used by a client.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Unavailable {
-    /// TLS: the bytes read are not the bytes on the wire.
-    Tls,
     /// Not Linux.
     Unsupported,
     /// A packet socket would not open (usually `CAP_NET_RAW` missing); the system's words.
@@ -43,7 +41,6 @@ impl Unavailable {
     /// and cannot be had: which stamps it uses instead, why, and how to have them.
     pub fn note(&self) -> String {
         match self {
-            Unavailable::Tls => "llmspeed: stamps: the client's clock, not packet stamps: over TLS the bytes read are not the segments' bytes (--no-packet-stamps silences this)".to_string(),
             Unavailable::Unsupported => "llmspeed: stamps: socket stamps, not packet stamps: those need Linux (AF_PACKET) (--no-packet-stamps silences this)".to_string(),
             Unavailable::Refused(why) => format!("llmspeed: stamps: socket receive stamps, not packet stamps: a packet socket would not open ({why}); they need CAP_NET_RAW: run as root, or `sudo setcap cap_net_raw+ep \"$(command -v llmspeed)\"` once (--no-packet-stamps silences this)"),
         }
@@ -53,12 +50,11 @@ impl Unavailable {
 /// The one line a client prints when it has packet stamps.
 pub const IN_USE: &str = "llmspeed: stamps: packet (each token's TCP segment's arrival, from a packet ring; --no-packet-stamps for socket receive stamps)";
 
-/// The packet hub of a client of a plain (`tls == false`) or TLS target whose server listens
-/// on port `remote`, or why it cannot have one.
+/// The packet hub of a client of a plain or TLS (`tls`) target whose server listens on port
+/// `remote`, or why it cannot have one. Over TLS the ciphertext is read as it came, so each
+/// record's last byte has its segment (`net::tls_conn`), as a plain stream's bytes do.
 pub fn open_hub(tls: bool, remote: u16) -> Result<std::sync::Arc<hub::PacketHub>, Unavailable> {
-    if tls {
-        return Err(Unavailable::Tls);
-    }
+    let _ = tls;
     #[cfg(target_os = "linux")]
     {
         hub::PacketHub::open(remote)
@@ -77,10 +73,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tls_is_refused_by_name_and_each_reason_is_one_line() {
-        assert!(matches!(open_hub(true, 8000), Err(Unavailable::Tls)));
+    fn each_reason_is_one_line() {
         for why in [
-            Unavailable::Tls,
             Unavailable::Unsupported,
             Unavailable::Refused("Operation not permitted (os error 1)".into()),
         ] {

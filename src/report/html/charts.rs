@@ -919,9 +919,8 @@ pub fn intervals(
     let ty = y_pos(threshold, y_max);
     let _ = write!(
         out,
-        "<line class=\"threshold\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" stroke=\"{}\" stroke-dasharray=\"6 4\" data-v=\"{threshold}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">threshold {}</text>",
+        "<line class=\"threshold\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" stroke=\"#444\" stroke-dasharray=\"6 4\" data-v=\"{threshold}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">threshold {}</text>",
         W - RIGHT,
-        "#444",
         W - RIGHT,
         ty - 4.0,
         escape(&tick_text(threshold))

@@ -579,6 +579,61 @@ pub(crate) fn legend() -> Vec<(&'static str, &'static str, &'static str)> {
     ]
 }
 
+/// `matrix --slo`'s table as the page shows it.
+fn slo_view(t: &crate::report::model::SloTable) -> Value {
+    let rows: Vec<Value> = t
+        .rows
+        .iter()
+        .map(|r| {
+            let cells: Vec<Value> = r
+                .cells
+                .iter()
+                .map(|c| {
+                    let detail: Vec<String> = c
+                        .objectives
+                        .iter()
+                        .map(|j| {
+                            let f = |v: Option<f64>| {
+                                v.map_or("open".to_string(), |v| format!("{v:.3}"))
+                            };
+                            format!(
+                                "{} {} [{}, {}] {} (n={})",
+                                j.key,
+                                f(j.estimate),
+                                f(j.lo),
+                                f(j.hi),
+                                j.verdict,
+                                j.samples
+                            )
+                        })
+                        .collect();
+                    context! {
+                        concurrency => c.concurrency,
+                        verdict => c.verdict.replace('_', " "),
+                        detail => detail.join("; "),
+                    }
+                })
+                .collect();
+            context! {
+                context => r.context,
+                label => r.context_label,
+                largest_v => r.largest_concurrency.map_or(String::new(), |v| v.to_string()),
+                largest => r.largest_concurrency.map_or("none".to_string(), |v| v.to_string()),
+                failing_v => r.smallest_failing_concurrency.map_or(String::new(), |v| v.to_string()),
+                failing => r.smallest_failing_concurrency.map_or("none found".to_string(), |v| v.to_string()),
+                failed => r.failed_objective,
+                note => r.note,
+                cells => cells,
+            }
+        })
+        .collect();
+    context! {
+        objectives => t.objectives.join(", "),
+        confidence => crate::report::html::charts::tick_text(t.confidence * 100.0),
+        rows => rows,
+    }
+}
+
 /// Write `report.html` for `r`.
 pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
     let mut heat = Vec::with_capacity(16 * 1024);
@@ -628,6 +683,7 @@ pub fn write(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
         client_bound_cells => client_bound,
         methodology => r.methodology,
         legend => legend(),
+        slo => r.slo.as_ref().map(slo_view),
     };
     render(w, "report.html", ctx)
 }

@@ -72,11 +72,11 @@ pub enum DatasetKind {
     BurstGpt,
     /// vLLM's `random-mm`: `random`'s prompts with images (`workload::datasets::random_mm`).
     RandomMm,
-    /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
-    SglangImage,
     /// vLLM's `hf`: a Hugging Face dataset's rows, by the class vLLM picks for its id
     /// (`workload::datasets::hf`).
     Hf,
+    /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
+    SglangImage,
 }
 
 impl DatasetKind {
@@ -105,8 +105,8 @@ impl DatasetKind {
             DatasetKind::ChatRequests => "openai",
             DatasetKind::BurstGpt => "burstgpt",
             DatasetKind::RandomMm => "random-mm",
-            DatasetKind::SglangImage => "image",
             DatasetKind::Hf => "hf",
+            DatasetKind::SglangImage => "image",
         }
     }
 
@@ -187,10 +187,10 @@ pub struct DatasetConfig {
     pub chat_template: Option<crate::workload::chat_template::Wrap>,
     /// `--random-mm-*` (the `random-mm` dataset).
     pub random_mm: crate::workload::datasets::random_mm::MmSettings,
-    /// SGLang's `--image-*` (its `image` dataset).
-    pub sglang_image: sglang_image::ImageSettings,
     /// `--hf-*`, `--blazedit-*`, `--bfcl-categories` (the `hf` dataset).
     pub hf: hf::HfSettings,
+    /// SGLang's `--image-*` (its `image` dataset).
+    pub sglang_image: sglang_image::ImageSettings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -303,8 +303,8 @@ impl Default for DatasetConfig {
             prefix_groups: None,
             chat_template: None,
             random_mm: Default::default(),
-            sglang_image: Default::default(),
             hf: Default::default(),
+            sglang_image: Default::default(),
         }
     }
 }
@@ -400,8 +400,8 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
         DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
-        DatasetKind::SglangImage => sglang_image::load(cfg),
         DatasetKind::Hf => hf::load(cfg, tokens),
+        DatasetKind::SglangImage => sglang_image::load(cfg),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {

@@ -520,3 +520,308 @@ fn open_rows(cfg: &DatasetConfig, resolved: &Resolved) -> Result<Rows, DatasetEr
         "--dataset-name hf: reading the hub's files is not built yet".into(),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::datasets::DatasetKind;
+    use crate::workload::rows::from_vec;
+    use serde_json::json;
+
+    fn words(t: &str) -> Result<u64, String> {
+        Ok(t.split_whitespace().count() as u64)
+    }
+
+    fn rows(v: Value) -> Rows {
+        let Value::Array(a) = v else { unreachable!() };
+        from_vec(
+            a.into_iter()
+                .map(|r| match r {
+                    Value::Object(m) => m,
+                    _ => unreachable!(),
+                })
+                .collect(),
+        )
+    }
+
+    fn cfg(n: usize, hf: HfSettings) -> DatasetConfig {
+        DatasetConfig {
+            kind: DatasetKind::Hf,
+            num_prompts: n,
+            hf,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ids_resolve_in_vllms_order_with_its_defaults() {
+        let hf = HfSettings::default();
+        let r = resolve(Some("openai/gsm8k"), &hf).unwrap();
+        assert_eq!((r.class, r.split.as_str()), (Class::Gsm8k, "test"));
+        assert_eq!(r.subset.as_deref(), Some("main"));
+        let r = resolve(Some("openai/openai_humaneval"), &hf).unwrap();
+        assert_eq!((r.class, r.split.as_str()), (Class::HumanEval, "test"));
+        // A local copy named by --hf-name; the id is what the hub knows it by.
+        let named = HfSettings {
+            name: Some("AI-MO/NuminaMath-1.5".into()),
+            split: Some("test".into()),
+            ..Default::default()
+        };
+        let r = resolve(Some("/data/nm"), &named).unwrap();
+        assert_eq!(
+            (r.class, r.id.as_str(), r.split.as_str()),
+            (Class::Aimo, "AI-MO/NuminaMath-1.5", "test")
+        );
+        // Where --dataset-path and --hf-name name two classes, vLLM's first in order wins.
+        let both = HfSettings {
+            name: Some("Lin-Chen/MMStar".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(Some("likaixin/InstructCoder"), &both)
+                .unwrap()
+                .class,
+            Class::InstructCoder
+        );
+        // Blazedit is matched by --dataset-path alone, as vLLM matches it.
+        let blazedit = HfSettings {
+            name: Some("vdaita/edit_5k_char".into()),
+            ..Default::default()
+        };
+        let e = resolve(Some("/data/blazedit"), &blazedit).unwrap_err();
+        assert!(
+            e.starts_with("Unsupported dataset path: /data/blazedit."),
+            "{e}"
+        );
+        let e = resolve(Some("Lin-Chen/MMStar"), &hf).unwrap_err();
+        assert!(e.contains("vision dataset"), "{e}");
+        let e = resolve(Some("facebook/voxpopuli"), &hf).unwrap_err();
+        assert!(e.contains("sends no audio"), "{e}");
+        let e = resolve(None, &hf).unwrap_err();
+        assert!(e.contains("needs --dataset-path"), "{e}");
+        // Any other id with the column of its prompts.
+        let mapped = HfSettings {
+            prompt_column: Some("text".into()),
+            ..Default::default()
+        };
+        let r = resolve(Some("someone/prompts"), &mapped).unwrap();
+        assert_eq!(r.split, "train");
+        assert_eq!(r.class.columns(), ["text"]);
+        assert_eq!(known_ids().len(), 27);
+    }
+
+    #[test]
+    fn a_mapping_that_names_no_column_says_which_columns_there_are() {
+        let hf = HfSettings {
+            prompt_column: Some("prompt".into()),
+            ..Default::default()
+        };
+        let class = resolve(Some("x/y"), &hf).unwrap().class;
+        let e = samples(
+            &cfg(2, hf),
+            &class,
+            rows(json!([{"text": "a b", "id": 1}])),
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("row 0") && e.contains("no column \"prompt\"") && e.contains("\"text\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_mapping_reads_text_or_a_conversation_and_its_output_column() {
+        let hf = HfSettings {
+            prompt_column: Some("p".into()),
+            output_column: Some("o".into()),
+            skip_chat_template: true,
+            ..Default::default()
+        };
+        let class = resolve(Some("x/y"), &hf).unwrap().class;
+        let r = rows(json!([
+            {"p": "a b c", "o": "d e"},
+            {"p": null, "o": 3},
+            {"p": [{"role": "user", "content": "f g"}, {"role": "assistant", "content": "h"}], "o": 7},
+            {"p": [{"from": "human", "value": "i"}], "o": "j k l"},
+        ]));
+        let s = samples(&cfg(5, hf.clone()), &class, r, &mut words).unwrap();
+        let got: Vec<(String, u64, u32)> = s
+            .iter()
+            .map(|s| match &s.prompt {
+                PromptSource::Text(t) => (t.clone(), s.prompt_len, s.output_len),
+                p => panic!("{p:?}"),
+            })
+            .collect();
+        // Three rows with prompts (the null one passed over), oversampled to five.
+        assert_eq!(
+            got[..3],
+            [
+                ("a b c".into(), 3, 2),
+                ("f g".into(), 2, 7),
+                ("i".into(), 1, 3)
+            ]
+        );
+        assert_eq!(got.len(), 5);
+        let e = samples(
+            &cfg(1, hf),
+            &class,
+            rows(json!([{"p": "a", "o": [1]}])),
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("column \"o\" is a list"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_split_or_one_whose_rows_are_all_filtered_is_an_error() {
+        let e = samples(
+            &cfg(3, HfSettings::default()),
+            &Class::InstructCoder,
+            rows(json!([])),
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no row gave a prompt (0 rows read)"), "{e}");
+        let e = samples(
+            &cfg(3, HfSettings::default()),
+            &Class::Conversation,
+            rows(json!([{"conversations": [{"value": "a"}, {"value": "b"}]}])),
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("1 rows read") && e.contains("length limits"),
+            "{e}"
+        );
+        // A row of another layout is named.
+        let e = samples(
+            &cfg(3, HfSettings::default()),
+            &Class::MtBench,
+            rows(json!([{"turns": ["a"]}, {"turns": "b"}])),
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("row 1") && e.contains("\"turns\""), "{e}");
+    }
+
+    #[test]
+    fn mlperf_needs_the_chat_template_and_bfcl_falls_back_to_its_text() {
+        let ml = rows(json!([{"system_prompt": "s", "question": "q q q q", "output": "o o o o"}]));
+        let e = samples(
+            &cfg(1, HfSettings::default()),
+            &Class::MlPerf,
+            ml,
+            &mut words,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--tokenizer"), "{e}");
+        let b = rows(
+            json!([{"question": [[{"role": "user", "content": "a b"}, {"role": "user"}]],
+            "function": {"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "float"}}}}}]),
+        );
+        let s = samples(&cfg(1, HfSettings::default()), &Class::Bfcl, b, &mut words).unwrap();
+        // "a b\n" counted: vLLM's fallback joins the contents (a missing one empty).
+        assert_eq!((s[0].prompt_len, s[0].output_len), (2, 512));
+        let PromptSource::Chat { extra, .. } = &s[0].prompt else {
+            panic!()
+        };
+        assert_eq!(
+            Value::Object((**extra).clone()),
+            json!({"tool_choice": "auto", "tools": [{"type": "function", "function": {"name": "f",
+                "parameters": {"type": "object", "properties": {"x": {"type": "number"}}}}}]})
+        );
+    }
+
+    /// Any JSON value, nested a little, with the keys the classes read.
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| json!(f)),
+            "(\\PC| |\n){0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                proptest::collection::btree_map(key(), inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn key() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::strategy::Strategy;
+        proptest::sample::select(vec![
+            "conversations",
+            "value",
+            "input",
+            "instruction",
+            "turns",
+            "prompt",
+            "question",
+            "problem",
+            "solution",
+            "events",
+            "output",
+            "code",
+            "change_request",
+            "norm_distance",
+            "system_prompt",
+            "function",
+            "role",
+            "content",
+            "p",
+            "o",
+            "name",
+            "type",
+        ])
+        .prop_map(String::from)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+        /// Rows come from anyone's dataset: any rows give samples or an error, never a panic.
+        #[test]
+        fn any_rows_give_samples_or_an_error(
+            rows in proptest::collection::vec(
+                proptest::collection::btree_map(key(), json_value(), 0..6), 0..6),
+            class in 0usize..11,
+            n in 0usize..5,
+        ) {
+            let v: Vec<Row> = rows.into_iter().map(|m| m.into_iter().collect()).collect();
+            let class = fuzz_class(class);
+            if let Ok(s) = samples(&cfg(n, HfSettings::default()), &class, from_vec(v), &mut words) {
+                proptest::prop_assert!(s.len() == n);
+            }
+        }
+    }
+
+    fn fuzz_class(i: usize) -> Class {
+        [
+            Class::Conversation,
+            Class::InstructCoder,
+            Class::MtBench,
+            Class::HumanEval,
+            Class::Gsm8k,
+            Class::Aimo,
+            Class::NextEdit,
+            Class::Blazedit,
+            Class::MlPerf,
+            Class::Bfcl,
+            Class::Mapped {
+                prompt: "p".into(),
+                output: Some("o".into()),
+            },
+        ][i % 11]
+            .clone()
+    }
+}

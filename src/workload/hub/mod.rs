@@ -10,7 +10,16 @@
 //!
 //! Must never: download when `HF_HUB_OFFLINE` is set, or leave a half-written file where a
 //! lookup would find it (downloads land in `blobs/` under a temporary name and are renamed).
-//! It knows nothing about tokenizers or datasets: callers name the repository and the file.
+//! It knows nothing about tokenizers: callers name the repository and the file. For a dataset
+//! it also chooses the files a subset's split is made of, as the `datasets` library does
+//! (`select`, `card`: pure) and fetches them into the same cache (`dataset`), resuming an
+//! interrupted download as `huggingface_hub` does.
+
+mod card;
+mod dataset;
+pub mod select;
+
+pub use dataset::{dataset_files, dataset_files_in};
 
 use std::ffi::OsString;
 use std::fs;
@@ -136,6 +145,15 @@ pub enum HubError {
     },
     #[error("{url} is not a Hugging Face hub answer: no {header} header (HF_ENDPOINT points at a plain web server?)")]
     NotHub { url: String, header: &'static str },
+    /// A dataset that cannot be had: what is wrong and what to do.
+    #[error("dataset {id}: {message}")]
+    Dataset { id: String, message: String },
+    #[error("dataset {id}: {cause}; {todo}")]
+    DatasetFetch {
+        id: String,
+        cause: FetchError,
+        todo: String,
+    },
     #[error("cannot store {file} in the Hugging Face cache at {path}: {err}")]
     Store {
         file: String,
