@@ -111,6 +111,8 @@ pub const SERVE: DropIn = DropIn {
         "--sonnet-output-len",
         "--sonnet-prefix-len",
         "--threads",
+        "--hf-prompt-column",
+        "--hf-output-column",
     ],
 };
 
