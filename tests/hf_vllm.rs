@@ -19,9 +19,7 @@ use llmspeed::workload::datasets::hf::{self, bfcl, Class};
 use llmspeed::workload::datasets::{PromptSource, PromptWrap, RenderChat, Sample, Tokens};
 use llmspeed::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder};
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 #[derive(Parser)]
 struct Wrap {
@@ -648,29 +646,21 @@ fn vllm(python: &Path, cases: &[Case], dir: &Path) -> Vec<Value> {
                 "bfcl": bfcl})
         })
         .collect();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hf/vllm_hf.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("HF_DATASETS_CACHE", dir.join("datasets-cache"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference Python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(Value::Array(input).to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "vllm_hf.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let envs = [
+        ("HF_HUB_OFFLINE", std::ffi::OsString::from("1")),
+        (
+            "HF_DATASETS_CACHE",
+            dir.join("datasets-cache").into_os_string(),
+        ),
+    ];
+    let answer = reference::run_script(
+        python,
+        "tests/hf/vllm_hf.py",
+        &[],
+        &envs,
+        &Value::Array(input),
     );
-    serde_json::from_slice(&out.stdout).expect("vllm_hf.py answers a JSON list")
+    serde_json::from_value(answer).expect("vllm_hf.py answers a JSON list")
 }
 
 /// llmspeed's samples for a case: its own flags parsed, its class resolved, the files vLLM read

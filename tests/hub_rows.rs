@@ -11,36 +11,15 @@
 #[path = "conformance/reference.rs"]
 mod reference;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use llmspeed::workload::numpy::Generator;
 use llmspeed::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder};
 use serde_json::{json, Value};
 
 fn reference(py: &Path, spec: &Value) -> Value {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub/rows_reference.py");
-    let mut child = Command::new(py)
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference Python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(spec.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "rows_reference.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("rows_reference.py answers JSON")
+    reference::run_script::<&str>(py, "tests/hub/rows_reference.py", &[], &[], spec)
 }
 
 fn files(answer: &Value, builder: &str) -> DatasetFiles {

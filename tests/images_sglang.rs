@@ -25,35 +25,20 @@ use llmspeed::workload::datasets::{self, DatasetConfig, DatasetKind, RandomDraws
 use llmspeed::workload::numpy::RandomState;
 use llmspeed::workload::sample::PromptSource;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 /// Runs SGLang's image dataset on each case; its answers.
 fn sglang(python: &Path, cases: &Value) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/sglang_image.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .env("HF_HUB_OFFLINE", "1")
-        .env("TRANSFORMERS_OFFLINE", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference Python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(cases.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "sglang_image.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let offline = [("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")];
+    let answer = reference::run_script(
+        python,
+        "tests/conformance/sglang_image.py",
+        &[],
+        &offline,
+        cases,
     );
-    serde_json::from_slice(&out.stdout).expect("sglang_image.py answers a JSON list")
+    serde_json::from_value(answer).expect("sglang_image.py answers a JSON list")
 }
 
 /// The dataset `bench sglang` builds for these flags.

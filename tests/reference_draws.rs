@@ -22,34 +22,13 @@ use llmspeed::workload::sample::PromptSource;
 use llmspeed::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
 use llmspeed::workload::tokenizer::LocalTokenizer;
 use serde_json::{json, Value};
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// Runs `draws.py WHICH` on `python` with `cases`; its answer, one entry per case.
 fn draws(python: &Path, which: &str, cases: &Value) -> Vec<Value> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/draws.py");
-    let mut child = Command::new(python)
-        .arg(script)
-        .arg(which)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the reference Python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(cases.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "draws.py {which} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("draws.py answers a JSON list")
+    let answer =
+        reference::run_script::<&str>(python, "tests/conformance/draws.py", &[which], &[], cases);
+    serde_json::from_value(answer).expect("draws.py answers a JSON list")
 }
 
 fn ints(v: &Value) -> Vec<i64> {

@@ -252,3 +252,39 @@ const OFFLINE: [(&str, &str); 7] = [
 fn offline(c: &mut Command) {
     c.envs(OFFLINE);
 }
+
+/// Runs one of the suite's scripts on a reference Python (vLLM's, SGLang's or the `datasets`
+/// library's own code answering for them): `python SCRIPT ARGS...` (`script` relative to the
+/// crate's folder) with `envs` set and `input` as JSON on stdin; its stdout parsed as JSON.
+/// Panics with the script's stderr if it fails or answers something else.
+pub fn run_script<S: AsRef<std::ffi::OsStr>>(
+    python: &Path,
+    script: &str,
+    args: &[&str],
+    envs: &[(&str, S)],
+    input: &Value,
+) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let mut child = std::process::Command::new(python)
+        .arg(&path)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (k, v.as_ref())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the reference Python");
+    std::io::Write::write_all(
+        &mut child.stdin.take().unwrap(),
+        input.to_string().as_bytes(),
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{script} {args:?} answers no JSON ({e})"))
+}
