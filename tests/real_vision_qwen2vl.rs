@@ -7,7 +7,8 @@
 //! aspect; the image is one token per 28 × 28, between a start and an end token. So the server's
 //! count of a request's prompt tokens checks the size of every image it decoded, which
 //! `tests/real_vision.rs`'s fixed 256 per image cannot. The rule is worked out here from
-//! Qwen2-VL's published resize, independently of llmspeed (which has no such rule).
+//! Qwen2-VL's published resize, independently of llmspeed; the simulated server's
+//! `--image-tokens qwen2vl` is held to it on every size sent.
 
 #[path = "support/real_server.rs"]
 mod real_server;
@@ -20,6 +21,7 @@ mod server;
 #[path = "real_vision/wire.rs"]
 mod wire;
 
+use llmspeed::mock::image::ImageTokens;
 use real_server::{llmspeed, text};
 use recording_proxy::RecordingProxy;
 use serde_json::Value;
@@ -81,7 +83,17 @@ fn random_mm_image_tokens_follow_each_images_size() {
         sizes: &[(640, 480), (96, 64), (20, 20), (2000, 1500)],
         seed: "11",
     };
-    check_run(&s, &run, qwen2vl_tokens);
+    // The server's counts are the rule's (check_run), and the simulated server's
+    // `--image-tokens qwen2vl` counts as the rule does for every size sent.
+    check_run(&s, &run, |w, h| {
+        let mock = ImageTokens::Qwen2Vl.count(w as u32, h as u32);
+        assert_eq!(
+            mock,
+            qwen2vl_tokens(w, h),
+            "the mock's qwen2vl at {w} x {h}"
+        );
+        mock
+    });
 }
 
 /// `bench sglang --dataset-name image` (SGLang's draw: 1 or 2 images a request, random sizes

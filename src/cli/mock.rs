@@ -94,10 +94,15 @@ pub struct MockArgs {
     #[arg(long)]
     pub enable_per_request_metrics: bool,
     /// Prompt tokens per image_url part of a chat message: fixed:N (N whatever the size, as
-    /// LLaVA-1.5-style models) or patch:P (one per P x P patch, partial ones counted, as
-    /// Qwen2-VL-style models with P = 28), or none (a text-only model: a request with an
-    /// image is refused with 400).
-    #[arg(long, default_value = "fixed:256", value_name = "fixed:N|patch:P|none")]
+    /// LLaVA-1.5-style models), patch:P (one per P x P patch, partial ones counted), qwen2vl
+    /// (Qwen2-VL's resize to multiples of 28 within its area bounds, one per 28 x 28, plus its
+    /// start and end tokens), or none (a text-only model: a request with an image is refused
+    /// with 400).
+    #[arg(
+        long,
+        default_value = "fixed:256",
+        value_name = "fixed:N|patch:P|qwen2vl|none"
+    )]
     pub image_tokens: crate::mock::image::ImageTokens,
     /// The vision encoder's time per image, in milliseconds (scaled by --time-scale), charged
     /// in the prefill step that starts the image's request.

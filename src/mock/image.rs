@@ -15,8 +15,13 @@ pub enum ImageTokens {
     /// square (vLLM's tiny LLaVA: 224 / 14 → 256).
     Fixed(u32),
     /// One token per `p` × `p` patch, partial patches counted: `ceil(h / p) × ceil(w / p)`
-    /// (Qwen2-VL-style towers, their merge folded into `p`: 28 for Qwen2-VL).
+    /// (a plain patch tower; not Qwen2-VL's count, which resizes first: [`ImageTokens::Qwen2Vl`]).
     Patches(u32),
+    /// Qwen2-VL's count (its processor's defaults): each side rounded to the nearest multiple of
+    /// 28 (14 px patches merged 2 × 2; halves to even, as Python rounds), the area then brought
+    /// within [56², 28² × 1,280] keeping the aspect, one token per 28 × 28 of the result, plus
+    /// the `<|vision_start|>` and `<|vision_end|>` around them.
+    Qwen2Vl,
     /// A text-only model: a request with an image is refused (400), as a server refuses
     /// images its model cannot read.
     Refused,
@@ -37,20 +42,44 @@ impl ImageTokens {
                 let p = p.max(1);
                 width.div_ceil(p) as u64 * height.div_ceil(p) as u64
             }
+            ImageTokens::Qwen2Vl => qwen2vl(width, height),
         }
     }
+}
+
+/// [`ImageTokens::Qwen2Vl`]'s count of a `width` × `height` image.
+fn qwen2vl(width: u32, height: u32) -> u64 {
+    const SIDE: f64 = 28.0;
+    const MIN_AREA: f64 = 56.0 * 56.0;
+    const MAX_AREA: f64 = 28.0 * 28.0 * 1280.0;
+    let (w, h) = (f64::from(width.max(1)), f64::from(height.max(1)));
+    let nearest = |x: f64| ((x / SIDE).round_ties_even() * SIDE).max(SIDE);
+    let (mut rw, mut rh) = (nearest(w), nearest(h));
+    if rw * rh > MAX_AREA {
+        let scale = (w * h / MAX_AREA).sqrt();
+        rw = ((w / scale / SIDE).floor() * SIDE).max(SIDE);
+        rh = ((h / scale / SIDE).floor() * SIDE).max(SIDE);
+    } else if rw * rh < MIN_AREA {
+        let scale = (MIN_AREA / (w * h)).sqrt();
+        rw = (w * scale / SIDE).ceil() * SIDE;
+        rh = (h * scale / SIDE).ceil() * SIDE;
+    }
+    (rw / SIDE) as u64 * (rh / SIDE) as u64 + 2
 }
 
 impl std::str::FromStr for ImageTokens {
     type Err = String;
 
-    /// `fixed:N`, `patch:P` or `none`.
+    /// `fixed:N`, `patch:P`, `qwen2vl` or `none`.
     fn from_str(s: &str) -> Result<Self, String> {
-        if s.trim() == "none" {
-            return Ok(ImageTokens::Refused);
+        match s.trim() {
+            "none" => return Ok(ImageTokens::Refused),
+            "qwen2vl" => return Ok(ImageTokens::Qwen2Vl),
+            _ => {}
         }
-        let bad =
-            || format!("image tokens {s:?}: expected fixed:N, patch:P (P at least 1) or none");
+        let bad = || {
+            format!("image tokens {s:?}: expected fixed:N, patch:P (P at least 1), qwen2vl or none")
+        };
         let (kind, n) = s.split_once(':').ok_or_else(bad)?;
         let n: u32 = n.trim().parse().map_err(|_| bad())?;
         match kind.trim() {
@@ -357,6 +386,28 @@ mod tests {
         // 1280 / 28 = 45.7 -> 46 columns, 720 / 28 = 25.7 -> 26 rows.
         assert_eq!(ImageTokens::Patches(28).count(1280, 720), 46 * 26);
         assert_eq!(ImageTokens::Patches(14).count(256, 256), 19 * 19);
+        assert_eq!("qwen2vl".parse::<ImageTokens>(), Ok(ImageTokens::Qwen2Vl));
+    }
+
+    /// The counts a real Qwen2-VL-style model (`scripts/tiny_qwen2vl.py` on vLLM 0.32's CPU
+    /// build) gave for these sizes, `usage.prompt_tokens` less the text's, read live: each side
+    /// rounded (640 × 480 to 644 × 476: 23 × 17, where a ceiling rule says 23 × 18), under the
+    /// least area (20 × 20 up to 56 × 56), over the most (2000 × 1500 down to 1148 × 840).
+    /// `tests/real_vision_qwen2vl.rs` holds the rule to the server on every request it sends.
+    #[test]
+    fn qwen2vl_counts_what_the_real_model_counts() {
+        let live = [
+            ((640, 480), 391),
+            ((96, 64), 6),
+            ((1280, 720), 1196),
+            ((20, 20), 4),
+            ((30, 500), 18),
+            ((2000, 1500), 1230),
+            ((41, 43), 6),
+        ];
+        for ((w, h), tokens) in live {
+            assert_eq!(ImageTokens::Qwen2Vl.count(w, h), tokens + 2, "{w} x {h}");
+        }
         assert_eq!(
             "fixed:64".parse::<ImageTokens>(),
             Ok(ImageTokens::Fixed(64))
