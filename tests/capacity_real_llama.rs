@@ -18,20 +18,15 @@
 //!
 //! Cost: 30-60 s on 2 busy cores (two measuring rounds, then the probes 1, 2, 4, 3).
 
+#[path = "capacity/real.rs"]
+mod real;
 #[path = "support/real_server.rs"]
 mod real_server;
 #[path = "real_llama/server.rs"]
 mod server;
 
-use llmspeed::capacity::plan::{round_plan, Workload};
-use llmspeed::capacity::run::CapacityConfig;
-use llmspeed::capacity::search::{Ending, SearchConfig};
-use llmspeed::capacity::slo::Slo;
-use llmspeed::clock::Clock;
-use llmspeed::net::Cancel;
-use serde_json::Value;
+use llmspeed::capacity::plan::Workload;
 use server::LlamaServer;
-use std::time::Duration;
 
 const SLOTS: u64 = 2;
 const OUTPUT: u32 = 512;
@@ -44,29 +39,6 @@ fn workload(url: &str) -> Workload {
         output_len: OUTPUT,
         seed: 11,
     }
-}
-
-/// The TTFT p90 (ms) of one closed-loop round of 40 requests at `c` streams, from the requests
-/// inside its steady window.
-async fn ttft_p90(url: &str, c: u64) -> f64 {
-    let plan = round_plan(&workload(url), c, 40, 1_000 + c);
-    let m = llmspeed::bench::engine::run(
-        &plan,
-        Clock::new(),
-        &Cancel::new(),
-        &mut std::io::sink(),
-        &mut |_: &str| {},
-    )
-    .await
-    .expect("the round runs");
-    let records: Vec<_> = m.requests.iter().map(|f| (f.index, &f.record)).collect();
-    let slo = Slo::parse(&["ttft_p90=1s"]).unwrap();
-    let (s, _) =
-        llmspeed::capacity::samples::of_round(&slo, &records, c, m.duration_ns as f64 / 1e9);
-    let mut v = s.ttft_ms;
-    assert!(v.len() >= 20, "too few samples at {c}: {}", v.len());
-    v.sort_by(f64::total_cmp);
-    llmspeed::analysis::stats::percentile_sorted(&v, 90.0).unwrap()
 }
 
 #[test]
@@ -82,8 +54,8 @@ fn a_ttft_objective_between_unqueued_and_queued_finds_the_slot_count() {
         .unwrap();
     let (unqueued, queued) = rt.block_on(async {
         (
-            ttft_p90(&s.url, SLOTS).await,
-            ttft_p90(&s.url, SLOTS + 1).await,
+            real::ttft_p90(&workload(&s.url), SLOTS).await,
+            real::ttft_p90(&workload(&s.url), SLOTS + 1).await,
         )
     });
     eprintln!(
@@ -97,47 +69,5 @@ fn a_ttft_objective_between_unqueued_and_queued_finds_the_slot_count() {
     );
     let threshold = (unqueued + (queued - unqueued) / 3.0).round().max(1.0);
     let spec = format!("ttft_p90={threshold}ms");
-    let cfg = CapacityConfig {
-        workload: workload(&s.url),
-        slo: Slo::parse(&[spec.as_str()]).unwrap(),
-        confidence: 0.95,
-        search: SearchConfig {
-            start: 1,
-            growth: 2.0,
-            resolution: 1,
-            max: 16,
-        },
-        round: 40,
-        max_rounds: 4,
-        max_time: Duration::from_secs(300),
-        drain_timeout: Duration::from_secs(30),
-        settle: Duration::from_millis(200),
-        simulated: None,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let run = rt
-        .block_on(llmspeed::cli::capacity::run_async(
-            &cfg,
-            dir.path(),
-            &Cancel::new(),
-        ))
-        .map_err(|e| e.message)
-        .unwrap();
-    let summary = llmspeed::capacity::results::summary(&cfg, &run);
-    eprintln!("{summary}");
-    assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
-            .unwrap();
-    let a = &v["answer"];
-    assert_eq!(a["concurrency"], SLOTS, "{summary}");
-    assert_eq!(a["smallest_failing_concurrency"], SLOTS + 1, "{summary}");
-    assert_eq!(a["failed_objective"], "ttft_p90", "{summary}");
-    // llama.cpp exposes running/waiting gauges: every probe after the first was drained.
-    let probes = v["probes"].as_array().unwrap();
-    assert!(
-        probes[1..].iter().all(|p| p["settled"] == "drained"),
-        "{summary}"
-    );
-    assert_eq!(v["server"]["engine"], "llama.cpp");
+    real::finds_slots(&rt, workload(&s.url), &spec, 16, SLOTS, "llama.cpp");
 }

@@ -18,19 +18,14 @@
 //! Cost: the vLLM start (this binary starts its own: 30-50 s on idle cores, 150 s seen on busy
 //! ones), then two measuring rounds and the probes 1, 2, 4, 8, 6, 5: about 60-120 s more.
 
+#[path = "capacity/real.rs"]
+mod real;
 #[path = "support/real_server.rs"]
 mod real_server;
 #[path = "real_vllm/server.rs"]
 mod server;
 
-use llmspeed::capacity::plan::{round_plan, Workload};
-use llmspeed::capacity::run::CapacityConfig;
-use llmspeed::capacity::search::{Ending, SearchConfig};
-use llmspeed::capacity::slo::Slo;
-use llmspeed::clock::Clock;
-use llmspeed::net::Cancel;
-use serde_json::Value;
-use std::time::Duration;
+use llmspeed::capacity::plan::Workload;
 
 const SLOTS: u64 = server::MAX_NUM_SEQS;
 const OUTPUT: u32 = 64;
@@ -45,29 +40,6 @@ fn workload(url: &str) -> Workload {
     }
 }
 
-/// The TTFT p90 (ms) of one closed-loop round of 40 requests at `c` streams, from the requests
-/// inside its steady window.
-async fn ttft_p90(url: &str, c: u64) -> f64 {
-    let plan = round_plan(&workload(url), c, 40, 1_000 + c);
-    let m = llmspeed::bench::engine::run(
-        &plan,
-        Clock::new(),
-        &Cancel::new(),
-        &mut std::io::sink(),
-        &mut |_: &str| {},
-    )
-    .await
-    .expect("the round runs");
-    let records: Vec<_> = m.requests.iter().map(|f| (f.index, &f.record)).collect();
-    let slo = Slo::parse(&["ttft_p90=1s"]).unwrap();
-    let (s, _) =
-        llmspeed::capacity::samples::of_round(&slo, &records, c, m.duration_ns as f64 / 1e9);
-    let mut v = s.ttft_ms;
-    assert!(v.len() >= 20, "too few samples at {c}: {}", v.len());
-    v.sort_by(f64::total_cmp);
-    llmspeed::analysis::stats::percentile_sorted(&v, 90.0).unwrap()
-}
-
 #[test]
 fn a_ttft_objective_between_unqueued_and_queued_finds_max_num_seqs() {
     let Some(s) = server::shared() else {
@@ -80,8 +52,8 @@ fn a_ttft_objective_between_unqueued_and_queued_finds_max_num_seqs() {
         .unwrap();
     let (unqueued, queued) = rt.block_on(async {
         (
-            ttft_p90(&s.url, SLOTS).await,
-            ttft_p90(&s.url, SLOTS + 1).await,
+            real::ttft_p90(&workload(&s.url), SLOTS).await,
+            real::ttft_p90(&workload(&s.url), SLOTS + 1).await,
         )
     });
     eprintln!(
@@ -95,47 +67,5 @@ fn a_ttft_objective_between_unqueued_and_queued_finds_max_num_seqs() {
     );
     let threshold = ((unqueued + queued) / 2.0).round().max(1.0);
     let spec = format!("ttft_p90={threshold}ms");
-    let cfg = CapacityConfig {
-        workload: workload(&s.url),
-        slo: Slo::parse(&[spec.as_str()]).unwrap(),
-        confidence: 0.95,
-        search: SearchConfig {
-            start: 1,
-            growth: 2.0,
-            resolution: 1,
-            max: 32,
-        },
-        round: 40,
-        max_rounds: 4,
-        max_time: Duration::from_secs(300),
-        drain_timeout: Duration::from_secs(30),
-        settle: Duration::from_millis(200),
-        simulated: None,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let run = rt
-        .block_on(llmspeed::cli::capacity::run_async(
-            &cfg,
-            dir.path(),
-            &Cancel::new(),
-        ))
-        .map_err(|e| e.message)
-        .unwrap();
-    let summary = llmspeed::capacity::results::summary(&cfg, &run);
-    eprintln!("{summary}");
-    assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
-    let v: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
-            .unwrap();
-    let a = &v["answer"];
-    assert_eq!(a["concurrency"], SLOTS, "{summary}");
-    assert_eq!(a["smallest_failing_concurrency"], SLOTS + 1, "{summary}");
-    assert_eq!(a["failed_objective"], "ttft_p90", "{summary}");
-    // vLLM exposes running/waiting gauges: every probe after the first was drained.
-    let probes = v["probes"].as_array().unwrap();
-    assert!(
-        probes[1..].iter().all(|p| p["settled"] == "drained"),
-        "{summary}"
-    );
-    assert_eq!(v["server"]["engine"], "vllm");
+    real::finds_slots(&rt, workload(&s.url), &spec, 32, SLOTS, "vllm");
 }
