@@ -242,6 +242,58 @@ fn every_corrupted_byte_gives_rows_or_an_error_never_a_panic() {
     assert!(failed > 0 && ok > 0, "{ok} read, {failed} refused");
 }
 
+/// Rows are read a row group at a time, so taking rows from the first group never reads a later
+/// one: with the last group's data pages overwritten, the first 100 rows (all of group one) still
+/// come, and reading on is an error naming the file. The suite's stand-in for the by-hand
+/// memory measurement below, which needs a file over 1 GB.
+#[test]
+fn taking_rows_of_the_first_row_group_never_reads_a_later_one() {
+    let Some(py) = reference::VLLM.python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let p = parquet_of(dir.path(), &py);
+    let code = format!(
+        "import pyarrow.parquet as pq\n\
+         m = pq.ParquetFile({:?}).metadata.row_group(2)\n\
+         print(min(m.column(i).data_page_offset for i in range(m.num_columns)))",
+        p.display().to_string()
+    );
+    let out = Command::new(&py).arg("-c").arg(code).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let at: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    let end = bytes.len() - 8;
+    for b in &mut bytes[at..(at + 64).min(end)] {
+        *b = 0xFF;
+    }
+    let bad = dir.path().join("bad-last-group.parquet");
+    std::fs::write(&bad, &bytes).unwrap();
+    let files = DatasetFiles {
+        id: "owner/name".into(),
+        subset: None,
+        split: "train".into(),
+        format: FileFormat::Parquet,
+        files: vec![bad],
+    };
+    let first: Vec<Row> = rows::open(&files, &["prompt"], RowOrder::AsStored)
+        .unwrap()
+        .take(100)
+        .collect::<Result<_, _>>()
+        .expect("the first row group is whole");
+    assert_eq!(first.len(), 100);
+    assert_eq!(first[99]["prompt"], "p99");
+    let rest: Result<Vec<Row>, _> = rows::open(&files, &["prompt"], RowOrder::AsStored)
+        .unwrap()
+        .collect();
+    let e = rest.expect_err("the last row group is corrupt").to_string();
+    assert!(e.contains("bad-last-group.parquet"), "{e}");
+}
+
 /// Memory for a large dataset, by hand: `LLMSPEED_BIG_PARQUET=/path/to/file.parquet cargo test
 /// --release --test hub_rows -- --ignored --nocapture`. Takes 1,000 rows of one column in the
 /// streamed order and prints the process's peak resident memory; fails above 256 MiB (the
