@@ -141,3 +141,74 @@ async fn a_first_sample_without_images_does_not_hide_the_refusal() {
     assert_eq!(sent[0], 0);
     assert!(sent[1] > 0, "{sent:?}");
 }
+
+/// `matrix --chat --images` against a text-only server: the run stops before its first
+/// measurement with the server's message once; the server saw the image-token probe's two
+/// requests (a short chat without images, then with) and nothing else on the chat endpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_matrix_stops_at_its_image_probe_with_the_servers_message() {
+    use llmspeed::matrix::images::ImageSpec;
+    use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
+    use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.request_log = Some(log.clone());
+    mcfg.image_tokens = ImageTokens::Refused;
+    let mock = MockServer::start(mcfg).await;
+    let cfg = MatrixConfig {
+        tokenizer: None,
+        images: Some(ImageSpec::new(2, "64x48").unwrap()),
+        plan: PlanConfig {
+            contexts: Some(vec![ContextSpec::Tokens(1024)]),
+            prefill_contexts: Some(vec![ContextSpec::Tokens(1024)]),
+            concurrency: Some(vec![1]),
+            max_tokens: 32,
+            margin: 64,
+            prefill_samples: 2,
+        },
+        duration: Duration::from_millis(500),
+        model: None,
+        chat: true,
+        prompt_mode: PromptMode::Auto,
+        seed: 0,
+        ignore_eos: true,
+        out_dir: dir.path().join("run"),
+        resume: false,
+        resume_force: false,
+        retry_looped: false,
+        repetition: llmspeed::analysis::repetition::RepetitionConfig {
+            min_repeats: 4,
+            min_span: 600,
+            max_period: 512,
+        },
+        overrides: llmspeed::server::Overrides::default(),
+        header: HeaderFacts::default(),
+        ready_timeout: Duration::from_secs(10),
+        ready_stable: Duration::from_millis(300),
+        drain_timeout: Duration::from_secs(5),
+        ready_check_timeout: Duration::ZERO,
+        base_url: mock.url(),
+        insecure: false,
+        skip_warmup: false,
+        prompt_cache: None,
+    };
+    let client = mock.client();
+    let r = llmspeed::cli::matrix::run_async(&client, &cfg, false, &Cancel::new()).await;
+    mock.stop().await;
+    let err = match r {
+        Ok(_) => panic!("the run must fail"),
+        Err(e) => e.message,
+    };
+    assert_eq!(err.matches(REFUSED).count(), 1, "{err}");
+    assert!(
+        err.contains("refused a prompt with 2 × 64x48 images"),
+        "{err}"
+    );
+    assert_eq!(
+        chat_requests(&log),
+        vec![0, 2],
+        "the probe's two requests, nothing else"
+    );
+}
