@@ -53,6 +53,7 @@ fn config(url: String, slo: &[&str], output_len: u32, round: u64) -> CapacityCon
             output_len,
             seed: 1,
         },
+        by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(slo).unwrap(),
         confidence: 0.95,
         search: SearchConfig {
