@@ -18,6 +18,7 @@ use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::rounds::{self, Row};
 use crate::bench::engine::samples::{load_samples, Loaded, PromptKind, TokenCounting};
 use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
+use crate::bench::engine::slot::Slot;
 use crate::clock::Clock;
 use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
@@ -413,9 +414,9 @@ async fn warm_up(
             }
             let req = requests.make(&s, None, &mut ids)?;
             let row = requests.row(&s, None, &req);
-            let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+            let (c, slot, cancel) = (client.clone(), Slot::ask(&slots), cancel.clone());
             set.spawn(async move {
-                let _permit = slots.acquire_owned().await;
+                let _permit = slot.taken().await;
                 let start = c.clock().raw();
                 let first = c.stream(&req, start, &mut NoopObserver, &cancel).await;
                 let later = rounds::after(row.as_ref(), &c, &first, &cancel).await;
@@ -478,7 +479,12 @@ async fn initial_test(
         match &t.outcome {
             Ok(()) => {
                 let _ = writeln!(log, "{}", test.passed);
-                return Ok(());
+                return first_images(test, client, requests, samples, cancel).await;
+            }
+            // The server is up and refused this body: a retry gets the same answer (vLLM's
+            // client retries it until its timeout, 10 minutes by default).
+            Err(e) if refused(e) => {
+                return Err(RunError::Setup(format!("{}{e}", test.failed)));
             }
             Err(e) => {
                 last_error = e.to_string();
@@ -489,6 +495,43 @@ async fn initial_test(
         tokio::time::sleep(test.retry.min(left)).await;
     }
     Err(RunError::Setup(format!("{}{last_error}", test.failed)))
+}
+
+/// An answer that refuses the request as sent (malformed, too large, a content type or part the
+/// model does not take), which no retry of the same body changes.
+fn refused(e: &crate::timeline::RequestError) -> bool {
+    matches!(e.status, Some(400 | 413 | 415 | 422))
+}
+
+/// After an initial test whose sample carried no image: the first sample that carries images,
+/// sent once, so a server that refuses images (a text-only model) stops the run with its
+/// message here instead of failing every image request of the run. Nothing is sent when the
+/// first sample had images (the initial test sent them) or no sample has any.
+async fn first_images(
+    test: &InitialTest,
+    client: &Client,
+    requests: &Requests<'_>,
+    samples: &[Sample],
+    cancel: &Cancel,
+) -> Result<(), RunError> {
+    let has_images = |s: &Sample| matches!(&s.prompt, PromptSource::Multimodal { images, .. } if !images.is_empty());
+    if samples.first().is_none_or(has_images) {
+        return Ok(());
+    }
+    let Some(i) = samples.iter().position(has_images) else {
+        return Ok(());
+    };
+    let req = requests.make(&samples[i], None, &mut Vec::new())?;
+    let t = client
+        .stream(&req, client.clock().raw(), &mut NoopObserver, cancel)
+        .await;
+    match &t.outcome {
+        Err(e) if refused(e) => Err(RunError::Setup(format!(
+            "{}{e} (sample {i}, the first that carries images; the initial test's sample had none)",
+            test.failed
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Which requests this run sends, when, and their bodies when they fit in memory.
@@ -784,7 +827,7 @@ async fn dispatch(
         dispatched_ns.push((i, clock.delta_ns(base_raw, now)));
         set.spawn(one_request(
             client.clone(),
-            slots.clone(),
+            slots.as_ref().map(Slot::ask),
             cancel.clone(),
             (req, row),
             i,
@@ -885,24 +928,25 @@ impl Room {
     }
 }
 
-/// One request's task: its slot, then its stream (a row's rounds, one after another, in the
-/// one slot).
+/// One request's task: its slot (asked for by the dispatcher, in sample order), then its stream
+/// (a row's rounds, one after another, in the one slot).
 async fn one_request(
     c: Client,
-    slots: Option<Arc<Semaphore>>,
+    slot: Option<Slot>,
     cancel: Cancel,
     (req, row): (StreamRequest, Option<Row>),
     index: usize,
     scheduled: u64,
 ) -> Done {
-    let _permit = match &slots {
-        Some(s) => s.clone().acquire_owned().await.ok(),
+    let limited = slot.is_some();
+    let _permit = match slot {
+        Some(s) => s.taken().await,
         None => None,
     };
     let clock = c.clock().clone();
     // With a concurrency limit, the request's own clock starts when it gets a slot; the wait
     // is queue time, reported separately (the Python tools' split).
-    let (intended, queue_ns) = if slots.is_some() {
+    let (intended, queue_ns) = if limited {
         let now = clock.raw();
         (now.max(scheduled), clock.delta_ns(scheduled, now))
     } else {
