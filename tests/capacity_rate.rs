@@ -84,31 +84,33 @@ fn schema_errors(v: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
-    let (lo, hi) = knee();
-    assert!((46.5..46.6).contains(&lo) && (47.6..47.7).contains(&hi));
-    let step = 20.0;
-    let server = MockThread::start(mock());
+/// One search at a time: each is a client and a server measuring real time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs a rate search in steps of `step` req/s from one step up to `max` steps against a mock
+/// with `m`'s settings; returns results.json and the summary.
+fn search(m: MockConfig, slo: &[&str], output_len: u32, step: f64, max: u64) -> (Value, String) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = MockThread::start(m);
     let cfg = CapacityConfig {
         workload: Workload {
             base_url: server.url(),
             model: None,
             input_len: 32,
-            output_len: L,
+            output_len,
             seed: 1,
         },
         by: By::Rate { step },
-        slo: Slo::parse(&["ttft_p90=1s"]).unwrap(),
+        slo: Slo::parse(slo).unwrap(),
         confidence: 0.95,
         search: SearchConfig {
             start: 1,
             growth: 2.0,
             resolution: 1,
-            max: 10,
+            max,
         },
         round: 120,
-        max_rounds: 6,
+        max_rounds: 8,
         max_time: Duration::from_secs(120),
         drain_timeout: Duration::from_secs(10),
         settle: Duration::from_millis(100),
@@ -130,6 +132,15 @@ fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(schema_errors(&v), Vec::<String>::new());
     assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
+    (v, summary)
+}
+
+#[test]
+fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
+    let (lo, hi) = knee();
+    assert!((46.5..46.6).contains(&lo) && (47.6..47.7).contains(&hi));
+    let step = 20.0;
+    let (v, summary) = search(mock(), &["ttft_p90=1s"], L, step, 10);
     let a = &v["answer"];
     assert_eq!(v["workload"]["by"], "rate");
     assert!(a.get("concurrency").is_none(), "{a}");
@@ -164,4 +175,42 @@ fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
     assert!((rps - 40.0).abs() < 8.0, "{rps}");
     let tok = a["output_tok_per_s"].as_f64().unwrap();
     assert!((tok / rps - f64::from(L)).abs() < 1e-9, "{tok} {rps}");
+}
+
+/// **Errors in rate.** With `--load-fault status=500@0.2` a request fails with probability
+/// 0.2 per request already in the engine when it arrives. Poisson arrivals see the engine as
+/// it is on average over time (PASTA), and by Little's law the mean number in the engine is
+/// the accepted rate times the mean time in it, W: the failed share s obeys
+/// s = 0.2 · λ (1 − s) · W, so s = x / (1 + x) with x = 0.2 λ W (a failed request never enters
+/// the engine). With `max_num_seqs` 64, per_seq 0 (every step base = 2 ms) and L = 32 tokens
+/// nothing waits: a request is admitted at the next step boundary (at once if the engine is
+/// idle), so W lies between (L − 1) and (L + 1) steps, 62 to 66 ms. `errors=30%` is
+/// x = 3/7, so the largest rate is λ* = 3 / (7 · 0.2 · W): between 32.5 and 34.6 req/s. In steps
+/// of 22 req/s: at 22, s is 21-23% (passes); at 44, 35-37% (fails). The truth is 22.
+#[test]
+fn an_error_objective_in_rate_finds_where_the_load_dependent_fault_rate_crosses_it() {
+    let mut m = MockConfig::profile(Profile::Demo);
+    m.engine.max_num_seqs = 64;
+    m.engine.decode.base_us = 2_000.0;
+    m.engine.decode.per_seq_us = 0.0;
+    m.engine.decode.per_ktok_total_us = 0.0;
+    m.engine.decode.per_ktok_max_us = 0.0;
+    m.engine.prefill.rate_tok_s = 1e9;
+    m.load_faults = vec!["status=500@0.2".parse().unwrap()];
+    let (v, summary) = search(m, &["errors=30%"], 32, 22.0, 8);
+    let a = &v["answer"];
+    assert_eq!(a["request_rate"], 22.0, "{summary}");
+    assert_eq!(a["smallest_failing_request_rate"], 44.0, "{summary}");
+    assert_eq!(a["failed_objective"], "errors", "{summary}");
+    // Each probe's share sits where PASTA and Little's law put it.
+    for p in v["probes"].as_array().unwrap() {
+        let rate = p["request_rate"].as_f64().unwrap();
+        let share = p["objectives"][0]["estimate"].as_f64().unwrap();
+        let x = |w: f64| 0.2 * rate * w;
+        let (lo, hi) = (x(0.062) / (1.0 + x(0.062)), x(0.066) / (1.0 + x(0.066)));
+        assert!(
+            share > lo - 0.06 && share < hi + 0.06,
+            "{rate}: {share} vs [{lo}, {hi}]"
+        );
+    }
 }
