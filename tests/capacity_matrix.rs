@@ -48,6 +48,7 @@ fn mock() -> MockConfig {
 fn config(out: &Path, url: &str) -> MatrixConfig {
     MatrixConfig {
         tokenizer: None,
+        images: None,
         plan: PlanConfig {
             contexts: Some(CONTEXTS.iter().map(|&c| ContextSpec::Tokens(c)).collect()),
             prefill_contexts: Some(Vec::new()),

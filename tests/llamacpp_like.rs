@@ -370,6 +370,7 @@ async fn matrix_calibrates_with_the_content_dialect_and_caches_by_tokenizer() {
     let url = format!("http://{addr}");
     let cfg = MatrixConfig {
         tokenizer: None,
+        images: None,
         plan: PlanConfig {
             contexts: Some(vec![ContextSpec::Tokens(256)]),
             prefill_contexts: Some(vec![ContextSpec::Tokens(256)]),

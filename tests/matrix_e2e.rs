@@ -36,6 +36,7 @@ fn mock_config(loop_after: Option<u64>) -> MockConfig {
 fn matrix_config(out: &Path, base_url: &str, contexts: &[u64], conc: &[u64]) -> MatrixConfig {
     MatrixConfig {
         tokenizer: None,
+        images: None,
         plan: PlanConfig {
             contexts: Some(contexts.iter().map(|&c| ContextSpec::Tokens(c)).collect()),
             prefill_contexts: Some(contexts.iter().map(|&c| ContextSpec::Tokens(c)).collect()),

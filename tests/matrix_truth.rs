@@ -61,6 +61,7 @@ fn fixed_gap_mock(sink: TraceSink) -> MockConfig {
 fn matrix_config(out: &Path, base_url: &str) -> MatrixConfig {
     MatrixConfig {
         tokenizer: None,
+        images: None,
         plan: PlanConfig {
             contexts: Some(vec![ContextSpec::Tokens(512)]),
             prefill_contexts: Some(vec![ContextSpec::Tokens(512)]),

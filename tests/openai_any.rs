@@ -39,6 +39,7 @@ fn mock_config(tweak: impl FnOnce(&mut MockConfig)) -> MockConfig {
 fn matrix_config(out: &Path, base_url: &str) -> MatrixConfig {
     MatrixConfig {
         tokenizer: None,
+        images: None,
         plan: PlanConfig {
             contexts: Some(vec![ContextSpec::Tokens(512)]),
             prefill_contexts: Some(vec![ContextSpec::Tokens(512)]),

@@ -73,6 +73,18 @@ pub struct MatrixArgs {
     pub chat: bool,
     #[arg(long, value_enum, default_value_t = PromptModeArg::Auto)]
     pub prompt_mode: PromptModeArg,
+    /// Images per prompt (needs --chat): each prefill sample carries new ones (cold), a context
+    /// row's decode cells share one set (warm); their tokens count toward the context.
+    #[arg(long, value_name = "N")]
+    pub images: Option<u32>,
+    /// With --images: each image's width x height in pixels (JPEG of noise).
+    #[arg(
+        long,
+        value_name = "WxH",
+        default_value = "1280x720",
+        requires = "images"
+    )]
+    pub image_size: String,
     /// Count prompt tokens locally: a tokenizer.json, a directory holding one, or a model id
     /// (org/name) in the local Hugging Face cache. Needs a build with --features hf-tokenizer;
     /// completions prompts only.
@@ -195,7 +207,9 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
     };
     let repetition = repetition(a)?;
     let tokenizer = local_tokenizer(a)?;
+    let images = images(a)?;
     Ok(MatrixConfig {
+        images,
         tokenizer,
         plan,
         duration: secs("--duration", duration)?,
@@ -245,6 +259,26 @@ pub fn config(a: &MatrixArgs, base_url: &str) -> Result<MatrixConfig, CliError> 
         insecure: a.conn.as_ref().is_some_and(|c| c.insecure),
         skip_warmup: false,
     })
+}
+
+/// `--images N --image-size WxH`, checked: images travel only in chat messages.
+fn images(a: &MatrixArgs) -> Result<Option<crate::matrix::images::ImageSpec>, CliError> {
+    let Some(n) = a.images else {
+        return Ok(None);
+    };
+    if !a.chat {
+        return Err(CliError::usage(
+            "--images needs --chat: images travel as image_url parts of chat messages (/v1/chat/completions), which /v1/completions does not take",
+        ));
+    }
+    if a.prompt_mode == PromptModeArg::TokenIds {
+        return Err(CliError::usage(
+            "--images needs a text prompt: --prompt-mode token-ids sends token ids to /v1/completions",
+        ));
+    }
+    crate::matrix::images::ImageSpec::new(n, &a.image_size)
+        .map(Some)
+        .map_err(CliError::usage)
 }
 
 /// The grid: contexts, prefill contexts, concurrency levels and max tokens (a reduced grid

@@ -1346,6 +1346,13 @@ fn note_token_counts(
     let (source, mixed) = token_source(&sources);
     cell.token_count_source = source;
     cell.notes.extend(mixed);
+    // The prompt's size as the server counted it (images included), from the requests that
+    // reported usage: they all sent the one prompt.
+    let prompts: Vec<u64> = finished
+        .iter()
+        .filter_map(|f| f.tl.usage.map(|u| u.prompt_tokens))
+        .collect();
+    cell.server_prompt_tokens = super::prompts::typical(&prompts).map(|i| prompts[i]);
     if let (Some(n), true) = (&names, w.opened) {
         // Ours over the same span as the server's two reads (they sit a few ms outside the
         // window, which at thousands of tokens per second is more than 1%).

@@ -72,4 +72,7 @@ pub struct MatrixConfig {
     /// `--tokenizer`: count calibration locally instead of with `/tokenize` (completions
     /// prompts only; chat prompts need the server's chat template).
     pub tokenizer: Option<Arc<LocalTokenizer>>,
+    /// `--images N --image-size WxH`: every prompt carries these images (chat only; see
+    /// `matrix::images`).
+    pub images: Option<crate::matrix::images::ImageSpec>,
 }

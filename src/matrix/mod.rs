@@ -2,6 +2,7 @@
 
 pub mod cell;
 pub mod config;
+pub mod images;
 pub mod plan;
 pub mod prompts;
 pub mod resume;

@@ -559,6 +559,7 @@ pub fn rows_from_plan(plan: &Plan) -> (Vec<PrefillRow>, Vec<DecodeCell>) {
             samples: 0,
             ttft_ms_samples: Vec::new(),
             server_prompt_tokens: None,
+            image_tokens: None,
             error_messages: Vec::new(),
             measured_under: None,
         })

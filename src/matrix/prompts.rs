@@ -27,6 +27,9 @@ pub(super) struct Prepared {
     pub(super) prose: Option<prose::Prompt>,
     /// Where the prompt came from (cache, calibration), for the progress line.
     pub(super) note: Option<String>,
+    /// Of `tokens`, those its images take (`matrix --images`; 0 without): the text is
+    /// `tokens - image_tokens`.
+    pub(super) image_tokens: u64,
 }
 
 /// The run id a cached prompt is stored under. Never sent: a loaded prompt gets this run's id
@@ -122,6 +125,9 @@ pub(super) struct Run<'a> {
     pub(super) info: &'a ServerInfo,
     pub(super) mode: PromptTokens,
     pub(super) run_id: String,
+    /// Prompt tokens the images of one prompt take (`matrix --images`, measured once by
+    /// [`Run::measure_image_tokens`]; 0 without images).
+    pub(super) image_tokens: u64,
 }
 
 impl Run<'_> {
@@ -164,11 +170,79 @@ impl Run<'_> {
                     tokens: target,
                     prose: None,
                     note: None,
+                    image_tokens: 0,
                 })
             }
             PromptTokens::TokenizeEndpoint
             | PromptTokens::LocalTokenizer
-            | PromptTokens::UsageEstimate => self.calibrated(target, seed, kind).await,
+            | PromptTokens::UsageEstimate => match self.cfg.images {
+                None => self.calibrated(target, seed, kind).await,
+                Some(spec) => self.with_images(target, seed, kind, &spec).await,
+            },
+        }
+    }
+
+    /// A prompt of `target` tokens whose images take [`Run::image_tokens`] of them: its text
+    /// calibrated to the rest, then the images of the context's decode cells (the same for
+    /// every request of the row: warm), made from the run id, the context and `seed`.
+    async fn with_images(
+        &self,
+        target: u64,
+        seed: u64,
+        kind: PromptKind,
+        spec: &crate::matrix::images::ImageSpec,
+    ) -> Result<Prepared, String> {
+        let text = target
+            .checked_sub(self.image_tokens)
+            .filter(|&t| t > 0)
+            .ok_or_else(|| {
+                format!(
+                    "{} images take {} prompt tokens, which leaves no text in a {target}-token context (choose a larger context, or fewer or smaller images)",
+                    spec.label(),
+                    self.image_tokens
+                )
+            })?;
+        let mut p = self.calibrated(text, seed, kind).await?;
+        let key = mix(mix(key_of(&self.run_id), target), mix(seed, 0x1A6E_57A7));
+        let images = crate::matrix::images::make(spec, key)?;
+        crate::matrix::images::attach(&mut p.generation, &images)?;
+        p.tokens += self.image_tokens;
+        p.image_tokens = self.image_tokens;
+        Ok(p)
+    }
+
+    /// Prompt tokens `spec`'s images take in a prompt, as the server counts them: the
+    /// `usage.prompt_tokens` of a short chat with the images less that of the same chat
+    /// without (two one-token requests; the probe's images are its own, never sent again).
+    /// An error with the server's message when it refuses the images, and when it counts
+    /// none for them.
+    pub(super) async fn measure_image_tokens(
+        &self,
+        spec: &crate::matrix::images::ImageSpec,
+    ) -> Result<u64, String> {
+        let mut g = Generation::new(&self.model, NetPrompt::Text(String::new()));
+        g.chat = true;
+        g.extra.insert(
+            "messages".into(),
+            json!([{"role": "user", "content": "What is in the pictures?"}]),
+        );
+        let without = usage_count(self.client, &g)
+            .await
+            .map_err(|e| format!("counting a short chat prompt: {e}"))?;
+        let images = crate::matrix::images::make(spec, mix(key_of(&self.run_id), 0x9_80BE))?;
+        crate::matrix::images::attach(&mut g, &images)?;
+        let with = usage_count(self.client, &g).await.map_err(|e| {
+            format!(
+                "the server refused a prompt with {} images: {e}",
+                spec.label()
+            )
+        })?;
+        match with.checked_sub(without).filter(|&n| n > 0) {
+            Some(n) => Ok(n),
+            None => Err(format!(
+                "the server counted {with} prompt tokens for a chat with {} images and {without} without: it counts no tokens for images (is the model a vision model?)",
+                spec.label()
+            )),
         }
     }
 
@@ -250,7 +324,7 @@ impl Run<'_> {
                 "the prompt does not start with its first line `{old}`"
             ));
         }
-        self.count(&p).await.map(Some)
+        self.count(&p).await.map(|n| Some(n + prompt.image_tokens))
     }
 
     /// Who counts this run's prompts, for the cache key: a prompt counted by one tokenizer is
@@ -309,6 +383,7 @@ impl Run<'_> {
                                 tokens: n,
                                 prose: Some(p),
                                 note: Some(format!("{n} tokens, from the prompt cache (1 count)")),
+                                image_tokens: 0,
                             });
                         }
                         notes.push(format!(
@@ -350,6 +425,7 @@ impl Run<'_> {
             tokens,
             prose: Some(prompt),
             note: Some(notes.join("; ")),
+            image_tokens: 0,
         })
     }
 

@@ -24,6 +24,7 @@ pub fn measured_under(r: &MatrixReport) -> MeasuredUnder {
         prompt_tokens: s.prompt_tokens,
         ignore_eos: s.ignore_eos,
         loop_rule: s.loop_rule,
+        images: s.images,
         differs: Vec::new(),
     }
 }
@@ -87,6 +88,12 @@ pub fn differences(new: &MatrixReport, old: &MatrixReport) -> Vec<Difference> {
         None => "not recorded".into(),
     };
     check("loop rule", rule(o.loop_rule), rule(n.loop_rule));
+    // The images asked for; their measured token count is not a setting.
+    let images = |i: Option<crate::report::ImageSettings>| match i {
+        Some(i) => format!("{} x {}x{}", i.per_prompt, i.width, i.height),
+        None => "none".into(),
+    };
+    check("--images", images(o.images), images(n.images));
     out
 }
 

@@ -172,6 +172,12 @@ fn settings(cfg: &MatrixConfig, plan: &Plan, mode: PromptTokens) -> Settings {
             min_span_chars: cfg.repetition.min_span as u64,
             max_period_chars: cfg.repetition.max_period as u64,
         }),
+        images: cfg.images.map(|i| crate::report::ImageSettings {
+            per_prompt: i.count,
+            width: i.width,
+            height: i.height,
+            image_tokens_per_prompt: None,
+        }),
     }
 }
 
@@ -268,8 +274,27 @@ pub async fn execute(
         info: &info,
         mode: report.metadata.settings.prompt_tokens,
         run_id: String::new(),
+        image_tokens: 0,
     };
     run.run_id = run.typical_run_id(new_run_id(), cfg.seed).await;
+    if let Some(spec) = &cfg.images {
+        // Before anything is measured: a server that refuses images stops the run here, with
+        // its message, once.
+        progress.line(&format!(
+            "images: counting the prompt tokens of {} images",
+            spec.label()
+        ));
+        run.image_tokens = run.measure_image_tokens(spec).await?;
+        progress.line(&format!(
+            "images: {} images take {} prompt tokens of every prompt (the server's usage.prompt_tokens with them less without)",
+            spec.label(),
+            run.image_tokens
+        ));
+        if let Some(i) = report.metadata.settings.images.as_mut() {
+            i.image_tokens_per_prompt = Some(run.image_tokens);
+        }
+        write_results(cfg, &report)?;
+    }
     let mut m = Measure {
         cfg,
         run,
@@ -425,9 +450,12 @@ fn fresh_start(run: &Run, context: u64, seed: u64, i: u32, try_: u32) -> Result<
     if id == run.run_id {
         id = eight_digits(key + 1);
     }
+    // The first line names the context its text was built for: with images, the context
+    // less their tokens (`Run::prepare`).
+    let text = context.saturating_sub(run.image_tokens);
     Ok(Fresh::FirstLine {
-        old: prose::prompt_prefix(&run.run_id, context, seed),
-        new: prose::prompt_prefix(&id, context, seed),
+        old: prose::prompt_prefix(&run.run_id, text, seed),
+        new: prose::prompt_prefix(&id, text, seed),
     })
 }
 
@@ -648,6 +676,7 @@ impl<'a> Measure<'a, '_> {
                         ));
                     }
                     scout::cold_prompt(&prompt.generation, &p.fresh, switches, &salt)
+                        .and_then(|g| self.cold_images(g, context, s))
                 }
                 Err(e) => Err(format!("a cold sample's first line: {e}")),
             };
@@ -666,9 +695,14 @@ impl<'a> Measure<'a, '_> {
             step: &format!("prefill {label}"),
             phase: Phase::Prefill,
         });
+        let images = match &cfg.images {
+            Some(spec) => format!(", each with {} new images", spec.label()),
+            None => String::new(),
+        };
         self.progress
-            .line(&format!("prefill {label}: {n} cold sample{plural}"));
+            .line(&format!("prefill {label}: {n} cold sample{plural}{images}"));
         let row = &mut self.report.prefill[i];
+        row.image_tokens = cfg.images.map(|_| prompt.image_tokens);
         if !scout::prefill(self.run.client, &samples, row, prompt.tokens, self.stop).await {
             return Ok(Flow::Stopped);
         }
@@ -679,6 +713,21 @@ impl<'a> Measure<'a, '_> {
         self.step_done(Some(i));
         write_results(cfg, &self.report)?;
         Ok(Flow::Go)
+    }
+
+    /// With `--images`, prefill sample `s` of `context` carries images of its own: new to the
+    /// server (no other request of any run sends them), so its prefill includes the vision
+    /// encoder and no multimodal cache holds them. Made here, before the row's first request.
+    fn cold_images(&self, mut g: Generation, context: u64, s: u32) -> Result<Generation, String> {
+        if let Some(spec) = &self.cfg.images {
+            let key = mix(
+                mix(key_of(&self.run.run_id), context),
+                0xC01D_0000 + u64::from(s),
+            );
+            let images = crate::matrix::images::make(spec, key)?;
+            crate::matrix::images::attach(&mut g, &images)?;
+        }
+        Ok(g)
     }
 
     /// Prefill sample `s`'s fresh start: one whose prompt keeps `prompt`'s count, where the
@@ -1032,6 +1081,7 @@ mod tests {
             samples: 0,
             ttft_ms_samples: Vec::new(),
             server_prompt_tokens: None,
+            image_tokens: None,
             error_messages: vec![ErrorMessage::new(None, None, "cannot build the prompt: x")],
             measured_under: None,
         };

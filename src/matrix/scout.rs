@@ -164,6 +164,12 @@ fn replace_start(v: &mut Value, old: &str, new: &str) -> bool {
             s.replace_range(..old.len(), new);
             true
         }
+        // A message with images (`matrix --images`): its text part.
+        Value::Array(parts) => parts
+            .iter_mut()
+            .find(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .and_then(|p| p.get_mut("text"))
+            .is_some_and(|t| replace_start(t, old, new)),
         _ => false,
     }
 }
@@ -184,11 +190,17 @@ pub async fn prefill(
         Some(e) => e.1 += 1,
         None => errors.push((k, 1)),
     };
-    for g in samples {
+    // Every body is written before the first is sent: a sample's images (megabytes of base64)
+    // are copied here, never between its planned and its actual send.
+    let requests: Vec<_> = samples
+        .iter()
+        .map(|g| g.stream_request(Some(false)))
+        .collect();
+    for req in requests {
         if stop.is_cancelled() {
             return false;
         }
-        let req = match g.stream_request(Some(false)) {
+        let req = match req {
             Ok(r) => r,
             Err(e) => {
                 count(ErrorKind::Protocol);

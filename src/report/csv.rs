@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 72] = [
+pub const COLUMNS: [&str; 77] = [
     "phase",
     "context",
     "context_label",
@@ -84,6 +84,11 @@ pub const COLUMNS: [&str; 72] = [
     "client_lag_tokens_batched_percent",
     "client_lag_batch_tokens_p50",
     "client_lag_batch_period_ms_p50",
+    "images_per_prompt",
+    "image_width",
+    "image_height",
+    "image_tokens",
+    "server_prompt_tokens",
 ];
 
 /// Quote a field when it holds a comma, a quote or a line break (quotes doubled).
@@ -247,13 +252,35 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
 pub fn write(w: &mut impl Write, report: &MatrixReport) -> std::io::Result<()> {
     let header: Vec<String> = COLUMNS.iter().map(|c| c.to_string()).collect();
     row(w, &header)?;
+    let images = report.metadata.settings.images;
     for p in &report.prefill {
-        row(w, &prefill_row(p))?;
+        let mut r = prefill_row(p);
+        r.extend(image_fields(images, p.image_tokens, p.server_prompt_tokens));
+        row(w, &r)?;
     }
+    let image_tokens = images.and_then(|i| i.image_tokens_per_prompt);
     for c in &report.decode {
-        row(w, &decode_row(c))?;
+        let mut r = decode_row(c);
+        r.extend(image_fields(images, image_tokens, c.server_prompt_tokens));
+        row(w, &r)?;
     }
     Ok(())
+}
+
+/// The `images_*`, `image_*` and `server_prompt_tokens` columns (`matrix --images`; the image
+/// columns empty without images).
+fn image_fields(
+    images: Option<crate::report::model::ImageSettings>,
+    image_tokens: Option<u64>,
+    server_prompt_tokens: Option<u64>,
+) -> [String; 5] {
+    [
+        num(images.map(|i| i.per_prompt)),
+        num(images.map(|i| i.width)),
+        num(images.map(|i| i.height)),
+        num(images.and(image_tokens)),
+        num(server_prompt_tokens),
+    ]
 }
 
 /// `slo.csv` (`matrix --slo`): one row per context with its answer, then one row per judged

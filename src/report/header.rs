@@ -438,6 +438,9 @@ fn matrix_settings(r: &MatrixReport) -> Vec<(String, String)> {
         ("KV-cache tokens".into(), or_missing(l.kv_cache_tokens)),
         ("Running limit".into(), or_missing(l.max_running_requests)),
     ];
+    if let Some(i) = &s.images {
+        out.push(("Images".into(), crate::report::markdown::images_text(i)));
+    }
     if let Some(lr) = s.loop_rule {
         out.push((
             "Loop rule".into(),

@@ -253,6 +253,9 @@ fn run_section(w: &mut impl Write, md: &Metadata) -> io::Result<()> {
         )),
     )?;
     kv_line(w, "Prompts", Some(&prompts(s)))?;
+    if let Some(i) = &s.images {
+        kv_line(w, "Images", Some(&images_text(i)))?;
+    }
     if s.prefill_samples > 1 {
         kv_line(
             w,
@@ -272,6 +275,21 @@ fn prefill_mode(s: &Settings) -> String {
         ),
         PrefillMode::Off => "Not measured".into(),
     }
+}
+
+/// `matrix --images`: what every prompt carried and the tokens it took of the context.
+pub(crate) fn images_text(i: &crate::report::ImageSettings) -> String {
+    let tokens = match i.image_tokens_per_prompt {
+        Some(t) => format!(
+            "{} prompt tokens of every context, as the server counts them; the text is the rest",
+            group_digits(t)
+        ),
+        None => "their prompt tokens not measured".into(),
+    };
+    format!(
+        "{} × {}x{} JPEG per prompt (new ones for each prefill sample, one set shared by a context's decode cells), {tokens}",
+        i.per_prompt, i.width, i.height
+    )
 }
 
 /// The endpoint, how prompts were sized, and the seed.
@@ -355,6 +373,45 @@ fn prefill(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
             opt(p.ttft_ms, ms),
             p.samples,
             p.status.label()
+        )?;
+    }
+    images_section(w, r)
+}
+
+/// `matrix --images`: per measurement, the images its prompt carried and the prompt tokens
+/// the server counted (images included); nothing without images.
+fn images_section(w: &mut impl Write, r: &MatrixReport) -> io::Result<()> {
+    let Some(i) = &r.metadata.settings.images else {
+        return Ok(());
+    };
+    writeln!(w)?;
+    writeln!(w, "## Images")?;
+    writeln!(w)?;
+    writeln!(w, "{}.", images_text(i))?;
+    writeln!(w)?;
+    writeln!(
+        w,
+        "| Measurement | Context | Concurrency | Images | Image tokens | Prompt tokens (server) |"
+    )?;
+    writeln!(w, "|---|---|---:|---|---:|---:|")?;
+    let images = format!("{} × {}x{}", i.per_prompt, i.width, i.height);
+    for p in &r.prefill {
+        writeln!(
+            w,
+            "| Prefill (new images) | {} | 1 | {images} | {} | {} |",
+            cell_text(&p.context_label),
+            opt(p.image_tokens, group_digits),
+            opt(p.server_prompt_tokens, group_digits),
+        )?;
+    }
+    for c in &r.decode {
+        writeln!(
+            w,
+            "| Decode (shared images) | {} | {} | {images} | {} | {} |",
+            cell_text(&c.context_label),
+            c.concurrency,
+            opt(i.image_tokens_per_prompt, group_digits),
+            opt(c.server_prompt_tokens, group_digits),
         )?;
     }
     Ok(())

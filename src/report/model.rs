@@ -253,6 +253,22 @@ pub struct Settings {
     /// The loop detector's thresholds (absent in files from before they were saved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loop_rule: Option<LoopRule>,
+    /// `matrix --images`: the images every prompt carried (absent without them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageSettings>,
+}
+
+/// The images of every matrix prompt (`--images N --image-size WxH`): fresh ones for each
+/// prefill sample, one set shared by a context row's decode cells.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageSettings {
+    pub per_prompt: u32,
+    pub width: u32,
+    pub height: u32,
+    /// Prompt tokens the images of one prompt take, as the server counts them (its
+    /// `usage.prompt_tokens` with them less without); part of every row's context, the text
+    /// shortened by it. `None` until measured.
+    pub image_tokens_per_prompt: Option<u64>,
 }
 
 /// The loop rule a run used (`--loop-min-repeats`, `--loop-min-span`).
@@ -278,6 +294,9 @@ pub struct MeasuredUnder {
     pub prompt_tokens: PromptTokens,
     pub ignore_eos: bool,
     pub loop_rule: Option<LoopRule>,
+    /// `matrix --images` (absent without images).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageSettings>,
     /// The names of the settings that differ from the report's own.
     pub differs: Vec<String>,
 }
@@ -296,6 +315,9 @@ pub struct PrefillRow {
     /// none): the independent check of the calibrated size.
     #[serde(default)]
     pub server_prompt_tokens: Option<u64>,
+    /// Of `prompt_tokens`, those its images take (`matrix --images`; absent without).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_tokens: Option<u64>,
     pub ttft_ms: Option<f64>,
     /// prompt tokens / TTFT.
     pub prefill_tok_per_s: Option<f64>,
@@ -436,6 +458,10 @@ pub struct DecodeCell {
     pub window_end_ns: Option<u64>,
     #[serde(with = "token_count_source::option")]
     pub token_count_source: Option<TokenCountSource>,
+    /// `usage.prompt_tokens` as the server reported it for the cell's requests (the most
+    /// common value; they share one prompt): the prompt's measured size, images included.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_prompt_tokens: Option<u64>,
     /// The server's generated-token count (`generation_tokens_total`; llama.cpp's
     /// `tokens_predicted_total` plus its busy slots' `n_decoded`) between a read just before the
     /// window opens and one just after it closes, where exposed.
@@ -510,6 +536,7 @@ impl DecodeCell {
             window_start_ns: None,
             window_end_ns: None,
             token_count_source: None,
+            server_prompt_tokens: None,
             server_output_tokens: None,
             token_count_diff: None,
             token_count_check: None,

@@ -62,6 +62,7 @@ pub fn report() -> MatrixReport {
                 min_span_chars: 4096,
                 max_period_chars: 2048,
             }),
+            images: None,
         },
         launch_command: Some(
             "vllm serve RedHatAI/gemma-4-26B-A4B-it-NVFP4 --served-model-name gemma --max-model-len 262144 --limit-mm-per-prompt '{\"image\":4}'"
@@ -80,6 +81,7 @@ pub fn report() -> MatrixReport {
             samples: 1,
             ttft_ms_samples: vec![261.0],
             server_prompt_tokens: Some(8_190),
+            image_tokens: None,
             error_messages: vec![],
             measured_under: None,
         },
@@ -93,6 +95,7 @@ pub fn report() -> MatrixReport {
             samples: 1,
             ttft_ms_samples: vec![19_927.4],
             server_prompt_tokens: None,
+            image_tokens: None,
             error_messages: vec![],
             measured_under: None,
         },
@@ -106,6 +109,7 @@ pub fn report() -> MatrixReport {
             samples: 1,
             ttft_ms_samples: vec![],
             server_prompt_tokens: None,
+            image_tokens: None,
             error_messages: vec![ErrorMessage::new(
                 Some(ErrorKind::HttpStatus),
                 Some(400),

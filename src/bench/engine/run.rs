@@ -479,7 +479,12 @@ async fn initial_test(
         match &t.outcome {
             Ok(()) => {
                 let _ = writeln!(log, "{}", test.passed);
-                return Ok(());
+                return first_images(test, client, requests, samples, cancel).await;
+            }
+            // The server is up and refused this body: a retry gets the same answer (vLLM's
+            // client retries it until its timeout, 10 minutes by default).
+            Err(e) if refused(e) => {
+                return Err(RunError::Setup(format!("{}{e}", test.failed)));
             }
             Err(e) => {
                 last_error = e.to_string();
@@ -490,6 +495,43 @@ async fn initial_test(
         tokio::time::sleep(test.retry.min(left)).await;
     }
     Err(RunError::Setup(format!("{}{last_error}", test.failed)))
+}
+
+/// An answer that refuses the request as sent (malformed, too large, a content type or part the
+/// model does not take), which no retry of the same body changes.
+fn refused(e: &crate::timeline::RequestError) -> bool {
+    matches!(e.status, Some(400 | 413 | 415 | 422))
+}
+
+/// After an initial test whose sample carried no image: the first sample that carries images,
+/// sent once, so a server that refuses images (a text-only model) stops the run with its
+/// message here instead of failing every image request of the run. Nothing is sent when the
+/// first sample had images (the initial test sent them) or no sample has any.
+async fn first_images(
+    test: &InitialTest,
+    client: &Client,
+    requests: &Requests<'_>,
+    samples: &[Sample],
+    cancel: &Cancel,
+) -> Result<(), RunError> {
+    let has_images = |s: &Sample| matches!(&s.prompt, PromptSource::Multimodal { images, .. } if !images.is_empty());
+    if samples.first().is_none_or(has_images) {
+        return Ok(());
+    }
+    let Some(i) = samples.iter().position(has_images) else {
+        return Ok(());
+    };
+    let req = requests.make(&samples[i], None, &mut Vec::new())?;
+    let t = client
+        .stream(&req, client.clock().raw(), &mut NoopObserver, cancel)
+        .await;
+    match &t.outcome {
+        Err(e) if refused(e) => Err(RunError::Setup(format!(
+            "{}{e} (sample {i}, the first that carries images; the initial test's sample had none)",
+            test.failed
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Which requests this run sends, when, and their bodies when they fit in memory.
