@@ -11,11 +11,9 @@
 mod support;
 
 use llmspeed::mock::{MockConfig, Profile};
-use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::sync::Arc;
 use support::mock::MockThread;
 
 /// The simulated server over TLS (2 ms a token) and the `--ca-cert` file that trusts it.
@@ -27,26 +25,13 @@ struct TlsMock {
 
 impl TlsMock {
     fn start() -> TlsMock {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let cert = params.self_signed(&key).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .unwrap();
+        let (tls, pem) = support::tls_front::self_signed_server_config();
         let mut cfg = MockConfig::profile(Profile::Fast);
         cfg.engine.decode.base_us = 2000.0;
-        cfg.tls = Some(Arc::new(tls));
+        cfg.tls = Some(tls);
         let dir = tempfile::tempdir().unwrap();
         let ca = dir.path().join("cert.pem");
-        std::fs::write(&ca, cert.pem()).unwrap();
+        std::fs::write(&ca, pem).unwrap();
         TlsMock {
             mock: MockThread::start(cfg),
             ca,
@@ -124,41 +109,49 @@ fn check_console(what: &str, out: &Output) {
     );
 }
 
-#[test]
-fn bench_sglang_over_tls_states_its_bounds_and_verdict() {
+/// `bench sglang` at the TLS mock (random prompts of 32 tokens, `output` tokens each, at 100
+/// requests a second: SGLang's record writes an infinite rate as Python does, `Infinity`) with
+/// `flags`; its last record and the process's output.
+fn bench_sglang(flags: &[&str], prompts: u32, output: u32) -> (Value, Output) {
     let server = TlsMock::start();
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("out.jsonl");
-    let out = llmspeed(&[
-        "bench",
-        "sglang",
-        "--base-url",
-        &server.url(),
-        "--ca-cert",
-        server.ca(),
+    let url = server.url();
+    let (prompts, output) = (prompts.to_string(), output.to_string());
+    let mut args = vec!["bench", "sglang", "--base-url", &url];
+    args.extend_from_slice(flags);
+    let ca = ["--ca-cert", server.ca()];
+    if !flags.contains(&"--insecure") {
+        args.extend_from_slice(&ca);
+    }
+    args.extend_from_slice(&[
         "--dataset-name",
         "random",
         "--num-prompts",
-        "12",
+        &prompts,
         "--random-input-len",
         "32",
         "--random-output-len",
-        "24",
-        "--max-concurrency",
-        "4",
-        // A finite rate: SGLang's record writes an infinite one as Python does (`Infinity`).
+        &output,
         "--request-rate",
         "100",
         "--output-file",
         file.to_str().unwrap(),
         "--disable-tqdm",
     ]);
+    let out = llmspeed(&args);
     server.mock.stop();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     let last = text.lines().last().unwrap();
-    let v: Value = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    let v = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {last}"));
+    (v, out)
+}
+
+#[test]
+fn bench_sglang_over_tls_states_its_bounds_and_verdict() {
+    let (v, out) = bench_sglang(&["--max-concurrency", "4"], 12, 24);
     assert_eq!(v["completed"], 12, "{v}");
     assert_eq!(v["llmspeed"]["insecure"], false, "{}", v["llmspeed"]);
     let lag = &v["llmspeed"]["client_lag"];
@@ -174,34 +167,7 @@ fn bench_sglang_over_tls_states_its_bounds_and_verdict() {
 
 #[test]
 fn bench_sglang_records_insecure_when_it_skipped_the_check() {
-    let server = TlsMock::start();
-    let tmp = tempfile::tempdir().unwrap();
-    let file = tmp.path().join("out.jsonl");
-    let out = llmspeed(&[
-        "bench",
-        "sglang",
-        "--base-url",
-        &server.url(),
-        "--insecure",
-        "--dataset-name",
-        "random",
-        "--num-prompts",
-        "2",
-        "--random-input-len",
-        "16",
-        "--random-output-len",
-        "4",
-        "--request-rate",
-        "100",
-        "--output-file",
-        file.to_str().unwrap(),
-        "--disable-tqdm",
-    ]);
-    server.mock.stop();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let text = std::fs::read_to_string(&file).unwrap();
-    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let (v, _) = bench_sglang(&["--insecure"], 2, 4);
     assert_eq!(v["completed"], 2, "{v}");
     assert_eq!(v["llmspeed"]["insecure"], true, "{}", v["llmspeed"]);
 }
