@@ -183,6 +183,24 @@ const ROWS: &[Row] = &[
         vllm_fails: None,
     },
     Row {
+        name: "MT-Bench with warm-ups: --num-warmups, --hf-output-len",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "philschmid/mt-bench",
+            "--num-prompts",
+            "3",
+            "--num-warmups",
+            "2",
+            "--hf-output-len",
+            "4",
+            "--disable-shuffle",
+        ],
+        sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
         name: "InstructCoder on chat: the templated prompt as the user message",
         args: &[
             "--backend",
