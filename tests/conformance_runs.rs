@@ -16,7 +16,8 @@
 //! a file the row reads into [`FILES`], keys the row is there to exercise into [`REQUIRED`]); a
 //! difference we keep on purpose (a result key, a console label, or a request difference by the
 //! key `bodies::compare` names it with) goes into [`DELIBERATE`] with its reason. `LLMSPEED_CONFORMANCE_ROWS=TEXT` runs only the rows whose
-//! name contains TEXT (each reference run imports torch: seconds apiece);
+//! name contains TEXT (all of a tool's selected rows run in one reference process, which imports
+//! torch once: 10-20 s);
 //! `LLMSPEED_CONFORMANCE_KEEP=1` keeps each row's folder (both results and the server's
 //! request logs, `ref-requests.jsonl` and `ours-requests.jsonl`) and prints where.
 
@@ -29,8 +30,8 @@ mod results;
 mod support;
 
 use results::{
-    block, json_type, keys_in_order, label, python_json, ran, tail, traffic_lines, value, Ran,
-    SERVER_PROBE, UUID_REQUEST_IDS,
+    block, json_type, keys_in_order, label, python_json, ran, ran_with, tail, traffic_lines, value,
+    Ran, SERVER_PROBE, UUID_REQUEST_IDS,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -1059,78 +1060,151 @@ fn env() -> Option<Env> {
     })
 }
 
-/// Runs one row with both tools against one mock; returns (reference, ours).
-fn run_both(row: &Run, env: &Env, python: &Path, dir: &Path) -> (Ran, Ran) {
+/// The mock settings of `row`.
+fn mock_config(row: &Run) -> llmspeed::mock::MockConfig {
     let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
     for (_, tweak) in SERVED.iter().filter(|(name, _)| *name == row.name) {
         tweak(&mut cfg);
     }
-    for (name, text) in FILES {
-        std::fs::write(dir.join(name), text).unwrap();
+    cfg
+}
+
+/// One server of `row`'s settings, logging the requests it receives into `dir/log`.
+fn served(row: &Run, dir: &Path, log: &str) -> MockThread {
+    let mut c = mock_config(row);
+    c.request_log = Some(dir.join(log));
+    MockThread::start(c)
+}
+
+/// The result file's extension: vLLM writes one JSON object, SGLang appends JSON lines.
+fn ext(tool: Tool) -> &'static str {
+    match tool {
+        Tool::Vllm => "json",
+        Tool::Sglang => "jsonl",
     }
-    // One server per tool (the same settings), each logging the requests it receives.
-    let served = |log: &str| {
-        let mut c = cfg.clone();
-        c.request_log = Some(dir.join(log));
-        MockThread::start(c)
+}
+
+/// The same command line for both tools, but for the file each one writes into `dir`.
+fn args(row: &Run, env: &Env, dir: &Path, mock: &MockThread, file: &str) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "--base-url".into(),
+        mock.url(),
+        "--tokenizer".into(),
+        env.tokenizer.display().to_string(),
+        "--disable-tqdm".into(),
+    ];
+    let out: Vec<String> = match row.tool {
+        Tool::Vllm => vec![
+            "--save-result".into(),
+            "--result-dir".into(),
+            dir.display().to_string(),
+            "--result-filename".into(),
+            file.into(),
+        ],
+        Tool::Sglang => vec!["--output-file".into(), dir.join(file).display().to_string()],
     };
-    let (tool, sub, ext) = match row.tool {
-        Tool::Vllm => (reference::VLLM, "serve", "json"),
-        Tool::Sglang => (reference::SGLANG, "sglang", "jsonl"),
+    a.extend(out);
+    let d = dir.display().to_string();
+    let t = env.tokenizer.display().to_string();
+    a.extend(
+        row.args
+            .iter()
+            .map(|s| s.replace("{dir}", &d).replace("{tokenizer}", &t)),
+    );
+    a
+}
+
+/// Every row by the reference, all in ONE Python process (`tests/conformance/many_runs.py`:
+/// the tool's main run once per row, as `python -m` runs it; torch is imported once), each
+/// against its own server, all started first. `dirs[i]` is row i's folder, which the rows'
+/// files are written into first. Returns each row's run and prints the process's wall time.
+fn reference_runs(tool: Tool, rows: &[&Run], env: &Env, python: &Path, dirs: &[&Path]) -> Vec<Ran> {
+    let t = match tool {
+        Tool::Vllm => reference::VLLM,
+        Tool::Sglang => reference::SGLANG,
     };
-    // The same command line for both, but for the file each one writes.
-    let args = |mock: &MockThread, file: &str| -> Vec<String> {
-        let mut a: Vec<String> = vec![
-            "--base-url".into(),
-            mock.url(),
-            "--tokenizer".into(),
-            env.tokenizer.display().to_string(),
-            "--disable-tqdm".into(),
-        ];
-        let out: Vec<String> = match row.tool {
-            Tool::Vllm => vec![
-                "--save-result".into(),
-                "--result-dir".into(),
-                dir.display().to_string(),
-                "--result-filename".into(),
-                file.into(),
-            ],
-            Tool::Sglang => vec!["--output-file".into(), dir.join(file).display().to_string()],
-        };
-        a.extend(out);
-        let d = dir.display().to_string();
-        let t = env.tokenizer.display().to_string();
-        a.extend(
-            row.args
+    let rf = format!("ref.{}", ext(tool));
+    let mocks: Vec<MockThread> = rows
+        .iter()
+        .zip(dirs)
+        .map(|(row, dir)| {
+            for (name, text) in FILES {
+                std::fs::write(dir.join(name), text).unwrap();
+            }
+            served(row, dir, "ref-requests.jsonl")
+        })
+        .collect();
+    let runs: Vec<Value> = rows
+        .iter()
+        .zip(dirs)
+        .zip(&mocks)
+        .map(|((row, dir), mock)| {
+            let mut argv: Vec<String> = t
+                .args
                 .iter()
-                .map(|s| s.replace("{dir}", &d).replace("{tokenizer}", &t)),
-        );
-        a
+                .filter(|a| **a != "--")
+                .map(|a| a.to_string())
+                .collect();
+            argv.extend(args(row, env, dir, mock, &rf));
+            // SGLang keeps generated datasets under ~/.cache/sglang: the row's folder, not the
+            // user's.
+            let envs = match tool {
+                Tool::Vllm => serde_json::json!({}),
+                Tool::Sglang => serde_json::json!({"HOME": dir}),
+            };
+            serde_json::json!({"argv": argv, "env": envs, "cwd": null,
+                "stdout": dir.join("ref.stdout"), "stderr": dir.join("ref.stderr")})
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let codes = reference::run_script(
+        python,
+        "tests/conformance/many_runs.py",
+        &[],
+        &reference::OFFLINE,
+        &serde_json::json!({"module": t.module, "runs": runs}),
+    );
+    let codes = codes.as_array().expect("one exit code per run");
+    assert_eq!(codes.len(), rows.len(), "one exit code per run");
+    eprintln!(
+        "{} {}'s client: {} rows in one process, {:.0} s",
+        t.name,
+        t.version,
+        rows.len(),
+        started.elapsed().as_secs_f64()
+    );
+    mocks.into_iter().for_each(MockThread::stop);
+    codes
+        .iter()
+        .zip(dirs)
+        .map(|(code, dir)| {
+            let text = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+            ran_with(
+                code.as_i64().map(|c| c as i32),
+                text("ref.stdout"),
+                text("ref.stderr"),
+                &dir.join(&rf),
+                &dir.join("ref-requests.jsonl"),
+            )
+        })
+        .collect()
+}
+
+/// One row by llmspeed against a fresh server of the row's settings.
+fn our_run(row: &Run, env: &Env, dir: &Path) -> Ran {
+    let sub = match row.tool {
+        Tool::Vllm => "serve",
+        Tool::Sglang => "sglang",
     };
-    let (rf, of) = (format!("ref.{ext}"), format!("ours.{ext}"));
-    // vLLM's custom dataset reads its JSONL with pandas (in its reference folder).
-    let mut reference = tool.command(python);
-    if row.tool == Tool::Sglang {
-        // SGLang keeps generated datasets under ~/.cache/sglang: the row's folder, not the user's.
-        reference.env("HOME", dir);
-    }
-    let mock = served("ref-requests.jsonl");
-    let r = reference
-        .args(args(&mock, &rf))
-        .output()
-        .expect("run the reference");
-    mock.stop();
-    let mock = served("ours-requests.jsonl");
+    let of = format!("ours.{}", ext(row.tool));
+    let mock = served(row, dir, "ours-requests.jsonl");
     let o = Command::new(env!("CARGO_BIN_EXE_llmspeed"))
         .args(["bench", sub])
-        .args(args(&mock, &of))
+        .args(args(row, env, dir, &mock, &of))
         .output()
         .expect("run llmspeed");
     mock.stop();
-    (
-        ran(r, &dir.join(rf), &dir.join("ref-requests.jsonl")),
-        ran(o, &dir.join(of), &dir.join("ours-requests.jsonl")),
-    )
+    ran(o, &dir.join(of), &dir.join("ours-requests.jsonl"))
 }
 
 /// Every difference between the two runs of `row` that is not [`DELIBERATE`], one line each.
@@ -1413,14 +1487,18 @@ fn conform(tool: Tool) {
     let Some(env) = env() else { return };
     let only = std::env::var("LLMSPEED_CONFORMANCE_ROWS").unwrap_or_default();
     let keep = std::env::var_os("LLMSPEED_CONFORMANCE_KEEP").is_some();
-    let mut problems = Vec::new();
-    for row in RUNS
+    let rows: Vec<&Run> = RUNS
         .iter()
         .filter(|r| r.tool == tool && r.name.contains(only.as_str()))
-    {
-        let dir = tempfile::tempdir().unwrap();
-        let (r, o) = run_both(row, &env, &python, dir.path());
-        problems.extend(compare(row, &r, &o));
+        .collect();
+    let folders: Vec<tempfile::TempDir> =
+        rows.iter().map(|_| tempfile::tempdir().unwrap()).collect();
+    let dirs: Vec<&Path> = folders.iter().map(|d| d.path()).collect();
+    let theirs = reference_runs(tool, &rows, &env, &python, &dirs);
+    let mut problems = Vec::new();
+    for ((row, r), dir) in rows.iter().zip(&theirs).zip(folders) {
+        let o = our_run(row, &env, dir.path());
+        problems.extend(compare(row, r, &o));
         if keep {
             eprintln!("{}: kept in {}", row.name, dir.keep().display());
         }
