@@ -17,19 +17,21 @@ spec: {"cache": DIR, "datasets": [{"id", "commit", "folder", "card", "parquet": 
    files (its default patterns, or the card's configs for --hf-subset) and streams and shuffles
    them as it would the hub's. BFCL's `hf_hub_download` is huggingface_hub's own, answered
    offline from the same cache (HF_HUB_CACHE).
-3. Each run is vLLM's CLI main, unchanged, with sys.argv = ["vllm", "bench", "serve", *argv],
-   its stdout and stderr (file descriptors 1 and 2) sent to the run's files; its exit status
-   (SystemExit's code, 1 for an exception escaping main, else 0) is printed, one per run, as a
-   JSON list: the only thing on stdout (anything printed outside a run goes to stderr).
+3. Each run is vLLM's CLI main, unchanged, as `python -m vllm.entrypoints.cli.main bench serve
+   *argv` runs it, by many_runs.run_all (the generic launcher beside this file, which says what
+   it resets between runs): its stdout and stderr (file descriptors 1 and 2) sent to the run's
+   files; its exit status (SystemExit's code, 1 for an exception escaping main, else 0) is
+   printed, one per run, as a JSON list: the only thing on stdout (anything printed outside a
+   run goes to stderr).
 """
 
 import hashlib
 import json
 import os
 import sys
-import traceback
 
 import datasets
+import many_runs  # beside this file: the generic one-process launcher
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -97,33 +99,6 @@ def cached_load_dataset(cache):
     return load_dataset
 
 
-def run_one(main, run):
-    sys.argv = ["vllm", "bench", "serve", *run["argv"]]
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = (os.dup(1), os.dup(2))
-    out = os.open(run["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    err = os.open(run["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(out, 1)
-    os.dup2(err, 2)
-    code = 0
-    try:
-        main()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # noqa: BLE001 - an escaping exception is Python's exit status 1
-        traceback.print_exc()
-        code = 1
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for fd in (out, err, *saved):
-            os.close(fd)
-    return code
-
-
 def main():
     spec = json.load(sys.stdin)
     # The answer alone on stdout: whatever else is printed outside a run goes to stderr.
@@ -134,10 +109,10 @@ def main():
     for ds in spec["datasets"]:
         store(cache, ds)
     from vllm.benchmarks.datasets import datasets as vd
-    from vllm.entrypoints.cli.main import main as vllm_main
 
     vd.load_dataset = cached_load_dataset(cache)
-    codes = [run_one(vllm_main, run) for run in spec["runs"]]
+    runs = [{**run, "argv": ["bench", "serve", *run["argv"]]} for run in spec["runs"]]
+    codes = many_runs.run_all("vllm.entrypoints.cli.main", runs)
     json.dump(codes, answer)
     answer.close()
 
