@@ -749,6 +749,15 @@ impl SglangArgs {
                 d.prefix_groups = groups;
             }
             "image" => self.image_dataset(&mut d)?,
+            "longbench_v2" => {
+                // A local .parquet or JSON-lines file, else the hub's THUDM/LongBench-v2.
+                d.kind = DatasetKind::LongBenchV2;
+                d.path = path;
+                d.longbench_v2 = crate::workload::datasets::longbench_v2::Settings {
+                    output_len: self.sharegpt_output_len,
+                    context_len: self.sharegpt_context_len,
+                };
+            }
             "mooncake" => {
                 // SGLang's file: --dataset-path, else /tmp/<workload>_trace.jsonl, fetched at
                 // run time when missing (`run::mooncake_trace`).
@@ -771,7 +780,7 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image, longbench_v2)"
                 ));
             }
         }
