@@ -1315,6 +1315,7 @@ impl ServeArgs {
             random_mm: self.random_mm()?,
             hf: self.hf(),
             sglang_image: Default::default(),
+            longbench_v2: Default::default(),
         })
     }
 
