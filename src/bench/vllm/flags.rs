@@ -13,8 +13,8 @@ use crate::bench::refusal::{self, Refusal};
 /// The command in the refusal messages.
 const COMMAND: &str = "bench serve";
 
-const HF_DATASETS: &str = "llmspeed's only image prompts are random-mm's, its hub datasets are \
-                           vLLM's hf ids; it sends no audio or video (datasets: random, \
+const HF_DATASETS: &str = "llmspeed's image prompts are random-mm's and the hf vision ids', its \
+                           hub datasets are vLLM's hf ids; it sends no audio or video (datasets: random, \
                            random-mm, sharegpt, custom, prefix_repetition, timed_trace, sonnet, \
                            burstgpt, hf)";
 
