@@ -250,10 +250,10 @@ fn image_exchanges(proxy: &RecordingProxy) -> Vec<(u64, u64, serde_json::Value)>
             // A request cut at its cell's window end has no usage: not one to account.
             let usage = answer
                 .lines()
+                .rev()
                 .map(|l| l.strip_prefix("data: ").unwrap_or(l))
                 .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-                .filter_map(|v| v["usage"]["prompt_tokens"].as_u64())
-                .last()?;
+                .find_map(|v| v["usage"]["prompt_tokens"].as_u64())?;
             (images > 0).then(|| (images, usage, body["messages"].clone()))
         })
         .collect()
@@ -302,15 +302,17 @@ fn a_matrix_with_images_counts_them_as_the_server_does() {
     assert!(o.status.success(), "{all}");
     let per_prompt = 2 * TOKENS_PER_IMAGE;
     assert_eq!(
-        r["metadata"]["settings"]["images"]["image_tokens_per_prompt"],
-        per_prompt,
+        r["metadata"]["settings"]["images"]["image_tokens_per_prompt"], per_prompt,
         "{all}"
     );
     let row = &r["prefill"][0];
     assert_eq!(row["status"]["kind"], "valid", "{row}");
     assert_eq!(row["image_tokens"], per_prompt);
     let measured = row["server_prompt_tokens"].as_u64().unwrap();
-    assert!(measured <= 1024 && (1024 - measured) * 100 <= 1024, "{measured}");
+    assert!(
+        measured <= 1024 && (1024 - measured) * 100 <= 1024,
+        "{measured}"
+    );
     let cell = &r["decode"][0];
     assert_eq!(cell["status"]["kind"], "valid", "{cell}");
     assert!(cell["errors"].as_array().unwrap().is_empty(), "{cell}");
