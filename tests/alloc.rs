@@ -7,6 +7,8 @@
 //!   stream of 1000 tokens allocates no more than one of 50.
 
 mod support;
+#[path = "../benches/support/tls_pair.rs"]
+mod tls_pair;
 
 use bytes::BytesMut;
 use llmspeed::clock::Clock;
@@ -446,24 +448,76 @@ fn tls_read_path_allocates_only_rustls_one_buffer_per_record() {
     );
 }
 
+/// Why `net::tls_conn` stays on rustls's buffered API: in rustls 0.23 the unbuffered one
+/// (`UnbufferedClientConnection`, which takes the ciphertext in a buffer of ours) copies each
+/// decrypted record into a `Vec` of its own too (`ReadTraffic::next_record` pops it from the
+/// same `received_plaintext` queue: in-place decryption is marked "in the future" there, and
+/// 0.24's pre-releases have it). Counted here on one in-memory connection each, 1000 records of
+/// one vLLM token chunk, opened as `tls_conn` opens them and fed to the decoder: after 50
+/// records of warm-up, one allocation per record on either API and none besides. When this
+/// fails because the unbuffered count drops to zero, switch `tls_conn` to it.
+#[test]
+fn rustls_copies_each_record_once_on_its_buffered_and_unbuffered_apis_alike() {
+    const RECORDS: usize = 1000;
+    const WARMUP: usize = 50;
+    let mut chunks = vec![CHUNKED_HEAD.as_bytes().to_vec()];
+    chunks.extend(
+        vllm_events(RECORDS as u64 - 1, 2)
+            .iter()
+            .map(|e| chunk(e.as_bytes())),
+    );
+    assert!(chunks.len() >= RECORDS);
+    let count = |open: &mut dyn FnMut(&[u8], &mut BytesMut) -> usize, records: &[Vec<u8>]| {
+        let mut tl = Timeline::new(0, RECORDS + 8, false);
+        let mut dec = StreamDecoder::with_dialect(1 << 20, Dialect::OpenAi);
+        let mut buf = BytesMut::with_capacity(8 * 1024);
+        let mut before = 0;
+        for (i, record) in records.iter().enumerate() {
+            if i == WARMUP {
+                before = allocs();
+            }
+            if buf.capacity() - buf.len() < 1024 {
+                buf.reserve(8 * 1024);
+            }
+            assert!(
+                open(record, &mut buf) > 0,
+                "record {i} carried no plaintext"
+            );
+            match dec.feed(&mut buf, i as u64, &mut tl, &mut NoopObserver) {
+                Ok(Progress::NeedMore) | Ok(Progress::Finished { .. }) => {}
+                other => panic!("record {i}: {other:?}"),
+            }
+        }
+        let steady = allocs() - before;
+        assert!(tl.events.len() >= RECORDS - 2, "{} events", tl.events.len());
+        steady
+    };
+    let seal_all = |server: &mut rustls::ServerConnection| -> Vec<Vec<u8>> {
+        chunks
+            .iter()
+            .take(RECORDS)
+            .map(|c| tls_pair::seal(server, c))
+            .collect()
+    };
+    let (mut server, mut client) = tls_pair::buffered();
+    let records = seal_all(&mut server);
+    let buffered = count(&mut |r, b| client.open(r, b), &records);
+    let (mut server, mut client) = tls_pair::unbuffered();
+    let records = seal_all(&mut server);
+    let unbuffered = count(&mut |r, b| client.open(r, b), &records);
+    let n = (RECORDS - WARMUP) as u64;
+    eprintln!("{n} records: buffered API {buffered} allocations, unbuffered {unbuffered}");
+    assert_eq!(buffered, n, "buffered API: allocations over {n} records");
+    assert_eq!(
+        unbuffered, n,
+        "unbuffered API: allocations over {n} records"
+    );
+}
+
 /// [`server_on_its_own_thread`] speaking TLS (a self-signed certificate for 127.0.0.1).
 fn tls_server_on_its_own_thread(scripts: Vec<Vec<Step>>) -> Server {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let (config, _) = support::tls_front::self_signed_server_config();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -28,6 +28,10 @@ async fn start_mock(trace: Option<&Path>) -> Mock {
     let mut cfg = MockConfig::profile(Profile::Fast);
     cfg.engine.decode.base_us = 2000.0;
     cfg.trace = trace.map(Path::to_path_buf);
+    start_mock_with(cfg).await
+}
+
+async fn start_mock_with(cfg: MockConfig) -> Mock {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
@@ -356,6 +360,77 @@ async fn concurrency_limit_queues_and_is_reported() {
     // writes none, so it is under our key and vLLM's keys stay vLLM's.
     assert!(out.extras["steady_state"].is_object(), "{}", out.extras);
     assert_eq!(out.info.backend, "openai-chat");
+}
+
+/// The prompts the server received on its generation endpoint, in the order it logged them.
+fn logged_prompts(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["path"] == "/v1/completions" && v["body"]["stream"] == true)
+        .map(|v| v["body"]["prompt"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// With `--max-concurrency`, vLLM's client and SGLang's take their slots in the order they
+/// create their requests (asyncio's semaphore is first come, first served, and each request's
+/// task is created at its send time), so request k is sent k-th. Ours must too, whichever
+/// thread runs the dispatcher: here it runs in `bench serve`'s own way (the runtime's main
+/// thread) and inside a spawned task (a worker, where tokio runs the task spawned last first).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrency_limit_sends_requests_in_sample_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("prompts.jsonl");
+    let prompts: Vec<String> = (0..16).map(|i| format!("prompt number {i}")).collect();
+    let lines: String = prompts
+        .iter()
+        .map(|p| format!("{}\n", serde_json::json!({ "prompt": p })))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    for in_a_task in [false, true] {
+        let log = dir.path().join(format!("requests-{in_a_task}.jsonl"));
+        let mut mc = MockConfig::profile(Profile::Fast);
+        mc.request_log = Some(log.clone());
+        let mock = start_mock_with(mc).await;
+        let cfg = config(
+            mock.addr,
+            &[
+                "--dataset-name",
+                "custom",
+                "--dataset-path",
+                data.to_str().unwrap(),
+                "--disable-shuffle",
+                "--skip-chat-template",
+                "--num-prompts",
+                "16",
+                "--custom-output-len",
+                "4",
+                "--max-concurrency",
+                "1",
+                "--num-warmups",
+                "0",
+            ],
+        );
+        let run = async move {
+            run::run(&cfg, Clock::new(), &Cancel::new(), &mut Vec::new())
+                .await
+                .map(|out| out.metrics.completed)
+                .map_err(|e| e.to_string())
+        };
+        let completed = match in_a_task {
+            false => run.await,
+            true => tokio::spawn(run).await.unwrap(),
+        }
+        .expect("run");
+        mock.stop().await;
+        assert_eq!(completed, 16);
+        assert_eq!(
+            logged_prompts(&log),
+            prompts,
+            "the order the server received them in (dispatcher in a task: {in_a_task})"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -334,8 +334,11 @@ fn a_wrong_ca_is_refused_with_its_reason_and_nothing_is_measured() {
 }
 
 /// The engine behind nginx killed mid-run (SIGKILL, as a crash or an OOM kill ends it): the
-/// requests that follow get nginx's `502 Bad Gateway`, which `bench serve` counts as a class of
-/// its own (`proxy`), explains with nginx's own page in its result and on its console.
+/// streams under way are cut by nginx (it closes them without their last chunk) and the
+/// requests that follow get nginx's `502 Bad Gateway`. `bench serve` counts both as a class of
+/// its own (`proxy`), none as `protocol`, and explains them: the cut naming the proxy, and (a
+/// run started after the kill, so its first proxy failure is a 502) nginx's own page, in its
+/// result and on its console.
 #[test]
 fn the_engine_dying_behind_nginx_is_a_proxy_error_with_the_proxys_page() {
     if support::nginx::binary().is_none() {
@@ -357,40 +360,57 @@ fn the_engine_dying_behind_nginx_is_a_proxy_error_with_the_proxys_page() {
         engine.child.kill().unwrap();
         engine.child.wait().unwrap();
     });
-    let (v, out) = bench_serve(&nginx.url(), 6, &[]);
+    let (v, out) = bench_serve(&nginx.url(), 6, &["--save-detailed"]);
     killer.join().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let ls = &v["llmspeed"];
+    let by_kind = ls["failures_by_kind"].as_object().unwrap();
     assert!(
-        ls["failures_by_kind"]["proxy"].as_u64().unwrap_or(0) >= 1,
+        by_kind["proxy"].as_u64().unwrap_or(0) >= 1,
         "{ls}\n{stdout}"
     );
-    let first = &ls["first_failure_by_kind"]["proxy"];
-    assert_eq!(first["status"], 502, "{first}");
-    let message = first["message"].as_str().unwrap();
+    assert!(!by_kind.contains_key("protocol"), "{ls}");
+    // Each failed request's message: the six streams under way when it died (ten tokens or so
+    // into their 40) were cut; the rest, sent after, got the 502.
+    let errors: Vec<&str> = v["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e.as_str())
+        .filter(|e| !e.is_empty())
+        .collect();
+    let cuts = errors
+        .iter()
+        .filter(|e| {
+            e.starts_with("proxy: the proxy in front of the engine (nginx/")
+                && e.contains(" cut the stream after ")
+        })
+        .count();
+    let pages = errors
+        .iter()
+        .filter(|e| {
+            e.starts_with("proxy (HTTP 502): the proxy in front of the engine answered 502 (its page: \"502 Bad Gateway / nginx/")
+        })
+        .count();
+    assert_eq!((cuts, pages), (6, 6), "{errors:?}");
+    assert!(stdout.contains("First proxy"), "{stdout}");
+    // Nothing lost: every request is counted, done or failed.
+    let failed: u64 = by_kind.values().map(|n| n.as_u64().unwrap()).sum();
+    assert_eq!(v["completed"].as_u64().unwrap() + failed, 12, "{v}");
+
+    // A request after the kill: nginx answers 502 with its page.
+    let tl = stream_once(&nginx.url(), 4);
+    let e = tl.outcome.expect_err("the engine is dead");
+    assert_eq!(e.kind, llmspeed::timeline::ErrorKind::Proxy, "{e:?}");
+    assert_eq!(e.status, Some(502), "{e:?}");
     assert!(
-        message.starts_with(
+        e.message.starts_with(
             "the proxy in front of the engine answered 502 (its page: \"502 Bad Gateway / nginx/"
         ),
-        "{message}"
+        "{}",
+        e.message
     );
-    assert!(message.contains("the engine died"), "{message}");
-    assert!(
-        stdout.contains("Failed requests by kind: ") && stdout.contains("proxy "),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("First proxy (HTTP 502): the proxy in front of the engine answered 502"),
-        "{stdout}"
-    );
-    // Nothing lost: every request is counted, done or failed.
-    let failed: u64 = ls["failures_by_kind"]
-        .as_object()
-        .unwrap()
-        .values()
-        .map(|n| n.as_u64().unwrap())
-        .sum();
-    assert_eq!(v["completed"].as_u64().unwrap() + failed, 12, "{v}");
+    assert!(e.message.contains("the engine died"), "{}", e.message);
 }
 
 /// An engine slower to answer than nginx's `proxy_read_timeout`: nginx's `504 Gateway
@@ -408,25 +428,7 @@ fn an_engine_slower_than_the_proxys_read_timeout_is_a_proxy_error_naming_the_tim
         mock.stop();
         return;
     };
-    let target = llmspeed::net::Target::parse(&nginx.url()).unwrap();
-    let client = llmspeed::net::Client::new(
-        llmspeed::net::ClientConfig::new(target),
-        llmspeed::clock::Clock::new(),
-    )
-    .unwrap();
-    let rt = support::mock::runtime();
-    let got = rt.block_on(async {
-        let mut g = llmspeed::net::request::Generation::new(
-            "mock-model",
-            llmspeed::net::request::Prompt::Text(" the".into()),
-        );
-        g.max_tokens = Some(4);
-        let req = g.stream_request(Some(false)).unwrap();
-        let cancel = llmspeed::net::Cancel::new();
-        client
-            .stream(&req, 0, &mut llmspeed::net::NoopObserver, &cancel)
-            .await
-    });
+    let got = stream_once(&nginx.url(), 4);
     drop(nginx);
     mock.stop();
     let e = got.outcome.expect_err("nginx gave up on the engine");
@@ -434,6 +436,102 @@ fn an_engine_slower_than_the_proxys_read_timeout_is_a_proxy_error_naming_the_tim
     assert_eq!(e.status, Some(504), "{e:?}");
     assert!(e.message.contains("504 Gateway Time-out"), "{}", e.message);
     assert!(e.message.contains("proxy_read_timeout"), "{}", e.message);
+}
+
+/// One streamed completion of `max_tokens` at `url`, by the client as a run uses it.
+fn stream_once(url: &str, max_tokens: u32) -> llmspeed::timeline::Timeline {
+    let target = llmspeed::net::Target::parse(url).unwrap();
+    let client = llmspeed::net::Client::new(
+        llmspeed::net::ClientConfig::new(target),
+        llmspeed::clock::Clock::new(),
+    )
+    .unwrap();
+    let rt = support::mock::runtime();
+    rt.block_on(async {
+        let mut g = llmspeed::net::request::Generation::new(
+            "mock-model",
+            llmspeed::net::request::Prompt::Text(" the".into()),
+        );
+        g.max_tokens = Some(max_tokens);
+        let req = g.stream_request(Some(false)).unwrap();
+        let cancel = llmspeed::net::Cancel::new();
+        client
+            .stream(&req, 0, &mut llmspeed::net::NoopObserver, &cancel)
+            .await
+    })
+}
+
+/// One streamed request (12 tokens) through nginx (plain, buffering off) to a simulated server
+/// with `fault`; its timeline and nginx's error log.
+fn one_stream_through_nginx(
+    fault: llmspeed::mock::faults::Fault,
+) -> Option<(llmspeed::timeline::Timeline, String)> {
+    let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    cfg.engine.decode.base_us = STEP.as_secs_f64() * 1e6;
+    cfg.faults = vec![llmspeed::mock::faults::FaultRule {
+        fault,
+        probability: 1.0,
+    }];
+    let mock = MockThread::start(cfg);
+    let Some(nginx) = Nginx::start(mock.addr, Config::plain(false)) else {
+        mock.stop();
+        return None;
+    };
+    let tl = stream_once(&nginx.url(), 12);
+    // nginx writes its log line as it ends the client's response; give it a moment.
+    std::thread::sleep(Duration::from_millis(50));
+    let log = nginx.error_log();
+    drop(nginx);
+    mock.stop();
+    Some((tl, log))
+}
+
+/// The engine dying mid-stream behind nginx (its connection reset after 5 tokens, or closed in
+/// the middle of a chunk): nginx has already sent `200` and its head, so it cannot answer 502;
+/// it logs the upstream's end and closes the client's connection without the chunked body's
+/// last chunk. That is the proxy cutting the stream for its upstream, not a malformed response:
+/// a proxy error naming the proxy, the tokens received and what to check, never `protocol`.
+#[test]
+fn the_engine_dying_mid_stream_behind_nginx_is_a_proxy_cut_not_a_protocol_error() {
+    use llmspeed::mock::faults::Fault;
+    for (fault, logged) in [
+        (
+            Fault::ResetAfter(5),
+            "Connection reset by peer) while reading upstream",
+        ),
+        (
+            Fault::TruncateAfter(5),
+            "upstream prematurely closed connection while reading upstream",
+        ),
+    ] {
+        let Some((tl, log)) = one_stream_through_nginx(fault) else {
+            return;
+        };
+        eprintln!("{fault:?}: {:?}\nnginx logged: {log}", tl.outcome);
+        assert!(log.contains(logged), "{fault:?}: nginx logged {log}");
+        assert_eq!(tl.status, Some(200), "{fault:?}");
+        assert_eq!(tl.output_tokens(), 5, "{fault:?}: {:?}", tl.outcome);
+        let e = tl.outcome.as_ref().expect_err("the stream was cut");
+        assert_eq!(
+            e.kind,
+            llmspeed::timeline::ErrorKind::Proxy,
+            "{fault:?}: {e:?}"
+        );
+        assert!(
+            e.message
+                .starts_with("the proxy in front of the engine (nginx/1.22")
+                || e.message
+                    .starts_with("the proxy in front of the engine (nginx/"),
+            "{}",
+            e.message
+        );
+        assert!(
+            e.message.contains("cut the stream after 5 events"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("the engine"), "{}", e.message);
+    }
 }
 
 /// The simulated server's `vllm:generation_tokens_total`, asked on its own port.

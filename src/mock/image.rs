@@ -1,10 +1,11 @@
 //! The images of a chat request as the simulated server sees them: each `image_url` part's
-//! size, read from the file's header alone (JPEG's frame marker, PNG's `IHDR`), and the prompt
-//! tokens it stands for by the configured rule ([`ImageTokens`]).
+//! size, read from the file's header alone (JPEG's frame marker, PNG's `IHDR`, WebP's, GIF's
+//! and BMP's), and the prompt tokens it stands for by the configured rule ([`ImageTokens`]).
 //!
 //! Owns no IO and decodes no pixels: a data URL is base64-decoded only as far as the header
-//! needs. An `http(s)://` URL is never fetched: the request is refused saying so. Shares no code
-//! with the client's image maker (`workload::image`), so a test of one checks the other.
+//! needs, and the header is read by the one reader the client also uses for dataset images
+//! (`workload::image_header`, held to PIL's reading of PIL-written files). An `http(s)://` URL
+//! is never fetched: the request is refused saying so.
 
 use base64::Engine as _;
 
@@ -96,12 +97,8 @@ impl Default for ImageTokens {
     }
 }
 
-/// One image's size in pixels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Size {
-    pub width: u32,
-    pub height: u32,
-}
+/// One image's size in pixels (the client's header reader's).
+pub use crate::workload::image_header::Size;
 
 /// One image of a request: its size and a key naming its content (a hash of its URL), from
 /// which its placeholder tokens are made, so the same image gives the same tokens (a prefix
@@ -235,71 +232,10 @@ pub fn url_size(url: &str) -> Result<Size, String> {
     }
 }
 
-/// The size a JPEG or PNG file's header gives; `Ok(None)` when `file` ends before it.
+/// The size an image file's header gives (`workload::image_header`: JPEG, PNG, WebP, GIF or
+/// BMP); `Ok(None)` when `file` ends before it.
 pub fn header_size(file: &[u8]) -> Result<Option<Size>, String> {
-    if file.len() < 8 {
-        return Ok(None);
-    }
-    if file.starts_with(b"\x89PNG\r\n\x1a\n") {
-        // The first chunk is IHDR: length, type, then width and height (big-endian).
-        if file.len() < 24 {
-            return Ok(None);
-        }
-        if &file[12..16] != b"IHDR" {
-            return Err("a PNG without IHDR first".into());
-        }
-        let be = |i: usize| u32::from_be_bytes([file[i], file[i + 1], file[i + 2], file[i + 3]]);
-        return sized(be(16), be(20)).map(Some);
-    }
-    if file.starts_with(&[0xFF, 0xD8]) {
-        return jpeg_size(file);
-    }
-    Err("the image is neither JPEG nor PNG".into())
-}
-
-/// Walks a JPEG's marker segments to its frame header (SOF0..SOF15 save DHT, JPG and DAC).
-fn jpeg_size(file: &[u8]) -> Result<Option<Size>, String> {
-    let mut at = 2;
-    loop {
-        // Fill bytes (0xFF runs) may stand before a marker.
-        while file.get(at) == Some(&0xFF) && file.get(at + 1) == Some(&0xFF) {
-            at += 1;
-        }
-        let (Some(&ff), Some(&marker)) = (file.get(at), file.get(at + 1)) else {
-            return Ok(None);
-        };
-        if ff != 0xFF {
-            return Err(format!("a JPEG marker was expected at byte {at}"));
-        }
-        if marker == 0xD9 || marker == 0xDA {
-            return Err("a JPEG without a frame header before its data".into());
-        }
-        let (Some(&hi), Some(&lo)) = (file.get(at + 2), file.get(at + 3)) else {
-            return Ok(None);
-        };
-        let len = u16::from_be_bytes([hi, lo]) as usize;
-        if len < 2 {
-            return Err(format!("a JPEG segment of length {len} at byte {at}"));
-        }
-        let frame = (0xC0..=0xCF).contains(&marker) && !matches!(marker, 0xC4 | 0xC8 | 0xCC);
-        if frame {
-            // Length, precision, then height and width.
-            let Some(b) = file.get(at + 4..at + 9) else {
-                return Ok(None);
-            };
-            let h = u16::from_be_bytes([b[1], b[2]]) as u32;
-            let w = u16::from_be_bytes([b[3], b[4]]) as u32;
-            return sized(w, h).map(Some);
-        }
-        at += 2 + len;
-    }
-}
-
-fn sized(width: u32, height: u32) -> Result<Size, String> {
-    if width == 0 || height == 0 {
-        return Err(format!("an image of {width}x{height} pixels"));
-    }
-    Ok(Size { width, height })
+    Ok(crate::workload::image_header::read(file)?.map(|h| h.size))
 }
 
 #[cfg(test)]
@@ -363,21 +299,15 @@ mod tests {
             ("data:image/jpeg;base64", "needs a comma"),
             ("data:text/plain;base64,aGk=", "image/...;base64"),
             ("data:image/jpeg;base64,***", "not base64"),
-            (
-                "data:image/gif;base64,R0lGODlhAQABAAAAACw=",
-                "neither JPEG nor PNG",
-            ),
+            ("data:image/x;base64,AAAAAAAAAAAAAAAA", "not an image"),
             ("data:image/jpeg;base64,/9j/4AAQ", "ends before its size"),
         ] {
             let e = url_size(url).unwrap_err();
             assert!(e.contains(says), "{url}: {e}");
         }
-        let mut sos = vec![0xFF, 0xD8, 0xFF, 0xDA, 0x00, 0x02, 0, 0, 0, 0];
-        assert!(header_size(&sos).unwrap_err().contains("without a frame"));
-        sos[2] = 0x00;
-        assert!(header_size(&sos)
-            .unwrap_err()
-            .contains("marker was expected"));
+        // A GIF is sized too (its logical screen): 1 x 1.
+        let gif = url_size("data:image/gif;base64,R0lGODlhAQABAAAAACw=").unwrap();
+        assert_eq!((gif.width, gif.height), (1, 1));
     }
 
     #[test]

@@ -530,12 +530,7 @@ impl Client {
                     if !dec.received_any() {
                         return Err(AttemptError::Dead(format!("read failed: {e}")));
                     }
-                    tl.end = Some(t);
-                    return Err(RequestError::new(
-                        ErrorKind::Protocol,
-                        format!("connection error after {} events: {e}", tl.events.len()),
-                    )
-                    .into());
+                    return Err(dec.read_failed(t, tl, &e).into());
                 }
             }
             let first_new = tl.events.len();

@@ -83,6 +83,8 @@ pub struct StreamDecoder {
     /// The native dialect's per-stream state (`None` for OpenAI).
     native: Option<NativeDecoder>,
     content_type: Option<String>,
+    /// The proxy that relayed the response, as its head names it (`net::proxy::relayed_by`).
+    relayed_by: Option<String>,
     reason: String,
     error_body: Vec<u8>,
 }
@@ -110,6 +112,7 @@ impl StreamDecoder {
             dialect,
             native: NativeDecoder::new(dialect),
             content_type: None,
+            relayed_by: None,
             reason: String::new(),
             error_body: Vec::new(),
         }
@@ -181,6 +184,7 @@ impl StreamDecoder {
                     tl.status = Some(head.status);
                     self.keep_alive = head.keep_alive;
                     self.body = BodyDecoder::new(head.body);
+                    self.relayed_by = super::proxy::relayed_by(&head);
                     self.content_type = head.content_type;
                     if (200..300).contains(&head.status) {
                         self.phase = Phase::Stream;
@@ -257,10 +261,7 @@ impl StreamDecoder {
                     }
                     Err(e) => {
                         tl.end = Some(t);
-                        Err(protocol(format!(
-                            "connection closed before the stream finished ({} events received): {e}",
-                            tl.events.len()
-                        )))
+                        Err(self.cut_short(tl, &e))
                     }
                 }
             }
@@ -524,6 +525,37 @@ impl StreamDecoder {
             tl.end = Some(t);
         }
         Ok(observer.on_event(&rec, has_output.then_some(ev.text.raw)))
+    }
+
+    /// The connection failed (`e`, a read error) after some response bytes arrived at stamp `t`.
+    pub(crate) fn read_failed(
+        &self,
+        t: u64,
+        tl: &mut Timeline,
+        e: &dyn std::fmt::Display,
+    ) -> RequestError {
+        tl.end = Some(t);
+        match (&self.phase, &self.relayed_by) {
+            (Phase::Stream, Some(proxy)) => {
+                super::proxy::cut_error(proxy, tl.events.len(), &format!("connection error: {e}"))
+            }
+            _ => protocol(format!(
+                "connection error after {} events: {e}",
+                tl.events.len()
+            )),
+        }
+    }
+
+    /// A 2xx stream whose connection ended (`how`) before the stream did: cut by the proxy
+    /// that relayed it (`net::proxy`), else closed early by the server.
+    fn cut_short(&self, tl: &Timeline, how: &dyn std::fmt::Display) -> RequestError {
+        let events = tl.events.len();
+        match &self.relayed_by {
+            Some(proxy) => super::proxy::cut_error(proxy, events, &how.to_string()),
+            None => protocol(format!(
+                "connection closed before the stream finished ({events} events received): {how}"
+            )),
+        }
     }
 
     fn status_error(&self, status: u16) -> RequestError {

@@ -10,7 +10,9 @@
 //! Must not allocate per read in our code: the ciphertext buffer and the records' table are
 //! kept and reused; the plaintext goes straight into the caller's `BytesMut`. (rustls 0.23
 //! itself copies each decrypted record into a buffer of its own: one allocation per record,
-//! which the plain path does not have; `benches/read_stamp.rs` and docs/performance.md.)
+//! which the plain path does not have. Its unbuffered API does the same — `ReadTraffic` pops
+//! that same per-record `Vec`; in-place decryption comes with 0.24 — so this stays on the
+//! buffered one: counted side by side in `tests/alloc.rs`, timed in `benches/tls_read.rs`.)
 
 use super::packet::stamper::PacketClock;
 use super::plain::Plain;

@@ -1,6 +1,22 @@
-//! The images a prompt carries: pixels made before the run, encoded as JPEG or PNG ([`Format`])
-//! and written as the `data:` URL the request sends ([`Image`]). Shared by the image datasets
-//! (`random_mm`, `sglang_image`).
+//! The images a prompt carries, written as the `data:` URL the request sends ([`Image`]):
+//! pixels made before the run and encoded as JPEG or PNG ([`Format`]; the image datasets
+//! `random_mm`, `sglang_image`), or an image file a dataset holds (a hub row's `{bytes, path}`,
+//! a local file), taken as it is ([`Image::from_file`]).
+//!
+//! **A dataset's image file is sent as its own bytes, not re-encoded.** vLLM 0.33's
+//! `process_image` opens every image a row holds with PIL, converts it to RGB and saves it as
+//! a JPEG (PIL's default quality, 75) before sending; llmspeed sends the file's bytes as they
+//! are, under the MIME type its header names (`image/jpeg`, `image/png`, `image/webp`,
+//! `image/gif`, `image/bmp`), so the server sees the user's exact image and loading decodes no
+//! pixel. What this changes against vLLM's client: the bytes on the wire (a PNG stays a PNG,
+//! lossless and usually larger than vLLM's JPEG; a JPEG keeps its own quality and its metadata,
+//! EXIF orientation included, where vLLM's re-encode drops them; an animated GIF or WebP goes
+//! whole where vLLM sends its first frame; an alpha channel or a grey or CMYK image goes as it
+//! is where vLLM flattens it to RGB). What stays the same: each image's width and height
+//! (PIL's `size`, read here from the header: [`crate::workload::image_header`]), the number
+//! of images per request and where they stand in the message; the server decodes and resizes
+//! either file to the same pixel grid, so its image tokens are the same. A URL string in a row
+//! (`http(s)://`, `data:image/`) is passed through as vLLM passes it.
 //!
 //! Pure: no IO, no clock. Everything here runs while the dataset loads, never on the measured
 //! path: a request only copies the finished URL into its body.
@@ -30,6 +46,20 @@ impl Image {
     /// Pixels: width × height.
     pub fn pixels(&self) -> u64 {
         self.width as u64 * self.height as u64
+    }
+
+    /// An image file (JPEG, PNG, WebP, GIF or BMP, as a hub parquet row's `bytes` or a local
+    /// file hold it) ready to send as it is: its size from its header (no pixel decoded), its
+    /// byte count, and a data URL of the MIME type its header names. A file that is no image of
+    /// these formats, or that ends before its size, is an error saying which.
+    pub fn from_file(file: &[u8]) -> Result<Image, String> {
+        let h = crate::workload::image_header::read_whole(file)?;
+        Ok(Image {
+            width: h.size.width,
+            height: h.size.height,
+            encoded_bytes: file.len() as u64,
+            url: data_url(h.kind.mime(), file).into(),
+        })
     }
 
     /// An image of `width` × `height` RGB pixels (`rgb`: row-major, 3 bytes a pixel), encoded
@@ -268,6 +298,31 @@ mod tests {
         let q75 = Image::jpeg(w, h, &noise).unwrap();
         assert!(q85.encoded_bytes > q75.encoded_bytes);
         assert!(q85.url.starts_with("data:image/jpeg;base64,"));
+    }
+
+    #[test]
+    fn a_file_is_sent_as_its_own_bytes_under_its_mime_type() {
+        use base64::Engine as _;
+        let (w, h) = (21u32, 11u32);
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 13 % 256) as u8).collect();
+        for (file, mime) in [
+            (encode_jpeg(w, h, &rgb).unwrap(), "image/jpeg"),
+            (encode_png(w, h, &rgb).unwrap(), "image/png"),
+        ] {
+            let img = Image::from_file(&file).unwrap();
+            assert_eq!((img.width, img.height), (w, h));
+            assert_eq!(img.encoded_bytes, file.len() as u64);
+            let b64 = img
+                .url
+                .strip_prefix(&format!("data:{mime};base64,"))
+                .unwrap();
+            let back = base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .unwrap();
+            assert_eq!(back, file);
+        }
+        let e = Image::from_file(b"<html>not found</html>").unwrap_err();
+        assert!(e.contains("not an image"), "{e}");
     }
 
     #[test]

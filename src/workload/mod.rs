@@ -4,6 +4,7 @@ pub mod chat_template;
 pub mod datasets;
 pub mod hub;
 pub mod image;
+pub mod image_header;
 pub mod numpy;
 pub mod prompt_cache;
 pub mod prose;

@@ -239,7 +239,7 @@ fn diff(kept: &[Value], live: &[Value]) -> String {
 }
 
 /// No hub, no telemetry, no colour: the reference runs offline against local servers.
-const OFFLINE: [(&str, &str); 7] = [
+pub const OFFLINE: [(&str, &str); 7] = [
     ("HF_HUB_OFFLINE", "1"),
     ("TRANSFORMERS_OFFLINE", "1"),
     ("HF_DATASETS_OFFLINE", "1"),

@@ -34,6 +34,7 @@ pub mod samples;
 pub mod send;
 pub mod session;
 pub mod shard;
+pub mod slot;
 pub mod steady;
 
 pub use error::RunError;

@@ -18,6 +18,7 @@ use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::rounds::{self, Row};
 use crate::bench::engine::samples::{load_samples, Loaded, PromptKind, TokenCounting};
 use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
+use crate::bench::engine::slot::Slot;
 use crate::clock::Clock;
 use crate::net::{Cancel, Client, NoopObserver, StreamRequest};
 use crate::progress::{Event, Phase, Progress};
@@ -413,9 +414,9 @@ async fn warm_up(
             }
             let req = requests.make(&s, None, &mut ids)?;
             let row = requests.row(&s, None, &req);
-            let (c, slots, cancel) = (client.clone(), slots.clone(), cancel.clone());
+            let (c, slot, cancel) = (client.clone(), Slot::ask(&slots), cancel.clone());
             set.spawn(async move {
-                let _permit = slots.acquire_owned().await;
+                let _permit = slot.taken().await;
                 let start = c.clock().raw();
                 let first = c.stream(&req, start, &mut NoopObserver, &cancel).await;
                 let later = rounds::after(row.as_ref(), &c, &first, &cancel).await;
@@ -826,7 +827,7 @@ async fn dispatch(
         dispatched_ns.push((i, clock.delta_ns(base_raw, now)));
         set.spawn(one_request(
             client.clone(),
-            slots.clone(),
+            slots.as_ref().map(Slot::ask),
             cancel.clone(),
             (req, row),
             i,
@@ -927,24 +928,25 @@ impl Room {
     }
 }
 
-/// One request's task: its slot, then its stream (a row's rounds, one after another, in the
-/// one slot).
+/// One request's task: its slot (asked for by the dispatcher, in sample order), then its stream
+/// (a row's rounds, one after another, in the one slot).
 async fn one_request(
     c: Client,
-    slots: Option<Arc<Semaphore>>,
+    slot: Option<Slot>,
     cancel: Cancel,
     (req, row): (StreamRequest, Option<Row>),
     index: usize,
     scheduled: u64,
 ) -> Done {
-    let _permit = match &slots {
-        Some(s) => s.clone().acquire_owned().await.ok(),
+    let limited = slot.is_some();
+    let _permit = match slot {
+        Some(s) => s.taken().await,
         None => None,
     };
     let clock = c.clock().clone();
     // With a concurrency limit, the request's own clock starts when it gets a slot; the wait
     // is queue time, reported separately (the Python tools' split).
-    let (intended, queue_ns) = if slots.is_some() {
+    let (intended, queue_ns) = if limited {
         let now = clock.raw();
         (now.max(scheduled), clock.delta_ns(scheduled, now))
     } else {

@@ -58,6 +58,15 @@ pub struct SglangArgs {
     /// llmspeed's own: socket receive stamps instead of packet stamps (no packet ring).
     #[arg(long, conflicts_with = "packet_stamps")]
     pub no_packet_stamps: bool,
+    /// llmspeed's own: also trust the certificates in this PEM file: CAs, or the server's own
+    /// (a self-signed one from `openssl req -x509`; its host name and validity are still
+    /// checked). SGLang's client has no such flag (Python's `SSL_CERT_FILE` plays its part).
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// llmspeed's own: accept any TLS certificate (recorded in the result as
+    /// `llmspeed.insecure`).
+    #[arg(long)]
+    pub insecure: bool,
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
@@ -556,9 +565,9 @@ impl SglangArgs {
             api_key: std::env::var("OPENAI_API_KEY")
                 .ok()
                 .filter(|k| !k.is_empty()),
-            insecure: false,
+            insecure: self.insecure,
             system_roots: false,
-            ca_cert: None,
+            ca_cert: self.ca_cert.clone(),
             kernel_stamps: true,
             packet_stamps: crate::net::packet_stamps_wanted(
                 self.packet_stamps,
@@ -740,6 +749,15 @@ impl SglangArgs {
                 d.prefix_groups = groups;
             }
             "image" => self.image_dataset(&mut d)?,
+            "longbench_v2" => {
+                // A local .parquet or JSON-lines file, else the hub's THUDM/LongBench-v2.
+                d.kind = DatasetKind::LongBenchV2;
+                d.path = path;
+                d.longbench_v2 = crate::workload::datasets::longbench_v2::Settings {
+                    output_len: self.sharegpt_output_len,
+                    context_len: self.sharegpt_context_len,
+                };
+            }
             "mooncake" => {
                 // SGLang's file: --dataset-path, else /tmp/<workload>_trace.jsonl, fetched at
                 // run time when missing (`run::mooncake_trace`).
@@ -762,7 +780,7 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image, longbench_v2)"
                 ));
             }
         }

@@ -109,10 +109,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--dataset-name longbench_v2",
-        reason: NO_DATASET,
-    },
-    Refusal {
         flag: "--dataset-name speed-bench",
         reason: NO_DATASET,
     },

@@ -1045,6 +1045,14 @@ impl ServeArgs {
                     .into(),
             );
         }
+        if r.class.is_multimodal() && backend != Backend::OpenAiChat {
+            // vLLM's check (its list names openai-audio too, which llmspeed does not send).
+            return Err(format!(
+                "Multi-modal content is not supported on backend '{}'; use one of \
+                 ['openai-audio', 'openai-chat'].",
+                self.backend
+            ));
+        }
         if self.hf_prompt_column.is_none() && self.hf_output_column.is_some() {
             return Err("--hf-output-column goes with --hf-prompt-column".into());
         }
@@ -1307,6 +1315,7 @@ impl ServeArgs {
             random_mm: self.random_mm()?,
             hf: self.hf(),
             sglang_image: Default::default(),
+            longbench_v2: Default::default(),
         })
     }
 

@@ -11,8 +11,9 @@
 //! One file per family: `random` (vLLM's and SGLang's `random`, SGLang's `random-ids`, and
 //! SGLang's ShareGPT cuts), `sharegpt` (vLLM's and SGLang's rules, SGLang's `custom`), `sonnet`,
 //! `custom`, `burstgpt`, `prefix` (`prefix_repetition` and SGLang's generated-shared-prefix),
-//! `timed_trace`, `chat_requests` (SGLang's `openai`); `common` holds what file families share
-//! (the file read, counting, wrapping, oversampling), `text` turns token-id prompts into prose.
+//! `timed_trace`, `chat_requests` (SGLang's `openai`), `longbench_v2` (SGLang's); `common`
+//! holds what file families share (the file read, counting, wrapping, oversampling), `text`
+//! turns token-id prompts into prose.
 //!
 //! How to add a family: write `datasets/<family>.rs` with its entry, a function of the settings
 //! and the counter, `(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
@@ -30,6 +31,7 @@ mod chat_requests;
 mod common;
 mod custom;
 pub mod hf;
+pub mod longbench_v2;
 mod prefix;
 mod random;
 pub mod random_mm;
@@ -77,6 +79,9 @@ pub enum DatasetKind {
     Hf,
     /// SGLang's `image`: random text lengths with images (`workload::datasets::sglang_image`).
     SglangImage,
+    /// SGLang's `longbench_v2`: LongBench v2's questions with their long contexts
+    /// (`workload::datasets::longbench_v2`).
+    LongBenchV2,
 }
 
 impl DatasetKind {
@@ -107,6 +112,7 @@ impl DatasetKind {
             DatasetKind::RandomMm => "random-mm",
             DatasetKind::Hf => "hf",
             DatasetKind::SglangImage => "image",
+            DatasetKind::LongBenchV2 => "longbench_v2",
         }
     }
 
@@ -191,6 +197,8 @@ pub struct DatasetConfig {
     pub hf: hf::HfSettings,
     /// SGLang's `--image-*` (its `image` dataset).
     pub sglang_image: sglang_image::ImageSettings,
+    /// SGLang's `longbench_v2`: its output length and context limit.
+    pub longbench_v2: longbench_v2::Settings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -305,6 +313,7 @@ impl Default for DatasetConfig {
             random_mm: Default::default(),
             hf: Default::default(),
             sglang_image: Default::default(),
+            longbench_v2: Default::default(),
         }
     }
 }
@@ -402,6 +411,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
         DatasetKind::Hf => hf::load(cfg, tokens),
         DatasetKind::SglangImage => sglang_image::load(cfg),
+        DatasetKind::LongBenchV2 => longbench_v2::load(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {

@@ -4,6 +4,7 @@
 use super::{out_len, text_sample, valid, Numbered};
 use crate::workload::datasets::common::counted;
 use crate::workload::datasets::{DatasetConfig, DatasetError, Sample, Tokens};
+use crate::workload::rows::Row;
 
 /// Rows with fewer than two turns are passed over; the prompt is turn 0's `value`, the output
 /// length turn 1's token count, the pair kept only within vLLM's limits (each at least 4
@@ -13,6 +14,17 @@ pub(super) fn samples(
     cfg: &DatasetConfig,
     rows: &mut Numbered,
     tokens: &mut dyn Tokens,
+) -> Result<Vec<Sample>, DatasetError> {
+    take(cfg, rows, tokens, |_, _, s| Ok(s))
+}
+
+/// [`samples`]' rule, each kept row's sample passed through `finish` with its row
+/// (`MultiModalConversationDataset` adds the row's image there).
+pub(super) fn take(
+    cfg: &DatasetConfig,
+    rows: &mut Numbered,
+    tokens: &mut dyn Tokens,
+    mut finish: impl FnMut(&Numbered, &Row, Sample) -> Result<Sample, DatasetError>,
 ) -> Result<Vec<Sample>, DatasetError> {
     let fixed = cfg.hf.output_len;
     if fixed == Some(0) {
@@ -51,7 +63,8 @@ pub(super) fn samples(
                 out_len(reply_len)?
             }
         };
-        out.push(text_sample(tokens, prompt, false, output_len)?);
+        let sample = text_sample(tokens, prompt, false, output_len)?;
+        out.push(finish(rows, &row, sample)?);
     }
     Ok(out)
 }

@@ -4,15 +4,16 @@
 //! Owns: the id → class dispatch in vLLM's order ([`resolve`]), each class's split and subset
 //! defaults and the columns it reads ([`Class::columns`]), and each class's rule, one file per
 //! class: `conversation` (ConversationDataset), `instruct_coder`, `mt_bench`, `humaneval`,
-//! `gsm8k`, `aimo`, `blazedit`, `next_edit` (NextEditPredictionDataset), `mlperf`, `bfcl`, and
-//! `mapped` (llmspeed's: any dataset, with a column mapping vLLM lacks). Each is a pure function
+//! `gsm8k`, `aimo`, `blazedit`, `next_edit` (NextEditPredictionDataset), `mlperf`, `bfcl`, the
+//! vision ones `vision_arena`, `mm_conversation` (MultiModalConversationDataset) and `mmstar`
+//! (their row images read by `row_image`), and `mapped` (llmspeed's: any dataset, with a
+//! column mapping vLLM lacks). Each is a pure function
 //! of the rows (`workload::rows`, already in the order vLLM's loader sees them: shuffled by the
 //! `datasets` library for `--seed`, or stored), the settings and the token counter.
 //!
 //! Must never read files or the network: the rows come in ([`samples`]); [`load`] is the
 //! family's entry, which asks `workload::hub` for the files and `workload::rows` for the rows.
-//! Vision ids are refused until image prompts from rows exist; audio ids are refused (llmspeed
-//! sends no audio).
+//! Video (`yale-nlp/MMVU`) and audio ids are refused (llmspeed sends no video or audio).
 
 mod aimo;
 pub mod bfcl;
@@ -23,8 +24,12 @@ mod humaneval;
 mod instruct_coder;
 mod mapped;
 mod mlperf;
+mod mm_conversation;
+mod mmstar;
 mod mt_bench;
 mod next_edit;
+mod row_image;
+mod vision_arena;
 
 pub use bfcl::{translate_schema, BFCL_DEFAULT_CATEGORIES};
 
@@ -108,6 +113,12 @@ pub enum Class {
     Blazedit,
     MlPerf,
     Bfcl,
+    /// `VisionArenaDataset`; `id` (`--hf-name`, else `--dataset-path`) picks the turns column.
+    VisionArena {
+        id: String,
+    },
+    MmConversation,
+    MmStar,
     /// An id vLLM does not know, with `--hf-prompt-column` (and maybe an output column).
     Mapped {
         prompt: String,
@@ -129,6 +140,9 @@ impl Class {
             Class::Blazedit => "BlazeditDataset",
             Class::MlPerf => "MLPerfDataset",
             Class::Bfcl => "BFCLDataset",
+            Class::VisionArena { .. } => "VisionArenaDataset",
+            Class::MmConversation => "MultiModalConversationDataset",
+            Class::MmStar => "MMStarDataset",
             Class::Mapped { .. } => "a column mapping (llmspeed's)",
         }
     }
@@ -146,6 +160,12 @@ impl Class {
             Class::Blazedit => &["code", "change_request", "norm_distance"],
             Class::MlPerf => &["system_prompt", "question", "output"],
             Class::Bfcl => &["question", "function"],
+            Class::VisionArena { id } => match vision_arena::turns_column(id) {
+                Some(turns) => return vec![turns.to_string(), "images".to_string()],
+                None => &["images"],
+            },
+            Class::MmConversation => &["conversations", "image"],
+            Class::MmStar => &["question", "image"],
             Class::Mapped { prompt, output } => {
                 let mut v = vec![prompt.clone()];
                 v.extend(output.clone());
@@ -179,6 +199,14 @@ impl Class {
     pub fn needs_chat(&self) -> bool {
         matches!(self, Class::Bfcl)
     }
+
+    /// Whether its prompts carry images (vLLM's `IS_MULTIMODAL`: `--backend openai-chat`).
+    pub fn is_multimodal(&self) -> bool {
+        matches!(
+            self,
+            Class::VisionArena { .. } | Class::MmConversation | Class::MmStar
+        )
+    }
 }
 
 /// The class vLLM picks, with the split and subset it loads.
@@ -195,7 +223,9 @@ pub struct Resolved {
 #[derive(Clone, Copy)]
 enum Pick {
     Build(fn() -> Class, &'static str),
-    Vision,
+    /// VisionArena: its class holds the id.
+    VisionArena,
+    Video,
     Audio,
 }
 
@@ -207,9 +237,9 @@ const CLASSES: &[(&[&str], Pick)] = &[
             "lmarena-ai/VisionArena-Chat",
             "lmarena-ai/vision-arena-bench-v0.1",
         ],
-        Pick::Vision,
+        Pick::VisionArena,
     ),
-    (&["yale-nlp/MMVU"], Pick::Vision),
+    (&["yale-nlp/MMVU"], Pick::Video),
     (
         &["likaixin/InstructCoder"],
         Pick::Build(|| Class::InstructCoder, "train"),
@@ -223,7 +253,12 @@ const CLASSES: &[(&[&str], Pick)] = &[
         Pick::Build(|| Class::HumanEval, "test"),
     ),
     (&["openai/gsm8k"], Pick::Build(|| Class::Gsm8k, "test")),
-    (&["lmms-lab/LLaVA-OneVision-Data"], Pick::Vision),
+    // vLLM sets no split for it and then fails, as for ShareGPT below: "train", the
+    // dataset's one split, is what its users pass (its subsets are its configs).
+    (
+        &["lmms-lab/LLaVA-OneVision-Data"],
+        Pick::Build(|| Class::MmConversation, "train"),
+    ),
     // vLLM sets no split for it and then fails (it gets a dict of splits, not rows): "train",
     // the dataset's one split, is what its users pass.
     (
@@ -267,7 +302,7 @@ const CLASSES: &[(&[&str], Pick)] = &[
         ],
         Pick::Build(|| Class::MlPerf, "train"),
     ),
-    (&["Lin-Chen/MMStar"], Pick::Vision),
+    (&["Lin-Chen/MMStar"], Pick::Build(|| Class::MmStar, "val")),
     (
         &["gorilla-llm/Berkeley-Function-Calling-Leaderboard"],
         Pick::Build(|| Class::Bfcl, "train"),
@@ -303,10 +338,11 @@ pub fn resolve(path: Option<&str>, hf: &HfSettings) -> Result<Resolved, String> 
         ids.contains(&path) || (!blazedit && name.is_some_and(|n| ids.contains(&n)))
     });
     let (class, default_split) = match found.map(|(_, p)| *p) {
-        Some(Pick::Vision) => {
+        Some(Pick::VisionArena) => (Class::VisionArena { id: id.clone() }, "train"),
+        Some(Pick::Video) => {
             return Err(format!(
-                "{id}: a vision dataset (its prompts carry images); llmspeed does not build \
-                 image prompts from hub rows yet (random-mm is its image dataset)"
+                "{id}: a video dataset (vLLM's MMVUDataset sends each row's video as a \
+                 video_url part); llmspeed sends no video"
             ))
         }
         Some(Pick::Audio) => {
@@ -331,6 +367,8 @@ pub fn resolve(path: Option<&str>, hf: &HfSettings) -> Result<Resolved, String> 
         Class::Gsm8k => Some(hf.subset.clone().unwrap_or_else(|| "main".into())),
         // BFCL reads its own per-category files, no subset.
         Class::Bfcl => None,
+        // vLLM sets no subset for these.
+        Class::VisionArena { .. } | Class::MmStar => None,
         _ => hf.subset.clone(),
     };
     Ok(Resolved {
@@ -378,6 +416,9 @@ pub fn samples(
         Class::Blazedit => blazedit::samples(cfg, &mut rows, tokens),
         Class::MlPerf => mlperf::samples(cfg, &mut rows, tokens),
         Class::Bfcl => bfcl::samples(cfg, &mut rows, tokens),
+        Class::VisionArena { id } => vision_arena::samples(cfg, id, &mut rows, tokens),
+        Class::MmConversation => mm_conversation::samples(cfg, &mut rows, tokens),
+        Class::MmStar => mmstar::samples(cfg, &mut rows, tokens),
         Class::Mapped { prompt, output } => {
             mapped::samples(cfg, prompt, output.as_deref(), &mut rows, tokens)
         }
@@ -388,7 +429,7 @@ pub fn samples(
             class.name(),
             rows.n,
             match class {
-                Class::Conversation | Class::Aimo | Class::MlPerf =>
+                Class::Conversation | Class::MmConversation | Class::Aimo | Class::MlPerf =>
                     ", each filtered by vLLM's length limits",
                 Class::Blazedit => ", each filtered by --blazedit-min/max-distance",
                 _ => "",
@@ -754,8 +795,10 @@ mod tests {
             e.starts_with("Unsupported dataset path: /data/blazedit."),
             "{e}"
         );
-        let e = resolve(Some("Lin-Chen/MMStar"), &hf).unwrap_err();
-        assert!(e.contains("vision dataset"), "{e}");
+        let r = resolve(Some("Lin-Chen/MMStar"), &hf).unwrap();
+        assert_eq!((r.class, r.split.as_str()), (Class::MmStar, "val"));
+        let e = resolve(Some("yale-nlp/MMVU"), &hf).unwrap_err();
+        assert!(e.contains("video dataset"), "{e}");
         let e = resolve(Some("facebook/voxpopuli"), &hf).unwrap_err();
         assert!(e.contains("sends no audio"), "{e}");
         let e = resolve(None, &hf).unwrap_err();
@@ -944,6 +987,11 @@ mod tests {
             "o",
             "name",
             "type",
+            "conversation",
+            "images",
+            "image",
+            "bytes",
+            "path",
         ])
         .prop_map(String::from)
     }
@@ -955,7 +1003,7 @@ mod tests {
         fn any_rows_give_samples_or_an_error(
             rows in proptest::collection::vec(
                 proptest::collection::btree_map(key(), json_value(), 0..6), 0..6),
-            class in 0usize..11,
+            class in 0usize..14,
             n in 0usize..5,
         ) {
             let v: Vec<Row> = rows.into_iter().map(|m| m.into_iter().collect()).collect();
@@ -982,7 +1030,12 @@ mod tests {
                 prompt: "p".into(),
                 output: Some("o".into()),
             },
-        ][i % 11]
+            Class::VisionArena {
+                id: "lmarena-ai/VisionArena-Chat".into(),
+            },
+            Class::MmConversation,
+            Class::MmStar,
+        ][i % 14]
             .clone()
     }
 }
