@@ -278,6 +278,14 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Images"), "{md}");
     assert!(md.contains("2 × 160x120 JPEG per prompt"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("2 × 160x120 JPEG per prompt"));
+    let measured = report.decode[0].server_prompt_tokens.unwrap();
+    // Grouped as the page prints counts (the context is 2,048: four digits).
+    let grouped = format!("{},{:03}", measured / 1000, measured % 1000);
+    let row =
+        format!("<tr><td>Prompt tokens (server usage)</td><td class=\"num\">{grouped}</td></tr>");
+    assert!(html.contains(&row), "{row}");
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     // The image columns are the last five (nothing in them is quoted; earlier fields may be).
     let tail = |line: &str| -> Vec<String> {
