@@ -183,6 +183,24 @@ const ROWS: &[Row] = &[
         vllm_fails: None,
     },
     Row {
+        name: "MT-Bench with warm-ups: --num-warmups, --hf-output-len",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "philschmid/mt-bench",
+            "--num-prompts",
+            "3",
+            "--num-warmups",
+            "2",
+            "--hf-output-len",
+            "4",
+            "--disable-shuffle",
+        ],
+        sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
         name: "InstructCoder on chat: the templated prompt as the user message",
         args: &[
             "--backend",
@@ -982,4 +1000,69 @@ fn hf_datasets_run_as_vllm_bench_serve_runs_them() {
         reference::VLLM.version,
         problems.join("\n\n")
     );
+}
+
+#[test]
+fn the_comparison_names_each_difference_and_each_failure() {
+    let row = ROWS
+        .iter()
+        .find(|r| r.sends == ["prompt", "max_tokens"])
+        .unwrap();
+    let run = |ours: bool, code: i32, prompt: &str, max_tokens: u64, input: u64| {
+        let mut keys: Vec<String> = ["completed", "failed", "total_input_tokens"]
+            .map(String::from)
+            .to_vec();
+        if ours {
+            keys.push("llmspeed".into());
+        }
+        Ran {
+            code: Some(code),
+            stdout: String::new(),
+            stderr: String::new(),
+            result: Some(json!({"completed": 1, "failed": 0, "total_input_tokens": input})),
+            keys,
+            requests: vec![bodies::Logged {
+                arrival_ns: 1,
+                method: "POST".into(),
+                path: "/v1/completions".into(),
+                request_id: None,
+                routing_key: None,
+                status: 200,
+                body: json!({"prompt": prompt, "max_tokens": max_tokens, "stream": true}),
+            }],
+        }
+    };
+    let theirs = run(false, 0, "def f0(): é", 6, 12);
+    assert_eq!(
+        compare(row, &theirs, &run(true, 0, "def f0(): é", 6, 12)),
+        Vec::<String>::new()
+    );
+    let named = |ours: Ran, what: &str| {
+        let d = compare(row, &theirs, &ours);
+        assert!(d.iter().any(|l| l.contains(what)), "{what} not in {d:?}");
+    };
+    named(run(true, 0, "def f0(): e", 6, 12), "prompts");
+    named(run(true, 0, "def f0(): é", 7, 12), "`max_tokens`");
+    named(run(true, 0, "def f0(): é", 6, 13), "total_input_tokens");
+    named(run(true, 2, "def f0(): é", 6, 12), "exit code");
+    named(run(false, 0, "def f0(): é", 6, 12), "`llmspeed`");
+    // A row vLLM fails on purpose: its failure, before any request, and all of ours completed.
+    let failing = ROWS.iter().find(|r| r.vllm_fails.is_some()).unwrap();
+    let (says, _) = failing.vllm_fails.unwrap();
+    let asked: u64 = failing
+        .args
+        .windows(2)
+        .find(|w| w[0] == "--num-prompts")
+        .map(|w| w[1].parse().unwrap())
+        .unwrap();
+    let mut ours = run(true, 0, "p", 3, 9);
+    ours.result = Some(json!({"completed": asked, "failed": 0}));
+    let mut failed = run(false, 1, "p", 3, 9);
+    failed.requests.clear();
+    failed.stderr = format!("Traceback ...\n{says} ...");
+    assert_eq!(compare(failing, &failed, &ours), Vec::<String>::new());
+    let d = compare(failing, &run(false, 0, "p", 3, 9), &ours);
+    assert!(d[0].contains("no longer fails"), "{d:?}");
+    ours.result = Some(json!({"completed": asked - 1, "failed": 1}));
+    assert!(!compare(failing, &failed, &ours).is_empty());
 }
