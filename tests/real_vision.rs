@@ -367,10 +367,10 @@ fn image_exchanges(proxy: &RecordingProxy) -> Vec<(u64, u64, serde_json::Value)>
             // A request cut at its cell's window end has no usage: not one to account.
             let usage = answer
                 .lines()
+                .rev()
                 .map(|l| l.strip_prefix("data: ").unwrap_or(l))
                 .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-                .filter_map(|v| v["usage"]["prompt_tokens"].as_u64())
-                .last()?;
+                .find_map(|v| v["usage"]["prompt_tokens"].as_u64())?;
             (images > 0).then(|| (images, usage, body["messages"].clone()))
         })
         .collect()
