@@ -344,3 +344,109 @@ fn bad_longbench_v2_files_are_refused_before_the_run() {
         .to_string();
     assert!(e.contains("choice_A"), "{e}");
 }
+
+/// `bench sglang --dataset-name mmmu` held against SGLang's own `sample_mmmu_requests`: the
+/// same parquet file (a `{bytes, path}` struct per image, as the hub's MMMU/MMMU holds it,
+/// decoded by the `datasets` library's Image feature on SGLang's side; one row without an
+/// image), the same command lines. Compared exactly: each
+/// request's text, its image's pixel size (PIL's on SGLang's side, the header's on ours), the
+/// output length, the order (Python's `random.sample` for the seed) and the count. Not
+/// compared: the image bytes (SGLang re-encodes each as PNG; llmspeed sends the row's file).
+#[test]
+fn mmmu_requests_are_sglangs_own() {
+    use llmspeed::workload::datasets::mmmu;
+    use llmspeed::workload::image::{encode_jpeg, encode_png};
+    use llmspeed::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder};
+    let Some(python) = reference::SGLANG.python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = Gen(0x3a3a);
+    let data: Vec<Value> = (0..30)
+        .map(|i| {
+            let (w, h) = (8 + (g.next() % 40) as u32, 6 + (g.next() % 30) as u32);
+            let rgb: Vec<u8> = (0..w * h * 3).map(|k| (k * 13 + i) as u8).collect();
+            let (bytes, ext) = match i % 3 {
+                0 => (encode_jpeg(w, h, &rgb).unwrap(), "jpg"),
+                _ => (encode_png(w, h, &rgb).unwrap(), "png"),
+            };
+            let p = dir.path().join(format!("m{i}.{ext}"));
+            std::fs::write(&p, bytes).unwrap();
+            json!({
+                "question": format!("<image 1> Find x. {}", g.text(4)),
+                "image_1": if i == 4 { Value::Null } else { json!(p) },
+            })
+        })
+        .collect();
+    let base = ["--backend", "sglang-oai-chat", "--dataset-name", "mmmu"];
+    let flag_sets: Vec<Vec<&str>> = vec![
+        vec!["--num-prompts", "10", "--seed", "42"],
+        vec![
+            "--num-prompts",
+            "25",
+            "--seed",
+            "3",
+            "--random-output-len",
+            "77",
+        ],
+        vec!["--num-prompts", "40", "--seed", "1"],
+    ];
+    let parquet = dir.path().join("math-test.parquet");
+    let cases: Vec<Value> = flag_sets
+        .iter()
+        .map(|f| {
+            let argv: Vec<&str> = base.iter().chain(f).copied().collect();
+            json!({"argv": argv, "parquet": parquet, "rows": data})
+        })
+        .collect();
+    let answer = reference::run_script(
+        &python,
+        "tests/sglang_hub/mmmu.py",
+        &[],
+        &[("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1")],
+        &Value::Array(cases.clone()),
+    );
+    for (case, answer) in cases.iter().zip(answer.as_array().unwrap()) {
+        let argv: Vec<String> = serde_json::from_value(case["argv"].clone()).unwrap();
+        let mut full = vec!["x".to_string()];
+        full.extend(argv.iter().cloned());
+        let cfg = Wrap::parse_from(&full).a.validate().expect("valid flags");
+        let files = DatasetFiles {
+            id: "MMMU/MMMU".into(),
+            subset: Some("Math".into()),
+            split: "test".into(),
+            format: FileFormat::Parquet,
+            files: vec![parquet.clone()],
+        };
+        let rows: Vec<Row> = rows::open(&files, &mmmu::COLUMNS, RowOrder::AsStored)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut words = |t: &str| Ok(t.split_whitespace().count() as u64);
+        let got: Vec<Value> = mmmu::samples(&cfg.plan.dataset, rows, &mut words)
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let PromptSource::Multimodal { text, images } = &s.prompt else {
+                    panic!("images")
+                };
+                let PromptSource::Text(t) = &**text else {
+                    panic!("text")
+                };
+                json!({
+                    "text": t,
+                    "sizes": images.iter().map(|i| json!([i.width, i.height])).collect::<Vec<_>>(),
+                    "output_len": s.output_len,
+                })
+            })
+            .collect();
+        let want: Vec<Value> = answer["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| json!({"text": r["text"], "sizes": r["sizes"], "output_len": r["output_len"]}))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{argv:?}");
+    }
+}

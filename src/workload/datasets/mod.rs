@@ -12,7 +12,7 @@
 //! SGLang's ShareGPT cuts), `sharegpt` (vLLM's and SGLang's rules, SGLang's `custom`), `sonnet`,
 //! `custom`, `burstgpt`, `prefix` (`prefix_repetition` and SGLang's generated-shared-prefix),
 //! `timed_trace`, `chat_requests` (SGLang's `openai`), `longbench_v2` (SGLang's), `custom_image`
-//! (vLLM's); `common` holds what file families share (the file read, counting, wrapping,
+//! (vLLM's), `mmmu` (SGLang's); `common` holds what file families share (the file read, counting, wrapping,
 //! oversampling), `text` turns token-id prompts into prose.
 //!
 //! How to add a family: write `datasets/<family>.rs` with its entry, a function of the settings
@@ -33,6 +33,7 @@ mod custom;
 pub mod custom_image;
 pub mod hf;
 pub mod longbench_v2;
+pub mod mmmu;
 mod prefix;
 mod random;
 pub mod random_mm;
@@ -86,6 +87,9 @@ pub enum DatasetKind {
     /// vLLM's `custom_image`: a JSONL file of prompts with image files or URLs
     /// (`workload::datasets::custom_image`).
     CustomImage,
+    /// SGLang's `mmmu`: MMMU's Math questions, each with its image
+    /// (`workload::datasets::mmmu`).
+    Mmmu,
 }
 
 impl DatasetKind {
@@ -118,6 +122,7 @@ impl DatasetKind {
             DatasetKind::SglangImage => "image",
             DatasetKind::LongBenchV2 => "longbench_v2",
             DatasetKind::CustomImage => "custom_image",
+            DatasetKind::Mmmu => "mmmu",
         }
     }
 
@@ -422,6 +427,7 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::SglangImage => sglang_image::load(cfg),
         DatasetKind::LongBenchV2 => longbench_v2::load(cfg, tokens),
         DatasetKind::CustomImage => custom_image::load(cfg, tokens),
+        DatasetKind::Mmmu => mmmu::load(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {
