@@ -449,4 +449,85 @@ fn mmmu_requests_are_sglangs_own() {
         assert!(!want.is_empty());
         assert_eq!(got, want, "{argv:?}");
     }
+    mmmu_end_to_end(&std::fs::read(&parquet).unwrap(), &answer[0]["requests"]);
+}
+
+/// `bench sglang --dataset-name mmmu` (the first case's flags) with the parquet file served by
+/// the stand-in hub as MMMU/MMMU's `Math/test-*` into a fresh cache: the simulated server
+/// receives SGLang's requests in order (one at a time), each chat body the row's image (its size
+/// read by the server) before the text, with SGLang's output length.
+fn mmmu_end_to_end(parquet: &[u8], sglang: &Value) {
+    let readme = "---\nconfigs:\n- config_name: Math\n  data_files:\n  - split: test\n    \
+                  path: Math/test-*\n---\n# MMMU\n";
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("README.md".to_string(), readme.as_bytes().to_vec());
+    files.insert(
+        "Math/test-00000-of-00001.parquet".to_string(),
+        parquet.to_vec(),
+    );
+    let repo = stand_in::Repo {
+        id: "MMMU/MMMU".into(),
+        sha: "5a7a1c6e3f0b9d8c7b6a5f4e3d2c1b0a99887766".into(),
+        files,
+        configs: json!([{"config_name": "Math", "data_files": [
+            {"split": "test", "path": "Math/test-*"}]}]),
+        token: None,
+        revision: None,
+    };
+    let hub = stand_in::StandIn::start(vec![repo]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    mc.request_log = Some(log.clone());
+    let server = mock_server::MockThread::start(mc);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args([
+            "bench",
+            "sglang",
+            "--base-url",
+            &server.url(),
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "mmmu",
+            "--num-prompts",
+            "10",
+            "--seed",
+            "42",
+            "--warmup-requests",
+            "0",
+            "--max-concurrency",
+            "1",
+            "--output-file",
+            dir.path().join("out.jsonl").to_str().unwrap(),
+        ])
+        .env("HF_ENDPOINT", &hub.url)
+        .env("HF_HUB_CACHE", dir.path().join("hub"))
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    server.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/chat/completions")
+        .map(|r| r["body"].clone())
+        .collect();
+    let want = sglang.as_array().unwrap();
+    assert_eq!(sent.len(), want.len());
+    for (b, w) in sent.iter().zip(want) {
+        let parts = b["messages"][0]["content"].as_array().unwrap();
+        let url = parts[0]["image_url"]["url"].as_str().unwrap();
+        let size = llmspeed::mock::image::url_size(url).unwrap();
+        assert_eq!(json!([size.width, size.height]), w["sizes"][0]);
+        assert_eq!(parts[1], json!({"type": "text", "text": w["text"]}));
+        assert_eq!(b["max_completion_tokens"], w["output_len"]);
+    }
 }
