@@ -516,22 +516,8 @@ fn rustls_copies_each_record_once_on_its_buffered_and_unbuffered_apis_alike() {
 
 /// [`server_on_its_own_thread`] speaking TLS (a self-signed certificate for 127.0.0.1).
 fn tls_server_on_its_own_thread(scripts: Vec<Vec<Step>>) -> Server {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let (config, _) = support::tls_front::self_signed_server_config();
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -82,3 +82,51 @@ fn bad_settings_are_refused_by_name() {
     ])
     .is_err());
 }
+
+#[test]
+fn by_rate_takes_its_steps_in_requests_per_second() {
+    let base = [
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--slo",
+        "ttft_p99=500ms",
+        "--out",
+        "o",
+        "--by",
+        "rate",
+    ];
+    let with = |extra: &[&str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        config(&v)
+    };
+    // Loads are whole steps of --resolution: --start rounds up to one, --max-rate down.
+    let c = with(&[
+        "--resolution",
+        "0.5",
+        "--start",
+        "2.2",
+        "--max-rate",
+        "40.7",
+    ])
+    .unwrap();
+    assert_eq!(c.by, llmspeed::capacity::plan::By::Rate { step: 0.5 });
+    assert_eq!(
+        (c.search.start, c.search.resolution, c.search.max),
+        (5, 1, 81)
+    );
+    assert_eq!(c.by.value(c.search.start), 2.5);
+    // By default the search starts at one step.
+    let c = with(&["--resolution", "2"]).unwrap();
+    assert_eq!((c.search.start, c.search.max), (1, 500));
+    assert!(with(&["--resolution", "0"])
+        .unwrap_err()
+        .contains("--resolution"));
+    assert!(with(&["--start", "50", "--max-rate", "10"])
+        .unwrap_err()
+        .contains("--max-rate"));
+    // A fractional step is for rates only.
+    let mut v = base[..6].to_vec();
+    v.extend_from_slice(&["--resolution", "0.5"]);
+    assert!(config(&v).unwrap_err().contains("whole number"));
+}

@@ -74,6 +74,7 @@ fn beside_a_busy_loop_on_its_core_the_client_is_never_taken_for_the_server() {
             output_len: 16,
             seed: 5,
         },
+        by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(&["itl_p95=55ms"]).unwrap(),
         confidence: 0.95,
         search: SearchConfig {

@@ -164,6 +164,7 @@ fn the_page_holds_every_probe_and_the_site_links_it() {
             output_len: 16,
             seed: 1,
         },
+        by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(&["itl_p95=55ms"]).unwrap(),
         confidence: 0.95,
         search: SearchConfig {

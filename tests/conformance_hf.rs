@@ -42,12 +42,14 @@ use std::process::Command;
 use support::mock::MockThread;
 
 /// One dataset in the cache: its hub id, the files of its snapshot (parquet files' rows, or
-/// JSON-lines files' rows), and its card (`README.md`) when the row needs its `configs`.
+/// JSON-lines files' rows), and its card (`README.md`) when the row needs its `configs`. With
+/// a `folder` (in the test's folder, `{dir}/NAME` in a row), a local copy there instead.
 struct Dataset {
     id: &'static str,
-    parquet: Vec<(&'static str, Vec<Value>)>,
+    parquet: Vec<(String, Vec<Value>)>,
     jsonl: Vec<(&'static str, Vec<Value>)>,
     card: Option<&'static str>,
+    folder: Option<&'static str>,
 }
 
 /// One command line, run by both tools (the server, tokenizer and result-file flags are added).
@@ -56,6 +58,10 @@ struct Row {
     args: &'static [&'static str],
     /// Body fields the reference must send on this row (what the row is there to exercise).
     sends: &'static [&'static str],
+    /// A failure of vLLM's that llmspeed does not copy: (what vLLM's stderr says, why ours
+    /// runs). The row then holds vLLM to failing so, sending nothing, and llmspeed to
+    /// completing every request.
+    vllm_fails: Option<(&'static str, &'static str)>,
 }
 
 const ROWS: &[Row] = &[
@@ -67,13 +73,14 @@ const ROWS: &[Row] = &[
             "--dataset-path",
             "likaixin/InstructCoder",
             "--num-prompts",
-            "9",
+            "18",
             "--hf-output-len",
             "6",
             "--seed",
             "4",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
     },
     Row {
         name: "InstructCoder: --skip-chat-template, --no-oversample, --disable-shuffle",
@@ -83,7 +90,7 @@ const ROWS: &[Row] = &[
             "--dataset-path",
             "likaixin/InstructCoder",
             "--num-prompts",
-            "9",
+            "20",
             "--skip-chat-template",
             "--no-oversample",
             "--disable-shuffle",
@@ -91,6 +98,44 @@ const ROWS: &[Row] = &[
             "5",
         ],
         sends: &["prompt"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "InstructCoder: --no-stream, --seed (every row of three files shuffled)",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "likaixin/InstructCoder",
+            "--no-stream",
+            "--num-prompts",
+            "6",
+            "--seed",
+            "8",
+            "--hf-output-len",
+            "4",
+        ],
+        sends: &["prompt"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "ShareGPT_Vicuna (ConversationDataset): --hf-output-len, --max-concurrency",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "Aeala/ShareGPT_Vicuna_unfiltered",
+            "--hf-split",
+            "train",
+            "--num-prompts",
+            "5",
+            "--hf-output-len",
+            "3",
+            "--max-concurrency",
+            "2",
+        ],
+        sends: &["prompt"],
+        vllm_fails: None,
     },
     Row {
         name: "ShareGPT_Vicuna (ConversationDataset): --hf-split, output lengths from the replies",
@@ -107,6 +152,7 @@ const ROWS: &[Row] = &[
             "9",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
     },
     Row {
         name: "MT-Bench: the chat template, its output length",
@@ -119,6 +165,7 @@ const ROWS: &[Row] = &[
             "3",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
     },
     Row {
         name: "HumanEval: split test, --hf-output-len",
@@ -133,6 +180,61 @@ const ROWS: &[Row] = &[
             "7",
         ],
         sends: &["prompt"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "MT-Bench with warm-ups: --num-warmups, --hf-output-len",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "philschmid/mt-bench",
+            "--num-prompts",
+            "3",
+            "--num-warmups",
+            "2",
+            "--hf-output-len",
+            "4",
+            "--disable-shuffle",
+        ],
+        sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "InstructCoder on chat: the templated prompt as the user message",
+        args: &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "likaixin/InstructCoder",
+            "--num-prompts",
+            "4",
+            "--hf-output-len",
+            "5",
+            "--disable-shuffle",
+        ],
+        sends: &["messages", "max_completion_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "GSM8K: its default subset (main) and split (test), the chat template",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "openai/gsm8k",
+            "--num-prompts",
+            "3",
+            "--hf-output-len",
+            "4",
+            "--disable-shuffle",
+        ],
+        sends: &["prompt"],
+        vllm_fails: None,
     },
     Row {
         name: "GSM8K: --hf-subset and --hf-split from the card's configs",
@@ -152,6 +254,7 @@ const ROWS: &[Row] = &[
             "--skip-chat-template",
         ],
         sends: &["prompt"],
+        vllm_fails: None,
     },
     Row {
         name: "AIMO: output lengths from the solutions, vLLM's length filter",
@@ -166,6 +269,26 @@ const ROWS: &[Row] = &[
             "2",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "NuminaMath-CoT (AIMO): a local copy named by --hf-name, --hf-output-len",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "{dir}/numina",
+            "--hf-name",
+            "AI-MO/NuminaMath-CoT",
+            "--num-prompts",
+            "4",
+            "--hf-output-len",
+            "9",
+            "--seed",
+            "5",
+        ],
+        sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
     },
     Row {
         name: "zeta (NextEditPrediction): its prompt and output from the edit",
@@ -177,8 +300,12 @@ const ROWS: &[Row] = &[
             "--num-prompts",
             "4",
             "--disable-shuffle",
+            // Read by no rule of the class: each output length stays the edit's.
+            "--hf-output-len",
+            "3",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
     },
     Row {
         name: "Blazedit: --blazedit-min-distance and --blazedit-max-distance",
@@ -197,6 +324,81 @@ const ROWS: &[Row] = &[
             "6",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "Blazedit: edit_10k_char, its default distances",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "vdaita/edit_10k_char",
+            "--num-prompts",
+            "4",
+            "--disable-shuffle",
+        ],
+        sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "ShareGPT_Vicuna without --hf-split: vLLM fails, llmspeed reads train",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "Aeala/ShareGPT_Vicuna_unfiltered",
+            "--num-prompts",
+            "3",
+            "--hf-output-len",
+            "3",
+        ],
+        sends: &[],
+        vllm_fails: Some((
+            "TypeError: string indices must be integers",
+            "vLLM 0.33 gives ConversationDataset no default split: `load_dataset(split=None)` \
+             returns the dict of splits, whose keys it then reads as rows; llmspeed reads \
+             `train`, the split vLLM's documentation passes",
+        )),
+    },
+    Row {
+        name: "Blazedit filtered short of --num-prompts: vLLM fails, llmspeed oversamples",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "vdaita/edit_5k_char",
+            "--num-prompts",
+            "6",
+            "--blazedit-min-distance",
+            "0.5",
+            "--blazedit-max-distance",
+            "0.6",
+            "--disable-shuffle",
+        ],
+        sends: &[],
+        vllm_fails: Some((
+            "Duplicate request_id",
+            "vLLM 0.33's Blazedit numbers its requests by row read, so the requests its \
+             oversampling adds repeat an id and its own check stops the run; llmspeed \
+             oversamples as every other class does",
+        )),
+    },
+    Row {
+        name: "MLPerf llama2: --hf-output-len, --seed",
+        args: &[
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "mgoin/mlperf-inference-llama2-data",
+            "--num-prompts",
+            "4",
+            "--hf-output-len",
+            "5",
+            "--seed",
+            "12",
+        ],
+        sends: &["prompt"],
+        vllm_fails: None,
     },
     Row {
         name: "MLPerf: its chat prompt and reference output lengths",
@@ -210,6 +412,27 @@ const ROWS: &[Row] = &[
             "--disable-shuffle",
         ],
         sends: &["prompt", "max_tokens"],
+        vllm_fails: None,
+    },
+    Row {
+        name: "BFCL on chat: its default categories in stored order",
+        args: &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
+            "--num-prompts",
+            "9",
+            "--disable-shuffle",
+            "--temperature",
+            "0",
+        ],
+        sends: &["messages", "tools", "tool_choice", "temperature"],
+        vllm_fails: None,
     },
     Row {
         name: "BFCL on chat: its messages and tools, --bfcl-categories, --seed",
@@ -230,6 +453,7 @@ const ROWS: &[Row] = &[
             "3",
         ],
         sends: &["messages", "tools", "tool_choice"],
+        vllm_fails: None,
     },
 ];
 
@@ -294,20 +518,31 @@ const GSM8K_CARD: &str =
     socratic/test-*\n---\n# GSM8K\n";
 
 /// The datasets the rows read, with rows shaped as each one's hub files are.
+/// `id`'s train split in `n` parquet files, as the hub names them.
+fn sharded(id: &'static str, n: usize, rows: Vec<Value>) -> Dataset {
+    let per = rows.len().div_ceil(n).max(1);
+    Dataset {
+        id,
+        parquet: rows
+            .chunks(per)
+            .enumerate()
+            .map(|(k, c)| (format!("data/train-{k:05}-of-{n:05}.parquet"), c.to_vec()))
+            .collect(),
+        jsonl: vec![],
+        card: None,
+        folder: None,
+    }
+}
+
 fn datasets() -> Vec<Dataset> {
     let mut w = Words(0x5DEE_CE66_D1CE_4E5B);
     fn rows(w: &mut Words, n: usize, mut f: impl FnMut(usize, &mut Words) -> Value) -> Vec<Value> {
         (0..n).map(|i| f(i, w)).collect()
     }
-    let parquet = |id, path, rows| Dataset {
-        id,
-        parquet: vec![(path, rows)],
-        jsonl: vec![],
-        card: None,
-    };
+    let parquet = |id, rows| sharded(id, 1, rows);
     let ic = rows(
         &mut w,
-        5,
+        15,
         |i, w| json!({"input": format!("def f{i}():\n    {}", w.text(2, 12)), "instruction": w.text(3, 9), "output": "o"}),
     );
     let conv = rows(&mut w, 12, |i, w| {
@@ -392,39 +627,47 @@ fn datasets() -> Vec<Dataset> {
             .collect()
     };
     let (simple, multiple) = (bfcl("simple", 4, &mut w), bfcl("multiple", 3, &mut w));
-    let ml = "data/train-00000-of-00001.parquet";
+    let live_simple = bfcl("live_simple", 2, &mut w);
     vec![
-        parquet("likaixin/InstructCoder", ml, ic),
-        parquet("Aeala/ShareGPT_Vicuna_unfiltered", ml, conv),
-        parquet("philschmid/mt-bench", ml, mt),
-        parquet(
-            "openai/openai_humaneval",
-            "openai_humaneval/test-00000-of-00001.parquet",
-            he,
-        ),
+        sharded("likaixin/InstructCoder", 3, ic),
+        sharded("Aeala/ShareGPT_Vicuna_unfiltered", 3, conv),
+        parquet("philschmid/mt-bench", mt),
+        Dataset {
+            parquet: vec![("openai_humaneval/test-00000-of-00001.parquet".into(), he)],
+            ..parquet("openai/openai_humaneval", vec![])
+        },
         Dataset {
             id: "openai/gsm8k",
             parquet: vec![
-                ("main/train-00000-of-00001.parquet", gsm_main),
-                ("main/test-00000-of-00001.parquet", gsm_main_test),
-                ("socratic/train-00000-of-00001.parquet", gsm_soc),
-                ("socratic/test-00000-of-00001.parquet", gsm_soc_test),
+                ("main/train-00000-of-00001.parquet".into(), gsm_main),
+                ("main/test-00000-of-00001.parquet".into(), gsm_main_test),
+                ("socratic/train-00000-of-00001.parquet".into(), gsm_soc),
+                ("socratic/test-00000-of-00001.parquet".into(), gsm_soc_test),
             ],
             jsonl: vec![],
             card: Some(GSM8K_CARD),
+            folder: None,
         },
-        parquet("AI-MO/aimo-validation-aime", ml, aimo),
-        parquet("zed-industries/zeta", ml, zeta),
-        parquet("vdaita/edit_5k_char", ml, blaz),
-        parquet("mgoin/mlperf-inference-llama3.1-data", ml, mlperf),
+        parquet("AI-MO/aimo-validation-aime", aimo.clone()),
+        Dataset {
+            folder: Some("numina"),
+            ..parquet("AI-MO/NuminaMath-CoT", aimo)
+        },
+        parquet("zed-industries/zeta", zeta),
+        parquet("vdaita/edit_5k_char", blaz.clone()),
+        parquet("vdaita/edit_10k_char", blaz),
+        parquet("mgoin/mlperf-inference-llama3.1-data", mlperf.clone()),
+        parquet("mgoin/mlperf-inference-llama2-data", mlperf),
         Dataset {
             id: "gorilla-llm/Berkeley-Function-Calling-Leaderboard",
             parquet: vec![],
             jsonl: vec![
                 ("BFCL_v3_simple.json", simple),
                 ("BFCL_v3_multiple.json", multiple),
+                ("BFCL_v3_live_simple.json", live_simple),
             ],
             card: None,
+            folder: None,
         },
     ]
 }
@@ -446,7 +689,12 @@ fn argv(row: &Row, url: &str, tokenizer: &Path, dir: &Path, file: &str) -> Vec<S
     .iter()
     .map(|s| s.to_string())
     .collect();
-    a.extend(row.args.iter().map(|s| s.to_string()));
+    let root = dir
+        .parent()
+        .expect("a row's folder is in the test's")
+        .display()
+        .to_string();
+    a.extend(row.args.iter().map(|s| s.replace("{dir}", &root)));
     a
 }
 
@@ -482,13 +730,17 @@ fn reference_runs(python: &Path, tokenizer: &Path, rows: &[&Row], dir: &Path) ->
         .into_iter()
         .enumerate()
         .map(|(i, d)| {
-            let files = |f: Vec<(&str, Vec<Value>)>| -> serde_json::Map<String, Value> {
-                f.into_iter()
-                    .map(|(p, r)| (p.to_string(), json!(r)))
-                    .collect()
+            let files = |f: Vec<(String, Vec<Value>)>| -> serde_json::Map<String, Value> {
+                f.into_iter().map(|(p, r)| (p, json!(r))).collect()
             };
+            let jsonl = d
+                .jsonl
+                .into_iter()
+                .map(|(p, r)| (p.to_string(), r))
+                .collect();
             json!({"id": d.id, "commit": format!("{:040x}", 0xc0ffee + i), "card": d.card,
-                "parquet": files(d.parquet), "jsonl": files(d.jsonl)})
+                "folder": d.folder.map(|f| dir.join(f)),
+                "parquet": files(d.parquet), "jsonl": files(jsonl)})
         })
         .collect();
     let spec = json!({"cache": cache, "datasets": datasets, "runs": runs});
@@ -549,8 +801,46 @@ fn our_run(row: &Row, tokenizer: &Path, dir: &Path, d: &Path) -> Ran {
     results::ran(out, &d.join("ours.json"), &log)
 }
 
+/// A row where vLLM fails on purpose ([`Row::vllm_fails`]): vLLM failing as it says, before
+/// sending anything; llmspeed completing every request.
+fn compare_failing(row: &Row, says: &str, r: &Ran, o: &Ran) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut differ = |what: String| out.push(format!("{}: {what}", row.name));
+    let generated = |log: &[bodies::Logged]| {
+        log.iter()
+            .filter(|q| bodies::GENERATE.contains(&q.path.as_str()))
+            .count()
+    };
+    if r.code == Some(0) || !r.stderr.contains(says) || generated(&r.requests) > 0 {
+        differ(format!(
+            "vLLM no longer fails with {says:?} before sending (exit {:?}, {} generation \
+             requests): compare this row's bodies instead\nreference stderr tail: {}",
+            r.code,
+            generated(&r.requests),
+            tail(&r.stderr)
+        ));
+    }
+    let asked = row
+        .args
+        .windows(2)
+        .find(|w| w[0] == "--num-prompts")
+        .and_then(|w| w[1].parse::<u64>().ok());
+    let completed = o.result.as_ref().and_then(|v| v["completed"].as_u64());
+    if o.code != Some(0) || completed != asked {
+        differ(format!(
+            "llmspeed: exit {:?}, {completed:?} of {asked:?} requests completed\nstderr: {}",
+            o.code,
+            tail(&o.stderr)
+        ));
+    }
+    out
+}
+
 /// Every difference between the two runs of `row` that is not [`DELIBERATE`], one line each.
 fn compare(row: &Row, r: &Ran, o: &Ran) -> Vec<String> {
+    if let Some((says, _)) = row.vllm_fails {
+        return compare_failing(row, says, r, o);
+    }
     let mut out = Vec::new();
     let mut differ = |what: String| out.push(format!("{}: {what}", row.name));
     if r.code != Some(0) || o.code != Some(0) {
@@ -688,7 +978,9 @@ fn hf_datasets_run_as_vllm_bench_serve_runs_them() {
         let d = dir.path().join(i.to_string());
         let o = our_run(row, &tokenizer, dir.path(), &d);
         let found = compare(row, r, &o);
-        if found.is_empty() {
+        if found.is_empty() && row.vllm_fails.is_some() {
+            eprintln!("{}: vLLM fails as noted, llmspeed ran", row.name);
+        } else if found.is_empty() {
             eprintln!(
                 "{}: the same ({} requests)",
                 row.name,
@@ -708,4 +1000,69 @@ fn hf_datasets_run_as_vllm_bench_serve_runs_them() {
         reference::VLLM.version,
         problems.join("\n\n")
     );
+}
+
+#[test]
+fn the_comparison_names_each_difference_and_each_failure() {
+    let row = ROWS
+        .iter()
+        .find(|r| r.sends == ["prompt", "max_tokens"])
+        .unwrap();
+    let run = |ours: bool, code: i32, prompt: &str, max_tokens: u64, input: u64| {
+        let mut keys: Vec<String> = ["completed", "failed", "total_input_tokens"]
+            .map(String::from)
+            .to_vec();
+        if ours {
+            keys.push("llmspeed".into());
+        }
+        Ran {
+            code: Some(code),
+            stdout: String::new(),
+            stderr: String::new(),
+            result: Some(json!({"completed": 1, "failed": 0, "total_input_tokens": input})),
+            keys,
+            requests: vec![bodies::Logged {
+                arrival_ns: 1,
+                method: "POST".into(),
+                path: "/v1/completions".into(),
+                request_id: None,
+                routing_key: None,
+                status: 200,
+                body: json!({"prompt": prompt, "max_tokens": max_tokens, "stream": true}),
+            }],
+        }
+    };
+    let theirs = run(false, 0, "def f0(): é", 6, 12);
+    assert_eq!(
+        compare(row, &theirs, &run(true, 0, "def f0(): é", 6, 12)),
+        Vec::<String>::new()
+    );
+    let named = |ours: Ran, what: &str| {
+        let d = compare(row, &theirs, &ours);
+        assert!(d.iter().any(|l| l.contains(what)), "{what} not in {d:?}");
+    };
+    named(run(true, 0, "def f0(): e", 6, 12), "prompts");
+    named(run(true, 0, "def f0(): é", 7, 12), "`max_tokens`");
+    named(run(true, 0, "def f0(): é", 6, 13), "total_input_tokens");
+    named(run(true, 2, "def f0(): é", 6, 12), "exit code");
+    named(run(false, 0, "def f0(): é", 6, 12), "`llmspeed`");
+    // A row vLLM fails on purpose: its failure, before any request, and all of ours completed.
+    let failing = ROWS.iter().find(|r| r.vllm_fails.is_some()).unwrap();
+    let (says, _) = failing.vllm_fails.unwrap();
+    let asked: u64 = failing
+        .args
+        .windows(2)
+        .find(|w| w[0] == "--num-prompts")
+        .map(|w| w[1].parse().unwrap())
+        .unwrap();
+    let mut ours = run(true, 0, "p", 3, 9);
+    ours.result = Some(json!({"completed": asked, "failed": 0}));
+    let mut failed = run(false, 1, "p", 3, 9);
+    failed.requests.clear();
+    failed.stderr = format!("Traceback ...\n{says} ...");
+    assert_eq!(compare(failing, &failed, &ours), Vec::<String>::new());
+    let d = compare(failing, &run(false, 0, "p", 3, 9), &ours);
+    assert!(d[0].contains("no longer fails"), "{d:?}");
+    ours.result = Some(json!({"completed": asked - 1, "failed": 1}));
+    assert!(!compare(failing, &failed, &ours).is_empty());
 }

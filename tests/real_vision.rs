@@ -23,7 +23,7 @@ mod server;
 #[path = "real_vision/wire.rs"]
 mod wire;
 
-use real_server::{bench_result, bench_serve, text};
+use real_server::{bench_result, bench_serve, matrix, text};
 use recording_proxy::RecordingProxy;
 use server::{VISION_IMAGE_LIMIT, VISION_MODEL};
 use wire::{check_run, text_chat_tokens, wire_request, Run, WireRequest};
@@ -224,4 +224,111 @@ fn vllms_own_client_sends_the_same_images_and_the_server_counts_them_the_same() 
             .any(|(s, _)| s.len() as u64 == VISION_IMAGE_LIMIT),
         "{ours:?}"
     );
+}
+
+/// The chat exchanges of a matrix run that carried images, each as (images, the server's
+/// `usage.prompt_tokens`, the messages with the image parts taken out); streamed answers
+/// (prefill samples, decode requests) and plain ones (the image-token probe) alike.
+fn image_exchanges(proxy: &RecordingProxy) -> Vec<(u64, u64, serde_json::Value)> {
+    use serde_json::Value;
+    proxy
+        .exchanges()
+        .into_iter()
+        .filter(|x| x.method == "POST" && x.path == "/v1/chat/completions")
+        .filter_map(|x| {
+            let answer = String::from_utf8_lossy(&x.answer).to_string();
+            assert_eq!(x.status, 200, "every request succeeds: {answer}");
+            let mut body: Value = serde_json::from_slice(&x.body).unwrap();
+            let mut images = 0;
+            for m in body["messages"].as_array_mut().unwrap() {
+                if let Some(parts) = m["content"].as_array_mut() {
+                    let before = parts.len();
+                    parts.retain(|p| p["type"] != "image_url");
+                    images += (before - parts.len()) as u64;
+                }
+            }
+            // A request cut at its cell's window end has no usage: not one to account.
+            let usage = answer
+                .lines()
+                .map(|l| l.strip_prefix("data: ").unwrap_or(l))
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter_map(|v| v["usage"]["prompt_tokens"].as_u64())
+                .last()?;
+            (images > 0).then(|| (images, usage, body["messages"].clone()))
+        })
+        .collect()
+}
+
+/// `matrix --chat --images 2 --image-size 224x224` through the recording proxy: every request
+/// succeeds, and for every request with images the server's `usage.prompt_tokens` less its
+/// `/tokenize` of the same messages without the images is the matrix's image tokens (2 × 256);
+/// the prefill row's measured size is that plus its text, within 1% under the context.
+/// A small grid: one 1,024-token context, 2 prefill samples, one 2 s cell at concurrency 1.
+#[test]
+fn a_matrix_with_images_counts_them_as_the_server_does() {
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let proxy = RecordingProxy::start(([127, 0, 0, 1], s.port).into());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let (o, r) = matrix(
+        &proxy.url(),
+        &out,
+        &[
+            "--model",
+            VISION_MODEL,
+            "--chat",
+            "--images",
+            "2",
+            "--image-size",
+            "224x224",
+            "--contexts",
+            "1024",
+            "--prefill-contexts",
+            "1024",
+            "--concurrency",
+            "1",
+            "--prefill-samples",
+            "2",
+            "--max-tokens",
+            "16",
+            "--no-prompt-cache",
+            "--no-progress",
+        ],
+        std::time::Duration::from_secs(240),
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let per_prompt = 2 * TOKENS_PER_IMAGE;
+    assert_eq!(
+        r["metadata"]["settings"]["images"]["image_tokens_per_prompt"], per_prompt,
+        "{all}"
+    );
+    let row = &r["prefill"][0];
+    assert_eq!(row["status"]["kind"], "valid", "{row}");
+    assert_eq!(row["image_tokens"], per_prompt);
+    let measured = row["server_prompt_tokens"].as_u64().unwrap();
+    assert!(
+        measured <= 1024 && (1024 - measured) * 100 <= 1024,
+        "{measured}"
+    );
+    let cell = &r["decode"][0];
+    assert_eq!(cell["status"]["kind"], "valid", "{cell}");
+    assert!(cell["errors"].as_array().unwrap().is_empty(), "{cell}");
+    let seen = image_exchanges(&proxy);
+    // The probe's, the two samples', the warm-up's and the cell's at least.
+    assert!(seen.len() >= 4, "{} requests with images", seen.len());
+    for (images, usage, text_only) in &seen {
+        assert_eq!(*images, 2);
+        let (status, body) = s.post(
+            "/tokenize",
+            &serde_json::json!({"model": s.name, "messages": text_only}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let text_tokens = serde_json::from_str::<serde_json::Value>(&body).unwrap()["count"]
+            .as_u64()
+            .unwrap();
+        assert_eq!(usage - text_tokens, per_prompt, "{usage} - {text_tokens}");
+    }
 }

@@ -108,6 +108,48 @@ pub fn clopper_pearson(k: u64, n: u64, confidence: f64) -> Option<(f64, f64)> {
     Some((lo, hi))
 }
 
+/// P(X <= k) for X ~ Poisson(m), m > 0, summed term by term in log space.
+pub fn poisson_cdf(k: u64, m: f64) -> f64 {
+    let lm = m.ln();
+    // ln pmf(0) = -m; ln pmf(i + 1) = ln pmf(i) + ln m - ln(i + 1).
+    let mut ln_pmf = -m;
+    let mut sum = ln_pmf.exp();
+    for i in 0..k {
+        ln_pmf += lm - ((i + 1) as f64).ln();
+        sum += ln_pmf.exp();
+    }
+    sum.min(1.0)
+}
+
+/// The exact (Garwood) interval of a Poisson mean after `k` events: `lo` solves
+/// P(X >= k; lo) = α/2 (0 when k = 0), `hi` solves P(X <= k; hi) = α/2, each by bisection on
+/// the distribution function, which falls as the mean grows. Like Clopper-Pearson's, its
+/// coverage is at least the confidence asked for at every true mean.
+pub fn poisson_interval(k: u64, confidence: f64) -> (f64, f64) {
+    let half = (1.0 - confidence) / 2.0;
+    // Every end lies under k + 10 sqrt(k + 1) + 10 for any confidence under 1 - 1e-15.
+    let top = k as f64 + 10.0 * ((k + 1) as f64).sqrt() + 10.0;
+    let root = |reached: &dyn Fn(f64) -> bool| {
+        let (mut a, mut b) = (0.0f64, top);
+        while b - a > 1e-10 * top {
+            let m = 0.5 * (a + b);
+            if reached(m) {
+                b = m;
+            } else {
+                a = m;
+            }
+        }
+        0.5 * (a + b)
+    };
+    let lo = if k == 0 {
+        0.0
+    } else {
+        root(&|m| 1.0 - poisson_cdf(k - 1, m) >= half)
+    };
+    let hi = root(&|m| poisson_cdf(k, m) <= half);
+    (lo, hi)
+}
+
 /// The smallest p in (0, 1) where `reached` turns true (it is false below, true above).
 fn solve(reached: impl Fn(f64) -> bool) -> f64 {
     let (mut a, mut b) = (0.0f64, 1.0f64);
@@ -225,5 +267,26 @@ mod tests {
     fn zero_errors_certify_1_percent_from_368_requests() {
         assert!(clopper_pearson(0, 367, 0.95).unwrap().1 > 0.01);
         assert!(clopper_pearson(0, 368, 0.95).unwrap().1 <= 0.01);
+    }
+
+    #[test]
+    fn the_poisson_interval_matches_the_chi_square_tables() {
+        // Garwood's interval is [chi2(α/2; 2k) / 2, chi2(1 - α/2; 2k + 2) / 2]; at 95%:
+        // k = 0: [0, ln 40 = 3.6889]; k = 1: [0.0253, 5.5716]; k = 10: [4.7954, 18.3904];
+        // k = 100: [81.364, 121.627] (the tables' values, to their printed digits).
+        let (lo, hi) = poisson_interval(0, 0.95);
+        assert_eq!(lo, 0.0);
+        assert!(close(hi, 40f64.ln(), 1e-8), "{hi}");
+        for (k, want_lo, want_hi, tol) in [
+            (1, 0.0253, 5.5716, 1e-4),
+            (10, 4.7954, 18.3904, 1e-4),
+            (100, 81.364, 121.627, 1e-3),
+        ] {
+            let (lo, hi) = poisson_interval(k, 0.95);
+            assert!(
+                close(lo, want_lo, tol) && close(hi, want_hi, tol),
+                "{k}: [{lo}, {hi}]"
+            );
+        }
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod client;
 pub mod decide;
+pub mod flow;
 pub mod grid;
 pub mod interval;
 pub mod plan;

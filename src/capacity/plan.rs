@@ -1,5 +1,6 @@
 //! One round of a probe in the benchmark engine's words: the workload at a closed-loop
-//! concurrency, as a [`bench::engine::Plan`](crate::bench::engine::Plan). Pure.
+//! concurrency, or at a request rate with Poisson arrivals (`--by rate`), as a
+//! [`bench::engine::Plan`](crate::bench::engine::Plan). Pure.
 //!
 //! Why the engine and not the matrix's cell: the engine returns every request's record (TTFT,
 //! each gap, E2E, TPOT, its failure) and the run's `analysis::client_lag` figures, which is all
@@ -28,6 +29,47 @@ pub struct Workload {
     pub seed: u64,
 }
 
+/// What a load is: streams of a closed loop, or a request rate in whole steps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum By {
+    /// Load C: C streams, each sending its next request when its last one ends.
+    Concurrency,
+    /// Load k: Poisson arrivals at k x `step` requests per second (`step`: `--resolution`).
+    Rate { step: f64 },
+}
+
+impl By {
+    /// The load's figure as written: streams, or requests per second.
+    pub fn value(self, load: u64) -> f64 {
+        match self {
+            By::Concurrency => load as f64,
+            By::Rate { step } => load as f64 * step,
+        }
+    }
+
+    /// `concurrency` or `request_rate`: the key the load is written under in results.json.
+    pub fn key(self) -> &'static str {
+        match self {
+            By::Concurrency => "concurrency",
+            By::Rate { .. } => "request_rate",
+        }
+    }
+
+    /// `concurrency 8`, `request rate 12.5 req/s`.
+    pub fn describe(self, load: u64) -> String {
+        match self {
+            By::Concurrency => format!("concurrency {load}"),
+            By::Rate { .. } => format!("request rate {} req/s", fmt_rate(self.value(load))),
+        }
+    }
+}
+
+/// A rate as written: no trailing zeros (`12.5`, `40`), to the microrequest.
+pub fn fmt_rate(r: f64) -> String {
+    let s = format!("{r:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 /// How many requests a round of a probe at `concurrency` sends: `round` beyond the opening
 /// burst of `concurrency` requests (which the samples leave out, see `capacity::samples`).
 pub fn round_size(concurrency: u64, round: u64) -> usize {
@@ -36,15 +78,25 @@ pub fn round_size(concurrency: u64, round: u64) -> usize {
 
 /// The plan of round `index` of a probe at `concurrency`.
 pub fn round_plan(w: &Workload, concurrency: u64, round: u64, index: u64) -> Plan {
-    let n = round_size(concurrency, round);
+    let mut p = plan(w, concurrency, round_size(concurrency, round), index);
+    p.max_concurrency = Some(concurrency as usize);
+    p
+}
+
+/// `n` requests of the workload, sent at once and without a cap, prompts and ids drawn for
+/// (`key`, `index`).
+fn plan(w: &Workload, key: u64, n: usize, index: u64) -> Plan {
+    let concurrency = key;
     let dataset = DatasetConfig {
         kind: DatasetKind::Random,
         num_prompts: n,
-        // A new seed per round and load: every prompt is new to the server's prefix cache.
+        // A new seed per round and load: every prompt is new to the server's prefix cache
+        // (kept under 2^31: the draws take a 32-bit seed).
         seed: w
             .seed
             .wrapping_add(concurrency.wrapping_mul(1_000_003))
-            .wrapping_add(index),
+            .wrapping_add(index)
+            & 0x7fff_ffff,
         random_input_len: w.input_len,
         random_output_len: w.output_len,
         random_range_ratio: 0.0,
@@ -87,7 +139,7 @@ pub fn round_plan(w: &Workload, concurrency: u64, round: u64, index: u64) -> Pla
         dataset,
         schedule: ScheduleConfig::default(),
         self_timed: false,
-        max_concurrency: Some(concurrency as usize),
+        max_concurrency: None,
         num_warmups: 0,
         warmup: Warmup::default(),
         shard: None,
@@ -98,6 +150,23 @@ pub fn round_plan(w: &Workload, concurrency: u64, round: u64, index: u64) -> Pla
         ttft: TtftPredicate::FirstContent,
         end: RequestEnd::LastChoice,
     }
+}
+
+/// The plan of round `index` of a probe at `rate` requests per second: `n` requests whose
+/// arrivals are a Poisson process (vLLM's draws, burstiness 1, as `bench serve --request-rate`
+/// draws them; a new seed per round and rate), with no cap on how many are in flight.
+pub fn rate_round_plan(w: &Workload, rate: f64, n: u64, index: u64) -> Plan {
+    // The rate's bits give each rate its own prompts and arrivals.
+    // The rate in millirequests per second keys its prompts and arrivals.
+    let mut p = plan(w, (rate * 1000.0).round() as u64, n as usize, index);
+    p.schedule = ScheduleConfig {
+        rate,
+        burstiness: 1.0,
+        ramp: None,
+        seed: p.dataset.seed,
+        draws: crate::workload::schedule::Draws::Vllm,
+    };
+    p
 }
 
 #[cfg(test)]
@@ -129,5 +198,30 @@ mod tests {
             round_plan(&w, 9, 40, 0).dataset.seed,
         ];
         assert!(seeds[0] != seeds[1] && seeds[0] != seeds[2] && seeds[1] != seeds[2]);
+    }
+
+    #[test]
+    fn a_rate_round_is_an_open_loop_of_poisson_arrivals() {
+        let w = Workload {
+            base_url: "http://127.0.0.1:1".into(),
+            model: None,
+            input_len: 64,
+            output_len: 16,
+            seed: 7,
+        };
+        let p = rate_round_plan(&w, 12.5, 100, 0);
+        assert_eq!(p.max_concurrency, None);
+        assert_eq!(p.dataset.num_prompts, 100);
+        assert_eq!((p.schedule.rate, p.schedule.burstiness), (12.5, 1.0));
+        assert!(p.schedule.validate().is_ok());
+        let q = rate_round_plan(&w, 12.5, 100, 1);
+        assert_ne!(p.dataset.seed, q.dataset.seed);
+        assert_ne!(p.schedule.seed, q.schedule.seed);
+        assert_eq!(By::Rate { step: 0.5 }.value(25), 12.5);
+        assert_eq!(
+            By::Rate { step: 0.5 }.describe(25),
+            "request rate 12.5 req/s"
+        );
+        assert_eq!(fmt_rate(40.0), "40");
     }
 }

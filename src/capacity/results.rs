@@ -1,6 +1,8 @@
 //! A finished search -> `results.json` (checked against `docs/capacity.schema.json`) and the
 //! console summary. Pure: the caller writes the files.
 
+use crate::capacity::flow::KeepsUp;
+use crate::capacity::plan::By;
 use crate::capacity::run::{CapacityConfig, CapacityRun, Probe};
 use crate::capacity::search::{Ending, Outcome};
 use crate::capacity::slo::Objective;
@@ -39,7 +41,34 @@ fn objective_json(o: &Objective) -> Value {
     }
 }
 
-fn probe_json(p: &Probe) -> Value {
+/// A load as written: whole streams, or a rate in requests per second.
+fn load_json(by: By, load: u64) -> Value {
+    match by {
+        By::Concurrency => json!(load),
+        By::Rate { .. } => json!(by.value(load)),
+    }
+}
+
+fn keeps_up_json(k: &KeepsUp) -> Value {
+    json!({
+        "arrival_per_s": k.arrival_per_s,
+        "completion_per_s": k.completion_per_s,
+        "lo": k.lo,
+        "hi": k.hi,
+        "floor_per_s": k.floor_per_s,
+        "verdict": verdict_str(k.verdict),
+    })
+}
+
+fn verdict_str(v: crate::capacity::decide::Verdict) -> &'static str {
+    match v {
+        crate::capacity::decide::Verdict::Pass => "pass",
+        crate::capacity::decide::Verdict::Fail => "fail",
+        crate::capacity::decide::Verdict::NotYet => "not_yet",
+    }
+}
+
+fn probe_json(p: &Probe, by: By) -> Value {
     let objectives: Vec<Value> = p
         .decision
         .judged
@@ -57,16 +86,11 @@ fn probe_json(p: &Probe) -> Value {
                 "estimate": j.estimate,
                 "lo": j.lo,
                 "hi": j.hi,
-                "verdict": match j.verdict {
-                    crate::capacity::decide::Verdict::Pass => "pass",
-                    crate::capacity::decide::Verdict::Fail => "fail",
-                    crate::capacity::decide::Verdict::NotYet => "not_yet",
-                },
+                "verdict": verdict_str(j.verdict),
             })
         })
         .collect();
-    json!({
-        "concurrency": p.load,
+    let mut v = json!({
         "outcome": outcome_str(p.outcome),
         "rounds": p.rounds,
         "wall_s": p.wall_s,
@@ -76,7 +100,12 @@ fn probe_json(p: &Probe) -> Value {
         "requests_per_s": p.throughput.requests_per_s(),
         "goodput_requests_per_s": p.throughput.goodput_requests_per_s(),
         "objectives": objectives,
-    })
+    });
+    v[by.key()] = load_json(by, p.load);
+    if let Some(k) = &p.keeps_up {
+        v["keeps_up"] = keeps_up_json(k);
+    }
+    v
 }
 
 /// The probe that speaks for a load in the answer: its last one (a Client-bound probe is
@@ -86,30 +115,54 @@ fn last_at(run: &CapacityRun, load: Option<u64>) -> Option<&Probe> {
     run.probes.iter().rev().find(|p| p.load == load)
 }
 
-/// The `answer` object.
-pub fn answer(run: &CapacityRun) -> Value {
+/// The `answer` object: the loads under `by`'s key (`concurrency`, or `request_rate` in
+/// requests per second).
+pub fn answer(run: &CapacityRun, by: By) -> Value {
     let c = run.conclusion;
     let at = last_at(run, c.largest_pass);
-    let failed_objective = last_at(run, c.smallest_fail)
-        .and_then(|p| p.decision.first_failed())
-        .map(|j| j.objective.key());
-    json!({
-        "concurrency": c.largest_pass,
-        "smallest_failing_concurrency": c.smallest_fail,
+    let failed_objective = last_at(run, c.smallest_fail).and_then(|p| p.first_failed());
+    let load = |l: Option<u64>| l.map_or(Value::Null, |l| load_json(by, l));
+    let mut v = json!({
         "failing_certain": c.fail_certain,
         "failed_objective": failed_objective,
         "ending": ending_str(c.ending),
-        "client_bound_at": match c.ending { Ending::ClientBound { load } => Some(load), _ => None },
+        "client_bound_at": load(match c.ending { Ending::ClientBound { load } => Some(load), _ => None }),
         "stopped_by": run.stopped,
         "output_tok_per_s": at.and_then(|p| p.throughput.output_tok_per_s()),
         "requests_per_s": at.and_then(|p| p.throughput.requests_per_s()),
         "goodput_requests_per_s": at.and_then(|p| p.throughput.goodput_requests_per_s()),
-    })
+    });
+    v[by.key()] = load(c.largest_pass);
+    v[format!("smallest_failing_{}", by.key())] = load(c.smallest_fail);
+    v
 }
 
 /// The whole `results.json`.
 pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
     let w = &cfg.workload;
+    let by = cfg.by;
+    let settings = match by {
+        By::Concurrency => json!({
+            "confidence": cfg.confidence,
+            "resolution": cfg.search.resolution,
+            "start": cfg.search.start,
+            "growth": cfg.search.growth,
+            "max_concurrency": cfg.search.max,
+            "round_requests": cfg.round,
+            "max_rounds": cfg.max_rounds,
+            "max_time_s": cfg.max_time.as_secs_f64(),
+        }),
+        By::Rate { step } => json!({
+            "confidence": cfg.confidence,
+            "resolution": step,
+            "start": by.value(cfg.search.start),
+            "growth": cfg.search.growth,
+            "max_request_rate": by.value(cfg.search.max),
+            "round_requests": cfg.round,
+            "max_rounds": cfg.max_rounds,
+            "max_time_s": cfg.max_time.as_secs_f64(),
+        }),
+    };
     json!({
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llmspeed", "version": crate::VERSION},
@@ -119,24 +172,15 @@ pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
         },
         "started_unix_s": run.started_unix_s,
         "workload": {
-            "by": "concurrency",
+            "by": match by { By::Concurrency => "concurrency", By::Rate { .. } => "rate" },
             "input_len": w.input_len,
             "output_len": w.output_len,
             "seed": w.seed,
         },
         "slo": cfg.slo.objectives.iter().map(objective_json).collect::<Vec<_>>(),
-        "settings": {
-            "confidence": cfg.confidence,
-            "resolution": cfg.search.resolution,
-            "start": cfg.search.start,
-            "growth": cfg.search.growth,
-            "max_concurrency": cfg.search.max,
-            "round_requests": cfg.round,
-            "max_rounds": cfg.max_rounds,
-            "max_time_s": cfg.max_time.as_secs_f64(),
-        },
-        "answer": answer(run),
-        "probes": run.probes.iter().map(probe_json).collect::<Vec<_>>(),
+        "settings": settings,
+        "answer": answer(run, by),
+        "probes": run.probes.iter().map(|p| probe_json(p, by)).collect::<Vec<_>>(),
         "wall_s": run.wall_s,
     })
 }
@@ -145,31 +189,38 @@ pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
 pub fn summary(cfg: &CapacityConfig, run: &CapacityRun) -> String {
     let c = run.conclusion;
     let slo: Vec<String> = cfg.slo.objectives.iter().map(|o| o.to_string()).collect();
+    let by = cfg.by;
+    let resolution = match by {
+        By::Concurrency => cfg.search.resolution.to_string(),
+        By::Rate { step } => format!("{} req/s", crate::capacity::plan::fmt_rate(step)),
+    };
     let mut s = format!(
-        "Capacity under {} (confidence {:.0}%, resolution {}):\n",
+        "Capacity under {} (confidence {:.0}%, resolution {resolution}):\n",
         slo.join(", "),
         cfg.confidence * 100.0,
-        cfg.search.resolution
     );
     let fail = match (c.smallest_fail, c.fail_certain) {
         (Some(f), true) => {
             let why = last_at(run, Some(f))
-                .and_then(|p| p.decision.first_failed())
-                .map_or(String::new(), |j| format!(" ({} failed first)", j.objective.key()));
-            format!("concurrency {f} fails{why}")
+                .and_then(|p| p.first_failed())
+                .map_or(String::new(), |k| format!(" ({k} failed first)"));
+            format!("{} fails{why}", by.describe(f))
         }
-        (Some(f), false) => format!("concurrency {f} was not shown to pass (not certain: its probe ran out of rounds undecided)"),
+        (Some(f), false) => format!(
+            "{} was not shown to pass (not certain: its probe ran out of rounds undecided)",
+            by.describe(f)
+        ),
         (None, _) => "no failing load was found".into(),
     };
     match c.largest_pass {
-        Some(p) => s += &format!("  largest passing concurrency: {p}; {fail}\n"),
-        None => s += &format!("  no concurrency passed; {fail}\n"),
+        Some(p) => s += &format!("  largest passing {}; {fail}\n", by.describe(p)),
+        None => s += &format!("  no {} passed; {fail}\n", by.key().replace('_', " ")),
     }
     if let Some(p) = last_at(run, c.largest_pass) {
         let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
         s += &format!(
             "  at {}: {} output tok/s, {} requests/s, goodput {} requests/s\n",
-            p.load,
+            by.describe(p.load),
             f(p.throughput.output_tok_per_s()),
             f(p.throughput.requests_per_s()),
             f(p.throughput.goodput_requests_per_s())
@@ -177,9 +228,14 @@ pub fn summary(cfg: &CapacityConfig, run: &CapacityRun) -> String {
     }
     match c.ending {
         Ending::Resolved => {}
-        Ending::PassedAtMax => s += "  every concurrency up to --max-concurrency passed\n",
+        Ending::PassedAtMax => {
+            s += match by {
+                By::Concurrency => "  every concurrency up to --max-concurrency passed\n",
+                By::Rate { .. } => "  every request rate up to --max-rate passed\n",
+            }
+        }
         Ending::ClientBound { load } => {
-            s += &format!("  stopped: the client fell behind twice at concurrency {load} (Client-bound): the figures there are the client's, not the server's\n")
+            s += &format!("  stopped: the client fell behind twice at {} (Client-bound): the figures there are the client's, not the server's\n", by.describe(load))
         }
         Ending::Stopped => {
             s += &format!(
@@ -190,13 +246,13 @@ pub fn summary(cfg: &CapacityConfig, run: &CapacityRun) -> String {
     }
     for (i, p) in run.probes.iter().enumerate() {
         s += &format!(
-            "  probe {}: concurrency {} {} ({} round(s), {:.1} s): {}\n",
+            "  probe {}: {} {} ({} round(s), {:.1} s): {}\n",
             i + 1,
-            p.load,
+            by.describe(p.load),
             outcome_str(p.outcome),
             p.rounds,
             p.wall_s,
-            crate::capacity::run::judged_text(&p.decision)
+            p.judged_text()
         );
     }
     s

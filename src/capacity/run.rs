@@ -7,7 +7,8 @@
 use crate::bench::engine;
 use crate::capacity::client::{bound_reasons, Lag};
 use crate::capacity::decide::{decide, Decision, Samples, Verdict};
-use crate::capacity::plan::{round_plan, Workload};
+use crate::capacity::flow::{keeps_up, of_open_round, Flow, KeepsUp};
+use crate::capacity::plan::{rate_round_plan, round_plan, By, Workload};
 use crate::capacity::samples::{of_round, Throughput};
 use crate::capacity::search::{Conclusion, Next, Outcome, Search, SearchConfig};
 use crate::capacity::slo::Slo;
@@ -21,11 +22,14 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct CapacityConfig {
     pub workload: Workload,
+    /// Closed-loop streams, or a request rate (`--by rate`).
+    pub by: By,
     pub slo: Slo,
     /// The confidence of every interval (0.95 by default).
     pub confidence: f64,
     pub search: SearchConfig,
-    /// Requests per round beyond the opening burst; 0: max(4 x concurrency, 40).
+    /// Requests per round beyond the opening burst; 0: max(4 x concurrency, 40). By rate: the
+    /// arrivals per round; 0: max(5 s of arrivals, 50).
     pub round: u64,
     /// Rounds a probe may take while its decision is "not yet".
     pub max_rounds: u64,
@@ -71,6 +75,8 @@ pub struct Probe {
     pub decision: Decision,
     pub rounds: u64,
     pub throughput: Throughput,
+    /// By rate: whether the server completed requests as fast as they arrived.
+    pub keeps_up: Option<KeepsUp>,
     /// Why the client was the limit (empty: it was not).
     pub client_bound: Vec<String>,
     pub settled: Settled,
@@ -118,7 +124,8 @@ pub async fn run(
         };
         let n = probes.len() + 1;
         line(&format!(
-            "probe {n}: concurrency {load} (server {}; {:.0} s of --max-time left)",
+            "probe {n}: {} (server {}; {:.0} s of --max-time left)",
+            cfg.by.describe(load),
             settled.as_str(),
             deadline
                 .saturating_duration_since(tokio::time::Instant::now())
@@ -127,7 +134,7 @@ pub async fn run(
         match probe(cfg, load, deadline, stop, line).await? {
             Ok(mut p) => {
                 p.settled = settled;
-                line(&verdict_line(n, &p));
+                line(&verdict_line(n, &p, cfg.by));
                 search.record(load, p.outcome);
                 probes.push(p);
             }
@@ -204,31 +211,57 @@ async fn probe(
     line: &mut dyn FnMut(&str),
 ) -> Result<Result<Probe, &'static str>, String> {
     let t0 = Instant::now();
-    let round = if cfg.round == 0 {
-        (4 * load).max(40)
-    } else {
-        cfg.round
+    let rate = cfg.by.value(load);
+    let round = match (cfg.round, cfg.by) {
+        (0, By::Concurrency) => (4 * load).max(40),
+        (0, By::Rate { .. }) => ((5.0 * rate).ceil() as u64).max(50),
+        (r, _) => r,
     };
     let mut samples = Samples::default();
     let mut throughput = Throughput::default();
+    let mut flow = Flow::default();
     let mut rounds = 0;
     loop {
-        let plan = round_plan(&cfg.workload, load, round, rounds);
+        let plan = match cfg.by {
+            By::Concurrency => round_plan(&cfg.workload, load, round, rounds),
+            By::Rate { .. } => rate_round_plan(&cfg.workload, rate, round, rounds),
+        };
         let m = match one_round(&plan, deadline, stop).await? {
             Ok(m) => m,
             Err(reason) => return Ok(Err(reason)),
         };
         rounds += 1;
         let client_bound = bound_reasons(&Lag::of(&m.client_lag), &cfg.slo);
-        let records: Vec<_> = m.requests.iter().map(|f| (f.index, &f.record)).collect();
-        let (s, t) = of_round(&cfg.slo, &records, load, m.duration_ns as f64 / 1e9);
+        let (s, t) = match cfg.by {
+            By::Concurrency => {
+                let records: Vec<_> = m.requests.iter().map(|f| (f.index, &f.record)).collect();
+                of_round(&cfg.slo, &records, load, m.duration_ns as f64 / 1e9)
+            }
+            By::Rate { .. } => {
+                let records: Vec<_> = m.requests.iter().map(|f| &f.record).collect();
+                let (s, t, f) = of_open_round(&cfg.slo, &records);
+                flow.add(f);
+                (s, t)
+            }
+        };
         samples.extend(s);
         throughput.add(t);
         let decision = decide(&cfg.slo, &samples, cfg.confidence);
+        let kept = match cfg.by {
+            By::Concurrency => None,
+            By::Rate { step } => Some(keeps_up(&flow, step, cfg.confidence)),
+        };
+        let verdict = match kept.map(|k| k.verdict) {
+            None => decision.verdict,
+            Some(Verdict::Fail) => Verdict::Fail,
+            Some(Verdict::Pass) => decision.verdict,
+            Some(Verdict::NotYet) if decision.verdict == Verdict::Fail => Verdict::Fail,
+            Some(Verdict::NotYet) => Verdict::NotYet,
+        };
         let outcome = if !client_bound.is_empty() {
             Some(Outcome::ClientBound)
         } else {
-            match decision.verdict {
+            match verdict {
                 Verdict::Pass => Some(Outcome::Pass),
                 Verdict::Fail => Some(Outcome::Fail),
                 Verdict::NotYet if rounds >= cfg.max_rounds => Some(Outcome::NotYet),
@@ -243,15 +276,17 @@ async fn probe(
                     decision,
                     rounds,
                     throughput,
+                    keeps_up: kept,
                     client_bound,
                     settled: Settled::First,
                     wall_s: t0.elapsed().as_secs_f64(),
                 }))
             }
             None => line(&format!(
-                "  round {rounds}/{}: not yet — {}",
+                "  round {rounds}/{}: not yet — {}{}",
                 cfg.max_rounds,
-                judged_text(&decision)
+                judged_text(&decision),
+                kept.map_or(String::new(), |k| keeps_up_text(&k))
             )),
         }
     }
@@ -319,7 +354,42 @@ pub fn judged_text(d: &Decision) -> String {
         .join("; ")
 }
 
-fn verdict_line(n: usize, p: &Probe) -> String {
+/// `; keeps up: 39.8 req/s completed [36.1, 43.9] of 40.0 arriving pass`.
+pub fn keeps_up_text(k: &KeepsUp) -> String {
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+    format!(
+        "; keeps up: {} req/s completed [{}, {}] of {} arriving {}",
+        f(k.completion_per_s),
+        f(k.lo),
+        f(k.hi),
+        f(k.arrival_per_s),
+        k.verdict.as_str()
+    )
+}
+
+impl Probe {
+    /// What the probe's figures read as: the objectives, then (by rate) keeps-up.
+    pub fn judged_text(&self) -> String {
+        judged_text(&self.decision) + &self.keeps_up.map_or(String::new(), |k| keeps_up_text(&k))
+    }
+
+    /// The first objective, in the order given, that failed; then keeps-up (`keeps_up`).
+    pub fn first_failed(&self) -> Option<String> {
+        self.decision
+            .first_failed()
+            .map(|j| j.objective.key())
+            .or_else(|| {
+                self.keeps_up
+                    .filter(|k| k.verdict == Verdict::Fail)
+                    .map(|_| KEEPS_UP.to_string())
+            })
+    }
+}
+
+/// The name the keeps-up rule fails under.
+pub const KEEPS_UP: &str = "keeps_up";
+
+fn verdict_line(n: usize, p: &Probe, by: By) -> String {
     let what = match p.outcome {
         Outcome::Pass => "pass",
         Outcome::Fail => "fail",
@@ -327,11 +397,11 @@ fn verdict_line(n: usize, p: &Probe) -> String {
         Outcome::ClientBound => "Client-bound (the client fell behind; neither pass nor fail)",
     };
     let mut s = format!(
-        "probe {n}: concurrency {} -> {what} after {} round(s), {:.1} s: {}",
-        p.load,
+        "probe {n}: {} -> {what} after {} round(s), {:.1} s: {}",
+        by.describe(p.load),
         p.rounds,
         p.wall_s,
-        judged_text(&p.decision)
+        p.judged_text()
     );
     if !p.client_bound.is_empty() {
         s += &format!(" (the client: {})", p.client_bound.join("; "));

@@ -53,7 +53,7 @@ impl Throughput {
 }
 
 /// One request's figures in milliseconds (its gaps written into `gaps`).
-fn figures<'a>(r: &RequestRecord, gaps: &'a mut Vec<f64>) -> RequestFigures<'a> {
+pub(crate) fn figures<'a>(r: &RequestRecord, gaps: &'a mut Vec<f64>) -> RequestFigures<'a> {
     gaps.clear();
     gaps.extend(r.itls_ns().map(|g| g as f64 / NS_PER_MS));
     let ok = r.is_success();

@@ -120,7 +120,7 @@ pub const SERVE: DropIn = DropIn {
 pub const SGLANG: DropIn = DropIn {
     command: "sglang",
     reference: "python -m sglang.bench_serving",
-    extras: &[],
+    extras: &["--ca-cert", "--insecure"],
 };
 
 impl DropIn {

@@ -4,7 +4,7 @@
 
 use super::matrix::MockThread;
 use super::{runtime, CliError, CliResult};
-use crate::capacity::plan::Workload;
+use crate::capacity::plan::{By, Workload};
 use crate::capacity::run::{run as search, CapacityConfig};
 use crate::capacity::search::SearchConfig;
 use crate::capacity::slo::Slo;
@@ -15,9 +15,21 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-/// The largest concurrency that meets every objective.
+/// What `--by` searches over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ByArg {
+    /// Closed-loop streams.
+    Concurrency,
+    /// Request rate, Poisson arrivals (as `bench serve --request-rate` draws them).
+    Rate,
+}
+
+/// The largest concurrency (or request rate) that meets every objective.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CapacityArgs {
+    /// The load searched over: closed-loop streams, or a request rate with Poisson arrivals.
+    #[arg(long, value_enum, default_value = "concurrency")]
+    pub by: ByArg,
     /// The server, e.g. http://127.0.0.1:8000.
     #[arg(long, required_unless_present = "mock")]
     pub base_url: Option<String>,
@@ -42,20 +54,26 @@ pub struct CapacityArgs {
     /// Confidence of every interval, percent.
     #[arg(long, default_value_t = 95.0)]
     pub confidence: f64,
-    /// The answer's resolution, streams: the search ends when the largest passing and the
-    /// smallest failing concurrency are this close.
-    #[arg(long, default_value_t = 1)]
-    pub resolution: u64,
-    /// The first concurrency probed.
-    #[arg(long, default_value_t = 1)]
-    pub start: u64,
+    /// The answer's resolution, streams (or requests per second with --by rate, e.g. 0.5):
+    /// the search ends when the largest passing and the smallest failing load are this close.
+    /// By rate every load probed is a whole number of these steps.
+    #[arg(long, default_value_t = 1.0)]
+    pub resolution: f64,
+    /// The first load probed: streams, or requests per second with --by rate (default: one
+    /// step of --resolution).
+    #[arg(long)]
+    pub start: Option<f64>,
     /// The bracket's growth factor from the last passing concurrency.
     #[arg(long, default_value_t = 2.0)]
     pub growth: f64,
     /// The largest concurrency the search may probe.
     #[arg(long, default_value_t = 512)]
     pub max_concurrency: u64,
-    /// Requests per probe round beyond its opening burst (0: max(4 x concurrency, 40)).
+    /// With --by rate: the largest request rate the search may probe, requests per second.
+    #[arg(long, default_value_t = 1000.0)]
+    pub max_rate: f64,
+    /// Requests per probe round beyond its opening burst (0: max(4 x concurrency, 40)); with
+    /// --by rate, arrivals per round (0: max(5 s of arrivals, 50)).
     #[arg(long, default_value_t = 0)]
     pub round: u64,
     /// Rounds a probe may take while its decision is "not yet".
@@ -92,15 +110,57 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
     if a.max_rounds == 0 {
         return Err(CliError::usage("--max-rounds must be at least 1"));
     }
-    let search = SearchConfig {
-        start: a.start,
-        growth: a.growth,
-        resolution: a.resolution,
-        max: a.max_concurrency,
+    let (by, search) = match a.by {
+        ByArg::Concurrency => {
+            let whole = |v: f64, flag: &str| {
+                if v.fract() == 0.0 && v >= 0.0 && v.is_finite() {
+                    Ok(v as u64)
+                } else {
+                    Err(CliError::usage(format!(
+                        "{flag} {v}: a concurrency is a whole number of streams (a fractional step is for --by rate)"
+                    )))
+                }
+            };
+            let search = SearchConfig {
+                start: whole(a.start.unwrap_or(1.0), "--start")?,
+                growth: a.growth,
+                resolution: whole(a.resolution, "--resolution")?,
+                max: a.max_concurrency,
+            };
+            search
+                .validate()
+                .map_err(|e| CliError::usage(e.replace("the largest load", "--max-concurrency")))?;
+            (By::Concurrency, search)
+        }
+        ByArg::Rate => {
+            let step = a.resolution;
+            if !(step > 0.0 && step.is_finite()) {
+                return Err(CliError::usage(format!(
+                    "--resolution {step}: with --by rate give a step above 0 in requests per second (e.g. 0.5)"
+                )));
+            }
+            let start = a.start.unwrap_or(step);
+            let ok =
+                start > 0.0 && start.is_finite() && a.max_rate.is_finite() && a.max_rate >= start;
+            if !ok {
+                return Err(CliError::usage(format!(
+                    "--start {start} and --max-rate {}: give rates above 0 with --start at most --max-rate",
+                    a.max_rate
+                )));
+            }
+            // Loads are whole steps: the start rounded up to one, the cap down.
+            let search = SearchConfig {
+                start: ((start / step) - 1e-9).ceil().max(1.0) as u64,
+                growth: a.growth,
+                resolution: 1,
+                max: ((a.max_rate / step) + 1e-9).floor() as u64,
+            };
+            search
+                .validate()
+                .map_err(|e| CliError::usage(e.replace("the largest load", "--max-rate")))?;
+            (By::Rate { step }, search)
+        }
     };
-    search
-        .validate()
-        .map_err(|e| CliError::usage(e.replace("the largest load", "--max-concurrency")))?;
     Ok(CapacityConfig {
         workload: Workload {
             base_url,
@@ -109,6 +169,7 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
             output_len: a.output_len,
             seed: a.seed,
         },
+        by,
         slo,
         confidence: a.confidence / 100.0,
         search,

@@ -66,6 +66,10 @@ pub struct MockArgs {
     /// stall-after=N:MS, error-after=N, malformed-after=N, truncate-after=N or drip. Repeatable.
     #[arg(long = "fault", value_parser = |s: &str| s.parse::<FaultRule>())]
     pub faults: Vec<FaultRule>,
+    /// Inject a fault whose probability grows with the load: SPEC@P fires with probability
+    /// P x (requests already running or waiting in the engine), at most 1. Repeatable.
+    #[arg(long = "load-fault", value_parser = |s: &str| s.parse::<FaultRule>())]
+    pub load_faults: Vec<FaultRule>,
     /// Write one JSON line per token write (ground truth) to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -137,6 +141,7 @@ impl MockArgs {
         c.loop_after = self.loop_after;
         c.loop_fraction = self.loop_fraction;
         c.faults = self.faults.clone();
+        c.load_faults = self.load_faults.clone();
         c.trace = self.trace.clone();
         c.request_log = self.request_log.clone();
         if self

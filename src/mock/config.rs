@@ -44,6 +44,11 @@ pub struct MockConfig {
     pub loop_fraction: f64,
     /// Faults drawn per request (a request header `x-mock-fault` overrides them).
     pub faults: Vec<FaultRule>,
+    /// Faults whose probability grows with the load: each rule's probability is per request
+    /// already in the engine (running or waiting) when this one arrives, at most 1
+    /// (`--load-fault status=500@0.2`: 20% with one other request in, 40% with two). Drawn
+    /// after `faults`, by request number like them.
+    pub load_faults: Vec<FaultRule>,
     pub trace: Option<PathBuf>,
     /// Log every request as received to this file (see [`super::reqlog`]), one JSON line each.
     pub request_log: Option<PathBuf>,
@@ -132,7 +137,11 @@ impl MockConfig {
             self.lora_modules,
             self.image_tokens,
             self.vision_us_per_image,
-        )
+        ) + &if self.load_faults.is_empty() {
+            String::new()
+        } else {
+            format!(", load faults {:?} per request in the engine", self.load_faults)
+        }
     }
 
     pub fn profile(p: Profile) -> Self {
@@ -202,6 +211,7 @@ impl MockConfig {
             loop_after: None,
             loop_fraction: 1.0,
             faults: Vec::new(),
+            load_faults: Vec::new(),
             trace: None,
             request_log: None,
             trace_sink: None,

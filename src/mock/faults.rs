@@ -109,6 +109,17 @@ pub fn pick(rules: &[FaultRule], n: u64) -> Option<Fault> {
     })
 }
 
+/// The first load-dependent rule that fires for request number `n` when `in_engine` requests
+/// are already running or waiting: each rule's probability is per such request, at most 1.
+/// Its draws are independent of [`pick`]'s (another stream of the same mix).
+pub fn pick_loaded(rules: &[FaultRule], n: u64, in_engine: u64) -> Option<Fault> {
+    rules.iter().enumerate().find_map(|(i, r)| {
+        let u = super::text::mix64(n.wrapping_mul(31).wrapping_add(i as u64) ^ 0x10AD_FA17) as f64
+            / u64::MAX as f64;
+        (u < (r.probability * in_engine as f64).min(1.0)).then_some(r.fault)
+    })
+}
+
 /// Per-connection switches that a response body flips for the writer below.
 #[derive(Debug, Default)]
 pub struct ConnCtl {
@@ -286,6 +297,27 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for FaultIo<T> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_load_fault_fires_in_proportion_to_the_requests_already_in() {
+        let rules = ["status=500@0.2".parse::<FaultRule>().unwrap()];
+        let share = |in_engine: u64| {
+            (0..20_000u64)
+                .filter(|&n| pick_loaded(&rules, n, in_engine).is_some())
+                .count() as f64
+                / 20_000.0
+        };
+        assert_eq!(share(0), 0.0);
+        assert!((share(1) - 0.2).abs() < 0.015, "{}", share(1));
+        assert!((share(2) - 0.4).abs() < 0.015, "{}", share(2));
+        assert_eq!(share(5), 1.0);
+        // Its draws are not the fixed-rate rules' draws.
+        let fixed = (0..20_000u64)
+            .filter(|&n| pick(&rules, n).is_some() && pick_loaded(&rules, n, 1).is_some())
+            .count() as f64
+            / 20_000.0;
+        assert!((fixed - 0.04).abs() < 0.01, "{fixed}");
+    }
     use super::*;
 
     #[test]

@@ -624,7 +624,12 @@ async fn generate(
     // Taken first: the read that completed this request is the connection's last one so far.
     let arrival = ctl.stamper.as_ref().map(|t| t.arrival()).unwrap_or((0, 0));
     let n = app.requests.fetch_add(1, Ordering::Relaxed);
-    let fault = header_fault.or_else(|| faults::pick(&app.cfg.faults, n));
+    let mut fault = header_fault.or_else(|| faults::pick(&app.cfg.faults, n));
+    if fault.is_none() && !app.cfg.load_faults.is_empty() {
+        let s = app.driver.stats().await;
+        let in_engine = u64::from(s.running) + u64::from(s.waiting);
+        fault = faults::pick_loaded(&app.cfg.load_faults, n, in_engine);
+    }
     if let Some(Fault::Status(code)) = fault {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return error_response(status, &format!("mock fault: HTTP {code}"), None);

@@ -46,6 +46,7 @@ pub fn finds_slots(
 ) {
     let cfg = CapacityConfig {
         workload: w,
+        by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(&[spec]).unwrap(),
         confidence: 0.95,
         search: SearchConfig {

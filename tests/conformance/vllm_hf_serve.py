@@ -2,13 +2,14 @@
 tests/conformance_hf.rs: several runs in one Python process (torch is imported once).
 
 Usage: python vllm_hf_serve.py < spec.json > exit_codes.json
-spec: {"cache": DIR, "datasets": [{"id", "commit", "card", "parquet": {path: [row...]},
+spec: {"cache": DIR, "datasets": [{"id", "commit", "folder", "card", "parquet": {path: [row...]},
        "jsonl": {path: [row...]}}...], "runs": [{"argv": [...], "stdout": FILE, "stderr": FILE}]}
 
 1. Each dataset is written into DIR in the Hugging Face hub cache's layout, as
    `huggingface_hub` stores a download: `datasets--{owner}--{name}/blobs/{sha256}`, linked from
    `snapshots/{commit}/{path}`, `refs/main` naming the commit; parquet files written by pyarrow,
-   JSON-lines files as the hub holds BFCL's, the card (README.md, its `configs`) when given.
+   JSON-lines files as the hub holds BFCL's, the card (README.md, its `configs`) when given;
+   a dataset with a "folder" is written there as plain files instead (a local copy).
    llmspeed then reads the same cache (HF_HUB_CACHE=DIR, HF_HUB_OFFLINE=1).
 2. The one change to vLLM: `load_dataset` in vllm.benchmarks.datasets, which asks the hub for a
    streamed dataset (it needs the network even when the files are cached), is pointed at the
@@ -37,15 +38,8 @@ def repo_dir(cache, repo_id):
     return os.path.join(cache, "datasets--" + repo_id.replace("/", "--"))
 
 
-def store(cache, ds):
-    """Writes one dataset into the cache as huggingface_hub lays out a download."""
-    repo = repo_dir(cache, ds["id"])
-    snap = os.path.join(repo, "snapshots", ds["commit"])
-    blobs = os.path.join(repo, "blobs")
-    os.makedirs(blobs, exist_ok=True)
-    os.makedirs(os.path.join(repo, "refs"), exist_ok=True)
-    with open(os.path.join(repo, "refs", "main"), "w") as f:
-        f.write(ds["commit"])
+def contents(ds):
+    """The dataset's files as bytes, by repository path."""
     files = {}
     for path, rows in ds.get("parquet", {}).items():
         sink = pa.BufferOutputStream()
@@ -55,7 +49,27 @@ def store(cache, ds):
         files[path] = "".join(json.dumps(r) + "\n" for r in rows).encode()
     if ds.get("card"):
         files["README.md"] = ds["card"].encode()
-    for path, data in files.items():
+    return files
+
+
+def store(cache, ds):
+    """Writes one dataset into the cache as huggingface_hub lays out a download, or, given a
+    folder, as plain files there (a local copy named by --hf-name)."""
+    if ds.get("folder"):
+        for path, data in contents(ds).items():
+            dest = os.path.join(ds["folder"], path)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with open(dest, "wb") as f:
+                f.write(data)
+        return
+    repo = repo_dir(cache, ds["id"])
+    snap = os.path.join(repo, "snapshots", ds["commit"])
+    blobs = os.path.join(repo, "blobs")
+    os.makedirs(blobs, exist_ok=True)
+    os.makedirs(os.path.join(repo, "refs"), exist_ok=True)
+    with open(os.path.join(repo, "refs", "main"), "w") as f:
+        f.write(ds["commit"])
+    for path, data in contents(ds).items():
         blob = os.path.join(blobs, hashlib.sha256(data).hexdigest())
         with open(blob, "wb") as f:
             f.write(data)
@@ -65,9 +79,12 @@ def store(cache, ds):
 
 
 def cached_load_dataset(cache):
-    """`load_dataset(hub id, ...)` answered from the id's cached snapshot folder."""
+    """`load_dataset(hub id, ...)` answered from the id's cached snapshot folder (a local
+    folder, which the library reads offline, as it is)."""
 
     def load_dataset(path, name=None, split=None, streaming=False, **_ignored):
+        if os.path.isdir(path):
+            return datasets.load_dataset(path, name=name, split=split, streaming=streaming)
         repo = repo_dir(cache, path)
         try:
             with open(os.path.join(repo, "refs", "main")) as f:

@@ -25,21 +25,8 @@ impl TlsFront {
 
     /// Relays TLS connections to `backend` (plain TCP).
     pub fn start(backend: SocketAddr) -> TlsFront {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let cert = params.self_signed(&key).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![CertificateDer::from(cert.der().to_vec())],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-            )
-            .unwrap();
-        let acceptor = TlsAcceptor::from(Arc::new(config));
+        let (config, cert_pem) = self_signed_server_config();
+        let acceptor = TlsAcceptor::from(config);
         let addr = super::relay::listen_on_thread(move |conn| {
             let acceptor = acceptor.clone();
             async move {
@@ -53,9 +40,27 @@ impl TlsFront {
                 let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
             }
         });
-        TlsFront {
-            addr,
-            cert_pem: cert.pem(),
-        }
+        TlsFront { addr, cert_pem }
     }
+}
+
+/// A rustls server configuration with a fresh self-signed certificate for 127.0.0.1 that is its
+/// own CA (as `openssl req -x509` makes one), and that certificate's PEM: what a user gives as
+/// `--ca-cert`.
+pub fn self_signed_server_config() -> (Arc<rustls::ServerConfig>, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let cert = params.self_signed(&key).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(cert.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    (Arc::new(config), cert.pem())
 }

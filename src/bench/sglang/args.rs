@@ -58,6 +58,15 @@ pub struct SglangArgs {
     /// llmspeed's own: socket receive stamps instead of packet stamps (no packet ring).
     #[arg(long, conflicts_with = "packet_stamps")]
     pub no_packet_stamps: bool,
+    /// llmspeed's own: also trust the certificates in this PEM file: CAs, or the server's own
+    /// (a self-signed one from `openssl req -x509`; its host name and validity are still
+    /// checked). SGLang's client has no such flag (Python's `SSL_CERT_FILE` plays its part).
+    #[arg(long, value_name = "PEM")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// llmspeed's own: accept any TLS certificate (recorded in the result as
+    /// `llmspeed.insecure`).
+    #[arg(long)]
+    pub insecure: bool,
     /// Extra request headers, Key=Value; several may follow one flag.
     #[arg(long, num_args = 1.., value_name = "KEY=VALUE")]
     pub header: Vec<String>,
@@ -556,9 +565,9 @@ impl SglangArgs {
             api_key: std::env::var("OPENAI_API_KEY")
                 .ok()
                 .filter(|k| !k.is_empty()),
-            insecure: false,
+            insecure: self.insecure,
             system_roots: false,
-            ca_cert: None,
+            ca_cert: self.ca_cert.clone(),
             kernel_stamps: true,
             packet_stamps: crate::net::packet_stamps_wanted(
                 self.packet_stamps,

@@ -146,6 +146,8 @@ pub async fn run(
     .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
     let mut ours = ours(&counter, &measured, &outputs);
     ours["client_lag"] = crate::bench::engine::figures::client_lag(&measured.client_lag);
+    // `--insecure`: the server's certificate was not checked, said in the record as bench serve's.
+    ours["insecure"] = serde_json::Value::Bool(cfg.plan.insecure);
     for line in crate::bench::engine::figures::client_lag_lines(&ours) {
         writeln!(out, "{line}")
             .map_err(|e| RunError::Setup(format!("cannot write the result: {e}")))?;
