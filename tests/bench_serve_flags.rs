@@ -421,8 +421,24 @@ fn hf_ids_vllm_does_not_know_are_refused_with_its_message_unless_mapped() {
             seed: c.dataset.seed
         }
     );
+    // A vision id needs the chat backend (vLLM's check); the video id is refused.
     let a = args(&["--dataset-name", "hf", "--dataset-path", "Lin-Chen/MMStar"]).unwrap();
-    assert!(a.validate().unwrap_err().contains("vision dataset"));
+    let e = a.validate().unwrap_err();
+    assert!(
+        e.contains("Multi-modal content is not supported on backend 'openai'"),
+        "{e}"
+    );
+    let a = args(&[
+        "--dataset-name",
+        "hf",
+        "--dataset-path",
+        "Lin-Chen/MMStar",
+        "--backend",
+        "openai-chat",
+    ]);
+    assert!(a.unwrap().validate().is_ok());
+    let a = args(&["--dataset-name", "hf", "--dataset-path", "yale-nlp/MMVU"]).unwrap();
+    assert!(a.validate().unwrap_err().contains("video dataset"));
 }
 
 #[test]

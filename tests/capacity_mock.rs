@@ -116,13 +116,16 @@ fn an_itl_objective_finds_the_batch_whose_step_fits() {
     assert_eq!(a["smallest_failing_concurrency"], 5, "{a}");
     assert_eq!(a["failing_certain"], true);
     assert_eq!(a["failed_objective"], "itl_p95");
-    // The probes went 1, 2, 4, 8 (bracket), then 6, 5 (bisect), each drained first.
-    let loads: Vec<u64> = v["probes"]
+    // The probes went 1, 2, 4, 8 (bracket), then 6, 5 (bisect), each drained first; a probe
+    // the client could not vouch for is repeated at its load by design (Client-bound once, as
+    // a loaded machine's client can be), so the repeats are folded before comparing.
+    let mut loads: Vec<u64> = v["probes"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p["concurrency"].as_u64().unwrap())
         .collect();
+    loads.dedup();
     assert_eq!(loads, vec![1, 2, 4, 8, 6, 5]);
     let probes = v["probes"].as_array().unwrap();
     assert!(probes[1..].iter().all(|p| p["settled"] == "drained"));
@@ -164,9 +167,11 @@ fn an_error_objective_fails_at_the_first_load_when_a_fifth_of_requests_fail() {
 /// `mock::faults::pick_loaded`, the count read from the engine when the request arrives). In a
 /// closed loop of C streams every other stream's request is in the engine (running; up to
 /// `max_num_seqs` 64 nothing waits) except in the instant between one request's last token and
-/// the next request's arrival — well under a millisecond against a request's 8 steps of 5 ms —
-/// so a request fails with probability 0.2 x (C - 1), a little less: 0 at 1 stream, 20% at 2,
-/// 40% at 3, 60% at 4. `errors=30%` holds at 2 and fails at 3 (by about 0.1 either side, which
+/// the next request's arrival — a millisecond or less, against a request's 8 steps of 5 ms (a
+/// failed request is answered at once and its stream sends again) — so a request fails with
+/// probability 0.2 x (C - 1), or a little less: 0 at 1 stream, 20% at 2, 40% at 3, 60% at 4.
+/// (The draws are fixed by request number, so runs differ only where the count read differs:
+/// two runs here measured 17.7% at 2 both times, 37.2% and 36.5% at 3.) `errors=30%` holds at 2 and fails at 3 (by about 0.1 either side, which
 /// a few hundred requests' Clopper-Pearson interval resolves). The truth is 2.
 #[test]
 fn an_error_objective_finds_where_a_load_dependent_fault_rate_crosses_it() {
@@ -178,11 +183,12 @@ fn an_error_objective_finds_where_a_load_dependent_fault_rate_crosses_it() {
     assert_eq!(a["smallest_failing_concurrency"], 3, "{a}");
     assert_eq!(a["failing_certain"], true);
     assert_eq!(a["failed_objective"], "errors");
-    // Each probe's observed share sits at 0.2 x (C - 1), a little under it.
+    // Each probe's interval reaches 0.2 x (C - 1) or a little under it (within a fifth).
     for p in v["probes"].as_array().unwrap() {
         let c = p["concurrency"].as_f64().unwrap();
-        let share = p["objectives"][0]["estimate"].as_f64().unwrap();
+        let o = &p["objectives"][0];
         let want = (0.2 * (c - 1.0)).min(1.0);
-        assert!(share <= want + 0.08 && share >= want - 0.12, "{c}: {share}");
+        let (lo, hi) = (o["lo"].as_f64().unwrap(), o["hi"].as_f64().unwrap());
+        assert!(lo <= want && hi >= 0.8 * want, "{c}: {o}");
     }
 }

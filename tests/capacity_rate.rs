@@ -131,8 +131,43 @@ fn search(m: MockConfig, slo: &[&str], output_len: u32, step: f64, max: u64) -> 
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(schema_errors(&v), Vec::<String>::new());
+    let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    page_holds_keeps_up(&page, &v);
     assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
     (v, summary)
+}
+
+/// The page's probe table carries each probe's rate and keeps-up figures exactly as
+/// results.json has them.
+fn page_holds_keeps_up(page: &str, v: &Value) {
+    let rows: Vec<&str> = page.split("<tr class=\"probe\"").skip(1).collect();
+    let probes = v["probes"].as_array().unwrap();
+    assert_eq!(rows.len(), probes.len());
+    let attr = |row: &str, name: &str| -> String {
+        let at = row
+            .find(&format!("{name}=\""))
+            .unwrap_or_else(|| panic!("{name} in {row}"));
+        let rest = &row[at + name.len() + 2..];
+        rest[..rest.find('"').unwrap()].to_string()
+    };
+    for (row, p) in rows.iter().zip(probes) {
+        assert_eq!(attr(row, "data-load"), p["request_rate"].to_string());
+        let cell = &row[row.find("class=\"keeps-up\"").expect("a keeps-up cell")..];
+        let k = &p["keeps_up"];
+        for (a, f) in [
+            ("data-completion", "completion_per_s"),
+            ("data-lo", "lo"),
+            ("data-hi", "hi"),
+            ("data-arrival", "arrival_per_s"),
+        ] {
+            assert_eq!(
+                attr(cell, a).parse::<f64>().unwrap(),
+                k[f].as_f64().unwrap(),
+                "{a}"
+            );
+        }
+        assert_eq!(attr(cell, "data-verdict"), k["verdict"].as_str().unwrap());
+    }
 }
 
 #[test]

@@ -23,13 +23,15 @@ struct Wrap {
     a: ServeArgs,
 }
 
-/// Runs `bench serve` with `flags` against a fresh simulated server; the run's outcome and the
-/// generation requests' bodies the server logged.
-fn serve(dir: &Path, flags: &[&str]) -> (Result<(), String>, Vec<Value>) {
+/// Runs `bench serve` with `flags` against a fresh simulated server, by the model name it
+/// serves; the run's outcome (the requests completed) and the generation requests' bodies the
+/// server logged.
+fn serve(dir: &Path, flags: &[&str]) -> (Result<usize, String>, Vec<Value>) {
     let log = dir.join("requests.jsonl");
     let _ = std::fs::remove_file(&log);
     let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
     mc.request_log = Some(log.clone());
+    let model = mc.model.clone();
     let server = MockThread::start(mc);
     let url = server.url();
     let mut argv = vec![
@@ -37,7 +39,7 @@ fn serve(dir: &Path, flags: &[&str]) -> (Result<(), String>, Vec<Value>) {
         "--base-url",
         &url,
         "--model",
-        "mock",
+        &model,
         "--num-warmups",
         "0",
     ];
@@ -53,7 +55,7 @@ fn serve(dir: &Path, flags: &[&str]) -> (Result<(), String>, Vec<Value>) {
                     &Cancel::new(),
                     &mut Vec::new(),
                 ))
-                .map(|_| ())
+                .map(|out| out.metrics.completed)
                 .map_err(|e| e.to_string())
         });
     server.stop();
@@ -101,7 +103,7 @@ fn a_local_copy_of_instruct_coder_is_sent_as_vllm_builds_it() {
             "1",
         ],
     );
-    outcome.expect("the run");
+    assert_eq!(outcome.expect("the run"), 4, "every request served");
     // The four prompts of the stored order's first four rows, in that order: with
     // --max-concurrency the slots go in sample order, as vLLM's do (bench::engine::slot).
     assert_eq!(
@@ -184,7 +186,7 @@ fn bfcl_requests_carry_their_messages_and_tools_over_the_run_fields() {
             "{\"tool_choice\": \"none\", \"top_k\": 5}",
         ],
     );
-    outcome.expect("the run");
+    assert_eq!(outcome.expect("the run"), 2, "every request served");
     let measured = &bodies[bodies.len() - 2..];
     for (i, b) in measured.iter().enumerate() {
         assert_eq!(b["messages"], row(i)["question"][0]);

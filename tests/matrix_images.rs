@@ -29,7 +29,7 @@ use llmspeed::net::Cancel;
 use llmspeed::server::Overrides;
 use llmspeed::workload::request_id::RequestId;
 use mock_server::MockServer;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
@@ -120,8 +120,10 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
     let out = dir.path().join("run");
     let log = dir.path().join("requests.jsonl");
     let trace = dir.path().join("trace.jsonl");
-    let spec = ImageSpec::new(2, "640x480").unwrap();
-    let per_image = RULE.count(640, 480);
+    // Small images: the request log writes each body whole (debug builds parse it), and every
+    // decode request carries them.
+    let spec = ImageSpec::new(2, "160x120").unwrap();
+    let per_image = RULE.count(160, 120);
     let mut mock = MockConfig::profile(Profile::Fast);
     mock.max_model_len = 8192;
     mock.image_tokens = RULE;
@@ -134,23 +136,28 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
         let cfg = matrix_config(&out, &url, spec);
         let report = run_async(&client, &cfg, false, &Cancel::new()).await;
         let report = report.map_err(|e| e.message).expect("the run");
-        // The server's count of each chat request's text alone, by its body.
+        // The server's count of each chat request's text alone, by its messages without images
+        // (the decode requests share theirs: each distinct text is counted once).
         let mut text_counts = HashMap::new();
         for line in std::fs::read_to_string(&log).unwrap().lines() {
             let r: Value = serde_json::from_str(line).unwrap();
             if r["path"] != "/v1/chat/completions" {
                 continue;
             }
-            let body =
-                json!({"model": r["body"]["model"], "messages": text_only(&r["body"]["messages"])});
+            let text = text_only(&r["body"]["messages"]).to_string();
+            if text_counts.contains_key(&text) {
+                continue;
+            }
+            let body = format!(r#"{{"model":{},"messages":{text}}}"#, r["body"]["model"]);
             let a = client
-                .post_json("/tokenize", body.to_string().as_bytes())
+                .post_json("/tokenize", body.as_bytes())
                 .await
                 .unwrap();
             assert!(a.is_success());
             let v: Value = serde_json::from_slice(&a.body).unwrap();
-            text_counts.insert(line.to_string(), v["count"].as_u64().unwrap());
+            text_counts.insert(text, v["count"].as_u64().unwrap());
         }
+        drop(client);
         server.stop().await;
         (report, text_counts)
     });
@@ -178,7 +185,7 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
     assert_eq!(prefill.len(), SAMPLES as usize);
     assert!(decode.len() >= 3, "{} decode requests", decode.len());
 
-    // Cold: each sample's two images are 640 x 480 and sent by no other request.
+    // Cold: each sample's two images are 160 x 120 and sent by no other request.
     let mut seen_in: HashMap<String, usize> = HashMap::new();
     for (_, r) in &requests {
         for (_, _, url) in images_of(&r["body"]) {
@@ -190,7 +197,7 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
         let imgs = images_of(&r["body"]);
         assert_eq!(imgs.len(), 2);
         for (w, h, url) in imgs {
-            assert_eq!((w, h), (640, 480));
+            assert_eq!((w, h), (160, 120));
             assert_eq!(seen_in[&url], 1, "a prefill sample's image was sent again");
             cold.insert(url);
         }
@@ -213,7 +220,7 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
         .expect("images in the settings");
     assert_eq!(
         (images.per_prompt, images.width, images.height),
-        (2, 640, 480)
+        (2, 160, 120)
     );
     assert_eq!(images.image_tokens_per_prompt, Some(2 * per_image));
     let row = &report.prefill[0];
@@ -224,14 +231,15 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
         server <= CONTEXT && (CONTEXT - server) * 100 <= CONTEXT,
         "{server}"
     );
-    for (line, _) in &prefill {
-        assert_eq!(text_counts[line] + 2 * per_image, server);
+    let text_of = |r: &Value| text_counts[&text_only(&r["body"]["messages"]).to_string()];
+    for (_, r) in &prefill {
+        assert_eq!(text_of(r) + 2 * per_image, server);
     }
     for cell in &report.decode {
         let measured = cell
             .server_prompt_tokens
             .expect("usage on the cell's requests");
-        assert_eq!(measured, text_counts[&decode[0].0] + 2 * per_image);
+        assert_eq!(measured, text_of(&decode[0].1) + 2 * per_image);
     }
 
     // The trace: every request with images had two, and the rule's tokens for them.
@@ -269,7 +277,15 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
     assert!(errors.is_empty(), "{errors:?}");
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("## Images"), "{md}");
-    assert!(md.contains("2 × 640x480 JPEG per prompt"), "{md}");
+    assert!(md.contains("2 × 160x120 JPEG per prompt"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("2 × 160x120 JPEG per prompt"));
+    let measured = report.decode[0].server_prompt_tokens.unwrap();
+    // Grouped as the page prints counts (the context is 2,048: four digits).
+    let grouped = format!("{},{:03}", measured / 1000, measured % 1000);
+    let row =
+        format!("<tr><td>Prompt tokens (server usage)</td><td class=\"num\">{grouped}</td></tr>");
+    assert!(html.contains(&row), "{row}");
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     // The image columns are the last five (nothing in them is quoted; earlier fields may be).
     let tail = |line: &str| -> Vec<String> {
@@ -289,10 +305,10 @@ fn cold_prefill_images_are_new_warm_decode_images_the_same_and_counted_in_the_co
         ]
     );
     let (i, s) = ((2 * per_image).to_string(), server.to_string());
-    assert_eq!(tail(rows.next().unwrap()), ["2", "640", "480", &i, &s]);
+    assert_eq!(tail(rows.next().unwrap()), ["2", "160", "120", &i, &s]);
     for (line, cell) in rows.zip(&report.decode) {
         let m = cell.server_prompt_tokens.unwrap().to_string();
-        assert_eq!(tail(line), ["2", "640", "480", &i, &m]);
+        assert_eq!(tail(line), ["2", "160", "120", &i, &m]);
     }
 }
 

@@ -399,7 +399,7 @@ fn the_engine_dying_behind_nginx_is_a_proxy_error_with_the_proxys_page() {
     assert_eq!(v["completed"].as_u64().unwrap() + failed, 12, "{v}");
 
     // A request after the kill: nginx answers 502 with its page.
-    let tl = stream_once(&nginx.url(), 4);
+    let tl = stream_once(&nginx, 4);
     let e = tl.outcome.expect_err("the engine is dead");
     assert_eq!(e.kind, llmspeed::timeline::ErrorKind::Proxy, "{e:?}");
     assert_eq!(e.status, Some(502), "{e:?}");
@@ -428,7 +428,7 @@ fn an_engine_slower_than_the_proxys_read_timeout_is_a_proxy_error_naming_the_tim
         mock.stop();
         return;
     };
-    let got = stream_once(&nginx.url(), 4);
+    let got = stream_once(&nginx, 4);
     drop(nginx);
     mock.stop();
     let e = got.outcome.expect_err("nginx gave up on the engine");
@@ -438,14 +438,13 @@ fn an_engine_slower_than_the_proxys_read_timeout_is_a_proxy_error_naming_the_tim
     assert!(e.message.contains("proxy_read_timeout"), "{}", e.message);
 }
 
-/// One streamed completion of `max_tokens` at `url`, by the client as a run uses it.
-fn stream_once(url: &str, max_tokens: u32) -> llmspeed::timeline::Timeline {
-    let target = llmspeed::net::Target::parse(url).unwrap();
-    let client = llmspeed::net::Client::new(
-        llmspeed::net::ClientConfig::new(target),
-        llmspeed::clock::Clock::new(),
-    )
-    .unwrap();
+/// One streamed completion of `max_tokens` from `nginx`, by the client as a run uses it (over
+/// TLS trusting nginx's certificate as `--ca-cert`).
+fn stream_once(nginx: &Nginx, max_tokens: u32) -> llmspeed::timeline::Timeline {
+    let target = llmspeed::net::Target::parse(&nginx.url()).unwrap();
+    let mut cfg = llmspeed::net::ClientConfig::new(target);
+    cfg.ca_file = Some(nginx.ca_file());
+    let client = llmspeed::net::Client::new(cfg, llmspeed::clock::Clock::new()).unwrap();
     let rt = support::mock::runtime();
     rt.block_on(async {
         let mut g = llmspeed::net::request::Generation::new(
@@ -461,10 +460,11 @@ fn stream_once(url: &str, max_tokens: u32) -> llmspeed::timeline::Timeline {
     })
 }
 
-/// One streamed request (12 tokens) through nginx (plain, buffering off) to a simulated server
-/// with `fault`; its timeline and nginx's error log.
+/// One streamed request (12 tokens) through nginx as `front` to a simulated server with
+/// `fault`; its timeline and nginx's error log.
 fn one_stream_through_nginx(
     fault: llmspeed::mock::faults::Fault,
+    front: Config,
 ) -> Option<(llmspeed::timeline::Timeline, String)> {
     let mut cfg = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
     cfg.engine.decode.base_us = STEP.as_secs_f64() * 1e6;
@@ -473,11 +473,11 @@ fn one_stream_through_nginx(
         probability: 1.0,
     }];
     let mock = MockThread::start(cfg);
-    let Some(nginx) = Nginx::start(mock.addr, Config::plain(false)) else {
+    let Some(nginx) = Nginx::start(mock.addr, front) else {
         mock.stop();
         return None;
     };
-    let tl = stream_once(&nginx.url(), 12);
+    let tl = stream_once(&nginx, 12);
     // nginx writes its log line as it ends the client's response; give it a moment.
     std::thread::sleep(Duration::from_millis(50));
     let log = nginx.error_log();
@@ -491,10 +491,11 @@ fn one_stream_through_nginx(
 /// it logs the upstream's end and closes the client's connection without the chunked body's
 /// last chunk. That is the proxy cutting the stream for its upstream, not a malformed response:
 /// a proxy error naming the proxy, the tokens received and what to check, never `protocol`.
+/// Over TLS the same (nginx ends the TLS session as it closes the connection).
 #[test]
 fn the_engine_dying_mid_stream_behind_nginx_is_a_proxy_cut_not_a_protocol_error() {
     use llmspeed::mock::faults::Fault;
-    for (fault, logged) in [
+    let cases = [
         (
             Fault::ResetAfter(5),
             "Connection reset by peer) while reading upstream",
@@ -503,26 +504,31 @@ fn the_engine_dying_mid_stream_behind_nginx_is_a_proxy_cut_not_a_protocol_error(
             Fault::TruncateAfter(5),
             "upstream prematurely closed connection while reading upstream",
         ),
-    ] {
-        let Some((tl, log)) = one_stream_through_nginx(fault) else {
+    ];
+    let fronts = [Config::plain(false), Config::tls(false, Cert::SelfSigned)];
+    for ((fault, logged), front) in fronts
+        .iter()
+        .flat_map(|f| cases.iter().map(move |c| (*c, f.clone())))
+    {
+        let tls = front.tls.is_some();
+        let Some((tl, log)) = one_stream_through_nginx(fault, front) else {
             return;
         };
-        eprintln!("{fault:?}: {:?}\nnginx logged: {log}", tl.outcome);
-        assert!(log.contains(logged), "{fault:?}: nginx logged {log}");
-        assert_eq!(tl.status, Some(200), "{fault:?}");
-        assert_eq!(tl.output_tokens(), 5, "{fault:?}: {:?}", tl.outcome);
+        let fault = format!("{fault:?}, TLS {tls}");
+        eprintln!("{fault}: {:?}\nnginx logged: {log}", tl.outcome);
+        assert!(log.contains(logged), "{fault}: nginx logged {log}");
+        assert_eq!(tl.status, Some(200), "{fault}");
+        assert_eq!(tl.output_tokens(), 5, "{fault}: {:?}", tl.outcome);
         let e = tl.outcome.as_ref().expect_err("the stream was cut");
         assert_eq!(
             e.kind,
             llmspeed::timeline::ErrorKind::Proxy,
-            "{fault:?}: {e:?}"
+            "{fault}: {e:?}"
         );
         assert!(
             e.message
-                .starts_with("the proxy in front of the engine (nginx/1.22")
-                || e.message
-                    .starts_with("the proxy in front of the engine (nginx/"),
-            "{}",
+                .starts_with("the proxy in front of the engine (nginx/"),
+            "{fault}: {}",
             e.message
         );
         assert!(

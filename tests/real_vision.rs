@@ -226,6 +226,123 @@ fn vllms_own_client_sends_the_same_images_and_the_server_counts_them_the_same() 
     );
 }
 
+/// `bench serve --dataset-name hf` with a VisionArena-shaped local file (`--hf-name
+/// lmarena-ai/VisionArena-Chat`) whose rows hold image files PIL wrote in the formats datasets
+/// hold (`tests/data/images`: JPEG baseline, progressive, grey and CMYK; PNG RGB, RGBA and
+/// palette; WebP lossy and lossless; GIF; BMP), sent as their own bytes: the real server takes
+/// every one (status 200), the bytes on the wire are the file's under its format's MIME type,
+/// and the server counts each image as the model's 256 tokens (its `usage.prompt_tokens` less
+/// its count of the text alone), as for the JPEGs vLLM's client would send instead.
+#[test]
+fn hf_vision_rows_send_their_own_image_files_and_the_server_counts_them() {
+    use base64::Engine as _;
+    let Some(s) = server::shared_vision() else {
+        return;
+    };
+    let files = [
+        ("rgb.jpg", "jpeg"),
+        ("progressive.jpg", "jpeg"),
+        ("gray.jpg", "jpeg"),
+        ("cmyk.jpg", "jpeg"),
+        ("rgb.png", "png"),
+        ("rgba.png", "png"),
+        ("palette.png", "png"),
+        ("lossy.webp", "webp"),
+        ("lossless.webp", "webp"),
+        ("static.gif", "gif"),
+        ("rgb.bmp", "bmp"),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let images = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/images");
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let mut lines = String::new();
+    let mut want = Vec::new();
+    for (i, (f, _)) in files.iter().enumerate() {
+        let bytes = std::fs::read(images.join(f)).unwrap();
+        let row = serde_json::json!({
+            "conversation": [[{"role": "user", "content": format!("what is in picture {i}?")}]],
+            "images": [{"bytes": b64.encode(&bytes), "path": f}],
+        });
+        lines += &format!("{row}\n");
+        want.push(bytes);
+    }
+    let data = dir.path().join("va.jsonl");
+    std::fs::write(&data, lines).unwrap();
+    let proxy = RecordingProxy::start(([127, 0, 0, 1], s.port).into());
+    let n = files.len().to_string();
+    let o = bench_serve(
+        &proxy.url(),
+        VISION_MODEL,
+        dir.path(),
+        &n,
+        "2",
+        &[
+            "--backend",
+            "openai-chat",
+            "--endpoint",
+            "/v1/chat/completions",
+            "--dataset-name",
+            "hf",
+            "--dataset-path",
+            data.to_str().unwrap(),
+            "--hf-name",
+            "lmarena-ai/VisionArena-Chat",
+            "--disable-shuffle",
+            "--hf-output-len",
+            "4",
+        ],
+    );
+    let all = text(&o);
+    assert!(o.status.success(), "{all}");
+    let r = bench_result(dir.path(), &o);
+    assert_eq!(
+        (r["completed"].as_u64(), r["failed"].as_u64()),
+        (Some(files.len() as u64), Some(0)),
+        "{all}"
+    );
+    let mut seen = vec![false; files.len()];
+    for x in proxy
+        .exchanges()
+        .iter()
+        .filter(|x| x.method == "POST" && x.path == "/v1/chat/completions")
+    {
+        assert_eq!(x.status, 200, "{}", String::from_utf8_lossy(&x.answer));
+        let body: serde_json::Value = serde_json::from_slice(&x.body).unwrap();
+        let parts = body["messages"][0]["content"].as_array().unwrap();
+        let text = parts[0]["text"].as_str().unwrap();
+        let i: usize = text
+            .trim_start_matches("what is in picture ")
+            .trim_end_matches('?')
+            .parse()
+            .unwrap();
+        assert_eq!(parts.len(), 2, "one image: {body}");
+        let url = parts[1]["image_url"]["url"].as_str().unwrap();
+        let (head, data) = url.split_once(";base64,").unwrap();
+        assert_eq!(head, format!("data:image/{}", files[i].1), "{}", files[i].0);
+        assert_eq!(
+            b64.decode(data).unwrap(),
+            want[i],
+            "{}: the file's own bytes",
+            files[i].0
+        );
+        let answer = String::from_utf8_lossy(&x.answer);
+        let prompt_tokens = answer
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .find_map(|v| v["usage"]["prompt_tokens"].as_u64())
+            .expect("a usage chunk");
+        assert_eq!(
+            prompt_tokens - wire::text_chat_tokens(&s, text),
+            TOKENS_PER_IMAGE,
+            "{}",
+            files[i].0
+        );
+        seen[i] = true;
+    }
+    assert!(seen.iter().all(|&s| s), "{seen:?}");
+}
+
 /// The chat exchanges of a matrix run that carried images, each as (images, the server's
 /// `usage.prompt_tokens`, the messages with the image parts taken out); streamed answers
 /// (prefill samples, decode requests) and plain ones (the image-token probe) alike.
@@ -250,10 +367,10 @@ fn image_exchanges(proxy: &RecordingProxy) -> Vec<(u64, u64, serde_json::Value)>
             // A request cut at its cell's window end has no usage: not one to account.
             let usage = answer
                 .lines()
+                .rev()
                 .map(|l| l.strip_prefix("data: ").unwrap_or(l))
                 .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-                .filter_map(|v| v["usage"]["prompt_tokens"].as_u64())
-                .last()?;
+                .find_map(|v| v["usage"]["prompt_tokens"].as_u64())?;
             (images > 0).then(|| (images, usage, body["messages"].clone()))
         })
         .collect()

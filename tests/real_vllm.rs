@@ -7,6 +7,11 @@
 //! KV cache of 64 blocks of 128 tokens, so that one small grid holds Valid, Queued and
 //! Over-capacity cells. The tests take turns on it, so each test's counter deltas are its own.
 
+/// `llmspeed capacity` against this binary's server.
+#[path = "real_vllm/capacity.rs"]
+mod capacity;
+#[path = "capacity/real.rs"]
+mod real;
 #[path = "support/real_server.rs"]
 mod real_server;
 #[path = "real_vllm/server.rs"]

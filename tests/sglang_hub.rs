@@ -243,6 +243,8 @@ fn bench_sglang_longbench_v2_fetches_the_hub_dataset_and_sends_sglangs_prompts()
             "--max-concurrency",
             "1",
         ])
+        // SGLang's default result file lands in the working directory: the test's own.
+        .current_dir(dir.path())
         .env("HF_ENDPOINT", &hub.url)
         .env("HF_HUB_CACHE", dir.path().join("hub"))
         .env_remove("HF_HUB_OFFLINE")
@@ -343,4 +345,191 @@ fn bad_longbench_v2_files_are_refused_before_the_run() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("choice_A"), "{e}");
+}
+
+/// `bench sglang --dataset-name mmmu` held against SGLang's own `sample_mmmu_requests`: the
+/// same parquet file (a `{bytes, path}` struct per image, as the hub's MMMU/MMMU holds it,
+/// decoded by the `datasets` library's Image feature on SGLang's side; one row without an
+/// image), the same command lines. Compared exactly: each
+/// request's text, its image's pixel size (PIL's on SGLang's side, the header's on ours), the
+/// output length, the order (Python's `random.sample` for the seed) and the count. Not
+/// compared: the image bytes (SGLang re-encodes each as PNG; llmspeed sends the row's file).
+#[test]
+fn mmmu_requests_are_sglangs_own() {
+    use llmspeed::workload::datasets::mmmu;
+    use llmspeed::workload::image::{encode_jpeg, encode_png};
+    use llmspeed::workload::rows::{self, DatasetFiles, FileFormat, Row, RowOrder};
+    let Some(python) = reference::SGLANG.python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut g = Gen(0x3a3a);
+    let data: Vec<Value> = (0..30)
+        .map(|i| {
+            let (w, h) = (8 + (g.next() % 40) as u32, 6 + (g.next() % 30) as u32);
+            let rgb: Vec<u8> = (0..w * h * 3).map(|k| (k * 13 + i) as u8).collect();
+            let (bytes, ext) = match i % 3 {
+                0 => (encode_jpeg(w, h, &rgb).unwrap(), "jpg"),
+                _ => (encode_png(w, h, &rgb).unwrap(), "png"),
+            };
+            let p = dir.path().join(format!("m{i}.{ext}"));
+            std::fs::write(&p, bytes).unwrap();
+            json!({
+                "question": format!("<image 1> Find x. {}", g.text(4)),
+                "image_1": if i == 4 { Value::Null } else { json!(p) },
+            })
+        })
+        .collect();
+    let base = ["--backend", "sglang-oai-chat", "--dataset-name", "mmmu"];
+    let flag_sets: Vec<Vec<&str>> = vec![
+        vec!["--num-prompts", "10", "--seed", "42"],
+        vec![
+            "--num-prompts",
+            "25",
+            "--seed",
+            "3",
+            "--random-output-len",
+            "77",
+        ],
+        vec!["--num-prompts", "40", "--seed", "1"],
+    ];
+    let parquet = dir.path().join("math-test.parquet");
+    let cases: Vec<Value> = flag_sets
+        .iter()
+        .map(|f| {
+            let argv: Vec<&str> = base.iter().chain(f).copied().collect();
+            json!({"argv": argv, "parquet": parquet, "rows": data})
+        })
+        .collect();
+    let answer = reference::run_script(
+        &python,
+        "tests/sglang_hub/mmmu.py",
+        &[],
+        &[("HF_HUB_OFFLINE", "1"), ("HF_DATASETS_OFFLINE", "1")],
+        &Value::Array(cases.clone()),
+    );
+    for (case, answer) in cases.iter().zip(answer.as_array().unwrap()) {
+        let argv: Vec<String> = serde_json::from_value(case["argv"].clone()).unwrap();
+        let mut full = vec!["x".to_string()];
+        full.extend(argv.iter().cloned());
+        let cfg = Wrap::parse_from(&full).a.validate().expect("valid flags");
+        let files = DatasetFiles {
+            id: "MMMU/MMMU".into(),
+            subset: Some("Math".into()),
+            split: "test".into(),
+            format: FileFormat::Parquet,
+            files: vec![parquet.clone()],
+        };
+        let rows: Vec<Row> = rows::open(&files, &mmmu::COLUMNS, RowOrder::AsStored)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut words = |t: &str| Ok(t.split_whitespace().count() as u64);
+        let got: Vec<Value> = mmmu::samples(&cfg.plan.dataset, rows, &mut words)
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let PromptSource::Multimodal { text, images } = &s.prompt else {
+                    panic!("images")
+                };
+                let PromptSource::Text(t) = &**text else {
+                    panic!("text")
+                };
+                json!({
+                    "text": t,
+                    "sizes": images.iter().map(|i| json!([i.width, i.height])).collect::<Vec<_>>(),
+                    "output_len": s.output_len,
+                })
+            })
+            .collect();
+        let want: Vec<Value> = answer["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| json!({"text": r["text"], "sizes": r["sizes"], "output_len": r["output_len"]}))
+            .collect();
+        assert!(!want.is_empty());
+        assert_eq!(got, want, "{argv:?}");
+    }
+    mmmu_end_to_end(&std::fs::read(&parquet).unwrap(), &answer[0]["requests"]);
+}
+
+/// `bench sglang --dataset-name mmmu` (the first case's flags) with the parquet file served by
+/// the stand-in hub as MMMU/MMMU's `Math/test-*` into a fresh cache: the simulated server
+/// receives SGLang's requests in order (one at a time), each chat body the row's image (its size
+/// read by the server) before the text, with SGLang's output length.
+fn mmmu_end_to_end(parquet: &[u8], sglang: &Value) {
+    let readme = "---\nconfigs:\n- config_name: Math\n  data_files:\n  - split: test\n    \
+                  path: Math/test-*\n---\n# MMMU\n";
+    let mut files = std::collections::BTreeMap::new();
+    files.insert("README.md".to_string(), readme.as_bytes().to_vec());
+    files.insert(
+        "Math/test-00000-of-00001.parquet".to_string(),
+        parquet.to_vec(),
+    );
+    let repo = stand_in::Repo {
+        id: "MMMU/MMMU".into(),
+        sha: "5a7a1c6e3f0b9d8c7b6a5f4e3d2c1b0a99887766".into(),
+        files,
+        configs: json!([{"config_name": "Math", "data_files": [
+            {"split": "test", "path": "Math/test-*"}]}]),
+        token: None,
+        revision: None,
+    };
+    let hub = stand_in::StandIn::start(vec![repo]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mc = llmspeed::mock::MockConfig::profile(llmspeed::mock::Profile::Fast);
+    mc.request_log = Some(log.clone());
+    let server = mock_server::MockThread::start(mc);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+        .args([
+            "bench",
+            "sglang",
+            "--base-url",
+            &server.url(),
+            "--backend",
+            "sglang-oai-chat",
+            "--dataset-name",
+            "mmmu",
+            "--num-prompts",
+            "10",
+            "--seed",
+            "42",
+            "--warmup-requests",
+            "0",
+            "--max-concurrency",
+            "1",
+            "--output-file",
+            dir.path().join("out.jsonl").to_str().unwrap(),
+        ])
+        .env("HF_ENDPOINT", &hub.url)
+        .env("HF_HUB_CACHE", dir.path().join("hub"))
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .output()
+        .unwrap();
+    server.stop();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["method"] == "POST" && r["path"] == "/v1/chat/completions")
+        .map(|r| r["body"].clone())
+        .collect();
+    let want = sglang.as_array().unwrap();
+    assert_eq!(sent.len(), want.len());
+    for (b, w) in sent.iter().zip(want) {
+        let parts = b["messages"][0]["content"].as_array().unwrap();
+        let url = parts[0]["image_url"]["url"].as_str().unwrap();
+        let size = llmspeed::mock::image::url_size(url).unwrap();
+        assert_eq!(json!([size.width, size.height]), w["sizes"][0]);
+        assert_eq!(parts[1], json!({"type": "text", "text": w["text"]}));
+        assert_eq!(b["max_completion_tokens"], w["output_len"]);
+    }
 }

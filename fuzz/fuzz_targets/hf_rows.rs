@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
     let [which, n, rest @ ..] = data else {
         return;
     };
-    let class = match which % 11 {
+    let class = match which % 14 {
         0 => Class::Conversation,
         1 => Class::InstructCoder,
         2 => Class::MtBench,
@@ -39,6 +39,11 @@ fuzz_target!(|data: &[u8]| {
         7 => Class::Blazedit,
         8 => Class::MlPerf,
         9 => Class::Bfcl,
+        11 => Class::VisionArena {
+            id: "lmarena-ai/VisionArena-Chat".into(),
+        },
+        12 => Class::MmConversation,
+        13 => Class::MmStar,
         _ => Class::Mapped {
             prompt: "prompt".into(),
             output: Some("output".into()),

@@ -140,9 +140,9 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
                 )));
             }
             let start = a.start.unwrap_or(step);
-            if !(start > 0.0 && start.is_finite())
-                || !(a.max_rate.is_finite() && a.max_rate >= start)
-            {
+            let ok =
+                start > 0.0 && start.is_finite() && a.max_rate.is_finite() && a.max_rate >= start;
+            if !ok {
                 return Err(CliError::usage(format!(
                     "--start {start} and --max-rate {}: give rates above 0 with --start at most --max-rate",
                     a.max_rate

@@ -249,3 +249,42 @@ mod tests {
         assert_eq!(settings(&differences(&new, &old)), ["base URL"]);
     }
 }
+
+#[cfg(test)]
+mod image_tests {
+    use super::*;
+
+    /// `--images` is a setting a resumed run must share: another count or size is a difference;
+    /// the measured token count is not (the same images count the same on the same server).
+    #[test]
+    fn other_images_are_a_difference_their_measured_tokens_are_not() {
+        let old = crate::report::json::read(
+            include_str!("../../tests/data/matrix_mock_results.json").as_bytes(),
+        )
+        .expect("the recorded results.json reads");
+        let mut with = old.clone();
+        let images = crate::report::ImageSettings {
+            per_prompt: 2,
+            width: 1280,
+            height: 720,
+            image_tokens_per_prompt: Some(2396),
+        };
+        with.metadata.settings.images = Some(images);
+        let d = differences(&with, &old);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            (d[0].setting, d[0].old.as_str(), d[0].new.as_str()),
+            ("--images", "none", "2 x 1280x720")
+        );
+        let mut measured_later = with.clone();
+        if let Some(i) = measured_later.metadata.settings.images.as_mut() {
+            i.image_tokens_per_prompt = None;
+        }
+        assert!(differences(&measured_later, &with).is_empty());
+        let mut smaller = with.clone();
+        if let Some(i) = smaller.metadata.settings.images.as_mut() {
+            i.width = 640;
+        }
+        assert_eq!(differences(&smaller, &with)[0].new, "2 x 640x720");
+    }
+}

@@ -34,30 +34,78 @@ mod linux {
     use std::io::Write;
     use std::mem::MaybeUninit;
     use std::os::fd::AsRawFd;
-    use tokio::io::unix::AsyncFd;
+    use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 
     /// See the module doc.
     pub(crate) struct Plain {
         fd: AsyncFd<std::net::TcpStream>,
         /// `None` when the kernel stamps this socket's reads, else why not.
         fallback: Option<Fallback>,
+        /// What both reads keep up to date (`ReadBook::recv`).
+        book: ReadBook,
+        /// The TSC and realtime clocks read when the last read returned, for the tap's stamps.
+        last_tsc: u64,
+        last_realtime: u64,
+    }
+
+    /// The socket's read bookkeeping, apart from the descriptor so that a readiness guard
+    /// (which borrows the descriptor) and it can be held together.
+    struct ReadBook {
         /// `recvmsg` calls that found nothing (`EAGAIN`): what the readiness handling keeps
         /// near zero, checked by a test.
         would_block: u64,
-        /// The connection's packet tap (`--packet-stamps`), and the TSC and realtime clocks
-        /// read when the last read returned, for its stamps.
+        /// The connection's packet tap (`--packet-stamps`).
         tap: Option<Box<PacketTap>>,
-        last_tsc: u64,
-        last_realtime: u64,
         /// Stream bytes read so far, by either read (what a packet tap counts too).
         received: u64,
+    }
+
+    impl ReadBook {
+        /// The one read both `read_stamped` and `poll_read` make on a socket found readable
+        /// (`guard`): a non-blocking `recvmsg` into `data`, with `control` for the stamp and
+        /// bytes-left messages when given; `stamp` is called the moment it returns, before
+        /// anything else. Then the bytes are counted, the packet tap takes their frames, and
+        /// readiness is cleared after a short read (the socket is drained: the next read waits
+        /// for the next edge, as tokio's own `TcpStream` does) or `EAGAIN`. `None`: nothing to
+        /// read after all (`EAGAIN`, `EINTR`); wait for readiness again.
+        fn recv<S>(
+            &mut self,
+            guard: &mut AsyncFdReadyGuard<'_, std::net::TcpStream>,
+            data: &mut [MaybeUninit<u8>],
+            control: Option<&mut [u64; CONTROL_LEN / 8]>,
+            stamp: impl FnOnce() -> S,
+        ) -> Option<(io::Result<(usize, usize)>, S)> {
+            let want = data.len();
+            let r = recvmsg(guard.get_ref().get_ref().as_raw_fd(), data, control);
+            let s = stamp();
+            match r {
+                Ok((n, control_len)) => {
+                    self.received += n as u64;
+                    if let Some(tap) = self.tap.as_mut() {
+                        // Every byte just read passed the ring first: take its frames.
+                        tap.after_read(n);
+                    }
+                    if n > 0 && n < want {
+                        guard.clear_ready();
+                    }
+                    Some((Ok((n, control_len)), s))
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.would_block += 1;
+                    guard.clear_ready();
+                    None
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => None,
+                Err(e) => Some((Err(e), s)),
+            }
+        }
     }
 
     impl Drop for Plain {
         /// The packet tap gives its port back before the socket closes: once it has closed, a
         /// new connection may take the same port, and must find it free at the hub.
         fn drop(&mut self) {
-            self.tap = None;
+            self.book.tap = None;
         }
     }
 
@@ -94,17 +142,19 @@ mod linux {
             Ok(Self {
                 fd,
                 fallback,
-                would_block: 0,
-                tap: tap.map(Box::new),
+                book: ReadBook {
+                    would_block: 0,
+                    tap: tap.map(Box::new),
+                    received: 0,
+                },
                 last_tsc: 0,
                 last_realtime: 0,
-                received: 0,
             })
         }
 
         /// Stream bytes read so far.
         pub(crate) fn bytes_read(&self) -> u64 {
-            self.received
+            self.book.received
         }
 
         /// The per-position clock of the last read, when this connection has a packet tap;
@@ -114,13 +164,13 @@ mod linux {
             clock: &'a Clock,
             read: u64,
         ) -> Option<PacketClock<'a>> {
-            let tap = self.tap.as_ref()?;
+            let tap = self.book.tap.as_ref()?;
             Some(tap.clock(clock, self.last_tsc, self.last_realtime, read))
         }
 
         #[cfg(test)]
         pub(crate) fn would_block(&self) -> u64 {
-            self.would_block
+            self.book.would_block
         }
 
         /// Reads into `buf`'s spare capacity and stamps the read. Cancel-safe: a dropped future
@@ -131,8 +181,8 @@ mod linux {
             clock: &Clock,
         ) -> (io::Result<usize>, ReadStamp) {
             let kernel = self.fallback.is_none();
-            let wants_realtime = kernel || self.tap.is_some();
-            if let Some(tap) = self.tap.as_mut() {
+            let wants_realtime = kernel || self.book.tap.is_some();
+            if let Some(tap) = self.book.tap.as_mut() {
                 tap.before_read(buf.len());
             }
             loop {
@@ -140,60 +190,54 @@ mod linux {
                     Ok(g) => g,
                     Err(e) => return (Err(e), ReadStamp::client(clock.raw(), Fallback::NoStamp)),
                 };
-                let spare = buf.spare_capacity_mut();
-                let want = spare.len();
                 let mut control = [0u64; CONTROL_LEN / 8];
-                let r = recvmsg(self.fd.get_ref().as_raw_fd(), spare, &mut control, kernel);
-                // The stamps, right after the call returns and before anything else; the
-                // realtime one with TSC readings on both sides (`stamp::clock_pair`).
-                let (tsc, realtime) = if wants_realtime {
-                    stamp::clock_pair(clock, || (clock.raw(), realtime_ns(), clock.raw()))
-                } else {
-                    (clock.raw(), 0)
+                let got = self.book.recv(
+                    &mut guard,
+                    buf.spare_capacity_mut(),
+                    kernel.then_some(&mut control),
+                    // The stamps, right after the call returns and before anything else; the
+                    // realtime one with TSC readings on both sides (`stamp::clock_pair`).
+                    || {
+                        if wants_realtime {
+                            stamp::clock_pair(clock, || (clock.raw(), realtime_ns(), clock.raw()))
+                        } else {
+                            (clock.raw(), 0)
+                        }
+                    },
+                );
+                let Some((r, (tsc, realtime))) = got else {
+                    continue;
                 };
-                match r {
-                    Ok((n, control_len)) => {
-                        // SAFETY: the kernel initialised the first `n` spare bytes.
-                        unsafe { buf.set_len(buf.len() + n) };
-                        self.received += n as u64;
-                        if let Some(tap) = self.tap.as_mut() {
-                            // Every byte just read passed the ring first: take its frames.
-                            tap.after_read(n);
-                            self.last_tsc = tsc;
-                            self.last_realtime = realtime;
-                        }
-                        if n > 0 && n < want {
-                            // The socket is drained: the next read waits for the next edge.
-                            guard.clear_ready();
-                        }
-                        let stamp = match (self.fallback, n) {
-                            (Some(why), _) => ReadStamp::client(tsc, why),
-                            // End of file carries no data and no stamp.
-                            (None, 0) => ReadStamp::client(tsc, Fallback::NoStamp),
-                            (None, _) => {
-                                // SAFETY: `control` is plain bytes; `control_len` ≤ its size.
-                                let bytes = unsafe {
-                                    std::slice::from_raw_parts(
-                                        control.as_ptr().cast::<u8>(),
-                                        control_len.min(CONTROL_LEN),
-                                    )
-                                };
-                                let k = stamp::rx_software_stamp_ns(bytes);
-                                ReadStamp {
-                                    left: stamp::tcp_inq(bytes),
-                                    ..ReadStamp::from_kernel(clock, tsc, realtime, k)
-                                }
-                            }
-                        };
-                        return (Ok(n), stamp);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        self.would_block += 1;
-                        guard.clear_ready();
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                let (n, control_len) = match r {
+                    Ok(read) => read,
                     Err(e) => return (Err(e), ReadStamp::client(tsc, Fallback::NoStamp)),
+                };
+                // SAFETY: the kernel initialised the first `n` spare bytes.
+                unsafe { buf.set_len(buf.len() + n) };
+                if self.book.tap.is_some() {
+                    self.last_tsc = tsc;
+                    self.last_realtime = realtime;
                 }
+                let stamp = match (self.fallback, n) {
+                    (Some(why), _) => ReadStamp::client(tsc, why),
+                    // End of file carries no data and no stamp.
+                    (None, 0) => ReadStamp::client(tsc, Fallback::NoStamp),
+                    (None, _) => {
+                        // SAFETY: `control` is plain bytes; `control_len` ≤ its size.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts(
+                                control.as_ptr().cast::<u8>(),
+                                control_len.min(CONTROL_LEN),
+                            )
+                        };
+                        let k = stamp::rx_software_stamp_ns(bytes);
+                        ReadStamp {
+                            left: stamp::tcp_inq(bytes),
+                            ..ReadStamp::from_kernel(clock, tsc, realtime, k)
+                        }
+                    }
+                };
+                return (Ok(n), stamp);
             }
         }
     }
@@ -226,7 +270,7 @@ mod linux {
                 }
                 let mut control = [0u64; CONTROL_LEN / 8];
                 // Blocking (with the timeout above): the datagram is on its way.
-                let Ok((_, len)) = recvmsg_flags(s.as_raw_fd(), &mut data, &mut control, true, 0)
+                let Ok((_, len)) = recvmsg_flags(s.as_raw_fd(), &mut data, Some(&mut control), 0)
                 else {
                     continue;
                 };
@@ -259,23 +303,20 @@ mod linux {
         set_int_option(fd, libc::SOL_TCP, libc::TCP_INQ, 1)
     }
 
-    /// One `recvmsg` into `data`, with `control` for the stamp and bytes-left messages when
-    /// `want_control`.
-    /// Returns (bytes read, control bytes filled).
+    /// One non-blocking `recvmsg` into `data`, with `control` for the stamp and bytes-left
+    /// messages when given. Returns (bytes read, control bytes filled).
     fn recvmsg(
         fd: std::os::fd::RawFd,
         data: &mut [MaybeUninit<u8>],
-        control: &mut [u64; CONTROL_LEN / 8],
-        want_control: bool,
+        control: Option<&mut [u64; CONTROL_LEN / 8]>,
     ) -> io::Result<(usize, usize)> {
-        recvmsg_flags(fd, data, control, want_control, libc::MSG_DONTWAIT)
+        recvmsg_flags(fd, data, control, libc::MSG_DONTWAIT)
     }
 
     fn recvmsg_flags(
         fd: std::os::fd::RawFd,
         data: &mut [MaybeUninit<u8>],
-        control: &mut [u64; CONTROL_LEN / 8],
-        want_control: bool,
+        control: Option<&mut [u64; CONTROL_LEN / 8]>,
         flags: libc::c_int,
     ) -> io::Result<(usize, usize)> {
         let mut iov = libc::iovec {
@@ -286,7 +327,7 @@ mod linux {
         let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
-        if want_control {
+        if let Some(control) = control {
             msg.msg_control = control.as_mut_ptr().cast();
             msg.msg_controllen = CONTROL_LEN as _;
         }
@@ -299,7 +340,7 @@ mod linux {
     }
 
     impl AsyncRead for Plain {
-        /// Unstamped reads (`get`, `post_json`): plain `recv`, readiness as above.
+        /// Unstamped reads (`get`, `post_json`): the same read without control messages.
         fn poll_read(
             self: Pin<&mut Self>,
             cx: &mut Context<'_>,
@@ -312,43 +353,17 @@ mod linux {
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                     Poll::Pending => return Poll::Pending,
                 };
-                // SAFETY: recv only writes into the slice; we mark what it wrote.
+                // SAFETY: recvmsg only writes into the slice; we mark what it wrote.
                 let unfilled = unsafe { buf.unfilled_mut() };
-                let want = unfilled.len();
-                // SAFETY: a live buffer of `want` bytes.
-                let n = unsafe {
-                    libc::recv(
-                        this.fd.get_ref().as_raw_fd(),
-                        unfilled.as_mut_ptr().cast(),
-                        want,
-                        libc::MSG_DONTWAIT,
-                    )
+                // These bytes are part of the stream too (the tap counts them): the offsets
+                // stay right for the streamed requests that follow on this connection.
+                let Some((r, ())) = this.book.recv(&mut guard, unfilled, None, || ()) else {
+                    continue;
                 };
-                if n < 0 {
-                    let e = io::Error::last_os_error();
-                    match e.kind() {
-                        io::ErrorKind::WouldBlock => {
-                            this.would_block += 1;
-                            guard.clear_ready();
-                            continue;
-                        }
-                        io::ErrorKind::Interrupted => continue,
-                        _ => return Poll::Ready(Err(e)),
-                    }
-                }
-                let n = n as usize;
+                let (n, _) = r?;
                 // SAFETY: the kernel initialised `n` bytes.
                 unsafe { buf.assume_init(n) };
                 buf.advance(n);
-                this.received += n as u64;
-                if let Some(tap) = this.tap.as_mut() {
-                    // These bytes are part of the stream too: the offsets stay right for the
-                    // streamed requests that follow on this connection.
-                    tap.after_read(n);
-                }
-                if n > 0 && n < want {
-                    guard.clear_ready();
-                }
                 return Poll::Ready(Ok(()));
             }
         }

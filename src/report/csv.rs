@@ -134,8 +134,11 @@ fn status_detail(s: &crate::report::status::CellStatus) -> String {
     }
 }
 
+/// The last columns, [`image_fields`]'s, which [`write`] appends to every row.
+const IMAGE_COLUMNS: usize = 5;
+
 fn prefill_row(p: &PrefillRow) -> Vec<String> {
-    let mut r = vec![String::new(); COLUMNS.len()];
+    let mut r = vec![String::new(); COLUMNS.len() - IMAGE_COLUMNS];
     r[0] = "prefill".into();
     r[1] = p.context.to_string();
     r[2] = p.context_label.clone();
@@ -195,7 +198,7 @@ fn decode_row(c: &DecodeCell) -> Vec<String> {
 /// The `client_lag_*` columns, in [`COLUMNS`]' order (all empty without figures).
 fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
     let Some(l) = lag else {
-        return vec![String::new(); COLUMNS.len() - 25];
+        return vec![String::new(); COLUMNS.len() - 25 - IMAGE_COLUMNS];
     };
     let spread = |s: Option<LagSpread>| {
         [
@@ -273,7 +276,7 @@ fn image_fields(
     images: Option<crate::report::model::ImageSettings>,
     image_tokens: Option<u64>,
     server_prompt_tokens: Option<u64>,
-) -> [String; 5] {
+) -> [String; IMAGE_COLUMNS] {
     [
         num(images.map(|i| i.per_prompt)),
         num(images.map(|i| i.width)),

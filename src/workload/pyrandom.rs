@@ -61,6 +61,37 @@ impl PyRandom {
         }
     }
 
+    /// `random.sample(range(n), k)` for `k <= n`: the chosen indices, in the order drawn
+    /// (CPython's two ways: a pool drawn down for small populations, else draws redrawn until
+    /// new). `k` above `n` is cut to `n`.
+    pub fn sample_indices(&mut self, n: usize, k: usize) -> Vec<usize> {
+        let k = k.min(n);
+        let mut setsize = 21usize;
+        if k > 5 {
+            let e = ((k as f64 * 3.0).ln() / 4f64.ln()).ceil() as u32;
+            setsize = setsize.saturating_add(4usize.saturating_pow(e));
+        }
+        let mut out = Vec::with_capacity(k);
+        if n <= setsize {
+            let mut pool: Vec<usize> = (0..n).collect();
+            for i in 0..k {
+                let j = self.randbelow(n - i);
+                out.push(pool[j]);
+                pool[j] = pool[n - i - 1];
+            }
+        } else {
+            let mut seen = std::collections::HashSet::with_capacity(k);
+            for _ in 0..k {
+                let mut j = self.randbelow(n);
+                while !seen.insert(j) {
+                    j = self.randbelow(n);
+                }
+                out.push(j);
+            }
+        }
+        out
+    }
+
     /// `random.shuffle(x)`.
     pub fn shuffle<T>(&mut self, x: &mut [T]) {
         for i in (1..x.len()).rev() {
@@ -73,6 +104,22 @@ impl PyRandom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CPython 3.11's `random.seed(s); random.sample(range(n), k)` (SGLang's reference Python),
+    /// both of its branches: the pool (n within the set size) and the redraws (n = 500).
+    #[test]
+    fn samples_are_cpythons() {
+        let cases: [(u64, usize, usize, &[usize]); 3] = [
+            (42, 10, 3, &[1, 0, 4]),
+            (7, 500, 10, &[165, 485, 77, 202, 333, 24, 37, 420, 274, 48]),
+            (9, 5, 5, &[3, 2, 1, 0, 4]),
+        ];
+        for (seed, n, k, want) in cases {
+            assert_eq!(PyRandom::new(seed).sample_indices(n, k), want, "{seed}");
+        }
+        let big = PyRandom::new(1).sample_indices(30, 20);
+        assert_eq!(big[..6], [4, 18, 27, 25, 24, 2]);
+    }
 
     #[test]
     fn shuffles_are_permutations_and_seeded() {

@@ -386,7 +386,7 @@ impl SglangArgs {
             goodput,
             cache_report: self.cache_report,
             mooncake_trace: self.mooncake_trace()?,
-            image: (self.dataset_name == "image")
+            image: matches!(self.dataset_name.as_str(), "image" | "mmmu")
                 .then(|| (self.image_count, self.image_resolution.clone())),
         })
     }
@@ -583,7 +583,7 @@ impl SglangArgs {
             endpoint: endpoint.into(),
             dialect,
             // An image row's text goes as text on every backend (SGLang's `text`).
-            chat: reader == Reader::Chat || self.dataset_name == "image",
+            chat: reader == Reader::Chat || matches!(self.dataset_name.as_str(), "image" | "mmmu"),
             bodies: Arc::new(SglangBodies {
                 reader,
                 lora_names: lora_names.clone(),
@@ -749,6 +749,12 @@ impl SglangArgs {
                 d.prefix_groups = groups;
             }
             "image" => self.image_dataset(&mut d)?,
+            "mmmu" => {
+                // The hub's MMMU/MMMU (Math, test), SGLang's backends and checks.
+                self.image_backend()?;
+                d.kind = DatasetKind::Mmmu;
+                d.random_output_len = self.random_output_len;
+            }
             "longbench_v2" => {
                 // A local .parquet or JSON-lines file, else the hub's THUDM/LongBench-v2.
                 d.kind = DatasetKind::LongBenchV2;
@@ -780,7 +786,7 @@ impl SglangArgs {
             d => {
                 refuse_choice("--dataset-name", d)?;
                 return Err(format!(
-                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image, longbench_v2)"
+                    "unknown --dataset-name {d:?} (supported: sharegpt, custom, openai, random, random-ids, generated-shared-prefix, mooncake, image, mmmu, longbench_v2)"
                 ));
             }
         }
@@ -795,21 +801,7 @@ impl SglangArgs {
         use crate::workload::datasets::sglang_image::{
             parse_content, parse_format, parse_resolution, ImageSettings,
         };
-        if !matches!(
-            self.backend.as_str(),
-            "sglang" | "sglang-native" | "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat"
-        ) {
-            return Err(format!(
-                "--dataset-name image runs on --backend sglang, sglang-native, sglang-oai-chat, \
-                 vllm-chat or lmdeploy-chat (as in SGLang), got {}",
-                self.backend
-            ));
-        }
-        if self.tokenize_prompt {
-            return Err(
-                "--tokenize-prompt does not work with --dataset-name image (as in SGLang)".into(),
-            );
-        }
+        self.image_backend()?;
         if self.image_count < 1 || self.image_count > u32::MAX as i64 {
             return Err(format!(
                 "--image-count must be at least 1 (images per request), got {}",
@@ -831,6 +823,28 @@ impl SglangArgs {
             format: parse_format(&self.image_format)?,
             content: parse_content(&self.image_content)?,
         };
+        Ok(())
+    }
+
+    /// SGLang's checks for its image datasets (`image`, `mmmu`): its backends, no
+    /// `--tokenize-prompt`.
+    fn image_backend(&self) -> Result<(), String> {
+        let name = &self.dataset_name;
+        if !matches!(
+            self.backend.as_str(),
+            "sglang" | "sglang-native" | "sglang-oai-chat" | "vllm-chat" | "lmdeploy-chat"
+        ) {
+            return Err(format!(
+                "--dataset-name {name} runs on --backend sglang, sglang-native, sglang-oai-chat, \
+                 vllm-chat or lmdeploy-chat (as in SGLang), got {}",
+                self.backend
+            ));
+        }
+        if self.tokenize_prompt {
+            return Err(format!(
+                "--tokenize-prompt does not work with --dataset-name {name} (as in SGLang)"
+            ));
+        }
         Ok(())
     }
 
@@ -1004,7 +1018,6 @@ mod tests {
             ("--disable-stream", vec!["--disable-stream"]),
             ("--profile", vec!["--profile"]),
             ("--backend trt", vec!["--backend", "trt"]),
-            ("--dataset-name mmmu", vec!["--dataset-name", "mmmu"]),
         ] {
             let e = parse(&extra).unwrap_err();
             assert!(e.starts_with(flag), "{flag}: {e}");

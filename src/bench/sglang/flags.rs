@@ -105,10 +105,6 @@ pub const REFUSED: &[Refusal] = &[
         reason: NO_DATASET,
     },
     Refusal {
-        flag: "--dataset-name mmmu",
-        reason: NO_DATASET,
-    },
-    Refusal {
         flag: "--dataset-name speed-bench",
         reason: NO_DATASET,
     },

@@ -363,6 +363,10 @@ pub struct ServeArgs {
         help_heading = "Custom dataset options"
     )]
     pub custom_output_len: i64,
+    /// `custom_image`: send each local image file as a data URL of its bytes, instead of the
+    /// `file://` URL the server reads (vLLM re-encodes it as PNG; llmspeed sends the file).
+    #[arg(long, help_heading = "Custom dataset options")]
+    pub custom_ensure_client_side_data: bool,
 
     /// The dataset's subset (the `datasets` library's config name; openai/gsm8k: main).
     #[arg(long, help_heading = "HF dataset options")]
@@ -850,6 +854,13 @@ impl ServeArgs {
                 self.backend
             ));
         }
+        if kind == DatasetKind::CustomImage && backend != Backend::OpenAiChat {
+            return Err(format!(
+                "--dataset-name custom_image sends images, which only --backend openai-chat \
+                 carries (got {})",
+                self.backend
+            ));
+        }
         if kind == DatasetKind::RandomMm && backend != Backend::OpenAiChat {
             // vLLM's own check: images go in chat messages.
             return Err(format!(
@@ -1316,6 +1327,9 @@ impl ServeArgs {
             hf: self.hf(),
             sglang_image: Default::default(),
             longbench_v2: Default::default(),
+            custom_image: crate::workload::datasets::custom_image::Settings {
+                client_side: self.custom_ensure_client_side_data,
+            },
         })
     }
 

@@ -13,10 +13,10 @@ use crate::bench::refusal::{self, Refusal};
 /// The command in the refusal messages.
 const COMMAND: &str = "bench serve";
 
-const HF_DATASETS: &str = "llmspeed's only image prompts are random-mm's, its hub datasets are \
-                           vLLM's hf ids; it sends no audio or video (datasets: random, \
-                           random-mm, sharegpt, custom, prefix_repetition, timed_trace, sonnet, \
-                           burstgpt, hf)";
+const HF_DATASETS: &str = "llmspeed's image prompts are random-mm's, custom_image's and the hf \
+                           vision ids', its hub datasets are vLLM's hf ids; it sends no audio or \
+                           video (datasets: random, random-mm, sharegpt, custom, custom_image, \
+                           prefix_repetition, timed_trace, sonnet, burstgpt, hf)";
 
 /// Each reference flag (or `--flag value` choice) llmspeed refuses, and why. Checked against
 /// vLLM 0.33.0's parser by `tests/conformance_flags.rs`.
@@ -34,10 +34,6 @@ pub const REFUSED: &[Refusal] = &[
         flag: "--tokenizer-mode",
         reason: "only auto: a local tokenizer is a tokenizer.json (the Rust tokenizers crate); \
                  mistral_common and custom tokenizer modes are Python-only",
-    },
-    Refusal {
-        flag: "--custom-ensure-client-side-data",
-        reason: HF_DATASETS,
     },
     Refusal {
         flag: "--spec-bench-output-len",
@@ -82,10 +78,6 @@ pub const REFUSED: &[Refusal] = &[
     },
     Refusal {
         flag: "--dataset-name custom_audio",
-        reason: HF_DATASETS,
-    },
-    Refusal {
-        flag: "--dataset-name custom_image",
         reason: HF_DATASETS,
     },
     Refusal {
@@ -180,8 +172,6 @@ pub struct RefusedFlags {
     #[arg(long, hide = true)]
     pub plot_dataset_stats: bool,
     #[arg(long, hide = true)]
-    pub custom_ensure_client_side_data: bool,
-    #[arg(long, hide = true)]
     pub spec_bench_output_len: Option<String>,
     #[arg(long, hide = true)]
     pub spec_bench_category: Option<String>,
@@ -204,14 +194,10 @@ pub struct RefusedFlags {
 
 impl RefusedFlags {
     /// Each flag of this struct with whether it was given, in [`REFUSED`]'s order.
-    fn given(&self) -> [(&'static str, bool); 12] {
+    fn given(&self) -> [(&'static str, bool); 11] {
         [
             ("--profile", self.profile),
             ("--plot-dataset-stats", self.plot_dataset_stats),
-            (
-                "--custom-ensure-client-side-data",
-                self.custom_ensure_client_side_data,
-            ),
             (
                 "--spec-bench-output-len",
                 self.spec_bench_output_len.is_some(),

@@ -173,6 +173,11 @@ fn table_html(v: &Value, key: &str) -> String {
     for k in &keys {
         let _ = write!(out, "<th>{} [interval]</th>", escape(k));
     }
+    // By rate: whether the server completed requests as fast as they arrived (docs/capacity.md).
+    let by_rate = key == "request_rate";
+    if by_rate {
+        out.push_str("<th>Keeps up: completed req/s [interval] of arriving</th>");
+    }
     out.push_str("<th>Output tok/s</th><th>Requests/s</th><th>Goodput req/s</th></tr>");
     for (i, p) in arr(v.get("probes")).iter().enumerate() {
         let outcome = p.get("outcome").and_then(Value::as_str).unwrap_or("");
@@ -230,6 +235,9 @@ fn table_html(v: &Value, key: &str) -> String {
                 None => out.push_str("<td>—</td>"),
             }
         }
+        if by_rate {
+            out.push_str(&keeps_up_cell(p.get("keeps_up")));
+        }
         for f in [
             "output_tok_per_s",
             "requests_per_s",
@@ -245,6 +253,30 @@ fn table_html(v: &Value, key: &str) -> String {
     }
     out.push_str("</table></section>");
     out
+}
+
+/// A rate probe's keeps-up figures: what the server completed per second, its interval, what
+/// arrived, and the verdict (exact values in `data-*`).
+fn keeps_up_cell(k: Option<&Value>) -> String {
+    let Some(k) = k.filter(|k| k.is_object()) else {
+        return "<td>—</td>".into();
+    };
+    let d = |f: &str| num(k.get(f)).map_or(String::new(), |x| x.to_string());
+    let s = |f: &str| num(k.get(f)).map_or("open".into(), |x| format!("{x:.2}"));
+    let verdict = k.get("verdict").and_then(Value::as_str).unwrap_or("");
+    format!(
+        "<td class=\"keeps-up\" data-completion=\"{}\" data-lo=\"{}\" data-hi=\"{}\" data-arrival=\"{}\" data-verdict=\"{}\">{} [{}, {}] of {} {}</td>",
+        d("completion_per_s"),
+        d("lo"),
+        d("hi"),
+        d("arrival_per_s"),
+        escape(verdict),
+        s("completion_per_s"),
+        s("lo"),
+        s("hi"),
+        s("arrival_per_s"),
+        escape(&verdict.replace('_', " ")),
+    )
 }
 
 /// The whole page for a capacity `results.json`.

@@ -459,7 +459,7 @@ fn cell_view(c: &DecodeCell) -> Value {
         .iter()
         .map(|s| (s.t_ms, s.running, s.waiting))
         .collect();
-    let figures = vec![
+    let mut figures = vec![
         ("Total tok/s", opt(c.output_tok_per_s, rate)),
         ("Per-request tok/s", opt(c.per_request_tok_per_s, rate)),
         ("TTFT p50", opt(c.ttft_ms_p50, ms)),
@@ -478,6 +478,10 @@ fn cell_view(c: &DecodeCell) -> Value {
         ),
         ("Window", opt(c.measured_s, seconds)),
     ];
+    // The prompt's size as the server counted it (images included, with `--images`).
+    if let Some(p) = c.server_prompt_tokens {
+        figures.push(("Prompt tokens (server usage)", group_digits(p)));
+    }
     let overhead = vec![
         (
             "Client CPU",

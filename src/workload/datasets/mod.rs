@@ -11,9 +11,9 @@
 //! One file per family: `random` (vLLM's and SGLang's `random`, SGLang's `random-ids`, and
 //! SGLang's ShareGPT cuts), `sharegpt` (vLLM's and SGLang's rules, SGLang's `custom`), `sonnet`,
 //! `custom`, `burstgpt`, `prefix` (`prefix_repetition` and SGLang's generated-shared-prefix),
-//! `timed_trace`, `chat_requests` (SGLang's `openai`), `longbench_v2` (SGLang's); `common`
-//! holds what file families share (the file read, counting, wrapping, oversampling), `text`
-//! turns token-id prompts into prose.
+//! `timed_trace`, `chat_requests` (SGLang's `openai`), `longbench_v2` (SGLang's), `custom_image`
+//! (vLLM's), `mmmu` (SGLang's); `common` holds what file families share (the file read, counting, wrapping,
+//! oversampling), `text` turns token-id prompts into prose.
 //!
 //! How to add a family: write `datasets/<family>.rs` with its entry, a function of the settings
 //! and the counter, `(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
@@ -30,8 +30,10 @@ mod burstgpt;
 mod chat_requests;
 mod common;
 mod custom;
+pub mod custom_image;
 pub mod hf;
 pub mod longbench_v2;
+pub mod mmmu;
 mod prefix;
 mod random;
 pub mod random_mm;
@@ -82,6 +84,12 @@ pub enum DatasetKind {
     /// SGLang's `longbench_v2`: LongBench v2's questions with their long contexts
     /// (`workload::datasets::longbench_v2`).
     LongBenchV2,
+    /// vLLM's `custom_image`: a JSONL file of prompts with image files or URLs
+    /// (`workload::datasets::custom_image`).
+    CustomImage,
+    /// SGLang's `mmmu`: MMMU's Math questions, each with its image
+    /// (`workload::datasets::mmmu`).
+    Mmmu,
 }
 
 impl DatasetKind {
@@ -113,6 +121,8 @@ impl DatasetKind {
             DatasetKind::Hf => "hf",
             DatasetKind::SglangImage => "image",
             DatasetKind::LongBenchV2 => "longbench_v2",
+            DatasetKind::CustomImage => "custom_image",
+            DatasetKind::Mmmu => "mmmu",
         }
     }
 
@@ -128,11 +138,12 @@ impl DatasetKind {
             "burstgpt" => Ok(DatasetKind::BurstGpt),
             "random-mm" => Ok(DatasetKind::RandomMm),
             "hf" => Ok(DatasetKind::Hf),
+            "custom_image" => Ok(DatasetKind::CustomImage),
             "random-rerank" | "spec_bench" => Err(format!(
-                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt, hf)"
+                "--dataset-name {s} is not supported yet by llmspeed (supported: random, random-mm, sharegpt, sonnet, custom, custom_image, prefix_repetition, timed_trace, burstgpt, hf)"
             )),
             _ => Err(format!(
-                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt, hf)"
+                "unknown --dataset-name {s:?} (supported: random, random-mm, sharegpt, sonnet, custom, custom_image, prefix_repetition, timed_trace, burstgpt, hf)"
             )),
         }
     }
@@ -199,6 +210,8 @@ pub struct DatasetConfig {
     pub sglang_image: sglang_image::ImageSettings,
     /// SGLang's `longbench_v2`: its output length and context limit.
     pub longbench_v2: longbench_v2::Settings,
+    /// vLLM's `--custom-ensure-client-side-data` (the `custom_image` dataset).
+    pub custom_image: custom_image::Settings,
 }
 
 /// SGLang 0.5.23's `generated-shared-prefix` (`prefix_groups`): drawn lengths, a group
@@ -314,6 +327,7 @@ impl Default for DatasetConfig {
             hf: Default::default(),
             sglang_image: Default::default(),
             longbench_v2: Default::default(),
+            custom_image: Default::default(),
         }
     }
 }
@@ -412,6 +426,8 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::Hf => hf::load(cfg, tokens),
         DatasetKind::SglangImage => sglang_image::load(cfg),
         DatasetKind::LongBenchV2 => longbench_v2::load(cfg, tokens),
+        DatasetKind::CustomImage => custom_image::load(cfg, tokens),
+        DatasetKind::Mmmu => mmmu::load(cfg, tokens),
     }?;
     // Callers index samples round-robin (warm-ups): an empty set must be an error here.
     if samples.is_empty() {

@@ -15,16 +15,11 @@
 //! (some 50 ms) is far above a busy client's lag, so the threshold can sit where it leaves the
 //! most room on both sides. Then the search, from 1 stream, must answer N with N + 1 failing.
 //!
-//! Cost: the vLLM start (this binary starts its own: 30-50 s on idle cores, 150 s seen on busy
-//! ones), then two measuring rounds and the probes 1, 2, 4, 8, 6, 5: about 60-120 s more.
+//! Part of `tests/real_vllm.rs`'s binary, on its one server (a binary of its own started a
+//! second vLLM: 30-50 s on idle cores, 150 s seen on busy ones). Cost: two measuring rounds
+//! and the probes 1, 2, 4, 8, 6, 5, about 60-120 s, holding the server's turn.
 
-#[path = "capacity/real.rs"]
-mod real;
-#[path = "support/real_server.rs"]
-mod real_server;
-#[path = "real_vllm/server.rs"]
-mod server;
-
+use super::{real, server};
 use llmspeed::capacity::plan::Workload;
 
 const SLOTS: u64 = server::MAX_NUM_SEQS;
