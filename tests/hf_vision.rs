@@ -17,12 +17,15 @@
 //! Without the reference Python (`LLMSPEED_VLLM_REF_PYTHON`) the tests say NOT RUN, or fail
 //! under `CI=true`.
 
+#[path = "hf/gen.rs"]
+mod gen;
 #[path = "support/mock.rs"]
 mod mock_server;
 #[path = "conformance/reference.rs"]
 mod reference;
 
 use clap::Parser;
+use gen::Gen;
 use llmspeed::bench::vllm::args::ServeArgs;
 use llmspeed::workload::datasets::hf;
 use llmspeed::workload::datasets::{PromptSource, Sample, Tokens};
@@ -46,37 +49,18 @@ impl Tokens for Words {
     }
 }
 
-/// A small deterministic generator of texts.
-struct Gen(u64);
+/// The words of the rows' texts, some non-ASCII.
+const VOCAB: &[&str] = &[
+    "what", "is", "naïve", "図", "<image>", "color", "Options:", "A.", "é",
+];
 
-impl Gen {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
+/// What this file draws beyond words.
+trait Draw {
+    fn some(&mut self, lo: usize, span: u64) -> String;
+    fn image(&mut self) -> Value;
+}
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// `n` words, some non-ASCII, with a newline now and then.
-    fn words(&mut self, n: usize) -> String {
-        const VOCAB: [&str; 9] = [
-            "what", "is", "naïve", "図", "<image>", "color", "Options:", "A.", "é",
-        ];
-        let mut s = String::new();
-        for i in 0..n {
-            if i > 0 {
-                s.push(if self.below(9) == 0 { '\n' } else { ' ' });
-            }
-            s += VOCAB[self.below(VOCAB.len() as u64) as usize];
-        }
-        s
-    }
-
+impl Draw for Gen {
     /// `lo` words and up to `span - 1` more.
     fn some(&mut self, lo: usize, span: u64) -> String {
         let n = lo + self.below(span) as usize;
@@ -165,7 +149,7 @@ fn mmstar_rows(g: &mut Gen, n: usize) -> Vec<Value> {
 }
 
 fn cases() -> Vec<Case> {
-    let mut g = Gen(0x5eed_1a2b);
+    let mut g = Gen::new(0x5eed_1a2b, VOCAB);
     let one = json!({"image": "one"});
     vec![
         Case {
@@ -584,7 +568,7 @@ fn the_server_sees_each_rows_images_and_a_bad_image_stops_the_run_first() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut g = Gen(77);
+    let mut g = Gen::new(77, VOCAB);
     let mut rows = vision_arena_rows(&mut g, 9, "conversation");
     let case = Case {
         name: "e2e",

@@ -10,10 +10,13 @@
 //! Without the reference Python (`LLMSPEED_VLLM_REF_PYTHON`) the test says NOT RUN, or fails
 //! under `CI=true`.
 
+#[path = "hf/gen.rs"]
+mod gen;
 #[path = "conformance/reference.rs"]
 mod reference;
 
 use clap::Parser;
+use gen::Gen;
 use llmspeed::bench::vllm::args::ServeArgs;
 use llmspeed::workload::datasets::hf::{self, bfcl, Class};
 use llmspeed::workload::datasets::{PromptSource, PromptWrap, RenderChat, Sample, Tokens};
@@ -71,48 +74,28 @@ impl Tokens for Words {
     }
 }
 
-/// A small deterministic generator of texts.
-struct Gen(u64);
+/// The words of the rows' texts: some non-ASCII, braces or quotes.
+const VOCAB: &[&str] = &[
+    "the",
+    "code",
+    "naïve",
+    "日本語",
+    "{x}",
+    "def",
+    "return",
+    "a,b",
+    "\"q\"",
+    "é",
+    "}{",
+    "x=1;",
+];
 
-impl Gen {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
+/// What this file draws beyond words.
+trait Draw {
+    fn len(&mut self) -> usize;
+}
 
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    /// `n` words, some of them non-ASCII, braces or quotes, with a newline now and then.
-    fn words(&mut self, n: usize) -> String {
-        const VOCAB: [&str; 12] = [
-            "the",
-            "code",
-            "naïve",
-            "日本語",
-            "{x}",
-            "def",
-            "return",
-            "a,b",
-            "\"q\"",
-            "é",
-            "}{",
-            "x=1;",
-        ];
-        let mut s = String::new();
-        for i in 0..n {
-            if i > 0 {
-                s.push(if self.below(9) == 0 { '\n' } else { ' ' });
-            }
-            s += VOCAB[self.below(VOCAB.len() as u64) as usize];
-        }
-        s
-    }
-
+impl Draw for Gen {
     /// A length in words: short (some under vLLM's 4), medium, or long (past 1024 / 2048).
     fn len(&mut self) -> usize {
         match self.below(10) {
@@ -212,7 +195,7 @@ fn bfcl_rows(g: &mut Gen, cat: &str, n: usize) -> Vec<Row> {
 }
 
 fn cases() -> Vec<Case> {
-    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let mut g = Gen::new(0x9E37_79B9_7F4A_7C15, VOCAB);
     let ic = instruct_coder(&mut g);
     let hf = ["--dataset-name", "hf", "--disable-shuffle"];
     let with = |extra: &[&'static str]| -> Vec<&'static str> { [&hf[..], extra].concat() };
