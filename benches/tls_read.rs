@@ -1,10 +1,12 @@
 //! Per-token CPU of the TLS read path without sockets: one vLLM completions chunk (one token)
-//! per TLS 1.3 record, each record opened the way `net::tls_conn` opens it (the whole record
-//! handed to rustls, its plaintext appended to the read buffer) and the buffer fed to the real
-//! `StreamDecoder`. One criterion iteration = one token. Variants:
+//! per TLS 1.3 record, each record opened and its plaintext appended to the read buffer, and
+//! the buffer fed to the real `StreamDecoder`. One criterion iteration = one token. Variants:
 //! - `plain`: the same chunks fed to the decoder with no TLS (the floor);
-//! - `tls_buffered`: rustls's `ClientConnection` (what `tls_conn` uses);
-//! - `tls_unbuffered`: rustls's `UnbufferedClientConnection`, the ciphertext in our buffer.
+//! - `tls_conn`: our production code, `net::tls_session::TlsSession::open` (what
+//!   `net::tls_conn` calls after each socket read; rustls's unbuffered API), the record copied
+//!   into the session's buffer where the socket read would put it;
+//! - `tls_buffered`: the before, rustls's `ClientConnection` as `tls_conn` used it until it
+//!   moved to the unbuffered API (kept in `support/tls_pair.rs` only).
 //!
 //! The records are sealed by an in-memory rustls server before each timed batch (sealing is
 //! not timed); the difference between `plain` and a TLS variant is what decryption and
@@ -125,8 +127,8 @@ fn bench(c: &mut Criterion) {
         b.iter_custom(|iters| timed(iters, &mut seal, &mut open, &mut reader));
     });
 
-    g.bench_function("tls_unbuffered", |b| {
-        let (mut server, mut client) = tls_pair::unbuffered();
+    g.bench_function("tls_conn", |b| {
+        let (mut server, mut client) = tls_pair::session();
         let mut reader = Reader::new();
         let mut seal = sealer(&mut server, plain.clone());
         let mut open = |r: &[u8], buf: &mut BytesMut| client.open(r, buf);

@@ -32,7 +32,11 @@ SGLANG_REF_SHA256="${SGLANG_REF_SHA256:-00b3cd5b265ac76c64185fbb6b95424f324ddd9f
 # file from its `pip freeze`), so nothing in the folder shadows the virtualenv with another
 # version of what it has.
 # pandas: `vllm bench sweep serve` writes its summary.csv with it (tests/conformance_sweep.rs).
-VLLM_REF_EXTRA=(orjson==3.13.0 pandas==3.1.1)
+# datasets (it brings pyarrow): vLLM's hub loaders import it, and the tests that run them
+# (hf_vllm, hf_vision, conformance_hf, custom_image) write their parquet files with pyarrow. It
+# was missing from this list and present in older cached folders only: a new machine's CI run
+# (2026-12-07) failed conformance_hf with "No module named 'datasets'".
+VLLM_REF_EXTRA=(orjson==3.13.0 pandas==3.1.1 datasets==5.2.0)
 SGLANG_REF_EXTRA=(orjson==3.13.0 ipython==9.18.1 datasets==5.2.0 gguf==0.19.0)
 here="$(cd "$(dirname "$0")" && pwd)"
 ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/llmspeed/references"

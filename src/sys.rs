@@ -267,7 +267,23 @@ pub fn parse_cpuinfo(text: &str) -> (Option<String>, Option<u64>) {
 
 /// `MemTotal` of /proc/meminfo, in bytes (the file says kB, meaning KiB).
 pub fn parse_meminfo(text: &str) -> Option<u64> {
-    let rest = text.lines().find_map(|l| l.strip_prefix("MemTotal:"))?;
+    meminfo_bytes(text, "MemTotal:")
+}
+
+/// `MemAvailable` of /proc/meminfo, in bytes: what the kernel estimates a new process can
+/// take without swapping.
+pub fn parse_mem_available(text: &str) -> Option<u64> {
+    meminfo_bytes(text, "MemAvailable:")
+}
+
+/// This machine's `MemAvailable` (`None` off Linux or where the kernel gives none).
+pub fn mem_available() -> Option<u64> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// The /proc/meminfo line `key` (with its colon), in bytes.
+fn meminfo_bytes(text: &str, key: &str) -> Option<u64> {
+    let rest = text.lines().find_map(|l| l.strip_prefix(key))?;
     let mut it = rest.split_whitespace();
     let n: u64 = it.next()?.parse().ok()?;
     match it.next() {
@@ -355,6 +371,9 @@ mod tests {
         let m = "MemTotal:       24683652 kB\nMemFree:         1779956 kB\n";
         assert_eq!(parse_meminfo(m), Some(24_683_652 * 1024));
         assert_eq!(parse_meminfo("MemFree: 1 kB\n"), None);
+        let m2 = "MemTotal:  8 kB\nMemFree: 2 kB\nMemAvailable:    5 kB\n";
+        assert_eq!(parse_mem_available(m2), Some(5 * 1024));
+        assert_eq!(parse_mem_available("MemTotal: 8 kB\n"), None);
         assert_eq!(parse_meminfo("MemTotal: x kB\n"), None);
         let os = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
         assert_eq!(

@@ -1,20 +1,12 @@
 //! `llmspeed capacity`'s flags, parsed through the real `Cli` as `main` parses them, and the
 //! checks that refuse a bad setting before any server is started.
 
-use llmspeed::cli::{try_parse, Command};
-use std::time::Duration;
+mod support;
 
-fn parse(args: &[&str]) -> Result<llmspeed::cli::capacity::CapacityArgs, String> {
-    let mut argv: Vec<std::ffi::OsString> = vec!["llmspeed".into(), "capacity".into()];
-    argv.extend(args.iter().map(|a| a.into()));
-    match try_parse(argv) {
-        Ok(c) => match c.command {
-            Command::Capacity(a) => Ok(*a),
-            other => panic!("not capacity: {other:?}"),
-        },
-        Err(e) => Err(e.to_string()),
-    }
-}
+use support::capacity_args as parse;
+
+use llmspeed::workload::datasets::DatasetKind;
+use std::time::Duration;
 
 fn config(args: &[&str]) -> Result<llmspeed::capacity::run::CapacityConfig, String> {
     let a = parse(args)?;
@@ -50,7 +42,141 @@ fn flags_become_the_search_config() {
     );
     assert_eq!(c.max_time, Duration::from_secs(90));
     assert_eq!(c.settle, Duration::from_millis(250));
-    assert_eq!((c.workload.input_len, c.workload.output_len), (128, 64));
+    // The default workload: random ids of exactly 128 tokens asking for exactly 64, plain
+    // completions.
+    let d = &c.workload.dataset;
+    assert_eq!(d.kind, DatasetKind::Random);
+    assert_eq!((d.random_input_len, d.random_output_len), (128, 64));
+    assert_eq!(
+        (d.random_range_ratio, d.random_output_range_ratio),
+        (0.0, None)
+    );
+    assert_eq!(c.workload.connection.endpoint, "/v1/completions");
+    assert!(c.workload.draws_per_round());
+}
+
+#[test]
+fn bench_serves_connection_and_dataset_flags_mean_the_same_here() {
+    let c = config(&[
+        "--slo",
+        "ttft_p99=2s",
+        "--out",
+        "o",
+        "--backend",
+        "openai-chat",
+        "--header",
+        "X-Tenant=blue",
+        "--api-key",
+        "sk-1",
+        "--insecure",
+        "--model",
+        "m",
+        "--served-model-name",
+        "served",
+        "--input-len",
+        "300",
+        "--random-output-len",
+        "20",
+    ])
+    .unwrap();
+    let w = &c.workload;
+    assert_eq!(w.connection.endpoint, "/v1/chat/completions");
+    assert!(w.connection.chat());
+    assert_eq!(
+        w.connection.headers,
+        vec![("X-Tenant".to_string(), "blue".to_string())]
+    );
+    assert_eq!(w.connection.api_key.as_deref(), Some("sk-1"));
+    assert!(w.connection.insecure);
+    assert_eq!(
+        (
+            w.connection.model.as_deref(),
+            w.connection.served_model_name.as_deref()
+        ),
+        (Some("m"), Some("served"))
+    );
+    // --input-len sets the random dataset's length, as in bench serve.
+    assert_eq!(
+        (w.dataset.random_input_len, w.dataset.random_output_len),
+        (300, 20)
+    );
+    // Without --base-url, bench serve's --host and --port.
+    let a = parse(&["--slo", "errors=1%", "--out", "o", "--port", "8123"]).unwrap();
+    let w = llmspeed::cli::capacity::workload(&a, String::new()).unwrap();
+    assert_eq!(w.connection.base_url, "http://127.0.0.1:8123");
+    // A text dataset is read once, not drawn per round.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.json");
+    std::fs::write(&file, "[]").unwrap();
+    let c = config(&[
+        "--slo",
+        "errors=1%",
+        "--out",
+        "o",
+        "--dataset-name",
+        "sharegpt",
+        "--dataset-path",
+        file.to_str().unwrap(),
+        "--num-prompts",
+        "50",
+    ])
+    .unwrap();
+    assert_eq!(c.workload.dataset.kind, DatasetKind::ShareGpt);
+    assert_eq!(c.workload.dataset.num_prompts, 50);
+    assert!(!c.workload.draws_per_round());
+}
+
+#[test]
+fn a_context_is_written_as_the_matrix_writes_it() {
+    let with = |extra: &[&str]| {
+        let mut v = vec!["--slo", "errors=1%", "--out", "o"];
+        v.extend_from_slice(extra);
+        config(&v)
+    };
+    for (spelled, tokens) in [
+        ("32K", 32_768),
+        ("8k", 8_192),
+        ("1.5k", 1_536),
+        ("4096", 4_096),
+    ] {
+        let c = with(&["--context", spelled]).unwrap();
+        assert_eq!(c.workload.dataset.random_input_len, tokens, "{spelled}");
+    }
+    for (bad, says) in [
+        ("32Q", "--context"),
+        ("0", "at least 1 token"),
+        ("8k,16k", "one context"),
+        ("max,8k", "one context"),
+    ] {
+        let e = with(&["--context", bad]).unwrap_err();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
+    // `max`: the largest that fits, found from the server before the first probe.
+    let c = with(&["--context", "max"]).unwrap();
+    assert!(c.workload.context_max);
+    assert!(!with(&["--context", "8k"]).unwrap().workload.context_max);
+    let e = with(&["--context", "8k", "--input-len", "100"]).unwrap_err();
+    assert!(e.contains("--input-len"), "{e}");
+    // bench serve's spelling of the same length is refused too (it was silently overridden).
+    let e = with(&["--context", "8k", "--random-input-len", "100"]).unwrap_err();
+    assert!(e.contains("--random-input-len"), "{e}");
+}
+
+#[test]
+fn datasets_capacity_cannot_send_are_refused() {
+    let with = |extra: &[&str]| {
+        let mut v = vec!["--slo", "errors=1%", "--out", "o"];
+        v.extend_from_slice(extra);
+        config(&v).unwrap_err()
+    };
+    let e = with(&["--dataset-name", "timed_trace", "--dataset-path", "t.jsonl"]);
+    assert!(e.contains("timed_trace"), "{e}");
+    let e = with(&["--dataset-name", "sharegpt"]);
+    assert!(e.contains("needs --dataset-path"), "{e}");
+    let e = with(&["--dataset-name", "random-mm"]);
+    assert!(e.contains("openai-chat"), "{e}");
+    let e = with(&["--dataset-name", "nope"]);
+    assert!(e.contains("nope"), "{e}");
 }
 
 #[test]
@@ -68,9 +194,10 @@ fn bad_settings_are_refused_by_name() {
     assert!(with(&["--slo", "errors=1%", "--output-len", "1"]).contains("--output-len"));
     // No objective, no server, or both a server and --mock: clap refuses.
     assert!(parse(&base).unwrap_err().contains("--slo"));
-    assert!(parse(&["--slo", "errors=1%", "--out", "o"])
-        .unwrap_err()
-        .contains("--base-url"));
+    // No server named: bench serve's default, --host 127.0.0.1 --port 8000.
+    let a = parse(&["--slo", "errors=1%", "--out", "o"]).unwrap();
+    let w = llmspeed::cli::capacity::workload(&a, String::new()).unwrap();
+    assert_eq!(w.connection.base_url, "http://127.0.0.1:8000");
     assert!(parse(&[
         "--mock",
         "--base-url",
@@ -81,6 +208,7 @@ fn bad_settings_are_refused_by_name() {
         "o"
     ])
     .is_err());
+    assert!(parse(&["--mock", "--port", "9", "--slo", "errors=1%", "--out", "o"]).is_err());
 }
 
 #[test]
@@ -110,7 +238,13 @@ fn by_rate_takes_its_steps_in_requests_per_second() {
         "40.7",
     ])
     .unwrap();
-    assert_eq!(c.by, llmspeed::capacity::plan::By::Rate { step: 0.5 });
+    assert_eq!(
+        c.by,
+        llmspeed::capacity::plan::By::Rate {
+            step: 0.5,
+            burstiness: 1.0
+        }
+    );
     assert_eq!(
         (c.search.start, c.search.resolution, c.search.max),
         (5, 1, 81)

@@ -18,7 +18,7 @@ use llmspeed::capacity::plan::Workload;
 use llmspeed::capacity::run::CapacityConfig;
 use llmspeed::capacity::search::SearchConfig;
 use llmspeed::capacity::slo::Slo;
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::MockConfig;
 use llmspeed::net::Cancel;
 use llmspeed::selftest::pin::{allowed_cpus, BusyLoop, CpuList, Mask};
 use serde_json::Value;
@@ -26,14 +26,7 @@ use std::time::Duration;
 use support::mock::MockThread;
 
 fn mock() -> MockConfig {
-    let mut c = MockConfig::profile(Profile::Demo);
-    c.engine.max_num_seqs = 64;
-    c.engine.decode.base_us = 10_000.0;
-    c.engine.decode.per_seq_us = 10_000.0;
-    c.engine.decode.per_ktok_total_us = 0.0;
-    c.engine.decode.per_ktok_max_us = 0.0;
-    c.engine.prefill.rate_tok_s = 1e9;
-    c
+    support::mock::analytic(64, 10_000.0, 10_000.0)
 }
 
 #[test]
@@ -67,13 +60,7 @@ fn beside_a_busy_loop_on_its_core_the_client_is_never_taken_for_the_server() {
         .build()
         .unwrap();
     let cfg = CapacityConfig {
-        workload: Workload {
-            base_url: server.url(),
-            model: None,
-            input_len: 32,
-            output_len: 16,
-            seed: 5,
-        },
+        workload: Workload::random(&server.url(), None, 32, 16, 5),
         by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(&["itl_p95=55ms"]).unwrap(),
         confidence: 0.95,

@@ -12,7 +12,7 @@ use llmspeed::capacity::plan::Workload;
 use llmspeed::capacity::run::CapacityConfig;
 use llmspeed::capacity::search::SearchConfig;
 use llmspeed::capacity::slo::Slo;
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::MockConfig;
 use llmspeed::net::Cancel;
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -80,14 +80,7 @@ fn data(v: &Value) -> String {
 }
 
 fn mock() -> MockConfig {
-    let mut c = MockConfig::profile(Profile::Demo);
-    c.engine.max_num_seqs = 64;
-    c.engine.decode.base_us = 10_000.0;
-    c.engine.decode.per_seq_us = 10_000.0;
-    c.engine.decode.per_ktok_total_us = 0.0;
-    c.engine.decode.per_ktok_max_us = 0.0;
-    c.engine.prefill.rate_tok_s = 1e9;
-    c
+    support::mock::analytic(64, 10_000.0, 10_000.0)
 }
 
 /// Checks `page` against `v` (results.json): every probe's row and marks, the lines.
@@ -157,13 +150,7 @@ fn assert_page_holds(page: &str, v: &Value) {
 fn the_page_holds_every_probe_and_the_site_links_it() {
     let server = MockThread::start(mock());
     let cfg = CapacityConfig {
-        workload: Workload {
-            base_url: server.url(),
-            model: None,
-            input_len: 32,
-            output_len: 16,
-            seed: 1,
-        },
+        workload: Workload::random(&server.url(), None, 32, 16, 1),
         by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(&["itl_p95=55ms"]).unwrap(),
         confidence: 0.95,

@@ -22,7 +22,7 @@ use llmspeed::capacity::slo::Slo;
 use llmspeed::clock::Clock;
 use llmspeed::matrix::plan::{ContextSpec, PlanConfig};
 use llmspeed::matrix::run::{HeaderFacts, MatrixConfig, PromptMode};
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::MockConfig;
 use llmspeed::net::{Cancel, Client, ClientConfig, Target};
 use llmspeed::server::Overrides;
 use quick_xml::events::Event;
@@ -35,14 +35,7 @@ use support::mock::{runtime, MockThread};
 const CONTEXTS: [u64; 2] = [256, 512];
 
 fn mock() -> MockConfig {
-    let mut c = MockConfig::profile(Profile::Demo);
-    c.engine.max_num_seqs = 3;
-    c.engine.decode.base_us = 10_000.0;
-    c.engine.decode.per_seq_us = 5_000.0;
-    c.engine.decode.per_ktok_total_us = 0.0;
-    c.engine.decode.per_ktok_max_us = 0.0;
-    c.engine.prefill.rate_tok_s = 1e9;
-    c
+    support::mock::analytic(3, 10_000.0, 5_000.0)
 }
 
 fn config(out: &Path, url: &str) -> MatrixConfig {

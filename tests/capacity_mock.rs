@@ -27,32 +27,19 @@ use llmspeed::capacity::plan::Workload;
 use llmspeed::capacity::run::CapacityConfig;
 use llmspeed::capacity::search::{Ending, SearchConfig};
 use llmspeed::capacity::slo::Slo;
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::MockConfig;
 use llmspeed::net::Cancel;
 use serde_json::Value;
 use std::time::Duration;
 use support::mock::{runtime, MockThread};
 
 fn mock(max_num_seqs: u32, base_us: f64, per_seq_us: f64) -> MockConfig {
-    let mut c = MockConfig::profile(Profile::Demo);
-    c.engine.max_num_seqs = max_num_seqs;
-    c.engine.decode.base_us = base_us;
-    c.engine.decode.per_seq_us = per_seq_us;
-    c.engine.decode.per_ktok_total_us = 0.0;
-    c.engine.decode.per_ktok_max_us = 0.0;
-    c.engine.prefill.rate_tok_s = 1e9;
-    c
+    support::mock::analytic(max_num_seqs, base_us, per_seq_us)
 }
 
 fn config(url: String, slo: &[&str], output_len: u32, round: u64) -> CapacityConfig {
     CapacityConfig {
-        workload: Workload {
-            base_url: url,
-            model: None,
-            input_len: 32,
-            output_len,
-            seed: 1,
-        },
+        workload: Workload::random(&url, None, 32, output_len, 1),
         by: llmspeed::capacity::plan::By::Concurrency,
         slo: Slo::parse(slo).unwrap(),
         confidence: 0.95,
@@ -166,18 +153,22 @@ fn an_error_objective_fails_at_the_first_load_when_a_fifth_of_requests_fail() {
 /// probability 0.2 per request already in its engine (`--load-fault status=500@0.2`:
 /// `mock::faults::pick_loaded`, the count read from the engine when the request arrives). In a
 /// closed loop of C streams every other stream's request is in the engine (running; up to
-/// `max_num_seqs` 64 nothing waits) except in the instant between one request's last token and
-/// the next request's arrival — a millisecond or less, against a request's 8 steps of 5 ms (a
-/// failed request is answered at once and its stream sends again) — so a request fails with
-/// probability 0.2 x (C - 1), or a little less: 0 at 1 stream, 20% at 2, 40% at 3, 60% at 4.
-/// (The draws are fixed by request number, so runs differ only where the count read differs:
-/// two runs here measured 17.7% at 2 both times, 37.2% and 36.5% at 3.) `errors=30%` holds at 2 and fails at 3 (by about 0.1 either side, which
-/// a few hundred requests' Clopper-Pearson interval resolves). The truth is 2.
+/// `max_num_seqs` 64 nothing waits) except while that stream is between requests: after its
+/// last token, and through each failed request (answered at once, so a failing stream spends
+/// its failures outside the engine). So a request fails with probability 0.2 x (C - 1) x f,
+/// where f is the share of time another stream's request is in the engine: 0 at 1 stream,
+/// 20 f % at 2, 40 f % at 3, 60 f % at 4. f is near 1 on a quiet machine and lower on a busy
+/// one, whose client takes longer between requests: the CI run of 2026-12-07 measured 17.7% at
+/// 2 and 33.5% at 3 with 8-token requests (f about 0.85), where a quiet run measured 37% at 3.
+/// The requests here are 16 tokens (80 ms of decode) so the time between them weighs half as
+/// much, and the objective `errors=26%` sits between 2 and 3 for any f from 0.8 to 1 (at most
+/// 20% at 2, at least 32% at 3): a margin of 6 points or more on either side, which a few
+/// hundred requests' Clopper-Pearson interval resolves. The truth is 2.
 #[test]
 fn an_error_objective_finds_where_a_load_dependent_fault_rate_crosses_it() {
     let mut m = mock(64, 5_000.0, 0.0);
     m.load_faults = vec!["status=500@0.2".parse().unwrap()];
-    let v = search(m, &["errors=30%"], 8, 100);
+    let v = search(m, &["errors=26%"], 16, 100);
     let a = &v["answer"];
     assert_eq!(a["concurrency"], 2, "{a}");
     assert_eq!(a["smallest_failing_concurrency"], 3, "{a}");

@@ -43,7 +43,7 @@ use llmspeed::capacity::plan::{By, Workload};
 use llmspeed::capacity::run::CapacityConfig;
 use llmspeed::capacity::search::{Ending, SearchConfig};
 use llmspeed::capacity::slo::Slo;
-use llmspeed::mock::{MockConfig, Profile};
+use llmspeed::mock::MockConfig;
 use llmspeed::net::Cancel;
 use serde_json::Value;
 use std::time::Duration;
@@ -55,14 +55,7 @@ const BASE_US: f64 = 2_000.0;
 const PER_SEQ_US: f64 = 2_500.0;
 
 fn mock() -> MockConfig {
-    let mut c = MockConfig::profile(Profile::Demo);
-    c.engine.max_num_seqs = S;
-    c.engine.decode.base_us = BASE_US;
-    c.engine.decode.per_seq_us = PER_SEQ_US;
-    c.engine.decode.per_ktok_total_us = 0.0;
-    c.engine.decode.per_ktok_max_us = 0.0;
-    c.engine.prefill.rate_tok_s = 1e9;
-    c
+    support::mock::analytic(S, BASE_US, PER_SEQ_US)
 }
 
 /// The knee's bounds from the settings (see the module's derivation), requests per second.
@@ -88,19 +81,25 @@ fn schema_errors(v: &Value) -> Vec<String> {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs a rate search in steps of `step` req/s from one step up to `max` steps against a mock
-/// with `m`'s settings; returns results.json and the summary.
+/// with `m`'s settings, Poisson arrivals; returns results.json and the summary.
 fn search(m: MockConfig, slo: &[&str], output_len: u32, step: f64, max: u64) -> (Value, String) {
+    search_with(m, slo, output_len, step, 1.0, max)
+}
+
+/// [`search`] with arrivals of gamma shape `burstiness`.
+fn search_with(
+    m: MockConfig,
+    slo: &[&str],
+    output_len: u32,
+    step: f64,
+    burstiness: f64,
+    max: u64,
+) -> (Value, String) {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = MockThread::start(m);
     let cfg = CapacityConfig {
-        workload: Workload {
-            base_url: server.url(),
-            model: None,
-            input_len: 32,
-            output_len,
-            seed: 1,
-        },
-        by: By::Rate { step },
+        workload: Workload::random(&server.url(), None, 32, output_len, 1),
+        by: By::Rate { step, burstiness },
         slo: Slo::parse(slo).unwrap(),
         confidence: 0.95,
         search: SearchConfig {
@@ -131,6 +130,17 @@ fn search(m: MockConfig, slo: &[&str], output_len: u32, step: f64, max: u64) -> 
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(schema_errors(&v), Vec::<String>::new());
+    // The arrivals' shape is recorded, and every keeps-up interval was built for it.
+    let b = &v["workload"]["burstiness"];
+    if burstiness.is_finite() {
+        assert_eq!(b.as_f64(), Some(burstiness));
+    } else {
+        assert_eq!(b, "inf");
+    }
+    for p in v["probes"].as_array().unwrap() {
+        let phi = p["keeps_up"]["dispersion"].as_f64().unwrap();
+        assert_eq!(phi, (1.0 / burstiness).max(1.0), "{p}");
+    }
     let page = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     page_holds_keeps_up(&page, &v);
     assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
@@ -168,6 +178,32 @@ fn page_holds_keeps_up(page: &str, v: &Value) {
         }
         assert_eq!(attr(cell, "data-verdict"), k["verdict"].as_str().unwrap());
     }
+    // The keeps-up chart: a mark per probe, its completions and interval, the arrivals it was
+    // held to, and its keeps-up verdict, as the file has them.
+    let chart = &page[page.find("id=\"o-keeps_up\"").expect("a keeps-up chart")..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    let marks: Vec<&str> = chart.split("<g class=\"probe\"").skip(1).collect();
+    assert_eq!(marks.len(), probes.len());
+    for (mark, p) in marks.iter().zip(probes) {
+        let k = &p["keeps_up"];
+        assert_eq!(
+            attr(mark, "data-x").parse::<f64>().unwrap(),
+            p["request_rate"].as_f64().unwrap()
+        );
+        for (a, f) in [
+            ("data-estimate", "completion_per_s"),
+            ("data-lo", "lo"),
+            ("data-hi", "hi"),
+            ("data-reference", "arrival_per_s"),
+        ] {
+            assert_eq!(
+                attr(mark, a).parse::<f64>().unwrap(),
+                k[f].as_f64().unwrap(),
+                "{a}"
+            );
+        }
+        assert_eq!(attr(mark, "data-verdict"), k["verdict"].as_str().unwrap());
+    }
 }
 
 #[test]
@@ -190,12 +226,15 @@ fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
     // Past the knee TTFT held within this short probe: the server falling behind failed it.
     assert_eq!(a["failed_objective"], "keeps_up", "{summary}");
     let probes = v["probes"].as_array().unwrap();
+    // The loads the search decided, in order; a Client-bound probe (the busy machine's client
+    // fell behind) is repeated at its load and decides nothing.
     let rates: Vec<f64> = probes
         .iter()
+        .filter(|p| p["outcome"] != "client_bound")
         .map(|p| p["request_rate"].as_f64().unwrap())
         .collect();
-    assert_eq!(rates, vec![20.0, 40.0, 80.0, 60.0]);
-    let at = |r: f64| probes.iter().find(|p| p["request_rate"] == r).unwrap();
+    assert_eq!(rates, vec![20.0, 40.0, 80.0, 60.0], "{summary}");
+    let at = |r: f64| probes.iter().rfind(|p| p["request_rate"] == r).unwrap();
     let over = &at(60.0)["keeps_up"];
     assert_eq!(over["verdict"], "fail");
     // What the server completed past the knee is its capacity: μ within the interval's
@@ -224,13 +263,7 @@ fn a_rate_search_finds_the_knee_where_the_queue_stops_being_bounded() {
 /// of 22 req/s: at 22, s is 21-23% (passes); at 44, 35-37% (fails). The truth is 22.
 #[test]
 fn an_error_objective_in_rate_finds_where_the_load_dependent_fault_rate_crosses_it() {
-    let mut m = MockConfig::profile(Profile::Demo);
-    m.engine.max_num_seqs = 64;
-    m.engine.decode.base_us = 2_000.0;
-    m.engine.decode.per_seq_us = 0.0;
-    m.engine.decode.per_ktok_total_us = 0.0;
-    m.engine.decode.per_ktok_max_us = 0.0;
-    m.engine.prefill.rate_tok_s = 1e9;
+    let mut m = support::mock::analytic(64, 2_000.0, 0.0);
     m.load_faults = vec!["status=500@0.2".parse().unwrap()];
     let (v, summary) = search(m, &["errors=30%"], 32, 22.0, 8);
     let a = &v["answer"];
@@ -248,4 +281,84 @@ fn an_error_objective_in_rate_finds_where_the_load_dependent_fault_rate_crosses_
             "{rate}: {share} vs [{lo}, {hi}]"
         );
     }
+}
+
+/// **Bursty and smooth arrivals.** The knee is where the queue stops being bounded, μ from the
+/// settings above whatever the arrivals' shape: with a queue all S slots stay full, and the
+/// derivation never looks at when the requests came. So the answer is the same 40 with 60
+/// failing at burstiness 0.5 (gamma gaps with CV² = 2: clumps of arrivals, and the keeps-up
+/// interval twice the Poisson variance, `capacity::flow`) and at 4 (CV² = 1/4: nearly even
+/// gaps, the Poisson width kept). At 40 (ρ = 0.86) even the bursty queue's TTFT p90 stays far
+/// under 1 s; at 60 the server completes about 47 a second of 60 arriving, and either the
+/// rate check or the growing wait fails it.
+#[test]
+fn bursty_and_smooth_arrivals_find_the_same_knee() {
+    let (lo, hi) = knee();
+    for burstiness in [0.5, 4.0] {
+        let (v, summary) = search_with(mock(), &["ttft_p90=1s"], L, 20.0, burstiness, 10);
+        let a = &v["answer"];
+        let (pass, fail) = (
+            a["request_rate"].as_f64().unwrap(),
+            a["smallest_failing_request_rate"].as_f64().unwrap(),
+        );
+        assert!(pass < lo && hi < fail, "{burstiness}: {summary}");
+        assert_eq!((pass, fail), (40.0, 60.0), "{burstiness}: {summary}");
+        assert_eq!(a["failing_certain"], true, "{burstiness}: {summary}");
+        let probes = v["probes"].as_array().unwrap();
+        let at = |r: f64| probes.iter().rfind(|p| p["request_rate"] == r).unwrap();
+        assert_eq!(at(40.0)["keeps_up"]["verdict"], "pass", "{summary}");
+        // Past the knee the completions are the server's capacity, whatever the arrivals.
+        let over = &at(60.0)["keeps_up"];
+        let done = over["completion_per_s"].as_f64().unwrap();
+        assert!(done > 0.9 * lo && done < 1.1 * hi, "{burstiness}: {over}");
+        assert!(
+            summary.contains(&format!("burstiness {burstiness}")),
+            "{summary}"
+        );
+    }
+}
+
+fn parse(args: &[&str]) -> Result<CapacityConfig, String> {
+    use llmspeed::cli::{try_parse, Command};
+    let mut argv: Vec<std::ffi::OsString> = vec!["llmspeed".into(), "capacity".into()];
+    argv.extend(args.iter().map(|a| a.into()));
+    let a = match try_parse(argv).map_err(|e| e.to_string())?.command {
+        Command::Capacity(a) => a,
+        other => panic!("not capacity: {other:?}"),
+    };
+    llmspeed::cli::capacity::config(&a, "http://127.0.0.1:9".into()).map_err(|e| e.message)
+}
+
+#[test]
+fn burstiness_is_a_rate_flag_with_bench_serves_values() {
+    let base = [
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--slo",
+        "ttft_p99=1s",
+        "--out",
+        "/nonexistent",
+    ];
+    let with = |extra: &[&str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        parse(&v)
+    };
+    let burst = |c: CapacityConfig| match c.by {
+        By::Rate { burstiness, .. } => burstiness,
+        By::Concurrency => panic!("not rate"),
+    };
+    assert_eq!(burst(with(&["--by", "rate"]).unwrap()), 1.0);
+    assert_eq!(
+        burst(with(&["--by", "rate", "--burstiness", "0.5"]).unwrap()),
+        0.5
+    );
+    assert!(burst(with(&["--by", "rate", "--burstiness", "inf"]).unwrap()).is_infinite());
+    for bad in ["0", "-1", "nan"] {
+        let e = with(&["--by", "rate", "--burstiness", bad]).unwrap_err();
+        assert!(e.contains("--burstiness"), "{bad}: {e}");
+    }
+    // A closed loop has no arrival process to shape: refused, by name.
+    let e = with(&["--burstiness", "0.5"]).unwrap_err();
+    assert!(e.contains("--burstiness") && e.contains("--by rate"), "{e}");
 }

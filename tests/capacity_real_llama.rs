@@ -32,13 +32,7 @@ const SLOTS: u64 = 2;
 const OUTPUT: u32 = 512;
 
 fn workload(url: &str) -> Workload {
-    Workload {
-        base_url: url.into(),
-        model: Some("tiny".into()),
-        input_len: 32,
-        output_len: OUTPUT,
-        seed: 11,
-    }
+    Workload::random(url, Some("tiny".into()), 32, OUTPUT, 11)
 }
 
 #[test]

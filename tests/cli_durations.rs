@@ -77,7 +77,7 @@ fn stream_timeouts_take_units() {
 fn bench_serve_and_selftest_share_the_syntax() {
     let ready = |v: &str| match parse(&["bench", "serve", "--ready-check-timeout-sec", v]) {
         Command::Bench(b) => match b.command {
-            BenchCommand::Serve(s) => s.ready_check_timeout_sec,
+            BenchCommand::Serve(s) => s.conn.ready_check_timeout_sec,
             other => panic!("not bench serve: {other:?}"),
         },
         other => panic!("not bench: {other:?}"),

@@ -35,7 +35,7 @@ mod reference;
 mod results;
 mod support;
 
-use results::{block, json_type, label, ran_with, tail, value, Ran};
+use results::{check, ran_with, tail, Ran};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -843,98 +843,43 @@ fn compare(row: &Row, r: &Ran, o: &Ran) -> Vec<String> {
     }
     let mut out = Vec::new();
     let mut differ = |what: String| out.push(format!("{}: {what}", row.name));
-    if r.code != Some(0) || o.code != Some(0) {
-        differ(format!(
-            "exit code: reference {:?}, llmspeed {:?} (both must succeed)\nreference stderr \
-             tail: {}\nllmspeed stderr: {}",
-            r.code,
-            o.code,
-            tail(&r.stderr),
-            tail(&o.stderr)
-        ));
+    if let Some(d) = check::exit_codes(r, o, true) {
+        differ(d);
         return out;
     }
-    let (Some(rv), Some(ov)) = (&r.result, &o.result) else {
-        differ(format!(
-            "result file: reference {}, llmspeed {}",
-            r.result.is_some(),
-            o.result.is_some()
-        ));
-        return out;
-    };
-    let theirs: Vec<&String> = r.keys.iter().filter(|k| !deliberate(k)).collect();
-    let ours: Vec<&String> = o
-        .keys
-        .iter()
-        .filter(|k| *k != "llmspeed" && !deliberate(k))
-        .collect();
-    if ours != theirs {
-        differ(format!(
-            "result keys differ:\n  reference: {theirs:?}\n  llmspeed:  {ours:?}"
-        ));
-    }
-    if o.keys.last().map(String::as_str) != Some("llmspeed") {
-        differ("llmspeed's own figures are not the last key, `llmspeed`".into());
-    }
-    let types: Vec<String> = theirs
-        .iter()
-        .filter_map(|k| {
-            let (a, b) = (rv.get(*k)?, ov.get(*k)?);
-            (json_type(a) != json_type(b))
-                .then(|| format!("{k}: {} vs {}", json_type(a), json_type(b)))
-        })
-        .collect();
-    if !types.is_empty() {
-        differ(format!("value types differ: {}", types.join(", ")));
-    }
-    for k in [
-        "completed",
-        "failed",
-        "total_input_tokens",
-        "total_output_tokens",
-    ] {
-        if rv.get(k) != ov.get(k) {
-            differ(format!(
-                "{k}: reference {:?}, llmspeed {:?}",
-                rv.get(k),
-                ov.get(k)
-            ));
+    let (rv, ov) = match check::results(r, o) {
+        Ok(both) => both,
+        Err(d) => {
+            differ(d);
+            return out;
         }
-    }
-    let (rb, ob) = (block(&r.stdout), block(&o.stdout));
-    let labels = |b: &[String]| -> Vec<String> {
-        b.iter()
-            .map(|l| label(l))
-            .filter(|l| !deliberate(l))
-            .collect()
     };
-    if labels(&rb) != labels(&ob) {
-        differ(format!(
-            "console block labels differ:\n  reference: {:?}\n  llmspeed:  {:?}",
-            labels(&rb),
-            labels(&ob)
-        ));
-    }
-    for l in [
-        "Successful requests:",
-        "Failed requests:",
-        "Total input tokens:",
-        "Total generated tokens:",
-    ] {
-        if value(&rb, l) != value(&ob, l) {
-            differ(format!(
-                "console {l:?}: reference {:?}, llmspeed {:?}",
-                value(&rb, l),
-                value(&ob, l)
-            ));
-        }
-    }
-    let measured = |v: &Value| {
-        ["completed", "failed"]
-            .iter()
-            .map(|k| v[*k].as_u64().unwrap_or(0) as usize)
-            .sum()
-    };
+    let steps = [
+        check::keys(r, o, &deliberate),
+        check::same_values(
+            rv,
+            ov,
+            &[
+                "completed",
+                "failed",
+                "total_input_tokens",
+                "total_output_tokens",
+            ],
+        ),
+        check::console(
+            r,
+            o,
+            &deliberate,
+            &[
+                "Successful requests:",
+                "Failed requests:",
+                "Total input tokens:",
+                "Total generated tokens:",
+            ],
+        ),
+    ];
+    steps.into_iter().flatten().for_each(&mut differ);
+    let measured = check::measured;
     let (theirs, ours) = (
         bodies::sort(&r.requests, measured(rv)),
         bodies::sort(&o.requests, measured(ov)),

@@ -30,8 +30,8 @@ mod results;
 mod support;
 
 use results::{
-    block, json_type, keys_in_order, label, python_json, ran, ran_with, tail, traffic_lines, value,
-    Ran, SERVER_PROBE, UUID_REQUEST_IDS,
+    block, check, keys_in_order, label, python_json, ran, ran_with, traffic_lines, value, Ran,
+    SERVER_PROBE, UUID_REQUEST_IDS,
 };
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -1211,37 +1211,21 @@ fn our_run(row: &Run, env: &Env, dir: &Path) -> Ran {
 fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
     let mut out = Vec::new();
     let mut differ = |what: String| out.push(format!("{}: {what}", row.name));
-    if r.code != o.code {
-        differ(format!(
-            "exit code: reference {:?}, llmspeed {:?}\nreference stderr tail: {}\nllmspeed stderr: {}",
-            r.code,
-            o.code,
-            tail(&r.stderr),
-            tail(&o.stderr)
-        ));
+    if let Some(d) = check::exit_codes(r, o, false) {
+        differ(d);
         return out;
     }
-    let (Some(rv), Some(ov)) = (&r.result, &o.result) else {
-        differ(format!(
-            "result file: reference {}, llmspeed {}\nreference stderr tail: {}",
-            r.result.is_some(),
-            o.result.is_some(),
-            tail(&r.stderr)
-        ));
-        return out;
+    let (rv, ov) = match check::results(r, o) {
+        Ok(both) => both,
+        Err(d) => {
+            differ(d);
+            return out;
+        }
     };
-    // Keys and their order: ours is the reference's plus `llmspeed`, last.
-    let ours: Vec<&String> = o
-        .keys
-        .iter()
-        .filter(|k| *k != "llmspeed" && !deliberate(row.tool, k))
-        .collect();
-    let theirs: Vec<&String> = r.keys.iter().filter(|k| !deliberate(row.tool, k)).collect();
-    if ours != theirs {
-        differ(format!(
-            "result keys differ:\n  reference: {theirs:?}\n  llmspeed:  {ours:?}"
-        ));
-    }
+    let deliberate = |what: &str| deliberate(row.tool, what);
+    check::keys(r, o, &deliberate)
+        .into_iter()
+        .for_each(&mut differ);
     for (_, keys) in REQUIRED.iter().filter(|(name, _)| *name == row.name) {
         for k in *keys {
             if rv.get(k).is_none_or(Value::is_null) || ov.get(k).is_none_or(Value::is_null) {
@@ -1252,24 +1236,6 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
                 ));
             }
         }
-    }
-    // Each shared key's value has the reference's JSON type (an int stays an int).
-    let mut types = Vec::new();
-    for k in r.keys.iter().filter(|k| !deliberate(row.tool, k)) {
-        if let (Some(a), Some(b)) = (rv.get(k), ov.get(k)) {
-            if json_type(a) != json_type(b) {
-                types.push(format!("{k}: {} vs {}", json_type(a), json_type(b)));
-            }
-        }
-    }
-    if !types.is_empty() {
-        differ(format!(
-            "value types differ (reference vs llmspeed): {}",
-            types.join(", ")
-        ));
-    }
-    if o.keys.last().map(String::as_str) != Some("llmspeed") {
-        differ("llmspeed's own figures are not the last key, `llmspeed`".into());
     }
     let total = |v: &Value| v["total_input_tokens"].as_f64().unwrap_or(f64::NAN);
     let (ri, oi) = (total(rv), total(ov));
@@ -1318,30 +1284,22 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
             ));
         }
     }
-    for k in ["completed", "failed", "total_output_tokens"] {
-        if rv.get(k) != ov.get(k) {
-            differ(format!(
-                "{k}: reference {:?}, llmspeed {:?}",
-                rv.get(k),
-                ov.get(k)
-            ));
-        }
-    }
-    // --goodput: the same SLOs read, and the same requests meeting each (SLOs far from the
-    // mock's latencies, so the verdicts cannot depend on which tool ran).
-    for k in [
-        "goodput_slos_ms",
-        "slo_attainment",
-        "slo_attainment_by_metric",
-    ] {
-        if rv.get(k) != ov.get(k) {
-            differ(format!(
-                "{k}: reference {:?}, llmspeed {:?}",
-                rv.get(k),
-                ov.get(k)
-            ));
-        }
-    }
+    // And with --goodput: the same SLOs read, and the same requests meeting each (SLOs far
+    // from the mock's latencies, so the verdicts cannot depend on which tool ran).
+    check::same_values(
+        rv,
+        ov,
+        &[
+            "completed",
+            "failed",
+            "total_output_tokens",
+            "goodput_slos_ms",
+            "slo_attainment",
+            "slo_attainment_by_metric",
+        ],
+    )
+    .into_iter()
+    .for_each(&mut differ);
     // --cache-report: the same keys, and cached tokens seen by both or by neither; where both
     // sent the same prompt lengths, the same figures (the mock caches whole 16-token blocks of
     // a repeated prefix, whatever the prompts' ids and order).
@@ -1364,48 +1322,37 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
         }
     }
     // The console block: the same labels in the same order, the same counts.
-    let (rb, ob) = (block(&r.stdout), block(&o.stdout));
-    let labels = |b: &[String]| -> Vec<String> {
-        b.iter()
-            .map(|l| label(l))
-            .filter(|l| !deliberate(row.tool, l))
-            .collect()
-    };
-    if labels(&rb) != labels(&ob) {
-        differ(format!(
-            "console block labels differ:\n  reference: {:?}\n  llmspeed:  {:?}",
-            labels(&rb),
-            labels(&ob)
-        ));
-    }
+    check::console(
+        r,
+        o,
+        &deliberate,
+        &[
+            "Successful requests:",
+            "Failed requests:",
+            "Total generated tokens:",
+            "Maximum request concurrency:",
+            "Max request concurrency:",
+            "Backend:",
+            "Traffic request rate:",
+        ],
+    )
+    .into_iter()
+    .for_each(&mut differ);
+    let rb = block(&r.stdout);
     // A script that reads the console by label (grep, or a dict of label -> value) must find
     // each of the reference's row labels as often as the reference prints it, anywhere in
     // stdout: our own blocks after it (steady state, client lag) carry labels of their own
     // (their rules of `=` are not labels).
-    for l in labels(&rb).into_iter().filter(|l| l.ends_with(':')) {
+    for l in check::labels(&rb, &deliberate)
+        .into_iter()
+        .filter(|l| l.ends_with(':'))
+    {
         let times = |out: &str| out.lines().filter(|x| label(x) == l).count();
         if times(&r.stdout) != times(&o.stdout) {
             differ(format!(
                 "console label {l:?} printed {} time(s) by the reference, {} by llmspeed",
                 times(&r.stdout),
                 times(&o.stdout)
-            ));
-        }
-    }
-    for l in [
-        "Successful requests:",
-        "Failed requests:",
-        "Total generated tokens:",
-        "Maximum request concurrency:",
-        "Max request concurrency:",
-        "Backend:",
-        "Traffic request rate:",
-    ] {
-        if value(&rb, l) != value(&ob, l) {
-            differ(format!(
-                "console {l:?}: reference {:?}, llmspeed {:?}",
-                value(&rb, l),
-                value(&ob, l)
             ));
         }
     }
@@ -1417,12 +1364,7 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
         ));
     }
     // What the server received: the same kinds of calls, the same generation request bodies.
-    let measured = |v: &Value| {
-        ["completed", "failed"]
-            .iter()
-            .map(|k| v[*k].as_u64().unwrap_or(0) as usize)
-            .sum()
-    };
+    let measured = check::measured;
     let file_prompts = row
         .args
         .windows(2)
@@ -1432,7 +1374,7 @@ fn compare(row: &Run, r: &Ran, o: &Ran) -> Vec<String> {
         bodies::sort(&o.requests, measured(ov)),
     );
     for (key, what) in bodies::compare(&theirs, &ours, file_prompts) {
-        if !deliberate(row.tool, &key) {
+        if !deliberate(&key) {
             differ(format!("request bodies: {what}"));
         }
     }

@@ -755,3 +755,33 @@ async fn request_log_holds_each_request_as_received() {
         .collect();
     assert!(arrivals.windows(2).all(|w| w[0] < w[1]), "{arrivals:?}");
 }
+
+/// vLLM's `--api-key`: a `/v1` request needs `Authorization: Bearer KEY` (no header or a wrong
+/// key: 401 `{"error": "Unauthorized"}`); `/health`, `/metrics` and `/tokenize` stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_key_guards_the_v1_paths_as_vllm_does() {
+    let mut c = test_config();
+    c.api_key = Some("sk-mock".into());
+    let srv = Server::start(c).await;
+    let get = |path: &'static str, auth: Option<&'static str>| {
+        let headers: Vec<(&str, &str)> = auth.map(|a| ("Authorization", a)).into_iter().collect();
+        async move { request(srv.addr, "GET", path, None, &headers).await }
+    };
+    let r = get("/v1/models", None).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.json(), json!({"error": "Unauthorized"}));
+    assert_eq!(get("/v1/models", Some("Bearer sk-other")).await.status, 401);
+    assert_eq!(get("/v1/models", Some("sk-mock")).await.status, 401);
+    assert_eq!(get("/v1/models", Some("Bearer sk-mock")).await.status, 200);
+    assert_eq!(get("/health", None).await.status, 200);
+    assert_eq!(get("/metrics", None).await.status, 200);
+    let body = stream_body("hello", 2);
+    let auth = [("Authorization", "Bearer sk-mock")];
+    let r = request(srv.addr, "POST", "/v1/completions", Some(&body), &[]).await;
+    assert_eq!(r.status, 401);
+    let r = request(srv.addr, "POST", "/v1/completions", Some(&body), &auth).await;
+    assert_eq!(r.status, 200);
+    let tok = json!({"model": "mock-model", "prompt": "hello"});
+    assert_eq!(post(srv.addr, "/tokenize", tok).await.status, 200);
+    srv.stop().await;
+}

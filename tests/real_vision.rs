@@ -33,6 +33,11 @@ const TOKENS_PER_IMAGE: u64 = 256;
 /// The buckets the runs draw from, (height, width) as vLLM's `--random-mm-bucket-config` says
 /// them: one at the tower's own size, one larger (downscaled), one smaller (upscaled).
 const BUCKETS: &str = "{(224, 224, 1): 0.3, (480, 640, 1): 0.4, (64, 96, 1): 0.3}";
+/// The tests here share one vision server: they run side by side (read), but the matrix's
+/// decode cell must have the server to itself (write), or another test's requests wait in its
+/// queue and the cell is rightly Queued.
+static SHARED: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 const SIZES: [(u64, u64); 3] = [(224, 224), (640, 480), (96, 64)];
 
 /// `bench serve --dataset-name random-mm` through the recording proxy: 0 to 2 images a request
@@ -42,6 +47,7 @@ fn random_mm_image_tokens_are_the_servers_count_less_the_text() {
     let Some(s) = server::shared_vision() else {
         return;
     };
+    let _shared = SHARED.read().unwrap_or_else(|e| e.into_inner());
     let run = Run {
         n: 12,
         input_len: 32,
@@ -61,6 +67,7 @@ fn more_images_than_the_server_allows_is_its_400_shown_once() {
     let Some(s) = server::shared_vision() else {
         return;
     };
+    let _shared = SHARED.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let over = VISION_IMAGE_LIMIT + 1;
     let limits = format!("{{\"image\": {over}, \"video\": 0}}");
@@ -117,6 +124,7 @@ fn vllms_own_client_sends_the_same_images_and_the_server_counts_them_the_same() 
     let Some(s) = server::shared_vision() else {
         return;
     };
+    let _shared = SHARED.read().unwrap_or_else(|e| e.into_inner());
     let Some(python) = reference::VLLM.python() else {
         return;
     };
@@ -239,6 +247,7 @@ fn hf_vision_rows_send_their_own_image_files_and_the_server_counts_them() {
     let Some(s) = server::shared_vision() else {
         return;
     };
+    let _shared = SHARED.read().unwrap_or_else(|e| e.into_inner());
     let files = [
         ("rgb.jpg", "jpeg"),
         ("progressive.jpg", "jpeg"),
@@ -386,6 +395,7 @@ fn a_matrix_with_images_counts_them_as_the_server_does() {
     let Some(s) = server::shared_vision() else {
         return;
     };
+    let _alone = SHARED.write().unwrap_or_else(|e| e.into_inner());
     let proxy = RecordingProxy::start(([127, 0, 0, 1], s.port).into());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");

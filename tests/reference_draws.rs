@@ -22,13 +22,84 @@ use llmspeed::workload::sample::PromptSource;
 use llmspeed::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
 use llmspeed::workload::tokenizer::LocalTokenizer;
 use serde_json::{json, Value};
+use std::io::{BufRead as _, Write as _};
 use std::path::Path;
 
-/// Runs `draws.py WHICH` on `python` with `cases`; its answer, one entry per case.
+/// Asks `python`'s `draws.py serve` process for `which` on `cases`; its answer, one entry per
+/// case. One process per Python answers every test of this binary (started by the first test
+/// that asks, ended when the binary closes its stdin on exit): the reference tools' imports
+/// cost 5-25 s each, paid once per tool instead of once per test. Tests asking the same
+/// Python take turns; the two tools' Pythons run side by side.
 fn draws(python: &Path, which: &str, cases: &Value) -> Vec<Value> {
-    let answer =
-        reference::run_script::<&str>(python, "tests/conformance/draws.py", &[which], &[], cases);
-    serde_json::from_value(answer).expect("draws.py answers a JSON list")
+    let server = draws_server(python);
+    let mut server = server.lock().unwrap_or_else(|e| e.into_inner());
+    let DrawsServer {
+        stdin,
+        stdout,
+        stderr_file,
+        ..
+    } = &mut *server;
+    let request = json!({ "which": which, "cases": cases }).to_string();
+    let mut line = String::new();
+    let sent = writeln!(stdin, "{request}").and_then(|()| stdin.flush());
+    let read = sent.and_then(|()| stdout.read_line(&mut line));
+    let stderr = || std::fs::read_to_string(&*stderr_file).unwrap_or_default();
+    match read {
+        Ok(n) if n > 0 => {}
+        other => panic!("draws.py serve ({which}) ended ({other:?}): {}", stderr()),
+    }
+    let mut msg: Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("draws.py answers no JSON ({e}): {line}"));
+    if let Some(err) = msg.get("error") {
+        panic!(
+            "draws.py {which} failed: {}",
+            err.as_str().unwrap_or_default()
+        );
+    }
+    serde_json::from_value(msg["answer"].take()).expect("draws.py answers a JSON list")
+}
+
+struct DrawsServer {
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// The tools print as they draw: kept in a file, shown when the process ends early.
+    stderr_file: std::path::PathBuf,
+    /// Never waited for: it ends when the binary exits and its stdin closes.
+    _child: std::process::Child,
+}
+
+type Shared = std::sync::Arc<std::sync::Mutex<DrawsServer>>;
+
+/// The `draws.py serve` process of `python`, started on first use.
+fn draws_server(python: &Path) -> Shared {
+    static SERVERS: std::sync::Mutex<Vec<(std::path::PathBuf, Shared)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut servers = SERVERS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, s)) = servers.iter().find(|(p, _)| p == python) {
+        return s.clone();
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/draws.py");
+    let stderr_file = std::env::temp_dir().join(format!(
+        "llmspeed-draws-{}-{}.stderr",
+        std::process::id(),
+        servers.len()
+    ));
+    let mut child = std::process::Command::new(python)
+        .arg(&script)
+        .arg("serve")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_file).expect("a file for draws.py's stderr"))
+        .spawn()
+        .expect("run the reference Python");
+    let server = std::sync::Arc::new(std::sync::Mutex::new(DrawsServer {
+        stdin: child.stdin.take().unwrap(),
+        stdout: std::io::BufReader::new(child.stdout.take().unwrap()),
+        stderr_file,
+        _child: child,
+    }));
+    servers.push((python.to_path_buf(), server.clone()));
+    server
 }
 
 fn ints(v: &Value) -> Vec<i64> {

@@ -480,6 +480,58 @@ fn the_capacity_page_loads_cleanly_and_draws_its_probes() {
     assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
 }
 
+/// `llmspeed capacity --by rate`'s page (recorded from the rate search of `capacity_rate.rs`
+/// against the simulated server: 20 and 40 req/s pass, 80 and 60 fail on keeps-up): it loads
+/// without a console line and draws two charts — the objective's and the keeps-up chart, a mark
+/// per probe in each, the latter with the arrivals' open circles and the y = x line — and the
+/// pass and fail colours show in a screenshot.
+#[test]
+fn the_rate_capacity_page_draws_its_keeps_up_chart() {
+    let Some(bin) = browser_or_skip("the_rate_capacity_page_draws_its_keeps_up_chart") else {
+        return;
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(include_str!("data/capacity_rate_mock_results.json")).unwrap();
+    let probes = v["probes"].as_array().unwrap().len();
+    let header = llmspeed::report::header::RunHeader::capacity(&v);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, html::capacity::render(&v, &header)).unwrap();
+    let run = chromium(
+        &bin,
+        &dir.path().join("p1"),
+        &["--dump-dom"],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let dom = &run.stdout;
+    assert_eq!(dom.matches("<svg").count(), 2);
+    assert_eq!(dom.matches("<g class=\"probe\"").count(), 2 * probes);
+    assert_eq!(dom.matches("<circle class=\"ref\"").count(), probes);
+    assert_eq!(dom.matches("class=\"threshold\"").count(), 1);
+    assert_eq!(dom.matches("class=\"diagonal\"").count(), 1);
+    assert_eq!(dom.matches("class=\"answer\"").count(), 2);
+    // The arrivals' shape is in the header, as the file records it.
+    assert!(
+        dom.contains("<tr><td>Burstiness</td><td>1.0</td></tr>"),
+        "no burstiness row"
+    );
+    let shot = dir.path().join("capacity_rate.png");
+    let run = chromium(
+        &bin,
+        &dir.path().join("p2"),
+        &[
+            "--window-size=1400,1400",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let img = decode_png(&shot);
+    assert!(img.pixels_near(0x2ca02c) > 50, "pass marks missing");
+    assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
+}
+
 /// Drives the site as a person would, inside an iframe of the site's own folder (the browser
 /// runs with --allow-file-access-from-files, so the page may reach into it): on the index,
 /// sort by decode tok/s at C=1, filter, group, select the two matrix runs and the sweep, open

@@ -7,6 +7,8 @@
 #[path = "support/real_server.rs"]
 mod real_server;
 mod support;
+#[path = "../benches/support/tls_pair.rs"]
+mod tls_pair;
 
 use bytes::Bytes;
 use llmspeed::clock::Clock;
@@ -27,16 +29,22 @@ struct Pki {
 
 /// A CA and a leaf for 127.0.0.1 signed by it.
 fn pki() -> Pki {
+    let (ca, leaf, leaf_key) = ca_and_leaf();
+    Pki {
+        ca_pem: ca.pem(),
+        acceptor: acceptor(&leaf, &leaf_key),
+    }
+}
+
+/// A CA, and a leaf for 127.0.0.1 signed by it with the leaf's key.
+fn ca_and_leaf() -> (Certificate, Certificate, KeyPair) {
     let (ca, ca_key) = ca();
     let leaf_key = KeyPair::generate().unwrap();
     let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
         .unwrap()
         .signed_by(&leaf_key, &ca, &ca_key)
         .unwrap();
-    Pki {
-        ca_pem: ca.pem(),
-        acceptor: acceptor(&leaf, &leaf_key),
-    }
+    (ca, leaf, leaf_key)
 }
 
 /// A CA of no name in particular.
@@ -96,12 +104,9 @@ fn refused(tl: Timeline) -> llmspeed::timeline::RequestError {
     e
 }
 
-async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
-    let server = Server::start_tls(vec![respond(vllm_writes(3, 4))], pki.acceptor.clone()).await;
-    let mut cfg = ClientConfig::new(Target::parse(&server.https_url()).unwrap());
-    tweak(&mut cfg);
-    let client = Client::new(cfg, Clock::new()).unwrap();
-    let req = StreamRequest {
+/// The streamed completions request every test here sends (the server's answer is scripted).
+fn completions_request() -> StreamRequest {
+    StreamRequest {
         header: None,
         path: "/v1/completions".into(),
         body: Bytes::from_static(b"{}"),
@@ -109,7 +114,15 @@ async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
         expected_events: 8,
         keep_text: None,
         request_id: None,
-    };
+    }
+}
+
+async fn run(pki: &Pki, tweak: impl FnOnce(&mut ClientConfig)) -> Timeline {
+    let server = Server::start_tls(vec![respond(vllm_writes(3, 4))], pki.acceptor.clone()).await;
+    let mut cfg = ClientConfig::new(Target::parse(&server.https_url()).unwrap());
+    tweak(&mut cfg);
+    let client = Client::new(cfg, Clock::new()).unwrap();
+    let req = completions_request();
     client
         .stream(&req, 0, &mut NoopObserver, &Cancel::new())
         .await
@@ -157,15 +170,7 @@ async fn plain_http_server_on_https_url_is_a_tls_error() {
     let server = Server::start(vec![vec![Step::Write(reply), Step::Close]]).await;
     let cfg = ClientConfig::new(Target::parse(&server.https_url()).unwrap());
     let client = Client::new(cfg, Clock::new()).unwrap();
-    let req = StreamRequest {
-        header: None,
-        path: "/v1/completions".into(),
-        body: Bytes::from_static(b"{}"),
-        dialect: llmspeed::net::Dialect::OpenAi,
-        expected_events: 8,
-        keep_text: None,
-        request_id: None,
-    };
+    let req = completions_request();
     let tl = client
         .stream(&req, 0, &mut NoopObserver, &Cancel::new())
         .await;
@@ -337,4 +342,141 @@ fn selftest_over_tls_states_bounds_that_hold() {
         assert!(cover >= 99.0, "{r}");
         assert_eq!(r["ttft_bound_coverage_percent"], 100.0, "{r}");
     }
+}
+
+/// `TlsSession::open`, what every TLS read runs after its `recvmsg`, against a rustls server in
+/// memory: the whole records in the buffer are opened one at a time, each noted with its
+/// plaintext's end and its ciphertext's end in the stream (what packet stamps look up, worked
+/// out here from the records' own lengths); part of a record waits for the rest; a key update
+/// the server asks for is answered ahead of our next request, which the server then reads
+/// under the new keys; a close_notify ends the stream.
+#[test]
+fn tls_session_opens_records_one_at_a_time_each_with_its_ends() {
+    use std::io::Read;
+    let (mut server, mut client) = tls_pair::session();
+    let texts: [&[u8]; 3] = [b"first", &[b'x'; 3000], b"third"];
+    let sealed: Vec<Vec<u8>> = texts
+        .iter()
+        .map(|t| tls_pair::seal(&mut server, t))
+        .collect();
+    let fourth = tls_pair::seal(&mut server, b"fourth");
+    // The session tickets after the handshake are in the stream before these.
+    let mut cipher_end = client.received();
+    let mut read = sealed.concat();
+    read.extend_from_slice(&fourth[..3]);
+    let mut out = bytes::BytesMut::new();
+    assert_eq!(client.open(&read, &mut out), 5 + 3000 + 5);
+    assert_eq!(&out[..], &texts.concat()[..]);
+    let mut plain_end = 0;
+    let want: Vec<(usize, u64)> = texts
+        .iter()
+        .zip(&sealed)
+        .map(|(t, r)| {
+            plain_end += t.len();
+            cipher_end += r.len() as u64;
+            (plain_end, cipher_end)
+        })
+        .collect();
+    assert_eq!(client.ends(), &want[..]);
+    // The rest of the fourth record completes it.
+    assert_eq!(client.open(&fourth[3..], &mut out), 6);
+    let total = out.len();
+    assert_eq!(client.ends(), &[(total, client.received())]);
+    assert!(out.ends_with(b"fourth"));
+
+    // A key update asked for by the server: no plaintext, an answer to send.
+    server.refresh_traffic_keys().expect("key update");
+    let update = tls_pair::server_out(&mut server);
+    assert_eq!(client.open(&update, &mut out), 0);
+    assert!(client.ends().is_empty());
+    let sent = client.seal(b"GET / HTTP/1.1\r\n\r\n");
+    // Two records: the answer (our own key update), then the request.
+    let first = 5 + usize::from(u16::from_be_bytes([sent[3], sent[4]]));
+    assert!(
+        sent.len() > first + 5,
+        "{} bytes: no answer ahead of the request",
+        sent.len()
+    );
+    tls_pair::feed(&sent, |r| server.read_tls(r));
+    server
+        .process_new_packets()
+        .expect("server reads our answer and request");
+    let mut got = Vec::new();
+    let _ = server.reader().read_to_end(&mut got);
+    assert_eq!(&got[..], b"GET / HTTP/1.1\r\n\r\n");
+    // And the server's next record is still opened, under its new keys.
+    let after = tls_pair::seal(&mut server, b"after the update");
+    assert_eq!(client.open(&after, &mut out), 16);
+
+    // close_notify: no plaintext, and the session says the server closed.
+    assert!(!client.peer_closed());
+    server.send_close_notify();
+    let close = tls_pair::server_out(&mut server);
+    assert_eq!(client.open(&close, &mut out), 0);
+    assert!(client.peer_closed());
+}
+
+/// The unstamped reads (`get`, `post_json`) over TLS: a 40 KiB body (three records, each
+/// larger than the read buffer's room, so the plaintext waits in the connection between reads)
+/// comes back whole; the same kept-alive connection then streams, stamped.
+#[tokio::test]
+async fn a_get_larger_than_a_record_then_a_stream_on_the_same_connection() {
+    let pki = pki();
+    let body: String = (0..40 * 1024)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let script = vec![
+        Step::ReadRequest,
+        Step::Write(head.into_bytes()),
+        Step::Write(body.as_bytes()[..30_000].to_vec()),
+        Step::Write(body.as_bytes()[30_000..].to_vec()),
+    ];
+    let mut script = script;
+    script.extend(respond(vllm_writes(3, 4)));
+    let server = Server::start_tls(vec![script], pki.acceptor.clone()).await;
+    let mut cfg = ClientConfig::new(Target::parse(&server.https_url()).unwrap());
+    cfg.insecure = true;
+    let client = Client::new(cfg, Clock::new()).unwrap();
+    let got = client.get("/v1/models").await.expect("get over TLS");
+    assert_eq!(got.status, 200);
+    assert_eq!(got.body.len(), body.len());
+    assert!(got.body == body.as_bytes(), "the body came back changed");
+    let req = completions_request();
+    let tl = client
+        .stream(&req, 0, &mut NoopObserver, &Cancel::new())
+        .await;
+    assert_eq!(tl.outcome, Ok(()));
+    assert_eq!(tl.output_tokens(), 3);
+    assert_eq!(server.accepted(), 1, "the stream reused the connection");
+}
+
+/// A server that speaks TLS 1.2 only: the handshake (our own steps on rustls's unbuffered API,
+/// where 1.2 waits for the server's Finished after ours) completes and the stream is measured
+/// with kernel stamps, as over 1.3.
+#[tokio::test]
+async fn a_tls_1_2_only_server_is_streamed_with_kernel_stamps() {
+    let (ca, leaf, leaf_key) = ca_and_leaf();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS12])
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(leaf.der().to_vec())],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        )
+        .unwrap();
+    let pki = Pki {
+        ca_pem: ca.pem(),
+        acceptor: TlsAcceptor::from(Arc::new(config)),
+    };
+    let tl = run_with_ca_file(&pki, &pki.ca_pem).await;
+    assert_eq!(tl.outcome, Ok(()));
+    assert_eq!(tl.output_tokens(), 3);
+    #[cfg(target_os = "linux")]
+    assert_eq!(tl.stamp_source(), StampSource::Kernel);
 }

@@ -1,15 +1,14 @@
 //! A rustls server and client joined in memory (no sockets), shared by `benches/tls_read.rs`
 //! and `tests/alloc.rs`: a CA and a leaf for `localhost` made by rcgen, the handshake pumped by
-//! hand, then the server seals one record per call and the client opens records the way
-//! `net::tls_conn` does (one whole record handed to rustls, its plaintext appended to the
-//! caller's buffer) — with rustls's buffered API (what `tls_conn` uses) or its unbuffered one
-//! (`UnbufferedClientConnection`), so the two can be counted and timed side by side.
+//! hand, then the server seals one record per call and the client opens it: with our own
+//! session (`net::tls_session`, what `net::tls_conn` reads through: the production code), or
+//! with rustls's buffered API as `tls_conn` used it before it moved to the unbuffered one
+//! (kept here only, so the bench can time before and after side by side).
 #![allow(dead_code)]
 
 use bytes::BytesMut;
-use rustls::client::UnbufferedClientConnection;
+use llmspeed::net::tls_session::{Step, TlsSession};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use rustls::unbuffered::{ConnectionState, UnbufferedStatus};
 use rustls::{ClientConfig, ClientConnection, ServerConfig, ServerConnection};
 use std::io::{BufRead, Write};
 use std::sync::Arc;
@@ -53,7 +52,7 @@ fn name() -> ServerName<'static> {
 }
 
 /// Hands all of `bytes` to a connection's `read_tls`.
-fn feed(mut bytes: &[u8], mut read_tls: impl FnMut(&mut &[u8]) -> std::io::Result<usize>) {
+pub fn feed(mut bytes: &[u8], mut read_tls: impl FnMut(&mut &[u8]) -> std::io::Result<usize>) {
     while !bytes.is_empty() {
         assert!(
             read_tls(&mut bytes).expect("read_tls") > 0,
@@ -63,7 +62,7 @@ fn feed(mut bytes: &[u8], mut read_tls: impl FnMut(&mut &[u8]) -> std::io::Resul
 }
 
 /// The server's pending TLS bytes.
-fn server_out(server: &mut ServerConnection) -> Vec<u8> {
+pub fn server_out(server: &mut ServerConnection) -> Vec<u8> {
     let mut out = Vec::new();
     while server.wants_write() {
         server.write_tls(&mut out).expect("write_tls");
@@ -77,7 +76,7 @@ pub fn seal(server: &mut ServerConnection, plaintext: &[u8]) -> Vec<u8> {
     server_out(server)
 }
 
-/// A connected pair, the client on rustls's buffered API (`ClientConnection`).
+/// A connected pair, the client on rustls's buffered API (`ClientConnection`): the "before".
 pub fn buffered() -> (ServerConnection, Buffered) {
     let (scfg, ccfg) = configs();
     let mut server = ServerConnection::new(scfg).expect("server");
@@ -105,7 +104,7 @@ pub struct Buffered {
 }
 
 impl Buffered {
-    /// What `net::tls_conn` does with one whole record: hand it to rustls, decrypt, and move
+    /// What `net::tls_conn` did with one whole record before the unbuffered API: hand it to rustls, decrypt, and move
     /// its plaintext into `out`. Returns the plaintext bytes moved.
     pub fn open(&mut self, record: &[u8], out: &mut BytesMut) -> usize {
         feed(record, |r| self.conn.read_tls(r));
@@ -126,77 +125,93 @@ impl Buffered {
     }
 }
 
-/// A connected pair, the client on rustls's unbuffered API (`UnbufferedClientConnection`).
-pub fn unbuffered() -> (ServerConnection, Unbuffered) {
+/// A connected pair, the client our own session (`llmspeed::net::tls_session::TlsSession`,
+/// on rustls's unbuffered API, what `net::tls_conn` uses), its handshake run by its own steps.
+pub fn session() -> (ServerConnection, Session) {
     let (scfg, ccfg) = configs();
     let mut server = ServerConnection::new(scfg).expect("server");
-    let mut conn = UnbufferedClientConnection::new(ccfg, name()).expect("client");
-    let mut incoming = Vec::with_capacity(64 * 1024);
-    let mut outgoing = vec![0u8; 64 * 1024];
-    let mut out_len = 0;
+    let mut session = TlsSession::new(ccfg, name()).expect("client");
+    let mut send = Vec::new();
+    let mut received = 0u64;
     for _ in 0..64 {
-        let UnbufferedStatus { discard, state } = conn.process_tls_records(&mut incoming);
-        let mut pull = false;
-        match state.expect("client handshake") {
-            ConnectionState::EncodeTlsData(mut e) => {
-                out_len += e.encode(&mut outgoing[out_len..]).expect("encode");
-            }
-            ConnectionState::TransmitTlsData(t) => {
-                feed(&outgoing[..out_len], |r| server.read_tls(r));
+        match session.handshake(&mut send).expect("client handshake") {
+            Step::Write => {
+                feed(&send, |r| server.read_tls(r));
                 server.process_new_packets().expect("server handshake");
-                out_len = 0;
-                t.done();
+                send.clear();
             }
-            ConnectionState::BlockedHandshake => pull = true,
-            ConnectionState::WriteTraffic(_) => {
-                incoming.drain(..discard);
+            Step::Read => {
+                let back = server_out(&mut server);
+                assert!(!back.is_empty(), "both sides wait");
+                received += back.len() as u64;
+                session.cipher().extend_from_slice(&back);
+            }
+            Step::Done => {
                 // The server's tickets after its Finished: the first `open` reads past them.
-                incoming.extend_from_slice(&server_out(&mut server));
-                return (server, Unbuffered { conn, incoming });
+                let tickets = server_out(&mut server);
+                received += tickets.len() as u64;
+                session.cipher().extend_from_slice(&tickets);
+                let session = Session {
+                    session,
+                    received,
+                    ends: Vec::with_capacity(64),
+                    send,
+                };
+                return (server, session);
             }
-            other => panic!("unexpected handshake state {other:?}"),
-        }
-        incoming.drain(..discard);
-        if pull {
-            let back = server_out(&mut server);
-            assert!(!back.is_empty(), "both sides wait");
-            incoming.extend_from_slice(&back);
         }
     }
     panic!("handshake did not finish");
 }
 
-/// The client half on rustls's unbuffered API: the ciphertext lives in our buffer.
-pub struct Unbuffered {
-    conn: UnbufferedClientConnection,
-    incoming: Vec<u8>,
+/// The client half as `net::tls_conn` holds it: the session, the stream offset, the records'
+/// table and the bytes to send.
+pub struct Session {
+    session: TlsSession,
+    received: u64,
+    ends: Vec<(usize, u64)>,
+    send: Vec<u8>,
 }
 
-impl Unbuffered {
-    /// One whole record into our buffer, every application record it completes into `out`.
+impl Session {
+    /// What `net::tls_conn`'s stamped read does after its `recvmsg`: the ciphertext lands in
+    /// the session's buffer (here copied there, as the kernel copies it) and
+    /// `TlsSession::open` opens every whole record into `out`. Returns the plaintext bytes.
     pub fn open(&mut self, record: &[u8], out: &mut BytesMut) -> usize {
-        self.incoming.extend_from_slice(record);
-        let mut moved = 0;
-        loop {
-            let UnbufferedStatus { discard, state } =
-                self.conn.process_tls_records(&mut self.incoming);
-            let more = match state.expect("decrypt") {
-                ConnectionState::ReadTraffic(mut r) => {
-                    while let Some(rec) = r.next_record() {
-                        let rec = rec.expect("record");
-                        out.extend_from_slice(rec.payload);
-                        moved += rec.payload.len();
-                    }
-                    true
-                }
-                // Idle: everything given is read.
-                ConnectionState::WriteTraffic(_) | ConnectionState::BlockedHandshake => false,
-                other => panic!("unexpected state {other:?}"),
-            };
-            self.incoming.drain(..discard);
-            if !more {
-                return moved;
-            }
-        }
+        let before = out.len();
+        self.session.cipher().extend_from_slice(record);
+        self.received += record.len() as u64;
+        self.ends.clear();
+        self.session
+            .open(self.received, out, &mut self.ends, &mut self.send)
+            .expect("open");
+        out.len() - before
+    }
+
+    /// The records the last `open` opened: (plaintext end in `out`, ciphertext end in the
+    /// stream).
+    pub fn ends(&self) -> &[(usize, u64)] {
+        &self.ends
+    }
+
+    /// Seals `data` as `net::tls_conn`'s write does; returns the bytes to send (anything the
+    /// session had to answer first, then `data`'s records).
+    pub fn seal(&mut self, data: &[u8]) -> Vec<u8> {
+        let mut unread = BytesMut::new();
+        self.session
+            .seal(data, &mut self.send, &mut unread)
+            .expect("seal");
+        assert!(unread.is_empty(), "plaintext arrived while sealing");
+        std::mem::take(&mut self.send)
+    }
+
+    /// Whether the server's close_notify was opened.
+    pub fn peer_closed(&self) -> bool {
+        self.session.peer_closed()
+    }
+
+    /// Stream bytes handed to the session so far.
+    pub fn received(&self) -> u64 {
+        self.received
     }
 }

@@ -15,7 +15,7 @@ use llmspeed::bench::sglang::merge as sglang_merge;
 use llmspeed::bench::vllm::merge::ShardResult;
 use llmspeed::cli::duration::{parse_secs_f64, Unit};
 use llmspeed::server::gpu::parse_nvidia_csv;
-use llmspeed::sys::{parse_cpuinfo, parse_meminfo, parse_os_release};
+use llmspeed::sys::{parse_cpuinfo, parse_mem_available, parse_meminfo, parse_os_release};
 use llmspeed::workload::datasets::{self, Conversations, DatasetConfig, IdRange, RandomDraws};
 use llmspeed::workload::trace::{self, TraceConfig};
 
@@ -47,6 +47,7 @@ fuzz_target!(|data: &[u8]| {
         2 => {
             let _ = parse_cpuinfo(&text);
             let _ = parse_meminfo(&text);
+            let _ = parse_mem_available(&text);
             let _ = parse_os_release(&text);
         }
         3 => {

@@ -1,5 +1,5 @@
 //! One round of a probe in the benchmark engine's words: the workload at a closed-loop
-//! concurrency, or at a request rate with Poisson arrivals (`--by rate`), as a
+//! concurrency, or at a request rate with gamma arrivals (`--by rate`, Poisson by default), as a
 //! [`bench::engine::Plan`](crate::bench::engine::Plan). Pure.
 //!
 //! Why the engine and not the matrix's cell: the engine returns every request's record (TTFT,
@@ -10,23 +10,59 @@
 use crate::bench::engine::plan::{Plan, Warmup};
 use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
 use crate::bench::vllm::body::BodyBuilder;
-use crate::net::Dialect;
+use crate::bench::vllm::connection::Connection;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
 use std::sync::Arc;
 
-/// What every request of the search is: one workload, the same at every load.
+/// What every request of the search is: one workload, the same at every load — where and how
+/// it is sent (`bench serve`'s connection flags) and what it asks (`bench serve`'s dataset).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Workload {
-    pub base_url: String,
-    /// `None`: the first model the server lists.
-    pub model: Option<String>,
-    /// Prompt and output lengths in tokens (random token-id prompts, every length exact, the
-    /// output held to its length with `ignore_eos`).
-    pub input_len: u32,
-    pub output_len: u32,
-    pub seed: u64,
+    /// The server, its endpoint and how requests reach it (headers, key, TLS).
+    pub connection: Connection,
+    /// The dataset. Its `num_prompts` is how many samples a dataset read once holds
+    /// ([`Workload::draws_per_round`]); its `seed` is the search's.
+    pub dataset: DatasetConfig,
+    /// `--context max`: the random prompts are the largest context that fits the model, as
+    /// the matrix's `max` (`matrix::plan::decode_fit`), set from the server's `max_model_len`
+    /// before the first probe (`capacity::run`).
+    pub context_max: bool,
+}
+
+impl Workload {
+    /// Random token-id prompts of exactly `input_len` tokens asking for exactly `output_len`
+    /// (held with `ignore_eos`), over plain HTTP to `base_url`: the default workload.
+    pub fn random(
+        base_url: &str,
+        model: Option<String>,
+        input_len: u32,
+        output_len: u32,
+        seed: u64,
+    ) -> Workload {
+        Workload {
+            connection: Connection::plain(base_url, model),
+            dataset: DatasetConfig {
+                kind: DatasetKind::Random,
+                seed,
+                random_input_len: input_len,
+                random_output_len: output_len,
+                random_range_ratio: 0.0,
+                ..DatasetConfig::default()
+            },
+            context_max: false,
+        }
+    }
+
+    /// Whether every round draws prompts of its own from a new seed (the families built from
+    /// a seed: random ids, with or without images, prefix repetition, BurstGPT's lengths), so
+    /// no round is helped by an earlier one's prefix cache. Otherwise (texts: ShareGPT, custom,
+    /// sonnet, the hub's) the dataset is read once before the first probe and every round
+    /// sends the next of its samples, in order, wrapping at the end (`capacity::run`).
+    pub fn draws_per_round(&self) -> bool {
+        self.dataset.kind.token_ids()
+    }
 }
 
 /// What a load is: streams of a closed loop, or a request rate in whole steps.
@@ -34,8 +70,9 @@ pub struct Workload {
 pub enum By {
     /// Load C: C streams, each sending its next request when its last one ends.
     Concurrency,
-    /// Load k: Poisson arrivals at k x `step` requests per second (`step`: `--resolution`).
-    Rate { step: f64 },
+    /// Load k: arrivals at k x `step` requests per second (`step`: `--resolution`), their gaps
+    /// gamma-distributed with shape `burstiness` (`--burstiness`: 1 Poisson, `inf` constant).
+    Rate { step: f64, burstiness: f64 },
 }
 
 impl By {
@@ -43,7 +80,7 @@ impl By {
     pub fn value(self, load: u64) -> f64 {
         match self {
             By::Concurrency => load as f64,
-            By::Rate { step } => load as f64 * step,
+            By::Rate { step, .. } => load as f64 * step,
         }
     }
 
@@ -87,56 +124,71 @@ pub fn round_plan(w: &Workload, concurrency: u64, round: u64, index: u64) -> Pla
 /// (`key`, `index`).
 fn plan(w: &Workload, key: u64, n: usize, index: u64) -> Plan {
     let concurrency = key;
-    let dataset = DatasetConfig {
-        kind: DatasetKind::Random,
-        num_prompts: n,
-        // A new seed per round and load: every prompt is new to the server's prefix cache
-        // (kept under 2^31: the draws take a 32-bit seed).
-        seed: w
-            .seed
-            .wrapping_add(concurrency.wrapping_mul(1_000_003))
-            .wrapping_add(index)
-            & 0x7fff_ffff,
-        random_input_len: w.input_len,
-        random_output_len: w.output_len,
-        random_range_ratio: 0.0,
-        ..DatasetConfig::default()
+    let mut dataset = w.dataset.clone();
+    dataset.num_prompts = n;
+    // A new seed per round and load: every prompt is new to the server's prefix cache
+    // (kept under 2^31: the draws take a 32-bit seed).
+    dataset.seed = w
+        .dataset
+        .seed
+        .wrapping_add(concurrency.wrapping_mul(1_000_003))
+        .wrapping_add(index)
+        & 0x7fff_ffff;
+    let mut p = setup_plan(w);
+    p.dataset = dataset;
+    p.request_ids = RequestIds::Uuid {
+        run: (w.dataset.seed as u32) ^ (concurrency as u32).rotate_left(16) ^ index as u32,
     };
+    p
+}
+
+/// The plan every round is made from, its dataset as given: the connection a search sets up
+/// with (its client, model and readiness), and what a dataset read once is loaded by.
+pub fn setup_plan(w: &Workload) -> Plan {
+    let c = &w.connection;
+    let (dialect, chat) = (c.dialect(), c.chat());
     Plan {
-        base_url: w.base_url.clone(),
-        headers: Vec::new(),
-        api_key: None,
-        insecure: false,
-        system_roots: false,
-        ca_cert: None,
-        kernel_stamps: true,
-        packet_stamps: false,
+        base_url: c.base_url.clone(),
+        headers: c.headers.clone(),
+        api_key: c.api_key.clone(),
+        insecure: c.insecure,
+        system_roots: c.system_roots,
+        ca_cert: c.ca_cert.clone(),
+        kernel_stamps: c.kernel_stamps,
+        packet_stamps: c.packet_stamps,
+        // Always: no request's latency includes a handshake.
         preconnect: true,
-        ready_check_timeout_s: 60,
-        model: w.model.clone(),
-        served_model_name: None,
-        tokenizer: None,
-        endpoint: "/v1/completions".into(),
-        dialect: Dialect::OpenAi,
-        chat: false,
+        ready_check_timeout_s: c.ready_check_timeout_s.max(60),
+        model: c.model.clone(),
+        served_model_name: c.served_model_name.clone(),
+        tokenizer: c.tokenizer.clone(),
+        endpoint: c.endpoint.clone(),
+        dialect,
+        chat,
         bodies: Arc::new(BodyBuilder {
-            model: w.model.clone().unwrap_or_default(),
-            dialect: Dialect::OpenAi,
-            chat: false,
+            model: c
+                .served_model_name
+                .clone()
+                .or_else(|| c.model.clone())
+                .unwrap_or_default(),
+            dialect,
+            chat,
+            // Every request is held to its sample's output length: a probe's load is the
+            // dataset's lengths, not where the model happens to stop.
             ignore_eos: true,
             continuous_usage: false,
             extra: serde_json::Map::new(),
         }),
         keep_text: false,
         request_ids: RequestIds::Uuid {
-            run: (w.seed as u32) ^ (concurrency as u32).rotate_left(16) ^ index as u32,
+            run: w.dataset.seed as u32,
         },
         routing_key: false,
         turns: 1,
         turn_len: 0,
         lora_modules: Vec::new(),
         lora_assignment: crate::bench::engine::lora::LoraAssignment::RoundRobin,
-        dataset,
+        dataset: w.dataset.clone(),
         schedule: ScheduleConfig::default(),
         self_timed: false,
         max_concurrency: None,
@@ -153,15 +205,16 @@ fn plan(w: &Workload, key: u64, n: usize, index: u64) -> Plan {
 }
 
 /// The plan of round `index` of a probe at `rate` requests per second: `n` requests whose
-/// arrivals are a Poisson process (vLLM's draws, burstiness 1, as `bench serve --request-rate`
-/// draws them; a new seed per round and rate), with no cap on how many are in flight.
-pub fn rate_round_plan(w: &Workload, rate: f64, n: u64, index: u64) -> Plan {
+/// gaps are gamma-distributed of shape `burstiness` (vLLM's draws, as `bench serve
+/// --request-rate --burstiness` draws them; 1 is a Poisson process; a new seed per round and
+/// rate), with no cap on how many are in flight.
+pub fn rate_round_plan(w: &Workload, rate: f64, burstiness: f64, n: u64, index: u64) -> Plan {
     // The rate's bits give each rate its own prompts and arrivals.
     // The rate in millirequests per second keys its prompts and arrivals.
     let mut p = plan(w, (rate * 1000.0).round() as u64, n as usize, index);
     p.schedule = ScheduleConfig {
         rate,
-        burstiness: 1.0,
+        burstiness,
         ramp: None,
         seed: p.dataset.seed,
         draws: crate::workload::schedule::Draws::Vllm,
@@ -175,13 +228,7 @@ mod tests {
 
     #[test]
     fn a_round_is_a_closed_loop_of_new_random_prompts() {
-        let w = Workload {
-            base_url: "http://127.0.0.1:1".into(),
-            model: None,
-            input_len: 64,
-            output_len: 16,
-            seed: 7,
-        };
+        let w = Workload::random("http://127.0.0.1:1", None, 64, 16, 7);
         let p = round_plan(&w, 8, 40, 0);
         assert_eq!(p.max_concurrency, Some(8));
         assert!(p.schedule.rate.is_infinite());
@@ -202,26 +249,27 @@ mod tests {
 
     #[test]
     fn a_rate_round_is_an_open_loop_of_poisson_arrivals() {
-        let w = Workload {
-            base_url: "http://127.0.0.1:1".into(),
-            model: None,
-            input_len: 64,
-            output_len: 16,
-            seed: 7,
-        };
-        let p = rate_round_plan(&w, 12.5, 100, 0);
+        let w = Workload::random("http://127.0.0.1:1", None, 64, 16, 7);
+        let p = rate_round_plan(&w, 12.5, 1.0, 100, 0);
         assert_eq!(p.max_concurrency, None);
         assert_eq!(p.dataset.num_prompts, 100);
         assert_eq!((p.schedule.rate, p.schedule.burstiness), (12.5, 1.0));
         assert!(p.schedule.validate().is_ok());
-        let q = rate_round_plan(&w, 12.5, 100, 1);
+        let q = rate_round_plan(&w, 12.5, 1.0, 100, 1);
         assert_ne!(p.dataset.seed, q.dataset.seed);
         assert_ne!(p.schedule.seed, q.schedule.seed);
-        assert_eq!(By::Rate { step: 0.5 }.value(25), 12.5);
-        assert_eq!(
-            By::Rate { step: 0.5 }.describe(25),
-            "request rate 12.5 req/s"
-        );
+        let by = By::Rate {
+            step: 0.5,
+            burstiness: 1.0,
+        };
+        assert_eq!(by.value(25), 12.5);
+        assert_eq!(by.describe(25), "request rate 12.5 req/s");
+        // --burstiness reaches the schedule: gamma gaps of its shape, inf constant.
+        let b = rate_round_plan(&w, 12.5, 0.5, 100, 0);
+        assert_eq!(b.schedule.burstiness, 0.5);
+        assert_eq!(b.dataset.seed, p.dataset.seed);
+        let c = rate_round_plan(&w, 12.5, f64::INFINITY, 100, 0);
+        assert!(c.schedule.burstiness.is_infinite() && c.schedule.validate().is_ok());
         assert_eq!(fmt_rate(40.0), "40");
     }
 }

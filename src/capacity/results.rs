@@ -56,6 +56,7 @@ fn keeps_up_json(k: &KeepsUp) -> Value {
         "lo": k.lo,
         "hi": k.hi,
         "floor_per_s": k.floor_per_s,
+        "dispersion": k.dispersion,
         "verdict": verdict_str(k.verdict),
     })
 }
@@ -137,10 +138,50 @@ pub fn answer(run: &CapacityRun, by: By) -> Value {
     v
 }
 
+/// The arrivals' gamma shape as written: a number, or `"inf"` for constant gaps (JSON has no
+/// infinity, and `null` would say "not recorded").
+fn burstiness_json(b: f64) -> Value {
+    if b.is_finite() {
+        json!(b)
+    } else {
+        json!("inf")
+    }
+}
+
+/// The arrivals in words: `Poisson arrivals`, `gamma arrivals, burstiness 0.5`, `constant gaps`.
+pub fn arrivals_text(burstiness: f64) -> String {
+    if burstiness == 1.0 {
+        "Poisson arrivals".into()
+    } else if burstiness.is_infinite() {
+        "constant gaps (burstiness inf)".into()
+    } else {
+        format!("gamma arrivals, burstiness {burstiness}")
+    }
+}
+
 /// The whole `results.json`.
 pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
-    let w = &cfg.workload;
+    // The workload sent (`--context max` resolved).
+    let w = &run.workload;
+    // Exact lengths are the random dataset's with no range; other datasets bring their own.
+    let random = w.dataset.kind == crate::workload::datasets::DatasetKind::Random
+        && w.dataset.random_range_ratio == 0.0
+        && w.dataset.random_output_range_ratio.is_none();
     let by = cfg.by;
+    let mut workload = json!({
+        "by": match by { By::Concurrency => "concurrency", By::Rate { .. } => "rate" },
+        "input_len": random.then_some(w.dataset.random_input_len),
+        "output_len": random.then_some(w.dataset.random_output_len),
+        "seed": w.dataset.seed,
+        "dataset": w.dataset.kind.as_str(),
+        "dataset_path": w.dataset.path.as_ref().map(|p| p.display().to_string()),
+        "endpoint": w.connection.endpoint,
+        "dataset_samples": run.dataset.map(|d| d.samples),
+        "dataset_requests": run.dataset.map(|d| d.sent),
+    });
+    if let By::Rate { burstiness, .. } = by {
+        workload["burstiness"] = burstiness_json(burstiness);
+    }
     let settings = match by {
         By::Concurrency => json!({
             "confidence": cfg.confidence,
@@ -152,7 +193,7 @@ pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
             "max_rounds": cfg.max_rounds,
             "max_time_s": cfg.max_time.as_secs_f64(),
         }),
-        By::Rate { step } => json!({
+        By::Rate { step, .. } => json!({
             "confidence": cfg.confidence,
             "resolution": step,
             "start": by.value(cfg.search.start),
@@ -167,16 +208,11 @@ pub fn to_json(cfg: &CapacityConfig, run: &CapacityRun) -> Value {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "llmspeed", "version": crate::VERSION},
         "server": {
-            "base_url": w.base_url, "model": run.model, "engine": run.engine,
+            "base_url": w.connection.base_url, "model": run.model, "engine": run.engine,
             "simulated_server": cfg.simulated,
         },
         "started_unix_s": run.started_unix_s,
-        "workload": {
-            "by": match by { By::Concurrency => "concurrency", By::Rate { .. } => "rate" },
-            "input_len": w.input_len,
-            "output_len": w.output_len,
-            "seed": w.seed,
-        },
+        "workload": workload,
         "slo": cfg.slo.objectives.iter().map(objective_json).collect::<Vec<_>>(),
         "settings": settings,
         "answer": answer(run, by),
@@ -192,7 +228,11 @@ pub fn summary(cfg: &CapacityConfig, run: &CapacityRun) -> String {
     let by = cfg.by;
     let resolution = match by {
         By::Concurrency => cfg.search.resolution.to_string(),
-        By::Rate { step } => format!("{} req/s", crate::capacity::plan::fmt_rate(step)),
+        By::Rate { step, burstiness } => format!(
+            "{} req/s, {}",
+            crate::capacity::plan::fmt_rate(step),
+            arrivals_text(burstiness)
+        ),
     };
     let mut s = format!(
         "Capacity under {} (confidence {:.0}%, resolution {resolution}):\n",

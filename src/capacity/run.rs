@@ -1,14 +1,25 @@
 //! The search run against a server: the named steps around the pure core — find the server's
-//! gauges, then for each load the search asks for: settle the server, probe it in rounds until
-//! the decision is made (or its round limit), tell the search, report the line. The one
-//! IO-bearing file of `capacity`: it calls `bench::engine::run` for each round and reads the
-//! server's `/metrics` between probes.
+//! gauges, load a dataset that is read once, then for each load the search asks for: settle
+//! the server, probe it in rounds until the decision is made (or its round limit), tell the
+//! search, report the line. The one IO-bearing file of `capacity`: it calls the bench engine
+//! for each round and reads the server's `/metrics` between probes.
+//!
+//! **A finite dataset across probes and rounds.** A dataset of texts (ShareGPT, custom, sonnet,
+//! the hub's) is loaded once, before the first probe, as `bench serve` loads it: `--num-prompts`
+//! samples, shuffled by `--seed` unless `--disable-shuffle`, measured in tokens once. Each
+//! round then sends the next samples in that order, continuing where the last round (of any
+//! probe) stopped and wrapping at the end: no sample is sent twice before every one has been
+//! sent once, so a server's prefix cache helps no probe until the search has used the whole
+//! set (the summary says when it wrapped). The families drawn from a seed (random ids, with or
+//! without images, prefix repetition, BurstGPT) draw each round afresh instead
+//! ([`Workload::draws_per_round`]).
 
 use crate::bench::engine;
+use crate::bench::engine::samples::{load_samples, Loaded};
 use crate::capacity::client::{bound_reasons, Lag};
 use crate::capacity::decide::{decide, Decision, Samples, Verdict};
-use crate::capacity::flow::{keeps_up, of_open_round, Flow, KeepsUp};
-use crate::capacity::plan::{rate_round_plan, round_plan, By, Workload};
+use crate::capacity::flow::{dispersion, keeps_up, of_open_round, Flow, KeepsUp};
+use crate::capacity::plan::{rate_round_plan, round_plan, setup_plan, By, Workload};
 use crate::capacity::samples::{of_round, Throughput};
 use crate::capacity::search::{Conclusion, Next, Outcome, Search, SearchConfig};
 use crate::capacity::slo::Slo;
@@ -92,9 +103,55 @@ pub struct CapacityRun {
     pub conclusion: Conclusion,
     /// Why it stopped early, when it did (`--max-time`, a signal's name).
     pub stopped: Option<&'static str>,
+    /// The workload sent: the configured one, its `--context max` resolved.
+    pub workload: Workload,
+    /// A dataset read once: how many samples it held and how many requests the rounds took
+    /// from it (more than it held: the rounds wrapped). `None`: every round drew its own.
+    pub dataset: Option<DeckUse>,
     /// When the search started, seconds since the Unix epoch.
     pub started_unix_s: u64,
     pub wall_s: f64,
+}
+
+/// What the rounds took from a dataset read once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeckUse {
+    pub samples: usize,
+    pub sent: u64,
+}
+
+/// A dataset read once, dealt to the rounds in order, wrapping.
+struct Deck {
+    loaded: Loaded,
+    next: usize,
+    sent: u64,
+}
+
+impl Deck {
+    /// The next `n` samples, as the engine takes a loaded dataset.
+    fn deal(&mut self, n: usize) -> Loaded {
+        let all = &self.loaded.samples;
+        let samples = (0..n)
+            .map(|i| all[(self.next + i) % all.len()].clone())
+            .collect();
+        self.next = (self.next + n) % all.len();
+        self.sent += n as u64;
+        Loaded {
+            samples,
+            counting: self.loaded.counting,
+            prompt_kind: self.loaded.prompt_kind,
+            tokenize: self.loaded.tokenize,
+            numpy_words: 0,
+            images: self.loaded.images,
+        }
+    }
+
+    fn used(&self) -> DeckUse {
+        DeckUse {
+            samples: self.loaded.samples.len(),
+            sent: self.sent,
+        }
+    }
 }
 
 /// The reason a round is cut at `--max-time`.
@@ -112,7 +169,19 @@ pub async fn run(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let deadline = tokio::time::Instant::now() + cfg.max_time;
-    let (model, engine, names) = server(cfg, client, line).await?;
+    let (model, engine, names, max_model_len) = server(cfg, client, line).await?;
+    let fitted;
+    let cfg = match cfg.workload.context_max {
+        true => {
+            fitted = fit_context(cfg, max_model_len, line)?;
+            &fitted
+        }
+        false => cfg,
+    };
+    let mut deck = match cfg.workload.draws_per_round() {
+        true => None,
+        false => Some(load_once(cfg, client, stop, line).await?),
+    };
     let mut search = Search::new(cfg.search)?;
     let mut probes: Vec<Probe> = Vec::new();
     let mut stopped = None;
@@ -131,7 +200,7 @@ pub async fn run(
                 .saturating_duration_since(tokio::time::Instant::now())
                 .as_secs_f64()
         ));
-        match probe(cfg, load, deadline, stop, line).await? {
+        match probe(cfg, load, deadline, stop, deck.as_mut(), line).await? {
             Ok(mut p) => {
                 p.settled = settled;
                 line(&verdict_line(n, &p, cfg.by));
@@ -154,20 +223,23 @@ pub async fn run(
         probes,
         conclusion,
         stopped,
+        dataset: deck.as_ref().map(Deck::used),
+        workload: cfg.workload.clone(),
         started_unix_s,
         wall_s: t0.elapsed().as_secs_f64(),
     })
 }
 
-/// The model and engine, and the gauges to drain by (`None`: the server shows none).
+/// The model and engine, the gauges to drain by (`None`: the server shows none), and its
+/// `max_model_len` where it says it.
 async fn server(
     cfg: &CapacityConfig,
     client: &Client,
     line: &mut dyn FnMut(&str),
-) -> Result<(String, &'static str, Option<MetricNames>), String> {
+) -> Result<(String, &'static str, Option<MetricNames>, Option<u64>), String> {
     let collected = collect_when_ready(
         client,
-        cfg.workload.model.as_deref(),
+        cfg.workload.connection.model.as_deref(),
         Duration::from_secs(60),
         line,
     )
@@ -175,6 +247,7 @@ async fn server(
     let info = detect(&collected, &Overrides::default());
     let model = cfg
         .workload
+        .connection
         .model
         .clone()
         .or(info.model.clone())
@@ -184,7 +257,72 @@ async fn server(
     } else {
         None
     };
-    Ok((model, info.engine.as_str(), names))
+    let max_model_len = info.max_model_len.map(|f| f.value);
+    Ok((model, info.engine.as_str(), names, max_model_len))
+}
+
+/// `--context max` made a length: the largest decode context that fits the server's
+/// `max_model_len` beside the output, as the matrix's `max`.
+fn fit_context(
+    cfg: &CapacityConfig,
+    max_model_len: Option<u64>,
+    line: &mut dyn FnMut(&str),
+) -> Result<CapacityConfig, String> {
+    use crate::matrix::plan::{decode_fit, fitted_label, DEFAULT_MARGIN};
+    let m = max_model_len.ok_or(
+        "--context max: the server does not say its max_model_len; give the context in tokens \
+         (e.g. 32K)",
+    )?;
+    let out = u64::from(cfg.workload.dataset.random_output_len);
+    let fit = decode_fit(m, out, DEFAULT_MARGIN);
+    if fit == 0 {
+        return Err(format!(
+            "--context max: max_model_len {m} leaves no room for {out} output tokens"
+        ));
+    }
+    let mut c = cfg.clone();
+    c.workload.dataset.random_input_len = u32::try_from(fit).unwrap_or(u32::MAX);
+    line(&format!(
+        "--context max: {fit} prompt tokens ({}) = max_model_len {m} - {out} output - {DEFAULT_MARGIN} margin",
+        fitted_label(fit)
+    ));
+    Ok(c)
+}
+
+/// Loads the dataset once, as `bench serve` loads it (`--num-prompts` samples, measured in
+/// tokens), for the rounds to take in order.
+async fn load_once(
+    cfg: &CapacityConfig,
+    client: &Client,
+    stop: &Cancel,
+    line: &mut dyn FnMut(&str),
+) -> Result<Deck, String> {
+    let plan = setup_plan(&cfg.workload);
+    let mut log = Vec::new();
+    let model = engine::connect::resolve_model(&plan, client, &mut log).await;
+    let model = model.map_err(|e| e.to_string())?;
+    let model = plan.served_model_name.clone().unwrap_or(model);
+    let loaded = load_samples(&plan, client, &model, stop, &mut log).await;
+    for l in String::from_utf8_lossy(&log).lines() {
+        line(l);
+    }
+    let loaded = loaded.map_err(|e| e.to_string())?;
+    if loaded.samples.is_empty() {
+        return Err(format!(
+            "--dataset-name {}: the dataset gave no samples to send",
+            cfg.workload.dataset.kind.as_str()
+        ));
+    }
+    line(&format!(
+        "dataset {}: {} samples loaded once; each round sends the next of them, in order",
+        cfg.workload.dataset.kind.as_str(),
+        loaded.samples.len()
+    ));
+    Ok(Deck {
+        loaded,
+        next: 0,
+        sent: 0,
+    })
 }
 
 /// Brings the server to rest between probes: its running and waiting gauges at 0 where it has
@@ -208,6 +346,7 @@ async fn probe(
     load: u64,
     deadline: tokio::time::Instant,
     stop: &Cancel,
+    mut deck: Option<&mut Deck>,
     line: &mut dyn FnMut(&str),
 ) -> Result<Result<Probe, &'static str>, String> {
     let t0 = Instant::now();
@@ -224,9 +363,13 @@ async fn probe(
     loop {
         let plan = match cfg.by {
             By::Concurrency => round_plan(&cfg.workload, load, round, rounds),
-            By::Rate { .. } => rate_round_plan(&cfg.workload, rate, round, rounds),
+            By::Rate { burstiness, .. } => {
+                rate_round_plan(&cfg.workload, rate, burstiness, round, rounds)
+            }
         };
-        let m = match one_round(&plan, deadline, stop).await? {
+        let n = plan.dataset.num_prompts;
+        let dealt = deck.as_deref_mut().map(|d| d.deal(n));
+        let m = match one_round(&plan, dealt, deadline, stop).await? {
             Ok(m) => m,
             Err(reason) => return Ok(Err(reason)),
         };
@@ -249,7 +392,12 @@ async fn probe(
         let decision = decide(&cfg.slo, &samples, cfg.confidence);
         let kept = match cfg.by {
             By::Concurrency => None,
-            By::Rate { step } => Some(keeps_up(&flow, step, cfg.confidence)),
+            By::Rate { step, burstiness } => Some(keeps_up(
+                &flow,
+                step,
+                cfg.confidence,
+                dispersion(burstiness),
+            )),
         };
         let verdict = match kept.map(|k| k.verdict) {
             None => decision.verdict,
@@ -296,6 +444,7 @@ async fn probe(
 /// and its requests are not used).
 async fn one_round(
     plan: &engine::Plan,
+    loaded: Option<Loaded>,
     deadline: tokio::time::Instant,
     stop: &Cancel,
 ) -> Result<Result<engine::Measured, &'static str>, String> {
@@ -315,8 +464,9 @@ async fn one_round(
             }
         })
     };
-    let r = engine::run(
+    let r = engine::run::run_loaded(
         plan,
+        loaded,
         Clock::new(),
         &cut,
         &mut std::io::sink(),
@@ -407,4 +557,66 @@ fn verdict_line(n: usize, p: &Probe, by: By) -> String {
         s += &format!(" (the client: {})", p.client_bound.join("; "));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::engine::samples::{PromptKind, TokenCounting};
+    use crate::workload::datasets::{PromptSource, Sample};
+
+    fn text(s: &Sample) -> &str {
+        match &s.prompt {
+            PromptSource::Text(t) => t,
+            _ => unreachable!(),
+        }
+    }
+
+    /// Rounds take the loaded samples in order, each continuing where the last stopped,
+    /// wrapping at the end; the use counts every request dealt.
+    #[test]
+    fn a_deck_deals_in_order_and_wraps() {
+        let samples = (0..5)
+            .map(|i| Sample {
+                prompt: PromptSource::Text(format!("p{i}")),
+                prompt_len: 1,
+                output_len: 2,
+                group: None,
+            })
+            .collect();
+        let mut deck = Deck {
+            loaded: Loaded {
+                samples,
+                counting: TokenCounting::Local,
+                prompt_kind: PromptKind::DatasetText,
+                tokenize: None,
+                numpy_words: 7,
+                images: crate::bench::engine::samples::ImagePath::None,
+            },
+            next: 0,
+            sent: 0,
+        };
+        let round = |d: &mut Deck, n| {
+            let l = d.deal(n);
+            assert_eq!(
+                (l.counting, l.prompt_kind, l.numpy_words),
+                (TokenCounting::Local, PromptKind::DatasetText, 0)
+            );
+            l.samples
+                .iter()
+                .map(|s| text(s).to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(round(&mut deck, 3), ["p0", "p1", "p2"]);
+        assert_eq!(round(&mut deck, 4), ["p3", "p4", "p0", "p1"]);
+        assert_eq!(round(&mut deck, 12).len(), 12);
+        assert_eq!(deck.next, (3 + 4 + 12) % 5);
+        assert_eq!(
+            deck.used(),
+            DeckUse {
+                samples: 5,
+                sent: 19
+            }
+        );
+    }
 }

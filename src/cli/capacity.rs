@@ -4,13 +4,17 @@
 
 use super::matrix::MockThread;
 use super::{runtime, CliError, CliResult};
-use crate::capacity::plan::{By, Workload};
+use crate::bench::vllm::connection::ConnectionArgs;
+use crate::bench::vllm::dataset_flags::DatasetArgs;
+use crate::capacity::plan::{setup_plan, By, Workload};
 use crate::capacity::run::{run as search, CapacityConfig};
 use crate::capacity::search::SearchConfig;
 use crate::capacity::slo::Slo;
 use crate::capacity::{results, run::CapacityRun};
 use crate::clock::Clock;
-use crate::net::{Cancel, Client, ClientConfig, Target};
+use crate::matrix::plan::{parse_contexts, ContextSpec};
+use crate::net::Cancel;
+use crate::workload::datasets::DatasetKind;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,35 +24,48 @@ use std::time::Duration;
 pub enum ByArg {
     /// Closed-loop streams.
     Concurrency,
-    /// Request rate, Poisson arrivals (as `bench serve --request-rate` draws them).
+    /// Request rate: Poisson arrivals, or gamma with --burstiness (as `bench serve
+    /// --request-rate --burstiness` draws them).
     Rate,
 }
 
 /// The largest concurrency (or request rate) that meets every objective.
+// capacity's random prompts default to 128 tokens asking for 64 (bench serve's: 1024 and 128),
+// as they did before the dataset flags came.
 #[derive(Debug, Clone, clap::Args)]
+#[command(
+    mut_arg("random_input_len", |a| a.default_value("128")),
+    mut_arg("random_output_len", |a| a.default_value("64"))
+)]
 pub struct CapacityArgs {
     /// The load searched over: closed-loop streams, or a request rate with Poisson arrivals.
     #[arg(long, value_enum, default_value = "concurrency")]
     pub by: ByArg,
-    /// The server, e.g. http://127.0.0.1:8000.
-    #[arg(long, required_unless_present = "mock")]
-    pub base_url: Option<String>,
     /// Run against the built-in simulated server (demo profile).
-    #[arg(long, conflicts_with = "base_url")]
+    #[arg(long, conflicts_with_all = ["base_url", "host", "port"])]
     pub mock: bool,
     /// An objective, repeatable: ttft_p99=500ms, itl_p99=50ms, e2e_p90=10s, tpot_p99=40ms,
     /// errors=1%, attainment=99%.
     #[arg(long = "slo", required = true, value_name = "NAME=VALUE")]
     pub slo: Vec<String>,
-    /// Model name (default: the first served model).
-    #[arg(long)]
-    pub model: Option<String>,
-    /// Prompt length of every request, tokens (random token ids).
-    #[arg(long, default_value_t = 128)]
-    pub input_len: u32,
-    /// Output length of every request, tokens (held with ignore_eos).
-    #[arg(long, default_value_t = 64)]
-    pub output_len: u32,
+    /// The server and how requests reach it: `bench serve`'s flags, the same meanings.
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
+    /// What each request asks: `bench serve`'s dataset flags, the same meanings. The default
+    /// is random token ids of exactly --random-input-len (--input-len) tokens asking for
+    /// exactly --random-output-len (--output-len).
+    #[command(flatten)]
+    pub data: DatasetArgs,
+    /// The prompt length as the matrix writes a context (32K, 8k, 131072, 1.5k; k = 1024):
+    /// random token ids of that many tokens. Sets --random-input-len (so not beside it).
+    #[arg(
+        long,
+        value_name = "TOKENS",
+        help_heading = "Random dataset options",
+        conflicts_with = "random_input_len"
+    )]
+    pub context: Option<String>,
+    /// The seed of the dataset's draws and of each round's prompts and arrivals.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
     /// Confidence of every interval, percent.
@@ -72,6 +89,10 @@ pub struct CapacityArgs {
     /// With --by rate: the largest request rate the search may probe, requests per second.
     #[arg(long, default_value_t = 1000.0)]
     pub max_rate: f64,
+    /// With --by rate: the gamma shape of the gaps between arrivals, as `bench serve
+    /// --burstiness` (default 1: Poisson; below 1 burstier, above 1 smoother; inf: constant).
+    #[arg(long)]
+    pub burstiness: Option<f64>,
     /// Requests per probe round beyond its opening burst (0: max(4 x concurrency, 40)); with
     /// --by rate, arrivals per round (0: max(5 s of arrivals, 50)).
     #[arg(long, default_value_t = 0)]
@@ -102,15 +123,15 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
             a.confidence
         )));
     }
-    if a.input_len == 0 || a.output_len < 2 {
-        return Err(CliError::usage(
-            "--input-len must be at least 1 and --output-len at least 2 (a request needs a gap between tokens)",
-        ));
-    }
     if a.max_rounds == 0 {
         return Err(CliError::usage("--max-rounds must be at least 1"));
     }
     let (by, search) = match a.by {
+        ByArg::Concurrency if a.burstiness.is_some() => {
+            return Err(CliError::usage(
+                "--burstiness shapes the arrivals of --by rate; a closed loop (--by concurrency) sends each request when its stream's last one ends",
+            ))
+        }
         ByArg::Concurrency => {
             let whole = |v: f64, flag: &str| {
                 if v.fract() == 0.0 && v >= 0.0 && v.is_finite() {
@@ -139,6 +160,12 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
                     "--resolution {step}: with --by rate give a step above 0 in requests per second (e.g. 0.5)"
                 )));
             }
+            let burstiness = a.burstiness.unwrap_or(1.0);
+            if burstiness.is_nan() || burstiness <= 0.0 {
+                return Err(CliError::usage(format!(
+                    "--burstiness {burstiness}: give a gamma shape above 0, or inf (1 is Poisson)"
+                )));
+            }
             let start = a.start.unwrap_or(step);
             let ok =
                 start > 0.0 && start.is_finite() && a.max_rate.is_finite() && a.max_rate >= start;
@@ -158,17 +185,11 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
             search
                 .validate()
                 .map_err(|e| CliError::usage(e.replace("the largest load", "--max-rate")))?;
-            (By::Rate { step }, search)
+            (By::Rate { step, burstiness }, search)
         }
     };
     Ok(CapacityConfig {
-        workload: Workload {
-            base_url,
-            model: a.model.clone(),
-            input_len: a.input_len,
-            output_len: a.output_len,
-            seed: a.seed,
-        },
+        workload: workload(a, base_url)?,
         by,
         slo,
         confidence: a.confidence / 100.0,
@@ -182,16 +203,118 @@ pub fn config(a: &CapacityArgs, base_url: String) -> Result<CapacityConfig, CliE
     })
 }
 
+/// The connection and dataset flags, checked as `bench serve` checks them, with `--context`
+/// and capacity's own limits: `base_url` (when not empty) stands for the connection flags'
+/// URL (`--mock` fills it in later).
+pub fn workload(a: &CapacityArgs, base_url: String) -> Result<Workload, CliError> {
+    let mut connection = a.conn.validate().map_err(CliError::usage)?;
+    if !base_url.is_empty() {
+        connection.base_url = base_url;
+    }
+    let kind = a.data.kind().map_err(CliError::usage)?;
+    if kind == DatasetKind::TimedTrace {
+        return Err(CliError::usage(
+            "--dataset-name timed_trace sends on the trace's own timestamps; capacity sets the \
+             load itself: give the trace's requests another way (e.g. --dataset-name custom)",
+        ));
+    }
+    a.data
+        .check_backend(kind, connection.backend)
+        .map_err(CliError::usage)?;
+    a.data.check_path(kind).map_err(CliError::usage)?;
+    // A file read once, before the first probe: a wrong path is said now, before anything is
+    // sent (the hub's ids are looked up when the dataset loads).
+    let local_file = matches!(
+        kind,
+        DatasetKind::ShareGpt
+            | DatasetKind::Sonnet
+            | DatasetKind::Custom
+            | DatasetKind::CustomImage
+            | DatasetKind::BurstGpt
+    );
+    if let (true, Some(p)) = (local_file, &a.data.dataset_path) {
+        if !p.is_file() {
+            return Err(CliError::usage(format!(
+                "--dataset-path {}: no such file",
+                p.display()
+            )));
+        }
+    }
+    let trace = crate::workload::trace::TraceConfig {
+        rounds: 1,
+        ..Default::default()
+    };
+    let mut dataset = a
+        .data
+        .config(kind, a.seed, connection.skip_tokenizer_init, trace)
+        .map_err(CliError::usage)?;
+    let mut context_max = false;
+    match a
+        .context
+        .as_deref()
+        .map(|c| context(c, a, kind))
+        .transpose()?
+    {
+        Some(ContextSpec::Tokens(t)) => {
+            dataset.random_input_len = u32::try_from(t)
+                .map_err(|_| CliError::usage(format!("--context: at most {} tokens", u32::MAX)))?
+        }
+        Some(ContextSpec::Max) => context_max = true,
+        None => {}
+    }
+    if dataset.num_prompts == 0 {
+        return Err(CliError::usage("--num-prompts must be at least 1"));
+    }
+    if kind == DatasetKind::Random
+        && (dataset.random_input_len == 0 || dataset.random_output_len < 2)
+    {
+        return Err(CliError::usage(
+            "--input-len (--random-input-len) must be at least 1 and --output-len \
+             (--random-output-len) at least 2 (a request needs a gap between tokens)",
+        ));
+    }
+    Ok(Workload {
+        connection,
+        dataset,
+        context_max,
+    })
+}
+
+/// `--context`: one size in the matrix's spelling (`matrix::plan::parse_contexts`), or `max`
+/// (the largest that fits the model, found from the server), the random dataset's prompt
+/// length in place of --input-len.
+fn context(c: &str, a: &CapacityArgs, kind: DatasetKind) -> Result<ContextSpec, CliError> {
+    if kind != DatasetKind::Random {
+        return Err(CliError::usage(format!(
+            "--context sets the random dataset's prompt length; --dataset-name {} brings its own",
+            kind.as_str()
+        )));
+    }
+    if a.data.input_len.is_some() {
+        return Err(CliError::usage(
+            "--context and --input-len both set the prompt length: give one",
+        ));
+    }
+    let specs = parse_contexts("--context", c).map_err(|e| CliError::usage(e.to_string()))?;
+    match specs[..] {
+        [one] => Ok(one),
+        _ => Err(CliError::usage(format!(
+            "--context {c}: capacity probes one context; give one size (e.g. 32K)"
+        ))),
+    }
+}
+
 /// Runs the search with `[capacity]` progress lines on stderr and writes `results.json`.
 pub async fn run_async(
     cfg: &CapacityConfig,
     out: &std::path::Path,
     stop: &Cancel,
 ) -> Result<CapacityRun, CliError> {
-    let target =
-        Target::parse(&cfg.workload.base_url).map_err(|e| CliError::usage(e.to_string()))?;
-    let client = Client::new(ClientConfig::new(target), Clock::new())
-        .map_err(|e| CliError::usage(e.to_string()))?;
+    // The client the search sets up with (readiness, model, gauges, the dataset read once)
+    // reaches the server as every round does: its headers, key and TLS.
+    let client =
+        crate::bench::engine::connect::client_for(&setup_plan(&cfg.workload), Clock::new())
+            .map_err(|e| CliError::usage(e.to_string()))?;
     let run = search(cfg, &client, stop, &mut |l| eprintln!("[capacity] {l}"))
         .await
         .map_err(CliError::failed)?;
@@ -238,11 +361,10 @@ pub fn run(a: CapacityArgs) -> CliResult {
             "[capacity] simulated server (demo profile) at http://{}",
             server.addr
         );
-        cfg.workload.base_url = format!("http://{}", server.addr);
+        cfg.workload.connection.base_url = format!("http://{}", server.addr);
         cfg.simulated = Some("the simulated server (demo profile)".into());
         Some(server)
     } else {
-        cfg.workload.base_url = a.base_url.clone().unwrap_or_default();
         None
     };
     let run = rt.block_on(run_async(&cfg, &a.out, &stop));
@@ -251,6 +373,13 @@ pub fn run(a: CapacityArgs) -> CliResult {
     }
     let run = run?;
     print!("{}", results::summary(&cfg, &run));
+    if let Some(d) = run.dataset.filter(|d| d.sent > d.samples as u64) {
+        println!(
+            "note: the rounds sent {} requests from the dataset's {} samples, so some were sent \
+             again (a server's prefix cache may have helped those): a larger --num-prompts avoids it",
+            d.sent, d.samples
+        );
+    }
     println!("results: {}", a.out.join("results.json").display());
     println!("page: {}", a.out.join(crate::report::files::HTML).display());
     Ok(match caught.get() {

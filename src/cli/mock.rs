@@ -88,6 +88,10 @@ pub struct MockArgs {
     /// llama-cpp-python's server does).
     #[arg(long)]
     pub uuid_request_ids: bool,
+    /// Require `Authorization: Bearer KEY` on every /v1 request (401 Unauthorized without it),
+    /// as vLLM started with --api-key does; /health, /metrics and /tokenize stay open.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
     /// Answer the first N requests (but /v1/models and /health) with 503 Loading model, as
     /// llama.cpp's server does while it loads.
     #[arg(long, default_value_t = 0)]
@@ -157,6 +161,7 @@ impl MockArgs {
         c.lora_modules = self.lora_modules.clone();
         c.uuid_request_ids = self.uuid_request_ids;
         c.loading_requests = self.loading_requests;
+        c.api_key = self.api_key.clone();
         c.per_request_metrics = self.enable_per_request_metrics;
         c.image_tokens = self.image_tokens;
         if let Some(ms) = self.vision_ms_per_image {
@@ -282,10 +287,16 @@ mod tests {
             "--lora-modules",
             "a",
             "b",
+            "--api-key",
+            "sk-1",
         ])
         .unwrap();
         assert_eq!(s.spec_decode_acceptance, [0.8, 0.5]);
         assert_eq!(s.lora_modules, ["a", "b"]);
+        assert_eq!(
+            (s.api_key.as_deref(), c.api_key.as_deref()),
+            (Some("sk-1"), None)
+        );
         // Untouched values keep the demo profile's.
         assert_eq!(c.engine.decode.per_seq_us, 20.0);
     }

@@ -71,7 +71,7 @@ pub enum Command {
     /// Send one streaming request and print its timeline (TTFT, gaps, tokens per event).
     Stream(stream::StreamArgs),
     /// Run a simulated vLLM-like server (for trying llmspeed without a GPU, and for tests).
-    Mock(mock::MockArgs),
+    Mock(Box<mock::MockArgs>),
     /// Benchmarks in other tools' shapes (`bench serve` = `vllm bench serve`).
     Bench(bench::BenchArgs),
     /// Detect a server's engine, model, limits and KV capacity.
@@ -114,7 +114,7 @@ pub fn try_parse(given: Vec<std::ffi::OsString>) -> Result<Cli, clap::Error> {
 pub fn run(cli: Cli) -> CliResult {
     match cli.command {
         Command::Stream(args) => stream::run(args),
-        Command::Mock(a) => mock::run(a),
+        Command::Mock(a) => mock::run(*a),
         Command::Bench(a) => bench::run(a),
         Command::Probe(args) => probe::run(args),
         Command::Matrix(args) => matrix::run(*args),

@@ -75,12 +75,15 @@ fn splitmix(state: &mut u64) -> u64 {
 }
 
 /// The spec's images for `key`: RGB noise (the largest JPEG of its size, as vLLM's
-/// `random-mm` sends), image `i` drawn from `key` and `i`.
+/// `random-mm` sends), image `i` drawn from `key` and `i` alone, so they are made on every core
+/// (rayon's pool; the JPEG is most of the cost) and come out the same at any thread count.
 pub fn make(spec: &ImageSpec, key: u64) -> Result<Arc<[Image]>, String> {
+    use rayon::prelude::*;
     let bytes = spec.width as usize * spec.height as usize * 3;
-    let mut rgb = vec![0u8; bytes];
     (0..spec.count)
+        .into_par_iter()
         .map(|i| {
+            let mut rgb = vec![0u8; bytes];
             let mut state = key ^ (u64::from(i) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
             for chunk in rgb.chunks_mut(8) {
                 let w = splitmix(&mut state).to_le_bytes();
@@ -88,7 +91,8 @@ pub fn make(spec: &ImageSpec, key: u64) -> Result<Arc<[Image]>, String> {
             }
             Image::jpeg(spec.width, spec.height, &rgb)
         })
-        .collect()
+        .collect::<Result<Vec<Image>, String>>()
+        .map(Arc::from)
 }
 
 /// Puts `images` into a chat generation: the last user message's content becomes its text part
@@ -155,6 +159,22 @@ mod tests {
         for (i, x) in all.iter().enumerate() {
             assert!(all[i + 1..].iter().all(|y| y != x));
         }
+    }
+
+    #[test]
+    fn the_images_are_the_same_on_one_thread_and_on_several() {
+        let spec = ImageSpec::new(5, "33x20").unwrap();
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| make(&spec, 7).unwrap())
+        };
+        let one = on(1);
+        assert_eq!(one.len(), 5);
+        assert_eq!(one, on(3));
+        assert_eq!(one, on(8));
     }
 
     #[test]

@@ -73,6 +73,14 @@ fn bad(list: &'static str, item: &str, reason: &'static str) -> PlanError {
     }
 }
 
+/// The largest decode context that fits the model (`max`): what `max_model_len` leaves after
+/// the output and the margin (0: none).
+pub fn decode_fit(max_model_len: u64, max_tokens: u64, margin: u64) -> u64 {
+    max_model_len
+        .saturating_sub(max_tokens)
+        .saturating_sub(margin)
+}
+
 /// The most streams a cell may open.
 pub const MAX_CONCURRENCY: u64 = 1 << 16;
 
@@ -314,7 +322,7 @@ impl Plan {
 
         let decode_fit = limits
             .max_model_len
-            .map(|m| m.saturating_sub(max_tokens).saturating_sub(config.margin));
+            .map(|m| decode_fit(m, max_tokens, config.margin));
         let mut contexts: Vec<Context> = Vec::new();
         for spec in decode_specs {
             match (*spec, limits.max_model_len, decode_fit) {

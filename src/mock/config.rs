@@ -100,6 +100,10 @@ pub struct MockConfig {
     /// The vision encoder's time per image, in microseconds before `time_scale`, charged in the
     /// prefill step that starts the image's request (the step's first chunk of it).
     pub vision_us_per_image: f64,
+    /// vLLM's `--api-key`: every request to a `/v1` path must carry `Authorization: Bearer`
+    /// this key, or is answered `401 {"error": "Unauthorized"}` (the other paths are open,
+    /// as vLLM's are).
+    pub api_key: Option<String>,
 }
 
 impl MockConfig {
@@ -229,6 +233,7 @@ impl MockConfig {
             uuid_request_ids: false,
             loading_requests: 0,
             per_request_metrics: false,
+            api_key: None,
         }
     }
 

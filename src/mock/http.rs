@@ -176,6 +176,9 @@ async fn answer(
         return respond(StatusCode::BAD_REQUEST, "text/plain", Bytes::new());
     }
     let path = req.uri().path();
+    if !authorized(app, req, path) {
+        return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "Unauthorized"}));
+    }
     if still_loading(app, path) {
         return error_response(StatusCode::SERVICE_UNAVAILABLE, "Loading model", None);
     }
@@ -298,6 +301,20 @@ async fn post(
         None => None,
     };
     generate(app, ctl, &body, flavor, request_id, fault).await
+}
+
+/// vLLM's `--api-key` rule: a `/v1` path needs `Authorization: Bearer KEY`.
+fn authorized(app: &App, req: &Received, path: &str) -> bool {
+    let Some(key) = &app.cfg.api_key else {
+        return true;
+    };
+    !path.starts_with("/v1")
+        || req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|k| k == key)
 }
 
 /// Whether this request is one of the first `loading_requests` (llama.cpp's public endpoints

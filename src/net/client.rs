@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
-use tokio_rustls::TlsConnector;
 
 /// Read buffer per request; grows only for events larger than this.
 const READ_BUF: usize = 8 * 1024;
@@ -94,10 +93,10 @@ pub struct Client {
 struct Inner {
     cfg: ClientConfig,
     clock: Clock,
-    tls: Option<TlsConnector>,
+    tls: Option<Arc<rustls::ClientConfig>>,
     pool: Pool,
-    /// Keeps the kernel's receive stamping switched on while this client lives (plain
-    /// targets with kernel stamps only; see `plain::StampKeeper`).
+    /// Keeps the kernel's receive stamping switched on while this client lives (every target
+    /// with kernel stamps, TLS included; see `plain::StampKeeper`).
     _stamps: Option<StampKeeper>,
     /// The packet ring its connections take their places at (`ClientConfig::packet_stamps`,
     /// and available here).
@@ -135,7 +134,7 @@ impl Client {
 
     pub fn new(cfg: ClientConfig, clock: Clock) -> Result<Self, RequestError> {
         let tls = if cfg.target.is_tls() {
-            Some(TlsConnector::from(tls::tls_config(&cfg)?))
+            Some(tls::tls_config(&cfg)?)
         } else {
             None
         };
@@ -156,9 +155,8 @@ impl Client {
         }
         headers.extend(cfg.headers.iter().cloned());
         let pool = Pool::new(cfg.max_idle);
-        let _stamps = (cfg.kernel_stamps && tls.is_none())
-            .then(StampKeeper::new)
-            .flatten();
+        // TLS connections' reads are kernel-stamped too (`tls_conn`): kept on for them alike.
+        let _stamps = cfg.kernel_stamps.then(StampKeeper::new).flatten();
         let (packet, packet_unavailable) = if cfg.packet_stamps {
             match packet::open_hub(tls.is_some(), cfg.target.port) {
                 Ok(hub) => {

@@ -9,7 +9,7 @@ use super::packet::tap::PacketTap;
 use super::plain::Plain;
 use super::stamp::ReadStamp;
 use super::target::Target;
-use super::tls_conn::{RecordClock, TlsConn};
+use super::tls_conn::{self, RecordClock, TlsConn};
 use crate::clock::Clock;
 use crate::net::decode::ReadClock;
 use crate::timeline::{ErrorKind, RequestError};
@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
 /// One open connection to the target, plain or TLS.
 pub(crate) enum Conn {
@@ -150,7 +149,7 @@ impl AsyncWrite for Conn {
 /// once connected (plain only).
 pub(crate) async fn connect(
     target: &Target,
-    tls: Option<&TlsConnector>,
+    tls: Option<&Arc<rustls::ClientConfig>>,
     kernel_stamps: bool,
     packet: Option<&Arc<PacketHub>>,
 ) -> Result<Conn, RequestError> {
@@ -199,11 +198,8 @@ pub(crate) async fn connect(
     let name = ServerName::try_from(target.host.clone())
         .map_err(|_| tls_err(format!("{:?} is not a valid TLS server name", target.host)))?;
     // The handshake over our own socket, so its bytes pass the packet tap's count too.
-    match tls.connect(name, plain).await {
-        Ok(s) => {
-            let (plain, session) = s.into_inner();
-            Ok(Conn::Tls(Box::new(TlsConn::new(plain, session))))
-        }
+    match tls_conn::handshake(plain, tls.clone(), name).await {
+        Ok(conn) => Ok(Conn::Tls(Box::new(conn))),
         Err(e) => Err(classify_tls_error(&e, &authority)),
     }
 }

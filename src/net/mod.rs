@@ -39,6 +39,8 @@ pub mod stamp;
 mod target;
 mod tls;
 mod tls_conn;
+#[doc(hidden)]
+pub mod tls_session;
 
 pub use crate::proto::native::Dialect;
 pub use client::{Client, Response, StreamRequest};

@@ -243,6 +243,8 @@ impl RunHeader {
             }
         };
         put("Load", Some(by));
+        put("Dataset", s("/workload/dataset"));
+        put("Burstiness", n("/workload/burstiness"));
         put(
             "Prompt / output tokens",
             n("/workload/input_len")
@@ -264,7 +266,7 @@ impl RunHeader {
         );
         put(
             "Max load",
-            n("/settings/max_concurrency").or_else(|| n("/settings/max_rate")),
+            n("/settings/max_concurrency").or_else(|| n("/settings/max_request_rate")),
         );
         put("Rounds per probe, at most", n("/settings/max_rounds"));
         put("Max time (s)", n("/settings/max_time_s"));

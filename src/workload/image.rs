@@ -31,21 +31,50 @@ pub const JPEG_QUALITY: u8 = 75;
 /// The largest side a JPEG can hold (its header writes each in 16 bits).
 pub const MAX_SIDE: u32 = u16::MAX as u32;
 
-/// One image of a prompt, ready to send.
+/// One image of a prompt: made (its data URL ready to send), or planned (its [`Recipe`],
+/// made just before its request is sent: `bench::engine::producer`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Image {
     pub width: u32,
     pub height: u32,
-    /// Size of the encoded file (the JPEG), before base64.
+    /// Size of the encoded file (the JPEG), before base64. A planned image's is 0 until it is
+    /// made, then the engine writes it back once its request was sent.
     pub encoded_bytes: u64,
-    /// `data:image/jpeg;base64,...`: what an `image_url` part sends.
+    /// `data:image/jpeg;base64,...`: what an `image_url` part sends. Empty for a planned
+    /// image: a request is built from [`Image::made`], never from a planned image.
     pub url: Arc<str>,
+    /// How a planned image is made (`None` for a made one).
+    pub recipe: Option<Arc<Recipe>>,
 }
 
 impl Image {
     /// Pixels: width × height.
     pub fn pixels(&self) -> u64 {
         self.width as u64 * self.height as u64
+    }
+
+    /// An image made later from `recipe`: its size now, its bytes when made.
+    pub fn planned(recipe: Recipe) -> Image {
+        Image {
+            width: recipe.width,
+            height: recipe.height,
+            encoded_bytes: 0,
+            url: Arc::from(""),
+            recipe: Some(Arc::new(recipe)),
+        }
+    }
+
+    /// Whether its data URL is still to be made.
+    pub fn is_planned(&self) -> bool {
+        self.recipe.is_some() && self.url.is_empty()
+    }
+
+    /// The image ready to send: itself when made, else made now from its recipe.
+    pub fn made(&self) -> Result<Image, String> {
+        match (&self.recipe, self.is_planned()) {
+            (Some(r), true) => r.make(),
+            _ => Ok(self.clone()),
+        }
     }
 
     /// An image file (JPEG, PNG, WebP, GIF or BMP, as a hub parquet row's `bytes` or a local
@@ -59,6 +88,7 @@ impl Image {
             height: h.size.height,
             encoded_bytes: file.len() as u64,
             url: data_url(h.kind.mime(), file).into(),
+            recipe: None,
         })
     }
 
@@ -86,8 +116,248 @@ impl Image {
             height,
             encoded_bytes: file.len() as u64,
             url: data_url(format.mime(), &file).into(),
+            recipe: None,
         })
     }
+}
+
+/// Everything needed to make one image, and nothing of its bytes: its size, its file format
+/// and quality, and where its pixels come from (a copy of the dataset's generator where they
+/// begin: a few words for PCG64, 2.5 kB for MT19937). [`Recipe::make`] is the one maker of a
+/// dataset's synthetic images, before the run ([`make_in_parallel`]) or during it (the
+/// engine's producer), so a seed's images are the same bytes on either path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recipe {
+    pub width: u32,
+    pub height: u32,
+    pub format: Format,
+    /// JPEG's quality (PNG ignores it).
+    pub quality: u8,
+    pub pixels: Pixels,
+}
+
+// A generator's cached Gaussian is never NaN: equality is an equivalence.
+impl Eq for Recipe {}
+
+/// Where an image's RGB bytes come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pixels {
+    /// numpy's `Generator.integers(0, 256, (H, W, 3), uint8)` from this state (vLLM's
+    /// `random-mm`).
+    Bytes(crate::workload::numpy::Generator),
+    /// numpy's legacy `(rand(H, W, 3) * 255).astype(uint8)` from this state (SGLang's
+    /// `image`, content `random`).
+    Unit(Box<crate::workload::numpy::RandomState>),
+    /// Every byte this value (a blank image: black 0, white 255).
+    Solid(u8),
+}
+
+impl Recipe {
+    /// The image: its pixels drawn into this thread's buffer, then encoded.
+    pub fn make(&self) -> Result<Image, String> {
+        let (w, h) = (self.width, self.height);
+        with_pixels(w as usize * h as usize * 3, |px| {
+            self.fill(px);
+            Image::encode(self.format, self.quality, w, h, px)
+        })
+    }
+
+    /// Its RGB bytes, into `px` (width × height × 3 of them).
+    pub fn fill(&self, px: &mut [u8]) {
+        match &self.pixels {
+            Pixels::Bytes(g) => g.clone().fill_u8(px),
+            Pixels::Unit(np) => {
+                let mut np = np.clone();
+                px.iter_mut().for_each(|b| *b = (np.random() * 255.0) as u8);
+            }
+            Pixels::Solid(v) => px.fill(*v),
+        }
+    }
+}
+
+/// Whether a dataset's synthetic images are made while it loads, or planned and made during
+/// the run a bounded window ahead of the dispatcher (`bench::engine::producer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Making {
+    /// All made and encoded before the run, held until it ends.
+    #[default]
+    UpFront,
+    /// Each image's [`Recipe`] only ([`Image::planned`]).
+    Planned,
+}
+
+/// Gives back this pool's per-thread pixel buffers (after images were made on it), without
+/// waiting for the threads.
+pub fn give_back_pixels_later() {
+    rayon::spawn_broadcast(|_| PIXELS.with(|p| *p.borrow_mut() = Vec::new()));
+}
+
+/// Makes a dataset's images on every core, in the order `plan` asks for them.
+///
+/// `plan` runs once, on one thread: it draws what its reference draws (counts, sizes, and a
+/// copy of the generator where each image's pixels begin) and hands each image's job to
+/// `submit`, which starts it on the pool at once, so making images overlaps the rest of the
+/// draw. Each image is `make(job)` alone, so the images are the same bytes at any thread count
+/// (rayon's pool: every core the process may use, or `RAYON_NUM_THREADS`). The results come
+/// back in submission order, beside what `plan` returned.
+pub fn make_in_parallel<J: Send, R: Send>(
+    make: &(dyn Fn(J) -> Result<Image, String> + Sync),
+    plan: impl FnOnce(&mut dyn FnMut(J)) -> R + Send,
+) -> (R, Vec<Result<Image, String>>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let planned = rayon::scope(|s| {
+        let mut next = 0usize;
+        let mut submit = |job: J| {
+            let (at, tx) = (next, tx.clone());
+            next += 1;
+            s.spawn(move |_| {
+                // The receiver outlives the scope: a send cannot fail.
+                let _ = tx.send((at, make(job)));
+            });
+        };
+        plan(&mut submit)
+    });
+    drop(tx);
+    // The pool's threads outlive the load: each gives its pixel buffer back now, so the run
+    // does not hold a buffer of the largest image per core.
+    rayon::broadcast(|_| PIXELS.with(|p| *p.borrow_mut() = Vec::new()));
+    let mut made: Vec<(usize, Result<Image, String>)> = rx.into_iter().collect();
+    made.sort_unstable_by_key(|m| m.0);
+    (planned, made.into_iter().map(|m| m.1).collect())
+}
+
+thread_local! {
+    /// One pixel buffer per thread, reused from image to image (a 1280x720 image's pixels are
+    /// 2.7 MB: a fresh allocation each time costs its page faults).
+    static PIXELS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's pixel buffer, sized `len` (its contents are left to `f`).
+pub fn with_pixels<T>(len: usize, f: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+    PIXELS.with(|p| {
+        let mut p = p.borrow_mut();
+        p.resize(len, 0);
+        f(&mut p)
+    })
+}
+
+/// What a dataset's images add up to: how many, their pixels, their files' bytes and the
+/// bytes their data URLs hold in memory for the whole run (made before it, kept until it ends).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageTotals {
+    pub images: u64,
+    pub pixels: u64,
+    /// The encoded files' bytes, before base64.
+    pub encoded_bytes: u64,
+    /// The data URLs' bytes (`data:<mime>;base64,` and the base64): what the samples hold.
+    pub url_bytes: u64,
+    /// The fewest and the most images one prompt carries.
+    pub min_per_prompt: u64,
+    pub max_per_prompt: u64,
+}
+
+impl ImageTotals {
+    /// The totals over each prompt's images (`None` where no prompt carries one).
+    pub fn of<'a>(per_prompt: impl Iterator<Item = &'a [Image]>) -> Option<ImageTotals> {
+        let mut t = ImageTotals {
+            min_per_prompt: u64::MAX,
+            ..ImageTotals::default()
+        };
+        for images in per_prompt {
+            let n = images.len() as u64;
+            t.images += n;
+            t.min_per_prompt = t.min_per_prompt.min(n);
+            t.max_per_prompt = t.max_per_prompt.max(n);
+            for i in images {
+                t.pixels += i.pixels();
+                t.encoded_bytes += i.encoded_bytes;
+                t.url_bytes += i.url.len() as u64;
+            }
+        }
+        (t.images > 0).then_some(t)
+    }
+
+    /// [`ImageTotals::of`] for images that may be planned: each planned image is made from its
+    /// recipe on rayon's pool ([`Recipe::make`], the one maker, so the same bytes as a run's),
+    /// counted and dropped at once, so what is held is one image per thread, whatever the
+    /// dataset's size (the dry run). A made image is counted as it is.
+    pub fn counted(per_prompt: &[&[Image]]) -> Result<Option<ImageTotals>, String> {
+        use rayon::prelude::*;
+        let all: Vec<&Image> = per_prompt.iter().flat_map(|p| p.iter()).collect();
+        let sizes = all
+            .par_iter()
+            .map(|i| match (&i.recipe, i.is_planned()) {
+                (Some(r), true) => r.make().map(|m| (m.encoded_bytes, m.url.len() as u64)),
+                _ => Ok((i.encoded_bytes, i.url.len() as u64)),
+            })
+            .collect::<Result<Vec<(u64, u64)>, String>>();
+        // Each thread gives its pixel buffer back, as after the up-front making.
+        rayon::broadcast(|_| PIXELS.with(|p| *p.borrow_mut() = Vec::new()));
+        let mut t = match ImageTotals::of(per_prompt.iter().copied()) {
+            Some(t) => t,
+            None => return Ok(None),
+        };
+        let sizes = sizes?;
+        t.encoded_bytes = sizes.iter().map(|s| s.0).sum();
+        t.url_bytes = sizes.iter().map(|s| s.1).sum();
+        Ok(Some(t))
+    }
+
+    /// The dry run's lines, each after `indent`.
+    pub fn write(&self, w: &mut (dyn std::io::Write + Send), indent: &str) -> std::io::Result<()> {
+        writeln!(
+            w,
+            "{indent}Images: {} (per prompt min/max: {}/{})",
+            self.images, self.min_per_prompt, self.max_per_prompt
+        )?;
+        writeln!(w, "{indent}Image pixels: {}", self.pixels)?;
+        writeln!(w, "{indent}Image bytes (encoded): {}", self.encoded_bytes)?;
+        writeln!(
+            w,
+            "{indent}Image data URLs held in memory: {} bytes ({:.1} MiB)",
+            self.url_bytes,
+            self.url_bytes as f64 / 1048576.0
+        )
+    }
+}
+
+/// About how many bytes a dataset's images hold as data URLs, before any is made: in all,
+/// and in the one request that holds the most (what one request of a producer's window holds).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ImageNeed {
+    pub total: u64,
+    pub per_request_max: u64,
+}
+
+impl ImageNeed {
+    /// Over each request's bytes.
+    pub fn of(per_request: impl Iterator<Item = u64>) -> ImageNeed {
+        per_request.fold(ImageNeed::default(), |n, b| ImageNeed {
+            total: n.total + b,
+            per_request_max: n.per_request_max.max(b),
+        })
+    }
+}
+
+/// About how many bytes the data URL of an image of `pixels` pixels holds, before it is made:
+/// the file's size as this crate's encoders write it (measured on noise from 256x256 to
+/// 1280x720: JPEG at quality 75 is 0.225 bytes a pixel byte, at 85 0.28, PNG its raw size;
+/// a blank image under 1%, with a few kB of tables), in base64. What the memory check before a
+/// run adds up (`bench::engine::samples::image_path`).
+pub fn url_bytes_estimate(format: Format, quality: u8, fill: Fill, pixels: u64) -> u64 {
+    let raw = pixels as f64 * 3.0;
+    let file = match (format, fill) {
+        (Format::Jpeg, Fill::Noise) => match quality {
+            ..=75 => raw * 0.23,
+            76..=85 => raw * 0.285,
+            // Above 85 the quantiser keeps ever more of the noise: up to its raw size.
+            _ => raw,
+        },
+        (Format::Png, Fill::Noise) => raw * 1.002,
+        (Format::Jpeg, Fill::Blank) => raw * 0.006,
+        (Format::Png, Fill::Blank) => raw * 0.002,
+    } + 1000.0;
+    30 + (file as u64).div_ceil(3) * 4
 }
 
 /// The file format an image is sent in.
@@ -323,6 +593,65 @@ mod tests {
         }
         let e = Image::from_file(b"<html>not found</html>").unwrap_err();
         assert!(e.contains("not an image"), "{e}");
+    }
+
+    /// The estimate against what the encoders write, for noise and blank images of the sizes
+    /// users send, at the two qualities the image datasets use: within 6% for noise, and never
+    /// under by more than a few kB for blank ones (tiny files, where only the order counts).
+    #[test]
+    fn the_url_estimate_is_close_to_the_made_images() {
+        let mut g = crate::workload::numpy::Generator::new(0);
+        for (w, h) in [(256u32, 256u32), (640, 360), (1280, 720)] {
+            let mut noise = vec![0u8; (w * h * 3) as usize];
+            g.fill_u8(&mut noise);
+            let blank = vec![0u8; noise.len()];
+            let px = w as u64 * h as u64;
+            for (format, q) in [(Format::Jpeg, 75), (Format::Jpeg, 85), (Format::Png, 75)] {
+                let made = Image::encode(format, q, w, h, &noise).unwrap().url.len() as f64;
+                let est = url_bytes_estimate(format, q, Fill::Noise, px) as f64;
+                assert!(
+                    (est / made - 1.0).abs() < 0.06,
+                    "{w}x{h} {format:?} q{q}: estimate {est}, made {made}"
+                );
+                let made = Image::encode(format, q, w, h, &blank).unwrap().url.len() as f64;
+                let est = url_bytes_estimate(format, q, Fill::Blank, px) as f64;
+                assert!(
+                    est > made - 4000.0 && est < made * 3.0 + 4000.0,
+                    "{w}x{h} {format:?} q{q} blank: estimate {est}, made {made}"
+                );
+            }
+        }
+    }
+
+    /// Images come back in the order asked, whichever thread made them, and no thread of the
+    /// pool keeps its pixel buffer after.
+    #[test]
+    fn made_in_parallel_in_order_and_buffers_given_back() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let make = |(w, shade): (u32, u8)| {
+            with_pixels(w as usize * 2 * 3, |px| {
+                px.fill(shade);
+                Image::jpeg(w, 2, px)
+            })
+        };
+        let (planned, made) = pool.install(|| {
+            make_in_parallel(&make, |submit| {
+                (1..=40u32).for_each(|w| submit((w, w as u8 * 5)));
+                "planned"
+            })
+        });
+        assert_eq!(planned, "planned");
+        let widths: Vec<u32> = made.iter().map(|m| m.as_ref().unwrap().width).collect();
+        assert_eq!(widths, (1..=40).collect::<Vec<_>>());
+        for (w, m) in (1..=40u32).zip(&made) {
+            let want = Image::jpeg(w, 2, &vec![w as u8 * 5; w as usize * 6]).unwrap();
+            assert_eq!(m.as_ref().unwrap(), &want);
+        }
+        let kept = pool.broadcast(|_| PIXELS.with(|p| p.borrow().capacity()));
+        assert_eq!(kept, vec![0; 3]);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 """Random draws made by numpy itself and by the reference tools' own functions, for
 tests/reference_draws.rs, which computes the same with llmspeed and compares them exactly.
 
-Usage: python draws.py numpy|vllm|sglang < cases.json > draws.json
+Usage: python draws.py numpy|vllm|sglang|python < cases.json > draws.json, or
+       python draws.py serve: one {"which", "cases"} a line on stdin, one answer a line.
   numpy:  each case {"seed", "legacy": [[call, args...]...], "generator": [[lo, hi, n]...]} run on
           np.random.RandomState(seed) (what np.random.seed seeds) and default_rng(seed);
           with "sums": [[x...]...], np.sum of each array.
@@ -34,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import traceback
 
 import numpy as np
 
@@ -307,11 +309,33 @@ def sglang_case(case):
     return answer
 
 
+RUN = {"numpy": numpy_case, "python": python_case, "vllm": vllm_case, "sglang": sglang_case}
+
+
+def serve():
+    """One request a line, {"which", "cases"}, one answer a line: {"answer": [...]} or
+    {"error": traceback}. One process answers every test of a binary, so the reference tools'
+    imports (tens of seconds on a busy machine) are paid once, not once a test."""
+    out = sys.stdout
+    with contextlib.redirect_stdout(sys.stderr):
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                return
+            try:
+                req = json.loads(line)
+                msg = {"answer": [RUN[req["which"]](c) for c in req["cases"]]}
+            except Exception:
+                msg = {"error": traceback.format_exc()}
+            out.write(json.dumps(msg) + "\n")
+            out.flush()
+
+
 def main():
     which = sys.argv[1]
-    run = {"numpy": numpy_case, "python": python_case, "vllm": vllm_case, "sglang": sglang_case}[
-        which
-    ]
+    if which == "serve":
+        return serve()
+    run = RUN[which]
     cases = json.load(sys.stdin)
     # The tools print as they draw (SGLang its token totals): stdout carries the answer only.
     with contextlib.redirect_stdout(sys.stderr):

@@ -175,3 +175,139 @@ pub fn tail(s: &str) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(15)..].join("\n")
 }
+
+/// The comparison steps every conformance test takes, the same way; each test adds its own
+/// rules around them (which exit codes must match, which totals, which console rows).
+/// `deliberate` says which keys and labels differ on purpose (the test's list of reasons).
+/// Each returns the differences it found, as sentences.
+pub mod check {
+    use super::{block, json_type, label, tail, value, Ran};
+    use serde_json::Value;
+
+    /// Both runs' exit codes: the same (`both_succeed`: and both 0).
+    pub fn exit_codes(r: &Ran, o: &Ran, both_succeed: bool) -> Option<String> {
+        let ok = if both_succeed {
+            r.code == Some(0) && o.code == Some(0)
+        } else {
+            r.code == o.code
+        };
+        (!ok).then(|| {
+            format!(
+                "exit code: reference {:?}, llmspeed {:?}{}\nreference stderr tail: {}\n\
+                 llmspeed stderr: {}",
+                r.code,
+                o.code,
+                if both_succeed {
+                    " (both must succeed)"
+                } else {
+                    ""
+                },
+                tail(&r.stderr),
+                tail(&o.stderr)
+            )
+        })
+    }
+
+    /// Both result objects, or the difference: which run wrote none.
+    pub fn results<'a>(r: &'a Ran, o: &'a Ran) -> Result<(&'a Value, &'a Value), String> {
+        match (&r.result, &o.result) {
+            (Some(rv), Some(ov)) => Ok((rv, ov)),
+            _ => Err(format!(
+                "result file: reference {}, llmspeed {}\nreference stderr tail: {}",
+                r.result.is_some(),
+                o.result.is_some(),
+                tail(&r.stderr)
+            )),
+        }
+    }
+
+    /// The result's keys: ours are the reference's in its order plus `llmspeed`, last; each
+    /// shared key's value of the reference's JSON type (an int stays an int).
+    pub fn keys(r: &Ran, o: &Ran, deliberate: &dyn Fn(&str) -> bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let theirs: Vec<&String> = r.keys.iter().filter(|k| !deliberate(k)).collect();
+        let ours: Vec<&String> = o
+            .keys
+            .iter()
+            .filter(|k| *k != "llmspeed" && !deliberate(k))
+            .collect();
+        if ours != theirs {
+            out.push(format!(
+                "result keys differ:\n  reference: {theirs:?}\n  llmspeed:  {ours:?}"
+            ));
+        }
+        if o.keys.last().map(String::as_str) != Some("llmspeed") {
+            out.push("llmspeed's own figures are not the last key, `llmspeed`".into());
+        }
+        let Ok((rv, ov)) = results(r, o) else {
+            return out;
+        };
+        let types: Vec<String> = theirs
+            .iter()
+            .filter_map(|k| {
+                let (a, b) = (rv.get(*k)?, ov.get(*k)?);
+                (json_type(a) != json_type(b))
+                    .then(|| format!("{k}: {} vs {}", json_type(a), json_type(b)))
+            })
+            .collect();
+        if !types.is_empty() {
+            out.push(format!(
+                "value types differ (reference vs llmspeed): {}",
+                types.join(", ")
+            ));
+        }
+        out
+    }
+
+    /// Each of `keys` with the same value in both results.
+    pub fn same_values(rv: &Value, ov: &Value, keys: &[&str]) -> Vec<String> {
+        keys.iter()
+            .filter(|k| rv.get(**k) != ov.get(**k))
+            .map(|k| format!("{k}: reference {:?}, llmspeed {:?}", rv.get(*k), ov.get(*k)))
+            .collect()
+    }
+
+    /// The console blocks: the same labels in the same order (deliberate ones left out), and
+    /// the same value on each of `rows`.
+    pub fn console(
+        r: &Ran,
+        o: &Ran,
+        deliberate: &dyn Fn(&str) -> bool,
+        rows: &[&str],
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        let (rb, ob) = (block(&r.stdout), block(&o.stdout));
+        let (rl, ol) = (labels(&rb, deliberate), labels(&ob, deliberate));
+        if rl != ol {
+            out.push(format!(
+                "console block labels differ:\n  reference: {rl:?}\n  llmspeed:  {ol:?}"
+            ));
+        }
+        for l in rows {
+            if value(&rb, l) != value(&ob, l) {
+                out.push(format!(
+                    "console {l:?}: reference {:?}, llmspeed {:?}",
+                    value(&rb, l),
+                    value(&ob, l)
+                ));
+            }
+        }
+        out
+    }
+
+    /// A console block's labels in order, deliberate ones left out.
+    pub fn labels(b: &[String], deliberate: &dyn Fn(&str) -> bool) -> Vec<String> {
+        b.iter()
+            .map(|l| label(l))
+            .filter(|l| !deliberate(l))
+            .collect()
+    }
+
+    /// How many requests a result measured: completed and failed.
+    pub fn measured(v: &Value) -> usize {
+        ["completed", "failed"]
+            .iter()
+            .map(|k| v[*k].as_u64().unwrap_or(0) as usize)
+            .sum()
+    }
+}

@@ -26,13 +26,7 @@ const SLOTS: u64 = server::MAX_NUM_SEQS;
 const OUTPUT: u32 = 64;
 
 fn workload(url: &str) -> Workload {
-    Workload {
-        base_url: url.into(),
-        model: Some(server::MODEL.into()),
-        input_len: 32,
-        output_len: OUTPUT,
-        seed: 11,
-    }
+    Workload::random(url, Some(server::MODEL.into()), 32, OUTPUT, 11)
 }
 
 #[test]

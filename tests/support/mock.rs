@@ -11,6 +11,20 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// The simulated server whose capacity follows from its settings (the capacity tests' known
+/// answers): a decode step of `base_us + per_seq_us x batch` (the context terms 0), prefill
+/// nearly free, at most `max_num_seqs` sequences running; the demo profile otherwise.
+pub fn analytic(max_num_seqs: u32, base_us: f64, per_seq_us: f64) -> MockConfig {
+    let mut c = MockConfig::profile(llmspeed::mock::Profile::Demo);
+    c.engine.max_num_seqs = max_num_seqs;
+    c.engine.decode.base_us = base_us;
+    c.engine.decode.per_seq_us = per_seq_us;
+    c.engine.decode.per_ktok_total_us = 0.0;
+    c.engine.decode.per_ktok_max_us = 0.0;
+    c.engine.prefill.rate_tok_s = 1e9;
+    c
+}
+
 /// Our client for `url` with `--packet-stamps` (a packet ring per connection), or `None` where
 /// packet sockets cannot open here (no CAP_NET_RAW, not Linux). Under `CI=true` (root, Linux)
 /// they must open: the test fails rather than fall back.

@@ -252,3 +252,16 @@ pub fn json_response(status: &str, body: &str) -> Vec<u8> {
     )
     .into_bytes()
 }
+
+/// `llmspeed capacity ARGS` parsed through the real `Cli`, as `main` parses it.
+pub fn capacity_args(args: &[&str]) -> Result<llmspeed::cli::capacity::CapacityArgs, String> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["llmspeed".into(), "capacity".into()];
+    argv.extend(args.iter().map(|a| a.into()));
+    match llmspeed::cli::try_parse(argv) {
+        Ok(c) => match c.command {
+            llmspeed::cli::Command::Capacity(a) => Ok(*a),
+            other => panic!("not capacity: {other:?}"),
+        },
+        Err(e) => Err(e.to_string()),
+    }
+}

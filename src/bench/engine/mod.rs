@@ -8,7 +8,9 @@
 //! end with the records.
 //!
 //! - [`run`](mod@run): the runner, as named steps (ready check, prompts, warm-ups, order, dispatch,
-//!   records); [`samples`]: loading and sizing the prompts; [`send`]: sending on time;
+//!   records); [`samples`]: loading and sizing the prompts; [`producer`]: a run's images made
+//!   a bounded window ahead of the dispatcher, where they do not fit all at once; [`send`]:
+//!   sending on time;
 //!   [`connect`]: the client, the ready check, the `/metrics` page.
 //! - [`record`]: one request as a [`RequestRecord`]; [`figures`]: our own figures of a run.
 //! - [`session`]: the points of a sweep, each run `--num-runs` times, for any front end (the
@@ -27,6 +29,7 @@ pub mod lora;
 pub mod multi_run;
 pub mod plan;
 pub mod probe;
+pub mod producer;
 pub mod record;
 pub mod rounds;
 pub mod run;

@@ -14,9 +14,10 @@ use crate::bench::engine::error::unless_stopped;
 use crate::bench::engine::lora;
 use crate::bench::engine::plan::{InitialTest, Plan};
 use crate::bench::engine::probe::{run_probes, ProbeOutcome};
+use crate::bench::engine::producer::Producer;
 use crate::bench::engine::record::RequestRecord;
 use crate::bench::engine::rounds::{self, Row};
-use crate::bench::engine::samples::{load_samples, Loaded, PromptKind, TokenCounting};
+use crate::bench::engine::samples::{load_samples, ImagePath, Loaded, PromptKind, TokenCounting};
 use crate::bench::engine::send::{unix_ns, wait_for_wall_clock, wait_until};
 use crate::bench::engine::slot::Slot;
 use crate::clock::Clock;
@@ -134,6 +135,21 @@ pub async fn run(
     log: &mut (dyn Write + Send),
     progress: &mut (dyn Progress + Send),
 ) -> Result<Measured, RunError> {
+    run_loaded(plan, None, clock, cancel, log, progress).await
+}
+
+/// [`run`], with the samples already loaded when `loaded` is given: a caller that sends one
+/// dataset over many runs (`llmspeed capacity` loads a file once and gives each round the next
+/// of its samples) loads it with `samples::load_samples` and passes each run its share, which
+/// is sent as it is, in order; [`Plan::dataset`] is then not read.
+pub async fn run_loaded(
+    plan: &Plan,
+    loaded: Option<Loaded>,
+    clock: Clock,
+    cancel: &Cancel,
+    log: &mut (dyn Write + Send),
+    progress: &mut (dyn Progress + Send),
+) -> Result<Measured, RunError> {
     let client = client_for(plan, clock.clone())?;
     let model = unless_stopped(cancel, READY, resolve_model(plan, &client, log)).await?;
     let request_model = plan
@@ -146,7 +162,11 @@ pub async fn run(
         prompt_kind,
         tokenize,
         numpy_words,
-    } = load_samples(plan, &client, &request_model, cancel, log).await?;
+        images,
+    } = match loaded {
+        Some(l) => l,
+        None => load_samples(plan, &client, &request_model, cancel, log).await?,
+    };
     if counting == TokenCounting::Estimate {
         let _ = writeln!(
             log,
@@ -167,7 +187,14 @@ pub async fn run(
     let requests = Requests::new(plan, &request_model, samples.len());
     let warm = warm_up(plan, &client, &requests, &samples, cancel, log);
     unless_stopped(cancel, "warming up", warm).await?;
-    let mut order = Order::new(plan, &samples, numpy_words, &requests, log)?;
+    let window = match images {
+        ImagePath::Producer { window, .. } => Some(window),
+        _ => None,
+    };
+    let mut order = Order::new(plan, &samples, numpy_words, &requests, window, log)?;
+    // Started after the warm-up (whose requests make their own images on the spot): the
+    // first window is made while the connections open and the probes start.
+    let mut producer = window.and_then(|w| Producer::start(&samples, &order.chosen, w));
     let open = preconnect(plan, &client, order.chosen.len(), log);
     let preconnected = unless_stopped(cancel, "opening connections (--preconnect)", open).await?;
     announce(plan, &request_model, order.chosen.len(), log, progress);
@@ -176,9 +203,19 @@ pub async fn run(
     // ...and one-token probes beside the run, outside the concurrency cap.
     let probes = Probes::start(plan, &client, &requests, cancel, log)?;
     let sent = dispatch(
-        &client, &requests, &samples, &mut order, cancel, log, progress,
+        &client,
+        &requests,
+        &samples,
+        &mut order,
+        producer.as_mut(),
+        cancel,
+        log,
+        progress,
     )
     .await?;
+    if let Some(p) = producer {
+        p.write_back(&mut samples);
+    }
     // The probe in flight finishes, then the duration ends.
     let probes = probes.finish().await?;
     let end_raw = clock.raw();
@@ -325,6 +362,12 @@ impl<'a> Requests<'a> {
         ids: &mut Vec<u32>,
     ) -> Result<StreamRequest, RunError> {
         let model = self.model_for(index);
+        // A sample whose images are planned (the producer's run) and sent outside the
+        // dispatcher (warm-ups, a rebuild after the run): made here, the same bytes.
+        let made = crate::bench::engine::producer::made_now(s)
+            .transpose()
+            .map_err(RunError::Setup)?;
+        let s = made.as_ref().unwrap_or(s);
         // A row's first round: its first turn alone; its answer is the next round's history.
         let (body, row) = match &s.prompt {
             PromptSource::Turns(t) => (
@@ -552,6 +595,7 @@ impl Order {
         samples: &[Sample],
         numpy_words: u64,
         requests: &Requests<'_>,
+        producer_window: Option<usize>,
         log: &mut (dyn Write + Send),
     ) -> Result<Order, RunError> {
         let offsets = if plan.self_timed {
@@ -570,7 +614,8 @@ impl Order {
         };
         let total_tokens: u64 = chosen.iter().map(|&i| samples[i].prompt_len).sum();
         let mut prebuilt = Vec::new();
-        if total_tokens <= PREBUILD_MAX_TOKENS {
+        // Under the image producer, bodies are built as their images are made: never all.
+        if total_tokens <= PREBUILD_MAX_TOKENS && producer_window.is_none() {
             let mut ids = Vec::new();
             for &i in &chosen {
                 prebuilt.push(requests.make(&samples[i], Some(i), &mut ids)?);
@@ -756,13 +801,15 @@ struct Sent {
 }
 
 /// Sends every chosen request at its offset from the start (taking the prebuilt ones out of
-/// `order`) and waits for them all. Measuring starts here: the Python tools' "just before the
-/// first dispatch".
+/// `order`, or each one's images from the `producer`) and waits for them all. Measuring starts
+/// here: the Python tools' "just before the first dispatch".
+#[allow(clippy::too_many_arguments)]
 async fn dispatch(
     client: &Client,
     requests: &Requests<'_>,
     samples: &[Sample],
     order: &mut Order,
+    mut producer: Option<&mut Producer>,
     cancel: &Cancel,
     log: &mut (dyn Write + Send),
     progress: &mut (dyn Progress + Send),
@@ -772,7 +819,6 @@ async fn dispatch(
     let slots = plan.max_concurrency.map(|n| Arc::new(Semaphore::new(n)));
     let mut timer_lag_ns = Vec::with_capacity(order.chosen.len());
     let mut dispatched_ns = Vec::with_capacity(order.chosen.len());
-    let mut set: JoinSet<Done> = JoinSet::new();
     if let Some(at) = plan.start_at_unix_ns {
         wait_for_wall_clock(at, log).await;
     }
@@ -783,19 +829,35 @@ async fn dispatch(
     let base_instant = tokio::time::Instant::now();
     let mut prebuilt = std::mem::take(&mut order.prebuilt).into_iter();
     let mut ids = Vec::new();
-    let mut done: Vec<Option<Done>> = (0..samples.len()).map(|_| None).collect();
-    let mut room = Room::start();
-    let mut tick =
-        tokio::time::interval_at(tokio::time::Instant::now() + HEADROOM_EVERY, HEADROOM_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut fl = InFlight::new(samples.len());
     for (sent, &i) in order.chosen.iter().enumerate() {
-        let req = match prebuilt.next() {
-            Some(r) => r,
-            None => requests.make(&samples[i], Some(i), &mut ids)?,
-        };
         let off = order.offsets[i];
         let scheduled = clock.add_ns(base_raw, off);
-        if off > 0 {
+        let at = At {
+            clock: &clock,
+            base: base_instant,
+            off,
+            scheduled,
+        };
+        // Under the producer, a request whose images came after its send time goes at once,
+        // with the slot it asked for at that time.
+        let mut late = None;
+        let req = match (prebuilt.next(), producer.as_deref_mut()) {
+            (Some(r), _) => Some(r),
+            (None, None) => Some(requests.make(&samples[i], Some(i), &mut ids)?),
+            (None, Some(p)) => {
+                let queue = slots.as_ref();
+                match produced(p, samples, i, &at, queue, cancel, &mut fl, progress).await? {
+                    Produced::InTime(s) => Some(requests.make(&s, Some(i), &mut ids)?),
+                    Produced::Late(s, slot, granted) => {
+                        late = Some((slot, granted));
+                        Some(requests.make(&s, Some(i), &mut ids)?)
+                    }
+                    Produced::Stopped => None,
+                }
+            }
+        };
+        if off > 0 && late.is_none() {
             // A stop must not wait for the next send time (minutes apart at a low rate), and
             // meanwhile the requests that end are taken in and the live display hears the
             // client's headroom; the send time comes first when both are ready.
@@ -806,28 +868,29 @@ async fn dispatch(
                     biased;
                     _ = &mut wait => break,
                     _ = cancel.cancelled() => break,
-                    Some(r) = set.join_next(), if !set.is_empty() => {
-                        take_in(r, &mut room, &mut done, progress)?;
-                    }
-                    _ = tick.tick() => progress.event(&Event::Headroom(room.take())),
+                    r = fl.step(progress) => r?,
                 }
             }
         }
-        if cancel.is_cancelled() {
+        let (Some(req), false) = (req, cancel.is_cancelled()) else {
             let _ = writeln!(
                 log,
                 "interrupted: {sent} of {} requests were dispatched",
                 order.chosen.len()
             );
             break;
-        }
+        };
         let row = requests.row(&samples[i], Some(i), &req);
         let now = clock.raw();
         timer_lag_ns.push(clock.delta_ns(scheduled, now));
         dispatched_ns.push((i, clock.delta_ns(base_raw, now)));
-        set.spawn(one_request(
+        let (slot, granted) = match late {
+            Some(l) => l,
+            None => (slots.as_ref().map(Slot::ask), None),
+        };
+        fl.set.spawn(one_request(
             client.clone(),
-            slots.as_ref().map(Slot::ask),
+            (slot, granted),
             cancel.clone(),
             (req, row),
             i,
@@ -835,17 +898,11 @@ async fn dispatch(
         ));
     }
     let dispatched = dispatched_ns.len();
-    loop {
-        tokio::select! {
-            r = set.join_next() => {
-                let Some(r) = r else { break };
-                take_in(r, &mut room, &mut done, progress)?;
-            }
-            _ = tick.tick() => progress.event(&Event::Headroom(room.take())),
-        }
+    while !fl.set.is_empty() {
+        fl.step(progress).await?;
     }
     Ok(Sent {
-        done,
+        done: fl.done,
         dispatched,
         timer_lag_ns,
         dispatched_ns,
@@ -854,6 +911,118 @@ async fn dispatch(
         wall0,
         cpu0,
     })
+}
+
+/// When a request is due: its offset from the start, on the clock and on tokio's timer.
+struct At<'a> {
+    clock: &'a Clock,
+    base: tokio::time::Instant,
+    off: u64,
+    scheduled: u64,
+}
+
+/// The requests in flight, and what the dispatcher does while it waits: take in those that
+/// end, and tell the live display the client's headroom once a second.
+struct InFlight {
+    set: JoinSet<Done>,
+    room: Room,
+    /// By sample index; `None` for a sample not sent.
+    done: Vec<Option<Done>>,
+    tick: tokio::time::Interval,
+}
+
+impl InFlight {
+    fn new(samples: usize) -> InFlight {
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + HEADROOM_EVERY, HEADROOM_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        InFlight {
+            set: JoinSet::new(),
+            room: Room::start(),
+            done: (0..samples).map(|_| None).collect(),
+            tick,
+        }
+    }
+
+    /// One request taken in, or one headroom report. Cancel-safe.
+    async fn step(&mut self, progress: &mut (dyn Progress + Send)) -> Result<(), RunError> {
+        tokio::select! {
+            Some(r) = self.set.join_next(), if !self.set.is_empty() => {
+                take_in(r, &mut self.room, &mut self.done, progress)
+            }
+            _ = self.tick.tick() => {
+                progress.event(&Event::Headroom(self.room.take()));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A request's images from the producer.
+enum Produced {
+    /// Made by its send time: the request goes as any other.
+    InTime(Sample),
+    /// Made after it: its slot (under a cap) asked for at its send time, and the moment that
+    /// slot came free while it waited (its intended start), if it did.
+    Late(Sample, Option<Slot>, Option<u64>),
+    /// The run was stopped meanwhile.
+    Stopped,
+}
+
+/// Request `i`'s images from the producer: at once where they are made, else waited for,
+/// taking in requests meanwhile. Past its send time the request asks for its slot as it would
+/// have then, and the moment the slot comes free is kept: the wait from then (or from the send
+/// time, without a cap) is the client's, in the request's dispatch lag.
+#[allow(clippy::too_many_arguments)]
+async fn produced(
+    p: &mut Producer,
+    samples: &[Sample],
+    i: usize,
+    at: &At<'_>,
+    slots: Option<&Arc<Semaphore>>,
+    cancel: &Cancel,
+    fl: &mut InFlight,
+    progress: &mut (dyn Progress + Send),
+) -> Result<Produced, RunError> {
+    if let Some(made) = p.try_take(samples, i) {
+        return made.map(Produced::InTime).map_err(RunError::Setup);
+    }
+    let take = p.take(samples, i);
+    tokio::pin!(take);
+    let due = wait_until(at.clock, at.base, at.off, at.scheduled);
+    tokio::pin!(due);
+    let (mut late, mut slot, mut granted) = (false, None::<Slot>, None);
+    loop {
+        if late && slot.is_none() {
+            slot = slots.map(Slot::ask);
+            if slot.as_ref().is_some_and(Slot::is_settled) {
+                granted = Some(at.clock.raw());
+            }
+        }
+        let waiting = slot.as_ref().is_some_and(|s| !s.is_settled());
+        tokio::select! {
+            biased;
+            made = &mut take => {
+                let s = made.map_err(RunError::Setup)?;
+                return Ok(match late {
+                    false => Produced::InTime(s),
+                    true => Produced::Late(s, slot, granted),
+                });
+            }
+            _ = cancel.cancelled() => return Ok(Produced::Stopped),
+            _ = &mut due, if !late => late = true,
+            _ = slot_granted(&mut slot), if waiting => granted = Some(at.clock.raw()),
+            r = fl.step(progress) => r?,
+        }
+    }
+}
+
+/// Waits until `slot`'s permit is granted (never, without a slot).
+async fn slot_granted(slot: &mut Option<Slot>) {
+    match slot {
+        Some(s) => s.granted().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// A request that ended: its reads counted into the headroom, its result kept at its index.
@@ -932,7 +1101,7 @@ impl Room {
 /// (a row's rounds, one after another, in the one slot).
 async fn one_request(
     c: Client,
-    slot: Option<Slot>,
+    (slot, granted): (Option<Slot>, Option<u64>),
     cancel: Cancel,
     (req, row): (StreamRequest, Option<Row>),
     index: usize,
@@ -944,10 +1113,11 @@ async fn one_request(
         None => None,
     };
     let clock = c.clock().clone();
-    // With a concurrency limit, the request's own clock starts when it gets a slot; the wait
-    // is queue time, reported separately (the Python tools' split).
+    // With a concurrency limit, the request's own clock starts when it gets a slot (or got
+    // it, while the dispatcher waited for its images: `granted`); the wait is queue time,
+    // reported separately (the Python tools' split).
     let (intended, queue_ns) = if limited {
-        let now = clock.raw();
+        let now = granted.unwrap_or_else(|| clock.raw());
         (now.max(scheduled), clock.delta_ns(scheduled, now))
     } else {
         (scheduled, 0)

@@ -267,6 +267,9 @@ pub struct Loaded {
     /// The 32-bit words the dataset drew from numpy's legacy generator (SGLang's random
     /// lengths), where SGLang's send times continue: `datasets::random_numpy_words`.
     pub numpy_words: u64,
+    /// How the images are made: before the run, or by the producer (`bench::engine::producer`)
+    /// during it, whose samples carry recipes ([`ImagePath`]).
+    pub images: ImagePath,
 }
 
 /// What `datasets::load` asks of the model, as the run answers it: texts counted by `count`,
@@ -349,8 +352,18 @@ pub async fn load_samples(
         chat,
         tokenizer: local,
     };
-    let loading = load(dcfg, tokens);
+    let images = image_path_of(&dcfg)?;
+    let making = match images {
+        ImagePath::Producer { .. } => crate::workload::image::Making::Planned,
+        _ => crate::workload::image::Making::UpFront,
+    };
+    let started = std::time::Instant::now();
+    let loading = load(dcfg, tokens, making);
     let samples = unless_stopped(cancel, "loading the dataset", loading).await?;
+    match images {
+        ImagePath::Producer { .. } => note_producer(&images, samples.len(), log),
+        _ => note_images(&samples, started.elapsed(), log),
+    }
     let (samples, counting, kind) = match cuts {
         Some(true) => (samples, TokenCounting::Local, PromptKind::DatasetText),
         Some(false) => (samples, TokenCounting::Exact, PromptKind::TokenIds),
@@ -372,7 +385,253 @@ pub async fn load_samples(
         prompt_kind: kind,
         tokenize: dialect,
         numpy_words,
+        images,
     })
+}
+
+/// How a run's synthetic images are made, decided before any is made
+/// ([`image_path`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImagePath {
+    /// The dataset makes no synthetic images (or brings its own files).
+    None,
+    /// All made and encoded before the run, held until it ends: `bytes` of data URLs.
+    UpFront { bytes: u64 },
+    /// Made during the run by the producer, `window` requests ahead of the dispatcher, each
+    /// request's images at most `request_bytes`; `bytes`: what up front would have held.
+    /// `forced`: [`WINDOW_ENV`] asked for it.
+    Producer {
+        window: usize,
+        request_bytes: u64,
+        bytes: u64,
+        forced: bool,
+    },
+}
+
+/// Forces the producer and its window (a number of requests) whatever the run's size: for
+/// tests, and for a user who wants the run's memory bounded.
+pub const WINDOW_ENV: &str = "LLMSPEED_IMAGE_WINDOW";
+
+/// Up front while the images' data URLs take at most this share of the available memory: the
+/// run also builds every request body before it starts when its prompts are small
+/// (`engine::run`'s prebuilt bodies), each a copy of its images' URLs, and the allocator keeps
+/// the pages of the strings the making let go, so an up-front run peaks at about three times
+/// its URLs (measured: 955 MB for 320 MiB of URLs, 400 requests of 4 × 640x360), and 3 × 0.25
+/// leaves a quarter of the memory to the rest.
+pub const UP_FRONT_SHARE: f64 = 0.25;
+
+/// The share of the available memory a run's images may hold at once (made up front, image
+/// files read before the run, or the producer's window); the run, its records and the server's
+/// replies take the rest.
+pub const HOLD_SHARE: f64 = 0.9;
+
+/// Whether `need` bytes fit [`HOLD_SHARE`] of `available`.
+fn fits(need: u64, available: u64) -> bool {
+    need as f64 <= available as f64 * HOLD_SHARE
+}
+
+/// Bytes as GiB, for the refusals' figures.
+fn gib(b: u64) -> f64 {
+    b as f64 / 1073741824.0
+}
+
+/// The producer's window holds at most this share of the available memory, and at most
+/// [`WINDOW_MAX_BYTES`]: enough requests made ahead to ride out a burst of arrivals, while the
+/// rest of the memory holds the requests in flight and the records.
+pub const WINDOW_SHARE: f64 = 0.25;
+pub const WINDOW_MAX_BYTES: u64 = 1 << 30;
+/// ... and at most this many requests (a window that large rides out any burst already).
+pub const WINDOW_MAX_REQUESTS: usize = 4096;
+
+/// [`image_path`] for the dataset `dcfg` on this machine ([`WINDOW_ENV`] read here).
+pub fn image_path_of(dcfg: &datasets::DatasetConfig) -> Result<ImagePath, RunError> {
+    let forced = match std::env::var(WINDOW_ENV) {
+        Ok(v) => Some(
+            v.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&w| w > 0)
+                .ok_or_else(|| {
+                    RunError::Setup(format!(
+                "{WINDOW_ENV}={v:?}: the producer's window is a number of requests, 1 or more"
+            ))
+                })?,
+        ),
+        Err(_) => None,
+    };
+    // Image files are read up front or not at all: refused here where they would not fit.
+    check_image_memory(dcfg)?;
+    let need = datasets::image_need(dcfg);
+    image_path(need, dcfg.num_prompts, crate::sys::mem_available(), forced).map_err(RunError::Setup)
+}
+
+/// How a run's images are made: up front when they take at most [`UP_FRONT_SHARE`] of the
+/// `available` memory (or where the kernel gives no figure), else by the producer, its window
+/// as many requests as [`WINDOW_SHARE`] of the memory holds (at most [`WINDOW_MAX_BYTES`] and
+/// [`WINDOW_MAX_REQUESTS`], at least one, at most the run's `requests`); `forced`: that window,
+/// whatever the size. Refused only when even the window takes more than 90% of the memory.
+pub fn image_path(
+    need: crate::workload::image::ImageNeed,
+    requests: usize,
+    available: Option<u64>,
+    forced: Option<usize>,
+) -> Result<ImagePath, String> {
+    if need.total == 0 {
+        return Ok(ImagePath::None);
+    }
+    let producer = |window: usize| ImagePath::Producer {
+        window: window.clamp(1, requests.max(1)),
+        request_bytes: need.per_request_max,
+        bytes: need.total,
+        forced: forced.is_some(),
+    };
+    let path = match (forced, available) {
+        (Some(w), _) => producer(w),
+        (None, None) => return Ok(ImagePath::UpFront { bytes: need.total }),
+        (None, Some(a)) if need.total as f64 <= a as f64 * UP_FRONT_SHARE => {
+            return Ok(ImagePath::UpFront { bytes: need.total })
+        }
+        (None, Some(a)) => {
+            let budget = ((a as f64 * WINDOW_SHARE) as u64).min(WINDOW_MAX_BYTES);
+            let w = budget / need.per_request_max.max(1);
+            producer((w as usize).min(WINDOW_MAX_REQUESTS))
+        }
+    };
+    if let (ImagePath::Producer { window, .. }, Some(a)) = (path, available) {
+        window_memory_verdict(window as u64 * need.per_request_max, window, a)?;
+    }
+    Ok(path)
+}
+
+/// The producer's window may take up to 90% of the available memory.
+fn window_memory_verdict(need: u64, window: usize, available: u64) -> Result<(), String> {
+    if fits(need, available) {
+        return Ok(());
+    }
+    Err(format!(
+        "this run's images are made during the run, a window of {window} request(s) ahead of \
+         the dispatcher, and even that window would hold about {:.1} GiB as data URLs, but \
+         this machine has {:.1} GiB available (MemAvailable in /proc/meminfo): send fewer or \
+         smaller images per request{}, or run where more memory is free",
+        gib(need),
+        gib(available),
+        if window > 1 {
+            format!(", or a smaller window ({WINDOW_ENV})")
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// The line on `log` for the producer path: the window, what it holds, and why.
+fn note_producer(path: &ImagePath, requests: usize, log: &mut (dyn Write + Send)) {
+    let ImagePath::Producer {
+        window,
+        request_bytes,
+        bytes,
+        forced,
+    } = *path
+    else {
+        return;
+    };
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let _ = writeln!(
+        log,
+        "images: made during the run by a producer {window} request(s) ahead of the dispatcher \
+         (of {requests}), on {}: the window holds at most about {:.1} MiB of data URLs, where \
+         all made before the run would hold about {:.1} MiB ({}); a request whose images are \
+         not made by its send time waits, and the wait is the client's dispatch lag",
+        threads(),
+        mib(window as u64 * request_bytes),
+        mib(bytes),
+        match forced {
+            true => format!("{WINDOW_ENV} asks for the producer"),
+            false => format!(
+                "over {:.0}% of the memory available",
+                UP_FRONT_SHARE * 100.0
+            ),
+        }
+    );
+}
+
+/// The pool's threads, as words.
+fn threads() -> String {
+    match rayon::current_num_threads() {
+        1 => "1 thread".to_string(),
+        n => format!("{n} threads"),
+    }
+}
+
+/// Refuses, before any file is read, a run (or dry run) whose images come from files read
+/// before it and held until it ends (`custom_image`; [`datasets::file_image_need`]), where
+/// their data URLs would not fit in the memory the machine has available (`MemAvailable`).
+/// Synthetic images never need this: a run too large to hold makes them during the run
+/// ([`image_path`]), a dry run counts each and drops it. Where the kernel gives no figure,
+/// nothing is checked.
+pub fn check_image_memory(dcfg: &datasets::DatasetConfig) -> Result<(), RunError> {
+    let need = datasets::file_image_need(dcfg).total;
+    match (need, crate::sys::mem_available()) {
+        (0, _) | (_, None) => Ok(()),
+        (need, Some(available)) => image_memory_verdict(need, available).map_err(RunError::Setup),
+    }
+}
+
+/// The verdict of [`check_image_memory`]: the images may take up to 90% of the available
+/// memory (the run, its records and the server's replies take the rest).
+pub fn image_memory_verdict(need: u64, available: u64) -> Result<(), String> {
+    if fits(need, available) {
+        return Ok(());
+    }
+    Err(format!(
+        "this run's image files are read before the run and held until it ends, and their \
+         data URLs would hold about {:.1} GiB, but this machine has {:.1} GiB available \
+         (MemAvailable in /proc/meminfo): lower --num-prompts, send fewer or smaller images \
+         per request, leave out --custom-ensure-client-side-data (the server then reads each \
+         file itself, as vLLM's default sends it), or run where more memory is free",
+        gib(need),
+        gib(available)
+    ))
+}
+
+/// A line on `log` for the dry run's images: each made (or read), counted and dropped, how
+/// long that took on how many threads, and what a run would hold made before it.
+pub fn note_counted(
+    totals: Option<&crate::workload::image::ImageTotals>,
+    took: std::time::Duration,
+    log: &mut (dyn Write + Send),
+) {
+    if let Some(t) = totals {
+        let _ = writeln!(
+            log,
+            "images: {} made and counted in {:.1} s on {}, each dropped once counted: {} \
+             pixels, {} bytes encoded, {:.1} MiB of data URLs",
+            t.images,
+            took.as_secs_f64(),
+            threads(),
+            t.pixels,
+            t.encoded_bytes,
+            t.url_bytes as f64 / 1048576.0
+        );
+    }
+}
+
+/// A line on `log` for an image dataset: its images were made before the run, how long that
+/// took on how many threads, and what they hold in memory until the run ends.
+pub fn note_images(samples: &[Sample], took: std::time::Duration, log: &mut (dyn Write + Send)) {
+    let per_prompt = samples.iter().map(datasets::random_mm::images);
+    if let Some(t) = crate::workload::image::ImageTotals::of(per_prompt) {
+        let _ = writeln!(
+            log,
+            "images: {} made before the run in {:.1} s on {}: {} pixels, {} bytes \
+             encoded, their data URLs hold {:.1} MiB until the run ends",
+            t.images,
+            took.as_secs_f64(),
+            threads(),
+            t.pixels,
+            t.encoded_bytes,
+            t.url_bytes as f64 / 1048576.0
+        );
+    }
 }
 
 /// What the server offers (its vocabulary, `/tokenize`, whether it takes token ids), read
@@ -483,11 +742,12 @@ fn counter_fn(
 async fn load<C>(
     dcfg: datasets::DatasetConfig,
     mut tokens: DatasetTokens<C>,
+    making: crate::workload::image::Making,
 ) -> Result<Vec<Sample>, RunError>
 where
     C: FnMut(&str) -> Result<u64, String> + Send + 'static,
 {
-    tokio::task::spawn_blocking(move || datasets::load(&dcfg, &mut tokens))
+    tokio::task::spawn_blocking(move || datasets::load_with(&dcfg, &mut tokens, making))
         .await
         .map_err(|e| RunError::Setup(format!("dataset loading failed: {e}")))?
         .map_err(RunError::from)
@@ -759,6 +1019,89 @@ fn next_len(own: bool, sent: u64, n: u64, target: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn images_may_take_nine_tenths_of_the_available_memory() {
+        let gib = 1u64 << 30;
+        assert!(image_memory_verdict(9 * gib, 10 * gib).is_ok());
+        let e = image_memory_verdict(9 * gib + 1, 10 * gib).unwrap_err();
+        assert!(
+            e.contains("about 9.0 GiB") && e.contains("10.0 GiB available"),
+            "{e}"
+        );
+        assert!(e.contains("lower --num-prompts"), "{e}");
+    }
+
+    #[test]
+    fn images_go_up_front_while_they_fit_else_through_a_window_refused_only_when_it_cannot() {
+        use crate::workload::image::ImageNeed;
+        let (gib, mib) = (1u64 << 30, 1u64 << 20);
+        let need = |total, per_request_max| ImageNeed {
+            total,
+            per_request_max,
+        };
+        let path = |n, requests, avail, forced| image_path(n, requests, avail, forced);
+        assert_eq!(path(need(0, 0), 10, Some(gib), None), Ok(ImagePath::None));
+        // Up to a quarter of the memory available, and wherever the kernel gives no figure.
+        let up = |bytes| Ok(ImagePath::UpFront { bytes });
+        let quarter = 2 * gib + 512 * mib;
+        assert_eq!(
+            path(need(quarter, 4 * mib), 1000, Some(10 * gib), None),
+            up(quarter)
+        );
+        assert!(matches!(
+            path(need(quarter + 1, 4 * mib), 1000, Some(10 * gib), None),
+            Ok(ImagePath::Producer { window: 256, .. })
+        ));
+        assert_eq!(path(need(400 * gib, mib), 10, None, None), up(400 * gib));
+        // Above it: a quarter of the memory's worth of requests (10 GiB: 2.5 GiB, capped at
+        // 1 GiB), each at the most a request carries: 1 GiB / 4 MiB = 256 requests.
+        let producer = |window, request_bytes, bytes, forced| {
+            Ok(ImagePath::Producer {
+                window,
+                request_bytes,
+                bytes,
+                forced,
+            })
+        };
+        assert_eq!(
+            path(need(4 * gib + 1, 4 * mib), 10_000, Some(10 * gib), None),
+            producer(256, 4 * mib, 4 * gib + 1, false)
+        );
+        // 1 GiB available: 256 MiB of window, 64 requests of 4 MiB.
+        assert_eq!(
+            path(need(40 * gib, 4 * mib), 10_000, Some(gib), None),
+            producer(64, 4 * mib, 40 * gib, false)
+        );
+        // Never more than the run's requests, never fewer than one.
+        assert_eq!(
+            path(need(8 * gib, 800 * mib), 10, Some(4 * gib), None),
+            producer(1, 800 * mib, 8 * gib, false)
+        );
+        assert_eq!(
+            path(need(5 * gib, mib), 3, Some(gib), Some(50)),
+            producer(3, mib, 5 * gib, true)
+        );
+        // Forced, whatever the size.
+        assert_eq!(
+            path(need(10 * mib, mib), 10, Some(10 * gib), Some(2)),
+            producer(2, mib, 10 * mib, true)
+        );
+        // Refused only where even the window takes over 90%: one request of 1 GiB in 1 GiB.
+        let e = path(need(100 * gib, gib), 100, Some(gib), None).unwrap_err();
+        assert!(e.contains("a window of 1 request(s)"), "{e}");
+        assert!(
+            e.contains("about 1.0 GiB") && e.contains("1.0 GiB available"),
+            "{e}"
+        );
+        assert!(!e.contains(WINDOW_ENV), "{e}");
+        let e = path(need(100 * gib, 300 * mib), 100, Some(gib), Some(4)).unwrap_err();
+        assert!(
+            e.contains("a window of 4 request(s)") && e.contains(WINDOW_ENV),
+            "{e}"
+        );
+        assert!(path(need(100 * gib, 300 * mib), 100, Some(gib), Some(3)).is_ok());
+    }
 
     #[test]
     fn without_a_tokenizer_a_required_template_stops_and_another_is_noted() {

@@ -40,6 +40,22 @@ impl Slot {
         }
     }
 
+    /// Waits for the permit and keeps it in place (a queued slot becomes held). Cancel-safe:
+    /// dropped before the permit comes, the slot keeps its place in the queue.
+    pub async fn granted(&mut self) {
+        if let Slot::Queued(wait) = self {
+            *self = match wait.await {
+                Ok(permit) => Slot::Held(permit),
+                Err(_) => Slot::Closed,
+            };
+        }
+    }
+
+    /// Whether the permit is held (or will never come).
+    pub fn is_settled(&self) -> bool {
+        !matches!(self, Slot::Queued(_))
+    }
+
     /// The permit, once every earlier ask has had its turn; `None` if the semaphore closed.
     pub async fn taken(self) -> Option<OwnedSemaphorePermit> {
         match self {

@@ -363,6 +363,7 @@ mod tests {
             height: 1,
             encoded_bytes: 3,
             url: url.into(),
+            recipe: None,
         };
         let s = Sample {
             prompt: PromptSource::Multimodal {

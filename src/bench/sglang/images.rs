@@ -92,6 +92,7 @@ mod tests {
             height: h,
             encoded_bytes: bytes,
             url: "data:x".into(),
+            recipe: None,
         }
     }
 

@@ -1,6 +1,9 @@
 //! `llmspeed bench serve` flags: `vllm bench serve`'s names, defaults and meanings, grouped in
 //! `--help` as vLLM groups them, plus a few of our own under "llmspeed extras".
 //!
+//! The server's flags and the dataset's are the groups `connection::ConnectionArgs` and
+//! `dataset_flags::DatasetArgs`, flattened here as `llmspeed capacity` flattens them.
+//!
 //! Owns parsing and validating the flags into plain values the runner uses. It must never
 //! do IO beyond checking that a `--tokenizer` path exists and holds a `tokenizer.json`; flags we do not support yet are
 //! accepted by the parser and refused by [`ServeArgs::validate`] with a message that says so
@@ -9,111 +12,15 @@
 use crate::bench::engine::conversation::MultiTurnConfig;
 use crate::bench::engine::session;
 use crate::bench::engine::shard::ShardFlags;
-use crate::bench::vllm::flags::{refuse, RefusedFlags, REFUSED};
+pub use crate::bench::vllm::connection::Backend;
+use crate::bench::vllm::connection::{split_kv, Connection, ConnectionArgs};
+use crate::bench::vllm::dataset_flags::DatasetArgs;
+use crate::bench::vllm::flags::{refuse, RefusedFlags};
 use crate::bench::vllm::metrics::{parse_percentiles, GoodputSlo, MetricKind};
-use crate::proto::native::Dialect;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::{Draws, Ramp, RampStrategy, ScheduleConfig};
 use std::path::PathBuf;
-
-/// Which API flavour to speak.
-///
-/// `tgi`, `sglang` and `llama.cpp` are the names of vLLM's older `benchmarks/
-/// backend_request_func.py` (`ASYNC_REQUEST_FUNCS`; current vLLM, 0.32.0's
-/// `vllm/benchmarks/lib/endpoint_request_func.py`, keeps none of them). There `tgi` spoke TGI's
-/// native `/generate_stream` and `sglang` / `llama.cpp` the OpenAI completions endpoint; here
-/// each defaults to its engine's native endpoint and decoder, and an explicit
-/// `--endpoint /v1/completions` keeps vLLM's old meaning (see [`Backend::dialect`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Vllm,
-    OpenAi,
-    OpenAiChat,
-    /// vLLM 0.33's `openai-responses`: the Responses API, `/v1/responses`.
-    OpenAiResponses,
-    Tgi,
-    Sglang,
-    LlamaCpp,
-}
-
-const SUPPORTED: &str = "vllm, openai, openai-chat, openai-responses, tgi, sglang, llama.cpp";
-
-impl Backend {
-    pub fn parse(s: &str) -> Result<Backend, String> {
-        match s {
-            "vllm" => Ok(Backend::Vllm),
-            "openai" => Ok(Backend::OpenAi),
-            "openai-chat" => Ok(Backend::OpenAiChat),
-            "openai-responses" => Ok(Backend::OpenAiResponses),
-            "tgi" => Ok(Backend::Tgi),
-            "sglang" => Ok(Backend::Sglang),
-            "llama.cpp" => Ok(Backend::LlamaCpp),
-            _ if crate::bench::refusal::find(REFUSED, &format!("--backend {s}")).is_some() => {
-                Err(refuse(&format!("--backend {s}")))
-            }
-            _ => Err(format!("unknown --backend {s:?} (supported: {SUPPORTED})")),
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Vllm => "vllm",
-            Backend::OpenAi => "openai",
-            Backend::OpenAiChat => "openai-chat",
-            Backend::OpenAiResponses => "openai-responses",
-            Backend::Tgi => "tgi",
-            Backend::Sglang => "sglang",
-            Backend::LlamaCpp => "llama.cpp",
-        }
-    }
-
-    pub fn is_chat(self) -> bool {
-        self == Backend::OpenAiChat
-    }
-
-    /// The engine whose native API this backend names, if any.
-    fn native(self) -> Option<Dialect> {
-        match self {
-            Backend::Tgi => Some(Dialect::Tgi),
-            Backend::Sglang => Some(Dialect::Sglang),
-            Backend::LlamaCpp => Some(Dialect::LlamaCpp),
-            Backend::Vllm | Backend::OpenAi | Backend::OpenAiChat | Backend::OpenAiResponses => {
-                None
-            }
-        }
-    }
-
-    /// The endpoint the backend talks to when `--endpoint` is not given: vLLM's for the OpenAI
-    /// ones, the engine's native one for `tgi`, `sglang` and `llama.cpp`.
-    pub fn default_endpoint(self) -> &'static str {
-        if let Some(p) = self.native().and_then(Dialect::native_path) {
-            return p;
-        }
-        if self == Backend::OpenAiResponses {
-            return "/v1/responses";
-        }
-        if self.is_chat() {
-            "/v1/chat/completions"
-        } else {
-            "/v1/completions"
-        }
-    }
-
-    /// The stream dialect for `endpoint`: a native backend speaks its engine's native API on
-    /// that engine's path and OpenAI completions on any other (vLLM's old `sglang` and
-    /// `llama.cpp`); `openai-responses` speaks the Responses API, the other OpenAI backends
-    /// OpenAI completions or chat.
-    pub fn dialect(self, endpoint: &str) -> Dialect {
-        if self == Backend::OpenAiResponses {
-            return Dialect::Responses;
-        }
-        match self.native() {
-            Some(d) if d.native_path().is_some_and(|p| endpoint.ends_with(p)) => d,
-            _ => Dialect::OpenAi,
-        }
-    }
-}
 
 /// `--request-rate`: a number or `inf`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -157,82 +64,9 @@ pub enum LatencyFrom {
 #[derive(Debug, Clone, clap::Args)]
 #[command(about = "Drop-in for `vllm bench serve`: same flags, same result JSON")]
 pub struct ServeArgs {
-    // ---- general (vLLM's ungrouped flags) ----
-    /// API flavour: vllm and openai use /v1/completions, openai-chat /v1/chat/completions,
-    /// openai-responses /v1/responses.
-    #[arg(long, default_value = "openai", help_heading = "Server")]
-    pub backend: String,
-    /// Server base URL (overrides --host/--port), e.g. http://localhost:8000.
-    #[arg(long, help_heading = "Server")]
-    pub base_url: Option<String>,
-    #[arg(long, default_value = "127.0.0.1", help_heading = "Server")]
-    pub host: String,
-    #[arg(long, default_value_t = 8000, help_heading = "Server")]
-    pub port: u16,
-    /// API path [default: /v1/completions, /v1/chat/completions for openai-chat, /v1/responses
-    /// for openai-responses].
-    #[arg(long, help_heading = "Server")]
-    pub endpoint: Option<String>,
-    /// Extra request headers, KEY=VALUE (also 'Key: value'); several may follow one flag.
-    #[arg(long = "header", num_args = 1.., value_name = "KEY=VALUE", help_heading = "Server")]
-    pub header: Vec<String>,
-    /// Accept any TLS certificate.
-    #[arg(long, help_heading = "Server")]
-    pub insecure: bool,
-    /// Trust the operating system's root certificates instead of the bundled ones.
-    #[arg(long, help_heading = "llmspeed extras")]
-    pub system_roots: bool,
-    /// Also trust the certificates in this PEM file: CAs, or the server's own (a self-signed
-    /// one from `openssl req -x509`; its host name and validity are still checked).
-    #[arg(long, value_name = "PEM", help_heading = "llmspeed extras")]
-    pub ca_cert: Option<std::path::PathBuf>,
-    /// Stamp every read with the client's own clock when it wakes up, instead of the kernel's
-    /// receive stamp (plain TCP on Linux): the behaviour before kernel stamps.
-    #[arg(long, help_heading = "llmspeed extras")]
-    pub no_kernel_stamps: bool,
-    /// Stamp each event with the arrival of the TCP segment that carried it, from a packet
-    /// ring of the client, so a client that falls behind still times each token. The default
-    /// wherever a packet socket opens (Linux, plain HTTP, root or CAP_NET_RAW: `setcap
-    /// cap_net_raw+ep` on the binary); elsewhere the client says why and keeps socket stamps.
-    #[arg(long, help_heading = "llmspeed extras")]
-    pub packet_stamps: bool,
-    /// Socket receive stamps instead of packet stamps (no packet ring).
-    #[arg(
-        long,
-        help_heading = "llmspeed extras",
-        conflicts_with = "packet_stamps"
-    )]
-    pub no_packet_stamps: bool,
-    /// Open the run's connections (one per concurrent request, up to 1024) after the warm-ups
-    /// and before the first request, so no request's latency includes a TCP or TLS handshake
-    /// and a burst of starts does not keep the client busy connecting while the first tokens
-    /// arrive. vLLM's clients connect inside the first requests.
-    #[arg(long, help_heading = "llmspeed extras")]
-    pub preconnect: bool,
-    /// Model name [default: the first model in /v1/models].
-    #[arg(long, help_heading = "Server")]
-    pub model: Option<String>,
-    /// Name sent in the request's "model" field when it differs from --model.
-    #[arg(long, help_heading = "Server")]
-    pub served_model_name: Option<String>,
-    /// Tokenizer, recorded as tokenizer_id. A tokenizer.json, a directory holding one, or a
-    /// model id found in the local Hugging Face cache counts dataset texts locally (builds with
-    /// --features hf-tokenizer); otherwise texts are counted with the server's /tokenize.
-    #[arg(long, help_heading = "Server")]
-    pub tokenizer: Option<String>,
-    /// Only "auto": a local tokenizer is a tokenizer.json.
-    #[arg(long, default_value = "auto", help_heading = "Server")]
-    pub tokenizer_mode: String,
-    /// Load no local tokenizer, even with --tokenizer: texts are counted by the server.
-    #[arg(long, help_heading = "Server")]
-    pub skip_tokenizer_init: bool,
-    /// Accepted for compatibility: no model code is ever loaded.
-    #[arg(long, help_heading = "Server")]
-    pub trust_remote_code: bool,
-    /// Seconds to wait for the server to answer /v1/models before starting (0, the default as
-    /// in vLLM: one attempt, no wait).
-    #[arg(long, default_value_t = 0, value_parser = crate::cli::duration::whole_secs, help_heading = "Server")]
-    pub ready_check_timeout_sec: u64,
+    // ---- the server and how requests reach it (`llmspeed capacity` flattens the same group) ----
+    #[command(flatten)]
+    pub conn: ConnectionArgs,
     /// Prefix of the request ids: request i is sent with `x-request-id: {prefix}{i}`. Without
     /// it every request carries a UUID (version 8, run tag and request index encoded), which
     /// servers that validate the header as a UUID (llama-cpp-python's) accept too.
@@ -253,180 +87,9 @@ pub struct ServeArgs {
     #[arg(long, value_enum, default_value = "random", help_heading = "Server")]
     pub lora_assignment: crate::bench::engine::lora::LoraAssignment,
 
-    // ---- dataset ----
-    /// random, random-mm, sharegpt, sonnet, custom, prefix_repetition, timed_trace, burstgpt or hf.
-    #[arg(long, default_value = "random", help_heading = "Dataset options")]
-    pub dataset_name: String,
-    /// The dataset file (sharegpt JSON, sonnet text, custom JSONL, timed_trace JSONL), or the
-    /// hf dataset's hub id (or local copy, with --hf-name).
-    #[arg(long, help_heading = "Dataset options")]
-    pub dataset_path: Option<PathBuf>,
-    #[arg(long, default_value_t = 1000, help_heading = "Dataset options")]
-    pub num_prompts: usize,
-    /// Input length of the dataset's prompts: sets --random-input-len.
-    #[arg(long, help_heading = "Dataset options")]
-    pub input_len: Option<u32>,
-    /// Output length of every dataset: sets --random-output-len, --sharegpt-output-len,
-    /// --custom-output-len and --prefix-repetition-output-len.
-    #[arg(long, help_heading = "Dataset options")]
-    pub output_len: Option<u32>,
-    /// Keep a dataset file's rows in file order (sharegpt, custom) and prefix_repetition's
-    /// prompts in build order, instead of shuffling them by --seed.
-    #[arg(long, help_heading = "Dataset options")]
-    pub disable_shuffle: bool,
-    /// Send only the rows a short dataset file has, instead of repeating rows drawn at random
-    /// up to --num-prompts.
-    #[arg(long, help_heading = "Dataset options")]
-    pub no_oversample: bool,
-    /// Send custom prompts as written. Without it each custom prompt is wrapped in the
-    /// tokenizer's chat template (one user message and the generation prompt) before it is
-    /// counted and sent, as vLLM does; that needs --tokenizer (a folder with the template).
-    #[arg(
-        long,
-        alias = "custom-skip-chat-template",
-        help_heading = "Dataset options"
-    )]
-    pub skip_chat_template: bool,
-    /// A JSON object of extra variables for the chat template custom prompts are wrapped in
-    /// (e.g. '{"enable_thinking": false}').
-    #[arg(long, value_name = "JSON", help_heading = "Dataset options")]
-    pub chat_template_kwargs: Option<String>,
-
-    #[arg(long, default_value_t = 1024, help_heading = "Random dataset options")]
-    pub random_input_len: u32,
-    #[arg(long, default_value_t = 128, help_heading = "Random dataset options")]
-    pub random_output_len: u32,
-    /// Lengths are uniform in [L(1-r), L(1+r)] (Python vLLM's meaning); a JSON object
-    /// '{"input": 0.3, "output": 0.5}' sets the two ratios apart.
-    #[arg(long, default_value = "0.0", help_heading = "Random dataset options")]
-    pub random_range_ratio: String,
-    /// Tokens of a random prefix shared by every prompt.
-    #[arg(long, default_value_t = 0, help_heading = "Random dataset options")]
-    pub random_prefix_len: u32,
-
-    /// random-mm: the mean number of images per request n.
-    #[arg(
-        long,
-        default_value_t = 1,
-        help_heading = "Random multimodal dataset options"
-    )]
-    pub random_mm_base_items_per_request: u32,
-    /// random-mm: each request's image count is uniform in [floor(n(1-r)), ceil(n(1+r))],
-    /// r in [0, 1], capped by --random-mm-limit-mm-per-prompt.
-    #[arg(
-        long,
-        default_value_t = 0.0,
-        help_heading = "Random multimodal dataset options"
-    )]
-    pub random_mm_num_mm_items_range_ratio: f64,
-    /// random-mm: the most items of each modality per request, a JSON object.
-    #[arg(
-        long,
-        value_name = "JSON",
-        default_value = r#"{"image": 255, "video": 1}"#,
-        help_heading = "Random multimodal dataset options"
-    )]
-    pub random_mm_limit_mm_per_prompt: String,
-    /// random-mm: a Python dict of (height, width, frames) -> probability; frames 1 is an
-    /// image (noise, sent as a JPEG data URL). Video buckets must have probability 0.
-    #[arg(
-        long,
-        value_name = "DICT",
-        default_value = "{(256, 256, 1): 0.5, (720, 1280, 1): 0.5, (720, 1280, 16): 0.0}",
-        help_heading = "Random multimodal dataset options"
-    )]
-    pub random_mm_bucket_config: String,
-
-    /// Each prompt as vLLM's multimodal chat messages (one user message of content parts, the
-    /// text then the images): on openai-chat the body vLLM sends without it too, so nothing
-    /// changes; refused for sharegpt on the other backends, where vLLM would send the message
-    /// list as the prompt (its other datasets here ignore it).
-    #[arg(long, help_heading = "Random multimodal dataset options")]
-    pub enable_multimodal_chat: bool,
-
-    /// Output length for every request [default: each reply's own length].
-    #[arg(long, help_heading = "ShareGPT dataset options")]
-    pub sharegpt_output_len: Option<u32>,
-
-    #[arg(long, default_value_t = 550, help_heading = "Sonnet dataset options")]
-    pub sonnet_input_len: u32,
-    #[arg(long, default_value_t = 150, help_heading = "Sonnet dataset options")]
-    pub sonnet_output_len: u32,
-    #[arg(long, default_value_t = 200, help_heading = "Sonnet dataset options")]
-    pub sonnet_prefix_len: u32,
-
-    /// Output length of every custom row; -1: each row's "output_tokens" (then required).
-    #[arg(
-        long,
-        default_value_t = 256,
-        allow_negative_numbers = true,
-        help_heading = "Custom dataset options"
-    )]
-    pub custom_output_len: i64,
-    /// `custom_image`: send each local image file as a data URL of its bytes, instead of the
-    /// `file://` URL the server reads (vLLM re-encodes it as PNG; llmspeed sends the file).
-    #[arg(long, help_heading = "Custom dataset options")]
-    pub custom_ensure_client_side_data: bool,
-
-    /// The dataset's subset (the `datasets` library's config name; openai/gsm8k: main).
-    #[arg(long, help_heading = "HF dataset options")]
-    pub hf_subset: Option<String>,
-    /// The dataset's split (each id's own default: train, or test for humaneval and gsm8k).
-    #[arg(long, help_heading = "HF dataset options")]
-    pub hf_split: Option<String>,
-    /// The dataset's hub id, where --dataset-path is a local copy of it.
-    #[arg(long, help_heading = "HF dataset options")]
-    pub hf_name: Option<String>,
-    /// Every request's output length, over the dataset's own.
-    #[arg(long, help_heading = "HF dataset options")]
-    pub hf_output_len: Option<u32>,
-    /// llmspeed's: the column holding each prompt, for a dataset vLLM does not know (text, or a
-    /// conversation whose first turn is the prompt).
-    #[arg(long, value_name = "COLUMN", help_heading = "HF dataset options")]
-    pub hf_prompt_column: Option<String>,
-    /// llmspeed's: the column whose text's token count (or whole number) is each output
-    /// length, with --hf-prompt-column.
-    #[arg(long, value_name = "COLUMN", help_heading = "HF dataset options")]
-    pub hf_output_column: Option<String>,
-    /// Load the hf dataset whole rather than streamed: --seed then shuffles every row (the
-    /// `datasets` library's Dataset.shuffle) instead of shards and a 1,000-row buffer.
-    #[arg(long, help_heading = "HF dataset options")]
-    pub no_stream: bool,
-    /// Blazedit (vdaita/edit_*_char): keep rows whose normalised edit distance is at least this.
-    #[arg(long, default_value_t = 0.0, help_heading = "HF dataset options")]
-    pub blazedit_min_distance: f64,
-    /// Blazedit: keep rows whose normalised edit distance is at most this.
-    #[arg(long, default_value_t = 1.0, help_heading = "HF dataset options")]
-    pub blazedit_max_distance: f64,
-    /// BFCL: comma-separated categories (without BFCL_v3_ and .json), default
-    /// simple,live_simple,multiple.
-    #[arg(long, help_heading = "HF dataset options")]
-    pub bfcl_categories: Option<String>,
-
-    #[arg(
-        long,
-        default_value_t = 256,
-        help_heading = "Prefix repetition dataset options"
-    )]
-    pub prefix_repetition_prefix_len: u32,
-    #[arg(
-        long,
-        default_value_t = 256,
-        help_heading = "Prefix repetition dataset options"
-    )]
-    pub prefix_repetition_suffix_len: u32,
-    #[arg(
-        long,
-        default_value_t = 10,
-        help_heading = "Prefix repetition dataset options"
-    )]
-    pub prefix_repetition_num_prefixes: u32,
-    #[arg(
-        long,
-        default_value_t = 128,
-        help_heading = "Prefix repetition dataset options"
-    )]
-    pub prefix_repetition_output_len: u32,
+    // ---- dataset (`llmspeed capacity` flattens the same group) ----
+    #[command(flatten)]
+    pub data: DatasetArgs,
 
     // ---- trace replay (vLLM's timed_trace dataset and --self-timed) ----
     /// Prompt tokens per `hash_ids` entry of a timed_trace (Mooncake traces use 512).
@@ -675,14 +338,6 @@ pub struct ServeArgs {
     /// Accepted for old scripts: continuous usage is off unless `--continuous-usage`.
     #[arg(long, hide = true, conflicts_with = "continuous_usage")]
     pub no_continuous_usage: bool,
-    /// API key [env: OPENAI_API_KEY].
-    #[arg(
-        long,
-        env = "OPENAI_API_KEY",
-        hide_env_values = true,
-        help_heading = "llmspeed extras"
-    )]
-    pub api_key: Option<String>,
     /// Client runtime threads (0 = one per core).
     #[arg(long, default_value_t = 0, help_heading = "llmspeed extras")]
     pub threads: usize,
@@ -790,21 +445,6 @@ impl ServeArgs {
     }
 }
 
-/// `KEY=VALUE` (vLLM) or `Key: value`.
-fn split_kv(s: &str, what: &str) -> Result<(String, String), String> {
-    let (k, v) = match (s.find('='), s.find(':')) {
-        (Some(e), Some(c)) if c < e => s.split_at(c),
-        (Some(e), _) => s.split_at(e),
-        (None, Some(c)) => s.split_at(c),
-        (None, None) => return Err(format!("{what} {s:?} must look like KEY=VALUE")),
-    };
-    let (k, v) = (k.trim(), v[1..].trim());
-    if k.is_empty() {
-        return Err(format!("{what} {s:?} has an empty key"));
-    }
-    Ok((k.to_string(), v.to_string()))
-}
-
 /// `--timeline-itl-thresholds`: exactly two numbers in ms, as vLLM requires; ascending.
 pub fn itl_thresholds(s: &str) -> Result<[f64; 2], String> {
     let bad = |why: &str| format!("--timeline-itl-thresholds {s:?}: {why}");
@@ -825,8 +465,8 @@ impl ServeArgs {
     pub fn validate(&self) -> Result<ServeConfig, String> {
         self.refuse_unsupported()?;
         self.check_request_id_prefix()?;
-        self.check_tokenizer()?;
-        let backend = Backend::parse(&self.backend)?;
+        let conn = self.conn.validate()?;
+        let backend = conn.backend;
         if self.chat_end == ChatEnd::LastMessage && !backend.is_chat() {
             return Err(
                 "--chat-end last-message is vLLM's older chat rule; its completions path always \
@@ -841,40 +481,8 @@ impl ServeArgs {
                     .into(),
             );
         }
-        let kind = DatasetKind::parse(&self.dataset_name)?;
-        if self.enable_multimodal_chat
-            && kind == DatasetKind::ShareGpt
-            && backend != Backend::OpenAiChat
-        {
-            return Err(format!(
-                "--enable-multimodal-chat makes each {} prompt a list of chat messages, which \
-                 vLLM sends as the prompt of --backend {} (servers refuse it): use --backend \
-                 openai-chat, where the body is the same with or without it",
-                kind.as_str(),
-                self.backend
-            ));
-        }
-        if kind == DatasetKind::CustomImage && backend != Backend::OpenAiChat {
-            return Err(format!(
-                "--dataset-name custom_image sends images, which only --backend openai-chat \
-                 carries (got {})",
-                self.backend
-            ));
-        }
-        if kind == DatasetKind::RandomMm && backend != Backend::OpenAiChat {
-            // vLLM's own check: images go in chat messages.
-            return Err(format!(
-                "--dataset-name random-mm sends images, which only --backend openai-chat \
-                 carries (got {})",
-                self.backend
-            ));
-        }
-        if kind == DatasetKind::Hf {
-            self.hf_class(backend)?;
-        }
-        let base_url = self.target_url();
-        let endpoint = self.endpoint_for(backend)?;
-        let headers = self.headers()?;
+        let kind = self.data.kind()?;
+        self.data.check_backend(kind, backend)?;
         let schedule = self.schedule()?;
         self.check_limits()?;
         let sweep = self.sweep()?;
@@ -894,7 +502,12 @@ impl ServeArgs {
             // vLLM stores every value as the string given.
             .map(|m| split_kv(m, "--metadata").map(|(k, v)| (k, serde_json::Value::String(v))))
             .collect::<Result<Vec<_>, String>>()?;
-        let dataset = self.dataset(kind)?;
+        let dataset = self.data.config(
+            kind,
+            self.seed,
+            conn.skip_tokenizer_init,
+            self.trace_config(),
+        )?;
         if !(self.probe_request_rate.is_finite() && self.probe_request_rate >= 0.0) {
             return Err(format!(
                 "--probe-request-rate must be a finite number >= 0, got {}",
@@ -904,11 +517,8 @@ impl ServeArgs {
         let multi_turn = self.multi_turn_config(kind)?;
         self.check_trace(kind)?;
         self.assemble(Checked {
-            backend,
+            conn,
             kind,
-            base_url,
-            endpoint,
-            headers,
             schedule,
             sweep,
             metrics,
@@ -924,14 +534,23 @@ impl ServeArgs {
     /// The flags of vLLM we do not honour, refused by name.
     fn refuse_unsupported(&self) -> Result<(), String> {
         self.refused.check()?;
-        if self.tokenizer_mode != "auto" {
+        if self.conn.tokenizer_mode != "auto" {
             return Err(refuse("--tokenizer-mode"));
         }
-        let dataset = format!("--dataset-name {}", self.dataset_name);
-        if crate::bench::refusal::find(REFUSED, &dataset).is_some() {
-            return Err(refuse(&dataset));
+        self.data.kind().map(|_| ())
+    }
+
+    /// The timed-trace flags as the trace reader's settings.
+    fn trace_config(&self) -> crate::workload::trace::TraceConfig {
+        crate::workload::trace::TraceConfig {
+            chunk_hash_size: self.timed_trace_chunk_hash_size,
+            sec_multiplier: self.timed_trace_sec_multiplier,
+            label_timestamp: self.timed_trace_label_timestamp.clone(),
+            label_input_length: self.timed_trace_label_input_length.clone(),
+            label_output_length: self.timed_trace_label_output_length.clone(),
+            label_hash_ids: self.timed_trace_label_hash_ids.clone(),
+            rounds: 1,
         }
-        Ok(())
     }
 
     /// `--request-id-prefix`, checked as it will be sent.
@@ -948,203 +567,6 @@ impl ServeArgs {
             )?;
         }
         Ok(())
-    }
-
-    /// vLLM's rule for the chat template: custom prompts are wrapped in it unless
-    /// `--skip-chat-template`, or `--skip-tokenizer-init` (vLLM then has no tokenizer to render
-    /// with); `--chat-template-kwargs` must be a JSON object (vLLM passes it as `**kwargs`).
-    fn chat_template(
-        &self,
-        kind: DatasetKind,
-    ) -> Result<Option<crate::workload::chat_template::Wrap>, String> {
-        let kwargs = match &self.chat_template_kwargs {
-            Some(t) => Some(
-                crate::workload::chat_template::parse_kwargs("--chat-template-kwargs", t)
-                    .map_err(|e| e.to_string())?,
-            ),
-            None => None,
-        };
-        if kind == DatasetKind::Hf && !self.skip_tokenizer_init {
-            return Ok(self.hf_template());
-        }
-        if kind != DatasetKind::Custom || self.skip_chat_template || self.skip_tokenizer_init {
-            return Ok(None);
-        }
-        Ok(Some(crate::workload::chat_template::Wrap {
-            strip_bos: false,
-            kwargs,
-            required: false,
-            hint: "vLLM wraps custom prompts so unless --skip-chat-template: give --tokenizer a \
-                   folder holding the model's chat template, or --skip-chat-template to send \
-                   them as written"
-                .into(),
-        }))
-    }
-
-    /// vLLM's chat template rule for the `hf` class (no `--chat-template-kwargs`: vLLM passes
-    /// them to custom prompts only): InstructCoder, MT-Bench, HumanEval, GSM8K and Blazedit wrap
-    /// their prompts unless `--skip-chat-template`; MLPerf renders its messages always (it needs
-    /// the template); BFCL renders its turn with its tools to count it (without a template it
-    /// counts the messages' text, as vLLM falls back).
-    fn hf_template(&self) -> Option<crate::workload::chat_template::Wrap> {
-        let path = self.dataset_path.as_ref().map(|p| p.to_string_lossy());
-        let class = crate::workload::datasets::hf::resolve(path.as_deref(), &self.hf())
-            .ok()?
-            .class;
-        let wraps = class.wraps() && !self.skip_chat_template;
-        if !wraps && !class.renders() {
-            return None;
-        }
-        let hint = match class {
-            crate::workload::datasets::hf::Class::MlPerf => {
-                "vLLM renders MLPerf's system and user message through the model's chat \
-                 template: give --tokenizer a folder holding it"
-            }
-            crate::workload::datasets::hf::Class::Bfcl => {
-                "vLLM counts each BFCL request through the model's chat template with its \
-                 tools: give --tokenizer a folder holding it (without it the messages' text \
-                 is counted)"
-            }
-            _ => {
-                "vLLM wraps this dataset's prompts so unless --skip-chat-template: give \
-                 --tokenizer a folder holding the model's chat template, or \
-                 --skip-chat-template to send them as written"
-            }
-        };
-        Some(crate::workload::chat_template::Wrap {
-            strip_bos: false,
-            kwargs: None,
-            required: class == crate::workload::datasets::hf::Class::MlPerf,
-            hint: hint.into(),
-        })
-    }
-
-    /// The `hf` dataset's flags as its settings (the class is resolved by [`Self::hf_class`]).
-    fn hf(&self) -> crate::workload::datasets::hf::HfSettings {
-        crate::workload::datasets::hf::HfSettings {
-            name: self.hf_name.clone(),
-            subset: self.hf_subset.clone(),
-            split: self.hf_split.clone(),
-            output_len: self.output_len.or(self.hf_output_len),
-            blazedit_min_distance: self.blazedit_min_distance,
-            blazedit_max_distance: self.blazedit_max_distance,
-            // vLLM's `type=`: split on commas, blanks dropped.
-            bfcl_categories: self.bfcl_categories.as_ref().map(|c| {
-                c.split(',')
-                    .map(str::trim)
-                    .filter(|c| !c.is_empty())
-                    .map(String::from)
-                    .collect()
-            }),
-            skip_chat_template: self.skip_chat_template,
-            prompt_column: self.hf_prompt_column.clone(),
-            output_column: self.hf_output_column.clone(),
-            no_stream: self.no_stream,
-        }
-    }
-
-    /// The `hf` dataset's class for `--dataset-path` / `--hf-name`, as vLLM picks it (an id it
-    /// does not know refused with its message, before the run), and vLLM's check that BFCL's
-    /// tool calls go to the chat endpoint.
-    fn hf_class(&self, backend: Backend) -> Result<crate::workload::datasets::hf::Class, String> {
-        let path = self.dataset_path.as_ref().map(|p| p.to_string_lossy());
-        let r = crate::workload::datasets::hf::resolve(path.as_deref(), &self.hf())?;
-        if r.class.needs_chat() && backend != Backend::OpenAiChat {
-            return Err(
-                "BFCL dataset requires the 'openai-chat' backend because it sends per-request \
-                 tool schemas via chat completions."
-                    .into(),
-            );
-        }
-        if r.class.is_multimodal() && backend != Backend::OpenAiChat {
-            // vLLM's check (its list names openai-audio too, which llmspeed does not send).
-            return Err(format!(
-                "Multi-modal content is not supported on backend '{}'; use one of \
-                 ['openai-audio', 'openai-chat'].",
-                self.backend
-            ));
-        }
-        if self.hf_prompt_column.is_none() && self.hf_output_column.is_some() {
-            return Err("--hf-output-column goes with --hf-prompt-column".into());
-        }
-        Ok(r.class)
-    }
-
-    /// `--tokenizer`, unless `--skip-tokenizer-init` says to load none.
-    fn local_tokenizer(&self) -> Option<&str> {
-        self.tokenizer
-            .as_deref()
-            .filter(|_| !self.skip_tokenizer_init)
-    }
-
-    /// A `--tokenizer` path must hold a tokenizer this build can load.
-    fn check_tokenizer(&self) -> Result<(), String> {
-        if let Some(t) = self.local_tokenizer() {
-            if std::path::Path::new(t).exists() {
-                if !crate::workload::tokenizer::LocalTokenizer::AVAILABLE {
-                    return Err(format!(
-                        "--tokenizer {t}: this build has no hf-tokenizer feature (rebuild with --features hf-tokenizer); pass the tokenizer's hub id or leave it out to count with the server's /tokenize"
-                    ));
-                }
-                // A path that holds no tokenizer.json is a mistake to report now, not after
-                // the server checks.
-                crate::workload::tokenizer::resolve(t).map_err(|e| e.to_string())?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `--base-url`, else `--host` and `--port` (an IPv6 host in brackets).
-    fn target_url(&self) -> String {
-        match &self.base_url {
-            Some(u) => u.trim_end_matches('/').to_string(),
-            None if self.host.contains(':') && !self.host.starts_with('[') => {
-                format!("http://[{}]:{}", self.host, self.port)
-            }
-            None => format!("http://{}:{}", self.host, self.port),
-        }
-    }
-
-    /// `--endpoint`, else the backend's; it must match the backend.
-    fn endpoint_for(&self, backend: Backend) -> Result<String, String> {
-        let endpoint = self
-            .endpoint
-            .clone()
-            .unwrap_or_else(|| backend.default_endpoint().to_string());
-        if !endpoint.starts_with('/') {
-            return Err(format!("--endpoint {endpoint:?} must start with /"));
-        }
-        if backend == Backend::Tgi && backend.dialect(&endpoint) != Dialect::Tgi {
-            return Err(format!(
-                "--backend tgi speaks TGI's /generate_stream (vLLM's tgi backend asserted the same), not --endpoint {endpoint}"
-            ));
-        }
-        // vLLM's request function checks the same suffix.
-        if (backend == Backend::OpenAiResponses) != endpoint.ends_with("responses") {
-            return Err(format!(
-                "--backend {} does not match --endpoint {endpoint} (openai-responses goes with /v1/responses)",
-                backend.as_str()
-            ));
-        }
-        if backend.is_chat() != endpoint.ends_with("/chat/completions") {
-            return Err(format!(
-                "--backend {} does not match --endpoint {endpoint} (openai-chat goes with /v1/chat/completions, vllm and openai with /v1/completions)",
-                backend.as_str()
-            ));
-        }
-        Ok(endpoint)
-    }
-
-    /// `--header`, each checked as a header line.
-    fn headers(&self) -> Result<Vec<(String, String)>, String> {
-        self.header
-            .iter()
-            .map(|h| {
-                let (k, v) = split_kv(h, "--header")?;
-                crate::proto::http1::validate_header(&k, &v).map_err(|e| e.to_string())?;
-                Ok((k, v))
-            })
-            .collect()
     }
 
     /// The arrival schedule: `--request-rate`, `--burstiness`, `--ramp-up-*`, `--seed`.
@@ -1191,7 +613,7 @@ impl ServeArgs {
                 return Err(format!("{flag} must be at most {most}, got {n}"));
             }
         }
-        if self.num_prompts == 0 {
+        if self.data.num_prompts == 0 {
             return Err("--num-prompts must be at least 1".into());
         }
         Ok(())
@@ -1258,125 +680,6 @@ impl ServeArgs {
             }
         }
         Ok(extra)
-    }
-
-    /// The dataset flags, `--input-len` and `--output-len` over the dataset-specific ones.
-    fn dataset(&self, kind: DatasetKind) -> Result<DatasetConfig, String> {
-        if matches!(
-            kind,
-            DatasetKind::Random | DatasetKind::PrefixRepetition | DatasetKind::RandomMm
-        ) && self.dataset_path.is_some()
-        {
-            return Err(format!(
-                "--dataset-name {} builds its prompts: leave --dataset-path out (as vLLM requires)",
-                kind.as_str()
-            ));
-        }
-        let (ratio, output_ratio) = self.range_ratio()?;
-        let output_len = self.output_len;
-        let custom_output_len = match output_len {
-            Some(n) => Some(n),
-            None if self.custom_output_len == -1 => None,
-            None => Some(u32::try_from(self.custom_output_len).map_err(|_| {
-                format!(
-                    "--custom-output-len must be a number of tokens or -1 (each row's output_tokens), got {}",
-                    self.custom_output_len
-                )
-            })?),
-        };
-        Ok(DatasetConfig {
-            kind,
-            path: self.dataset_path.clone(),
-            num_prompts: self.num_prompts,
-            seed: self.seed,
-            random_input_len: self.input_len.unwrap_or(self.random_input_len),
-            random_output_len: output_len.unwrap_or(self.random_output_len),
-            random_range_ratio: ratio,
-            random_output_range_ratio: output_ratio,
-            random_bounds: None,
-            // The tokenizer's special tokens are counted once it is loaded.
-            random_draws: crate::workload::datasets::RandomDraws::Vllm { special: 0 },
-            random_prefix_len: self.random_prefix_len,
-            sharegpt_output_len: output_len.or(self.sharegpt_output_len),
-            sonnet_input_len: self.sonnet_input_len,
-            sonnet_output_len: self.sonnet_output_len,
-            sonnet_prefix_len: self.sonnet_prefix_len,
-            prefix_repetition_prefix_len: self.prefix_repetition_prefix_len,
-            prefix_repetition_suffix_len: self.prefix_repetition_suffix_len,
-            prefix_repetition_num_prefixes: self.prefix_repetition_num_prefixes,
-            prefix_repetition_output_len: output_len.unwrap_or(self.prefix_repetition_output_len),
-            custom_output_len,
-            // The runner narrows it to the server's vocabulary once probed.
-            ids: crate::workload::datasets::IdRange::DEFAULT,
-            trace: crate::workload::trace::TraceConfig {
-                chunk_hash_size: self.timed_trace_chunk_hash_size,
-                sec_multiplier: self.timed_trace_sec_multiplier,
-                label_timestamp: self.timed_trace_label_timestamp.clone(),
-                label_input_length: self.timed_trace_label_input_length.clone(),
-                label_output_length: self.timed_trace_label_output_length.clone(),
-                label_hash_ids: self.timed_trace_label_hash_ids.clone(),
-                rounds: 1,
-            },
-            shuffle: !self.disable_shuffle,
-            oversample: !self.no_oversample,
-            conversations: crate::workload::datasets::Conversations::Vllm,
-            prompt_suffix: String::new(),
-            prefix_groups: None,
-            chat_template: self.chat_template(kind)?,
-            random_mm: self.random_mm()?,
-            hf: self.hf(),
-            sglang_image: Default::default(),
-            longbench_v2: Default::default(),
-            custom_image: crate::workload::datasets::custom_image::Settings {
-                client_side: self.custom_ensure_client_side_data,
-            },
-        })
-    }
-
-    /// The `--random-mm-*` flags, parsed and checked as vLLM checks them (whatever the dataset,
-    /// so a bad value never waits for the run).
-    fn random_mm(&self) -> Result<crate::workload::datasets::random_mm::MmSettings, String> {
-        use crate::workload::datasets::random_mm::{
-            parse_buckets, parse_limits, ItemDraw, MmSettings,
-        };
-        let mm = MmSettings {
-            base_items: self.random_mm_base_items_per_request,
-            items_range_ratio: self.random_mm_num_mm_items_range_ratio,
-            limits: parse_limits(&self.random_mm_limit_mm_per_prompt)?,
-            buckets: parse_buckets(&self.random_mm_bucket_config)?,
-            fill: crate::workload::image::Fill::Noise,
-        };
-        ItemDraw::new(&mm)?;
-        Ok(mm)
-    }
-
-    /// `--random-range-ratio`: one ratio for both lengths, or `{"input": a, "output": b}`
-    /// (then the bounds, each ratio in [0, 1) as vLLM requires).
-    fn range_ratio(&self) -> Result<(f64, Option<f64>), String> {
-        let s = self.random_range_ratio.trim();
-        if let Ok(r) = s.parse::<f64>() {
-            return Ok((r, None));
-        }
-        let bad = || {
-            format!(
-                "--random-range-ratio {s:?}: expected a number or a JSON object {{\"input\": r, \"output\": r}}"
-            )
-        };
-        let v: serde_json::Value = serde_json::from_str(s).map_err(|_| bad())?;
-        let ratio = |k: &str| -> Result<f64, String> {
-            let r = v
-                .get(k)
-                .and_then(serde_json::Value::as_f64)
-                .ok_or_else(bad)?;
-            if (0.0..1.0).contains(&r) {
-                Ok(r)
-            } else {
-                Err(format!(
-                    "--random-range-ratio: the {k} ratio must be in [0, 1), got {r}"
-                ))
-            }
-        };
-        Ok((ratio("input")?, Some(ratio("output")?)))
     }
 
     /// `--self-timed` / `--no-self-timed`: on by default for timed_trace, refused elsewhere.
@@ -1472,30 +775,15 @@ impl ServeArgs {
                 self.timed_trace_sec_multiplier
             ));
         }
-        if matches!(
-            kind,
-            DatasetKind::ShareGpt
-                | DatasetKind::Sonnet
-                | DatasetKind::Custom
-                | DatasetKind::TimedTrace
-        ) && self.dataset_path.is_none()
-        {
-            return Err(format!(
-                "--dataset-name {} needs --dataset-path",
-                kind.as_str()
-            ));
-        }
+        self.data.check_path(kind)?;
         Ok(())
     }
 
     /// The config from the checked parts and the flags taken as they are.
     fn assemble(&self, c: Checked) -> Result<ServeConfig, String> {
         let Checked {
-            backend,
+            conn,
             kind,
-            base_url,
-            endpoint,
-            headers,
             schedule,
             sweep,
             metrics,
@@ -1507,10 +795,10 @@ impl ServeArgs {
             multi_turn,
         } = c;
         Ok(ServeConfig {
-            backend,
-            base_url,
-            endpoint,
-            headers,
+            backend: conn.backend,
+            base_url: conn.base_url,
+            endpoint: conn.endpoint,
+            headers: conn.headers,
             request_ids: match &self.request_id_prefix {
                 Some(p) => RequestIds::Prefix(p.clone()),
                 // A tag per run, so two runs' logs do not mix (vLLM's default prefix holds a
@@ -1519,21 +807,17 @@ impl ServeArgs {
                     run: rand::random(),
                 },
             },
-            insecure: self.insecure,
-            system_roots: self.system_roots,
-            ca_cert: self.ca_cert.clone(),
-            kernel_stamps: !self.no_kernel_stamps,
-            packet_stamps: crate::net::packet_stamps_wanted(
-                self.packet_stamps,
-                self.no_packet_stamps,
-                self.no_kernel_stamps,
-            ),
-            preconnect: self.preconnect,
-            api_key: self.api_key.clone().filter(|k| !k.is_empty()),
-            model: self.model.clone(),
-            served_model_name: self.served_model_name.clone(),
-            tokenizer: self.local_tokenizer().map(str::to_string),
-            ready_check_timeout_s: self.ready_check_timeout_sec,
+            insecure: conn.insecure,
+            system_roots: conn.system_roots,
+            ca_cert: conn.ca_cert,
+            kernel_stamps: conn.kernel_stamps,
+            packet_stamps: conn.packet_stamps,
+            preconnect: conn.preconnect,
+            api_key: conn.api_key,
+            model: conn.model,
+            served_model_name: conn.served_model_name,
+            tokenizer: conn.tokenizer,
+            ready_check_timeout_s: conn.ready_check_timeout_s,
             dataset,
             schedule,
             request_rate: self.request_rate.0,
@@ -1589,11 +873,8 @@ impl ServeArgs {
 
 /// The flags [`ServeArgs::validate`] checked or built, on their way into the [`ServeConfig`].
 struct Checked {
-    backend: Backend,
+    conn: Connection,
     kind: DatasetKind,
-    base_url: String,
-    endpoint: String,
-    headers: Vec<(String, String)>,
     schedule: ScheduleConfig,
     sweep: Option<Sweep>,
     metrics: Vec<MetricKind>,
@@ -1608,6 +889,7 @@ struct Checked {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::native::Dialect;
     use clap::Parser;
 
     #[derive(Parser)]

@@ -304,6 +304,7 @@ mod tests {
             height: 2,
             encoded_bytes: 3,
             url: url.into(),
+            recipe: None,
         };
         let s = Sample {
             group: None,

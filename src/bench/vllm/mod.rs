@@ -1,5 +1,6 @@
 //! `llmspeed bench serve`: the front end for `vllm bench serve` — vLLM's flags ([`args`], the
-//! refused ones and why in [`flags`]) mapped
+//! refused ones and why in [`flags`]; the server's and the dataset's groups, which `capacity`
+//! shares, in [`connection`] and [`dataset_flags`]) mapped
 //! to the engine's plan ([`plan`]) with vLLM's request bodies ([`body`]); vLLM's metric
 //! definitions ([`metrics`]), result JSON and console summary ([`result`], [`run`]); the session of
 //! sweep points and repeated runs ([`session`], [`sweep`]); `--shard`'s saved block and
@@ -10,6 +11,8 @@
 
 pub mod args;
 pub mod body;
+pub mod connection;
+pub mod dataset_flags;
 pub mod flags;
 pub mod merge;
 pub mod metrics;

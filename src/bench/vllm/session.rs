@@ -8,7 +8,9 @@
 //! spreads `bench::engine::multi_run`, sweep points and names `bench::vllm::sweep`.
 
 use crate::bench::engine::multi_run::{self, Spread};
-use crate::bench::engine::samples::{chat_fns, local_tokenizer, DatasetTokens};
+use crate::bench::engine::samples::{
+    chat_fns, check_image_memory, local_tokenizer, note_counted, DatasetTokens,
+};
 use crate::bench::engine::session::{self, Io, Ran, Runs};
 use crate::bench::engine::RunError;
 use crate::bench::vllm::args::{ServeConfig, Sweep};
@@ -19,6 +21,7 @@ use crate::clock::Clock;
 use crate::net::Cancel;
 use crate::progress::Progress;
 use crate::workload::datasets;
+use crate::workload::image::{Image, ImageTotals, Making};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -254,6 +257,8 @@ pub struct DryRunStats {
     pub max_input: u64,
     pub min_output: u32,
     pub max_output: u32,
+    /// The prompts' images (an image dataset's), `None` where none carries one.
+    pub images: Option<crate::workload::image::ImageTotals>,
 }
 
 impl DryRunStats {
@@ -266,6 +271,9 @@ impl DryRunStats {
             max_input: samples.iter().map(|s| s.prompt_len).max().unwrap_or(0),
             min_output: samples.iter().map(|s| s.output_len).min().unwrap_or(0),
             max_output: samples.iter().map(|s| s.output_len).max().unwrap_or(0),
+            images: crate::workload::image::ImageTotals::of(
+                samples.iter().map(datasets::random_mm::images),
+            ),
         }
     }
 
@@ -300,6 +308,9 @@ impl DryRunStats {
             "  Output tokens min/max: {}/{}",
             self.min_output, self.max_output
         )?;
+        if let Some(images) = &self.images {
+            images.write(w, "  ")?;
+        }
         writeln!(w, "  Prompt token counting: {counting}")
     }
 }
@@ -337,7 +348,16 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
             chat,
             tokenizer: None,
         };
-        let samples = datasets::load(&p.cfg.dataset, &mut tokens)?;
+        // Images read from files (custom_image) are held: refused where they would not fit.
+        check_image_memory(&p.cfg.dataset)?;
+        // Synthetic images are planned, then each made, counted and dropped: the dry run of a
+        // run too large to hold counts the same bytes the run sends, in bounded memory.
+        let started = std::time::Instant::now();
+        let samples = datasets::load_with(&p.cfg.dataset, &mut tokens, Making::Planned)?;
+        let per_prompt: Vec<&[Image]> = samples.iter().map(datasets::random_mm::images).collect();
+        let images = ImageTotals::counted(&per_prompt).map_err(RunError::Setup)?;
+        drop(per_prompt);
+        note_counted(images.as_ref(), started.elapsed(), &mut std::io::stderr());
         let counting = match (p.cfg.dataset.kind.token_ids(), &local) {
             (true, _) => "exact (token ids)",
             (false, Some(_)) => "local_tokenizer",
@@ -346,7 +366,11 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
         if !p.label.is_empty() {
             writeln!(out, "{}:", p.label).map_err(io)?;
         }
-        DryRunStats::of(&samples).write(out, counting).map_err(io)?;
+        let stats = DryRunStats {
+            images,
+            ..DryRunStats::of(&samples)
+        };
+        stats.write(out, counting).map_err(io)?;
     }
     Ok(())
 }
@@ -374,7 +398,8 @@ mod tests {
                 min_input: 10,
                 max_input: 30,
                 min_output: 3,
-                max_output: 7
+                max_output: 7,
+                images: None,
             }
         );
         let mut out = Vec::new();

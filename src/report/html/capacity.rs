@@ -1,12 +1,13 @@
 //! `llmspeed capacity`'s page (`report.html` beside its `results.json`): the run's header, the
 //! answer in a sentence, per objective the load–latency curve with its threshold, every probe's
 //! estimate with its confidence interval coloured by the probe's verdict and the answer marked
-//! ([`charts::intervals`]), then every probe in a table. Pure, no script, no network, built from
+//! ([`charts::intervals`]) — by rate also the keeps-up chart, the completions per second with
+//! their interval against the arrivals — then every probe in a table. Pure, no script, no network, built from
 //! `results.json` alone (so it shows exactly what the file says); `cli::capacity` writes it and
 //! `report::site` draws it into a site.
 
 use crate::report::header::RunHeader;
-use crate::report::html::charts::{self, IntervalPoint};
+use crate::report::html::charts::{self, Guide, IntervalPoint};
 use crate::report::svg::escape;
 use serde_json::Value;
 use std::fmt::Write;
@@ -141,6 +142,7 @@ fn charts_html(v: &Value, key: &str, x_label: &str) -> String {
                         .and_then(Value::as_str)
                         .unwrap_or("")
                         .to_string(),
+                    reference: None,
                 })
             })
             .collect();
@@ -153,11 +155,56 @@ fn charts_html(v: &Value, key: &str, x_label: &str) -> String {
             out,
             "<div class=\"objective\" id=\"o-{}\">{}</div>",
             escape(okey),
-            charts::intervals(okey, x_label, &y_label, &points, threshold, answer)
+            charts::intervals(
+                okey,
+                x_label,
+                &y_label,
+                &points,
+                Guide::Threshold(threshold),
+                answer
+            )
         );
+    }
+    if key == "request_rate" {
+        out.push_str(&keeps_up_chart(probes, x_label, answer));
     }
     out.push_str("</div></section>");
     out
+}
+
+/// By rate: each probe's completions per second with their interval, coloured by the
+/// keeps-up verdict, the arrivals per second they were held to as an open circle, and the
+/// line where the completions equal the offered rate.
+fn keeps_up_chart(probes: &[Value], x_label: &str, answer: Option<f64>) -> String {
+    let points: Vec<IntervalPoint> = probes
+        .iter()
+        .filter_map(|p| {
+            let k = p.get("keeps_up")?;
+            Some(IntervalPoint {
+                x: num(p.get("request_rate"))?,
+                estimate: num(k.get("completion_per_s")),
+                lo: num(k.get("lo")),
+                hi: num(k.get("hi")),
+                verdict: k
+                    .get("verdict")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
+                reference: num(k.get("arrival_per_s")),
+            })
+        })
+        .collect();
+    format!(
+        "<div class=\"objective\" id=\"o-keeps_up\">{}</div>",
+        charts::intervals(
+            "keeps up: completed req/s [interval], ○ arriving",
+            x_label,
+            "completed req/s",
+            &points,
+            Guide::Diagonal,
+            answer
+        )
+    )
 }
 
 /// Every probe in order: its load, outcome, rounds, how the server was settled, throughput and
@@ -293,6 +340,10 @@ pub fn render(results: &Value, header: &RunHeader) -> String {
     out.push_str(&answer_html(results, key));
     out.push_str(&charts_html(results, key, x_label));
     out.push_str(&table_html(results, key));
-    out.push_str("<section id=\"method\"><h2>How to read it</h2><p>A probe passes when every objective's interval lies on the right side of its threshold, fails as soon as one lies wholly on the wrong side, and otherwise runs another round, up to its limit (docs/capacity.md).</p></section></body></html>\n");
+    out.push_str("<section id=\"method\"><h2>How to read it</h2><p>A probe passes when every objective's interval lies on the right side of its threshold, fails as soon as one lies wholly on the wrong side, and otherwise runs another round, up to its limit (docs/capacity.md).</p>");
+    if key == "request_rate" {
+        out.push_str("<p>By rate a probe must also keep up: the requests it completed per second, with their interval (the Poisson one, widened by the arrivals' burstiness below 1), fail it when the whole interval lies under the arrivals per second (the open circle), and pass it when the interval's lower end is within half a step of them.</p>");
+    }
+    out.push_str("</section></body></html>\n");
     out
 }

@@ -856,6 +856,18 @@ pub struct IntervalPoint {
     pub lo: Option<f64>,
     pub hi: Option<f64>,
     pub verdict: String,
+    /// A second figure at the load, drawn as an open circle: the figure the estimate is held
+    /// to there (by rate, the arrivals per second the completions are held to).
+    pub reference: Option<f64>,
+}
+
+/// The line an interval chart's estimates are held to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Guide {
+    /// One threshold at every load: a dashed horizontal line.
+    Threshold(f64),
+    /// The load itself (y = x): completions per second against the offered rate.
+    Diagonal,
 }
 
 /// A verdict's colour: pass green, fail red, client-bound blue, undecided orange.
@@ -870,15 +882,16 @@ pub fn verdict_color(v: &str) -> &'static str {
 
 /// An objective against the load over linear axes from 0: the curve through each load's last
 /// estimate, every probe's estimate with its interval as a bar coloured by its verdict (an
-/// open end drawn to the frame, dashed), the threshold as a dashed line, and the answer (the
-/// largest passing load) as a vertical line. Each probe is a `<g class="probe">` carrying its
-/// figures as `data-*` attributes, exactly as given.
+/// open end drawn to the frame, dashed) and its reference figure as an open circle, the guide
+/// (a threshold, or y = x) as a dashed line, and the answer (the largest passing load) as a
+/// vertical line. Each probe is a `<g class="probe">` carrying its figures as `data-*`
+/// attributes, exactly as given.
 pub fn intervals(
     title: &str,
     x_label: &str,
     y_label: &str,
     points: &[IntervalPoint],
-    threshold: f64,
+    guide: Guide,
     answer: Option<f64>,
 ) -> String {
     let mut out = String::with_capacity(4096);
@@ -893,11 +906,15 @@ pub fn intervals(
         return out;
     }
     let x_max = nice_ceil(shown.iter().map(|p| p.x).fold(0.0, f64::max));
+    let guide_top = match guide {
+        Guide::Threshold(t) => t * 1.25,
+        Guide::Diagonal => x_max,
+    };
     let y_top = shown
         .iter()
-        .flat_map(|p| [fin(p.estimate), fin(p.hi), fin(p.lo)])
+        .flat_map(|p| [fin(p.estimate), fin(p.hi), fin(p.lo), fin(p.reference)])
         .flatten()
-        .chain([threshold * 1.25])
+        .chain([guide_top])
         .fold(0.0, f64::max);
     let y_max = nice_ceil(y_top);
     y_axis(&mut out, y_max, y_label, x_label, tick_text);
@@ -915,16 +932,31 @@ pub fn intervals(
             escape(&tick_text(v))
         );
     }
-    // The threshold, then the answer, under the points.
-    let ty = y_pos(threshold, y_max);
-    let _ = write!(
-        out,
-        "<line class=\"threshold\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" stroke=\"#444\" stroke-dasharray=\"6 4\" data-v=\"{threshold}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">threshold {}</text>",
-        W - RIGHT,
-        W - RIGHT,
-        ty - 4.0,
-        escape(&tick_text(threshold))
-    );
+    // The guide, then the answer, under the points.
+    match guide {
+        Guide::Threshold(threshold) => {
+            let ty = y_pos(threshold, y_max);
+            let _ = write!(
+                out,
+                "<line class=\"threshold\" x1=\"{LEFT}\" y1=\"{ty:.1}\" x2=\"{:.1}\" y2=\"{ty:.1}\" stroke=\"#444\" stroke-dasharray=\"6 4\" data-v=\"{threshold}\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">threshold {}</text>",
+                W - RIGHT,
+                W - RIGHT,
+                ty - 4.0,
+                escape(&tick_text(threshold))
+            );
+        }
+        Guide::Diagonal => {
+            // y_max >= x_max, so the line ends at the right edge, inside the frame.
+            let (x1, y1) = (x_pos(x_max), y_pos(x_max, y_max));
+            let _ = write!(
+                out,
+                "<line class=\"diagonal\" x1=\"{LEFT}\" y1=\"{:.1}\" x2=\"{x1:.1}\" y2=\"{y1:.1}\" stroke=\"#444\" stroke-dasharray=\"6 4\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" class=\"tk\">as offered</text>",
+                H - BOTTOM,
+                x1,
+                y1 - 4.0,
+            );
+        }
+    }
     if let Some(a) = answer.filter(|a| a.is_finite()) {
         let ax = x_pos(a);
         let _ = write!(
@@ -960,15 +992,26 @@ pub fn intervals(
     for p in &shown {
         let color = verdict_color(&p.verdict);
         let px = x_pos(p.x);
+        let reference =
+            fin(p.reference).map_or(String::new(), |r| format!(" data-reference=\"{r}\""));
         let _ = write!(
             out,
-            "<g class=\"probe\" data-x=\"{}\" data-estimate=\"{}\" data-lo=\"{}\" data-hi=\"{}\" data-verdict=\"{}\">",
+            "<g class=\"probe\" data-x=\"{}\" data-estimate=\"{}\" data-lo=\"{}\" data-hi=\"{}\" data-verdict=\"{}\"{reference}>",
             p.x,
             attr(p.estimate),
             attr(p.lo),
             attr(p.hi),
             escape(&p.verdict)
         );
+        if let Some(r) = fin(p.reference) {
+            let _ = write!(
+                out,
+                "<circle class=\"ref\" cx=\"{px:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"none\" stroke=\"#444\" stroke-width=\"1.5\"><title>{} at {}</title></circle>",
+                y_pos(r, y_max),
+                escape(&tick_text((r * 100.0).round() / 100.0)),
+                escape(&tick_text(p.x)),
+            );
+        }
         let (lo, hi) = (fin(p.lo), fin(p.hi));
         if lo.is_some() || hi.is_some() {
             let y1 = y_pos(lo.unwrap_or(0.0), y_max);

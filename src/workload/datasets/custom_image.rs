@@ -24,7 +24,7 @@
 
 use super::common::{counted, fill_to, need_path, read};
 use super::{DatasetConfig, DatasetError, PromptSource, Sample, Tokens};
-use crate::workload::image::Image;
+use crate::workload::image::{Image, ImageNeed};
 use crate::workload::pyrandom::PyRandom;
 use serde_json::{json, Map, Value};
 use std::path::Path;
@@ -233,6 +233,7 @@ pub fn image(
             height: 0,
             encoded_bytes: 0,
             url: s.into(),
+            recipe: None,
         });
     }
     let path = s.strip_prefix("file://").unwrap_or(s);
@@ -337,6 +338,59 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
     samples(cfg, lines, tokens, &mut |p: &Path| std::fs::read(p))
 }
 
+/// The longest data URL prefix a file is sent under: `data:` + `image/jpeg` (or `image/webp`;
+/// the other types are a byte shorter) + `;base64,` ([`crate::workload::image::data_url`]).
+const DATA_URL_PREFIX: u64 = 5 + 10 + 8;
+
+/// About how many bytes the data URLs of the requests taken hold, before any image file is
+/// read (what `bench::engine::samples::check_image_memory` weighs): each local file of the
+/// lines taken, as `--custom-ensure-client-side-data` sends it, is [`DATA_URL_PREFIX`] +
+/// 4·⌈n/3⌉ bytes for a file of n bytes on disk (its size from the file system), a URL written
+/// in the file its own length. Without that flag a file goes as its `file://` path: nothing
+/// worth weighing, so nothing is read. Oversampled requests share their row's URLs. A file
+/// that cannot be sized counts 0 (the load then names it); the dataset file's own errors
+/// are the load's too.
+pub fn url_bytes_need(cfg: &DatasetConfig) -> Result<ImageNeed, DatasetError> {
+    if !cfg.custom_image.client_side {
+        return Ok(ImageNeed::default());
+    }
+    let path = need_path(cfg)?;
+    let lines = parse(&read(path)?).map_err(DatasetError::Invalid)?;
+    Ok(need_of(cfg, lines, &mut |p: &Path| {
+        std::fs::metadata(p).ok().map(|m| m.len())
+    }))
+}
+
+/// [`url_bytes_need`] of `lines` (the file's, in order) taken by vLLM's rule, each local
+/// file's size on disk from `size`.
+pub fn need_of(
+    cfg: &DatasetConfig,
+    mut lines: Vec<Line>,
+    size: &mut dyn FnMut(&Path) -> Option<u64>,
+) -> ImageNeed {
+    if cfg.shuffle {
+        PyRandom::new(cfg.seed).shuffle(&mut lines);
+    }
+    let mut url = |s: &str| -> u64 {
+        if s.starts_with("data:image/") || s.starts_with("http://") || s.starts_with("https://") {
+            return s.len() as u64;
+        }
+        let path = s.strip_prefix("file://").unwrap_or(s);
+        size(Path::new(path)).map_or(0, |n| DATA_URL_PREFIX + n.div_ceil(3) * 4)
+    };
+    let per_line = lines.iter().take(cfg.num_prompts).map(|l| match &l.item {
+        Item::Prompt { images, .. } => images.iter().map(|s| url(s)).sum(),
+        Item::Content(parts) => parts
+            .iter()
+            .map(|p| match p {
+                Part::Image { image, .. } => url(image),
+                Part::Text(_) => 0,
+            })
+            .sum(),
+    });
+    ImageNeed::of(per_line.collect::<Vec<u64>>().into_iter())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -439,5 +493,57 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains(&format!("line {}", order[0] + 1)), "{e}");
+    }
+
+    /// The memory estimate, worked by hand: a 100-byte file is 23 + 4·34 = 159 bytes of data
+    /// URL, a 3000-byte one 23 + 4·1000 = 4023, a data URL in the file its own 26; the lines
+    /// taken (the first `num_prompts` after the shuffle) only; none without client-side data.
+    #[test]
+    fn the_memory_need_is_each_taken_files_data_url_from_its_size_on_disk() {
+        let text = "{\"prompt\": \"a\", \"image_files\": [\"/d/a.png\", \"file:///d/b.jpg\"]}\n\
+                    {\"content\": [{\"type\": \"text\", \"text\": \"x\"}, {\"type\": \"image_url\", \
+                    \"image_url\": \"data:image/png;base64,AAAA\"}]}\n";
+        let lines = parse(text).unwrap();
+        let mut size = |p: &Path| match p.to_str() {
+            Some("/d/a.png") => Some(100),
+            Some("/d/b.jpg") => Some(3000),
+            _ => None,
+        };
+        let mut cfg = DatasetConfig {
+            kind: DatasetKind::CustomImage,
+            num_prompts: 2,
+            shuffle: false,
+            ..Default::default()
+        };
+        let need = need_of(&cfg, lines.clone(), &mut size);
+        assert_eq!(
+            (need.total, need.per_request_max),
+            (159 + 4023 + 26, 159 + 4023)
+        );
+        cfg.num_prompts = 1;
+        assert_eq!(need_of(&cfg, lines.clone(), &mut size).total, 159 + 4023);
+        // Without --custom-ensure-client-side-data a file goes as its path: nothing to weigh.
+        assert_eq!(url_bytes_need(&cfg).unwrap().total, 0);
+        // Against the code that builds the URL: exact for a JPEG's (or WebP's) MIME type, a
+        // byte over for PNG's, GIF's and BMP's.
+        for (file, over) in [
+            (png(7, 5), 1),
+            (
+                crate::workload::image::encode_jpeg(9, 4, &[7; 9 * 4 * 3]).unwrap(),
+                0,
+            ),
+        ] {
+            let n = file.len() as u64;
+            let made = image("/f", true, &mut |_: &Path| Ok(file.clone())).unwrap();
+            let one = [Line {
+                number: 1,
+                item: Item::Prompt {
+                    text: String::new(),
+                    images: vec!["/f".into()],
+                },
+            }];
+            let est = need_of(&cfg, one.to_vec(), &mut |_: &Path| Some(n)).total;
+            assert_eq!(est, made.url.len() as u64 + over, "{}", &made.url[..15]);
+        }
     }
 }

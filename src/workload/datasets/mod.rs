@@ -413,6 +413,17 @@ impl Tokenizer for LocalTokenizer {
 /// Builds the samples of `cfg`'s family, measuring with `tokens` what it must (see [`Tokens`]).
 /// An empty set is an error.
 pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>, DatasetError> {
+    load_with(cfg, tokens, crate::workload::image::Making::UpFront)
+}
+
+/// [`load`], the synthetic image datasets' images (`random-mm`, SGLang's `image`) made as
+/// `making` says: while the dataset loads, or their recipes only (made during the run by the
+/// engine's producer, which decides: `bench::engine::samples::image_path`).
+pub fn load_with(
+    cfg: &DatasetConfig,
+    tokens: &mut dyn Tokens,
+    making: crate::workload::image::Making,
+) -> Result<Vec<Sample>, DatasetError> {
     let samples = match cfg.kind {
         DatasetKind::Random => random::load(cfg, tokens),
         DatasetKind::PrefixRepetition => prefix_repetition(cfg),
@@ -421,10 +432,10 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         DatasetKind::Custom => custom(cfg, tokens),
         DatasetKind::TimedTrace => timed_trace::timed_trace(cfg),
         DatasetKind::BurstGpt => burstgpt::burstgpt(cfg),
-        DatasetKind::RandomMm => crate::workload::datasets::random_mm::load(cfg, &cfg.random_mm),
+        DatasetKind::RandomMm => random_mm::load(cfg, &cfg.random_mm, making),
         DatasetKind::ChatRequests => chat_requests(cfg, tokens),
         DatasetKind::Hf => hf::load(cfg, tokens),
-        DatasetKind::SglangImage => sglang_image::load(cfg),
+        DatasetKind::SglangImage => sglang_image::load(cfg, making),
         DatasetKind::LongBenchV2 => longbench_v2::load(cfg, tokens),
         DatasetKind::CustomImage => custom_image::load(cfg, tokens),
         DatasetKind::Mmmu => mmmu::load(cfg, tokens),
@@ -437,6 +448,35 @@ pub fn load(cfg: &DatasetConfig, tokens: &mut dyn Tokens) -> Result<Vec<Sample>,
         )));
     }
     Ok(samples)
+}
+
+/// About how many bytes the data URLs of the images `cfg`'s dataset makes will hold, before
+/// any is made (0 for a dataset that makes none, or whose settings `load` will refuse).
+pub fn image_bytes_estimate(cfg: &DatasetConfig) -> u64 {
+    image_need(cfg).total
+}
+
+/// [`image_bytes_estimate`] in total and for the request that holds the most (what a request
+/// made during the run holds): the synthetic image datasets', the only ones that can be made
+/// during the run; nothing for the others.
+pub fn image_need(cfg: &DatasetConfig) -> crate::workload::image::ImageNeed {
+    let est = match cfg.kind {
+        DatasetKind::RandomMm => random_mm::url_bytes_need(cfg, &cfg.random_mm),
+        DatasetKind::SglangImage => sglang_image::url_bytes_need(cfg),
+        _ => Ok(Default::default()),
+    };
+    est.unwrap_or_default()
+}
+
+/// The data URLs of the images a dataset reads from files before the run and holds until it
+/// ends (`custom_image` with `--custom-ensure-client-side-data`), estimated before any file is
+/// read: such images are read up front or not at all (no producer makes them). Nothing for
+/// the others, or where the dataset's own file will be refused by `load`.
+pub fn file_image_need(cfg: &DatasetConfig) -> crate::workload::image::ImageNeed {
+    match cfg.kind {
+        DatasetKind::CustomImage => custom_image::url_bytes_need(cfg).unwrap_or_default(),
+        _ => Default::default(),
+    }
 }
 
 /// How many 32-bit words SGLang's `random` and `generated-shared-prefix` datasets take from

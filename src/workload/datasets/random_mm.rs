@@ -10,10 +10,11 @@
 //! are vLLM's bytes too; the JPEG around them is llmspeed's encoder (`workload::image`), so only
 //! the encoded size differs.
 //!
-//! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads.
+//! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads, or
+//! (`Making::Planned`) only their recipes drawn, made during the run.
 
 use crate::workload::datasets::{self, DatasetConfig, DatasetError, PromptSource, Sample};
-use crate::workload::image::{Fill, Image, MAX_SIDE};
+use crate::workload::image::{Fill, Format, Image, ImageNeed, Making, Pixels, Recipe, MAX_SIDE};
 use crate::workload::numpy::Generator;
 
 /// A modality of a bucket (`(H, W, frames)`: 1 frame an image, more a video) or a limit.
@@ -240,20 +241,94 @@ fn normalise(buckets: &[Bucket]) -> Result<Vec<Bucket>, String> {
 /// endpoint), each with its images. For a seed, each request's image count and sizes are the
 /// ones vLLM draws, where its text draws took no extra words (vLLM draws more when its
 /// tokenizer's decode and re-encode of a prompt comes out short).
-pub fn load(cfg: &DatasetConfig, mm: &MmSettings) -> Result<Vec<Sample>, DatasetError> {
-    let mut pixels = Vec::new();
-    let (texts, items) = draw(cfg, mm, |g, b| make_image(g, b, mm.fill, &mut pixels))?;
-    Ok(texts
+pub fn load(
+    cfg: &DatasetConfig,
+    mm: &MmSettings,
+    making: Making,
+) -> Result<Vec<Sample>, DatasetError> {
+    let fill = mm.fill;
+    // The draw runs in vLLM's order on one thread, each image's pixels jumped over (PCG64
+    // jumps in O(log n)) after a copy of the generator is taken where they begin: each image's
+    // recipe. Up front, the images are made from those recipes on every core; planned, the
+    // samples carry the recipes and the engine's producer makes them during the run.
+    let planned = making == Making::Planned;
+    let make = |r: Recipe| r.make();
+    let (drawn, made) = crate::workload::image::make_in_parallel(&make, |submit| {
+        draw(cfg, mm, |g, b| {
+            check_size(b)?;
+            let r = recipe(g.clone(), b, fill);
+            g.skip_u8(b.width as usize * b.height as usize * 3);
+            match planned {
+                true => Ok(Some(Image::planned(r))),
+                false => {
+                    submit(r);
+                    Ok(None)
+                }
+            }
+        })
+    });
+    let (texts, items) = drawn?;
+    let mut made = made.into_iter();
+    texts
         .into_iter()
         .zip(items)
-        .map(|(s, images)| Sample {
-            prompt: PromptSource::Multimodal {
-                text: Box::new(s.prompt),
-                images: images.into(),
-            },
-            ..s
+        .map(|(s, items)| {
+            let images = match planned {
+                true => items.into_iter().flatten().collect(),
+                false => made
+                    .by_ref()
+                    .take(items.len())
+                    .collect::<Result<Vec<Image>, String>>()
+                    .map_err(DatasetError::Invalid)?,
+            };
+            Ok(Sample {
+                prompt: PromptSource::Multimodal {
+                    text: Box::new(s.prompt),
+                    images: images.into(),
+                },
+                ..s
+            })
         })
-        .collect())
+        .collect()
+}
+
+/// The recipe of one image of bucket `b` whose pixels begin at `g`: noise drawn from it, or
+/// black; a JPEG at vLLM's quality.
+fn recipe(g: Generator, b: &Bucket, fill: Fill) -> Recipe {
+    Recipe {
+        width: b.width,
+        height: b.height,
+        format: Format::Jpeg,
+        quality: crate::workload::image::JPEG_QUALITY,
+        pixels: match fill {
+            Fill::Noise => Pixels::Bytes(g),
+            Fill::Blank => Pixels::Solid(0),
+        },
+    }
+}
+
+/// About how many bytes the data URLs of [`load`]'s images will hold
+/// ([`crate::workload::image::url_bytes_estimate`] of each), before any is made: the draw
+/// itself with every image's pixels jumped over, so the sizes and counts are the ones `load`
+/// makes.
+pub fn url_bytes_estimate(cfg: &DatasetConfig, mm: &MmSettings) -> Result<u64, DatasetError> {
+    Ok(url_bytes_need(cfg, mm)?.total)
+}
+
+/// [`url_bytes_estimate`] in total and for the request that needs the most.
+pub fn url_bytes_need(cfg: &DatasetConfig, mm: &MmSettings) -> Result<ImageNeed, DatasetError> {
+    let (_, items) = draw(cfg, mm, |g, b| {
+        check_size(b)?;
+        let pixels = b.width as u64 * b.height as u64;
+        g.skip_u8(pixels as usize * 3);
+        Ok(crate::workload::image::url_bytes_estimate(
+            crate::workload::image::Format::Jpeg,
+            crate::workload::image::JPEG_QUALITY,
+            mm.fill,
+            pixels,
+        ))
+    })?;
+    Ok(ImageNeed::of(items.iter().map(|r| r.iter().sum())))
 }
 
 /// `random`'s samples and each one's items, `make` turning a drawn bucket into an item (it
@@ -279,14 +354,8 @@ pub fn draw<T>(
     Ok((texts, items))
 }
 
-/// One image of bucket `b`: its pixels drawn from `g` (noise; blank still draws them, so the
-/// next request's draws stay vLLM's), then encoded.
-fn make_image(
-    g: &mut Generator,
-    b: &Bucket,
-    fill: Fill,
-    pixels: &mut Vec<u8>,
-) -> Result<Image, String> {
+/// A bucket whose images a JPEG can hold, or an error naming it.
+fn check_size(b: &Bucket) -> Result<(), String> {
     if b.width == 0 || b.height == 0 || b.width > MAX_SIDE || b.height > MAX_SIDE {
         return Err(format!(
             "--random-mm-bucket-config: an image of {}x{} (height x width) cannot be sent \
@@ -294,13 +363,7 @@ fn make_image(
             b.height, b.width
         ));
     }
-    pixels.clear();
-    pixels.resize(b.width as usize * b.height as usize * 3, 0);
-    g.fill_u8(pixels);
-    if fill == Fill::Blank {
-        pixels.fill(0);
-    }
-    Image::jpeg(b.width, b.height, pixels)
+    Ok(())
 }
 
 /// The images a sample carries (none for a text prompt).
@@ -683,6 +746,59 @@ mod tests {
                 let mut twin = vec![0; px.len()];
                 naive.fill_u8(&mut twin);
                 assert_eq!(px, &twin);
+            }
+        }
+    }
+
+    /// The images made on the pool from jumped generator copies are, byte for byte, the ones
+    /// one generator drawing every pixel in turn makes (the draw before images were made in
+    /// parallel), for mixed sizes, a drawn count and both fills.
+    #[test]
+    fn parallel_images_are_the_sequential_draws_bytes() {
+        for fill in [Fill::Noise, Fill::Blank] {
+            let mm = MmSettings {
+                base_items: 2,
+                items_range_ratio: 1.0,
+                limits: Limits {
+                    image: Some(3),
+                    video: Some(0),
+                },
+                buckets: vec![b(9, 13, 1, 0.3), b(16, 8, 1, 0.7), b(4, 4, 8, 0.2)],
+                fill,
+            };
+            let cfg = DatasetConfig {
+                kind: datasets::DatasetKind::RandomMm,
+                num_prompts: 12,
+                seed: 3,
+                random_input_len: 5,
+                random_output_len: 2,
+                random_prefix_len: 3,
+                ..Default::default()
+            };
+            let (_, want) = draw(&cfg, &mm, |g, b| {
+                let mut px = vec![0; (b.width * b.height * 3) as usize];
+                g.fill_u8(&mut px);
+                if fill == Fill::Blank {
+                    px.fill(0);
+                }
+                Image::jpeg(b.width, b.height, &px)
+            })
+            .unwrap();
+            let got: Vec<Vec<Image>> = load(&cfg, &mm, Making::UpFront)
+                .unwrap()
+                .iter()
+                .map(|s| images(s).to_vec())
+                .collect();
+            assert_eq!(got, want);
+            assert!(want.iter().map(Vec::len).sum::<usize>() > 12);
+            // Planned, each image is its recipe alone, and made from it the same bytes.
+            let planned = load(&cfg, &mm, Making::Planned).unwrap();
+            for (s, want) in planned.iter().zip(&want) {
+                assert!(images(s)
+                    .iter()
+                    .all(|i| i.is_planned() && i.encoded_bytes == 0));
+                let made: Vec<Image> = images(s).iter().map(|i| i.made().unwrap()).collect();
+                assert_eq!(&made, want);
             }
         }
     }

@@ -15,10 +15,11 @@
 //! the drawn length (SGLang decodes ids drawn by Python's `random` from the tokenizer's
 //! vocabulary), fitted to text by the engine as for `random`.
 //!
-//! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads.
+//! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads, or
+//! (`Making::Planned`) only their recipes drawn, made during the run.
 
 use super::{DatasetConfig, DatasetError, PromptSource, Sample};
-use crate::workload::image::{Format, Image};
+use crate::workload::image::{Format, Image, ImageNeed, Making, Pixels, Recipe};
 use crate::workload::numpy::RandomState;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -240,20 +241,46 @@ fn draw<T>(
 }
 
 /// The image dataset's samples: each a token-id text part of the drawn length and its images,
-/// made and encoded here.
-pub fn load(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
+/// made and encoded here, or (`Making::Planned`) their recipes.
+pub fn load(cfg: &DatasetConfig, making: Making) -> Result<Vec<Sample>, DatasetError> {
     let s = &cfg.sglang_image;
-    let mut pixels = Vec::new();
-    let drawn = draw(cfg, s, |np, w, h| {
-        fill(np, s.content, w, h, &mut pixels);
-        Image::encode(s.format, JPEG_QUALITY, w, h, &pixels)
-    })?;
+    // The draw runs in SGLang's order on one thread, each noise image's words skipped after a
+    // copy of the generator is taken where they begin (the image's recipe); up front, the
+    // images are made from the recipes on every core while the draw goes on (MT19937 cannot
+    // jump: the skip costs the words' making, about a tenth of an image's encoding).
+    let planned = making == Making::Planned;
+    let make = |r: Recipe| r.make();
+    let (drawn, made) = crate::workload::image::make_in_parallel(&make, |submit| {
+        draw(cfg, s, |np, w, h| {
+            let r = recipe(s, np, w, h);
+            match planned {
+                true => Ok(Some(Image::planned(r))),
+                false => {
+                    submit(r);
+                    Ok(None)
+                }
+            }
+        })
+    });
+    let drawn = drawn?;
+    let mut made = made.into_iter();
+    let images = drawn
+        .images
+        .into_iter()
+        .map(|items| match planned {
+            true => Ok(items.into_iter().flatten().collect()),
+            false => made
+                .by_ref()
+                .take(items.len())
+                .collect::<Result<Vec<Image>, String>>()
+                .map_err(DatasetError::Invalid),
+        })
+        .collect::<Result<Vec<Vec<Image>>, _>>()?;
     // The text's ids are llmspeed's (the ids `random` sends), from a generator of their own.
     let mut rng = StdRng::seed_from_u64(cfg.seed ^ 0x1a6e_5e75);
     let ids = cfg.ids;
     let empty: Arc<[u32]> = Arc::from(Vec::new());
-    Ok(drawn
-        .images
+    Ok(images
         .into_iter()
         .enumerate()
         .map(|(i, images)| {
@@ -276,13 +303,67 @@ pub fn load(cfg: &DatasetConfig) -> Result<Vec<Sample>, DatasetError> {
         .collect())
 }
 
-/// An image's pixels as SGLang makes them: `(rand(h, w, 3) * 255).astype(uint8)`, or white.
-fn fill(np: &mut RandomState, content: Content, w: u32, h: u32, out: &mut Vec<u8>) {
-    let n = w as usize * h as usize * 3;
-    out.clear();
-    match content {
-        Content::Blank => out.resize(n, 255),
-        Content::Random => out.extend((0..n).map(|_| (np.random() * 255.0) as u8)),
+/// The recipe of a `w` × `h` image whose pixels (content `random`) begin at `np`, which moves
+/// on past them: SGLang's `(rand(h, w, 3) * 255).astype(uint8)`, or white.
+fn recipe(s: &ImageSettings, np: &mut RandomState, w: u32, h: u32) -> Recipe {
+    let pixels = match s.content {
+        Content::Random => {
+            let at = np.clone();
+            np.skip_words(6 * w as u64 * h as u64);
+            Pixels::Unit(Box::new(at))
+        }
+        Content::Blank => Pixels::Solid(255),
+    };
+    Recipe {
+        width: w,
+        height: h,
+        format: s.format,
+        quality: JPEG_QUALITY,
+        pixels,
+    }
+}
+
+/// About how many bytes the data URLs of [`load`]'s images will hold
+/// ([`crate::workload::image::url_bytes_estimate`]), before any is made: with a fixed
+/// resolution each request's count as drawn; with `random:` bounds the expected count and the
+/// mean sides (each drawn uniformly, apart), where drawing every size would cost the words of
+/// every image's pixels.
+pub fn url_bytes_estimate(cfg: &DatasetConfig) -> Result<u64, DatasetError> {
+    Ok(url_bytes_need(cfg)?.total)
+}
+
+/// [`url_bytes_estimate`] in total, and for the request that may hold the most: its count of
+/// images as drawn (fixed resolution), else `--image-count` images of the largest size.
+pub fn url_bytes_need(cfg: &DatasetConfig) -> Result<ImageNeed, DatasetError> {
+    let s = &cfg.sglang_image;
+    let fill = match s.content {
+        Content::Random => crate::workload::image::Fill::Noise,
+        Content::Blank => crate::workload::image::Fill::Blank,
+    };
+    let one = |pixels: u64| {
+        crate::workload::image::url_bytes_estimate(s.format, JPEG_QUALITY, fill, pixels)
+    };
+    match s.resolution {
+        Resolution::Fixed { width, height } => {
+            let each = one(width as u64 * height as u64);
+            let d = sizes(cfg)?;
+            Ok(ImageNeed::of(
+                d.images.iter().map(|v| v.len() as u64 * each),
+            ))
+        }
+        Resolution::Random { min, max } => {
+            let count = match s.random_count {
+                true => (s.count as f64 + 1.0) / 2.0,
+                false => s.count as f64,
+            };
+            let mean = |a: u32, b: u32| (a as f64 + b as f64) / 2.0;
+            let pixels = (mean(min.0, max.0) * mean(min.1, max.1)) as u64;
+            let most = s.count as u64 * one(max.0 as u64 * max.1 as u64);
+            Ok(ImageNeed {
+                total: (cfg.num_prompts as f64 * count * one(pixels) as f64) as u64,
+                per_request_max: if cfg.num_prompts > 0 { most } else { 0 },
+            })
+        }
     }
 }
 
@@ -297,12 +378,21 @@ pub(super) fn numpy_words(cfg: &DatasetConfig) -> u64 {
 /// [`load`], pixels skipped): what the reference's own draw is compared with.
 pub fn sizes(cfg: &DatasetConfig) -> Result<Drawn<(u32, u32)>, DatasetError> {
     let content = cfg.sglang_image.content;
-    draw(cfg, &cfg.sglang_image, |np, w, h| {
+    // With a fixed resolution nothing is drawn after the first image's pixels but more
+    // pixels: their words are counted, not made (the words' making is most of the draw).
+    let fixed = matches!(cfg.sglang_image.resolution, Resolution::Fixed { .. });
+    let mut counted = 0u64;
+    let mut d = draw(cfg, &cfg.sglang_image, |np, w, h| {
         if content == Content::Random {
-            np.skip_words(6 * w as u64 * h as u64);
+            match fixed {
+                true => counted += 6 * w as u64 * h as u64,
+                false => np.skip_words(6 * w as u64 * h as u64),
+            }
         }
         Ok((w, h))
-    })
+    })?;
+    d.words += counted;
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -406,11 +496,11 @@ mod tests {
             content: Content::Random,
         };
         let c = cfg(s.clone(), 6, 7);
-        let mut px = Vec::new();
         let mut seen = Vec::new();
         let d = draw(&c, &s, |np, w, h| {
-            fill(np, s.content, w, h, &mut px);
-            seen.push(px.clone());
+            let mut px = vec![0; (w * h * 3) as usize];
+            recipe(&s, np, w, h).fill(&mut px);
+            seen.push(px);
             Ok((w, h))
         })
         .unwrap();
@@ -436,6 +526,57 @@ mod tests {
         assert_eq!(numpy_words(&c), np.words());
     }
 
+    /// The images made on the pool from generator copies are, byte for byte, the ones one
+    /// generator drawing every pixel in turn makes (the draw before images were made in
+    /// parallel), for drawn sizes and counts, both contents and both formats.
+    #[test]
+    fn parallel_images_are_the_sequential_draws_bytes() {
+        for (content, format) in [
+            (Content::Random, Format::Jpeg),
+            (Content::Random, Format::Png),
+            (Content::Blank, Format::Jpeg),
+        ] {
+            let s = ImageSettings {
+                count: 3,
+                random_count: true,
+                resolution: Resolution::Random {
+                    min: (3, 2),
+                    max: (17, 9),
+                },
+                format,
+                content,
+            };
+            let c = cfg(s.clone(), 8, 11);
+            let want = draw(&c, &s, |np, w, h| {
+                let px: Vec<u8> = match content {
+                    Content::Random => (0..w * h * 3)
+                        .map(|_| (np.random() * 255.0) as u8)
+                        .collect(),
+                    Content::Blank => vec![255; (w * h * 3) as usize],
+                };
+                Image::encode(format, JPEG_QUALITY, w, h, &px)
+            })
+            .unwrap();
+            let got: Vec<Vec<Image>> = load(&c, Making::UpFront)
+                .unwrap()
+                .iter()
+                .map(|s| super::super::random_mm::images(s).to_vec())
+                .collect();
+            assert_eq!(got, want.images);
+            // Planned, each image is its recipe alone, and made from it the same bytes.
+            let planned = load(&c, Making::Planned).unwrap();
+            let made: Vec<Vec<Image>> = planned
+                .iter()
+                .map(|s| {
+                    let images = super::super::random_mm::images(s);
+                    assert!(images.iter().all(Image::is_planned));
+                    images.iter().map(|i| i.made().unwrap()).collect()
+                })
+                .collect();
+            assert_eq!(made, want.images);
+        }
+    }
+
     #[test]
     fn fixed_counts_and_sizes_and_blank_images_draw_no_pixels() {
         let s = ImageSettings {
@@ -448,7 +589,7 @@ mod tests {
             ..Default::default()
         };
         let c = cfg(s, 3, 1);
-        let samples = load(&c).unwrap();
+        let samples = load(&c, Making::UpFront).unwrap();
         assert_eq!(samples.len(), 3);
         for smp in &samples {
             let PromptSource::Multimodal { images, text } = &smp.prompt else {
@@ -478,7 +619,9 @@ mod tests {
             count: 0,
             ..Default::default()
         };
-        let e = load(&cfg(zero, 2, 0)).unwrap_err().to_string();
+        let e = load(&cfg(zero, 2, 0), Making::UpFront)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--image-count must be at least 1"), "{e}");
         let huge = ImageSettings {
             resolution: Resolution::Fixed {
@@ -487,7 +630,9 @@ mod tests {
             },
             ..Default::default()
         };
-        let e = load(&cfg(huge, 2, 0)).unwrap_err().to_string();
+        let e = load(&cfg(huge, 2, 0), Making::UpFront)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at most 65535"), "{e}");
     }
 }

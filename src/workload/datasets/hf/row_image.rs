@@ -85,6 +85,7 @@ fn url_image(s: &str) -> Result<Image, String> {
         height: 0,
         encoded_bytes: 0,
         url: url.into(),
+        recipe: None,
     })
 }
 
