@@ -22,8 +22,9 @@ use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The release the script builds (keep in step with scripts/llama-cpp-python.sh).
-const VERSION: &str = "0.3.36";
+/// The folder the script builds into: its release and build settings (keep in step with
+/// scripts/llama-cpp-python.sh).
+const VERSION: &str = "0.3.36-nocommon";
 /// The server's context (`--n_ctx`); it reports it nowhere, so the user passes it.
 const N_CTX: u64 = 2048;
 
