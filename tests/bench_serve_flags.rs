@@ -29,53 +29,57 @@ fn every_vllm_flag_parses() {
     // (flag and value(s), a check on the validated config)
     type Check = fn(&ServeConfig) -> bool;
     let table: &[(&[&str], Check)] = &[
-        (&["--backend", "vllm"], |c| c.backend.as_str() == "vllm"),
+        (&["--backend", "vllm"], |c| {
+            c.conn.backend.as_str() == "vllm"
+        }),
         (&["--backend", "openai"], |c| {
-            c.endpoint == "/v1/completions"
+            c.conn.endpoint == "/v1/completions"
         }),
         (&["--backend", "openai-chat"], |c| {
-            c.endpoint == "/v1/chat/completions"
+            c.conn.endpoint == "/v1/chat/completions"
         }),
         // vLLM's older native backends: each engine's own endpoint and stream by default, and
         // vLLM's old OpenAI completions meaning when that endpoint is named.
         (&["--backend", "tgi"], |c| {
-            c.endpoint == "/generate_stream" && c.backend.dialect(&c.endpoint) == Dialect::Tgi
+            c.conn.endpoint == "/generate_stream" && c.conn.dialect() == Dialect::Tgi
         }),
         (&["--backend", "sglang"], |c| {
-            c.endpoint == "/generate" && c.backend.dialect(&c.endpoint) == Dialect::Sglang
+            c.conn.endpoint == "/generate" && c.conn.dialect() == Dialect::Sglang
         }),
         (&["--backend", "llama.cpp"], |c| {
-            c.endpoint == "/completion" && c.backend.dialect(&c.endpoint) == Dialect::LlamaCpp
+            c.conn.endpoint == "/completion" && c.conn.dialect() == Dialect::LlamaCpp
         }),
         (
             &["--backend", "sglang", "--endpoint", "/v1/completions"],
-            |c| c.backend.dialect(&c.endpoint) == Dialect::OpenAi,
+            |c| c.conn.dialect() == Dialect::OpenAi,
         ),
         (
             &["--backend", "llama.cpp", "--endpoint", "/v1/completions"],
-            |c| c.backend.dialect(&c.endpoint) == Dialect::OpenAi,
+            |c| c.conn.dialect() == Dialect::OpenAi,
         ),
         (&["--base-url", "https://h:9/"], |c| {
-            c.base_url == "https://h:9"
+            c.conn.base_url == "https://h:9"
         }),
         (&["--host", "10.1.2.3", "--port", "9000"], |c| {
-            c.base_url == "http://10.1.2.3:9000"
+            c.conn.base_url == "http://10.1.2.3:9000"
         }),
-        (&["--host", "::1"], |c| c.base_url == "http://[::1]:8000"),
+        (&["--host", "::1"], |c| {
+            c.conn.base_url == "http://[::1]:8000"
+        }),
         (&["--endpoint", "/v2/completions"], |c| {
-            c.endpoint == "/v2/completions"
+            c.conn.endpoint == "/v2/completions"
         }),
-        (&["--header", "A=1", "B=2"], |c| c.headers.len() == 2),
-        (&["--insecure"], |c| c.insecure),
-        (&["--no-kernel-stamps"], |c| !c.kernel_stamps),
+        (&["--header", "A=1", "B=2"], |c| c.conn.headers.len() == 2),
+        (&["--insecure"], |c| c.conn.insecure),
+        (&["--no-kernel-stamps"], |c| !c.conn.kernel_stamps),
         (&["--model", "org/m"], |c| {
-            c.model.as_deref() == Some("org/m")
+            c.conn.model.as_deref() == Some("org/m")
         }),
         (&["--served-model-name", "m2"], |c| {
-            c.served_model_name.as_deref() == Some("m2")
+            c.conn.served_model_name.as_deref() == Some("m2")
         }),
         (&["--tokenizer", "org/tok"], |c| {
-            c.tokenizer.as_deref() == Some("org/tok")
+            c.conn.tokenizer.as_deref() == Some("org/tok")
         }),
         (&["--max-concurrency", "64"], |c| {
             c.max_concurrency == Some(64)
@@ -108,7 +112,7 @@ fn every_vllm_flag_parses() {
         ),
         (&["--num-warmups", "3"], |c| c.num_warmups == 3),
         (&["--ready-check-timeout-sec", "5"], |c| {
-            c.ready_check_timeout_s == 5
+            c.conn.ready_check_timeout_s == 5
         }),
         (&["--seed", "42"], |c| {
             c.schedule.seed == 42 && c.dataset.seed == 42
@@ -265,7 +269,7 @@ fn every_vllm_flag_parses() {
             |c| c.dataset.chat_template.is_none(),
         ),
         (&["--tokenizer", "org/m", "--skip-tokenizer-init"], |c| {
-            c.tokenizer.is_none()
+            c.conn.tokenizer.is_none()
         }),
         (&["--logprobs", "3"], |c| c.extra["logprobs"] == 3),
         (&["--use-beam-search"], |_| true),
@@ -548,8 +552,8 @@ fn tls_flags_reach_the_client() {
         pem.to_str().unwrap(),
     ])
     .expect("flags accepted");
-    assert!(cfg.system_roots);
-    assert_eq!(cfg.ca_cert.as_deref(), Some(pem.as_path()));
+    assert!(cfg.conn.system_roots);
+    assert_eq!(cfg.conn.ca_cert.as_deref(), Some(pem.as_path()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -229,8 +229,8 @@ fn bench_serve_native_backends_match_the_trace() {
         let rt = runtime();
         let prefix = format!("{backend}-");
         let cfg = serve_config(mock.addr, backend, &prefix);
-        assert_eq!(cfg.endpoint, endpoint);
-        assert_eq!(cfg.backend.dialect(&cfg.endpoint), dialect);
+        assert_eq!(cfg.conn.endpoint, endpoint);
+        assert_eq!(cfg.conn.dialect(), dialect);
         let out = rt
             .block_on(run::run(
                 &cfg,

@@ -387,8 +387,8 @@ fn bench_serve_openai_responses_matches_the_trace() {
         "br-",
     ];
     let cfg: ServeConfig = Wrap::parse_from(argv).a.validate().expect("valid flags");
-    assert_eq!(cfg.endpoint, "/v1/responses");
-    assert_eq!(cfg.backend.dialect(&cfg.endpoint), Dialect::Responses);
+    assert_eq!(cfg.conn.endpoint, "/v1/responses");
+    assert_eq!(cfg.conn.dialect(), Dialect::Responses);
     let out = rt
         .block_on(run::run(
             &cfg,

@@ -7,14 +7,13 @@
 //! a probe's decision reads; the cell measures a decode window over one shared prompt and
 //! keeps per-stream summaries, not the per-request latencies an SLO is written in.
 
-use crate::bench::engine::plan::{Plan, Warmup};
-use crate::bench::engine::record::{LatencyOrigin, RequestEnd, TtftPredicate};
-use crate::bench::vllm::body::BodyBuilder;
+use crate::bench::engine::plan::Plan;
+use crate::bench::engine::record::TtftPredicate;
 use crate::bench::vllm::connection::Connection;
+use crate::bench::vllm::plan::BodyFields;
 use crate::workload::datasets::{DatasetConfig, DatasetKind};
 use crate::workload::request_id::RequestIds;
 use crate::workload::schedule::ScheduleConfig;
-use std::sync::Arc;
 
 /// What every request of the search is: one workload, the same at every load — where and how
 /// it is sent (`bench serve`'s connection flags) and what it asks (`bench serve`'s dataset).
@@ -146,61 +145,20 @@ fn plan(w: &Workload, key: u64, n: usize, index: u64) -> Plan {
 /// with (its client, model and readiness), and what a dataset read once is loaded by.
 pub fn setup_plan(w: &Workload) -> Plan {
     let c = &w.connection;
-    let (dialect, chat) = (c.dialect(), c.chat());
+    let fields = BodyFields {
+        // Every request is held to its sample's output length: a probe's load is the
+        // dataset's lengths, not where the model happens to stop.
+        ignore_eos: true,
+        continuous_usage: false,
+        extra: serde_json::Map::new(),
+    };
     Plan {
-        base_url: c.base_url.clone(),
-        headers: c.headers.clone(),
-        api_key: c.api_key.clone(),
-        insecure: c.insecure,
-        system_roots: c.system_roots,
-        ca_cert: c.ca_cert.clone(),
-        kernel_stamps: c.kernel_stamps,
-        packet_stamps: c.packet_stamps,
         // Always: no request's latency includes a handshake.
         preconnect: true,
         ready_check_timeout_s: c.ready_check_timeout_s.max(60),
-        model: c.model.clone(),
-        served_model_name: c.served_model_name.clone(),
-        tokenizer: c.tokenizer.clone(),
-        endpoint: c.endpoint.clone(),
-        dialect,
-        chat,
-        bodies: Arc::new(BodyBuilder {
-            model: c
-                .served_model_name
-                .clone()
-                .or_else(|| c.model.clone())
-                .unwrap_or_default(),
-            dialect,
-            chat,
-            // Every request is held to its sample's output length: a probe's load is the
-            // dataset's lengths, not where the model happens to stop.
-            ignore_eos: true,
-            continuous_usage: false,
-            extra: serde_json::Map::new(),
-        }),
-        keep_text: false,
-        request_ids: RequestIds::Uuid {
-            run: w.dataset.seed as u32,
-        },
-        routing_key: false,
-        turns: 1,
-        turn_len: 0,
-        lora_modules: Vec::new(),
-        lora_assignment: crate::bench::engine::lora::LoraAssignment::RoundRobin,
-        dataset: w.dataset.clone(),
-        schedule: ScheduleConfig::default(),
-        self_timed: false,
-        max_concurrency: None,
-        num_warmups: 0,
-        warmup: Warmup::default(),
-        shard: None,
-        start_at_unix_ns: None,
-        probe_request_rate: 0.0,
         progress_step: "capacity",
-        latency_origin: LatencyOrigin::Scheduled,
         ttft: TtftPredicate::FirstContent,
-        end: RequestEnd::LastChoice,
+        ..crate::bench::vllm::plan::on(c, fields, w.dataset.clone())
     }
 }
 
@@ -245,6 +203,46 @@ mod tests {
             round_plan(&w, 9, 40, 0).dataset.seed,
         ];
         assert!(seeds[0] != seeds[1] && seeds[0] != seeds[2] && seeds[1] != seeds[2]);
+    }
+
+    /// The connection is `bench serve`'s; a search always preconnects, waits at least a
+    /// minute for the server, holds every output to its length and times the first content.
+    #[test]
+    fn the_setup_plan_is_the_connection_with_capacitys_rules() {
+        let mut w = Workload::random("http://127.0.0.1:1/", Some("m".into()), 64, 16, 7);
+        w.connection.api_key = Some("sk-1".into());
+        w.connection.served_model_name = Some("s".into());
+        let p = setup_plan(&w);
+        assert_eq!(p.base_url, "http://127.0.0.1:1");
+        assert_eq!(p.api_key.as_deref(), Some("sk-1"));
+        assert_eq!(
+            (p.model.as_deref(), p.served_model_name.as_deref()),
+            (Some("m"), Some("s"))
+        );
+        assert!(p.preconnect && p.kernel_stamps && !p.packet_stamps);
+        assert_eq!(p.ready_check_timeout_s, 60);
+        w.connection.ready_check_timeout_s = 90;
+        assert_eq!(setup_plan(&w).ready_check_timeout_s, 90);
+        assert_eq!(
+            (p.progress_step, p.ttft),
+            ("capacity", TtftPredicate::FirstContent)
+        );
+        assert_eq!((p.num_warmups, p.max_concurrency), (0, None));
+        assert_eq!(
+            p.request_ids,
+            RequestIds::Uuid {
+                run: w.dataset.seed as u32
+            }
+        );
+        let s = crate::workload::datasets::Sample {
+            group: None,
+            prompt: crate::workload::datasets::PromptSource::Text("hi".into()),
+            prompt_len: 1,
+            output_len: 4,
+        };
+        let body = p.bodies.request_body(&s, "m", &mut Vec::new()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["ignore_eos"], true);
     }
 
     #[test]

@@ -84,7 +84,7 @@ fn judge_batching(fail: bool, done: CliResult) -> CliResult {
 fn serve(a: &ServeArgs) -> CliResult {
     let cfg = a.validate().map_err(CliError::usage)?;
     if let (Some(t), false) = (
-        &cfg.tokenizer,
+        &cfg.conn.tokenizer,
         crate::workload::tokenizer::LocalTokenizer::AVAILABLE,
     ) {
         eprintln!("note: --tokenizer {t} is recorded as tokenizer_id; llmspeed loads no tokenizer and counts text with the server's /tokenize");

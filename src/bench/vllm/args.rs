@@ -355,26 +355,10 @@ pub struct ServeArgs {
 /// Everything the runner needs, checked.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
-    pub backend: Backend,
-    pub base_url: String,
-    pub endpoint: String,
-    pub headers: Vec<(String, String)>,
+    /// The server and how requests reach it (the connection flags, checked).
+    pub conn: Connection,
     /// What request i's `x-request-id` is: `{prefix}{i}` (vLLM's form) or a UUID.
-    pub request_ids: crate::workload::request_id::RequestIds,
-    pub insecure: bool,
-    pub system_roots: bool,
-    pub ca_cert: Option<std::path::PathBuf>,
-    /// Kernel receive stamps on plain connections (`--no-kernel-stamps` turns them off).
-    pub kernel_stamps: bool,
-    /// Packet stamps asked for (the default; `net::packet_stamps_wanted`).
-    pub packet_stamps: bool,
-    /// `--preconnect`.
-    pub preconnect: bool,
-    pub api_key: Option<String>,
-    pub model: Option<String>,
-    pub served_model_name: Option<String>,
-    pub tokenizer: Option<String>,
-    pub ready_check_timeout_s: u64,
+    pub request_ids: RequestIds,
     pub dataset: DatasetConfig,
     pub schedule: ScheduleConfig,
     /// `--request-rate` as given (`inf` or a number), for the result.
@@ -795,10 +779,7 @@ impl ServeArgs {
             multi_turn,
         } = c;
         Ok(ServeConfig {
-            backend: conn.backend,
-            base_url: conn.base_url,
-            endpoint: conn.endpoint,
-            headers: conn.headers,
+            conn,
             request_ids: match &self.request_id_prefix {
                 Some(p) => RequestIds::Prefix(p.clone()),
                 // A tag per run, so two runs' logs do not mix (vLLM's default prefix holds a
@@ -807,17 +788,6 @@ impl ServeArgs {
                     run: rand::random(),
                 },
             },
-            insecure: conn.insecure,
-            system_roots: conn.system_roots,
-            ca_cert: conn.ca_cert,
-            kernel_stamps: conn.kernel_stamps,
-            packet_stamps: conn.packet_stamps,
-            preconnect: conn.preconnect,
-            api_key: conn.api_key,
-            model: conn.model,
-            served_model_name: conn.served_model_name,
-            tokenizer: conn.tokenizer,
-            ready_check_timeout_s: conn.ready_check_timeout_s,
             dataset,
             schedule,
             request_rate: self.request_rate.0,
@@ -907,9 +877,9 @@ mod tests {
     #[test]
     fn defaults_match_vllm() {
         let c = parse(&[]).unwrap();
-        assert_eq!(c.base_url, "http://127.0.0.1:8000");
-        assert_eq!(c.endpoint, "/v1/completions");
-        assert_eq!(c.backend, Backend::OpenAi);
+        assert_eq!(c.conn.base_url, "http://127.0.0.1:8000");
+        assert_eq!(c.conn.endpoint, "/v1/completions");
+        assert_eq!(c.conn.backend, Backend::OpenAi);
         assert!(c.request_rate.is_infinite());
         assert_eq!(c.dataset.num_prompts, 1000);
         assert_eq!(
@@ -935,7 +905,7 @@ mod tests {
     #[test]
     fn chat_backend_picks_the_chat_endpoint_and_mismatch_is_refused() {
         let c = parse(&["--backend", "openai-chat"]).unwrap();
-        assert_eq!(c.endpoint, "/v1/chat/completions");
+        assert_eq!(c.conn.endpoint, "/v1/chat/completions");
         let e = parse(&["--backend", "openai-chat", "--endpoint", "/v1/completions"]).unwrap_err();
         assert!(e.contains("does not match"), "{e}");
     }
@@ -1024,9 +994,9 @@ mod tests {
     #[test]
     fn openai_responses_speaks_the_responses_api() {
         let c = parse(&["--backend", "openai-responses"]).unwrap();
-        assert_eq!(c.endpoint, "/v1/responses");
-        assert_eq!(c.backend.dialect(&c.endpoint), Dialect::Responses);
-        assert!(!c.backend.is_chat());
+        assert_eq!(c.conn.endpoint, "/v1/responses");
+        assert_eq!(c.conn.dialect(), Dialect::Responses);
+        assert!(!c.conn.chat());
         let c = parse(&[
             "--backend",
             "openai-responses",
@@ -1034,7 +1004,7 @@ mod tests {
             "/proxy/v1/responses",
         ])
         .unwrap();
-        assert_eq!(c.backend.dialect(&c.endpoint), Dialect::Responses);
+        assert_eq!(c.conn.dialect(), Dialect::Responses);
         for wrong in [
             [
                 "--backend",
@@ -1078,7 +1048,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(
-            c.headers,
+            c.conn.headers,
             vec![("X-A".into(), "1".into()), ("X-B".into(), "two".into())]
         );
         assert_eq!(c.metadata[0], ("gpu".into(), serde_json::json!("H200")));

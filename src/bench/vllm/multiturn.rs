@@ -79,7 +79,7 @@ pub async fn run(
     log: &mut (dyn Write + Send),
     out: &mut (dyn Write + Send),
 ) -> Result<Value, RunError> {
-    if !cfg.backend.is_chat() {
+    if !cfg.conn.chat() {
         return Err(RunError::Setup(
             "--multi-turn sends conversations: use --backend openai-chat".into(),
         ));
@@ -88,7 +88,7 @@ pub async fn run(
     let client = client_for(&plan, clock.clone())?;
     let ready = resolve_model(&plan, &client, log);
     let model = unless_stopped(cancel, crate::bench::engine::run::READY, ready).await?;
-    let request_model = cfg.served_model_name.clone().unwrap_or(model.clone());
+    let request_model = cfg.conn.served_model_name.clone().unwrap_or(model.clone());
     let convs = conversations(cfg, mt)?;
     let total_turns: usize = convs.iter().map(|c| c.turns.len()).sum();
     let concurrency = mt
@@ -225,7 +225,7 @@ impl Talk {
             let body = self.body(&model, c.system.as_deref(), &history, user, *out_len);
             let req = StreamRequest {
                 header: None,
-                path: self.cfg.endpoint.clone(),
+                path: self.cfg.conn.endpoint.clone(),
                 body: Bytes::from(body.to_string()),
                 dialect: crate::net::Dialect::OpenAi,
                 expected_events: *out_len as usize + 8,
@@ -358,7 +358,7 @@ fn result_json(
         )),
     );
     r.insert("mode".into(), json!("multi_turn"));
-    r.insert("backend".into(), json!(cfg.backend.as_str()));
+    r.insert("backend".into(), json!(cfg.conn.backend.as_str()));
     r.insert("model_id".into(), json!(model));
     r.insert("num_conversations".into(), json!(ended.len()));
     r.insert("turns_per_conversation".into(), json!(mt.num_turns));

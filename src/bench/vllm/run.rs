@@ -309,10 +309,14 @@ fn run_info(cfg: &ServeConfig, m: &Measured) -> RunInfo {
     }
     RunInfo {
         date: result::format_date(SystemTime::now()),
-        backend: cfg.backend.as_str().to_string(),
+        backend: cfg.conn.backend.as_str().to_string(),
         label: cfg.label.clone(),
         model_id: m.model.clone(),
-        tokenizer_id: cfg.tokenizer.clone().unwrap_or_else(|| m.model.clone()),
+        tokenizer_id: cfg
+            .conn
+            .tokenizer
+            .clone()
+            .unwrap_or_else(|| m.model.clone()),
         num_prompts,
         metadata: cfg.metadata.clone(),
         request_rate: cfg.request_rate,

@@ -190,7 +190,7 @@ fn sweep_file_name(cfg: &ServeConfig, model: Option<&str>, date: &str, key: &str
     if let Some(f) = &cfg.result_filename {
         return sweep::file_name(f, "-sweep", None);
     }
-    let label = cfg.label.as_deref().unwrap_or(cfg.backend.as_str());
+    let label = cfg.label.as_deref().unwrap_or(cfg.conn.backend.as_str());
     let model = model.unwrap_or("model");
     let model = model.rsplit('/').next().unwrap_or(model);
     format!("{label}-sweep-{key}-{model}-{date}.json")
@@ -230,7 +230,7 @@ async fn multi_turn(
         let date = result::format_date(SystemTime::now()).replace([' ', ':'], "");
         format!(
             "{}-multi-turn-{}-{date}.json",
-            cfg.label.as_deref().unwrap_or(cfg.backend.as_str()),
+            cfg.label.as_deref().unwrap_or(cfg.conn.backend.as_str()),
             model.rsplit('/').next().unwrap_or(model)
         )
     });
@@ -321,7 +321,7 @@ impl DryRunStats {
 fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunError> {
     let io = |e: std::io::Error| RunError::Save("stdout".into(), e);
     let local = local_tokenizer(
-        cfg.tokenizer.as_deref(),
+        cfg.conn.tokenizer.as_deref(),
         "an estimate (bytes / 4)",
         &mut std::io::stderr(),
     )?;
@@ -338,7 +338,7 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
         };
         let chat = chat_fns(
             &p.cfg.dataset,
-            cfg.tokenizer.as_deref(),
+            cfg.conn.tokenizer.as_deref(),
             local.as_ref(),
             &mut std::io::stderr(),
         )?;
