@@ -362,7 +362,11 @@ pub async fn load_samples(
     let samples = unless_stopped(cancel, "loading the dataset", loading).await?;
     match images {
         ImagePath::Producer { .. } => note_producer(&images, samples.len(), log),
-        _ => note_images(&samples, started.elapsed(), log),
+        _ => {
+            let per_prompt = samples.iter().map(datasets::random_mm::images);
+            let totals = crate::workload::image::ImageTotals::of(per_prompt);
+            note_images(totals.as_ref(), started.elapsed(), ImagesKept::Held, log)
+        }
     }
     let (samples, counting, kind) = match cuts {
         Some(true) => (samples, TokenCounting::Local, PromptKind::DatasetText),
@@ -593,45 +597,46 @@ pub fn image_memory_verdict(need: u64, available: u64) -> Result<(), String> {
     ))
 }
 
-/// A line on `log` for the dry run's images: each made (or read), counted and dropped, how
-/// long that took on how many threads, and what a run would hold made before it.
-pub fn note_counted(
-    totals: Option<&crate::workload::image::ImageTotals>,
-    took: std::time::Duration,
-    log: &mut (dyn Write + Send),
-) {
-    if let Some(t) = totals {
-        let _ = writeln!(
-            log,
-            "images: {} made and counted in {:.1} s on {}, each dropped once counted: {} \
-             pixels, {} bytes encoded, {:.1} MiB of data URLs",
-            t.images,
-            took.as_secs_f64(),
-            threads(),
-            t.pixels,
-            t.encoded_bytes,
-            t.url_bytes as f64 / 1048576.0
-        );
-    }
+/// What became of a dataset's images once made (or read) and counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImagesKept {
+    /// Each dropped once counted (the dry run).
+    Dropped,
+    /// Made before the run and held in memory until it ends.
+    Held,
 }
 
-/// A line on `log` for an image dataset: its images were made before the run, how long that
-/// took on how many threads, and what they hold in memory until the run ends.
-pub fn note_images(samples: &[Sample], took: std::time::Duration, log: &mut (dyn Write + Send)) {
-    let per_prompt = samples.iter().map(datasets::random_mm::images);
-    if let Some(t) = crate::workload::image::ImageTotals::of(per_prompt) {
-        let _ = writeln!(
-            log,
-            "images: {} made before the run in {:.1} s on {}: {} pixels, {} bytes \
-             encoded, their data URLs hold {:.1} MiB until the run ends",
-            t.images,
-            took.as_secs_f64(),
-            threads(),
-            t.pixels,
-            t.encoded_bytes,
-            t.url_bytes as f64 / 1048576.0
-        );
-    }
+/// A line on `log` for a dataset's images: how many, how long making them took on how many
+/// threads, and what they hold (pixels, encoded bytes, data URLs), said as `kept` has it.
+pub fn note_images(
+    totals: Option<&crate::workload::image::ImageTotals>,
+    took: std::time::Duration,
+    kept: ImagesKept,
+    log: &mut (dyn Write + Send),
+) {
+    let Some(t) = totals else { return };
+    let mib = t.url_bytes as f64 / 1048576.0;
+    let (made, dropped, urls) = match kept {
+        ImagesKept::Dropped => (
+            "made and counted",
+            ", each dropped once counted",
+            format!("{mib:.1} MiB of data URLs"),
+        ),
+        ImagesKept::Held => (
+            "made before the run",
+            "",
+            format!("their data URLs hold {mib:.1} MiB until the run ends"),
+        ),
+    };
+    let _ = writeln!(
+        log,
+        "images: {} {made} in {:.1} s on {}{dropped}: {} pixels, {} bytes encoded, {urls}",
+        t.images,
+        took.as_secs_f64(),
+        threads(),
+        t.pixels,
+        t.encoded_bytes,
+    );
 }
 
 /// What the server offers (its vocabulary, `/tokenize`, whether it takes token ids), read
@@ -1019,6 +1024,39 @@ fn next_len(own: bool, sent: u64, n: u64, target: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two image lines, worked by hand from the old two functions' texts: the dry run's
+    /// (each image dropped) and the run's (each held until it ends); no images, no line.
+    #[test]
+    fn the_image_line_says_whether_the_images_are_dropped_or_held() {
+        let t = crate::workload::image::ImageTotals {
+            images: 3,
+            pixels: 12,
+            encoded_bytes: 345,
+            url_bytes: 3 * 1048576 / 2,
+            ..Default::default()
+        };
+        let line = |totals, kept| {
+            let mut v = Vec::new();
+            note_images(totals, std::time::Duration::from_millis(2500), kept, &mut v);
+            String::from_utf8(v).unwrap()
+        };
+        assert_eq!(
+            line(Some(&t), ImagesKept::Dropped),
+            format!(
+                "images: 3 made and counted in 2.5 s on {}, each dropped once counted: 12 pixels, 345 bytes encoded, 1.5 MiB of data URLs\n",
+                threads()
+            )
+        );
+        assert_eq!(
+            line(Some(&t), ImagesKept::Held),
+            format!(
+                "images: 3 made before the run in 2.5 s on {}: 12 pixels, 345 bytes encoded, their data URLs hold 1.5 MiB until the run ends\n",
+                threads()
+            )
+        );
+        assert_eq!(line(None, ImagesKept::Held), "");
+    }
 
     #[test]
     fn images_may_take_nine_tenths_of_the_available_memory() {

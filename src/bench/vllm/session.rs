@@ -9,7 +9,7 @@
 
 use crate::bench::engine::multi_run::{self, Spread};
 use crate::bench::engine::samples::{
-    chat_fns, check_image_memory, local_tokenizer, note_counted, DatasetTokens,
+    chat_fns, check_image_memory, local_tokenizer, note_images, DatasetTokens, ImagesKept,
 };
 use crate::bench::engine::session::{self, Io, Ran, Runs};
 use crate::bench::engine::RunError;
@@ -357,7 +357,12 @@ fn dry_run(cfg: &ServeConfig, out: &mut (dyn Write + Send)) -> Result<(), RunErr
         let per_prompt: Vec<&[Image]> = samples.iter().map(datasets::random_mm::images).collect();
         let images = ImageTotals::counted(&per_prompt).map_err(RunError::Setup)?;
         drop(per_prompt);
-        note_counted(images.as_ref(), started.elapsed(), &mut std::io::stderr());
+        note_images(
+            images.as_ref(),
+            started.elapsed(),
+            ImagesKept::Dropped,
+            &mut std::io::stderr(),
+        );
         let counting = match (p.cfg.dataset.kind.token_ids(), &local) {
             (true, _) => "exact (token ids)",
             (false, Some(_)) => "local_tokenizer",
