@@ -143,6 +143,7 @@ fn random_mm_through_the_producer_sends_the_up_front_bytes() {
 #[test]
 fn sglang_image_through_the_producer_sends_the_up_front_bytes() {
     let tmp = tempfile::tempdir().unwrap();
+    let folder = support::processor::folder(tmp.path());
     let mut got = Vec::new();
     for (name, env) in [("up", vec![]), ("producer", vec![(WINDOW, "1")])] {
         let log = tmp.path().join(format!("{name}.jsonl"));
@@ -165,6 +166,9 @@ fn sglang_image_through_the_producer_sends_the_up_front_bytes() {
             "random:8x8-40x48",
             "--seed",
             "9",
+            // The native backend sends the processor's chat template: the folder holds it.
+            "--tokenizer",
+            folder.to_str().unwrap(),
             "--output-file",
             file.to_str().unwrap(),
         ];
@@ -182,6 +186,9 @@ fn sglang_image_through_the_producer_sends_the_up_front_bytes() {
     assert_eq!(up.0.len(), 10);
     for (i, body) in &up.0 {
         assert!(body["image_data"].as_array().is_some_and(|a| !a.is_empty()));
+        // SGLang's native prompt: the processor's template around the images and the text.
+        let text = body["text"].as_str().unwrap_or_default();
+        assert!(text.starts_with("<s><|user|>\n<image>"), "{text:?}");
         assert_eq!(Some(body), producer.0.get(i), "request {i}");
     }
     assert_eq!(up.0.len(), producer.0.len());

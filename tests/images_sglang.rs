@@ -239,6 +239,36 @@ fn received(log: &str, chat: bool) -> Vec<Vec<(u32, u32)>> {
         .collect()
 }
 
+/// Checks that every `/generate` body of the request log `log` sends its text in the
+/// template of `support::processor::folder`, one `<image>` per image of its `image_data` before the row's
+/// text; returns the placeholders' tokens as the mock counts them, over the measured requests
+/// (the log's last six).
+fn templated_texts(log: &str) -> u64 {
+    let bodies: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["method"] == "POST" && r["path"] == "/generate")
+        .map(|r| r["body"].clone())
+        .collect();
+    let per = llmspeed::mock::tokenizer::Tokenizer::new()
+        .encode("<image>")
+        .len() as u64;
+    let mut total = 0;
+    for (i, b) in bodies.iter().enumerate() {
+        let k = b["image_data"].as_array().unwrap().len();
+        let text = b["text"].as_str().unwrap();
+        let head = format!("<s><|user|>\n{}", "<image>".repeat(k));
+        assert!(text.starts_with(&head), "{text:?} begins {head:?}");
+        assert!(text.ends_with("</s>\n<|assistant|>\n"), "{text:?}");
+        let row = &text[head.len()..text.len() - "</s>\n<|assistant|>\n".len()];
+        assert!(!row.is_empty() && !row.contains("<image>"), "{text:?}");
+        if i + 6 >= bodies.len() {
+            total += k as u64 * per;
+        }
+    }
+    total
+}
+
 #[test]
 fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_tokens() {
     use clap::Parser;
@@ -261,7 +291,8 @@ fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_token
         mcfg.image_tokens = ImageTokens::Patches(16);
         let mock = rt.block_on(support::mock::MockServer::start(mcfg));
         let url = format!("http://{}", mock.addr);
-        let argv = [
+        let folder = support::processor::folder(dir.path());
+        let mut argv = vec![
             "x",
             "--base-url",
             &url,
@@ -295,6 +326,10 @@ fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_token
             "--output-file",
             file.to_str().unwrap(),
         ];
+        // The native backend sends the processor's chat template: the folder holds it.
+        if backend == "sglang" {
+            argv.extend(["--tokenizer", folder.to_str().unwrap()]);
+        }
         let cfg = Wrap::parse_from(argv).a.validate().expect("valid flags");
         let done = rt
             .block_on(run::run(
@@ -315,12 +350,20 @@ fn bench_sglang_image_sends_the_drawn_images_and_counts_the_servers_vision_token
         got.sort();
         want.sort();
         assert_eq!(got, want, "{backend}");
-        // Vision tokens: ceil(w / 16) * ceil(h / 16) per image, the mock's rule.
+        // Vision tokens: ceil(w / 16) * ceil(h / 16) per image, the mock's rule; on the
+        // native backend also each image's `<image>` placeholder in the templated text, which
+        // the mock counts as text (a real processor turns it into the image's tokens).
+        let sent = std::fs::read_to_string(&log).unwrap();
+        let placeholders = match backend {
+            "sglang" => templated_texts(&sent),
+            _ => 0,
+        };
         let patches: u64 = drawn
             .iter()
             .flatten()
             .map(|&(w, h)| (w as u64).div_ceil(16) * (h as u64).div_ceil(16))
-            .sum();
+            .sum::<u64>()
+            + placeholders;
         // SGLang's records write Python's NaN and Infinity where JSON has no number.
         let text = std::fs::read_to_string(&file)
             .unwrap()
@@ -405,4 +448,253 @@ fn a_server_that_refuses_images_is_named_once_and_nothing_else_is_sent() {
         .filter(|l| l.contains("/v1/chat/completions"))
         .count();
     assert_eq!(chats, 1, "the warm-up alone reached the server");
+}
+
+/// A copy of the model folder `from` (its weights left out: a processor does not read them)
+/// with `change` applied.
+fn variant(from: &Path, to: &Path, change: impl FnOnce(&Path)) -> std::path::PathBuf {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && e.file_name() != "model.safetensors" {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+    change(to);
+    to.to_path_buf()
+}
+
+/// A Qwen2-VL-shaped template: a default system message, a namespace counting the images,
+/// `add_vision_id` (undefined, so off), parts told apart by their keys.
+const QWEN2VL_SHAPED: &str = "{% set image_count = namespace(value=0) %}{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: {% endif %}<|vision_start|><|image_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// `--backend sglang` (native `/generate`, which applies no template): each image row's text is
+/// SGLang's own `create_mm_data_row` prompt, compared to the character with what llmspeed sends
+/// for the same text and images, on the suite's two tiny vision models as the processor folder
+/// and on variants of them: the template in `chat_template.json` (the legacy file), in
+/// `processor_config.json` (over `chat_template.jinja`), a Qwen2-VL-shaped template, and no
+/// template at all (SGLang's `<image>{text}` fallback); with 1 and 3 images. The text-only
+/// prompt (SGLang's `text_prompt_len` is its count) is compared too, and counted with the
+/// model's tokenizer and its special tokens (as a server counts a prompt) it is SGLang's
+/// `text_prompt_len`; on the LLaVA-style model, the prompt counted so plus 255 per image (each
+/// `<image>` becomes 256 tokens) is SGLang's `prompt_len`, so the server's prompt count less the
+/// text-only count is the vision tokens SGLang counts. On a chat backend SGLang sends the text
+/// alone (llmspeed's chat bodies send the text as a part).
+#[test]
+fn native_image_prompts_are_sglangs_create_mm_data_row() {
+    use llmspeed::workload::chat_template::ChatTemplate;
+    use llmspeed::workload::datasets::sglang_image::{native_prompt, text_only_prompt};
+    let Some(py) = reference::SGLANG.python() else {
+        return;
+    };
+    let (Some(llava), Some(qwen)) = (
+        reference::tiny_vision("LLMSPEED_VLLM_VISION_MODEL"),
+        reference::tiny_vision("LLMSPEED_VLLM_QWEN2VL_MODEL"),
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let jinja = |d: &Path| std::fs::read_to_string(d.join("chat_template.jinja")).unwrap();
+    let other = "{{ bos_token }}[{% for m in messages %}{{ m['role'] }}:{% if m['content'] is string %}{{ m['content'] | trim }}{% else %}{% for p in m['content'] %}{% if p['type'] == 'image' %}<image>{% else %}{{ p['text'] | trim }}{% endif %}{% endfor %}{% endif %}{% endfor %}]{% if add_generation_prompt %} A:{% endif %}";
+    let folders: Vec<(&str, std::path::PathBuf)> = vec![
+        ("llava", llava.clone()),
+        ("qwen2vl", qwen.clone()),
+        (
+            "legacy-json",
+            variant(&llava, &tmp.path().join("legacy"), |d| {
+                let t = jinja(d);
+                std::fs::remove_file(d.join("chat_template.jinja")).unwrap();
+                std::fs::write(
+                    d.join("chat_template.json"),
+                    json!({"chat_template": format!("{t}[legacy]")}).to_string(),
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "processor-config",
+            variant(&llava, &tmp.path().join("config-key"), |d| {
+                let p = d.join("processor_config.json");
+                let mut v: Value =
+                    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+                v["chat_template"] = json!(other);
+                std::fs::write(&p, v.to_string()).unwrap();
+            }),
+        ),
+        (
+            "qwen2vl-shaped",
+            variant(&qwen, &tmp.path().join("qwen-shaped"), |d| {
+                std::fs::write(d.join("chat_template.jinja"), QWEN2VL_SHAPED).unwrap();
+            }),
+        ),
+        (
+            "none",
+            variant(&llava, &tmp.path().join("none"), |d| {
+                std::fs::remove_file(d.join("chat_template.jinja")).unwrap();
+            }),
+        ),
+    ];
+    let url = |w: u32, h: u32, k: u8| {
+        use base64::Engine as _;
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i as u8).wrapping_mul(k)).collect();
+        let png = llmspeed::workload::image::encode_png(w, h, &rgb).unwrap();
+        format!(
+            "data:image/png;base64,{}",
+            base64::engine::general_purpose::STANDARD.encode(png)
+        )
+    };
+    let one = vec![url(20, 12, 3)];
+    let three = vec![url(8, 8, 5), url(30, 17, 7), url(12, 40, 11)];
+    let texts = [
+        "the cat sat on the mat",
+        "Question: <image 1> Find x. \"quoted\" and {braces}\n\nAnswer: ",
+        "  leading and trailing spaces, ünïcode — dashes, image 1  ",
+    ];
+    let mut cases = Vec::new();
+    for (name, dir) in &folders {
+        for (t, text) in texts.iter().enumerate() {
+            // SGLang's processor call fails when the prompt's placeholders and the images
+            // disagree: its fallback has one placeholder, so one image there.
+            let sets: Vec<&Vec<String>> = match *name {
+                "none" => vec![&one],
+                _ => vec![&one, &three],
+            };
+            for urls in sets {
+                let backend = match (*name, t) {
+                    ("llava", 0) if urls.len() == 1 => "sglang-oai-chat",
+                    _ => "sglang",
+                };
+                cases.push(json!({"name": name, "model": dir, "backend": backend,
+                                  "text": text, "urls": urls}));
+            }
+        }
+    }
+    let theirs = reference::run_script(
+        &py,
+        "tests/conformance/sglang_mm_prompt.py",
+        &[],
+        &[("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1")],
+        &Value::Array(cases.clone()),
+    );
+    let theirs = theirs.as_array().expect("a list");
+    assert_eq!(theirs.len(), cases.len());
+    for (c, t) in cases.iter().zip(theirs) {
+        let dir = Path::new(c["model"].as_str().unwrap());
+        let text = c["text"].as_str().unwrap();
+        let urls: Vec<&str> = c["urls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| u.as_str().unwrap())
+            .collect();
+        let p = ChatTemplate::load_processor_dir(dir).unwrap();
+        assert_eq!(p.class.as_deref(), t["class"].as_str(), "{}", c["name"]);
+        if c["backend"] == "sglang-oai-chat" {
+            assert_eq!(t["prompt"], text, "SGLang's chat rows send the text alone");
+            continue;
+        }
+        let ours = native_prompt(&p, text, &urls);
+        assert_eq!(
+            ours.text,
+            t["prompt"].as_str().unwrap(),
+            "{} with {} images, text {text:?}",
+            c["name"],
+            urls.len()
+        );
+        assert_eq!(
+            ours.fallback.is_some(),
+            c["name"] == "none",
+            "{}",
+            c["name"]
+        );
+        let text_only = text_only_prompt(&p, text);
+        assert_eq!(text_only, t["text_only"].as_str().unwrap(), "{}", c["name"]);
+        let tok =
+            llmspeed::workload::tokenizer::LocalTokenizer::load_file(&dir.join("tokenizer.json"))
+                .unwrap();
+        assert_eq!(
+            tok.count_with(&text_only, true).unwrap(),
+            t["text_prompt_len"].as_u64().unwrap(),
+            "the text part as a server counts it is SGLang's text_prompt_len, {}",
+            c["name"]
+        );
+        if matches!(
+            c["name"].as_str(),
+            Some("llava" | "legacy-json" | "processor-config")
+        ) {
+            assert_eq!(
+                tok.count_with(&ours.text, true).unwrap() + 255 * urls.len() as u64,
+                t["prompt_len"].as_u64().unwrap(),
+                "{}",
+                c["name"]
+            );
+        }
+    }
+}
+
+/// A native image run needs the processor's folder: without `--tokenizer` it stops before any
+/// request, saying what SGLang does; with a folder whose processor has no chat template it
+/// sends SGLang's fallback `<image>{text}` for every request, said in a note.
+#[test]
+fn a_native_image_run_without_a_processor_stops_and_without_a_template_falls_back() {
+    use llmspeed::mock::image::ImageTokens;
+    use llmspeed::mock::{MockConfig, Profile};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("requests.jsonl");
+    let mut mcfg = MockConfig::profile(Profile::Fast);
+    mcfg.request_log = Some(log.clone());
+    mcfg.image_tokens = ImageTokens::Patches(16);
+    let mock = rt.block_on(support::mock::MockServer::start(mcfg));
+    let url = format!("http://{}", mock.addr);
+    let folder = support::processor::folder(dir.path());
+    std::fs::remove_file(folder.join("chat_template.jinja")).unwrap();
+    let run = |more: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_llmspeed"))
+            .args(["bench", "sglang", "--base-url", &url, "--backend", "sglang"])
+            .args(["--dataset-name", "image", "--num-prompts", "3"])
+            .args(["--random-input-len", "8", "--random-output-len", "2"])
+            .args(["--image-resolution", "8x8", "--warmup-requests", "0"])
+            .args(more)
+            .arg("--output-file")
+            .arg(dir.path().join("out.jsonl"))
+            .output()
+            .unwrap()
+    };
+    let generates = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["path"] == "/generate")
+            .map(|r| r["body"]["text"].as_str().unwrap().to_string())
+            .collect::<Vec<String>>()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("no --tokenizer"), "{err}");
+    assert!(err.contains("SGLang loads the processor"), "{err}");
+    assert!(generates().is_empty(), "nothing sent");
+    let out = run(&["--tokenizer", folder.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    rt.block_on(mock.stop());
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("has no processor chat template"), "{err}");
+    assert!(
+        err.contains("3 of 3 requests were sent SGLang's fallback prompt"),
+        "{err}"
+    );
+    let sent = generates();
+    assert_eq!(sent.len(), 3);
+    for t in sent {
+        assert!(
+            t.starts_with("<image>") && !t[7..].contains("<image>"),
+            "{t:?}"
+        );
+    }
 }

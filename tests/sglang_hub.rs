@@ -394,13 +394,29 @@ fn mmmu_requests_are_sglangs_own() {
         vec!["--num-prompts", "40", "--seed", "1"],
     ];
     let parquet = dir.path().join("math-test.parquet");
-    let cases: Vec<Value> = flag_sets
+    let mut cases: Vec<Value> = flag_sets
         .iter()
         .map(|f| {
             let argv: Vec<&str> = base.iter().chain(f).copied().collect();
             json!({"argv": argv, "parquet": parquet, "rows": data})
         })
         .collect();
+    // The native backend, with the suite's tiny vision models as the processor: SGLang's
+    // prompt is the processor's chat template around the image and the text.
+    for var in ["LLMSPEED_VLLM_VISION_MODEL", "LLMSPEED_VLLM_QWEN2VL_MODEL"] {
+        let Some(model) = reference::tiny_vision(var) else {
+            continue;
+        };
+        let argv = [
+            "--backend",
+            "sglang",
+            "--dataset-name",
+            "mmmu",
+            "--num-prompts",
+            "10",
+        ];
+        cases.push(json!({"argv": argv, "parquet": parquet, "rows": data, "processor": model}));
+    }
     let answer = reference::run_script(
         &python,
         "tests/sglang_hub/mmmu.py",
@@ -450,6 +466,24 @@ fn mmmu_requests_are_sglangs_own() {
             .collect();
         assert!(!want.is_empty());
         assert_eq!(got, want, "{argv:?}");
+        // The native backend: the text each request sends is SGLang's prompt, to the
+        // character (for SGLang's data URL of the image: the template does not print it).
+        if let Some(model) = case["processor"].as_str() {
+            use llmspeed::workload::chat_template::ChatTemplate;
+            use llmspeed::workload::datasets::sglang_image::native_prompt;
+            let p = ChatTemplate::load_processor_dir(Path::new(model)).unwrap();
+            for (g, r) in got.iter().zip(answer["requests"].as_array().unwrap()) {
+                let urls: Vec<&str> = r["urls"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|u| u.as_str().unwrap())
+                    .collect();
+                let ours = native_prompt(&p, g["text"].as_str().unwrap(), &urls);
+                assert_eq!(ours.fallback, None);
+                assert_eq!(ours.text, r["prompt"].as_str().unwrap(), "{model}");
+            }
+        }
     }
     mmmu_end_to_end(&std::fs::read(&parquet).unwrap(), &answer[0]["requests"]);
 }

@@ -1,11 +1,15 @@
 //! Tokenizer folders' chat-template files (`workload::chat_template`): any `tokenizer_config.json`
 //! text, any `chat_template.jinja` and `special_tokens_map.json` (the input split at NUL bytes)
 //! are parsed, compiled and rendered without a panic; a bad file or template is an error value,
-//! and a template that runs away stops at its fuel.
+//! and a template that runs away stops at its fuel. The same texts read as a processor's
+//! files (`processor_config.json`, `chat_template.json`) are found and rendered with a list
+//! content of image and text parts the same way.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use llmspeed::workload::chat_template::{ChatTemplate, Message, TemplateFiles};
+use llmspeed::workload::chat_template::{
+    ChatTemplate, Message, Part, ProcessorFiles, TemplateFiles,
+};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(s) = std::str::from_utf8(data) else {
@@ -36,5 +40,15 @@ fuzz_target!(|data: &[u8]| {
             },
         ];
         let _ = t.render(&messages, true, None);
+    }
+    let processor = ProcessorFiles {
+        processor: config,
+        legacy: special,
+        tokenizer: files,
+    };
+    if let Ok(p) = ChatTemplate::processor("fuzz", &processor) {
+        if let Ok(t) = p.template {
+            let _ = t.render_user_parts(&[Part::Image("data:x"), Part::Text("Hi.")]);
+        }
     }
 });

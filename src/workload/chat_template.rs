@@ -8,14 +8,19 @@
 //! special-token variables `transformers` gives a template (`bos_token`, `eos_token`, ..., the
 //! model's own `*_token` keys; from `tokenizer_config.json`, `special_tokens_map.json`
 //! overriding where the config has no `added_tokens_decoder`), the rule a front end gives for
-//! wrapping dataset prompts ([`Wrap`]), and rendering messages through it with minijinja set up as `transformers` sets up
+//! wrapping dataset prompts ([`Wrap`]), a processor's template as `transformers` 5's
+//! `ProcessorMixin` finds it ([`ChatTemplate::processor`]: `processor_config.json`'s
+//! `chat_template`, else `chat_template.json`, else `chat_template.jinja` and the named ones;
+//! never `tokenizer_config.json`'s) with a user message of image and text parts ([`Part`]), and
+//! rendering messages through it with minijinja set up as `transformers` sets up
 //! Jinja2: blocks trimmed and left-stripped, loop controls, Python's string and dict methods
 //! (minijinja-contrib's `pycompat`), `raise_exception`, `strftime_now`, a `tojson` that writes
 //! what Python's `json.dumps(ensure_ascii=False)` writes, and `True`/`False`/`None` printed as
 //! Python prints them.
 //!
 //! Must never: run on the per-token path (templates are rendered with the dataset, before the
-//! run), or reach the network (the caller resolves the files; `workload::tokenizer` does that for
+//! run, or once per request as its body is built: SGLang's native image prompts), or reach the
+//! network (the caller resolves the files; `workload::tokenizer` does that for
 //! `--tokenizer`). [`ChatTemplate::parse`] is pure; [`ChatTemplate::load_dir`] is the one reader.
 
 use std::collections::BTreeMap;
@@ -221,19 +226,7 @@ impl ChatTemplate {
             },
             (None, None) => return Ok(None),
         };
-        let mut tokens = BTreeMap::new();
-        if let Some(c) = &config {
-            special_tokens(c, true, &mut tokens);
-        }
-        // transformers reads the old special-tokens file only for a config without
-        // `added_tokens_decoder`; there its tokens override the config's.
-        let legacy = config
-            .as_ref()
-            .is_none_or(|c| !c.contains_key("added_tokens_decoder"));
-        if let (Some(t), true) = (files.special_tokens_map, legacy) {
-            let origin = format!("{dir}/{SPECIAL_TOKENS_FILE}");
-            special_tokens(&json_object(&origin, t)?, false, &mut tokens);
-        }
+        let tokens = tokens(dir, config.as_ref(), files.special_tokens_map)?;
         let env = environment(source).map_err(|e| ChatTemplateError::Compile {
             origin: origin.clone(),
             message: one_line(&e),
@@ -370,6 +363,238 @@ impl ChatTemplate {
     }
 }
 
+/// A processor's settings (`transformers`' `ProcessorMixin`): `processor_class`, and a
+/// `chat_template` key that wins over every template file.
+pub const PROCESSOR_FILE: &str = "processor_config.json";
+/// A processor's template as older `transformers` saved it: `{"chat_template": "..."}`. It wins
+/// over `chat_template.jinja`.
+pub const PROCESSOR_TEMPLATE_FILE: &str = "chat_template.json";
+
+/// The raw texts of a model folder's files a processor reads its chat template from.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessorFiles<'a> {
+    /// `processor_config.json`.
+    pub processor: Option<&'a str>,
+    /// `chat_template.json`.
+    pub legacy: Option<&'a str>,
+    /// `chat_template.jinja`, `additional_chat_templates/*.jinja` and the tokenizer's files
+    /// (their special tokens; `tokenizer_config.json`'s `chat_template` is the tokenizer's
+    /// alone: a processor never reads it).
+    pub tokenizer: TemplateFiles<'a>,
+}
+
+/// A model folder's processor as `processor.apply_chat_template` sees it.
+#[derive(Debug)]
+pub struct Processor {
+    /// `processor_config.json`'s `processor_class` (the class `AutoProcessor` makes).
+    pub class: Option<String>,
+    /// The template, or the reason `apply_chat_template` raises: the processor has none,
+    /// several without a `default`, or one that does not compile (Jinja2 compiles it then).
+    pub template: Result<ChatTemplate, String>,
+}
+
+/// One part of a message's content, as a list content holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part<'a> {
+    /// `{"type": "image", "image": {"url": url}}`.
+    Image(&'a str),
+    /// `{"type": "text", "text": text}`.
+    Text(&'a str),
+}
+
+impl ChatTemplate {
+    /// One user message whose content is `parts` (a list, as `transformers` passes a list
+    /// content: each part a dict, keys in the order written above), rendered with the
+    /// generation prompt.
+    pub fn render_user_parts(&self, parts: &[Part<'_>]) -> Result<String, ChatTemplateError> {
+        let map = |pairs: Vec<(&str, Value)>| Value::from_iter(pairs);
+        let content: Vec<Value> = parts
+            .iter()
+            .map(|p| match *p {
+                Part::Image(url) => map(vec![
+                    ("type", Value::from("image")),
+                    ("image", map(vec![("url", Value::from(url))])),
+                ]),
+                Part::Text(t) => map(vec![
+                    ("type", Value::from("text")),
+                    ("text", Value::from(t)),
+                ]),
+            })
+            .collect();
+        let message = map(vec![
+            ("role", Value::from("user")),
+            ("content", Value::from(content)),
+        ]);
+        self.render_value(Value::from(vec![message]), true, None)
+    }
+
+    /// The processor of the model folder `dir`: reads the files of [`ProcessorFiles`] that
+    /// exist; everything else is [`ChatTemplate::processor`].
+    pub fn load_processor_dir(dir: &Path) -> Result<Processor, ChatTemplateError> {
+        let read = |name: &str| -> Result<Option<String>, ChatTemplateError> {
+            let path = dir.join(name);
+            match std::fs::read_to_string(&path) {
+                Ok(t) => Ok(Some(t)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(ChatTemplateError::Read {
+                    path,
+                    message: e.to_string(),
+                }),
+            }
+        };
+        let processor = read(PROCESSOR_FILE)?;
+        let legacy = read(PROCESSOR_TEMPLATE_FILE)?;
+        let jinja = read(TEMPLATE_FILE)?;
+        let config = read(CONFIG_FILE)?;
+        let special = read(SPECIAL_TOKENS_FILE)?;
+        let mut named = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(dir.join(TEMPLATE_DIR)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(stem) = name.strip_suffix(".jinja") {
+                    let rel = format!("{TEMPLATE_DIR}/{name}");
+                    if let Some(text) = read(&rel)? {
+                        named.push((stem.to_string(), text));
+                    }
+                }
+            }
+        }
+        named.sort();
+        let files = ProcessorFiles {
+            processor: processor.as_deref(),
+            legacy: legacy.as_deref(),
+            tokenizer: TemplateFiles {
+                jinja: jinja.as_deref(),
+                named: named
+                    .iter()
+                    .map(|(n, t)| (n.as_str(), t.as_str()))
+                    .collect(),
+                config: config.as_deref(),
+                special_tokens_map: special.as_deref(),
+            },
+        };
+        Self::processor(&dir.display().to_string(), &files)
+    }
+
+    /// The processor among `files` of the folder `dir`, as `transformers` 5
+    /// (`ProcessorMixin.from_pretrained`, then `apply_chat_template`) finds its template: the
+    /// legacy `chat_template.json`'s as the `default` (beside named templates: an error, as
+    /// loading fails there), else `chat_template.jinja` as the `default` with the named ones;
+    /// `processor_config.json`'s own `chat_template` over all of them. One template, or the
+    /// `default` of several, is it; several without a `default`, or none, is the reason
+    /// `apply_chat_template` raises. Errors: a file that is not what it should be (loading the
+    /// processor fails on it).
+    pub fn processor(
+        dir: &str,
+        files: &ProcessorFiles<'_>,
+    ) -> Result<Processor, ChatTemplateError> {
+        let processor_origin = format!("{dir}/{PROCESSOR_FILE}");
+        let settings = match files.processor {
+            Some(t) => Some(json_object(&processor_origin, t)?),
+            None => None,
+        };
+        let class = settings
+            .as_ref()
+            .and_then(|s| s.get("processor_class"))
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string);
+        let t = &files.tokenizer;
+        // Each candidate: (name, origin, source), in the order transformers lists them.
+        let mut found: Vec<(String, String, String)> = Vec::new();
+        if let Some(text) = files.legacy {
+            let origin = format!("{dir}/{PROCESSOR_TEMPLATE_FILE}");
+            let fmt = |m: &str| ChatTemplateError::Format {
+                origin: origin.clone(),
+                message: m.to_string(),
+            };
+            let source = match json_object(&origin, text)?.get("chat_template") {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                _ => return Err(fmt("\"chat_template\" must be the template's text")),
+            };
+            if !t.named.is_empty() {
+                return Err(fmt(&format!(
+                    "it cannot stand beside templates in {TEMPLATE_DIR}/ (transformers refuses the \
+                     pair: replace it with chat_template.jinja)"
+                )));
+            }
+            found.push(("default".into(), origin, source));
+        } else {
+            for (name, text) in &t.named {
+                let origin = format!("{dir}/{TEMPLATE_DIR}/{name}.jinja");
+                found.push((name.to_string(), origin, text.to_string()));
+            }
+            if let Some(j) = t.jinja {
+                found.retain(|(n, _, _)| n != "default");
+                found.push(("default".into(), format!("{dir}/{TEMPLATE_FILE}"), j.into()));
+            }
+        }
+        match settings.as_ref().and_then(|s| s.get("chat_template")) {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(s)) => {
+                found = vec![("default".into(), processor_origin.clone(), s.clone())];
+            }
+            Some(serde_json::Value::Object(m)) => {
+                found = Vec::new();
+                for (name, v) in m {
+                    let Some(s) = v.as_str() else {
+                        return Err(ChatTemplateError::Format {
+                            origin: processor_origin,
+                            message: format!("chat_template.{name} is not a template's text"),
+                        });
+                    };
+                    found.push((name.clone(), processor_origin.clone(), s.to_string()));
+                }
+            }
+            Some(_) => {
+                return Err(ChatTemplateError::Format {
+                    origin: processor_origin,
+                    message: "chat_template must be a template's text or named templates".into(),
+                })
+            }
+        }
+        let chosen = match found.len() {
+            0 => Err(format!(
+                "{dir} has no processor chat template (no {PROCESSOR_TEMPLATE_FILE}, \
+                 {TEMPLATE_FILE}, or chat_template in {PROCESSOR_FILE})"
+            )),
+            _ => match found.iter().position(|(n, _, _)| n == "default") {
+                Some(i) => Ok(found.swap_remove(i)),
+                None => {
+                    let names: Vec<&str> = found.iter().map(|(n, _, _)| n.as_str()).collect();
+                    Err(format!(
+                        "the processor of {dir} has several chat templates ({}) and none named \
+                         \"default\"",
+                        names.join(", ")
+                    ))
+                }
+            },
+        };
+        let template = match chosen {
+            Err(why) => Err(why),
+            Ok((_, origin, source)) => {
+                let config_origin = format!("{dir}/{CONFIG_FILE}");
+                let config = match t.config {
+                    Some(c) => Some(json_object(&config_origin, c)?),
+                    None => None,
+                };
+                let tokens = tokens(dir, config.as_ref(), t.special_tokens_map)?;
+                match environment(source) {
+                    Ok(env) => Ok(ChatTemplate {
+                        origin,
+                        env,
+                        tokens,
+                    }),
+                    Err(e) => Err(format!(
+                        "the chat template of {origin} does not compile: {}",
+                        one_line(&e)
+                    )),
+                }
+            }
+        };
+        Ok(Processor { class, template })
+    }
+}
+
 /// `--chat-template-kwargs`: a JSON object of extra template variables.
 pub fn parse_kwargs(flag: &str, text: &str) -> Result<Vars, ChatTemplateError> {
     match serde_json::from_str::<Value>(text) {
@@ -381,6 +606,26 @@ pub fn parse_kwargs(flag: &str, text: &str) -> Result<Vars, ChatTemplateError> {
             "{flag} is not valid JSON: {e}"
         ))),
     }
+}
+
+/// The special tokens a template sees: the config's, then (for a config without
+/// `added_tokens_decoder`, as `transformers` reads the old file only then) the special-tokens
+/// map's over them.
+fn tokens(
+    dir: &str,
+    config: Option<&serde_json::Map<String, serde_json::Value>>,
+    special_tokens_map: Option<&str>,
+) -> Result<BTreeMap<String, Value>, ChatTemplateError> {
+    let mut tokens = BTreeMap::new();
+    if let Some(c) = config {
+        special_tokens(c, true, &mut tokens);
+    }
+    let legacy = config.is_none_or(|c| !c.contains_key("added_tokens_decoder"));
+    if let (Some(t), true) = (special_tokens_map, legacy) {
+        let origin = format!("{dir}/{SPECIAL_TOKENS_FILE}");
+        special_tokens(&json_object(&origin, t)?, false, &mut tokens);
+    }
+    Ok(tokens)
 }
 
 fn json_object(
@@ -843,6 +1088,10 @@ mod tests {
         .to_string()
     }
 
+    fn config_of(template: &str) -> String {
+        config(template)
+    }
+
     fn from_config(template: &str) -> ChatTemplate {
         let c = config(template);
         let files = TemplateFiles {
@@ -854,6 +1103,142 @@ mod tests {
 
     fn user(t: &ChatTemplate, text: &str) -> String {
         t.render(&[Message::user(text)], true, None).unwrap()
+    }
+
+    fn processor(files: &ProcessorFiles<'_>) -> Processor {
+        ChatTemplate::processor("/m", files).unwrap()
+    }
+
+    fn origin(p: &Processor) -> &str {
+        p.template.as_ref().map(ChatTemplate::origin).unwrap()
+    }
+
+    /// transformers 5.19's `ProcessorMixin.from_pretrained` and `apply_chat_template`, worked
+    /// by hand: the legacy JSON over the `.jinja`, the processor config's key over both, a
+    /// named `default`, the tokenizer config's template never.
+    #[test]
+    fn a_processors_template_is_found_as_transformers_finds_it() {
+        let legacy = r#"{"chat_template": "L"}"#;
+        let config = r#"{"processor_class": "LlavaProcessor", "chat_template": "C"}"#;
+        let tok = config_of("T");
+        let base = TemplateFiles {
+            jinja: Some("J"),
+            config: Some(&tok),
+            ..Default::default()
+        };
+        let p = processor(&ProcessorFiles {
+            tokenizer: base.clone(),
+            ..Default::default()
+        });
+        assert_eq!(
+            (origin(&p), p.class.as_deref()),
+            ("/m/chat_template.jinja", None)
+        );
+        let p = processor(&ProcessorFiles {
+            legacy: Some(legacy),
+            tokenizer: base.clone(),
+            ..Default::default()
+        });
+        assert_eq!(origin(&p), "/m/chat_template.json");
+        let p = processor(&ProcessorFiles {
+            processor: Some(config),
+            legacy: Some(legacy),
+            tokenizer: base.clone(),
+        });
+        assert_eq!(origin(&p), "/m/processor_config.json");
+        assert_eq!(p.class.as_deref(), Some("LlavaProcessor"));
+        let rendered = p.template.unwrap().render_user_parts(&[]).unwrap();
+        assert_eq!(rendered, "C");
+        // Named templates: the `default` (the .jinja is it where present), else none usable.
+        let named = TemplateFiles {
+            named: vec![("default", "D"), ("tool_use", "U")],
+            ..Default::default()
+        };
+        let p = processor(&ProcessorFiles {
+            tokenizer: named,
+            ..Default::default()
+        });
+        assert_eq!(origin(&p), "/m/additional_chat_templates/default.jinja");
+        let p = processor(&ProcessorFiles {
+            tokenizer: TemplateFiles {
+                named: vec![("tool_use", "U")],
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let e = p.template.unwrap_err();
+        assert!(e.contains("(tool_use) and none named \"default\""), "{e}");
+        // The tokenizer's own template is not the processor's.
+        let p = processor(&ProcessorFiles {
+            tokenizer: TemplateFiles {
+                config: Some(&tok),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let e = p.template.unwrap_err();
+        assert!(e.starts_with("/m has no processor chat template"), "{e}");
+        // A template that does not compile is apply_chat_template's error, not the load's.
+        let p = processor(&ProcessorFiles {
+            tokenizer: TemplateFiles {
+                jinja: Some("{% if %}"),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        assert!(p.template.unwrap_err().contains("does not compile"));
+        // Loading fails: the legacy file beside named ones, or files that are not JSON objects.
+        for files in [
+            ProcessorFiles {
+                legacy: Some(legacy),
+                tokenizer: TemplateFiles {
+                    named: vec![("a", "A")],
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            ProcessorFiles {
+                legacy: Some(r#"{"template": "x"}"#),
+                ..Default::default()
+            },
+            ProcessorFiles {
+                processor: Some("[1]"),
+                ..Default::default()
+            },
+            ProcessorFiles {
+                processor: Some(r#"{"chat_template": 3}"#),
+                ..Default::default()
+            },
+        ] {
+            assert!(ChatTemplate::processor("/m", &files).is_err(), "{files:?}");
+        }
+    }
+
+    /// A list content reaches the template as `transformers` passes it: each part a dict in
+    /// Python's key order (its `tojson` writes them so), the special tokens beside it.
+    #[test]
+    fn a_list_content_is_the_parts_in_order() {
+        let tok = config_of("");
+        let t = "{{ bos_token }}{{ messages[0]['content'] | tojson }}{% for p in messages[0]['content'] %}{% if p.type == 'image' %}<IMG:{{ p.image.url }}>{% else %}{{ p.text }}{% endif %}{% endfor %}";
+        let p = processor(&ProcessorFiles {
+            tokenizer: TemplateFiles {
+                jinja: Some(t),
+                config: Some(&tok),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let out = p
+            .template
+            .unwrap()
+            .render_user_parts(&[Part::Image("u1"), Part::Image("u2"), Part::Text("hi \"x\"")])
+            .unwrap();
+        assert_eq!(
+            out,
+            "<|begin_of_text|>[{\"type\": \"image\", \"image\": {\"url\": \"u1\"}}, \
+             {\"type\": \"image\", \"image\": {\"url\": \"u2\"}}, \
+             {\"type\": \"text\", \"text\": \"hi \\\"x\\\"\"}]<IMG:u1><IMG:u2>hi \"x\""
+        );
     }
 
     #[test]

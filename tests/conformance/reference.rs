@@ -57,6 +57,24 @@ pub fn tiny_tokenizer() -> Option<PathBuf> {
     }
 }
 
+/// A tiny vision model of `scripts/vllm-server.sh` by its variable
+/// (`LLMSPEED_VLLM_VISION_MODEL`, `LLMSPEED_VLLM_QWEN2VL_MODEL`), a folder with its processor's
+/// files; `None` (NOT RUN) when it is not set, a failure under `CI=true`.
+#[allow(dead_code)]
+pub fn tiny_vision(var: &str) -> Option<PathBuf> {
+    match std::env::var_os(var) {
+        Some(m) if Path::new(&m).join("processor_config.json").is_file() => Some(m.into()),
+        _ => {
+            let msg = format!("{var} (a tiny vision model of scripts/vllm-server.sh) is not set");
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("{msg}");
+            }
+            eprintln!("NOT RUN: {msg}");
+            None
+        }
+    }
+}
+
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance")
 }

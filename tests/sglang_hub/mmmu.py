@@ -9,7 +9,9 @@ hold them, a {bytes, path} struct per image read from the image files named, and
 its start-of-run seeding runs as `run_benchmark` does it, and its own `get_dataset` builds the
 rows with `load_dataset` pointed at PATH. Its `create_mm_data_row` (the processor's counting)
 is replaced by a recorder of what it is given: the text prompt, each image's size as PIL has it
-(after SGLang's RGBA conversion), its data URL's head, and the output length.
+(after SGLang's RGBA conversion), its data URL's head, and the output length; with "processor":
+a model folder in the case, SGLang's processor of it (`get_processor`) and the prompt SGLang's own
+`create_mm_data_row` makes for the row's backend, with the image's data URL.
 """
 
 import contextlib
@@ -26,6 +28,9 @@ from sglang.benchmark import serving
 from sglang.benchmark.datasets import get_dataset
 from sglang.benchmark.datasets import mmmu as mmmu_mod
 from sglang.benchmark.datasets.common import DatasetRow
+from sglang.benchmark.utils import get_processor as real_get_processor
+
+real_create = mmmu_mod.create_mm_data_row
 
 
 def write(case):
@@ -45,12 +50,18 @@ def run(case):
     recorded = []
 
     def record(text_prompt, images, images_base64, output_len, processor, backend):
-        recorded.append({
+        r = {
             "text": text_prompt,
             "sizes": [list(i.size) for i in images],
             "heads": [u.split(",", 1)[0] for u in images_base64],
             "output_len": output_len,
-        })
+        }
+        if case.get("processor"):
+            # SGLang's own row: the prompt the backend sends, for the image's data URL.
+            row = real_create(text_prompt, images, images_base64, output_len, processor, backend)
+            r["prompt"] = row.prompt
+            r["urls"] = list(images_base64)
+        recorded.append(r)
         return DatasetRow(prompt=text_prompt, prompt_len=1, output_len=output_len)
 
     def load_dataset(repo, subset=None, split=None, **kw):
@@ -61,7 +72,11 @@ def run(case):
 
     mmmu_mod.load_dataset = load_dataset
     mmmu_mod.create_mm_data_row = record
-    mmmu_mod.get_processor = lambda _model: None
+    if case.get("processor"):
+        processor = real_get_processor(case["processor"])
+        mmmu_mod.get_processor = lambda _model: processor
+    else:
+        mmmu_mod.get_processor = lambda _model: None
 
     def run_benchmark(args):
         random.seed(args.seed)

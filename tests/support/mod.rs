@@ -9,6 +9,7 @@ pub mod buffering_proxy;
 pub mod mock;
 pub mod nginx;
 pub mod process;
+pub mod processor;
 pub mod relay;
 pub mod tls_front;
 

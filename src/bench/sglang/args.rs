@@ -89,7 +89,8 @@ pub struct SglangArgs {
     #[arg(long)]
     pub served_model_name: Option<String>,
     /// A local tokenizer.json (or a model in the local Hugging Face cache) to count with;
-    /// without one the server's /tokenize counts.
+    /// without one the server's /tokenize counts. image and mmmu on sglang / sglang-native: the
+    /// model's folder, whose processor's chat template wraps each prompt (needed there).
     #[arg(long)]
     pub tokenizer: Option<String>,
     /// sharegpt and custom: wrap each prompt in the tokenizer's chat template (one user
@@ -289,6 +290,9 @@ pub struct SglangConfig {
     pub reader: Reader,
     /// What the engine runs: server, dataset, schedule, concurrency, SGLang's bodies.
     pub plan: Plan,
+    /// The plan's bodies, for a run that completes them (`run`: the processor's chat template
+    /// of a native image run, read when the run starts).
+    pub bodies: SglangBodies,
     pub dataset_name: String,
     pub num_prompts: usize,
     pub request_rate: f64,
@@ -361,13 +365,15 @@ impl SglangArgs {
         let sweep = self.sweep()?;
         let goodput = self.reports()?;
         let turns = self.turns()?;
-        let mut plan = self.plan(reader, default_port, lora_assignment, extra, dataset);
+        let bodies = self.bodies(reader, extra);
+        let mut plan = self.plan(reader, default_port, lora_assignment, &bodies, dataset);
         plan.headers = headers;
         (plan.turns, plan.turn_len) = (turns, self.gsp_question_len);
         Ok(SglangConfig {
             backend: self.backend.clone(),
             reader,
             plan,
+            bodies,
             dataset_name: self.dataset_name.clone(),
             num_prompts,
             request_rate: self.request_rate,
@@ -539,13 +545,33 @@ impl SglangArgs {
         }
     }
 
+    /// SGLang's request bodies for `reader`, `extra` merged into each.
+    fn bodies(&self, reader: Reader, extra: Map<String, Value>) -> SglangBodies {
+        SglangBodies {
+            reader,
+            lora_names: self.lora_name.clone().unwrap_or_default(),
+            flags: BodyFlags {
+                ignore_eos: !self.disable_ignore_eos,
+                return_logprob: self.return_logprob,
+                temperature: self.temperature,
+                top_p: (self.top_p < 1.0).then_some(self.top_p),
+                return_routed_experts: self.return_routed_experts,
+                logprob_start_len: self.logprob_start_len,
+                top_logprobs_num: self.top_logprobs_num,
+                token_ids_logprob: self.token_ids_logprob.clone(),
+                extra,
+            },
+            native_template: None,
+        }
+    }
+
     /// The engine's plan: SGLang's server, bodies, schedule and warm-up.
     fn plan(
         &self,
         reader: Reader,
         default_port: u16,
         lora_assignment: LoraAssignment,
-        extra: Map<String, Value>,
+        bodies: &SglangBodies,
         dataset: DatasetConfig,
     ) -> Plan {
         let base_url = match &self.base_url {
@@ -584,21 +610,7 @@ impl SglangArgs {
             dialect,
             // An image row's text goes as text on every backend (SGLang's `text`).
             chat: reader == Reader::Chat || matches!(self.dataset_name.as_str(), "image" | "mmmu"),
-            bodies: Arc::new(SglangBodies {
-                reader,
-                lora_names: lora_names.clone(),
-                flags: BodyFlags {
-                    ignore_eos: !self.disable_ignore_eos,
-                    return_logprob: self.return_logprob,
-                    temperature: self.temperature,
-                    top_p: (self.top_p < 1.0).then_some(self.top_p),
-                    return_routed_experts: self.return_routed_experts,
-                    logprob_start_len: self.logprob_start_len,
-                    top_logprobs_num: self.top_logprobs_num,
-                    token_ids_logprob: self.token_ids_logprob.clone(),
-                    extra,
-                },
-            }),
+            bodies: Arc::new(bodies.clone()),
             // SGLang keeps every generated text: it counts them again.
             keep_text: true,
             request_ids: RequestIds::Uuid {

@@ -9,6 +9,8 @@
 
 use super::metrics::Reader;
 use crate::bench::engine::plan::Bodies;
+use crate::workload::chat_template::Processor;
+use crate::workload::datasets::sglang_image;
 use crate::workload::sample::{PromptSource, Sample};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -56,6 +58,9 @@ pub struct SglangBodies {
     pub reader: Reader,
     pub lora_names: Vec<String>,
     pub flags: BodyFlags,
+    /// The model's processor, for a native image run: each image row's text goes through its
+    /// chat template ([`sglang_image::native_prompt`]); `None` sends the text as it is.
+    pub native_template: Option<Arc<Processor>>,
 }
 
 impl Bodies for SglangBodies {
@@ -66,6 +71,9 @@ impl Bodies for SglangBodies {
         _ids: &mut Vec<u32>,
     ) -> Result<Vec<u8>, String> {
         let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
+        if let Some(templated) = self.templated(s) {
+            return body(self.reader, model, &templated, lora, &self.flags);
+        }
         body(self.reader, model, s, lora, &self.flags)
     }
 
@@ -96,6 +104,28 @@ impl Bodies for SglangBodies {
         }
         let lora = self.lora_names.iter().any(|l| l == model).then_some(model);
         body(self.reader, model, &round, lora, &flags)
+    }
+}
+
+impl SglangBodies {
+    /// An image row as a native request sends it, its text the processor's chat template
+    /// around its images and text (SGLang's prompt for `/generate`, which applies none); `None`
+    /// for any other row or reader, or without a processor.
+    fn templated(&self, s: &Sample) -> Option<Sample> {
+        let (Reader::Native, Some(p)) = (self.reader, &self.native_template) else {
+            return None;
+        };
+        let PromptSource::Multimodal { text, images } = &s.prompt else {
+            return None;
+        };
+        let PromptSource::Text(t) = &**text else {
+            return None;
+        };
+        let urls: Vec<&str> = images.iter().map(|i| &*i.url).collect();
+        let mut out = s.clone();
+        out.prompt
+            .set_text(sglang_image::native_prompt(p, t, &urls).text);
+        Some(out)
     }
 }
 
@@ -245,6 +275,7 @@ mod tests {
         let bodies = |extra: Value, reader: Reader| SglangBodies {
             reader,
             lora_names: Vec::new(),
+            native_template: None,
             flags: BodyFlags {
                 extra: extra.as_object().unwrap().clone(),
                 ..BodyFlags::default()
@@ -353,6 +384,62 @@ mod tests {
         let v = parse(body(Reader::Completions, "m", &sample("hi", 9), None, &f).unwrap());
         assert_eq!(v["temperature"], 0.0);
         assert!(v.get("logprobs").is_none(), "only with --return-logprob");
+    }
+
+    /// With the processor's template, a native image row sends SGLang's prompt (the template
+    /// around its images and text) beside its URLs; a chat row and a text row are unchanged.
+    #[test]
+    fn native_image_rows_send_the_processors_template() {
+        use crate::workload::chat_template::{ChatTemplate, ProcessorFiles, TemplateFiles};
+        use crate::workload::image::Image;
+        let t = "{% for p in messages[0]['content'] %}{% if p['type'] == 'image' %}<image>{% else %}{{ p['text'] }}{% endif %}{% endfor %}|";
+        let files = ProcessorFiles {
+            tokenizer: TemplateFiles {
+                jinja: Some(t),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let p = Arc::new(ChatTemplate::processor("/m", &files).unwrap());
+        let bodies = |reader| SglangBodies {
+            reader,
+            lora_names: Vec::new(),
+            flags: BodyFlags::default(),
+            native_template: Some(p.clone()),
+        };
+        let img = Image {
+            width: 1,
+            height: 1,
+            encoded_bytes: 3,
+            url: "data:x".into(),
+            recipe: None,
+        };
+        let s = Sample {
+            prompt: PromptSource::Multimodal {
+                text: Box::new(PromptSource::Text("look".into())),
+                images: vec![img.clone(), img].into(),
+            },
+            ..sample("", 4)
+        };
+        let native = bodies(Reader::Native);
+        let v = parse(native.request_body(&s, "m", &mut Vec::new()).unwrap());
+        assert_eq!(v["text"], "<image><image>look|");
+        assert_eq!(v["image_data"], json!(["data:x", "data:x"]));
+        let v = parse(
+            native
+                .request_body(&sample("plain", 4), "m", &mut Vec::new())
+                .unwrap(),
+        );
+        assert_eq!(v["text"], "plain");
+        let v = parse(
+            bodies(Reader::Chat)
+                .request_body(&s, "m", &mut Vec::new())
+                .unwrap(),
+        );
+        assert_eq!(
+            v["messages"][0]["content"][2],
+            json!({"type": "text", "text": "look"})
+        );
     }
 
     #[test]

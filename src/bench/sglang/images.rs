@@ -8,7 +8,8 @@
 //! `--extra-request-body '{"stream_options": {"include_usage": true}}'`) less the row's text
 //! length, for each completed request that has both. The text length is, as SGLang's, the
 //! text's chat request without images as the server counts it, where the run could ask
-//! (`run::chat_text_counts`), else the text's own length. Pure: no IO.
+//! (`run::chat_text_counts`; on the native backends the text alone through the processor's
+//! chat template, `run::native_text_counts`), else the text's own length. Pure: no IO.
 
 use crate::timeline::Timeline;
 use crate::workload::image::Image;

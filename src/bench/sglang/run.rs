@@ -7,6 +7,7 @@
 //! token: the engine's requests are one task each around `Client::stream`.
 
 use super::args::SglangConfig;
+use super::body::SglangBodies;
 use super::metrics::{self, RequestInput, RequestOutput};
 use super::{cache, console, goodput, images, mooncake, record, shard};
 use crate::bench::engine::connect::client_for;
@@ -20,6 +21,7 @@ use crate::net::{Cancel, Client};
 use crate::progress::Progress;
 use crate::server::TokenizeDialect;
 use crate::timeline::Timeline;
+use crate::workload::chat_template::Processor;
 use crate::workload::datasets::DatasetKind;
 use crate::workload::hub;
 use crate::workload::tokenizer::{HubCache, LocalTokenizer, TokenizerError};
@@ -73,6 +75,7 @@ pub async fn run(
 ) -> Result<Outcome, RunError> {
     mooncake_trace(cfg, log)?;
     let plan = hub_sharegpt(&cfg.plan, log)?;
+    let (plan, processor) = native_template(cfg, plan, log)?;
     if cfg.cache_report && !cache::reads_counts(&cfg.backend) {
         let _ = writeln!(log, "{}", cache::WARNING);
     }
@@ -102,9 +105,10 @@ pub async fn run(
     if cfg.plan.turns > 1 {
         m.without_dataset_input(duration_s);
     }
-    let text_counts = match cfg.image.is_some() {
-        true => chat_text_counts(cfg, &client, &measured, log).await,
-        false => Vec::new(),
+    let text_counts = match (cfg.image.is_some(), &processor) {
+        (true, Some(p)) => native_text_counts(p, &client, &measured, log).await,
+        (true, None) => chat_text_counts(cfg, &client, &measured, log).await,
+        (false, _) => Vec::new(),
     };
     let image_rows = cfg
         .image
@@ -243,6 +247,153 @@ async fn chat_text_counts(
                     log,
                     "note: counting the image rows' text with the chat template failed ({e}); \
                      vision tokens are the server's prompt count less the bare text"
+                );
+                return Vec::new();
+            }
+        }
+    }
+    out
+}
+
+/// A native image run (`--backend sglang` / `sglang-native`, `--dataset-name image` or
+/// `mmmu`): the plan whose bodies send each row's text through the model's processor's chat
+/// template (SGLang's prompt for `/generate`), and that processor; other runs as they are.
+/// The processor is read before any request from `--tokenizer`'s folder (a hub id: its cached
+/// snapshot's). SGLang loads it with `get_processor(--served-model-name or --model)` and stops
+/// where it cannot; so does this run where there is no folder. A processor without a template
+/// it can render is SGLang's fallback (`<image>{text}`), said in a note.
+fn native_template<'a>(
+    cfg: &SglangConfig,
+    plan: Cow<'a, Plan>,
+    log: &mut (dyn Write + Send),
+) -> Result<(Cow<'a, Plan>, Option<std::sync::Arc<Processor>>), RunError> {
+    if cfg.image.is_none() || cfg.reader != metrics::Reader::Native {
+        return Ok((plan, None));
+    }
+    let name = &cfg.dataset_name;
+    let hint = format!(
+        "--dataset-name {name} on --backend {} sends each row's text through the model's \
+         processor's chat template, as SGLang does (its /generate applies none); SGLang loads \
+         the processor from --served-model-name or --model and stops without one; llmspeed \
+         reads it from --tokenizer: give --tokenizer the model's folder (processor_config.json, \
+         chat_template.jinja or chat_template.json, tokenizer_config.json)",
+        cfg.backend
+    );
+    let Some(spec) = cfg.plan.tokenizer.as_deref() else {
+        return Err(RunError::Setup(format!("no --tokenizer: {hint}")));
+    };
+    let dir = processor_dir(spec).map_err(|e| RunError::Setup(format!("{e}; {hint}")))?;
+    let p = crate::workload::chat_template::ChatTemplate::load_processor_dir(&dir)
+        .map_err(|e| RunError::Setup(format!("{e}; {hint}")))?;
+    match &p.template {
+        Ok(t) => {
+            let _ = writeln!(
+                log,
+                "rendering the processor's chat template of {}",
+                t.origin()
+            );
+        }
+        Err(why) => {
+            let _ = writeln!(
+                log,
+                "note: {why}: SGLang's apply_chat_template fails there and it sends {} \
+                 (its fallback); so does llmspeed",
+                match p.class.as_deref() {
+                    Some("MiniCPMOProcessor") => "(<image>./</image>){text}",
+                    _ => "<image>{text}",
+                }
+            );
+        }
+    }
+    let p = std::sync::Arc::new(p);
+    let mut plan = plan.into_owned();
+    plan.bodies = std::sync::Arc::new(SglangBodies {
+        native_template: Some(p.clone()),
+        ..cfg.bodies.clone()
+    });
+    Ok((Cow::Owned(plan), Some(p)))
+}
+
+/// The folder `--tokenizer` names: a folder, a file's folder, or a hub id's cached snapshot
+/// (where its `tokenizer.json` is, fetched if need be).
+fn processor_dir(spec: &str) -> Result<PathBuf, String> {
+    let p = std::path::Path::new(spec);
+    if p.is_dir() {
+        return Ok(p.to_path_buf());
+    }
+    let file = match p.is_file() {
+        true => p.to_path_buf(),
+        false => crate::workload::tokenizer::resolve(spec).map_err(|e| e.to_string())?,
+    };
+    Ok(file
+        .parent()
+        .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf))
+}
+
+/// On a native backend, each completed image request's text alone through the processor's
+/// chat template (`datasets::sglang_image::text_only_prompt`), counted as the server counts a
+/// prompt (`/tokenize` with special tokens, as `/generate` adds them): SGLang's
+/// `text_prompt_len`, so the vision tokens are the server's prompt count less it. The
+/// templated prompt sent holds the same text, the same template and the images' placeholders,
+/// so what the subtraction leaves is the images' tokens with their placeholders. A request
+/// SGLang fell back for is noted once. `None` for a request not counted (no `/tokenize`, a
+/// failed call, said once).
+async fn native_text_counts(
+    p: &Processor,
+    client: &Client,
+    m: &Measured,
+    log: &mut (dyn Write + Send),
+) -> Vec<Option<u64>> {
+    use crate::workload::datasets::sglang_image::{native_prompt, text_only_prompt};
+    use crate::workload::sample::PromptSource;
+    let mut fallbacks = 0;
+    let mut first: Option<String> = None;
+    let mut texts = Vec::with_capacity(m.requests.len());
+    for f in &m.requests {
+        let s = &m.samples[f.index];
+        let PromptSource::Text(text) = s.prompt.text_part() else {
+            texts.push(None);
+            continue;
+        };
+        let urls: Vec<&str> = crate::workload::datasets::random_mm::images(s)
+            .iter()
+            .map(|i| &*i.url)
+            .collect();
+        if let Some(why) = native_prompt(p, text, &urls).fallback {
+            fallbacks += 1;
+            first.get_or_insert(why);
+        }
+        texts.push(Some(text_only_prompt(p, text)));
+    }
+    if let Some(why) = first {
+        let _ = writeln!(
+            log,
+            "note: {fallbacks} of {} requests were sent SGLang's fallback prompt: {why}",
+            m.requests.len()
+        );
+    }
+    let Some(d) = m.tokenize else {
+        let _ = writeln!(
+            log,
+            "note: the server has no /tokenize: vision tokens are its prompt count less the \
+             text's length, which leaves the chat template's tokens in them"
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::with_capacity(texts.len());
+    for t in texts {
+        let Some(t) = t else {
+            out.push(None);
+            continue;
+        };
+        let body = d.text_body(&m.request_model, &t);
+        match crate::server::probe::tokenize_count(client, d, &body).await {
+            Ok(n) => out.push(Some(n)),
+            Err(e) => {
+                let _ = writeln!(
+                    log,
+                    "note: counting the image rows' text with the chat template failed ({e}); \
+                     vision tokens are the server's prompt count less the text's length"
                 );
                 return Vec::new();
             }

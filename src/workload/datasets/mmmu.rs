@@ -9,7 +9,9 @@
 //! SGLang seeds it at the start of the run), in the order drawn; else every row in order. A row
 //! without an `image_1` is skipped, as SGLang skips it. Each request is the text
 //! `Question: {question}\n\nAnswer: ` with the row's `image_1`, asking for
-//! `--random-output-len` tokens.
+//! `--random-output-len` tokens. On the native backends the text is sent through the model's
+//! processor's chat template, as SGLang's `create_mm_data_row` makes it
+//! (`sglang_image::native_prompt`, applied as each body is built).
 //!
 //! The image is the row's file sent as its own bytes (`workload::image::Image::from_file`);
 //! SGLang re-encodes it as PNG (RGBA flattened to RGB): the same pixel size, other bytes. The

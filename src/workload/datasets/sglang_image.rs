@@ -15,10 +15,16 @@
 //! the drawn length (SGLang decodes ids drawn by Python's `random` from the tokenizer's
 //! vocabulary), fitted to text by the engine as for `random`.
 //!
+//! Also SGLang's prompt for a native-backend image row, this family's and `mmmu`'s
+//! (`create_mm_data_row`): [`native_prompt`], the processor's chat template around the images
+//! and the text or SGLang's fallback, and [`text_only_prompt`], the text alone through it (what
+//! SGLang counts as the row's text tokens).
+//!
 //! Pure: no IO, no clock. The images are made and encoded here, while the dataset loads, or
 //! (`Making::Planned`) only their recipes drawn, made during the run.
 
 use super::{DatasetConfig, DatasetError, PromptSource, Sample};
+use crate::workload::chat_template::{Message, Part, Processor};
 use crate::workload::image::{Format, Image, ImageNeed, Making, Pixels, Recipe};
 use crate::workload::numpy::RandomState;
 use rand::rngs::StdRng;
@@ -395,6 +401,70 @@ pub fn sizes(cfg: &DatasetConfig) -> Result<Drawn<(u32, u32)>, DatasetError> {
     Ok(d)
 }
 
+/// A native-backend image request's prompt (`sglang` / `sglang-native`: `/generate`, which
+/// applies no template), as SGLang 0.5.23's `create_mm_data_row` makes it for its `image` and
+/// `mmmu` datasets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativePrompt {
+    /// The text sent.
+    pub text: String,
+    /// Why the processor's chat template was not used, where SGLang's fallback was sent.
+    pub fallback: Option<String>,
+}
+
+/// The processor classes SGLang treats apart, by the name `type(processor).__name__` gives.
+const PHI4MM: &str = "Phi4MMProcessor";
+const MINICPMO: &str = "MiniCPMOProcessor";
+
+/// SGLang's native prompt for `text` with the images `urls`: the processor's chat template
+/// around one user message whose content is each image as `{"type": "image", "image": {"url":
+/// ...}}` then the text (for `Phi4MMProcessor` the text alone, `image 1` written
+/// `|endoftext10|`), with the generation prompt. Where `apply_chat_template` raises (no
+/// template, or the template refuses), SGLang sends `<image>{text}`, for `MiniCPMOProcessor`
+/// `(<image>./</image>){text}`.
+pub fn native_prompt(p: &Processor, text: &str, urls: &[&str]) -> NativePrompt {
+    let rendered = p.template.as_ref().map_err(Clone::clone).and_then(|t| {
+        let r = match p.class.as_deref() {
+            Some(PHI4MM) => t.render(
+                &[Message::user(&text.replace("image 1", "|endoftext10|"))],
+                true,
+                None,
+            ),
+            _ => {
+                let mut parts: Vec<Part<'_>> = urls.iter().map(|u| Part::Image(u)).collect();
+                parts.push(Part::Text(text));
+                t.render_user_parts(&parts)
+            }
+        };
+        r.map_err(|e| e.to_string())
+    });
+    match rendered {
+        Ok(text) => NativePrompt {
+            text,
+            fallback: None,
+        },
+        Err(why) => NativePrompt {
+            text: match p.class.as_deref() {
+                Some(MINICPMO) => format!("(<image>./</image>){text}"),
+                _ => format!("<image>{text}"),
+            },
+            fallback: Some(why),
+        },
+    }
+}
+
+/// The text alone through the processor's chat template (one user message of the text, the
+/// generation prompt): what SGLang counts as a row's text tokens (`text_prompt_len`), so the
+/// vision tokens are the prompt's count less it. Where the template cannot render it, the
+/// text as it is (SGLang's fallback there).
+pub fn text_only_prompt(p: &Processor, text: &str) -> String {
+    p.template
+        .as_ref()
+        .ok()
+        .and_then(|t| t.render(&[Message::user(text)], true, None).ok())
+        .unwrap_or_else(|| text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,6 +486,54 @@ mod tests {
             sglang_image: s,
             ..Default::default()
         }
+    }
+
+    fn processor(class: Option<&str>, template: Option<&str>) -> Processor {
+        use crate::workload::chat_template::{ChatTemplate, ProcessorFiles, TemplateFiles};
+        let settings = class.map(|c| serde_json::json!({"processor_class": c}).to_string());
+        let config = r#"{"bos_token": "<s>"}"#;
+        let files = ProcessorFiles {
+            processor: settings.as_deref(),
+            legacy: None,
+            tokenizer: TemplateFiles {
+                jinja: template,
+                config: Some(config),
+                ..Default::default()
+            },
+        };
+        ChatTemplate::processor("/m", &files).unwrap()
+    }
+
+    /// `create_mm_data_row`'s prompt, worked by hand: the parts in order, SGLang's Phi-4 string,
+    /// and its fallbacks where the template is missing or refuses the row.
+    #[test]
+    fn native_prompts_are_sglangs_rule() {
+        let t = "{{ bos_token }}{% for m in messages %}[{{ m.role }}]{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{% if p.type == 'image' %}<img>{% elif p.text == 'no' %}{{ raise_exception('refused') }}{% else %}{{ p.text }}{% endif %}{% endfor %}{% endif %}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}";
+        let p = processor(Some("LlavaProcessor"), Some(t));
+        let got = native_prompt(&p, "hi", &["data:a", "data:b"]);
+        assert_eq!(got.text, "<s>[user]<img><img>hi[assistant]");
+        assert_eq!(got.fallback, None);
+        assert_eq!(text_only_prompt(&p, "hi"), "<s>[user]hi[assistant]");
+        let refused = native_prompt(&p, "no", &["data:a"]);
+        assert_eq!(refused.text, "<image>no");
+        assert!(refused.fallback.unwrap().contains("refused"));
+        // Phi-4's content is the text itself, "image 1" written as its image token.
+        let phi = processor(Some("Phi4MMProcessor"), Some(t));
+        assert_eq!(
+            native_prompt(&phi, "see image 1 here", &["data:a"]).text,
+            "<s>[user]see |endoftext10| here[assistant]"
+        );
+        // No template: SGLang's placeholder fallbacks, and the text alone as its text part.
+        let none = processor(None, None);
+        let got = native_prompt(&none, "q", &["data:a"]);
+        assert_eq!(got.text, "<image>q");
+        assert!(got.fallback.unwrap().contains("no processor chat template"));
+        assert_eq!(text_only_prompt(&none, "q"), "q");
+        let minicpmo = processor(Some("MiniCPMOProcessor"), None);
+        assert_eq!(
+            native_prompt(&minicpmo, "q", &["data:a"]).text,
+            "(<image>./</image>)q"
+        );
     }
 
     #[test]
