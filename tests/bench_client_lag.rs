@@ -379,6 +379,9 @@ fn a_buffering_proxy_is_named_and_a_direct_run_is_not() {
         return;
     }
     assert_eq!(lag["upstream_batched"], true, "{lag}");
+    // The server wrote one token an event; the proxy held them together.
+    assert_eq!(lag["upstream_batching_cause"], "held_between", "{lag}");
+    assert_eq!(lag["tokens_in_multi_token_events_percent"], 0.0, "{lag}");
     eprintln!(
         "through a 20 ms buffering proxy: {}",
         lag["upstream_batching_reason"]

@@ -284,8 +284,8 @@ fn bench(s: &LlamaServer, dir: &Path, n: &str, conc: &str, extra: &[&str]) -> (O
 
 /// What a `bench serve` result must say on llama.cpp: every request done, exact output counts,
 /// input lengths that are the server's own counts (`usage.prompt_tokens`, as vLLM reports them)
-/// and agree with the server's `/metrics` prompt-token counters, and dataset prompts of the size
-/// asked for. `prompt_delta`: the growth of `llamacpp:prompt_tokens_total` plus
+/// and agree with the server's `/metrics` prompt-token counters, dataset prompts of the size
+/// asked for, and no upstream batching. `prompt_delta`: the growth of `llamacpp:prompt_tokens_total` plus
 /// `llamacpp:prompt_tokens_cached_total` over the run (every prompt token the server took in).
 fn check_bench(
     o: &Output,
@@ -297,6 +297,7 @@ fn check_bench(
     prompt_delta: f64,
 ) {
     let lens = check_bench_counts(o, r, n, input_len, output_len, prompt_delta);
+    real_server::assert_not_upstream_batched(r, &format!("llama.cpp, chat {chat}, {n} requests"));
     for (server, dataset) in lens {
         if chat {
             // The chat template adds its tokens around the dataset's text.

@@ -266,6 +266,7 @@ fn bench_serve_agrees_with_the_servers_usage(s: &Server, dir: &Path) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
     assert_eq!(r["completed"], 6, "{}", text(&o));
     assert_eq!(r["failed"], 0, "{}", text(&o));
+    real_server::assert_not_upstream_batched(&r, "llama-cpp-python");
     // The same requests, not streamed: greedy sampling gives the same tokens.
     let (mut input, mut output) = (0u64, 0u64);
     for p in &prompts {

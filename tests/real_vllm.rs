@@ -337,7 +337,8 @@ enum Sent {
 
 /// What a `bench serve` result must say on vLLM: every request done, exact output counts,
 /// input lengths that are the server's own counts (`usage.prompt_tokens`) and add up to the
-/// growth of its `vllm:prompt_tokens_total`, and dataset prompts of the size asked for.
+/// growth of its `vllm:prompt_tokens_total`, dataset prompts of the size asked for, and no
+/// upstream batching.
 fn check_bench(
     o: &Output,
     r: &Value,
@@ -348,6 +349,7 @@ fn check_bench(
     prompt_delta: f64,
 ) {
     let lens = check_bench_counts(o, r, n, input_len, output_len, prompt_delta);
+    real_server::assert_not_upstream_batched(r, &format!("vLLM, {sent:?}, {n} requests"));
     for (server, dataset) in lens {
         match sent {
             Sent::Ids => assert_eq!(server, dataset),
@@ -436,6 +438,70 @@ fn bench_serve_random_ids_on_both_endpoints_and_ttft_gaps_match_the_servers_hist
             );
         }
     }
+}
+
+/// The engine's own batching, named as the engine's. A request's `stream_interval` of 4 makes
+/// vLLM write four tokens an event; with `--continuous-usage` each event's token count is the
+/// server's, so those events count as batches: the upstream-batching verdict fires and its cause
+/// is the engine's writes, not a proxy (docs/methodology.md, "Upstream batching"). Without exact
+/// per-event counts (bench serve's default, as vLLM's bench counts) the same stream reads one
+/// token a chunk and nothing batched, which the rule cannot see.
+#[test]
+fn bench_serve_names_a_vllm_stream_interval_the_engines_writes_not_a_proxy() {
+    let Some(s) = server::shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let every4 = [
+        "--backend",
+        "openai",
+        "--endpoint",
+        "/v1/completions",
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        "200",
+        "--random-output-len",
+        "32",
+        "--continuous-usage",
+        "--extra-body",
+        r#"{"stream_interval": 4}"#,
+    ];
+    let (o, r, delta) = bench(&s, dir.path(), "12", "4", &every4);
+    for (server, dataset) in check_bench_counts(&o, &r, 12, Some(200), 32, delta) {
+        assert_eq!(server, dataset);
+    }
+    assert_eq!(
+        r["llmspeed"]["token_count_source"],
+        serde_json::json!({"continuous_usage": 12}),
+        "{}",
+        text(&o)
+    );
+    let lag = &r["llmspeed"]["client_lag"];
+    eprintln!(
+        "vLLM, stream_interval 4: {}",
+        lag["upstream_batching_reason"]
+    );
+    assert_eq!(lag["upstream_batched"], true, "{lag}\n{}", text(&o));
+    assert_eq!(lag["upstream_batching_cause"], "engine_writes", "{lag}");
+    // Each request's first token comes alone, then events of four (the last of three, or more
+    // when the API loop also falls behind): at least 31 of every 32 tokens in events of several.
+    let in_events = lag["tokens_in_multi_token_events_percent"]
+        .as_f64()
+        .unwrap();
+    assert!(in_events >= 100.0 * 31.0 / 32.0 - 1e-9, "{lag}");
+    assert!(lag["batch_tokens_p50"].as_f64().unwrap() >= 4.0, "{lag}");
+    let why = lag["upstream_batching_reason"].as_str().unwrap();
+    assert!(
+        why.contains("the engine wrote them together") && !why.contains("proxy_buffering"),
+        "{why}"
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("WARNING: llmspeed: upstream batching: ")
+            && stdout.contains("the engine wrote them together"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -11,6 +11,11 @@
 //! So tokens group by segment on a packet-stamped timeline and by event elsewhere (the tokens
 //! of one event always came together).
 //!
+//! The verdict names which of two things batched them, as the fix differs ([`Cause`]): tokens
+//! several to one event were written together by the engine (its output loop merged them, or
+//! it streams at an interval); one-token events several to one segment were written apart and
+//! held together after (a proxy, a gateway, the server's HTTP layer falling behind).
+//!
 //! Pure: timelines in, figures out; the clock only converts stamps.
 
 use crate::analysis::stats;
@@ -28,6 +33,8 @@ pub const MIN_BATCHES: u64 = 4;
 pub struct BatchSamples {
     tokens: u64,
     tokens_batched: u64,
+    /// Tokens that came in events of several tokens (batched by the engine's own writes).
+    tokens_in_merged_events: u64,
     /// Tokens per batch (a group of two or more tokens that came together).
     batch_tokens: Vec<f64>,
     /// Time from one batch to the next of the same request, ms.
@@ -44,20 +51,21 @@ impl BatchSamples {
         self.timelines += 1;
         self.by_segment += u64::from(by_segment);
         let mut last_batch: Option<u64> = None;
-        for (t, tokens) in groups(tl, by_segment) {
-            if !window.contains(&t) {
+        for g in groups(tl, by_segment) {
+            if !window.contains(&g.t) {
                 continue;
             }
-            self.tokens += tokens;
-            if tokens < 2 {
+            self.tokens += g.tokens;
+            self.tokens_in_merged_events += g.in_merged_events;
+            if g.tokens < 2 {
                 continue;
             }
-            self.tokens_batched += tokens;
-            self.batch_tokens.push(tokens as f64);
+            self.tokens_batched += g.tokens;
+            self.batch_tokens.push(g.tokens as f64);
             if let Some(prev) = last_batch {
-                self.period_ms.push(clock.delta_ns(prev, t) as f64 / 1e6);
+                self.period_ms.push(clock.delta_ns(prev, g.t) as f64 / 1e6);
             }
-            last_batch = Some(t);
+            last_batch = Some(g.t);
         }
     }
 
@@ -65,6 +73,7 @@ impl BatchSamples {
         Batching {
             tokens: self.tokens,
             tokens_batched: self.tokens_batched,
+            tokens_in_merged_events: self.tokens_in_merged_events,
             batches: self.batch_tokens.len() as u64,
             batch_tokens_p50: stats::percentile(&self.batch_tokens, 50.0),
             batch_period_ms_p50: stats::percentile(&self.period_ms, 50.0),
@@ -73,17 +82,39 @@ impl BatchSamples {
     }
 }
 
-/// The token groups of a timeline in order: `(stamp, tokens)`, one per segment (consecutive
-/// events stamped alike) when `by_segment`, else one per event.
-fn groups(tl: &Timeline, by_segment: bool) -> impl Iterator<Item = (u64, u64)> + '_ {
+/// Tokens that came together: one segment's (consecutive events stamped alike) or one event's.
+struct Group {
+    t: u64,
+    tokens: u64,
+    /// Of `tokens`, those in events of several tokens.
+    in_merged_events: u64,
+}
+
+impl Group {
+    fn add(&mut self, event_tokens: u32) {
+        self.tokens += u64::from(event_tokens);
+        if event_tokens >= 2 {
+            self.in_merged_events += u64::from(event_tokens);
+        }
+    }
+}
+
+/// The token groups of a timeline in order: one per segment when `by_segment`, else one per
+/// event.
+fn groups(tl: &Timeline, by_segment: bool) -> impl Iterator<Item = Group> + '_ {
     let mut events = tl.events.iter().filter(|e| e.tokens > 0).peekable();
     std::iter::from_fn(move || {
         let first = events.next()?;
-        let mut tokens = u64::from(first.tokens);
+        let mut g = Group {
+            t: first.t,
+            tokens: 0,
+            in_merged_events: 0,
+        };
+        g.add(first.tokens);
         while let Some(next) = events.next_if(|e| by_segment && e.t == first.t) {
-            tokens += u64::from(next.tokens);
+            g.add(next.tokens);
         }
-        Some((first.t, tokens))
+        Some(g)
     })
 }
 
@@ -94,6 +125,10 @@ pub struct Batching {
     /// Tokens that came in batches (two or more together), and how many batches.
     pub tokens_batched: u64,
     pub batches: u64,
+    /// Tokens that came in events of several tokens, batched or not: the engine wrote them
+    /// together. Every such event is a batch, so these are part of `tokens_batched`; the rest
+    /// of `tokens_batched` came as one-token events sharing a segment.
+    pub tokens_in_merged_events: u64,
     /// Tokens per batch, and the time between one request's batches, ms (p50).
     pub batch_tokens_p50: Option<f64>,
     pub batch_period_ms_p50: Option<f64>,
@@ -107,28 +142,82 @@ impl Batching {
     pub fn batched_percent(&self) -> Option<f64> {
         (self.tokens > 0).then(|| 100.0 * self.tokens_batched as f64 / self.tokens as f64)
     }
+
+    /// Percent of all tokens that came in events of several tokens.
+    pub fn merged_events_percent(&self) -> Option<f64> {
+        (self.tokens > 0).then(|| 100.0 * self.tokens_in_merged_events as f64 / self.tokens as f64)
+    }
+
+    /// Which of the two accounts for most of the batched tokens (the engine's on a tie: an event
+    /// of several tokens is the engine's write whatever else happened to it); `None` when no
+    /// token was batched.
+    pub fn cause(&self) -> Option<Cause> {
+        if self.tokens_batched == 0 {
+            return None;
+        }
+        let held_apart = self.tokens_batched - self.tokens_in_merged_events;
+        Some(if self.tokens_in_merged_events >= held_apart {
+            Cause::EngineWrites
+        } else {
+            Cause::HeldBetween
+        })
+    }
 }
 
-/// The upstream-batching verdict: why the run's tokens were batched upstream, with the
-/// evidence and the usual causes and fixes; `None` when they were not (as far as the stamps
-/// tell).
-pub fn verdict(b: &Batching) -> Option<String> {
+/// What batched the tokens, judged by the batched tokens' events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Most batched tokens came several to one event: the engine wrote them together (its
+    /// output loop merged a request's tokens, as vLLM's does when its API loop falls behind the
+    /// engine, or it streams at an interval). Nothing between the engine and the client is to
+    /// blame, and no proxy setting changes it.
+    EngineWrites,
+    /// Most batched tokens came as one-token events several to one TCP segment: the engine
+    /// wrote them apart and something held them together after (a buffering proxy, a gateway,
+    /// the server's own HTTP layer falling behind its engine). Seen only on packet stamps.
+    HeldBetween,
+}
+
+impl Cause {
+    /// The key written under `llmspeed.client_lag.upstream_batching_cause`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::EngineWrites => "engine_writes",
+            Cause::HeldBetween => "held_between",
+        }
+    }
+}
+
+/// The run was batched upstream: what did it, and the line that says so with the evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Verdict {
+    pub cause: Cause,
+    pub reason: String,
+}
+
+/// The upstream-batching verdict: what batched the run's tokens, with the evidence and where the
+/// fix lies; `None` when they were not batched (as far as the stamps tell).
+pub fn verdict(b: &Batching) -> Option<Verdict> {
     let share = b.batched_percent()?;
     if share < 100.0 * BATCHED_SHARE || b.batches < MIN_BATCHES {
         return None;
     }
-    let unit = if b.by_segment {
-        "several to a TCP segment"
-    } else {
-        "several to an event"
-    };
+    let cause = b.cause()?;
     let period = b.batch_period_ms_p50.map_or(String::new(), |p| {
         format!(", one batch every {p:.1} ms p50")
     });
-    Some(format!(
-        "{share:.0}% of tokens arrived {unit} ({:.0} tokens per batch p50{period}) while the client kept up: something upstream held them — a buffering proxy (nginx: proxy_buffering off, or the X-Accel-Buffering: no response header; an ingress's proxy-buffering annotation), a gateway, or the engine's own output coalescing (a stream interval). ITL and TTFT here describe that batching, not the engine",
-        b.batch_tokens_p50.unwrap_or(0.0)
-    ))
+    let per_batch = b.batch_tokens_p50.unwrap_or(0.0);
+    let in_events = 100.0 * b.tokens_in_merged_events as f64 / b.tokens_batched as f64;
+    let reason = match cause {
+        Cause::EngineWrites => format!(
+            "{share:.0}% of tokens arrived several to an event ({per_batch:.0} tokens per batch p50{period}; {in_events:.0}% of the batched tokens in events of several tokens) while the client kept up: the engine wrote them together — its output loop merged a request's tokens (vLLM's does when its API loop falls behind the engine) or it streams at an interval (vLLM's --stream-interval, a request's stream_interval); no proxy setting changes that. ITL and TTFT here describe the engine's output batching, not its decode steps"
+        ),
+        Cause::HeldBetween => format!(
+            "{share:.0}% of tokens arrived several to a TCP segment ({per_batch:.0} tokens per batch p50{period}; {:.0}% of the batched tokens one to an event) while the client kept up: the engine wrote them apart and something between held them — a buffering proxy (nginx: proxy_buffering off, or the X-Accel-Buffering: no response header; an ingress's proxy-buffering annotation), a gateway, or the server's HTTP layer falling behind its engine. ITL and TTFT here describe that holding, not the engine",
+            100.0 - in_events
+        ),
+    };
+    Some(Verdict { cause, reason })
 }
 
 #[cfg(test)]
@@ -182,8 +271,11 @@ mod tests {
         assert_eq!(b.batch_tokens_p50, Some(10.0));
         assert_eq!(b.batch_period_ms_p50, Some(20.0));
         assert!(b.by_segment);
-        let why = verdict(&b).expect("batched");
-        assert!(why.starts_with("100% of tokens arrived several to a TCP segment (10 tokens per batch p50, one batch every 20.0 ms p50)"), "{why}");
+        assert_eq!(b.tokens_in_merged_events, 0);
+        let v = verdict(&b).expect("batched");
+        assert_eq!(v.cause, Cause::HeldBetween);
+        let why = v.reason;
+        assert!(why.starts_with("100% of tokens arrived several to a TCP segment (10 tokens per batch p50, one batch every 20.0 ms p50; 100% of the batched tokens one to an event) while the client kept up: the engine wrote them apart and something between held them"), "{why}");
         assert!(
             why.contains("proxy_buffering off") && why.contains("X-Accel-Buffering: no"),
             "{why}"
@@ -196,6 +288,7 @@ mod tests {
         let events: Vec<(u64, u32)> = (1..=40).map(|i| (i * 2_000_000, 1)).collect();
         let b = batching(&[timeline(&events, true)]);
         assert_eq!((b.tokens, b.tokens_batched, b.batches), (40, 0, 0));
+        assert_eq!(b.cause(), None);
         assert_eq!(verdict(&b), None);
     }
 
@@ -227,11 +320,80 @@ mod tests {
         let b = batching(&[timeline(&events, false)]);
         assert_eq!((b.tokens, b.tokens_batched, b.batches), (24, 24, 6));
         assert_eq!(b.batch_period_ms_p50, Some(8.0));
-        let why = verdict(&b).expect("batched by the event");
+        let v = verdict(&b).expect("batched by the event");
+        assert_eq!(v.cause, Cause::EngineWrites);
         assert!(
-            why.contains("several to an event (4 tokens per batch p50"),
-            "{why}"
+            v.reason
+                .contains("several to an event (4 tokens per batch p50"),
+            "{}",
+            v.reason
         );
+    }
+
+    #[test]
+    fn events_of_several_tokens_are_the_engines_writes_and_no_proxy_is_blamed() {
+        // A stream interval of 4 on packet stamps: each four-token event its own segment.
+        let events: Vec<(u64, u32)> = (1..=6).map(|i| (i * 8_000_000, 4)).collect();
+        let b = batching(&[timeline(&events, true)]);
+        assert_eq!((b.tokens, b.tokens_batched, b.batches), (24, 24, 6));
+        assert_eq!(b.tokens_in_merged_events, 24);
+        assert_eq!(b.merged_events_percent(), Some(100.0));
+        let v = verdict(&b).expect("batched");
+        assert_eq!(v.cause, Cause::EngineWrites);
+        assert_eq!(v.cause.as_str(), "engine_writes");
+        assert!(
+            v.reason.starts_with("100% of tokens arrived several to an event (4 tokens per batch p50, one batch every 8.0 ms p50; 100% of the batched tokens in events of several tokens) while the client kept up: the engine wrote them together"),
+            "{}",
+            v.reason
+        );
+        assert!(!v.reason.contains("proxy_buffering"), "{}", v.reason);
+    }
+
+    #[test]
+    fn the_cause_is_what_most_batched_tokens_came_as() {
+        // Each segment: one event of two tokens and three of one (5 tokens, 2 of them merged
+        // by the engine, 3 held together after): held between, 60% of the batched tokens.
+        let events: Vec<(u64, u32)> = (1..=4)
+            .flat_map(|i| {
+                let t = i * 10_000_000;
+                [(t, 2), (t, 1), (t, 1), (t, 1)]
+            })
+            .collect();
+        let b = batching(&[timeline(&events, true)]);
+        assert_eq!((b.tokens, b.tokens_batched, b.batches), (20, 20, 4));
+        assert_eq!(b.tokens_in_merged_events, 8);
+        assert_eq!(b.cause(), Some(Cause::HeldBetween));
+        let v = verdict(&b).expect("batched");
+        assert!(
+            v.reason.contains("5 tokens per batch p50, one batch every 10.0 ms p50; 60% of the batched tokens one to an event"),
+            "{}",
+            v.reason
+        );
+        // The same on socket stamps: only the merged events are seen, and they are the engine's.
+        let b = batching(&[timeline(&events, false)]);
+        assert_eq!((b.tokens, b.tokens_batched, b.batches), (20, 8, 4));
+        assert_eq!(b.cause(), Some(Cause::EngineWrites));
+        assert_eq!(verdict(&b), None, "8 of 20 tokens: under half");
+        // A tie goes to the engine: a two-token event and two one-token events in one segment.
+        let events: Vec<(u64, u32)> = (1..=4)
+            .flat_map(|i| [(i * 1_000_000, 2), (i * 1_000_000, 1), (i * 1_000_000, 1)])
+            .collect();
+        let b = batching(&[timeline(&events, true)]);
+        assert_eq!((b.tokens_batched, b.tokens_in_merged_events), (16, 8));
+        assert_eq!(verdict(&b).map(|v| v.cause), Some(Cause::EngineWrites));
+    }
+
+    #[test]
+    fn an_engine_merging_now_and_then_stays_under_the_share() {
+        // vLLM's API loop behind its engine now and then: 5 of 40 events carry two tokens, each
+        // its own segment. 10 of 45 tokens (22%) batched, all by the engine: no verdict.
+        let events: Vec<(u64, u32)> = (1..=40)
+            .map(|i| (i * 2_000_000, if i % 7 == 0 { 2 } else { 1 }))
+            .collect();
+        let b = batching(&[timeline(&events, true)]);
+        assert_eq!((b.tokens, b.tokens_batched, b.batches), (45, 10, 5));
+        assert_eq!(b.cause(), Some(Cause::EngineWrites));
+        assert_eq!(verdict(&b), None);
     }
 
     #[test]

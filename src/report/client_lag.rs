@@ -108,15 +108,21 @@ pub struct ClientLagFigures {
     #[serde(default)]
     pub no_bound_reason: Option<String>,
     /// Whether the tokens were batched upstream (a buffering proxy, a gateway, the engine's
-    /// output coalescing: `analysis::batching::verdict`), the reason with its evidence, and the
-    /// evidence as figures: the share of tokens that came batched, tokens per batch and the
-    /// time between one request's batches (p50). `false`/`null` in files written before.
+    /// output coalescing: `analysis::batching::verdict`), the reason with its evidence, what
+    /// batched them (`engine_writes`: several tokens to an event; `held_between`: one-token
+    /// events several to a segment), and the evidence as figures: the share of tokens that
+    /// came batched, the share that came in events of several tokens, tokens per batch and
+    /// the time between one request's batches (p50). `false`/`null` in files written before.
     #[serde(default)]
     pub upstream_batched: bool,
     #[serde(default)]
     pub upstream_batching_reason: Option<String>,
     #[serde(default)]
+    pub upstream_batching_cause: Option<String>,
+    #[serde(default)]
     pub tokens_batched_percent: Option<f64>,
+    #[serde(default)]
+    pub tokens_in_multi_token_events_percent: Option<f64>,
     #[serde(default)]
     pub batch_tokens_p50: Option<f64>,
     #[serde(default)]
@@ -162,8 +168,10 @@ impl ClientLagFigures {
             stamp_source: lag.stamp_source.map(|s| s.label()),
             no_bound_reason: crate::analysis::client_lag::no_bound_reason(lag),
             upstream_batched: batched.is_some(),
-            upstream_batching_reason: batched,
+            upstream_batching_cause: batched.as_ref().map(|v| v.cause.as_str().to_string()),
+            upstream_batching_reason: batched.map(|v| v.reason),
             tokens_batched_percent: lag.batching.batched_percent(),
+            tokens_in_multi_token_events_percent: lag.batching.merged_events_percent(),
             batch_tokens_p50: lag.batching.batch_tokens_p50,
             batch_period_ms_p50: lag.batching.batch_period_ms_p50,
         }

@@ -11,7 +11,7 @@ use crate::report::client_lag::{BoundedMs, ClientLagFigures, LagSpread};
 use crate::report::model::{DecodeCell, MatrixReport, PrefillRow};
 use std::io::Write;
 
-pub const COLUMNS: [&str; 77] = [
+pub const COLUMNS: [&str; 79] = [
     "phase",
     "context",
     "context_label",
@@ -81,7 +81,9 @@ pub const COLUMNS: [&str; 77] = [
     "client_lag_no_bound_reason",
     "client_lag_upstream_batched",
     "client_lag_upstream_batching_reason",
+    "client_lag_upstream_batching_cause",
     "client_lag_tokens_batched_percent",
+    "client_lag_tokens_in_multi_token_events_percent",
     "client_lag_batch_tokens_p50",
     "client_lag_batch_period_ms_p50",
     "images_per_prompt",
@@ -245,7 +247,9 @@ fn client_lag_fields(lag: Option<&ClientLagFigures>) -> Vec<String> {
     out.push(l.no_bound_reason.clone().unwrap_or_default());
     out.push(l.upstream_batched.to_string());
     out.push(l.upstream_batching_reason.clone().unwrap_or_default());
+    out.push(l.upstream_batching_cause.clone().unwrap_or_default());
     out.push(num(l.tokens_batched_percent));
+    out.push(num(l.tokens_in_multi_token_events_percent));
     out.push(num(l.batch_tokens_p50));
     out.push(num(l.batch_period_ms_p50));
     out

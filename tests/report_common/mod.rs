@@ -339,7 +339,9 @@ pub fn client_lag(gap_ms: f64) -> client_lag::ClientLagFigures {
         no_bound_reason: None,
         upstream_batched: false,
         upstream_batching_reason: None,
+        upstream_batching_cause: None,
         tokens_batched_percent: Some(0.0),
+        tokens_in_multi_token_events_percent: Some(0.0),
         batch_tokens_p50: None,
         batch_period_ms_p50: None,
     }

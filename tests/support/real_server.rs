@@ -231,6 +231,24 @@ pub fn check_bench_counts(
     lens.into_iter().zip(asked).collect()
 }
 
+/// A real engine at the suites' shapes is not upstream-batched: `upstream_batched` false and the
+/// share of tokens that came batched under the threshold (docs/methodology.md, "Upstream
+/// batching", with the shares measured on each engine). Returns that share, printed for the log.
+pub fn assert_not_upstream_batched(r: &Value, what: &str) -> f64 {
+    use llmspeed::analysis::batching::BATCHED_SHARE;
+    let lag = &r["llmspeed"]["client_lag"];
+    assert_eq!(lag["upstream_batched"], false, "{what}: {lag}");
+    let share = lag["tokens_batched_percent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{what}: no share batched: {lag}"));
+    eprintln!(
+        "{what}: {share:.1}% of tokens batched ({} in events of several), stamps {}",
+        lag["tokens_in_multi_token_events_percent"], lag["stamp_source"]
+    );
+    assert!(share < 100.0 * BATCHED_SHARE, "{what}: {lag}");
+    share
+}
+
 pub fn json_lines(o: &Output) -> Vec<Value> {
     String::from_utf8_lossy(&o.stdout)
         .lines()
