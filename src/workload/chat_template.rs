@@ -149,42 +149,8 @@ impl ChatTemplate {
     /// The template of the tokenizer folder `dir`, or `None` when it has none. Reads the files
     /// of [`TemplateFiles`] that exist; everything else is [`ChatTemplate::parse`].
     pub fn load_dir(dir: &Path) -> Result<Option<ChatTemplate>, ChatTemplateError> {
-        let read = |path: PathBuf| -> Result<Option<String>, ChatTemplateError> {
-            match std::fs::read_to_string(&path) {
-                Ok(t) => Ok(Some(t)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(ChatTemplateError::Read {
-                    path,
-                    message: e.to_string(),
-                }),
-            }
-        };
-        let (jinja, config, special) = (
-            read(dir.join(TEMPLATE_FILE))?,
-            read(dir.join(CONFIG_FILE))?,
-            read(dir.join(SPECIAL_TOKENS_FILE))?,
-        );
-        let mut named = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(dir.join(TEMPLATE_DIR)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(stem) = name.strip_suffix(".jinja") {
-                    if let Some(text) = read(e.path())? {
-                        named.push((stem.to_string(), text));
-                    }
-                }
-            }
-        }
-        let files = TemplateFiles {
-            jinja: jinja.as_deref(),
-            named: named
-                .iter()
-                .map(|(n, t)| (n.as_str(), t.as_str()))
-                .collect(),
-            config: config.as_deref(),
-            special_tokens_map: special.as_deref(),
-        };
-        Self::parse(&dir.display().to_string(), &files)
+        let files = FolderFiles::read(dir)?;
+        Self::parse(&dir.display().to_string(), &files.template_files())
     }
 
     /// The template among `files` of the folder `dir` (named in messages), compiled, or `None`
@@ -431,47 +397,13 @@ impl ChatTemplate {
     /// The processor of the model folder `dir`: reads the files of [`ProcessorFiles`] that
     /// exist; everything else is [`ChatTemplate::processor`].
     pub fn load_processor_dir(dir: &Path) -> Result<Processor, ChatTemplateError> {
-        let read = |name: &str| -> Result<Option<String>, ChatTemplateError> {
-            let path = dir.join(name);
-            match std::fs::read_to_string(&path) {
-                Ok(t) => Ok(Some(t)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(ChatTemplateError::Read {
-                    path,
-                    message: e.to_string(),
-                }),
-            }
-        };
-        let processor = read(PROCESSOR_FILE)?;
-        let legacy = read(PROCESSOR_TEMPLATE_FILE)?;
-        let jinja = read(TEMPLATE_FILE)?;
-        let config = read(CONFIG_FILE)?;
-        let special = read(SPECIAL_TOKENS_FILE)?;
-        let mut named = Vec::new();
-        if let Ok(entries) = std::fs::read_dir(dir.join(TEMPLATE_DIR)) {
-            for e in entries.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if let Some(stem) = name.strip_suffix(".jinja") {
-                    let rel = format!("{TEMPLATE_DIR}/{name}");
-                    if let Some(text) = read(&rel)? {
-                        named.push((stem.to_string(), text));
-                    }
-                }
-            }
-        }
-        named.sort();
+        let processor = read_optional(&dir.join(PROCESSOR_FILE))?;
+        let legacy = read_optional(&dir.join(PROCESSOR_TEMPLATE_FILE))?;
+        let tokenizer = FolderFiles::read(dir)?;
         let files = ProcessorFiles {
             processor: processor.as_deref(),
             legacy: legacy.as_deref(),
-            tokenizer: TemplateFiles {
-                jinja: jinja.as_deref(),
-                named: named
-                    .iter()
-                    .map(|(n, t)| (n.as_str(), t.as_str()))
-                    .collect(),
-                config: config.as_deref(),
-                special_tokens_map: special.as_deref(),
-            },
+            tokenizer: tokenizer.template_files(),
         };
         Self::processor(&dir.display().to_string(), &files)
     }
@@ -718,6 +650,64 @@ fn special_tokens(
 }
 
 /// minijinja set up as `transformers` sets up Jinja2 for chat templates, holding `source`.
+/// A file's text, or `None` when it does not exist; any other failure to read it is an error
+/// naming it.
+fn read_optional(path: &Path) -> Result<Option<String>, ChatTemplateError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ChatTemplateError::Read {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// The template files a tokenizer folder may hold (those of [`TemplateFiles`]), as read: the
+/// named templates of `additional_chat_templates/` in name order.
+struct FolderFiles {
+    jinja: Option<String>,
+    config: Option<String>,
+    special: Option<String>,
+    named: Vec<(String, String)>,
+}
+
+impl FolderFiles {
+    fn read(dir: &Path) -> Result<FolderFiles, ChatTemplateError> {
+        let mut named = Vec::new();
+        if let Ok(entries) = std::fs::read_dir(dir.join(TEMPLATE_DIR)) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(stem) = name.strip_suffix(".jinja") {
+                    if let Some(text) = read_optional(&e.path())? {
+                        named.push((stem.to_string(), text));
+                    }
+                }
+            }
+        }
+        named.sort();
+        Ok(FolderFiles {
+            jinja: read_optional(&dir.join(TEMPLATE_FILE))?,
+            config: read_optional(&dir.join(CONFIG_FILE))?,
+            special: read_optional(&dir.join(SPECIAL_TOKENS_FILE))?,
+            named,
+        })
+    }
+
+    fn template_files(&self) -> TemplateFiles<'_> {
+        TemplateFiles {
+            jinja: self.jinja.as_deref(),
+            named: self
+                .named
+                .iter()
+                .map(|(n, t)| (n.as_str(), t.as_str()))
+                .collect(),
+            config: self.config.as_deref(),
+            special_tokens_map: self.special.as_deref(),
+        }
+    }
+}
+
 fn environment(source: String) -> Result<Environment<'static>, Error> {
     let mut env = Environment::new();
     env.set_trim_blocks(true);
