@@ -4,10 +4,15 @@
 //! self-test's `--busy-loop`). The client then shares its core with the spinner: its timers
 //! fire late and its reads come late and together.
 //!
-//! What must hold is that the search never reports the client's limit as the server's: every
-//! probe it calls a pass is at a load that truly passes (<= 4) and every probe it calls a fail
-//! at one that truly fails (>= 5); a probe the client could have decided is Client-bound, and
-//! a search that ends there says so (`ending: client_bound`) instead of naming a capacity.
+//! What must hold is that the search never reports the client's limit as the server's. Each
+//! probe's truth is what the server did during it, read from its own trace (the write time of
+//! every token, `support::mock::server_probes`): a probe called a fail never comes where the
+//! server's own ITL p95 clearly met the objective, a pass never where it clearly missed, and a
+//! probe the client could not vouch for is Client-bound, with its reasons; a search that ends
+//! there says so (`ending: client_bound`) instead of naming a capacity. The nominal truth (a
+//! pass at <= 4 streams, a fail at >= 5, the answer 4) is asserted of the probes in which the
+//! server kept its nominal schedule (the p95 of its write gaps within 2 ms of its engine's steps'): a
+//! loaded machine can stretch the server's own steps, and then a fail at 4 is correct.
 //! Whether this machine's scheduler lets the client keep up beside the spinner is not asserted
 //! (the test prints what happened): either way, no wrong answer.
 //! Cost: one search of about six probes, 15-40 s.
@@ -23,7 +28,7 @@ use llmspeed::net::Cancel;
 use llmspeed::selftest::pin::{allowed_cpus, BusyLoop, CpuList, Mask};
 use serde_json::Value;
 use std::time::Duration;
-use support::mock::MockThread;
+use support::mock::{assert_verdicts_follow_the_server, server_probes, TracedMock};
 
 fn mock() -> MockConfig {
     support::mock::analytic(64, 10_000.0, 10_000.0)
@@ -45,7 +50,7 @@ fn beside_a_busy_loop_on_its_core_the_client_is_never_taken_for_the_server() {
         let mask = Mask::of(&server_cpu);
         std::thread::spawn(move || {
             mask.apply().expect("pin the server");
-            MockThread::start(mock())
+            TracedMock::with(mock())
         })
         .join()
         .unwrap()
@@ -85,7 +90,7 @@ fn beside_a_busy_loop_on_its_core_the_client_is_never_taken_for_the_server() {
         llmspeed::cli::capacity::run_async(&cfg, dir.path(), &Cancel::new()).await
     });
     drop(spin);
-    server.stop();
+    let served = server.finish_served();
     let run = run.map_err(|e| e.message).unwrap();
     eprintln!("{}", llmspeed::capacity::results::summary(&cfg, &run));
     let v: Value =
@@ -93,30 +98,48 @@ fn beside_a_busy_loop_on_its_core_the_client_is_never_taken_for_the_server() {
             .unwrap();
     let probes = v["probes"].as_array().unwrap();
     assert!(!probes.is_empty());
-    for p in probes {
+    let truth = server_probes(&served, probes, 5, cfg.round, 2.0);
+    assert_verdicts_follow_the_server(probes, &truth, "itl_p95", cfg.confidence);
+    // The nominal truth where the server kept its schedule: the p95 of its write gaps within
+    // 2 ms of its engine's steps', which sits 5 ms from the threshold on either side (50 ms at
+    // 4 streams, 60 ms at 5).
+    let mut nominal = true;
+    for (p, s) in probes.iter().zip(&truth) {
         let load = p["concurrency"].as_u64().unwrap();
+        if !s.kept(95.0, 2.0) {
+            nominal = false;
+            continue;
+        }
         match p["outcome"].as_str().unwrap() {
             "pass" => assert!(load <= 4, "a pass beyond the truth: {p}"),
-            "fail" => assert!(load >= 5, "the client's limit taken for the server's: {p}"),
-            "client_bound" => assert!(
-                !p["client_bound_reasons"].as_array().unwrap().is_empty(),
-                "{p}"
-            ),
-            other => panic!("a probe left {other}: {p}"),
+            "fail" => assert!(load >= 5, "a fail below the truth: {p}"),
+            _ => {}
         }
     }
     let a = &v["answer"];
-    match a["ending"].as_str().unwrap() {
-        "resolved" => {
-            assert_eq!(a["concurrency"], 4, "{a}");
-            assert_eq!(a["smallest_failing_concurrency"], 5, "{a}");
+    if !nominal {
+        eprintln!(
+            "the server's own steps stretched in some probe: each verdict checked against the \
+             trace only, not against the nominal answer 4 (ending {})",
+            a["ending"]
+        );
+        assert!(
+            matches!(a["ending"].as_str(), Some("resolved" | "client_bound")),
+            "{a}"
+        );
+    } else {
+        match a["ending"].as_str().unwrap() {
+            "resolved" => {
+                assert_eq!(a["concurrency"], 4, "{a}");
+                assert_eq!(a["smallest_failing_concurrency"], 5, "{a}");
+            }
+            "client_bound" => {
+                // Named where it stopped; what it claims below that is true.
+                assert!(a["client_bound_at"].is_u64(), "{a}");
+                assert!(a["concurrency"].as_u64().is_none_or(|c| c <= 4), "{a}");
+            }
+            other => panic!("ended {other}: {a}"),
         }
-        "client_bound" => {
-            // Named where it stopped; what it claims below that is true.
-            assert!(a["client_bound_at"].is_u64(), "{a}");
-            assert!(a["concurrency"].as_u64().is_none_or(|c| c <= 4), "{a}");
-        }
-        other => panic!("ended {other}: {a}"),
     }
     let bound = probes
         .iter()

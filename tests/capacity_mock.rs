@@ -31,7 +31,9 @@ use llmspeed::mock::MockConfig;
 use llmspeed::net::Cancel;
 use serde_json::Value;
 use std::time::Duration;
-use support::mock::{runtime, MockThread};
+use support::mock::{
+    assert_verdicts_follow_the_server, runtime, server_probes, MockThread, Served, TracedMock,
+};
 
 fn mock(max_num_seqs: u32, base_us: f64, per_seq_us: f64) -> MockConfig {
     support::mock::analytic(max_num_seqs, base_us, per_seq_us)
@@ -75,7 +77,25 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn search(m: MockConfig, slo: &[&str], output_len: u32, round: u64) -> Value {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let server = MockThread::start(m);
-    let cfg = config(server.url(), slo, output_len, round);
+    let (v, ending, summary) = run_search(&server.url(), slo, output_len, round);
+    server.stop();
+    assert_eq!(ending, Ending::Resolved, "{summary}");
+    v
+}
+
+/// [`search`] against the simulated server tracing in memory, without judging the ending:
+/// results.json and the requests the server served.
+fn search_traced(m: MockConfig, slo: &[&str], output_len: u32, round: u64) -> (Value, Vec<Served>) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let server = TracedMock::with(m);
+    let (v, _, _) = run_search(&server.url(), slo, output_len, round);
+    (v, server.finish_served())
+}
+
+/// One search against the server at `url`: results.json (checked against its schema), the
+/// ending and the summary.
+fn run_search(url: &str, slo: &[&str], output_len: u32, round: u64) -> (Value, Ending, String) {
+    let cfg = config(url.to_string(), slo, output_len, round);
     let dir = tempfile::tempdir().unwrap();
     let run = runtime()
         .block_on(llmspeed::cli::capacity::run_async(
@@ -85,20 +105,39 @@ fn search(m: MockConfig, slo: &[&str], output_len: u32, round: u64) -> Value {
         ))
         .map_err(|e| e.message)
         .unwrap();
-    server.stop();
     let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
     let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(schema_errors(&v), Vec::<String>::new());
     let summary = llmspeed::capacity::results::summary(&cfg, &run);
     eprintln!("{summary}");
-    assert_eq!(run.conclusion.ending, Ending::Resolved, "{summary}");
-    v
+    (v, run.conclusion.ending, summary)
 }
 
+/// Each probe's verdict follows what the server did during it (its own trace: the gaps between
+/// its token writes, `support::mock::server_probes`); the nominal truth above (4) is asserted
+/// where the server kept its nominal schedule, the p95 of its write gaps within 2 ms of its
+/// engine's steps' in every probe: on a loaded machine its steps stretch, and a fail at 4 is
+/// then correct.
 #[test]
 fn an_itl_objective_finds_the_batch_whose_step_fits() {
-    let v = search(mock(64, 10_000.0, 10_000.0), &["itl_p95=55ms"], 16, 12);
+    let (v, served) = search_traced(mock(64, 10_000.0, 10_000.0), &["itl_p95=55ms"], 16, 12);
+    let probes = v["probes"].as_array().unwrap();
+    let truth = server_probes(&served, probes, 1, 12, 2.0);
+    assert_verdicts_follow_the_server(probes, &truth, "itl_p95", 0.95);
     let a = &v["answer"];
+    if let Some(s) = truth.iter().find(|s| !s.kept(95.0, 2.0)) {
+        eprintln!(
+            "the server's own steps stretched at C={}: verdicts checked against its trace only, \
+             not the nominal answer 4 (ending {})",
+            s.concurrency, a["ending"]
+        );
+        assert!(
+            matches!(a["ending"].as_str(), Some("resolved" | "client_bound")),
+            "{a}"
+        );
+        return;
+    }
+    assert_eq!(a["ending"], "resolved", "{a}");
     assert_eq!(a["concurrency"], 4, "{a}");
     assert_eq!(a["smallest_failing_concurrency"], 5, "{a}");
     assert_eq!(a["failing_certain"], true);
