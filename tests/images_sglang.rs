@@ -15,6 +15,8 @@
 
 #[path = "conformance/reference.rs"]
 mod reference;
+#[path = "support/hub.rs"]
+mod stand_in;
 mod support;
 
 use llmspeed::bench::sglang::args::sglang_bounds;
@@ -632,8 +634,8 @@ fn native_image_prompts_are_sglangs_create_mm_data_row() {
     }
 }
 
-/// A native image run needs the processor's folder: without `--tokenizer` it stops before any
-/// request, saying what SGLang does; with a folder whose processor has no chat template it
+/// A native image run needs the processor: without `--tokenizer`, `--served-model-name` or
+/// `--model` it stops before any request, saying what SGLang does; with a folder whose processor has no chat template it
 /// sends SGLang's fallback `<image>{text}` for every request, said in a note.
 #[test]
 fn a_native_image_run_without_a_processor_stops_and_without_a_template_falls_back() {
@@ -677,7 +679,7 @@ fn a_native_image_run_without_a_processor_stops_and_without_a_template_falls_bac
     let out = run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("no --tokenizer"), "{err}");
+    assert!(err.contains("no --model"), "{err}");
     assert!(err.contains("SGLang loads the processor"), "{err}");
     assert!(generates().is_empty(), "nothing sent");
     let out = run(&["--tokenizer", folder.to_str().unwrap()]);
@@ -697,4 +699,148 @@ fn a_native_image_run_without_a_processor_stops_and_without_a_template_falls_bac
             "{t:?}"
         );
     }
+}
+
+/// Without `--tokenizer`, a native image run reads the processor where SGLang's `get_processor`
+/// does, from `--model`: a hub id's files are fetched from the stand-in hub (`HF_ENDPOINT`) into
+/// a fresh `HF_HOME` in the hub cache's layout, and every `/generate` body carries the same
+/// templated text as a run given the folder with `--tokenizer`. A second run with
+/// `HF_HUB_OFFLINE=1` reads them from the cache and asks the hub nothing; an id the hub does not
+/// have stops before any request, naming the URL and its 404.
+#[test]
+fn a_native_image_run_fetches_the_models_processor_as_sglang_does() {
+    use llmspeed::mock::image::ImageTokens;
+    use llmspeed::mock::{MockConfig, Profile};
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let folder = support::processor::folder(dir.path());
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let mut repo = stand_in::Repo {
+        id: "tiny/vision".into(),
+        sha: sha.into(),
+        model: true,
+        ..stand_in::Repo::default()
+    };
+    for f in [
+        "processor_config.json",
+        "chat_template.jinja",
+        "tokenizer_config.json",
+    ] {
+        repo.files
+            .insert(f.into(), std::fs::read(folder.join(f)).unwrap());
+    }
+    let hub = stand_in::StandIn::start(vec![repo]);
+    let hf_home = dir.path().join("hf");
+    let runs = std::cell::Cell::new(0);
+    // One run against a fresh simulated server: its outcome and the `/generate` texts it sent.
+    let run = |more: &[&str], offline: bool| {
+        runs.set(runs.get() + 1);
+        let log = dir.path().join(format!("requests-{}.jsonl", runs.get()));
+        let mut mcfg = MockConfig::profile(Profile::Fast);
+        mcfg.request_log = Some(log.clone());
+        mcfg.image_tokens = ImageTokens::Patches(16);
+        let mock = rt.block_on(support::mock::MockServer::start(mcfg));
+        let url = format!("http://{}", mock.addr);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_llmspeed"));
+        cmd.args(["bench", "sglang", "--base-url", &url, "--backend", "sglang"])
+            .args(["--dataset-name", "image", "--num-prompts", "3"])
+            .args(["--random-input-len", "8", "--random-output-len", "2"])
+            .args(["--image-resolution", "8x8", "--warmup-requests", "0"])
+            .args(more)
+            .arg("--output-file")
+            .arg(dir.path().join("out.jsonl"))
+            .env("HF_HOME", &hf_home)
+            .env("HF_ENDPOINT", &hub.url)
+            .env_remove("HF_HUB_CACHE")
+            .env_remove("HF_TOKEN")
+            .env_remove("HF_HUB_OFFLINE");
+        if offline {
+            cmd.env("HF_HUB_OFFLINE", "1");
+        }
+        let out = cmd.output().unwrap();
+        rt.block_on(mock.stop());
+        let sent: Vec<String> = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|r| r["path"] == "/generate")
+            .map(|r| r["body"]["text"].as_str().unwrap().to_string())
+            .collect();
+        // In the order the server received them (concurrent requests may cross): sorted.
+        let mut sent = sent;
+        sent.sort();
+        (out, sent)
+    };
+    let model_asks = || {
+        hub.seen()
+            .iter()
+            .filter(|s| s.path.starts_with("/tiny/"))
+            .count()
+    };
+
+    let (out, by_folder) = run(&["--tokenizer", folder.to_str().unwrap()], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(by_folder.len(), 3);
+    assert!(by_folder[0].contains("<|assistant|>"), "{:?}", by_folder[0]);
+    assert_eq!(model_asks(), 0, "a folder asks the hub nothing");
+
+    let (out, sent) = run(&["--model", "tiny/vision"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(sent, by_folder, "the same templated prompts");
+    let snap = hf_home.join("hub/models--tiny--vision/snapshots").join(sha);
+    for f in [
+        "processor_config.json",
+        "chat_template.jinja",
+        "tokenizer_config.json",
+    ] {
+        let p = snap.join(f);
+        assert!(
+            std::fs::symlink_metadata(&p)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{p:?} links to its blob"
+        );
+        assert_eq!(
+            std::fs::read(&p).unwrap(),
+            std::fs::read(folder.join(f)).unwrap()
+        );
+    }
+    assert!(!snap.join("chat_template.json").exists());
+    assert_eq!(
+        std::fs::read_to_string(hf_home.join("hub/models--tiny--vision/refs/main")).unwrap(),
+        sha
+    );
+    let asked = model_asks();
+    // Each of the 6 files once (the 3 present are then fetched from the CDN).
+    assert_eq!(
+        asked,
+        6,
+        "{:?}",
+        hub.seen()
+            .iter()
+            .map(|s| s.path.clone())
+            .collect::<Vec<_>>()
+    );
+
+    let (out, sent) = run(&["--model", "tiny/vision"], true);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(sent, by_folder, "read from the cache offline");
+    assert_eq!(model_asks(), asked, "offline asks the hub nothing");
+
+    let (out, sent) = run(&["--model", "tiny/absent"], false);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let url = format!("{}/tiny/absent/resolve/main/processor_config.json", hub.url);
+    assert!(err.contains(&url), "{err}");
+    assert!(err.contains("404"), "{err}");
+    assert!(err.contains("--model tiny/absent"), "{err}");
+    assert!(sent.is_empty(), "nothing sent");
 }

@@ -210,6 +210,7 @@ fn hub_repo(data: &[Value]) -> stand_in::Repo {
         configs: Value::Null,
         token: None,
         revision: None,
+        model: false,
     }
 }
 
@@ -509,6 +510,7 @@ fn mmmu_end_to_end(parquet: &[u8], sglang: &Value) {
             {"split": "test", "path": "Math/test-*"}]}]),
         token: None,
         revision: None,
+        model: false,
     };
     let hub = stand_in::StandIn::start(vec![repo]);
     let dir = tempfile::tempdir().unwrap();

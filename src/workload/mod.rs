@@ -6,6 +6,7 @@ pub mod hub;
 pub mod image;
 pub mod image_header;
 pub mod numpy;
+pub mod processor;
 pub mod prompt_cache;
 pub mod prose;
 pub mod pyrandom;

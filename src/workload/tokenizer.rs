@@ -241,7 +241,7 @@ fn is_not_found(e: &super::hub::HubError) -> bool {
 /// `name` or `org/name` with the characters the hub allows; anything path-like (absolute,
 /// relative with dots, several slashes, a file extension on a lone name) is not an id, so a
 /// mistyped path is reported as a path rather than searched for in the cache.
-fn looks_like_model_id(spec: &str) -> bool {
+pub(crate) fn looks_like_model_id(spec: &str) -> bool {
     let parts: Vec<&str> = spec.split('/').collect();
     let ok_part = |s: &str| {
         !s.is_empty()

@@ -3,7 +3,8 @@
 //! our client:
 //! - `GET /api/datasets/{id}/revision/{rev}[?blobs=true]`: `sha`, `siblings` (`rfilename`,
 //!   `blobId`, `size`, `lfs.{sha256,size}` for parquet files), `cardData.configs`;
-//! - `GET|HEAD /datasets/{id}/resolve/{rev}/{path}`: a 302 to `{cdn}/cdn/{etag}?sig=..` with
+//! - `GET|HEAD /datasets/{id}/resolve/{rev}/{path}` (a model repository's at
+//!   `/{id}/resolve/{rev}/{path}`): a 302 to `{cdn}/cdn/{etag}?sig=..` with
 //!   `X-Repo-Commit`, `X-Linked-Etag`, `X-Linked-Size`, as huggingface.co answers;
 //! - the CDN: the blob with its length, or from a `Range: bytes=N-` (206, `Content-Range`);
 //! - 401 without the right token on a gated repository, 404 (`X-Error-Code: RepoNotFound`,
@@ -33,6 +34,8 @@ pub struct Repo {
     pub token: Option<String>,
     /// The revision name this commit also answers to besides `main` (`refs/convert/parquet`).
     pub revision: Option<String>,
+    /// A model repository: its files answer at `/{id}/resolve/{rev}/{path}` (no API).
+    pub model: bool,
 }
 
 /// One request the stand-in saw.
@@ -249,14 +252,23 @@ fn answer(state: &Mutex<State>, cdn: &str, req: &Seen) -> Vec<u8> {
             head_only,
         );
     }
-    if let Some(rest) = path.strip_prefix("/datasets/") {
+    // Datasets under /datasets/{owner}/{name}, models under /{owner}/{name}.
+    let resolve = match path.strip_prefix("/datasets/") {
+        Some(rest) => Some((false, rest)),
+        None => path.strip_prefix('/').map(|rest| (true, rest)),
+    };
+    if let Some((model, rest)) = resolve {
         // {owner}/{name}/resolve/{rev}/{file}
         let Some((id, rest)) = rest.split_once("/resolve/") else {
             return not_found("RepoNotFound", "Repository not found");
         };
         let rest = unquote(rest);
         // The revision may itself hold slashes (refs/convert/parquet).
-        let st_repos: Vec<&Repo> = st.repos.iter().filter(|r| r.id == id).collect();
+        let st_repos: Vec<&Repo> = st
+            .repos
+            .iter()
+            .filter(|r| r.id == id && r.model == model)
+            .collect();
         let hit = st_repos.iter().find_map(|r| {
             [Some(r.sha.as_str()), r.revision.as_deref(), Some("main")]
                 .into_iter()

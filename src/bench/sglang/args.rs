@@ -90,7 +90,8 @@ pub struct SglangArgs {
     pub served_model_name: Option<String>,
     /// A local tokenizer.json (or a model in the local Hugging Face cache) to count with;
     /// without one the server's /tokenize counts. image and mmmu on sglang / sglang-native: the
-    /// model's folder, whose processor's chat template wraps each prompt (needed there).
+    /// processor whose chat template wraps each prompt, over SGLang's --served-model-name or
+    /// --model (a folder or hub id, fetched into the Hugging Face cache if need be).
     #[arg(long)]
     pub tokenizer: Option<String>,
     /// sharegpt and custom: wrap each prompt in the tokenizer's chat template (one user

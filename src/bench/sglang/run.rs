@@ -270,21 +270,26 @@ fn native_template<'a>(
     if cfg.image.is_none() || cfg.reader != metrics::Reader::Native {
         return Ok((plan, None));
     }
-    let name = &cfg.dataset_name;
+    let dataset = &cfg.dataset_name;
     let hint = format!(
-        "--dataset-name {name} on --backend {} sends each row's text through the model's \
-         processor's chat template, as SGLang does (its /generate applies none); SGLang loads \
-         the processor from --served-model-name or --model and stops without one; llmspeed \
-         reads it from --tokenizer: give --tokenizer the model's folder (processor_config.json, \
-         chat_template.jinja or chat_template.json, tokenizer_config.json)",
+        "--dataset-name {dataset} on --backend {} sends each row's text through the model's \
+         processor's chat template, as SGLang does (its /generate applies none)",
         cfg.backend
     );
-    let Some(spec) = cfg.plan.tokenizer.as_deref() else {
-        return Err(RunError::Setup(format!("no --tokenizer: {hint}")));
-    };
-    let dir = processor_dir(spec).map_err(|e| RunError::Setup(format!("{e}; {hint}")))?;
-    let p = crate::workload::chat_template::ChatTemplate::load_processor_dir(&dir)
-        .map_err(|e| RunError::Setup(format!("{e}; {hint}")))?;
+    let (flag, name) = processor_name(
+        cfg.plan.tokenizer.as_deref(),
+        cfg.plan.served_model_name.as_deref(),
+        cfg.plan.model.as_deref(),
+    )
+    .ok_or_else(|| {
+        RunError::Setup(format!(
+            "no --model: {hint}; SGLang loads the processor from --served-model-name or \
+             --model (without them, from the server's first model id): give --model (a hub \
+             id or the model's folder) or --tokenizer (the folder)"
+        ))
+    })?;
+    let (p, dir) = processor_of(flag, name).map_err(|e| RunError::Setup(format!("{e}; {hint}")))?;
+    let _ = writeln!(log, "processor of {flag} {name}: {}", dir.display());
     match &p.template {
         Ok(t) => {
             let _ = writeln!(
@@ -314,20 +319,34 @@ fn native_template<'a>(
     Ok((Cow::Owned(plan), Some(p)))
 }
 
-/// The folder `--tokenizer` names: a folder, a file's folder, or a hub id's cached snapshot
-/// (where its `tokenizer.json` is, fetched if need be).
-fn processor_dir(spec: &str) -> Result<PathBuf, String> {
-    let p = std::path::Path::new(spec);
-    if p.is_dir() {
-        return Ok(p.to_path_buf());
+/// The name the processor is read from, and the option that gave it: `--tokenizer` when given
+/// (llmspeed's override: SGLang reads only its tokenizer there), else SGLang's
+/// `get_processor(served_model_name or model)`. `None`: no name at all.
+fn processor_name<'a>(
+    tokenizer: Option<&'a str>,
+    served: Option<&'a str>,
+    model: Option<&'a str>,
+) -> Option<(&'static str, &'a str)> {
+    tokenizer
+        .map(|t| ("--tokenizer", t))
+        .or_else(|| served.map(|s| ("--served-model-name", s)))
+        .or_else(|| model.map(|m| ("--model", m)))
+}
+
+/// The processor `name` names: a folder; for `--tokenizer` also a file's folder (its
+/// `tokenizer.json`); else a hub id, from the Hugging Face cache or the hub
+/// (`workload::processor`). Also the folder it was read from.
+fn processor_of(flag: &str, name: &str) -> Result<(Processor, PathBuf), String> {
+    let p = std::path::Path::new(name);
+    if flag == "--tokenizer" && p.is_file() {
+        let dir = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        return crate::workload::processor::load(&dir.display().to_string(), flag)
+            .map_err(|e| e.to_string());
     }
-    let file = match p.is_file() {
-        true => p.to_path_buf(),
-        false => crate::workload::tokenizer::resolve(spec).map_err(|e| e.to_string())?,
-    };
-    Ok(file
-        .parent()
-        .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf))
+    crate::workload::processor::load(name, flag).map_err(|e| e.to_string())
 }
 
 /// On a native backend, each completed image request's text alone through the processor's
@@ -757,6 +776,19 @@ fn save(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_processor_is_tokenizers_else_sglangs_served_name_else_model() {
+        let all = processor_name(Some("/m"), Some("served"), Some("org/m"));
+        assert_eq!(all, Some(("--tokenizer", "/m")));
+        let sglang = processor_name(None, Some("served"), Some("org/m"));
+        assert_eq!(sglang, Some(("--served-model-name", "served")));
+        assert_eq!(
+            processor_name(None, None, Some("org/m")),
+            Some(("--model", "org/m"))
+        );
+        assert_eq!(processor_name(None, None, None), None);
+    }
 
     #[test]
     fn the_chat_reader_keeps_reasoning_before_the_answer() {
