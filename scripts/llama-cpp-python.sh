@@ -37,9 +37,12 @@ build_venv() {
     # (nice 19 beside other builds): the wheel 2.9 CPU-minutes (158 s user + 13 s system) where
     # it took 6.1 with the common library; the wheel holds libllama and ggml as before.
     # The wheel is kept in the cache: a rebuilt virtualenv does not compile again.
+    # --no-cache-dir: pip keeps wheels it built from an sdist in its own cache and reuses them
+    # whatever CMAKE_ARGS says; on 2026-12-08 a machine that had built the wheel with llama.cpp's
+    # common library got that wheel back here, unbuilt. The wheel is ours to cache, above.
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$here/llama-cpp-python-no-common.cmake" \
       CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
-      "$VENV/bin/pip" wheel -q --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
+      "$VENV/bin/pip" wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$wheels.tmp" \
       "llama-cpp-python==$VERSION" >&2
     mkdir -p "$wheels" && mv "$wheels.tmp"/llama_cpp_python-*.whl "$wheels/" && rm -rf "$wheels.tmp"
   fi
