@@ -5,10 +5,9 @@
 # Prints one line, `python=PATH`: the virtualenv's interpreter, which serves with
 # `PATH -m llama_cpp.server --model MODEL --host 127.0.0.1 --port N`. The model is the tiny GGUF
 # that scripts/llama-server.sh writes. Idempotent: a finished virtualenv is reused.
-# Cost: about 4 minutes on 2 idle cores the first time (the wheel compiles llama.cpp; 4.9 measured
-# 2026-12-03 without the multimodal library, 6.6 with it; 4.0 quiet on 2026-12-08 with llama.cpp's
-# common library still built, which is now left out: about half the wheel's compiling; 22 minutes
-# measured on a shared, loaded 2-core machine), instant when cached. Needs only PyPI and a C++
+# Cost: about 2 minutes on 2 idle cores the first time (the wheel compiles llama.cpp's library;
+# 1.6 minutes wall and 2.8 CPU-minutes measured quiet on 2026-12-08, where the step took 4.0 with
+# llama.cpp's common library still built), instant when cached. Needs only PyPI and a C++
 # compiler.
 set -euo pipefail
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
@@ -28,7 +27,7 @@ build_venv() {
   "$VENV/bin/pip" install -q --upgrade pip
   local wheels="$CACHE/wheels"
   if ! ls "$wheels"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1; then
-    log "building llama-cpp-python $VERSION from source (about 10 minutes on 2 cores)"
+    log "building llama-cpp-python $VERSION from source (about 2 minutes on 2 idle cores)"
     # GGML_NATIVE=OFF: native builds crashed on load on these CPUs (as for llama-server).
     # LLAVA_BUILD=OFF: no multimodal library (mtmd); the package imports it only for image
     # chat formats, which the tests never use.
