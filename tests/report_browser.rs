@@ -446,35 +446,12 @@ fn the_capacity_page_loads_cleanly_and_draws_its_probes() {
     let v: serde_json::Value =
         serde_json::from_str(include_str!("data/capacity_mock_results.json")).unwrap();
     let probes = v["probes"].as_array().unwrap().len();
-    let header = llmspeed::report::header::RunHeader::capacity(&v);
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("report.html");
-    std::fs::write(&page, html::capacity::render(&v, &header)).unwrap();
-    let run = chromium(
-        &bin,
-        &dir.path().join("p1"),
-        &["--dump-dom"],
-        &url(&page, ""),
-    );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let dom = &run.stdout;
+    let (dom, img) = capacity_page(&bin, &v);
     assert_eq!(dom.matches("<svg").count(), 1);
     assert_eq!(dom.matches("<g class=\"probe\"").count(), probes);
     assert_eq!(dom.matches("<tr class=\"probe\"").count(), probes);
     assert_eq!(dom.matches("class=\"threshold\"").count(), 1);
     assert_eq!(dom.matches("class=\"answer\"").count(), 1);
-    let shot = dir.path().join("capacity.png");
-    let run = chromium(
-        &bin,
-        &dir.path().join("p2"),
-        &[
-            "--window-size=1400,1400",
-            &format!("--screenshot={}", shot.display()),
-        ],
-        &url(&page, ""),
-    );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let img = decode_png(&shot);
     // Pass marks are drawn green, fail marks red.
     assert!(img.pixels_near(0x2ca02c) > 50, "pass marks missing");
     assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
@@ -493,18 +470,7 @@ fn the_rate_capacity_page_draws_its_keeps_up_chart() {
     let v: serde_json::Value =
         serde_json::from_str(include_str!("data/capacity_rate_mock_results.json")).unwrap();
     let probes = v["probes"].as_array().unwrap().len();
-    let header = llmspeed::report::header::RunHeader::capacity(&v);
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("report.html");
-    std::fs::write(&page, html::capacity::render(&v, &header)).unwrap();
-    let run = chromium(
-        &bin,
-        &dir.path().join("p1"),
-        &["--dump-dom"],
-        &url(&page, ""),
-    );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let dom = &run.stdout;
+    let (dom, img) = capacity_page(&bin, &v);
     assert_eq!(dom.matches("<svg").count(), 2);
     assert_eq!(dom.matches("<g class=\"probe\"").count(), 2 * probes);
     assert_eq!(dom.matches("<circle class=\"ref\"").count(), probes);
@@ -516,9 +482,27 @@ fn the_rate_capacity_page_draws_its_keeps_up_chart() {
         dom.contains("<tr><td>Burstiness</td><td>1.0</td></tr>"),
         "no burstiness row"
     );
-    let shot = dir.path().join("capacity_rate.png");
+    assert!(img.pixels_near(0x2ca02c) > 50, "pass marks missing");
+    assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
+}
+
+/// A capacity results file's page, rendered and opened twice: its DOM as the browser built it,
+/// and a 1400x1400 screenshot; neither load may print a console line.
+fn capacity_page(bin: &Path, v: &serde_json::Value) -> (String, Image) {
+    let header = llmspeed::report::header::RunHeader::capacity(v);
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    std::fs::write(&page, html::capacity::render(v, &header)).unwrap();
     let run = chromium(
-        &bin,
+        bin,
+        &dir.path().join("p1"),
+        &["--dump-dom"],
+        &url(&page, ""),
+    );
+    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
+    let shot = dir.path().join("capacity.png");
+    let shot_run = chromium(
+        bin,
         &dir.path().join("p2"),
         &[
             "--window-size=1400,1400",
@@ -526,10 +510,8 @@ fn the_rate_capacity_page_draws_its_keeps_up_chart() {
         ],
         &url(&page, ""),
     );
-    assert_eq!(console_lines(&run.stderr), Vec::<&str>::new());
-    let img = decode_png(&shot);
-    assert!(img.pixels_near(0x2ca02c) > 50, "pass marks missing");
-    assert!(img.pixels_near(0xd62728) > 50, "fail marks missing");
+    assert_eq!(console_lines(&shot_run.stderr), Vec::<&str>::new());
+    (run.stdout, decode_png(&shot))
 }
 
 /// Drives the site as a person would, inside an iframe of the site's own folder (the browser
